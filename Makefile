@@ -1,0 +1,67 @@
+# Makefile — the only build system: bin/kt and lib/libkt.a from C11 host code, the
+# kernel sources and DB schema embedded into the binary, and the test runners.
+CUDA ?= /usr/local/cuda
+CC ?= gcc
+CFLAGS ?= -O2 -g
+CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I$(CUDA)/include -Iruntime -pthread
+# NVRTC and cuBLAS(Lt) come from the CUDA toolkit (found at run time through the rpath);
+# SQLite is linked statically so the binary runs where only the shared library differs.
+LDLIBS = -L$(CUDA)/lib64 -lnvrtc -lcublasLt -lcublas -Wl,-Bstatic -lsqlite3 -Wl,-Bdynamic -ldl -lm -pthread
+LDFLAGS += -Wl,-rpath,'$$ORIGIN/../lib' -Wl,-rpath,$(CUDA)/lib64
+
+ifeq ($(wildcard $(CUDA)/include/nvrtc.h),)
+$(error CUDA toolkit not found at $(CUDA) (no include/nvrtc.h): install it or run make CUDA=/path/to/cuda)
+endif
+
+EMBEDDED = $(wildcard kernels/*.cu) $(wildcard kernels/common/*.cuh) db/schema.sql
+LIB_SRC = $(wildcard runtime/*.c db/*.c tuner/*.c bench/*.c kernels/*.c)
+LIB_OBJ = $(LIB_SRC:%.c=build/%.o) build/embedded.o
+TEST_SRC = $(wildcard tests/cpu/*.c)
+TEST_OBJ = $(TEST_SRC:%.c=build/%.o)
+HEADERS = $(wildcard runtime/*.h kernels/*.h tuner/*.h bench/*.h db/*.h tests/cpu/*.h)
+
+all: bin/kt lib/libkt.a
+
+build/tools/embed: tools/embed.c
+	@mkdir -p $(@D)
+	$(CC) -O2 -o $@ $<
+
+build/embedded.c: build/tools/embed $(EMBEDDED)
+	build/tools/embed $(EMBEDDED) > $@.tmp && mv $@.tmp $@
+
+build/embedded.o: build/embedded.c
+	$(CC) -c -o $@ $<
+
+build/%.o: %.c $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+lib/libkt.a: $(LIB_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+bin/kt: build/cli/kt.o lib/libkt.a
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+build/test_cpu: $(TEST_OBJ) lib/libkt.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# CPU tests: everything that needs no GPU (CI runs this).
+test: build/test_cpu bin/kt
+	bash tests/cpu/run.sh
+
+# The main job: sweep the five target shapes into kt.db (compile-only for sm_120 without a GPU).
+demo: bin/kt
+	bash tools/demo.sh
+
+# GPU suite (on a machine with an NVIDIA GPU).
+gpu-test: bin/kt
+	bash tests/gpu/run.sh
+
+clean:
+	rm -rf build bin lib
+
+.PHONY: all test demo gpu-test clean
+
+build/cli/kt.o: CFLAGS += -DKT_COMMIT='"$(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)"'

@@ -1,0 +1,30 @@
+/* bench.h — `kt bench`: times the variant kt serves for a family (or one given config)
+ * on chosen shapes, verified, against the floor set by measured copy bandwidth and,
+ * for fp8_gemm, against vendor baselines (cuBLASLt FP8 row-wise, cuBLAS bf16) timed by
+ * the same method (CUDA-graph replays over rotated inputs, tuner/measure.c). */
+#ifndef KT_BENCH_H
+#define KT_BENCH_H
+#include "kt.h"
+
+/* A bench request, as `kt bench` parses it. */
+typedef struct kt_bench_options {
+    const kt_family *family;
+    kt_problem shapes[32]; /* shape keys; m is taken from ms[] */
+    int n_shapes;
+    long ms[32];
+    int n_ms;
+    const char *db_path;   /* winners DB, opened read-only; NULL: no DB, the family default config is served */
+    const char *config;    /* "--config" string (e.g. "TILE_N=64,SPLIT_K=4"); NULL: the DB winner via kt_dispatch */
+    const char *json_path; /* NULL: no JSON */
+    uint64_t seed;
+} kt_bench_options;
+
+/* Runs `kt bench` on the current GPU (opened by the caller): for each shape and M, verifies
+ * and times kt's variant, times the baselines, prints a table to stdout and writes the JSON
+ * rows; returns -1 if any case failed (after measuring the others) or the GPU failed. */
+int kt_bench_run(const kt_bench_options *o);
+
+/* Measured device-to-device copy bandwidth in bytes/s, counting bytes read + written. */
+int kt_bench_copy_bandwidth(double *bytes_per_s);
+
+#endif

@@ -1,0 +1,415 @@
+/* kt.c — the `kt` command line: devices, list, compile, tune, bench, db. Each command
+ * checks its input and fails with one clear line and a non-zero exit; commands that need
+ * a GPU say so on machines without one. */
+#include "../bench/bench.h"
+#include "../tuner/tuner.h"
+#include "kt.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef KT_COMMIT
+#define KT_COMMIT "unknown"
+#endif
+
+static int die(const char *fmt, const char *arg) {
+    fprintf(stderr, "kt: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n");
+    return 1;
+}
+
+/* Options shared by the commands that take a family, shapes and batch sizes. */
+typedef struct common {
+    const kt_family *family;
+    kt_problem shapes[32];
+    int n_shapes;
+    long ms[32];
+    int n_ms;
+    const char *db_path, *config, *json, *strategy, *arch, *format;
+    int budget, sample, threads, help;
+    uint64_t seed;
+} common;
+
+enum { O_FAMILY = 1000, O_SHAPE, O_M, O_DB, O_CONFIG, O_JSON, O_STRATEGY, O_BUDGET, O_ARCH, O_SAMPLE, O_SEED,
+       O_THREADS, O_FORMAT };
+
+static const struct option long_options[] = {
+    {"family", required_argument, 0, O_FAMILY}, {"shape", required_argument, 0, O_SHAPE},
+    {"m", required_argument, 0, O_M},           {"db", required_argument, 0, O_DB},
+    {"config", required_argument, 0, O_CONFIG}, {"json", required_argument, 0, O_JSON},
+    {"strategy", required_argument, 0, O_STRATEGY}, {"budget", required_argument, 0, O_BUDGET},
+    {"arch", required_argument, 0, O_ARCH},     {"sample", required_argument, 0, O_SAMPLE},
+    {"seed", required_argument, 0, O_SEED},     {"threads", required_argument, 0, O_THREADS},
+    {"format", required_argument, 0, O_FORMAT}, {"help", no_argument, 0, 'h'},
+    {0, 0, 0, 0}};
+
+/* Parses argv into c; shapes are parsed after the family is known. "targets" = the family's list. */
+static int parse_common(int argc, char **argv, common *c) {
+    const char *shape_args[32];
+    int n_shape_args = 0;
+    memset(c, 0, sizeof *c);
+    c->db_path = "kt.db";
+    c->strategy = "exhaustive";
+    c->budget = 64;
+    c->seed = 20261129;
+    c->threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    optind = 1;
+    opterr = 0;
+    for (int o; (o = getopt_long(argc, argv, "h", long_options, NULL)) != -1;) {
+        char *end;
+        switch (o) {
+        case O_FAMILY:
+            if (!(c->family = kt_family_find(optarg))) return die("%s", kt_error());
+            break;
+        case O_SHAPE:
+            if (n_shape_args == 32) return die("too many --shape options (max %s)", "32");
+            shape_args[n_shape_args++] = optarg;
+            break;
+        case O_M:
+            if ((c->n_ms = kt_parse_int_list(optarg, c->ms, 32)) < 0) return die("--m: %s", kt_error());
+            break;
+        case O_DB: c->db_path = optarg; break;
+        case O_CONFIG: c->config = optarg; break;
+        case O_JSON: c->json = optarg; break;
+        case O_STRATEGY:
+            if (strcmp(optarg, "exhaustive") && strcmp(optarg, "random"))
+                return die("--strategy must be exhaustive or random, not '%s'", optarg);
+            c->strategy = optarg;
+            break;
+        case O_BUDGET:
+        case O_SAMPLE:
+        case O_THREADS: {
+            long v = strtol(optarg, &end, 10);
+            if (*end || v <= 0 || v > 1000000) return die("expected a positive integer, got '%s'", optarg);
+            *(o == O_BUDGET ? &c->budget : o == O_SAMPLE ? &c->sample : &c->threads) = (int)v;
+            break;
+        }
+        case O_SEED: c->seed = strtoull(optarg, &end, 10); if (*end) return die("bad --seed '%s'", optarg); break;
+        case O_ARCH: c->arch = optarg; break;
+        case O_FORMAT: c->format = optarg; break;
+        case 'h': c->help = 1; break;
+        default: return die("unknown or incomplete option '%s' (see --help)", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) return die("unexpected argument '%s' (see --help)", argv[optind]);
+    if (n_shape_args && !c->family) return die("--shape needs --family%s", "");
+    for (int i = 0; i < n_shape_args; i++) {
+        if (!strcmp(shape_args[i], "targets")) {
+            for (int t = 0; t < c->family->n_target_shapes && c->n_shapes < 32; t++) {
+                kt_problem *p = &c->shapes[c->n_shapes++];
+                memset(p, 0, sizeof *p);
+                p->n_dims = c->family->n_dims;
+                memcpy(p->dim, c->family->target_shapes[t], sizeof p->dim);
+            }
+            continue;
+        }
+        if (kt_parse_shape(c->family, shape_args[i], &c->shapes[c->n_shapes])) return die("%s", kt_error());
+        c->n_shapes++;
+    }
+    /* Every (shape, M) must be supported before any work starts. */
+    for (int s = 0; s < c->n_shapes; s++)
+        for (int j = 0; j < c->n_ms; j++) {
+            kt_problem p = c->shapes[s];
+            p.m = c->ms[j];
+            char why[256];
+            if (c->family->check_problem(&p, why, sizeof why)) return die("%s", why);
+        }
+    return 0;
+}
+
+static int need_gpu(kt_device_info *info) {
+    if (kt_gpu_init() || kt_gpu_open(0, info)) return die("%s", kt_error());
+    return 0;
+}
+
+static int cmd_devices(int argc, char **argv) {
+    if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        printf("usage: kt devices\n  Lists the CUDA devices and the NVRTC version (needs a GPU driver).\n");
+        return 0;
+    }
+    printf("NVRTC %d.%d, JIT cache %s\n", kt_nvrtc_version() / 1000, kt_nvrtc_version() % 1000 / 10, kt_cache_dir());
+    if (kt_gpu_init()) return die("%s", kt_error());
+    int n = kt_gpu_count();
+    if (!n) return die("no CUDA devices found%s", "");
+    for (int i = 0; i < n; i++) {
+        kt_device_info d;
+        if (kt_gpu_open(i, &d)) return die("%s", kt_error());
+        printf("%d: %s  sm_%d%d  %d SMs  L2 %zu MB  smem/block %zu KB  driver %d.%d\n", i, d.name, d.cc_major,
+               d.cc_minor, d.sm_count, d.l2_bytes >> 20, d.smem_per_block_optin >> 10, d.driver_version / 1000,
+               d.driver_version % 1000 / 10);
+    }
+    return 0;
+}
+
+static void print_family(const kt_family *f, int verbose) {
+    long total = 1;
+    for (int i = 0; i < f->n_params; i++) total *= f->params[i].n_values;
+    kt_config *list = NULL;
+    int n120 = kt_space_enumerate(f, 120, NULL, &list, NULL);
+    free(list);
+    printf("%-12s %s\n", f->name, f->summary);
+    if (!verbose) return;
+    printf("  shape keys:");
+    for (int i = 0; i < f->n_dims; i++) printf(" %s", f->dim_names[i]);
+    printf("  (batch: %s)\n  parameters:\n", f->m_name);
+    for (int i = 0; i < f->n_params; i++) {
+        printf("    %-18s", f->params[i].name);
+        for (int j = 0; j < f->params[i].n_values; j++) printf(" %d", f->params[i].values[j]);
+        printf("\n");
+    }
+    char cfg[256];
+    kt_format_config(f, &f->default_config, cfg, sizeof cfg);
+    printf("  space: %ld points, %d valid for sm_120\n  default: %s\n  target shapes:", total, n120, cfg);
+    for (int t = 0; t < f->n_target_shapes; t++) {
+        kt_problem p = {.n_dims = f->n_dims};
+        memcpy(p.dim, f->target_shapes[t], sizeof p.dim);
+        kt_format_shape(f, &p, cfg, sizeof cfg);
+        printf(" %s", cfg);
+    }
+    printf("\n");
+}
+
+static int cmd_list(int argc, char **argv) {
+    if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        printf("usage: kt list [FAMILY]\n  Lists the kernel families, or one family's space in detail.\n");
+        return 0;
+    }
+    if (argc > 2) return die("usage: kt list [FAMILY]%s", "");
+    if (argc == 2) {
+        const kt_family *f = kt_family_find(argv[1]);
+        if (!f) return die("%s", kt_error());
+        print_family(f, 1);
+        return 0;
+    }
+    for (int i = 0; i < kt_family_count(); i++) print_family(kt_family_at(i), 0);
+    return 0;
+}
+
+static int cmd_compile(int argc, char **argv) {
+    common c;
+    if (parse_common(argc, argv, &c)) return 1;
+    if (c.help) {
+        printf("usage: kt compile --family F --arch sm_120|sm_120a|sm_90 [--sample N | --config C] [--seed S]\n"
+               "  NVRTC-compiles variants (no GPU needed) and prints ptxas's registers, spills and shared memory.\n"
+               "  Exits non-zero if any variant fails to compile.\n");
+        return 0;
+    }
+    if (!c.family) return die("compile needs --family (see kt list)%s", "");
+    int arch = kt_arch_parse(c.arch ? c.arch : "sm_120");
+    if (arch < 0) return die("unknown --arch '%s' (sm_120, sm_120a, sm_90)", c.arch);
+    kt_config *list = NULL;
+    int rejected = 0, n;
+    if (c.config) {
+        list = malloc(sizeof *list);
+        if (kt_parse_config(c.family, c.config, list)) return die("%s", kt_error());
+        char why[256];
+        if (c.family->check_config(list, arch, why, sizeof why)) return die("config rejected: %s", why);
+        n = 1;
+    } else {
+        if ((n = kt_space_enumerate(c.family, arch, NULL, &list, &rejected)) < 0) return die("%s", kt_error());
+        if (c.sample) n = kt_space_sample(c.family, list, n, c.sample, c.seed);
+    }
+    printf("%s for %s: %d variants (%d rejected by constraints before compiling)\n", c.family->name,
+           kt_arch_name(arch), n, rejected);
+    printf("%-16s %5s %6s %6s %9s %6s  %s\n", "variant", "regs", "spill", "stack", "compile", "cached", "config");
+    kt_compile_pool *pool = kt_compile_pool_start(c.family, list, n, arch, c.threads);
+    int failed = 0;
+    double t0 = kt_now();
+    for (int i = 0; i < n; i++) {
+        const char *err;
+        const kt_cubin *cb = kt_compile_pool_wait(pool, i, &err);
+        char cfg[256];
+        kt_format_config(c.family, &list[i], cfg, sizeof cfg);
+        if (!cb) {
+            failed++;
+            printf("%-16s compile error: %s\n  %s\n", "-", cfg, err);
+            continue;
+        }
+        printf("%-16s %5d %6d %6d %7.0fms %6s  %s\n", cb->variant_id, cb->report.registers, cb->report.spill_bytes,
+               cb->report.stack_bytes, cb->compile_ms, cb->from_cache ? "yes" : "no", cfg);
+    }
+    kt_compile_pool_free(pool);
+    free(list);
+    printf("%d compiled, %d failed in %.1fs\n", n - failed, failed, kt_now() - t0);
+    return failed ? 1 : 0;
+}
+
+static char cmdline[4096];
+
+static int cmd_tune(int argc, char **argv) {
+    common c;
+    if (parse_common(argc, argv, &c)) return 1;
+    if (c.help) {
+        printf("usage: kt tune --family F --shape N=..,K=.. [--shape ...|targets] --m 1,16,64 [--db kt.db]\n"
+               "               [--strategy exhaustive|random --budget N] [--seed S] [--threads T]\n"
+               "  Compiles, verifies and times every variant on the GPU; records each result in the\n"
+               "  database as it is made and updates the winners. Resumes an interrupted sweep.\n");
+        return 0;
+    }
+    if (!c.family || !c.n_shapes || !c.n_ms) return die("tune needs --family, --shape and --m (see --help)%s", "");
+    kt_device_info info;
+    if (need_gpu(&info)) return 1;
+    kt_sweep_options o = {.family = c.family, .n_shapes = c.n_shapes, .n_ms = c.n_ms, .db_path = c.db_path,
+                          .strategy = c.strategy, .budget = c.budget, .seed = c.seed,
+                          .compile_threads = c.threads, .commit = KT_COMMIT, .cmdline = cmdline};
+    memcpy(o.shapes, c.shapes, sizeof o.shapes);
+    memcpy(o.ms, c.ms, sizeof o.ms);
+    double t0 = kt_now();
+    if (kt_sweep(&o)) return die("tune failed: %s", kt_error());
+    fprintf(stderr, "kt: sweep done in %.1fs on %s\n", kt_now() - t0, info.name);
+    return 0;
+}
+
+/* Verifies one compiled config on bench b; prints a line; returns 1 if it failed. */
+static int verify_one(const kt_family *f, kt_bench *b, const kt_config *cfg, int arch, const char *shape, long m) {
+    char cs[256];
+    kt_format_config(f, cfg, cs, sizeof cs);
+    kt_measurement r = {0};
+    kt_cubin cubin;
+    kt_module mod;
+    if (kt_compile(f, cfg, arch, &cubin)) {
+        printf("FAIL %s M=%ld %s: compile error: %s\n", shape, m, cs, kt_error());
+        return 1;
+    }
+    int bad = kt_module_load(f, cfg, &cubin, &mod);
+    kt_cubin_free(&cubin);
+    if (bad) {
+        printf("FAIL %s M=%ld %s: %s\n", shape, m, cs, kt_error());
+        return 1;
+    }
+    int lost = kt_bench_variant(b, &mod, &r);
+    kt_module_unload(&mod);
+    if (lost || r.status != KT_OK) {
+        printf("FAIL %s M=%ld %s: %s: %s\n", shape, m, cs, kt_status_name(r.status), lost ? kt_error() : r.error);
+        return 1;
+    }
+    printf("ok   %s M=%ld %s: rel_err %.2e, %.2f us\n", shape, m, cs, r.rel_err, r.median_us);
+    return 0;
+}
+
+static int cmd_verify(int argc, char **argv) {
+    common c;
+    if (parse_common(argc, argv, &c)) return 1;
+    if (c.help) {
+        printf("usage: kt verify --family F --shape N=..,K=..|targets --m 1,16 [--config C | --sample N] [--seed S]\n"
+               "  Checks the default config (or --config, or the default plus N seeded random configs) on\n"
+               "  fresh random inputs against the float64 reference, outputs poisoned first. Exits 1 on any failure.\n");
+        return 0;
+    }
+    if (!c.family || !c.n_shapes || !c.n_ms) return die("verify needs --family, --shape and --m (see --help)%s", "");
+    const kt_family *f = c.family;
+    kt_config one;
+    if (c.config && kt_parse_config(f, c.config, &one)) return die("%s", kt_error());
+    kt_device_info info;
+    if (need_gpu(&info)) return 1;
+    int arch = kt_gpu_arch(), failures = 0, checks = 0;
+    kt_cubin ref_cubin;
+    kt_module ref_mod;
+    if (kt_compile(f, &f->default_config, arch, &ref_cubin) || kt_module_load(f, &f->default_config, &ref_cubin, &ref_mod))
+        return die("%s", kt_error());
+    for (int s = 0; s < c.n_shapes; s++)
+        for (int j = 0; j < c.n_ms; j++) {
+            kt_problem p = c.shapes[s];
+            p.m = c.ms[j];
+            char shape[128];
+            kt_format_shape(f, &p, shape, sizeof shape);
+            kt_bench *b = NULL;
+            if (kt_bench_setup(f, &p, c.seed + (uint64_t)(s * 131 + j), &ref_mod, &b)) {
+                kt_bench_free(b);
+                return die("%s", kt_error());
+            }
+            kt_config *list = NULL;
+            int n = 1;
+            if (c.config) {
+                list = malloc(sizeof *list);
+                list[0] = one;
+            } else {
+                n = kt_space_enumerate(f, arch, &p, &list, NULL);
+                n = kt_space_sample(f, list, n, c.sample + 1, c.seed + (uint64_t)(s * 131 + j));
+                if (memcmp(&list[0], &f->default_config, sizeof one) && f->config_fits(&f->default_config, &p))
+                    list[0] = f->default_config;
+            }
+            for (int i = 0; i < n; i++, checks++) failures += verify_one(f, b, &list[i], arch, shape, p.m);
+            free(list);
+            kt_bench_free(b);
+        }
+    kt_module_unload(&ref_mod);
+    kt_cubin_free(&ref_cubin);
+    printf("%d verified, %d failed\n", checks - failures, failures);
+    return failures ? 1 : 0;
+}
+
+static int cmd_bench(int argc, char **argv) {
+    common c;
+    if (parse_common(argc, argv, &c)) return 1;
+    if (c.help) {
+        printf("usage: kt bench --family F --shape N=..,K=.. --m 1,16,64 [--db kt.db | --config C] [--json FILE]\n"
+               "  Times the DB winner (or --config) and the baselines (cuBLASLt FP8, cuBLAS bf16) by the\n"
+               "  same method, and prints the floor and the ratios.\n");
+        return 0;
+    }
+    if (!c.family || !c.n_shapes || !c.n_ms) return die("bench needs --family, --shape and --m (see --help)%s", "");
+    kt_config probe;
+    if (c.config && kt_parse_config(c.family, c.config, &probe)) return die("%s", kt_error());
+    if (!c.config && access(c.db_path, R_OK)) return die("cannot read database '%s' (tune first, or pass --config)", c.db_path);
+    kt_device_info info;
+    if (need_gpu(&info)) return 1;
+    kt_bench_options o = {.family = c.family, .n_shapes = c.n_shapes, .n_ms = c.n_ms,
+                          .db_path = c.config ? NULL : c.db_path, .config = c.config, .json_path = c.json,
+                          .seed = c.seed};
+    memcpy(o.shapes, c.shapes, sizeof o.shapes);
+    memcpy(o.ms, c.ms, sizeof o.ms);
+    if (kt_bench_run(&o)) return die("bench failed: %s", kt_error());
+    return 0;
+}
+
+static int cmd_db(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        printf("usage: kt db show [--db FILE]\n       kt db export --format json|csv [--db FILE]\n"
+               "  Prints the database, or exports every measurement.\n");
+        return argc < 2;
+    }
+    const char *sub = argv[1];
+    common c;
+    if (parse_common(argc - 1, argv + 1, &c)) return 1;
+    if (strcmp(sub, "show") && strcmp(sub, "export")) return die("unknown db command '%s' (show, export)", sub);
+    if (!strcmp(sub, "export") && !c.format) return die("db export needs --format json|csv%s", "");
+    if (access(c.db_path, R_OK)) return die("cannot read database '%s': no such file", c.db_path);
+    kt_db *db;
+    if (kt_db_open(c.db_path, 1, &db)) return die("%s", kt_error());
+    int rc = !strcmp(sub, "show") ? kt_db_show(db, stdout) : kt_db_export(db, c.format, stdout);
+    kt_db_close(db);
+    return rc ? die("%s", kt_error()) : 0;
+}
+
+static const struct {
+    const char *name, *help;
+    int (*run)(int, char **);
+} commands[] = {
+    {"devices", "list CUDA devices (needs a GPU)", cmd_devices},
+    {"list", "list kernel families and their tuning spaces", cmd_list},
+    {"compile", "NVRTC-compile variants for an arch, with ptxas reports (no GPU needed)", cmd_compile},
+    {"verify", "check variants against the float64 reference on the GPU", cmd_verify},
+    {"tune", "sweep variants on the GPU into the database", cmd_tune},
+    {"bench", "time the tuned kernel against cuBLASLt/cuBLAS and the floor", cmd_bench},
+    {"db", "show or export the database", cmd_db},
+};
+
+int main(int argc, char **argv) {
+    size_t used = 0;
+    for (int i = 0; i < argc && used < sizeof cmdline; i++)
+        used += snprintf(cmdline + used, sizeof cmdline - used, "%s%s", i ? " " : "", argv[i]);
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        printf("kt — tune and ship FP8 decode kernels for sm_120 (commit %s)\nusage: kt COMMAND [options]\n\n", KT_COMMIT);
+        for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+            printf("  %-8s %s\n", commands[i].name, commands[i].help);
+        printf("\n`kt COMMAND --help` describes each command.\n");
+        return argc < 2 ? 1 : 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    return die("unknown command '%s' (see kt --help)", argv[1]);
+}

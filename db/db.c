@@ -1,0 +1,586 @@
+/* db.c — the winners database (SQLite): opening with schema creation and migration,
+ * devices, runs and measurements, winner selection per M bucket, the lookup ladder the
+ * runtime uses (exact -> nearest M -> nearest shape -> default), and show/export. */
+#include "kt.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct kt_db {
+    sqlite3 *h;
+    char *path;
+};
+
+/* ------------------------------------------------------- statement helpers */
+
+/* A bound parameter: every statement takes its parameters as an ARGS(...) list, so the
+ * prepare / bind / step / finalize sequence lives in one place. */
+typedef struct sql_arg {
+    enum { ARG_INT, ARG_REAL, ARG_TEXT } type;
+    long long i;
+    double d;
+    const char *s; /* NULL binds SQL NULL */
+} sql_arg;
+#define INT_ARG(x) ((sql_arg){.type = ARG_INT, .i = (x)})
+#define REAL_ARG(x) ((sql_arg){.type = ARG_REAL, .d = (x)})
+#define TEXT_ARG(x) ((sql_arg){.type = ARG_TEXT, .s = (x)})
+#define ARGS(...) (const sql_arg[]){__VA_ARGS__}, (int)(sizeof((sql_arg[]){__VA_ARGS__}) / sizeof(sql_arg))
+#define NO_ARGS NULL, 0
+
+/* Receives one result row; returns 0 to go on, -1 (error set) to stop. */
+typedef int (*row_fn)(sqlite3_stmt *st, void *ctx);
+
+/* Re-raises the error KT_CHECK just recorded with the DB path and SQLite's own detail
+ * (sqlite3_errmsg names the table or syntax error; the status code alone does not). */
+static int db_error(kt_db *db) {
+    char first[2048];
+    snprintf(first, sizeof first, "%s", kt_error());
+    int code = sqlite3_errcode(db->h);
+    const char *detail = sqlite3_errmsg(db->h);
+    if (code == SQLITE_OK || code == SQLITE_ROW || code == SQLITE_DONE ||
+        !strcmp(detail, sqlite3_errstr(code)))
+        return kt_fail("%s (%s)", first, db->path);
+    return kt_fail("%s (%s: %s)", first, db->path, detail);
+}
+
+static int bind(sqlite3_stmt *st, int index, const sql_arg *a) {
+    switch (a->type) {
+    case ARG_INT: return sqlite3_bind_int64(st, index, a->i);
+    case ARG_REAL: return sqlite3_bind_double(st, index, a->d);
+    default: return a->s ? sqlite3_bind_text(st, index, a->s, -1, SQLITE_STATIC) : sqlite3_bind_null(st, index);
+    }
+}
+
+/* Prepares text into *st, binds args to ?1..?n and hands every result row to row. */
+static int step_all(sqlite3 *h, const char *text, sqlite3_stmt **st, const sql_arg *args, int n,
+                    row_fn row, void *ctx) {
+    KT_CHECK(SQL, sqlite3_prepare_v2(h, text, -1, st, NULL));
+    for (int i = 0; i < n; i++) KT_CHECK(SQL, bind(*st, i + 1, &args[i]));
+    for (;;) {
+        int rc;
+        KT_CHECK(SQL, rc = sqlite3_step(*st));
+        if (rc == SQLITE_DONE) return 0;
+        if (row && row(*st, ctx)) return -1;
+    }
+}
+
+/* Runs one SQL statement; the statement is finalized whatever happens. */
+static int sql(kt_db *db, const char *text, const sql_arg *args, int n, row_fn row, void *ctx) {
+    sqlite3_stmt *st = NULL;
+    int rc = step_all(db->h, text, &st, args, n, row, ctx);
+    if (rc) rc = db_error(db);
+    /* finalize only repeats the status of the last step, which was checked above */
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* Runs a script of several statements (a migration step). */
+static int exec_script(sqlite3 *h, const char *text) {
+    KT_CHECK(SQL, sqlite3_exec(h, text, NULL, NULL, NULL));
+    return 0;
+}
+
+/* Row callback: column 0 as an integer into *(long long *)ctx. */
+static int row_int(sqlite3_stmt *st, void *ctx) {
+    *(long long *)ctx = sqlite3_column_int64(st, 0);
+    return 0;
+}
+
+/* Runs body inside BEGIN IMMEDIATE ... COMMIT: the write lock is taken up front (waiting
+ * up to busy_timeout for other writers) so the transaction can never fail half-way with
+ * SQLITE_BUSY; on any failure it is rolled back and the first error kept. */
+static int transaction(kt_db *db, int (*body)(kt_db *, const void *), const void *ctx) {
+    if (sql(db, "BEGIN IMMEDIATE", NO_ARGS, NULL, NULL)) return -1;
+    if (!body(db, ctx) && !sql(db, "COMMIT", NO_ARGS, NULL, NULL)) return 0;
+    /* SQLite may already have rolled back (e.g. on I/O errors); a failing ROLLBACK
+     * would only hide the error that matters */
+    if (!sqlite3_get_autocommit(db->h)) sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+    return -1;
+}
+
+/* ------------------------------------------------------------------ buckets */
+
+long kt_m_bucket(long m) {
+    static const long bounds[] = {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512,
+                                  1024, 1536, 2048, 3072, 4096};
+    int n = (int)(sizeof bounds / sizeof *bounds);
+    for (int i = 0; i < n; i++)
+        if (m <= bounds[i]) return bounds[i];
+    long b = bounds[n - 1];
+    while (b < m && b <= LONG_MAX / 2) b *= 2;
+    return b;
+}
+
+/* kt_m_bucket() as the SQL function kt_m_bucket(m), so winner queries bucket in SQL. */
+static void sql_m_bucket(sqlite3_context *c, int argc, sqlite3_value **argv) {
+    (void)argc;
+    sqlite3_result_int64(c, kt_m_bucket((long)sqlite3_value_int64(argv[0])));
+}
+
+/* --------------------------------------------------------- open, migrations */
+
+/* Migration steps in order: step i takes a DB from schema version i to i + 1 (version 0
+ * is an empty file). Each names an embedded file under db/. A schema change appends a
+ * step (and lists its file in the Makefile) and bumps KT_SCHEMA_VERSION in kt.h. */
+static const char *const migrations[] = {"schema.sql"};
+_Static_assert(sizeof migrations / sizeof *migrations == KT_SCHEMA_VERSION,
+               "one migration step per schema version");
+
+/* Reads the schema version: 0 for an empty file; fails for a file that is not SQLite,
+ * a SQLite file that is not a kt DB, or a DB newer than this build. */
+static int schema_version(kt_db *db, int *version) {
+    long long objects = 0, has_meta = 0, v = -1;
+    /* the first read is where SQLite finds that the file is not a database at all */
+    if (sql(db, "SELECT count(*) FROM sqlite_master", NO_ARGS, row_int, &objects))
+        return sqlite3_errcode(db->h) == SQLITE_NOTADB
+                   ? kt_fail("%s: not a kt database (file is not a database)", db->path)
+                   : -1;
+    if (sql(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'", NO_ARGS,
+            row_int, &has_meta))
+        return -1;
+    if (!objects) {
+        *version = 0;
+        return 0;
+    }
+    if (has_meta &&
+        sql(db, "SELECT value FROM meta WHERE key = 'schema_version' AND typeof(value) = 'integer'",
+            NO_ARGS, row_int, &v))
+        return -1;
+    if (v < 1) return kt_fail("%s: not a kt database (no schema_version in a meta table)", db->path);
+    if (v > KT_SCHEMA_VERSION)
+        return kt_fail("%s: schema version %lld is newer than this build's %d; update kt", db->path, v,
+                       KT_SCHEMA_VERSION);
+    *version = (int)v;
+    return 0;
+}
+
+/* Applies the missing migration steps. Runs under the write lock and re-reads the
+ * version, so a concurrent opener that migrated first is not migrated again. */
+static int migrate(kt_db *db, const void *unused) {
+    (void)unused;
+    int v;
+    if (schema_version(db, &v)) return -1;
+    for (; v < KT_SCHEMA_VERSION; v++) {
+        const char *text = kt_source_text(migrations[v], NULL);
+        if (!text) return kt_fail("%s: migration %s is not embedded in this binary", db->path, migrations[v]);
+        if (exec_script(db->h, text)) return db_error(db);
+        if (sql(db, "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?1)",
+                ARGS(INT_ARG(v + 1)), NULL, NULL))
+            return -1;
+    }
+    return 0;
+}
+
+/* Opens the connection with the settings every kt connection uses. */
+static int open_handle(kt_db *db, int read_only) {
+    int flags = read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+    KT_CHECK(SQL, sqlite3_open_v2(db->path, &db->h, flags, NULL));
+    KT_CHECK(SQL, sqlite3_busy_timeout(db->h, 10000));
+    KT_CHECK(SQL, sqlite3_create_function_v2(db->h, "kt_m_bucket", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC,
+                                             NULL, sql_m_bucket, NULL, NULL, NULL));
+    return 0;
+}
+
+static int open_db(kt_db *db, int read_only) {
+    int version;
+    if (open_handle(db, read_only)) return db_error(db);
+    if (sql(db, "PRAGMA foreign_keys = ON", NO_ARGS, NULL, NULL)) return -1;
+    /* In WAL mode NORMAL still loses no committed row when the process dies (kill -9);
+     * only a power cut can drop the last commits. FULL would fsync every measurement. */
+    if (!read_only && sql(db, "PRAGMA synchronous = NORMAL", NO_ARGS, NULL, NULL)) return -1;
+    /* Identify the file before writing anything to it: a foreign file stays untouched. */
+    if (schema_version(db, &version)) return -1;
+    if (version == KT_SCHEMA_VERSION) return 0;
+    if (read_only && !version) return kt_fail("%s: not a kt database (empty file)", db->path);
+    if (read_only)
+        return kt_fail("%s: schema version %d is older than this build's %d; open it writable once to migrate",
+                       db->path, version, KT_SCHEMA_VERSION);
+    /* WAL lets readers (the runtime) work while a sweep writes; it persists in the file. */
+    if (sql(db, "PRAGMA journal_mode = WAL", NO_ARGS, NULL, NULL)) return -1;
+    return transaction(db, migrate, NULL);
+}
+
+int kt_db_open(const char *path, int read_only, kt_db **out) {
+    *out = NULL;
+    /* SQLite's own message for this case ("unable to open database file") hides the cause. */
+    if (read_only && access(path, F_OK))
+        return kt_fail("cannot open %s: %s", path, errno == ENOENT ? "no such file" : strerror(errno));
+    kt_db *db = calloc(1, sizeof *db);
+    if (!db || !(db->path = strdup(path))) {
+        free(db);
+        return kt_fail("out of memory");
+    }
+    if (open_db(db, read_only)) {
+        kt_db_close(db);
+        return -1;
+    }
+    *out = db;
+    return 0;
+}
+
+void kt_db_close(kt_db *db) {
+    if (!db) return;
+    /* every statement is finalized where it was run, so close cannot be busy */
+    sqlite3_close(db->h);
+    free(db->path);
+    free(db);
+}
+
+/* ------------------------------------------------------- devices, runs, rows */
+
+int kt_db_device_id(kt_db *db, const kt_db_device *d, long long *id) {
+    const sql_arg args[] = {TEXT_ARG(d->name), INT_ARG(d->cc), INT_ARG(d->sm_count), INT_ARG(d->driver_version),
+                            INT_ARG(d->nvrtc_version)};
+    int n = (int)(sizeof args / sizeof *args);
+    *id = -1;
+    if (sql(db,
+            "INSERT INTO devices (name, cc, sm_count, driver_version, nvrtc_version) VALUES (?1, ?2, ?3, ?4, ?5) "
+            "ON CONFLICT (name, cc, sm_count, driver_version, nvrtc_version) DO NOTHING",
+            args, n, NULL, NULL) ||
+        sql(db,
+            "SELECT id FROM devices WHERE name = ?1 AND cc = ?2 AND sm_count = ?3 AND driver_version = ?4 "
+            "AND nvrtc_version = ?5",
+            args, n, row_int, id))
+        return -1;
+    return *id < 0 ? kt_fail("%s: device row for %s was not stored", db->path, d->name) : 0;
+}
+
+int kt_db_run_begin(kt_db *db, long long device_id, const char *commit, const char *cmdline,
+                    long long *run_id) {
+    /* started_at defaults to the current ISO-8601 UTC time (see schema.sql) */
+    if (sql(db, "INSERT INTO runs (kt_commit, cmdline, device_id) VALUES (?1, ?2, ?3)",
+            ARGS(TEXT_ARG(commit), TEXT_ARG(cmdline), INT_ARG(device_id)), NULL, NULL))
+        return -1;
+    *run_id = sqlite3_last_insert_rowid(db->h);
+    return 0;
+}
+
+const char *kt_status_name(kt_status s) {
+    static const char *const names[] = {"ok", "compile-error", "launch-error", "wrong-result", "skipped"};
+    return (unsigned)s < sizeof names / sizeof *names ? names[s] : "unknown";
+}
+
+static int insert_measurement(kt_db *db, const void *ctx) {
+    const kt_measurement *m = ctx;
+    return sql(db,
+               "INSERT INTO measurements (run_id, device_id, family, source_hash, variant_id, config, shape, m, "
+               "status, error, median_us, min_us, max_us, rel_err, registers, spill_bytes, compile_ms) "
+               "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+               ARGS(INT_ARG(m->run_id), INT_ARG(m->device_id), TEXT_ARG(m->family), TEXT_ARG(m->source_hash),
+                    TEXT_ARG(m->variant_id), TEXT_ARG(m->config), TEXT_ARG(m->shape), INT_ARG(m->m),
+                    TEXT_ARG(kt_status_name(m->status)), TEXT_ARG(m->error[0] ? m->error : NULL),
+                    REAL_ARG(m->median_us), REAL_ARG(m->min_us), REAL_ARG(m->max_us), REAL_ARG(m->rel_err),
+                    INT_ARG(m->registers), INT_ARG(m->spill_bytes), REAL_ARG(m->compile_ms)),
+               NULL, NULL);
+}
+
+int kt_db_add_measurement(kt_db *db, const kt_measurement *m) {
+    return transaction(db, insert_measurement, m);
+}
+
+int kt_db_has_measurement(kt_db *db, long long device_id, const char *family,
+                          const char *source_hash, const char *variant_id, const char *shape, long m) {
+    long long found = 0;
+    if (sql(db,
+            "SELECT 1 FROM measurements WHERE device_id = ?1 AND family = ?2 AND source_hash = ?3 "
+            "AND shape = ?4 AND m = ?5 AND variant_id = ?6 LIMIT 1",
+            ARGS(INT_ARG(device_id), TEXT_ARG(family), TEXT_ARG(source_hash), TEXT_ARG(shape), INT_ARG(m),
+                 TEXT_ARG(variant_id)),
+            row_int, &found))
+        return -1;
+    return found != 0;
+}
+
+/* ------------------------------------------------------------------ winners */
+
+typedef struct winner_key {
+    long long device_id;
+    const char *family, *source_hash, *shape;
+    long m_bucket;
+} winner_key;
+
+/* The measurements of one winner key (?1..?5 = device, family, source hash, shape, bucket). */
+#define WINNER_ROWS \
+    "device_id = ?1 AND family = ?2 AND source_hash = ?3 AND shape = ?4 AND kt_m_bucket(m) = ?5"
+
+/* Replaces the winner of one key with the fastest OK measurement of its bucket. A
+ * variant with a wrong result or a failed launch anywhere in the bucket is out even
+ * where it passed: it would be served for the bucket's other batch sizes too. */
+static int replace_winner(kt_db *db, const void *ctx) {
+    const winner_key *k = ctx;
+    const sql_arg args[] = {INT_ARG(k->device_id), TEXT_ARG(k->family), TEXT_ARG(k->source_hash),
+                            TEXT_ARG(k->shape), INT_ARG(k->m_bucket)};
+    int n = (int)(sizeof args / sizeof *args);
+    if (sql(db,
+            "DELETE FROM winners WHERE device_id = ?1 AND family = ?2 AND source_hash = ?3 AND shape = ?4 "
+            "AND m_bucket = ?5",
+            args, n, NULL, NULL))
+        return -1;
+    return sql(db,
+               "INSERT INTO winners (device_id, family, source_hash, shape, m_bucket, variant_id, config, "
+               "median_us, min_us, max_us, measurement_id) "
+               "SELECT device_id, family, source_hash, shape, ?5, variant_id, config, median_us, min_us, max_us, id "
+               "FROM measurements WHERE " WINNER_ROWS " AND status = 'ok' AND variant_id NOT IN "
+               "(SELECT variant_id FROM measurements WHERE " WINNER_ROWS
+               " AND status IN ('wrong-result', 'launch-error')) "
+               "ORDER BY median_us, variant_id, id DESC LIMIT 1",
+               args, n, NULL, NULL);
+}
+
+int kt_db_update_winner(kt_db *db, long long device_id, const char *family,
+                        const char *source_hash, const char *shape, long m) {
+    winner_key k = {device_id, family, source_hash, shape, kt_m_bucket(m)};
+    return transaction(db, replace_winner, &k);
+}
+
+const char *kt_lookup_level_name(kt_lookup_level l) {
+    static const char *const names[] = {"exact", "nearest-m", "nearest-shape", "default"};
+    return (unsigned)l < sizeof names / sizeof *names ? names[l] : "unknown";
+}
+
+/* The lookup ladder as one ordering: a candidate row is ranked by (level, shape
+ * distance, M distance, larger bucket first); the best row overall is served. */
+typedef struct lookup_ctx {
+    const kt_family *f;
+    const kt_problem *p;
+    long bucket;           /* the query's M bucket */
+    int found;
+    double shape_dist, m_dist; /* of the best row so far */
+    kt_winner *w;
+} lookup_ctx;
+
+/* Sum over dims of |log(stored / query)|; -1 if the stored shape does not parse. */
+static double shape_distance(const lookup_ctx *c, const char *stored) {
+    kt_problem s;
+    if (kt_parse_shape(c->f, stored, &s)) return -1;
+    double d = 0;
+    for (int i = 0; i < c->f->n_dims; i++) d += fabs(log((double)s.dim[i] / (double)c->p->dim[i]));
+    return d;
+}
+
+/* Whether a row ranks before the best so far. Distances within eps are equal (m halfway
+ * between two buckets in log terms), and then the larger bucket wins; on a full tie the
+ * best so far stays, and rows come newest first. */
+static int ranks_before(const lookup_ctx *c, kt_lookup_level level, double shape_dist, double m_dist,
+                        long bucket) {
+    const double eps = 1e-9;
+    if (level != c->w->level) return level < c->w->level;
+    if (fabs(shape_dist - c->shape_dist) > eps) return shape_dist < c->shape_dist;
+    if (fabs(m_dist - c->m_dist) > eps) return m_dist < c->m_dist;
+    return bucket > c->w->m_bucket;
+}
+
+static int lookup_row(sqlite3_stmt *st, void *ctx) {
+    lookup_ctx *c = ctx;
+    const char *shape = (const char *)sqlite3_column_text(st, 0);
+    long bucket = (long)sqlite3_column_int64(st, 1);
+    double shape_dist = shape_distance(c, shape), m_dist = fabs(log((double)bucket) - log((double)c->p->m));
+    if (shape_dist < 0) return 0; /* not a shape of this family: never served */
+    /* equal dims give exactly log(1) = 0, however the stored string orders them */
+    kt_lookup_level level = shape_dist > 0 ? KT_NEAREST_SHAPE : bucket == c->bucket ? KT_EXACT : KT_NEAREST_M;
+    if (c->found && !ranks_before(c, level, shape_dist, m_dist, bucket)) return 0;
+    c->found = 1;
+    c->shape_dist = shape_dist;
+    c->m_dist = m_dist;
+    snprintf(c->w->shape, sizeof c->w->shape, "%s", shape);
+    c->w->m_bucket = bucket;
+    snprintf(c->w->config, sizeof c->w->config, "%s", (const char *)sqlite3_column_text(st, 2));
+    snprintf(c->w->variant_id, sizeof c->w->variant_id, "%s", (const char *)sqlite3_column_text(st, 3));
+    c->w->median_us = sqlite3_column_double(st, 4);
+    c->w->level = level;
+    return 0;
+}
+
+int kt_db_lookup(kt_db *db, const kt_db_device *dev, const kt_family *f, const kt_problem *p,
+                 kt_winner *w) {
+    char shape[128], hash[17];
+    if (p->m < 1) return kt_fail("%s: lookup needs a positive %s (got %ld)", f->name, f->m_name, p->m);
+    for (int i = 0; i < f->n_dims; i++)
+        if (p->dim[i] < 1) return kt_fail("%s: lookup needs positive dims (%s = %ld)", f->name, f->dim_names[i], p->dim[i]);
+    kt_format_shape(f, p, shape, sizeof shape);
+    kt_hex64(kt_family_source_hash(f), hash);
+    memset(w, 0, sizeof *w);
+    lookup_ctx c = {.f = f, .p = p, .bucket = kt_m_bucket(p->m), .w = w};
+    /* any driver / NVRTC version of the device; the current source hash only (others are stale) */
+    if (sql(db,
+            "SELECT w.shape, w.m_bucket, w.config, w.variant_id, w.median_us FROM winners w "
+            "JOIN devices d ON d.id = w.device_id "
+            "WHERE d.name = ?1 AND d.cc = ?2 AND d.sm_count = ?3 AND w.family = ?4 AND w.source_hash = ?5 "
+            "ORDER BY w.updated_at DESC, w.device_id DESC",
+            ARGS(TEXT_ARG(dev->name), INT_ARG(dev->cc), INT_ARG(dev->sm_count), TEXT_ARG(f->name), TEXT_ARG(hash)),
+            lookup_row, &c))
+        return -1;
+    if (c.found) return 0;
+    kt_format_config(f, &f->default_config, w->config, sizeof w->config);
+    snprintf(w->shape, sizeof w->shape, "%s", shape);
+    w->m_bucket = c.bucket;
+    w->level = KT_DEFAULT;
+    return 1;
+}
+
+/* --------------------------------------------------------------------- show */
+
+/* A query's result as text cells (header row first) with each column's width. */
+typedef struct table {
+    int n_cols;
+    int width[16];
+    char **cell;
+    size_t n, cap;
+} table;
+
+static int table_push(table *t, const char *s) {
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? 2 * t->cap : 64;
+        char **cell = realloc(t->cell, cap * sizeof *cell);
+        if (!cell) return kt_fail("out of memory");
+        t->cell = cell;
+        t->cap = cap;
+    }
+    if (!(t->cell[t->n] = strdup(s ? s : ""))) return kt_fail("out of memory");
+    int col = (int)(t->n++ % t->n_cols), len = (int)strlen(s ? s : "");
+    if (len > t->width[col]) t->width[col] = len;
+    return 0;
+}
+
+static int table_row(sqlite3_stmt *st, void *ctx) {
+    table *t = ctx;
+    if (!t->n) {
+        t->n_cols = sqlite3_column_count(st);
+        if (t->n_cols > (int)(sizeof t->width / sizeof *t->width)) return kt_fail("show: too many columns");
+        for (int i = 0; i < t->n_cols; i++)
+            if (table_push(t, sqlite3_column_name(st, i))) return -1;
+    }
+    for (int i = 0; i < t->n_cols; i++)
+        if (table_push(t, (const char *)sqlite3_column_text(st, i))) return -1;
+    return 0;
+}
+
+/* Prints a titled query result as aligned columns, the header underlined. */
+static int print_table(kt_db *db, FILE *out, const char *title, const char *query) {
+    table t = {0};
+    int rc = sql(db, query, NO_ARGS, table_row, &t);
+    if (!rc) {
+        fprintf(out, "%s\n", title);
+        if (!t.n) fprintf(out, "  (none)\n");
+        else for (size_t r = 0; r < t.n / t.n_cols; r++) {
+            for (int c = 0; c < t.n_cols; c++)
+                fprintf(out, "  %-*s", c == t.n_cols - 1 ? 0 : t.width[c], t.cell[r * t.n_cols + c]);
+            fputc('\n', out);
+            for (int c = 0; !r && c < t.n_cols; c++) {
+                fputs("  ", out);
+                for (int k = 0; k < t.width[c]; k++) fputc('-', out);
+            }
+            if (!r) fputc('\n', out);
+        }
+        fputc('\n', out);
+    }
+    for (size_t i = 0; i < t.n; i++) free(t.cell[i]);
+    free(t.cell);
+    return rc;
+}
+
+int kt_db_show(kt_db *db, FILE *out) {
+    if (print_table(db, out, "devices",
+                    "SELECT id, name, cc, sm_count AS sms, driver_version AS driver, nvrtc_version AS nvrtc "
+                    "FROM devices ORDER BY id") ||
+        print_table(db, out, "runs",
+                    "SELECT r.id, r.started_at, d.name AS device, r.kt_commit, r.cmdline FROM runs r "
+                    "JOIN devices d ON d.id = r.device_id ORDER BY r.id") ||
+        print_table(db, out, "winners",
+                    "SELECT d.name AS device, w.family, w.shape, w.m_bucket AS m_bucket, w.config, w.variant_id, "
+                    "printf('%.2f', w.median_us) AS median_us, w.source_hash, w.updated_at FROM winners w "
+                    "JOIN devices d ON d.id = w.device_id ORDER BY d.name, w.family, w.shape, w.m_bucket") ||
+        print_table(db, out, "measurements",
+                    "SELECT family, status, count(*) AS count FROM measurements "
+                    "GROUP BY family, status ORDER BY family, status"))
+        return -1;
+    return ferror(out) ? kt_fail("show: write failed") : 0;
+}
+
+/* ------------------------------------------------------------------- export */
+
+typedef struct export_ctx {
+    FILE *out;
+    int csv;
+    long rows;
+} export_ctx;
+
+static void json_string(FILE *out, const char *s) {
+    fputc('"', out);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(out, "\\%c", c);
+        else if (c == '\n') fputs("\\n", out);
+        else if (c == '\r') fputs("\\r", out);
+        else if (c == '\t') fputs("\\t", out);
+        else if (c < 0x20) fprintf(out, "\\u%04x", c);
+        else fputc(c, out);
+    }
+    fputc('"', out);
+}
+
+/* RFC 4180: a field with a comma, quote or line break is quoted, quotes doubled. */
+static void csv_field(FILE *out, const char *s) {
+    if (!strpbrk(s, ",\"\r\n")) {
+        fputs(s, out);
+        return;
+    }
+    fputc('"', out);
+    for (; *s; s++) {
+        if (*s == '"') fputc('"', out);
+        fputc(*s, out);
+    }
+    fputc('"', out);
+}
+
+static int export_row(sqlite3_stmt *st, void *ctx) {
+    export_ctx *e = ctx;
+    int n = sqlite3_column_count(st);
+    if (e->csv && !e->rows)
+        for (int i = 0; i < n; i++) {
+            csv_field(e->out, sqlite3_column_name(st, i));
+            fputs(i == n - 1 ? "\r\n" : ",", e->out);
+        }
+    if (!e->csv) fputs(e->rows ? ",\n  {" : "[\n  {", e->out);
+    for (int i = 0; i < n; i++) {
+        /* type first: reading a column as text converts it. NULL, and the non-finite
+         * reals JSON cannot spell, become null / an empty field. */
+        int type = sqlite3_column_type(st, i);
+        int missing = type == SQLITE_NULL || (type == SQLITE_FLOAT && !isfinite(sqlite3_column_double(st, i)));
+        const char *text = (const char *)sqlite3_column_text(st, i);
+        if (e->csv) {
+            if (!missing) csv_field(e->out, text);
+            fputs(i == n - 1 ? "\r\n" : ",", e->out);
+            continue;
+        }
+        if (i) fputs(", ", e->out);
+        json_string(e->out, sqlite3_column_name(st, i));
+        fputs(": ", e->out);
+        if (missing) fputs("null", e->out);
+        else if (type == SQLITE_TEXT) json_string(e->out, text);
+        else fputs(text, e->out);
+    }
+    if (!e->csv) fputc('}', e->out);
+    e->rows++;
+    return 0;
+}
+
+int kt_db_export(kt_db *db, const char *format, FILE *out) {
+    export_ctx e = {out, 0, 0};
+    if (!strcmp(format, "csv")) e.csv = 1;
+    else if (strcmp(format, "json")) return kt_fail("unknown export format '%s' (json or csv)", format);
+    if (sql(db,
+            "SELECT m.id, m.run_id, d.name AS device, d.cc, d.sm_count, d.driver_version, d.nvrtc_version, "
+            "m.family, m.source_hash, m.variant_id, m.config, m.shape, m.m, m.status, m.error, m.median_us, "
+            "m.min_us, m.max_us, m.rel_err, m.registers, m.spill_bytes, m.compile_ms, m.created_at "
+            "FROM measurements m JOIN devices d ON d.id = m.device_id ORDER BY m.id",
+            NO_ARGS, export_row, &e))
+        return -1;
+    if (!e.csv) fputs(e.rows ? "\n]\n" : "[]\n", out);
+    return ferror(out) ? kt_fail("export: write failed") : 0;
+}

@@ -1,0 +1,75 @@
+// kt_device.cuh — device helpers shared by every family, written for what sm_120 has
+// (and sm_89/sm_90 run): cp.async, ldmatrix, mma.sync e4m3 m16n8k32, fp8/bf16
+// conversions. Compiled by NVRTC at run time; no CUDA headers are needed.
+#pragma once
+
+typedef unsigned char kt_u8;
+typedef unsigned short kt_u16;
+typedef unsigned int kt_u32;
+typedef unsigned long long kt_u64;
+
+// Shared-memory address of a generic pointer, for the PTX that takes .shared addresses.
+__device__ __forceinline__ kt_u32 kt_smem_addr(const void *p) {
+    return (kt_u32)__cvta_generic_to_shared(p);
+}
+
+// 16-byte global->shared copy that bypasses L1; src_bytes < 16 zero-fills the rest.
+__device__ __forceinline__ void kt_cp_async16(kt_u32 dst, const void *src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+
+// 4-byte global->shared copy (scales); src_bytes 0 writes zero.
+__device__ __forceinline__ void kt_cp_async4(kt_u32 dst, const void *src, int src_bytes) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+
+__device__ __forceinline__ void kt_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+template <int N> __device__ __forceinline__ void kt_cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Four 8x8 b16 matrices (8 rows of 16 bytes each) from shared memory; lane l gives
+// the row address of matrix l/8.
+__device__ __forceinline__ void kt_ldmatrix_x4(kt_u32 addr, kt_u32 &r0, kt_u32 &r1, kt_u32 &r2, kt_u32 &r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
+}
+
+__device__ __forceinline__ void kt_ldmatrix_x2(kt_u32 addr, kt_u32 &r0, kt_u32 &r1) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(addr));
+}
+
+// D = A(16x32 e4m3, row) * B(32x8 e4m3, col) + D, f32 accumulators.
+__device__ __forceinline__ void kt_mma_e4m3(float (&d)[4], const kt_u32 (&a)[4], kt_u32 b0, kt_u32 b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Round-to-nearest-even float -> bf16 bits (NaN stays NaN), the same rule as the host.
+__device__ __forceinline__ kt_u16 kt_f32_to_bf16(float x) {
+    kt_u32 u = __float_as_uint(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (kt_u16)(u >> 16);
+}
+
+__device__ __forceinline__ float kt_bf16_to_f32(kt_u16 b) { return __uint_as_float(((kt_u32)b) << 16); }
+
+// Two floats -> two e4m3 codes (round to nearest even, saturating to +-448), lo in the low byte.
+__device__ __forceinline__ kt_u16 kt_f32x2_to_e4m3x2(float lo, float hi) {
+    kt_u16 r;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+// Exact e4m3 -> double by its definition (the reference path: no hardware conversion).
+__device__ __forceinline__ double kt_e4m3_to_f64(kt_u8 c) {
+    int exp = (c >> 3) & 15, man = c & 7;
+    double v = exp ? ldexp(1.0 + man / 8.0, exp - 7) : ldexp(man / 8.0, -6);
+    return (c & 0x80) ? -v : v;
+}

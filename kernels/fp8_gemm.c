@@ -1,0 +1,189 @@
+/* fp8_gemm.c — host descriptor of the FP8 block-scaled GEMM family (kernels/fp8_gemm.cu):
+ * its tuning space and constraints, problem tensors, seeded inputs, the float64
+ * reference, launch geometry and the bytes that set the floor. */
+#include "../runtime/kt.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { P_TILE_N, P_TILE_M, P_TILE_K, P_WARPS, P_WARPS_K, P_STAGES, P_SPLIT_K };
+enum { T_A, T_AS, T_B, T_BS, T_C, T_PARTIALS, T_COUNTERS };
+
+#define SMEM_LIMIT (99 * 1024) /* sm_120's shared memory per block; kept on every arch */
+#define MAX_SPLIT_M 256        /* split-K partials are only kept for decode-sized M */
+#define MAX_SPLIT 16
+
+/* Warp layout and shared memory of a config, as kernels/fp8_gemm.cu derives them. */
+typedef struct layout {
+    int threads, warps_n, warps_m, frag_n, frag_m, smem;
+} layout;
+
+static layout layout_of(const kt_config *c) {
+    const int *v = c->v;
+    layout l;
+    l.threads = v[P_WARPS] * v[P_WARPS_K] * 32;
+    l.warps_n = v[P_WARPS] < v[P_TILE_N] / 16 ? v[P_WARPS] : v[P_TILE_N] / 16;
+    l.warps_m = v[P_WARPS] / (l.warps_n ? l.warps_n : 1);
+    l.frag_n = l.warps_n ? v[P_TILE_N] / l.warps_n / 16 : 0;
+    l.frag_m = l.warps_m ? v[P_TILE_M] / l.warps_m / 8 : 0;
+    int kblocks = v[P_TILE_K] / 128;
+    int scale_bytes = ((v[P_TILE_M] * kblocks + kblocks) * 4 + 15) / 16 * 16;
+    int stage = v[P_TILE_N] * v[P_TILE_K] + v[P_TILE_M] * v[P_TILE_K] + scale_bytes;
+    int pipe = v[P_STAGES] * stage;
+    int reduce = (v[P_WARPS_K] - 1) * v[P_WARPS] * 32 * l.frag_n * l.frag_m * 4 * 4;
+    l.smem = pipe > reduce ? pipe : reduce;
+    return l;
+}
+
+static int check_problem(const kt_problem *p, char *why, size_t n) {
+    long N = p->dim[0], K = p->dim[1];
+    if (N % 128 || K % 128) {
+        snprintf(why, n, "N=%ld, K=%ld: fp8_gemm needs N and K to be multiples of 128 (the scale block)", N, K);
+        return -1;
+    }
+    if (p->m < 1 || p->m > 65536) {
+        snprintf(why, n, "M=%ld: fp8_gemm supports M from 1 to 65536", p->m);
+        return -1;
+    }
+    return 0;
+}
+
+static int check_config(const kt_config *c, int arch, char *why, size_t n) {
+    (void)arch; /* every arch kt targets has mma.sync e4m3 and cp.async */
+    const int *v = c->v;
+    layout l = layout_of(c);
+    if (v[P_TILE_M] % (l.warps_m * 8) || v[P_WARPS] % l.warps_n)
+        return snprintf(why, n, "warps do not tile %dx%d", v[P_TILE_N], v[P_TILE_M]), -1;
+    if (4 % v[P_WARPS_K] || (v[P_WARPS_K] > 1 && v[P_TILE_K] != 128))
+        return snprintf(why, n, "WARPS_K=%d needs TILE_K=128", v[P_WARPS_K]), -1;
+    if (l.threads > 1024) return snprintf(why, n, "%d threads per block", l.threads), -1;
+    if (l.smem > SMEM_LIMIT)
+        return snprintf(why, n, "needs %d bytes of shared memory (> %d)", l.smem, SMEM_LIMIT), -1;
+    /* Two live accumulator sets (running and per k-block) must stay in registers. */
+    if (l.frag_n * l.frag_m * 8 > 128)
+        return snprintf(why, n, "%d accumulator registers per thread", l.frag_n * l.frag_m * 8), -1;
+    return 0;
+}
+
+static int config_fits(const kt_config *c, const kt_problem *p) {
+    const int *v = c->v;
+    long K = p->dim[1];
+    if (K % v[P_TILE_K]) return 0;
+    if (v[P_SPLIT_K] > K / v[P_TILE_K]) return 0;
+    if (v[P_SPLIT_K] > 1 && p->m > MAX_SPLIT_M) return 0;
+    return 1;
+}
+
+static int tensors(const kt_problem *p, kt_tensor_desc *t) {
+    size_t M = p->m, N = p->dim[0], K = p->dim[1];
+    size_t partials = M <= MAX_SPLIT_M ? MAX_SPLIT * M * N : 1;
+    t[T_A] = (kt_tensor_desc){"A", KT_E4M3, M * K, KT_INPUT};
+    t[T_AS] = (kt_tensor_desc){"As", KT_F32, M * (K / 128), KT_INPUT};
+    t[T_B] = (kt_tensor_desc){"B", KT_E4M3, N * K, KT_INPUT};
+    t[T_BS] = (kt_tensor_desc){"Bs", KT_F32, (N / 128) * (K / 128), KT_INPUT};
+    t[T_C] = (kt_tensor_desc){"C", KT_BF16, M * N, KT_OUTPUT};
+    t[T_PARTIALS] = (kt_tensor_desc){"partials", KT_F32, partials, KT_SCRATCH};
+    t[T_COUNTERS] = (kt_tensor_desc){"counters", KT_I32, (N / 16) * ((M + 7) / 8), KT_SCRATCH};
+    return 7;
+}
+
+/* Codes of values spread over e4m3's range (no NaN), and positive scales around 2^-7. */
+static void fill_codes(uint8_t *x, size_t n, uint64_t *rng) {
+    for (size_t i = 0; i < n; i++) x[i] = kt_float_to_e4m3(kt_rng_uniform(rng) * 448.0f);
+}
+
+static void fill_scales(float *s, size_t n, uint64_t *rng) {
+    for (size_t i = 0; i < n; i++) s[i] = (1.25f + kt_rng_uniform(rng) * 0.75f) / 128.0f;
+}
+
+static void fill(const kt_problem *p, uint64_t seed, void *const *host) {
+    size_t M = p->m, N = p->dim[0], K = p->dim[1];
+    uint64_t rng = seed;
+    fill_codes(host[T_A], M * K, &rng);
+    fill_scales(host[T_AS], M * (K / 128), &rng);
+    fill_codes(host[T_B], N * K, &rng);
+    fill_scales(host[T_BS], (N / 128) * (K / 128), &rng);
+}
+
+static void reference(const kt_problem *p, void *const *host, double *ref) {
+    long M = p->m, N = p->dim[0], K = p->dim[1], KB = K / 128;
+    const uint8_t *A = host[T_A], *B = host[T_B];
+    const float *As = host[T_AS], *Bs = host[T_BS];
+    double lut[256];
+    for (int i = 0; i < 256; i++) lut[i] = kt_e4m3_to_float((uint8_t)i);
+    for (long m = 0; m < M; m++)
+        for (long n = 0; n < N; n++) {
+            double total = 0;
+            for (long kb = 0; kb < KB; kb++) {
+                double s = 0;
+                for (long k = kb * 128; k < kb * 128 + 128; k++) s += lut[A[m * K + k]] * lut[B[n * K + k]];
+                total += s * As[m * KB + kb] * Bs[(n / 128) * KB + kb];
+            }
+            ref[m * N + n] = total;
+        }
+}
+
+static int launch(const kt_launch *l) {
+    const int *v = l->config->v;
+    layout lay = layout_of(l->config);
+    int M = (int)l->problem->m, N = (int)l->problem->dim[0], K = (int)l->problem->dim[1];
+    uint64_t p[7];
+    memcpy(p, l->ptr, sizeof p);
+    void *args[] = {&p[T_A], &p[T_AS], &p[T_B], &p[T_BS], &p[T_C], &p[T_PARTIALS], &p[T_COUNTERS], &M, &N, &K};
+    return kt_launch_kernel(l->mod, 0, N / v[P_TILE_N], (M + v[P_TILE_M] - 1) / v[P_TILE_M], v[P_SPLIT_K],
+                            lay.threads, lay.smem, l->stream, args);
+}
+
+static int launch_reference(const kt_launch *l, uint64_t ref) {
+    int M = (int)l->problem->m, N = (int)l->problem->dim[0], K = (int)l->problem->dim[1];
+    uint64_t p[4];
+    memcpy(p, l->ptr, sizeof p);
+    void *args[] = {&p[T_A], &p[T_AS], &p[T_B], &p[T_BS], &ref, &M, &N, &K};
+    long total = (long)M * N;
+    return kt_launch_kernel(l->ref_mod, 1, (unsigned)((total + 255) / 256), 1, 1, 256, 0, l->stream, args);
+}
+
+static double bytes(const kt_problem *p) {
+    double M = p->m, N = p->dim[0], K = p->dim[1];
+    return N * K + N * K / 16384 * 4 + M * K + M * K / 32 + 2 * M * N;
+}
+
+static double flops(const kt_problem *p) { return 2.0 * p->m * p->dim[0] * p->dim[1]; }
+
+static const char *const kernel_names[] = {"fp8_gemm", "fp8_gemm_reference", NULL};
+static const long target_shapes[][KT_MAX_DIMS] = {
+    {1536, 4096}, {8192, 1024}, {1024, 4096}, {4096, 2048}, {4096, 512}};
+
+const kt_family kt_family_fp8_gemm = {
+    .name = "fp8_gemm",
+    .summary = "FP8 e4m3 block-scaled GEMM (1x128 activation, 128x128 weight scales), bf16 out",
+    .source = "fp8_gemm.cu",
+    .kernels = kernel_names,
+    .n_dims = 2,
+    .dim_names = {"N", "K"},
+    .m_name = "M",
+    .n_params = 7,
+    .params = {{"TILE_N", 4, {16, 32, 64, 128}},
+               {"TILE_M", 5, {8, 16, 32, 64, 128}},
+               {"TILE_K", 2, {128, 256}},
+               {"WARPS", 4, {1, 2, 4, 8}},
+               {"WARPS_K", 3, {1, 2, 4}},
+               {"STAGES", 5, {2, 3, 4, 5, 6}},
+               {"SPLIT_K", 8, {1, 2, 3, 4, 6, 8, 12, 16}}},
+    .default_config = {{64, 16, 128, 4, 1, 4, 1}},
+    .target_shapes = target_shapes,
+    .n_target_shapes = 5,
+    .check_problem = check_problem,
+    .check_config = check_config,
+    .config_fits = config_fits,
+    .tensors = tensors,
+    .fill = fill,
+    .reference = reference,
+    .gpu_reference_above = 1 << 27,
+    .launch_reference = launch_reference,
+    .launch = launch,
+    .tolerance = 1e-2,
+    .bytes = bytes,
+    .flops = flops,
+};

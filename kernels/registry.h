@@ -1,0 +1,4 @@
+/* registry.h — the kernel families built into kt, one line each: adding a family is
+ * kernels/NAME.cu + kernels/NAME.c + one line here. */
+KT_FAMILY(fp8_gemm)
+KT_FAMILY(act_quant)

@@ -1,0 +1,34 @@
+/* dispatch.c — serves a kernel for (family, problem) on the current GPU: the DB winner
+ * by exact -> nearest M bucket -> nearest shape -> family default, compiled through the
+ * JIT cache and loaded; the level used is logged so a fallback is never silent. */
+#include "kt.h"
+
+#include <string.h>
+
+int kt_dispatch(kt_db *db, const kt_family *f, const kt_problem *p, kt_module *out, kt_lookup_level *level) {
+    char why[256], shape[128];
+    if (f->check_problem(p, why, sizeof why)) return kt_fail("%s", why);
+    kt_db_device dev;
+    kt_gpu_db_device(kt_gpu_current(), &dev);
+    kt_winner w = {0};
+    kt_config c = f->default_config;
+    int found = db ? kt_db_lookup(db, &dev, f, p, &w) : 1;
+    if (found < 0) return -1;
+    if (found == 0 && kt_parse_config(f, w.config, &c)) return -1;
+    if (found == 1) w.level = KT_DEFAULT;
+    if (found == 0 && (f->check_config(&c, kt_gpu_arch(), why, sizeof why) || !f->config_fits(&c, p))) {
+        /* A winner of a neighbouring shape may not fit this one (e.g. split-K > k-blocks). */
+        c = f->default_config;
+        w.level = KT_DEFAULT;
+    }
+    kt_format_shape(f, p, shape, sizeof shape);
+    char cfg[256];
+    kt_format_config(f, &c, cfg, sizeof cfg);
+    fprintf(stderr, "kt: %s %s M=%ld -> %s (%s)\n", f->name, shape, p->m, cfg, kt_lookup_level_name(w.level));
+    kt_cubin cubin;
+    if (kt_compile(f, &c, kt_gpu_arch(), &cubin)) return -1;
+    int rc = kt_module_load(f, &c, &cubin, out);
+    kt_cubin_free(&cubin);
+    if (level) *level = w.level;
+    return rc;
+}

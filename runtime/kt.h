@@ -1,0 +1,354 @@
+/* kt.h — the public API of libkt: errors, shapes, kernel-family descriptors,
+ * the NVRTC JIT, the GPU layer, the winners database and dispatch.
+ * Every public symbol is prefixed kt_. Functions return 0 on success and -1 on
+ * failure with the reason in kt_error(), unless their contract says otherwise. */
+#ifndef KT_H
+#define KT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* ---------------------------------------------------------------- errors */
+
+/* The last error message of this thread ("file:line: what: api message"). */
+const char *kt_error(void);
+/* Sets the thread's error message (printf-style); always returns -1. */
+int kt_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* One checking macro for every API's status: KT_CHECK(CU|NVRTC|CUBLAS|NCCL|SQL, call).
+ * On failure it records "file:line: call: <the API's own message>" and makes the
+ * enclosing function (which returns int) return -1. */
+#define KT_CHECK(api, call)                                                        \
+    do {                                                                           \
+        if (kt_status_##api((int)(call), #call, __FILE__, __LINE__)) return -1;    \
+    } while (0)
+/* The status checkers behind KT_CHECK: 0 when status is success, else -1 with the error set. */
+int kt_status_CU(int status, const char *call, const char *file, int line);
+int kt_status_NVRTC(int status, const char *call, const char *file, int line);
+int kt_status_CUBLAS(int status, const char *call, const char *file, int line);
+int kt_status_NCCL(int status, const char *call, const char *file, int line);
+int kt_status_SQL(int status, const char *call, const char *file, int line); /* OK/ROW/DONE pass */
+
+/* ------------------------------------------------------------- utilities */
+
+/* 64-bit hash (XXH3) of a buffer, chained from seed. */
+uint64_t kt_hash(const void *data, size_t len, uint64_t seed);
+/* Writes the 16-hex-digit form of h into out[17]. */
+void kt_hex64(uint64_t h, char out[17]);
+/* Writes len bytes to path atomically (temp file in the same folder + rename). */
+int kt_write_file_atomic(const char *path, const void *data, size_t len);
+/* Reads a whole file into a malloc'd buffer (NUL-terminated); NULL with error set if unreadable. */
+char *kt_read_file(const char *path, size_t *len);
+/* Creates a folder and its parents (mkdir -p). */
+int kt_mkdirs(const char *path);
+/* Monotonic wall clock in seconds. */
+double kt_now(void);
+/* Seeded generator (splitmix64): next 64 bits, and a uniform float in [-1, 1). */
+uint64_t kt_rng_next(uint64_t *state);
+float kt_rng_uniform(uint64_t *state);
+/* Parses a comma list of positive integers ("1,16,64") into out[max]; returns the count or -1. */
+int kt_parse_int_list(const char *s, long *out, int max);
+
+/* e4m3 (FN: no infinities, 0x7f/0xff NaN, max 448) and bf16 conversions, round-to-nearest-even. */
+float kt_e4m3_to_float(uint8_t code);
+uint8_t kt_float_to_e4m3(float x); /* saturates to +-448 */
+float kt_bf16_to_float(uint16_t b);
+uint16_t kt_float_to_bf16(float x);
+
+/* ------------------------------------------------------ shapes, problems */
+
+#define KT_MAX_DIMS 6
+#define KT_MAX_PARAMS 12
+#define KT_MAX_TENSORS 12
+#define KT_MAX_KERNELS 4
+
+/* A problem: the family's shape key values (e.g. N, K) plus the batch size m (tokens). */
+typedef struct kt_problem {
+    int n_dims;
+    long dim[KT_MAX_DIMS];
+    long m;
+} kt_problem;
+
+typedef enum kt_dtype { KT_E4M3, KT_BF16, KT_F32, KT_I32, KT_U8 } kt_dtype;
+/* Bytes per element of a dtype. */
+size_t kt_dtype_size(kt_dtype t);
+const char *kt_dtype_name(kt_dtype t);
+
+typedef enum kt_role {
+    KT_INPUT,    /* read-only, filled by the family from a seed, rotated over copies when timing */
+    KT_OUTPUT,   /* poisoned with NaN before each run, compared with the reference */
+    KT_SCRATCH,  /* workspace zeroed once at allocation; kernels must leave it zeroed */
+} kt_role;
+
+typedef struct kt_tensor_desc {
+    const char *name;
+    kt_dtype dtype;
+    size_t count; /* elements */
+    kt_role role;
+} kt_tensor_desc;
+
+/* A family's tuning parameter: name and the values the sweep may take. */
+typedef struct kt_param {
+    const char *name;
+    int n_values;
+    int values[16];
+} kt_param;
+
+/* One point of a family's space: a value per parameter, in the family's order. */
+typedef struct kt_config {
+    int v[KT_MAX_PARAMS];
+} kt_config;
+
+struct kt_module;
+struct kt_launch;
+
+/* A kernel family: everything the tuner, bench, tests and runtime know about it. */
+typedef struct kt_family {
+    const char *name;
+    const char *summary;
+    const char *source;            /* file name under kernels/, embedded in the binary */
+    const char *const *kernels;    /* entry points the module must export, NULL-terminated */
+    int n_dims;                    /* shape key names, e.g. {"N","K"} */
+    const char *dim_names[KT_MAX_DIMS];
+    const char *m_name;            /* name of the batch dimension, e.g. "M" */
+    int n_params;
+    kt_param params[KT_MAX_PARAMS];
+    kt_config default_config;      /* served when the DB has nothing for the family */
+    const long (*target_shapes)[KT_MAX_DIMS]; /* shapes `make demo` sweeps */
+    int n_target_shapes;
+
+    /* 0 if the shape (and m) is supported, else -1 with the reason in why. */
+    int (*check_problem)(const kt_problem *p, char *why, size_t n);
+    /* 0 if the config can be built for arch (e.g. 120, 90): shared memory, registers,
+     * divisibility; else -1 with why. Called before compiling. */
+    int (*check_config)(const kt_config *c, int arch, char *why, size_t n);
+    /* 0 if the config can run this problem (e.g. split-K <= number of k-blocks). */
+    int (*config_fits)(const kt_config *c, const kt_problem *p);
+    /* Declares the tensors of a problem; returns how many (<= KT_MAX_TENSORS). */
+    int (*tensors)(const kt_problem *p, kt_tensor_desc *t);
+    /* Fills the KT_INPUT tensors (host memory, indexed as declared) from seed. */
+    void (*fill)(const kt_problem *p, uint64_t seed, void *const *host);
+    /* Computes the expected value of every KT_OUTPUT element, in declaration order,
+     * concatenated, in double, from the host inputs. */
+    void (*reference)(const kt_problem *p, void *const *host, double *ref);
+    /* Multiply-adds above which the tuner uses the GPU reference kernel (0: never). */
+    double gpu_reference_above;
+    /* Enqueues the trusted GPU reference writing double ref[] (same order as reference()). */
+    int (*launch_reference)(const struct kt_launch *l, uint64_t ref_ptr);
+    /* Enqueues the variant on l->stream. */
+    int (*launch)(const struct kt_launch *l);
+    /* Relative tolerance of ||out - ref|| / ||ref||. */
+    double tolerance;
+    /* Bytes that must move and flops that must be done (the floor). */
+    double (*bytes)(const kt_problem *p);
+    double (*flops)(const kt_problem *p);
+} kt_family;
+
+/* The registry: number of families and the i-th; lookup by name (NULL with error set). */
+int kt_family_count(void);
+const kt_family *kt_family_at(int i);
+const kt_family *kt_family_find(const char *name);
+
+/* Parses "N=1536,K=4096" against the family's key names into p (m untouched). */
+int kt_parse_shape(const kt_family *f, const char *s, kt_problem *p);
+/* Formats p's shape as "N=1536,K=4096" into out. */
+void kt_format_shape(const kt_family *f, const kt_problem *p, char *out, size_t n);
+/* Parses "TILE_N=64,STAGES=4" (unnamed params keep default) into c. */
+int kt_parse_config(const kt_family *f, const char *s, kt_config *c);
+/* Formats c as "TILE_N=64,TILE_M=16,...". */
+void kt_format_config(const kt_family *f, const kt_config *c, char *out, size_t n);
+/* Formats c as NVRTC options "-DKT_TILE_N=64 -DKT_TILE_M=16 ..." into out. */
+void kt_config_defines(const kt_family *f, const kt_config *c, char *out, size_t n);
+
+/* ------------------------------------------------------------- sources */
+
+/* Embedded file by name (kernels/NAME or kernels/common/NAME); NULL if absent. */
+const char *kt_source_text(const char *name, size_t *len);
+/* Hash of a family's source plus every common header it may include. */
+uint64_t kt_family_source_hash(const kt_family *f);
+
+/* ----------------------------------------------------------------- JIT */
+
+/* What ptxas reported for one kernel of a compiled variant. */
+typedef struct kt_ptxas_report {
+    int registers;
+    int spill_bytes;   /* spill stores + spill loads */
+    int stack_bytes;
+    int smem_bytes;    /* static shared memory */
+} kt_ptxas_report;
+
+/* A compiled variant: the cubin and what it cost. */
+typedef struct kt_cubin {
+    char variant_id[17];      /* hash of (family, source hash, defines, options, arch, nvrtc version) */
+    void *image;
+    size_t size;
+    kt_ptxas_report report;   /* worst kernel of the module (max registers, max spills) */
+    double compile_ms;        /* 0 when served from the cache */
+    int from_cache;
+    char *log;                /* compile log; malloc'd, may be NULL */
+} kt_cubin;
+
+/* NVRTC version as major*1000+minor*10 (e.g. 13000); -1 if NVRTC is unusable. */
+int kt_nvrtc_version(void);
+/* Cache folder: $KT_CACHE_DIR or ~/.cache/kt. */
+const char *kt_cache_dir(void);
+/* Computes the variant id of (family, config, arch) without compiling. */
+void kt_variant_id(const kt_family *f, const kt_config *c, int arch, char out[17]);
+/* Compiles family f with config c for arch (120 = sm_120, 1201 = sm_120a, 90 = sm_90),
+ * through the on-disk cache. On compile error returns -1 with the NVRTC log in kt_error(). */
+int kt_compile(const kt_family *f, const kt_config *c, int arch, kt_cubin *out);
+void kt_cubin_free(kt_cubin *c);
+/* Parses a ptxas -v log into the worst-kernel report. */
+void kt_parse_ptxas_log(const char *log, kt_ptxas_report *r);
+/* "sm_120", "sm_120a", "sm_90" for 120, 1201, 90; parses the same names back (-1 if unknown). */
+const char *kt_arch_name(int arch);
+int kt_arch_parse(const char *s);
+
+/* ----------------------------------------------------------------- GPU */
+
+/* A device as the database keys it. */
+typedef struct kt_db_device {
+    char name[128];
+    int cc;          /* major*10+minor */
+    int sm_count;
+    int driver_version;
+    int nvrtc_version;
+} kt_db_device;
+
+
+typedef struct kt_device_info {
+    char name[128];
+    int cc_major, cc_minor;
+    int sm_count;
+    int driver_version;       /* e.g. 13000 */
+    size_t l2_bytes;
+    size_t smem_per_block_optin;
+} kt_device_info;
+
+/* Loads libcuda (dlopen) and initialises it. -1 with a clear "needs a GPU" message if absent. */
+int kt_gpu_init(void);
+/* Number of CUDA devices (0 if no driver). */
+int kt_gpu_count(void);
+/* Makes device ordinal current (primary context) and fills info. */
+int kt_gpu_open(int ordinal, kt_device_info *info);
+/* Arch code to compile for on the current device (e.g. 90, 120). */
+int kt_gpu_arch(void);
+/* Info of the device opened last by kt_gpu_open (zeroed if none). */
+const kt_device_info *kt_gpu_current(void);
+/* Device of the info as the database keys it (adds the NVRTC version). */
+void kt_gpu_db_device(const kt_device_info *info, kt_db_device *out);
+
+/* A loaded cubin with its kernel handles (CUmodule/CUfunction kept opaque). */
+typedef struct kt_module {
+    void *module;
+    void *fn[KT_MAX_KERNELS];
+    const kt_family *family;
+    kt_config config;
+    char variant_id[17];
+} kt_module;
+/* Loads a cubin's image into the current context and resolves the family's kernels. */
+int kt_module_load(const kt_family *f, const kt_config *c, const kt_cubin *cubin, kt_module *m);
+void kt_module_unload(kt_module *m);
+
+/* Everything a family's launch() needs: its module, config, problem, tensors, stream. */
+typedef struct kt_launch {
+    const kt_module *mod;        /* NULL for launch_reference(): ref kernels come via ref_mod */
+    const kt_module *ref_mod;
+    const kt_config *config;
+    const kt_problem *problem;
+    uint64_t ptr[KT_MAX_TENSORS]; /* device addresses, in the family's tensor order */
+    void *stream;                 /* CUstream */
+} kt_launch;
+/* Launches kernel index k of module m: grid, block, dynamic shared memory, args (cuLaunchKernel). */
+int kt_launch_kernel(const kt_module *m, int k, unsigned gx, unsigned gy, unsigned gz,
+                     unsigned block, unsigned smem, void *stream, void **args);
+
+/* ------------------------------------------------------------- database */
+
+typedef struct kt_db kt_db;
+
+/* Schema version this build writes and reads. */
+#define KT_SCHEMA_VERSION 1
+
+/* Opens (creating and migrating when writable) a winners DB. Read-only fails if absent.
+ * A file that is not a kt database gives -1 with a clear message. */
+int kt_db_open(const char *path, int read_only, kt_db **out);
+void kt_db_close(kt_db *db);
+
+
+/* Inserts or finds the device row; returns its id in *id. */
+int kt_db_device_id(kt_db *db, const kt_db_device *d, long long *id);
+/* Starts a run row (time, kt commit, command line); returns its id. */
+int kt_db_run_begin(kt_db *db, long long device_id, const char *commit, const char *cmdline,
+                    long long *run_id);
+
+typedef enum kt_status {
+    KT_OK = 0, KT_COMPILE_ERROR, KT_LAUNCH_ERROR, KT_WRONG_RESULT, KT_SKIPPED
+} kt_status;
+const char *kt_status_name(kt_status s);
+
+/* One measured (or failed) variant on one problem. */
+typedef struct kt_measurement {
+    long long run_id, device_id;
+    const char *family;
+    char source_hash[17];
+    char variant_id[17];
+    char config[256];          /* "TILE_N=64,..." */
+    char shape[128];           /* "N=1536,K=4096" */
+    long m;
+    kt_status status;
+    char error[512];
+    double median_us, min_us, max_us;
+    double rel_err;
+    int registers, spill_bytes;
+    double compile_ms;
+} kt_measurement;
+
+/* Appends a measurement in its own transaction (committed when it returns). */
+int kt_db_add_measurement(kt_db *db, const kt_measurement *m);
+/* 1 if (device, family, source hash, variant, shape, m) already has a measurement, 0 if not, -1 on error. */
+int kt_db_has_measurement(kt_db *db, long long device_id, const char *family,
+                          const char *source_hash, const char *variant_id, const char *shape, long m);
+/* Recomputes the winner of (device, family, source hash, shape, m bucket) from the OK
+ * measurements of the bucket: lowest median, ties broken by variant id. A variant with a
+ * wrong-result or launch-error row in the bucket cannot win; no candidate, no winner row. */
+int kt_db_update_winner(kt_db *db, long long device_id, const char *family,
+                        const char *source_hash, const char *shape, long m);
+
+/* M buckets: the bucket a batch size falls in (its upper bound: 1,2,4,8,16,24,32,48,64,96,
+ * 128,256,512,1024,1536,2048,3072,4096, then powers of two). */
+long kt_m_bucket(long m);
+
+typedef enum kt_lookup_level { KT_EXACT, KT_NEAREST_M, KT_NEAREST_SHAPE, KT_DEFAULT } kt_lookup_level;
+const char *kt_lookup_level_name(kt_lookup_level l);
+
+/* A winner row as read back. */
+typedef struct kt_winner {
+    char config[256];
+    char variant_id[17];
+    char shape[128];
+    long m_bucket;
+    double median_us;
+    kt_lookup_level level;
+} kt_winner;
+
+/* Finds the winner for (device, family, current source hash, problem): exact ->
+ * nearest M bucket -> nearest shape on this device -> (returns 1) family default.
+ * Returns 0 when a row was found, 1 when the caller should use the family default (w then
+ * holds its config, level KT_DEFAULT), -1 on error. */
+int kt_db_lookup(kt_db *db, const kt_db_device *dev, const kt_family *f, const kt_problem *p,
+                 kt_winner *w);
+
+/* Prints every table (show) or exports measurements as json/csv to out. */
+int kt_db_show(kt_db *db, FILE *out);
+int kt_db_export(kt_db *db, const char *format, FILE *out);
+
+/* ------------------------------------------------------------- dispatch */
+
+/* Resolves (family, problem) to a loaded kernel of the DB winner (or default) on the
+ * current device, compiling through the cache; logs the lookup level to stderr. */
+int kt_dispatch(kt_db *db, const kt_family *f, const kt_problem *p, kt_module *out,
+                kt_lookup_level *level);
+
+#endif

@@ -1,0 +1,223 @@
+/* util.c — the small shared pieces of libkt: the thread's error message, the status
+ * checkers behind KT_CHECK, hashing (xxHash), atomic file writes, a seeded generator,
+ * and the fp8 e4m3 / bf16 conversions the references and input generators use. */
+#include "kt.h"
+
+#include <cuda.h>
+#include <cublas_api.h>
+#include <errno.h>
+#include <math.h>
+#include <nccl.h>
+#include <nvrtc.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+static _Thread_local char error_text[2048];
+
+const char *kt_error(void) { return error_text; }
+
+int kt_fail(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(error_text, sizeof error_text, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* The driver's strings come through the dlopen'd table in gpu.c. */
+const char *kt_cu_error_string(int status);
+
+static int status_fail(const char *api, const char *msg, int status, const char *call,
+                       const char *file, int line) {
+    return kt_fail("%s:%d: %s: %s error %d: %s", file, line, call, api, status, msg);
+}
+
+int kt_status_CU(int status, const char *call, const char *file, int line) {
+    if (status == CUDA_SUCCESS) return 0;
+    return status_fail("CUDA", kt_cu_error_string(status), status, call, file, line);
+}
+
+int kt_status_NVRTC(int status, const char *call, const char *file, int line) {
+    if (status == NVRTC_SUCCESS) return 0;
+    return status_fail("NVRTC", nvrtcGetErrorString((nvrtcResult)status), status, call, file, line);
+}
+
+int kt_status_CUBLAS(int status, const char *call, const char *file, int line) {
+    if (status == CUBLAS_STATUS_SUCCESS) return 0;
+    return status_fail("cuBLAS", cublasGetStatusString((cublasStatus_t)status), status, call, file,
+                       line);
+}
+
+/* NCCL is loaded at run time only by the runtime's tensor-parallel path; its strings
+ * come from there once it exists. */
+int kt_status_NCCL(int status, const char *call, const char *file, int line) {
+    if (status == ncclSuccess) return 0;
+    return status_fail("NCCL", "see NCCL_DEBUG=WARN output", status, call, file, line);
+}
+
+int kt_status_SQL(int status, const char *call, const char *file, int line) {
+    if (status == SQLITE_OK || status == SQLITE_ROW || status == SQLITE_DONE) return 0;
+    return status_fail("SQLite", sqlite3_errstr(status), status, call, file, line);
+}
+
+uint64_t kt_hash(const void *data, size_t len, uint64_t seed) {
+    return XXH3_64bits_withSeed(data, len, seed);
+}
+
+void kt_hex64(uint64_t h, char out[17]) { snprintf(out, 17, "%016llx", (unsigned long long)h); }
+
+int kt_mkdirs(const char *path) {
+    char buf[4096];
+    if (strlen(path) >= sizeof buf) return kt_fail("path too long: %s", path);
+    strcpy(buf, path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0755) && errno != EEXIST) return kt_fail("mkdir %s: %s", buf, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(buf, 0755) && errno != EEXIST) return kt_fail("mkdir %s: %s", buf, strerror(errno));
+    return 0;
+}
+
+int kt_write_file_atomic(const char *path, const void *data, size_t len) {
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return kt_fail("cannot write %s: %s", tmp, strerror(errno));
+    size_t wrote = fwrite(data, 1, len, f);
+    int bad = wrote != len || fflush(f) || fsync(fileno(f));
+    if (fclose(f) || bad) {
+        unlink(tmp);
+        return kt_fail("cannot write %s: %s", tmp, strerror(errno));
+    }
+    if (rename(tmp, path)) {
+        unlink(tmp);
+        return kt_fail("cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    }
+    return 0;
+}
+
+char *kt_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        kt_fail("cannot read %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    for (size_t got; buf && (got = fread(buf + n, 1, cap - n, f)) > 0;) {
+        n += got;
+        if (n == cap) buf = realloc(buf, (cap *= 2) + 1);
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (!buf || bad) {
+        free(buf);
+        kt_fail("cannot read %s", path);
+        return NULL;
+    }
+    buf[n] = 0;
+    if (len) *len = n;
+    return buf;
+}
+
+double kt_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+uint64_t kt_rng_next(uint64_t *state) {
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+float kt_rng_uniform(uint64_t *state) {
+    return (float)((double)(kt_rng_next(state) >> 40) / (double)(1ull << 23) - 1.0);
+}
+
+int kt_parse_int_list(const char *s, long *out, int max) {
+    int n = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || v <= 0 || errno) return kt_fail("bad integer list '%s': expected e.g. 1,16,64", s);
+        if (n == max) return kt_fail("integer list '%s' has more than %d values", s, max);
+        out[n++] = v;
+        p = end;
+        if (*p == ',') p++;
+        else if (*p) return kt_fail("bad integer list '%s': expected e.g. 1,16,64", s);
+    }
+    if (!n) return kt_fail("empty integer list");
+    return n;
+}
+
+float kt_e4m3_to_float(uint8_t code) {
+    int sign = code >> 7, exp = (code >> 3) & 15, man = code & 7;
+    if (exp == 15 && man == 7) return NAN;
+    float v = exp ? ldexpf(1.0f + man / 8.0f, exp - 7) : ldexpf(man / 8.0f, -6);
+    return sign ? -v : v;
+}
+
+uint8_t kt_float_to_e4m3(float x) {
+    if (isnan(x)) return 0x7f;
+    uint8_t sign = signbit(x) ? 0x80 : 0;
+    float a = fabsf(x);
+    if (a >= 448.0f) return sign | 0x7e;
+    /* Candidates are spaced by the value's binade; round to nearest, ties to even code. */
+    int e;
+    frexpf(a, &e); /* a = f * 2^e, f in [0.5, 1) */
+    int exp = e - 1 + 7;
+    float step = exp >= 1 ? ldexpf(1.0f, e - 1 - 3) : ldexpf(1.0f, -9);
+    float q = a / step;
+    float r = nearbyintf(q); /* round-half-even under the default rounding mode */
+    float v = r * step;
+    /* Re-encode the rounded value exactly (it may have moved up a binade). */
+    if (v == 0) return sign;
+    frexpf(v, &e);
+    exp = e - 1 + 7;
+    if (exp >= 1) {
+        int man = (int)(ldexpf(v, -(e - 1)) * 8.0f) - 8;
+        return sign | (uint8_t)(exp << 3) | (uint8_t)man;
+    }
+    return sign | (uint8_t)(int)(v / ldexpf(1.0f, -9));
+}
+
+float kt_bf16_to_float(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+uint16_t kt_float_to_bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if (isnan(x)) return 0x7fc0;
+    u += 0x7fff + ((u >> 16) & 1);
+    return (uint16_t)(u >> 16);
+}
+
+size_t kt_dtype_size(kt_dtype t) {
+    static const size_t size[] = {[KT_E4M3] = 1, [KT_BF16] = 2, [KT_F32] = 4, [KT_I32] = 4, [KT_U8] = 1};
+    return size[t];
+}
+
+const char *kt_dtype_name(kt_dtype t) {
+    static const char *name[] = {[KT_E4M3] = "e4m3", [KT_BF16] = "bf16", [KT_F32] = "f32",
+                                 [KT_I32] = "i32", [KT_U8] = "u8"};
+    return name[t];
+}

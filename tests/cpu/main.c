@@ -1,0 +1,29 @@
+/* main.c — runs every registered CPU test (or those whose name contains argv[1])
+ * and ends with the plain "N passed, N failed" line CI reads. */
+#include "test.h"
+#include <stdlib.h>
+#include <string.h>
+
+int kt_test_passed, kt_test_failed;
+
+#define KT_MAX_TESTS 256
+static struct { const char *name; kt_test_fn fn; } tests[KT_MAX_TESTS];
+static int n_tests;
+
+void kt_test_register(const char *name, kt_test_fn fn) {
+    if (n_tests == KT_MAX_TESTS) { fprintf(stderr, "too many tests\n"); exit(2); }
+    tests[n_tests].name = name;
+    tests[n_tests++].fn = fn;
+}
+
+int main(int argc, char **argv) {
+    for (int i = 0; i < n_tests; i++) {
+        if (argc > 1 && !strstr(tests[i].name, argv[1])) continue;
+        int before = kt_test_failed;
+        tests[i].fn();
+        printf("%-40s %s\n", tests[i].name, kt_test_failed == before ? "ok" : "FAILED");
+        fflush(stdout);
+    }
+    printf("%d passed, %d failed\n", kt_test_passed, kt_test_failed);
+    return kt_test_failed ? 1 : 0;
+}

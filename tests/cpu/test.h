@@ -1,0 +1,28 @@
+/* test.h — the CPU test harness: EXPECT counts checks, each test file registers
+ * its cases with KT_TEST, and tests/cpu/main.c runs them and prints "N passed, N failed". */
+#ifndef KT_TEST_H
+#define KT_TEST_H
+#include <stdio.h>
+
+extern int kt_test_passed, kt_test_failed;
+
+/* Records one check; prints the failing expression with file:line. */
+#define EXPECT(cond)                                                                   \
+    do {                                                                               \
+        if (cond) kt_test_passed++;                                                    \
+        else {                                                                         \
+            kt_test_failed++;                                                          \
+            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);            \
+        }                                                                              \
+    } while (0)
+
+/* Defines a test case run by main.c (registered with a constructor). */
+typedef void (*kt_test_fn)(void);
+void kt_test_register(const char *name, kt_test_fn fn);
+#define KT_TEST(name)                                                                  \
+    static void name(void);                                                            \
+    __attribute__((constructor)) static void name##_register(void) {                   \
+        kt_test_register(#name, name);                                                 \
+    }                                                                                  \
+    static void name(void)
+#endif

@@ -1,0 +1,302 @@
+/* test_core.c — CPU tests of the pieces under the tuner: fp8/bf16 conversions, shape and
+ * config parsing, space enumeration and constraints, JIT cache keys and the cache itself,
+ * the host references, and NVRTC compiles of every family for sm_120, sm_120a and sm_90. */
+#include "../../tuner/tuner.h"
+#include "test.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+KT_TEST(e4m3_all_codes_round_trip) {
+    int bad = 0;
+    for (int c = 0; c < 256; c++) {
+        float v = kt_e4m3_to_float((uint8_t)c);
+        if ((c & 0x7f) == 0x7f) {
+            bad += !isnan(v);
+            continue;
+        }
+        bad += kt_float_to_e4m3(v) != c;
+    }
+    EXPECT(bad == 0);
+    EXPECT(kt_e4m3_to_float(0x7e) == 448.0f);
+    EXPECT(kt_e4m3_to_float(0x08) == ldexpf(1, -6)); /* smallest normal */
+    EXPECT(kt_e4m3_to_float(0x01) == ldexpf(1, -9)); /* smallest subnormal */
+    EXPECT(kt_e4m3_to_float(0x38) == 1.0f);
+    EXPECT(kt_e4m3_to_float(0xb8) == -1.0f);
+}
+
+KT_TEST(e4m3_rounding_and_saturation) {
+    EXPECT(kt_float_to_e4m3(1.0625f) == 0x38);  /* tie between 1 and 1.125 -> even */
+    EXPECT(kt_float_to_e4m3(1.1875f) == 0x3a);  /* tie between 1.125 and 1.25 -> even */
+    EXPECT(kt_float_to_e4m3(1.07f) == 0x39);
+    EXPECT(kt_float_to_e4m3(1000.0f) == 0x7e);  /* saturates to 448 */
+    EXPECT(kt_float_to_e4m3(-1000.0f) == 0xfe);
+    EXPECT(kt_float_to_e4m3(ldexpf(1, -10)) == 0x00); /* tie between 0 and 2^-9 -> even 0 */
+    EXPECT(kt_float_to_e4m3(ldexpf(3, -10)) == 0x02); /* 1.5 subnormal steps -> even 2 */
+    EXPECT(kt_float_to_e4m3(ldexpf(15.5f, -10)) == 0x08); /* rounds up into the first normal binade */
+}
+
+KT_TEST(bf16_conversion) {
+    EXPECT(kt_bf16_to_float(kt_float_to_bf16(1.0f)) == 1.0f);
+    EXPECT(kt_float_to_bf16(1.0f + ldexpf(1, -8)) == kt_float_to_bf16(1.0f)); /* tie -> even */
+    EXPECT(kt_float_to_bf16(1.0f + 3 * ldexpf(1, -8)) == 0x3f82);
+    EXPECT(isnan(kt_bf16_to_float(kt_float_to_bf16(NAN))));
+}
+
+KT_TEST(shape_and_config_parsing) {
+    const kt_family *f = kt_family_find("fp8_gemm");
+    EXPECT(f != NULL);
+    kt_problem p = {0};
+    EXPECT(kt_parse_shape(f, "N=1536,K=4096", &p) == 0 && p.dim[0] == 1536 && p.dim[1] == 4096);
+    EXPECT(kt_parse_shape(f, "K=512,N=4096", &p) == 0 && p.dim[0] == 4096 && p.dim[1] == 512);
+    EXPECT(kt_parse_shape(f, "N=1536", &p) < 0 && strstr(kt_error(), "K missing"));
+    EXPECT(kt_parse_shape(f, "X=1,K=2", &p) < 0 && strstr(kt_error(), "unknown name 'X'"));
+    EXPECT(kt_parse_shape(f, "N=abc,K=128", &p) < 0);
+    EXPECT(kt_parse_shape(f, "N=0,K=128", &p) < 0);
+    char why[256], s[128];
+    EXPECT(kt_parse_shape(f, "N=100,K=128", &p) == 0);
+    p.m = 1;
+    EXPECT(f->check_problem(&p, why, sizeof why) < 0 && strstr(why, "multiples of 128"));
+    kt_parse_shape(f, "N=1024,K=4096", &p);
+    kt_format_shape(f, &p, s, sizeof s);
+    EXPECT(!strcmp(s, "N=1024,K=4096"));
+    kt_config c;
+    EXPECT(kt_parse_config(f, "TILE_N=32,SPLIT_K=4", &c) == 0 && c.v[0] == 32 && c.v[6] == 4 && c.v[1] == 16);
+    kt_format_config(f, &c, s, sizeof s);
+    kt_config back;
+    EXPECT(kt_parse_config(f, s, &back) == 0 && !memcmp(&back, &c, sizeof c));
+    EXPECT(kt_parse_config(f, "TILES=3", &c) < 0);
+    long ms[8];
+    EXPECT(kt_parse_int_list("1,16,64", ms, 8) == 3 && ms[2] == 64);
+    EXPECT(kt_parse_int_list("1,,2", ms, 8) < 0);
+    EXPECT(kt_parse_int_list("0", ms, 8) < 0);
+    EXPECT(kt_family_find("nope") == NULL && strstr(kt_error(), "unknown family"));
+}
+
+KT_TEST(space_enumeration_and_constraints) {
+    const kt_family *f = kt_family_find("fp8_gemm");
+    kt_config *list = NULL;
+    int rejected = 0;
+    int n = kt_space_enumerate(f, 120, NULL, &list, &rejected);
+    long total = 1;
+    for (int i = 0; i < f->n_params; i++) total *= f->params[i].n_values;
+    EXPECT(n > 100 && rejected > 0 && n + rejected == total);
+    char why[256];
+    int all_valid = 1, has_default = 0;
+    for (int i = 0; i < n; i++) {
+        all_valid &= f->check_config(&list[i], 120, why, sizeof why) == 0;
+        has_default |= !memcmp(&list[i], &f->default_config, sizeof(kt_config));
+    }
+    EXPECT(all_valid);
+    EXPECT(has_default);
+    kt_config big;
+    kt_parse_config(f, "TILE_N=128,TILE_M=128,TILE_K=256,STAGES=6,WARPS=8", &big);
+    EXPECT(f->check_config(&big, 120, why, sizeof why) < 0 && strstr(why, "shared memory"));
+    kt_problem p = {.n_dims = 2, .dim = {4096, 512}, .m = 16};
+    kt_config split;
+    kt_parse_config(f, "TILE_K=256,SPLIT_K=3", &split);
+    EXPECT(!f->config_fits(&split, &p)); /* 512/256 = 2 k-tiles < 3 splits */
+    kt_parse_config(f, "TILE_K=256,SPLIT_K=2", &split);
+    EXPECT(f->config_fits(&split, &p));
+    p.m = 4096;
+    EXPECT(!f->config_fits(&split, &p)); /* no split-K partials at prefill sizes */
+    kt_config *fit = NULL;
+    p.m = 16;
+    int n_fit = kt_space_enumerate(f, 120, &p, &fit, NULL);
+    EXPECT(n_fit > 0 && n_fit < n);
+    /* Sampling is seeded: same seed, same pick; the default goes first. */
+    kt_config *a = malloc(sizeof *a * n), *b = malloc(sizeof *b * n);
+    memcpy(a, list, sizeof *a * n);
+    memcpy(b, list, sizeof *b * n);
+    EXPECT(kt_space_sample(f, a, n, 10, 7) == 10 && kt_space_sample(f, b, n, 10, 7) == 10);
+    EXPECT(!memcmp(a, b, sizeof *a * 10));
+    EXPECT(!memcmp(&a[0], &f->default_config, sizeof(kt_config)));
+    free(a);
+    free(b);
+    free(fit);
+    free(list);
+}
+
+KT_TEST(variant_ids_hash_what_changes_the_binary) {
+    const kt_family *f = kt_family_find("fp8_gemm"), *q = kt_family_find("act_quant");
+    char a[17], b[17], c[17], d[17];
+    kt_config other = f->default_config;
+    other.v[5] = 2;
+    kt_variant_id(f, &f->default_config, 120, a);
+    kt_variant_id(f, &f->default_config, 120, b);
+    kt_variant_id(f, &f->default_config, 90, c);
+    kt_variant_id(f, &other, 120, d);
+    EXPECT(!strcmp(a, b));
+    EXPECT(strcmp(a, c) != 0);
+    EXPECT(strcmp(a, d) != 0);
+    EXPECT(strlen(a) == 16);
+    EXPECT(kt_family_source_hash(f) != kt_family_source_hash(q));
+}
+
+static char *temp_dir(void) {
+    static char dir[64];
+    strcpy(dir, "/tmp/kt-test-XXXXXX");
+    return mkdtemp(dir);
+}
+
+KT_TEST(jit_cache_hits_and_survives_corruption) {
+    char *dir = temp_dir();
+    setenv("KT_CACHE_DIR", dir, 1);
+    const kt_family *f = kt_family_find("act_quant");
+    kt_cubin first, second, third;
+    EXPECT(kt_compile(f, &f->default_config, 120, &first) == 0);
+    EXPECT(!first.from_cache && first.size > 0 && first.report.registers > 0);
+    EXPECT(kt_compile(f, &f->default_config, 120, &second) == 0);
+    EXPECT(second.from_cache && second.size == first.size && !memcmp(first.image, second.image, first.size));
+    EXPECT(second.report.registers == first.report.registers);
+    char path[256], cmd[300];
+    snprintf(path, sizeof path, "%s/act_quant-%s.cubin", dir, first.variant_id);
+    EXPECT(access(path, R_OK) == 0);
+    EXPECT(kt_write_file_atomic(path, "garbage", 7) == 0);
+    EXPECT(kt_compile(f, &f->default_config, 120, &third) == 0);
+    EXPECT(!third.from_cache && third.size == first.size);
+    snprintf(cmd, sizeof cmd, "ls %s | grep -c tmp > /dev/null", dir);
+    EXPECT(system(cmd) != 0); /* no temp files left behind */
+    kt_cubin_free(&first);
+    kt_cubin_free(&second);
+    kt_cubin_free(&third);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    EXPECT(system(cmd) == 0);
+    unsetenv("KT_CACHE_DIR");
+}
+
+KT_TEST(compile_error_is_reported) {
+    char *dir = temp_dir();
+    setenv("KT_CACHE_DIR", dir, 1);
+    const kt_family *f = kt_family_find("fp8_gemm");
+    kt_config c;
+    /* Bypasses check_config on purpose: the kernel's own static_assert must refuse it. */
+    kt_parse_config(f, "TILE_N=128,TILE_M=128,TILE_K=256,STAGES=6,WARPS=8", &c);
+    kt_cubin cb;
+    EXPECT(kt_compile(f, &c, 120, &cb) < 0 && strstr(kt_error(), "99 KB"));
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    EXPECT(system(cmd) == 0);
+    unsetenv("KT_CACHE_DIR");
+}
+
+KT_TEST(ptxas_report_parsing) {
+    const char *log = "ptxas info    : Compiling entry function 'a' for 'sm_120'\n"
+                      "ptxas         .     16 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads\n"
+                      "ptxas info    : Used 96 registers, used 1 barriers, 4096 bytes smem\n"
+                      "ptxas info    : Compiling entry function 'b' for 'sm_120'\n"
+                      "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+                      "ptxas info    : Used 40 registers, used 0 barriers\n";
+    kt_ptxas_report r;
+    kt_parse_ptxas_log(log, &r);
+    EXPECT(r.registers == 96);
+    EXPECT(r.spill_bytes == 20);
+    EXPECT(r.stack_bytes == 16);
+    EXPECT(r.smem_bytes == 4096);
+}
+
+/* A problem small enough to check by hand: all codes 1.0, so each k-block sums to 128. */
+KT_TEST(fp8_gemm_host_reference) {
+    const kt_family *f = kt_family_find("fp8_gemm");
+    kt_problem p = {.n_dims = 2, .dim = {256, 256}, .m = 3};
+    kt_tensor_desc t[KT_MAX_TENSORS];
+    int n = f->tensors(&p, t);
+    void *host[KT_MAX_TENSORS];
+    for (int i = 0; i < n; i++) host[i] = calloc(t[i].count, kt_dtype_size(t[i].dtype));
+    memset(host[0], 0x38, t[0].count);
+    memset(host[2], 0x38, t[2].count);
+    float *As = host[1], *Bs = host[3];
+    for (size_t i = 0; i < t[1].count; i++) As[i] = (float)(i + 1);
+    for (size_t i = 0; i < t[3].count; i++) Bs[i] = 0.5f * (float)(i + 1);
+    double *ref = malloc(sizeof(double) * p.m * p.dim[0]);
+    f->reference(&p, host, ref);
+    /* C[m][n] = sum_kb 128 * As[m][kb] * Bs[n/128][kb] */
+    int ok = 1;
+    for (int m = 0; m < 3; m++)
+        for (int nn = 0; nn < 256; nn++) {
+            double want = 0;
+            for (int kb = 0; kb < 2; kb++) want += 128.0 * As[m * 2 + kb] * Bs[(nn / 128) * 2 + kb];
+            ok &= fabs(ref[m * 256 + nn] - want) < 1e-9;
+        }
+    EXPECT(ok);
+    /* Random inputs: the reference is linear in the activation scales. */
+    f->fill(&p, 42, host);
+    f->reference(&p, host, ref);
+    double *ref2 = malloc(sizeof(double) * p.m * p.dim[0]);
+    for (size_t i = 0; i < t[1].count; i++) As[i] *= 2;
+    f->reference(&p, host, ref2);
+    int linear = 1, nonzero = 0;
+    for (int i = 0; i < 3 * 256; i++) {
+        linear &= fabs(ref2[i] - 2 * ref[i]) <= 1e-9 * fabs(ref[i]) + 1e-12;
+        nonzero += ref[i] != 0;
+    }
+    EXPECT(linear);
+    EXPECT(nonzero > 700);
+    for (int i = 0; i < n; i++) free(host[i]);
+    free(ref);
+    free(ref2);
+}
+
+KT_TEST(act_quant_host_reference) {
+    const kt_family *f = kt_family_find("act_quant");
+    kt_problem p = {.n_dims = 1, .dim = {256}, .m = 2};
+    kt_tensor_desc t[KT_MAX_TENSORS];
+    int n = f->tensors(&p, t);
+    EXPECT(n == 3);
+    void *host[KT_MAX_TENSORS];
+    for (int i = 0; i < n; i++) host[i] = calloc(t[i].count, kt_dtype_size(t[i].dtype));
+    f->fill(&p, 5, host);
+    double *ref = malloc(sizeof(double) * (512 + 4));
+    f->reference(&p, host, ref);
+    /* Every group's largest value maps to +-448 and every scale is amax / 448. */
+    const uint16_t *x = host[0];
+    int ok = 1;
+    for (int g = 0; g < 4; g++) {
+        double amax = 0, qmax = 0;
+        for (int i = 0; i < 128; i++) {
+            amax = fmax(amax, fabs(kt_bf16_to_float(x[g * 128 + i])));
+            qmax = fmax(qmax, fabs(ref[g * 128 + i]));
+        }
+        ok &= qmax == 448.0 && fabs(ref[512 + g] - amax / 448.0) < 1e-6 * amax;
+    }
+    EXPECT(ok);
+    for (int i = 0; i < n; i++) free(host[i]);
+    free(ref);
+}
+
+/* Compiles a representative sample of every family for each target arch: no errors, and
+ * the default variants do not spill. */
+KT_TEST(nvrtc_compiles_every_family_for_every_arch) {
+    char *dir = temp_dir();
+    setenv("KT_CACHE_DIR", dir, 1);
+    const int archs[] = {120, 1201, 90};
+    for (int fi = 0; fi < kt_family_count(); fi++) {
+        const kt_family *f = kt_family_at(fi);
+        for (int a = 0; a < 3; a++) {
+            kt_config *list = NULL;
+            int n = kt_space_enumerate(f, archs[a], NULL, &list, NULL);
+            n = kt_space_sample(f, list, n, 4, 1234 + a);
+            kt_compile_pool *pool = kt_compile_pool_start(f, list, n, archs[a], 2);
+            int failures = 0;
+            for (int i = 0; i < n; i++) {
+                const char *err;
+                const kt_cubin *cb = kt_compile_pool_wait(pool, i, &err);
+                if (!cb) {
+                    failures++;
+                    fprintf(stderr, "%s %s: %s\n", f->name, kt_arch_name(archs[a]), err);
+                } else if (i == 0) {
+                    EXPECT(cb->report.spill_bytes == 0); /* list[0] is the default config */
+                }
+            }
+            EXPECT(failures == 0);
+            kt_compile_pool_free(pool);
+            free(list);
+        }
+    }
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    EXPECT(system(cmd) == 0);
+    unsetenv("KT_CACHE_DIR");
+}

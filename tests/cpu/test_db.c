@@ -1,0 +1,617 @@
+/* test_db.c — CPU tests of the winners database (db/db.c): schema creation and
+ * versioning, measurements, winner selection, the lookup ladder, stale rows, bad files,
+ * concurrent writers, export, and the M buckets. Each test works in its own temp folder. */
+#include "kt.h"
+#include "test.h"
+
+#include <dirent.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const kt_db_device h200 = {"NVIDIA H200", 90, 132, 13000, 13000};
+
+/* A fresh temp folder per test, removed (with its files) by cleanup(). */
+typedef struct fixture {
+    char dir[64];
+    char path[96]; /* dir/kt.db */
+    kt_db *db;
+    long long device_id, run_id;
+} fixture;
+
+/* Creates the folder, a writable DB in it, the H200 device row and a run. */
+static int setup(fixture *fx) {
+    memset(fx, 0, sizeof *fx);
+    snprintf(fx->dir, sizeof fx->dir, "/tmp/kt_test_db_XXXXXX");
+    if (!mkdtemp(fx->dir)) return -1;
+    snprintf(fx->path, sizeof fx->path, "%s/kt.db", fx->dir);
+    if (kt_db_open(fx->path, 0, &fx->db) || kt_db_device_id(fx->db, &h200, &fx->device_id) ||
+        kt_db_run_begin(fx->db, fx->device_id, "abc123", "kt tune --test", &fx->run_id)) {
+        fprintf(stderr, "setup: %s\n", kt_error());
+        return -1;
+    }
+    return 0;
+}
+
+static void cleanup(fixture *fx);
+
+/* Sets fx up, or counts a failure and leaves the test (nothing after it could run). */
+#define SETUP(fx)                                                                              \
+    do {                                                                                       \
+        int ready_ = setup(&(fx)) == 0;                                                        \
+        EXPECT(ready_);                                                                        \
+        if (!ready_) {                                                                         \
+            cleanup(&(fx));                                                                    \
+            return;                                                                            \
+        }                                                                                      \
+    } while (0)
+
+static void cleanup(fixture *fx) {
+    kt_db_close(fx->db);
+    fx->db = NULL;
+    DIR *d = opendir(fx->dir);
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d));) {
+        char p[512];
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        snprintf(p, sizeof p, "%s/%s", fx->dir, e->d_name);
+        unlink(p);
+    }
+    closedir(d);
+    rmdir(fx->dir);
+}
+
+/* A measurement of fixture's device and run. */
+static kt_measurement row(const fixture *fx, const char *family, const char *hash, const char *variant,
+                          const char *shape, long m, kt_status status, double median_us) {
+    kt_measurement r;
+    memset(&r, 0, sizeof r);
+    r.run_id = fx->run_id;
+    r.device_id = fx->device_id;
+    r.family = family;
+    snprintf(r.source_hash, sizeof r.source_hash, "%s", hash);
+    snprintf(r.variant_id, sizeof r.variant_id, "%s", variant);
+    snprintf(r.config, sizeof r.config, "CFG_%s", variant);
+    snprintf(r.shape, sizeof r.shape, "%s", shape);
+    r.m = m;
+    r.status = status;
+    r.median_us = median_us;
+    r.min_us = median_us * 0.9;
+    r.max_us = median_us * 1.1;
+    r.rel_err = 1e-3;
+    r.registers = 128;
+    r.compile_ms = 250;
+    if (status != KT_OK) snprintf(r.error, sizeof r.error, "failed: %s", kt_status_name(status));
+    return r;
+}
+
+static int add(const fixture *fx, const char *family, const char *hash, const char *variant, const char *shape,
+               long m, kt_status status, double median_us) {
+    kt_measurement r = row(fx, family, hash, variant, shape, m, status, median_us);
+    int rc = kt_db_add_measurement(fx->db, &r);
+    if (rc) fprintf(stderr, "add: %s\n", kt_error());
+    return rc;
+}
+
+/* Runs a query on the file through a separate raw SQLite connection and returns the
+ * first column of its first row as text into out ("" if no row, "ERR" on error). */
+static void query(const char *path, const char *q, char *out, size_t n) {
+    sqlite3 *h;
+    sqlite3_stmt *st;
+    snprintf(out, n, "ERR");
+    if (sqlite3_open_v2(path, &h, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(h, q, -1, &st, NULL) == SQLITE_OK) {
+        int rc = sqlite3_step(st);
+        const char *text = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
+        if (rc == SQLITE_ROW) snprintf(out, n, "%s", text ? text : "NULL");
+        else if (rc == SQLITE_DONE) snprintf(out, n, "%s", "");
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(h);
+}
+
+static long query_long(const char *path, const char *q) {
+    char out[64];
+    query(path, q, out, sizeof out);
+    return strcmp(out, "ERR") ? atol(out) : -1;
+}
+
+static int error_has(const char *s) { return strstr(kt_error(), s) != NULL; }
+
+KT_TEST(db_m_bucket) {
+    EXPECT(kt_m_bucket(1) == 1);
+    EXPECT(kt_m_bucket(2) == 2);
+    EXPECT(kt_m_bucket(3) == 4);
+    EXPECT(kt_m_bucket(17) == 24);
+    EXPECT(kt_m_bucket(24) == 24);
+    EXPECT(kt_m_bucket(25) == 32);
+    EXPECT(kt_m_bucket(100) == 128);
+    EXPECT(kt_m_bucket(1025) == 1536);
+    EXPECT(kt_m_bucket(4096) == 4096);
+    EXPECT(kt_m_bucket(4097) == 8192);
+    EXPECT(kt_m_bucket(5000) == 8192);
+    EXPECT(kt_m_bucket(70000) == 131072);
+}
+
+KT_TEST(db_names) {
+    EXPECT(!strcmp(kt_status_name(KT_OK), "ok"));
+    EXPECT(!strcmp(kt_status_name(KT_WRONG_RESULT), "wrong-result"));
+    EXPECT(!strcmp(kt_status_name(KT_SKIPPED), "skipped"));
+    EXPECT(!strcmp(kt_lookup_level_name(KT_NEAREST_SHAPE), "nearest-shape"));
+    EXPECT(!strcmp(kt_lookup_level_name(KT_DEFAULT), "default"));
+}
+
+KT_TEST(db_schema_created) {
+    fixture fx;
+    SETUP(fx);
+    kt_db_close(fx.db);
+    fx.db = NULL;
+    char buf[64];
+    EXPECT(query_long(fx.path, "SELECT value FROM meta WHERE key = 'schema_version'") == KT_SCHEMA_VERSION);
+    EXPECT(query_long(fx.path, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN "
+                               "('meta', 'devices', 'runs', 'measurements', 'winners')") == 5);
+    EXPECT(query_long(fx.path, "SELECT count(*) FROM sqlite_master WHERE type = 'index' "
+                               "AND name = 'measurements_problem'") == 1);
+    query(fx.path, "PRAGMA journal_mode", buf, sizeof buf);
+    EXPECT(!strcmp(buf, "wal"));
+    /* started_at is ISO-8601 UTC: 2025-01-31T12:34:56.789Z */
+    query(fx.path, "SELECT started_at FROM runs", buf, sizeof buf);
+    EXPECT(strlen(buf) == 24 && buf[4] == '-' && buf[10] == 'T' && buf[13] == ':' && buf[23] == 'Z');
+    query(fx.path, "SELECT kt_commit || ' ' || cmdline FROM runs", buf, sizeof buf);
+    EXPECT(!strcmp(buf, "abc123 kt tune --test"));
+    cleanup(&fx);
+}
+
+KT_TEST(db_reopen_idempotent) {
+    fixture fx;
+    long long again = -1;
+    SETUP(fx);
+    EXPECT(add(&fx, "fam", "h", "v1", "N=1", 1, KT_OK, 5) == 0);
+    kt_db_close(fx.db);
+    fx.db = NULL;
+    long objects = query_long(fx.path, "SELECT count(*) FROM sqlite_master");
+    for (int i = 0; i < 2; i++) {
+        EXPECT(kt_db_open(fx.path, 0, &fx.db) == 0);
+        EXPECT(kt_db_device_id(fx.db, &h200, &again) == 0);
+        EXPECT(again == fx.device_id);
+        kt_db_close(fx.db);
+        fx.db = NULL;
+    }
+    EXPECT(query_long(fx.path, "SELECT count(*) FROM sqlite_master") == objects);
+    EXPECT(query_long(fx.path, "SELECT count(*) FROM devices") == 1);
+    EXPECT(query_long(fx.path, "SELECT count(*) FROM measurements") == 1);
+    EXPECT(query_long(fx.path, "SELECT count(*) FROM meta") == 1);
+    /* a closed writable DB is readable read-only (the runtime's mode), WAL and all */
+    EXPECT(kt_db_open(fx.path, 1, &fx.db) == 0);
+    EXPECT(fx.db && kt_db_has_measurement(fx.db, fx.device_id, "fam", "h", "v1", "N=1", 1) == 1);
+    cleanup(&fx);
+}
+
+KT_TEST(db_device_rows) {
+    fixture fx;
+    long long other = -1;
+    kt_db_device newer = h200;
+    newer.driver_version = 13010;
+    SETUP(fx);
+    EXPECT(kt_db_device_id(fx.db, &newer, &other) == 0);
+    EXPECT(other > 0 && other != fx.device_id);
+    cleanup(&fx);
+}
+
+KT_TEST(db_measurement_roundtrip) {
+    fixture fx;
+    char buf[256];
+    SETUP(fx);
+    kt_measurement r = row(&fx, "fp8_gemm", "0123456789abcdef", "feedfacecafebeef", "N=1536,K=4096", 17,
+                           KT_WRONG_RESULT, 12.5);
+    r.rel_err = 0.25;
+    r.registers = 96;
+    r.spill_bytes = 8;
+    EXPECT(kt_db_add_measurement(fx.db, &r) == 0);
+    /* committed on return: a second connection sees it while ours is still open */
+    query(fx.path,
+          "SELECT printf('%d|%d|%s|%s|%s|%s|%s|%d|%s|%s|%.2f|%.3f|%.3f|%.2f|%d|%d|%.0f', run_id, device_id, "
+          "family, source_hash, variant_id, config, shape, m, status, error, median_us, min_us, max_us, rel_err, "
+          "registers, spill_bytes, compile_ms) FROM measurements",
+          buf, sizeof buf);
+    char want[256];
+    snprintf(want, sizeof want,
+             "%lld|%lld|fp8_gemm|0123456789abcdef|feedfacecafebeef|CFG_feedfacecafebeef|N=1536,K=4096|17|"
+             "wrong-result|failed: wrong-result|12.50|11.250|13.750|0.25|96|8|250",
+             fx.run_id, fx.device_id);
+    EXPECT(!strcmp(buf, want));
+    if (strcmp(buf, want)) fprintf(stderr, "  got  %s\n  want %s\n", buf, want);
+    query(fx.path, "SELECT created_at FROM measurements", buf, sizeof buf);
+    EXPECT(strlen(buf) == 24 && buf[10] == 'T' && buf[23] == 'Z');
+    /* an ok row gets no error text */
+    EXPECT(add(&fx, "fp8_gemm", "0123456789abcdef", "v2", "N=1536,K=4096", 17, KT_OK, 3) == 0);
+    EXPECT(query_long(fx.path, "SELECT count(*) FROM measurements WHERE variant_id = 'v2' AND error IS NULL") == 1);
+    /* foreign keys are on: a measurement of an unknown run is refused */
+    r.run_id = 999;
+    EXPECT(kt_db_add_measurement(fx.db, &r) == -1);
+    EXPECT(error_has("FOREIGN KEY"));
+    EXPECT(query_long(fx.path, "SELECT count(*) FROM measurements") == 2);
+    cleanup(&fx);
+}
+
+KT_TEST(db_has_measurement) {
+    fixture fx;
+    SETUP(fx);
+    EXPECT(kt_db_has_measurement(fx.db, fx.device_id, "fam", "h1", "v1", "N=64", 16) == 0);
+    EXPECT(add(&fx, "fam", "h1", "v1", "N=64", 16, KT_COMPILE_ERROR, 0) == 0);
+    EXPECT(kt_db_has_measurement(fx.db, fx.device_id, "fam", "h1", "v1", "N=64", 16) == 1);
+    EXPECT(kt_db_has_measurement(fx.db, fx.device_id, "fam", "h1", "v1", "N=64", 15) == 0);
+    EXPECT(kt_db_has_measurement(fx.db, fx.device_id, "fam", "h1", "v2", "N=64", 16) == 0);
+    EXPECT(kt_db_has_measurement(fx.db, fx.device_id, "fam", "h2", "v1", "N=64", 16) == 0);
+    EXPECT(kt_db_has_measurement(fx.db, fx.device_id, "fam", "h1", "v1", "N=128", 16) == 0);
+    EXPECT(kt_db_has_measurement(fx.db, fx.device_id + 1, "fam", "h1", "v1", "N=64", 16) == 0);
+    cleanup(&fx);
+}
+
+KT_TEST(db_winner_ignores_failures) {
+    fixture fx;
+    char buf[128];
+    const char *winner = "SELECT variant_id || ' ' || printf('%.1f', median_us) || ' ' || m_bucket FROM winners "
+                         "WHERE shape = 'N=64' AND m_bucket = 24";
+    SETUP(fx);
+    /* bucket 24 (m 17..24): v3/v4 fail but are faster; v5 is fastest but in another bucket */
+    EXPECT(add(&fx, "fam", "h", "v1", "N=64", 24, KT_OK, 10) == 0);
+    EXPECT(add(&fx, "fam", "h", "v2", "N=64", 20, KT_OK, 8) == 0);
+    EXPECT(add(&fx, "fam", "h", "v3", "N=64", 24, KT_WRONG_RESULT, 1) == 0);
+    EXPECT(add(&fx, "fam", "h", "v4", "N=64", 24, KT_COMPILE_ERROR, 0.5) == 0);
+    EXPECT(add(&fx, "fam", "h", "v5", "N=64", 32, KT_OK, 2) == 0);
+    EXPECT(add(&fx, "fam", "h", "v6", "N=128", 24, KT_OK, 3) == 0);
+    EXPECT(add(&fx, "fam", "other", "v7", "N=64", 24, KT_OK, 3) == 0);
+    EXPECT(kt_db_update_winner(fx.db, fx.device_id, "fam", "h", "N=64", 17) == 0);
+    query(fx.path, winner, buf, sizeof buf);
+    EXPECT(!strcmp(buf, "v2 8.0 24"));
+    EXPECT(query_long(fx.path, "SELECT count(*) FROM winners") == 1);
+    EXPECT(query_long(fx.path, "SELECT count(*) FROM winners w JOIN measurements m ON m.id = w.measurement_id "
+                               "WHERE m.status = 'ok' AND m.variant_id = w.variant_id") == 1);
+    /* v2 gives a wrong result at another m of the bucket: it is out, v1 wins */
+    EXPECT(add(&fx, "fam", "h", "v2", "N=64", 18, KT_WRONG_RESULT, 7) == 0);
+    EXPECT(kt_db_update_winner(fx.db, fx.device_id, "fam", "h", "N=64", 18) == 0);
+    query(fx.path, winner, buf, sizeof buf);
+    EXPECT(!strcmp(buf, "v1 10.0 24"));
+    /* once every variant of the bucket has failed somewhere, the bucket has no winner */
+    EXPECT(add(&fx, "fam", "h", "v1", "N=64", 22, KT_LAUNCH_ERROR, 0) == 0);
+    EXPECT(kt_db_update_winner(fx.db, fx.device_id, "fam", "h", "N=64", 22) == 0);
+    EXPECT(query_long(fx.path, "SELECT count(*) FROM winners") == 0);
+    /* a bucket of failures only never gets a winner */
+    EXPECT(add(&fx, "fam", "h", "v8", "N=64", 1, KT_WRONG_RESULT, 0.1) == 0);
+    EXPECT(kt_db_update_winner(fx.db, fx.device_id, "fam", "h", "N=64", 1) == 0);
+    EXPECT(query_long(fx.path, "SELECT count(*) FROM winners") == 0);
+    cleanup(&fx);
+}
+
+/* Inserts an ok measurement of fp8_gemm at (N, K, m) and makes it its bucket's winner. */
+static int win(const fixture *fx, const kt_family *f, const char *hash, const char *variant, long n, long k,
+               long m, double median_us) {
+    kt_problem p = {.n_dims = 2, .dim = {n, k}, .m = m};
+    char shape[128];
+    kt_format_shape(f, &p, shape, sizeof shape);
+    if (add(fx, f->name, hash, variant, shape, m, KT_OK, median_us)) return -1;
+    return kt_db_update_winner(fx->db, fx->device_id, f->name, hash, shape, m);
+}
+
+/* Looks up fp8_gemm at (N, K, m) on dev; returns the lookup's result. */
+static int lookup(kt_db *db, const kt_db_device *dev, const kt_family *f, long n, long k, long m, kt_winner *w) {
+    kt_problem p = {.n_dims = 2, .dim = {n, k}, .m = m};
+    int rc = kt_db_lookup(db, dev, f, &p, w);
+    if (rc < 0) fprintf(stderr, "lookup: %s\n", kt_error());
+    return rc;
+}
+
+KT_TEST(db_lookup_levels) {
+    fixture fx;
+    kt_winner w;
+    char hash[17], def[256];
+    const kt_family *f = kt_family_find("fp8_gemm");
+    EXPECT(f != NULL);
+    if (!f) return;
+    kt_hex64(kt_family_source_hash(f), hash);
+    kt_format_config(f, &f->default_config, def, sizeof def);
+    SETUP(fx);
+    EXPECT(win(&fx, f, hash, "a16", 1536, 4096, 16, 5.0) == 0);
+    EXPECT(win(&fx, f, hash, "a64", 1536, 4096, 64, 9.0) == 0);
+    EXPECT(win(&fx, f, hash, "b1", 7168, 4096, 1, 20.0) == 0);
+    EXPECT(win(&fx, f, hash, "c8", 1536, 7168, 8, 7.0) == 0);
+    /* the runtime's mode: a second, read-only connection */
+    kt_db *ro = NULL;
+    EXPECT(kt_db_open(fx.path, 1, &ro) == 0);
+    if (!ro) {
+        cleanup(&fx);
+        return;
+    }
+
+    EXPECT(lookup(ro, &h200, f, 1536, 4096, 16, &w) == 0);
+    EXPECT(w.level == KT_EXACT && !strcmp(w.variant_id, "a16") && !strcmp(w.config, "CFG_a16"));
+    EXPECT(w.m_bucket == 16 && w.median_us == 5.0 && !strcmp(w.shape, "N=1536,K=4096"));
+    /* m 13 is in bucket 16 too */
+    EXPECT(lookup(ro, &h200, f, 1536, 4096, 13, &w) == 0);
+    EXPECT(w.level == KT_EXACT && !strcmp(w.variant_id, "a16"));
+    /* m 40 (bucket 48): 64 is nearer than 16 in log terms */
+    EXPECT(lookup(ro, &h200, f, 1536, 4096, 40, &w) == 0);
+    EXPECT(w.level == KT_NEAREST_M && !strcmp(w.variant_id, "a64") && w.m_bucket == 64);
+    /* m 20 (bucket 24): 16 is nearer */
+    EXPECT(lookup(ro, &h200, f, 1536, 4096, 20, &w) == 0);
+    EXPECT(w.level == KT_NEAREST_M && !strcmp(w.variant_id, "a16"));
+    /* m 32 is halfway between 16 and 64 in log terms: the larger bucket wins the tie */
+    EXPECT(lookup(ro, &h200, f, 1536, 4096, 32, &w) == 0);
+    EXPECT(w.level == KT_NEAREST_M && !strcmp(w.variant_id, "a64"));
+    /* unseen N=3072,K=4096: N=1536 (log 2 away) is nearer than N=7168 and than K=7168 */
+    EXPECT(lookup(ro, &h200, f, 3072, 4096, 64, &w) == 0);
+    EXPECT(w.level == KT_NEAREST_SHAPE && !strcmp(w.variant_id, "a64") && !strcmp(w.shape, "N=1536,K=4096"));
+    EXPECT(lookup(ro, &h200, f, 3072, 4096, 2, &w) == 0);
+    EXPECT(w.level == KT_NEAREST_SHAPE && !strcmp(w.variant_id, "a16"));
+    /* unseen N=6144,K=4096: N=7168 is nearest */
+    EXPECT(lookup(ro, &h200, f, 6144, 4096, 64, &w) == 0);
+    EXPECT(w.level == KT_NEAREST_SHAPE && !strcmp(w.variant_id, "b1"));
+    /* a stored shape is the same shape however its string orders the dims */
+    EXPECT(add(&fx, f->name, hash, "r16", "K=7168,N=3072", 16, KT_OK, 4.0) == 0);
+    EXPECT(kt_db_update_winner(fx.db, fx.device_id, f->name, hash, "K=7168,N=3072", 16) == 0);
+    EXPECT(lookup(ro, &h200, f, 3072, 7168, 16, &w) == 0);
+    EXPECT(w.level == KT_EXACT && !strcmp(w.variant_id, "r16"));
+    /* another driver version of the same GPU is the same device */
+    kt_db_device newer = h200;
+    newer.driver_version = 13050;
+    EXPECT(lookup(ro, &newer, f, 1536, 4096, 16, &w) == 0);
+    EXPECT(w.level == KT_EXACT && !strcmp(w.variant_id, "a16"));
+    /* another GPU has nothing: the family default */
+    kt_db_device other = {"NVIDIA RTX PRO 6000 Blackwell", 120, 188, 13000, 13000};
+    EXPECT(lookup(ro, &other, f, 1536, 4096, 16, &w) == 1);
+    EXPECT(w.level == KT_DEFAULT && !strcmp(w.config, def) && w.m_bucket == 16);
+    other = h200;
+    other.sm_count = 114;
+    EXPECT(lookup(ro, &other, f, 1536, 4096, 16, &w) == 1);
+    EXPECT(w.level == KT_DEFAULT);
+    kt_db_close(ro);
+    cleanup(&fx);
+}
+
+KT_TEST(db_lookup_stale_never_served) {
+    fixture fx;
+    kt_winner w;
+    char hash[17];
+    const kt_family *f = kt_family_find("fp8_gemm");
+    EXPECT(f != NULL);
+    if (!f) return;
+    kt_hex64(kt_family_source_hash(f), hash);
+    const char *stale = strcmp(hash, "0000000000000000") ? "0000000000000000" : "1111111111111111";
+    SETUP(fx);
+    /* only a stale row, even a fast exact one: the default */
+    EXPECT(win(&fx, f, stale, "old", 1536, 4096, 16, 0.1) == 0);
+    EXPECT(query_long(fx.path, "SELECT count(*) FROM winners") == 1);
+    EXPECT(lookup(fx.db, &h200, f, 1536, 4096, 16, &w) == 1);
+    EXPECT(w.level == KT_DEFAULT && strcmp(w.variant_id, "old") != 0);
+    /* a current row of another shape beats a stale exact row */
+    EXPECT(win(&fx, f, hash, "new", 7168, 4096, 16, 5.0) == 0);
+    EXPECT(lookup(fx.db, &h200, f, 1536, 4096, 16, &w) == 0);
+    EXPECT(w.level == KT_NEAREST_SHAPE && !strcmp(w.variant_id, "new"));
+    cleanup(&fx);
+}
+
+KT_TEST(db_readonly_missing) {
+    kt_db *db = (kt_db *)1;
+    char dir[] = "/tmp/kt_test_db_XXXXXX", path[64];
+    EXPECT(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/missing.db", dir);
+    EXPECT(kt_db_open(path, 1, &db) == -1);
+    EXPECT(db == NULL);
+    EXPECT(error_has("cannot open") && error_has(path) && error_has("no such file"));
+    EXPECT(access(path, F_OK) != 0);
+    rmdir(dir);
+}
+
+KT_TEST(db_garbage_file_refused) {
+    fixture fx = {0};
+    kt_db *db = (kt_db *)1;
+    unsigned char junk[8192];
+    uint64_t seed = 42;
+    snprintf(fx.dir, sizeof fx.dir, "/tmp/kt_test_db_XXXXXX");
+    EXPECT(mkdtemp(fx.dir) != NULL);
+    snprintf(fx.path, sizeof fx.path, "%s/garbage.db", fx.dir);
+    for (size_t i = 0; i < sizeof junk; i++) junk[i] = (unsigned char)kt_rng_next(&seed);
+    EXPECT(kt_write_file_atomic(fx.path, junk, sizeof junk) == 0);
+    for (int read_only = 0; read_only < 2; read_only++) {
+        EXPECT(kt_db_open(fx.path, read_only, &db) == -1);
+        EXPECT(db == NULL);
+        EXPECT(error_has(fx.path) && error_has("file is not a database"));
+    }
+    /* the file is left exactly as it was */
+    size_t len = 0;
+    char *back = kt_read_file(fx.path, &len);
+    EXPECT(back && len == sizeof junk && !memcmp(back, junk, len));
+    free(back);
+    cleanup(&fx);
+}
+
+KT_TEST(db_empty_file) {
+    fixture fx = {0};
+    snprintf(fx.dir, sizeof fx.dir, "/tmp/kt_test_db_XXXXXX");
+    EXPECT(mkdtemp(fx.dir) != NULL);
+    snprintf(fx.path, sizeof fx.path, "%s/empty.db", fx.dir);
+    EXPECT(kt_write_file_atomic(fx.path, "", 0) == 0);
+    /* read-only cannot create the schema; writable treats an empty file as version 0 */
+    EXPECT(kt_db_open(fx.path, 1, &fx.db) == -1);
+    EXPECT(error_has(fx.path) && error_has("not a kt database (empty file)"));
+    EXPECT(kt_db_open(fx.path, 0, &fx.db) == 0);
+    EXPECT(query_long(fx.path, "SELECT value FROM meta WHERE key = 'schema_version'") == KT_SCHEMA_VERSION);
+    cleanup(&fx);
+}
+
+KT_TEST(db_foreign_sqlite_refused) {
+    fixture fx = {0};
+    kt_db *db = NULL;
+    char buf[16];
+    snprintf(fx.dir, sizeof fx.dir, "/tmp/kt_test_db_XXXXXX");
+    EXPECT(mkdtemp(fx.dir) != NULL);
+    snprintf(fx.path, sizeof fx.path, "%s/other.db", fx.dir);
+    sqlite3 *h;
+    EXPECT(sqlite3_open(fx.path, &h) == SQLITE_OK);
+    EXPECT(sqlite3_exec(h, "CREATE TABLE notes (text TEXT)", NULL, NULL, NULL) == SQLITE_OK);
+    sqlite3_close(h);
+    EXPECT(kt_db_open(fx.path, 0, &db) == -1);
+    EXPECT(error_has(fx.path) && error_has("not a kt database"));
+    /* untouched: no kt tables added, journal mode unchanged */
+    EXPECT(query_long(fx.path, "SELECT count(*) FROM sqlite_master") == 1);
+    query(fx.path, "PRAGMA journal_mode", buf, sizeof buf);
+    EXPECT(!strcmp(buf, "delete"));
+    cleanup(&fx);
+}
+
+KT_TEST(db_future_version_refused) {
+    fixture fx;
+    char buf[16];
+    SETUP(fx);
+    kt_db_close(fx.db);
+    fx.db = NULL;
+    query(fx.path, "UPDATE meta SET value = 99 WHERE key = 'schema_version'", buf, sizeof buf);
+    EXPECT(!strcmp(buf, ""));
+    for (int read_only = 0; read_only < 2; read_only++) {
+        EXPECT(kt_db_open(fx.path, read_only, &fx.db) == -1);
+        EXPECT(fx.db == NULL);
+        EXPECT(error_has(fx.path) && error_has("schema version 99 is newer"));
+    }
+    EXPECT(query_long(fx.path, "SELECT value FROM meta WHERE key = 'schema_version'") == 99);
+    cleanup(&fx);
+}
+
+/* Child of the concurrency test: its own connection, n measurements, a winner update
+ * every 50 (so transactions of both kinds contend); exits 0 on success. */
+static void writer(const fixture *fx, int child, int n) {
+    fixture mine = *fx;
+    if (kt_db_open(fx->path, 0, &mine.db)) {
+        fprintf(stderr, "writer %d: %s\n", child, kt_error());
+        _exit(1);
+    }
+    for (int i = 0; i < n; i++) {
+        char variant[17];
+        snprintf(variant, sizeof variant, "%08x%08x", (unsigned)child, (unsigned)i);
+        kt_measurement r = row(&mine, "fam", "h", variant, "N=64", 1 + i % 64, KT_OK, 1 + i);
+        if (kt_db_add_measurement(mine.db, &r) ||
+            (i % 50 == 49 && kt_db_update_winner(mine.db, mine.device_id, "fam", "h", "N=64", r.m))) {
+            fprintf(stderr, "writer %d: %s\n", child, kt_error());
+            _exit(1);
+        }
+    }
+    kt_db_close(mine.db);
+    _exit(0);
+}
+
+KT_TEST(db_concurrent_writers) {
+    fixture fx;
+    char buf[32];
+    pid_t pid[2];
+    SETUP(fx);
+    kt_db_close(fx.db);
+    fx.db = NULL;
+    fflush(NULL); /* children must not flush the parent's buffered output again */
+    for (int c = 0; c < 2; c++)
+        if ((pid[c] = fork()) == 0) writer(&fx, c, 200);
+    for (int c = 0; c < 2; c++) {
+        int status = -1;
+        EXPECT(pid[c] > 0 && waitpid(pid[c], &status, 0) == pid[c]);
+        EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    EXPECT(query_long(fx.path, "SELECT count(*) FROM measurements") == 400);
+    EXPECT(query_long(fx.path, "SELECT count(DISTINCT variant_id) FROM measurements") == 400);
+    query(fx.path, "PRAGMA integrity_check", buf, sizeof buf);
+    EXPECT(!strcmp(buf, "ok"));
+    cleanup(&fx);
+}
+
+/* Counts CSV records, honouring quoted fields that hold line breaks. */
+static int csv_records(const char *s) {
+    int n = 0, quoted = 0;
+    for (; *s; s++) {
+        if (*s == '"') quoted = !quoted;
+        else if (*s == '\n' && !quoted) n++;
+    }
+    return n;
+}
+
+/* Counts JSON objects: '{' outside strings. */
+static int json_objects(const char *s) {
+    int n = 0, in_string = 0;
+    for (; *s; s++) {
+        if (in_string && *s == '\\') s++;
+        else if (*s == '"') in_string = !in_string;
+        else if (*s == '{' && !in_string) n++;
+    }
+    return n;
+}
+
+static char *export(kt_db *db, const char *format, int *rc) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    *rc = kt_db_export(db, format, out);
+    fclose(out);
+    return text;
+}
+
+KT_TEST(db_export) {
+    fixture fx;
+    int rc;
+    SETUP(fx);
+    char *text = export(fx.db, "json", &rc);
+    EXPECT(rc == 0 && text && !strcmp(text, "[]\n"));
+    free(text);
+    EXPECT(add(&fx, "fam", "h", "v1", "N=64", 1, KT_OK, 1.5) == 0);
+    EXPECT(add(&fx, "fam", "h", "v2", "N=64", 2, KT_SKIPPED, 0) == 0);
+    kt_measurement r = row(&fx, "fam", "h", "v3", "N=64", 3, KT_COMPILE_ERROR, 0);
+    snprintf(r.error, sizeof r.error, "line 1: \"x\", bad\nline 2:\ttab\\");
+    EXPECT(kt_db_add_measurement(fx.db, &r) == 0);
+
+    text = export(fx.db, "json", &rc);
+    EXPECT(rc == 0 && text);
+    if (text) {
+        EXPECT(text[0] == '[' && json_objects(text) == 3);
+        EXPECT(strstr(text, "\"error\": \"line 1: \\\"x\\\", bad\\nline 2:\\ttab\\\\\"") != NULL);
+        EXPECT(strstr(text, "\"device\": \"NVIDIA H200\"") != NULL);
+        EXPECT(strstr(text, "\"median_us\": 1.5") != NULL);
+        EXPECT(strstr(text, "\"error\": null") != NULL);
+    }
+    free(text);
+
+    text = export(fx.db, "csv", &rc);
+    EXPECT(rc == 0 && text);
+    if (text) {
+        EXPECT(csv_records(text) == 4);
+        EXPECT(!strncmp(text, "id,run_id,device,", 17));
+        EXPECT(strstr(text, ",\"line 1: \"\"x\"\", bad\nline 2:\ttab\\\",") != NULL);
+        EXPECT(strstr(text, ",NVIDIA H200,") != NULL);
+    }
+    free(text);
+
+    text = export(fx.db, "xml", &rc);
+    EXPECT(rc == -1 && error_has("unknown export format"));
+    free(text);
+    cleanup(&fx);
+}
+
+KT_TEST(db_show) {
+    fixture fx;
+    char *text = NULL;
+    size_t len = 0;
+    SETUP(fx);
+    FILE *out = open_memstream(&text, &len);
+    EXPECT(kt_db_show(fx.db, out) == 0);
+    fclose(out);
+    EXPECT(text && strstr(text, "winners\n  (none)\n") && strstr(text, "measurements\n  (none)\n"));
+    free(text);
+    EXPECT(add(&fx, "fam", "h", "v1", "N=64", 1, KT_OK, 1.5) == 0);
+    EXPECT(add(&fx, "fam", "h", "v2", "N=64", 1, KT_WRONG_RESULT, 1) == 0);
+    EXPECT(kt_db_update_winner(fx.db, fx.device_id, "fam", "h", "N=64", 1) == 0);
+    out = open_memstream(&text, &len);
+    EXPECT(kt_db_show(fx.db, out) == 0);
+    fclose(out);
+    EXPECT(text && strstr(text, "NVIDIA H200") && strstr(text, "kt tune --test"));
+    EXPECT(text && strstr(text, "CFG_v1") && strstr(text, "1.50"));
+    EXPECT(text && strstr(text, "wrong-result"));
+    free(text);
+    cleanup(&fx);
+}
