@@ -116,8 +116,19 @@ int kt_module_load(const kt_family *f, const kt_config *c, const kt_cubin *cubin
             return kt_fail("%s: kernel %s missing from module: %s", f->name, f->kernels[k],
                            kt_cu_error_string(r));
         }
-        /* Let every kernel use the whole opt-in shared memory; each launch asks for its own size. */
-        kt_cu.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, current_smem_optin);
+        /* Let every kernel use all the opt-in shared memory its static part leaves; each
+         * launch asks for its own size (over 48 KB needs this opt-in). */
+        int static_smem = 0;
+        r = kt_cu.cuFuncGetAttribute(&static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn);
+        if (r == CUDA_SUCCESS)
+            r = kt_cu.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                         current_smem_optin - static_smem);
+        if (r != CUDA_SUCCESS) {
+            kt_cu.cuModuleUnload(mod);
+            m->module = NULL;
+            return kt_fail("%s: cannot raise the shared-memory limit of %s: %s", f->name, f->kernels[k],
+                           kt_cu_error_string(r));
+        }
         m->fn[k] = fn;
     }
     return 0;
