@@ -125,6 +125,9 @@ typedef struct kt_family {
     int (*check_config)(const kt_config *c, int arch, char *why, size_t n);
     /* 0 if the config can run this problem (e.g. split-K <= number of k-blocks). */
     int (*config_fits)(const kt_config *c, const kt_problem *p);
+    /* Optional: 1 if a config that fits is still not worth timing on this problem (e.g. a
+     * token tile far larger than M); the sweep prunes it before compiling. */
+    int (*hopeless)(const kt_config *c, const kt_problem *p);
     /* Declares the tensors of a problem; returns how many (<= KT_MAX_TENSORS). */
     int (*tensors)(const kt_problem *p, kt_tensor_desc *t);
     /* Fills the KT_INPUT tensors (host memory, indexed as declared) from seed. */
