@@ -2,3 +2,4 @@
  * kernels/NAME.cu + kernels/NAME.c + one line here. */
 KT_FAMILY(fp8_gemm)
 KT_FAMILY(act_quant)
+KT_FAMILY(selftest)
