@@ -28,13 +28,13 @@ typedef struct common {
     int n_shapes;
     long ms[32];
     int n_ms;
-    const char *db_path, *config, *json, *strategy, *arch, *format;
+    const char *db_path, *config, *json, *strategy, *arch, *format, *emit;
     int budget, sample, threads, help;
     uint64_t seed;
 } common;
 
 enum { O_FAMILY = 1000, O_SHAPE, O_M, O_DB, O_CONFIG, O_JSON, O_STRATEGY, O_BUDGET, O_ARCH, O_SAMPLE, O_SEED,
-       O_THREADS, O_FORMAT };
+       O_THREADS, O_FORMAT, O_EMIT };
 
 static const struct option long_options[] = {
     {"family", required_argument, 0, O_FAMILY}, {"shape", required_argument, 0, O_SHAPE},
@@ -43,7 +43,8 @@ static const struct option long_options[] = {
     {"strategy", required_argument, 0, O_STRATEGY}, {"budget", required_argument, 0, O_BUDGET},
     {"arch", required_argument, 0, O_ARCH},     {"sample", required_argument, 0, O_SAMPLE},
     {"seed", required_argument, 0, O_SEED},     {"threads", required_argument, 0, O_THREADS},
-    {"format", required_argument, 0, O_FORMAT}, {"help", no_argument, 0, 'h'},
+    {"format", required_argument, 0, O_FORMAT}, {"emit", required_argument, 0, O_EMIT},
+    {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0}};
 
 /* Parses argv into c; shapes are parsed after the family is known. "targets" = the family's list. */
@@ -90,6 +91,7 @@ static int parse_common(int argc, char **argv, common *c) {
         case O_SEED: c->seed = strtoull(optarg, &end, 10); if (*end) return die("bad --seed '%s'", optarg); break;
         case O_ARCH: c->arch = optarg; break;
         case O_FORMAT: c->format = optarg; break;
+        case O_EMIT: c->emit = optarg; break;
         case 'h': c->help = 1; break;
         default: return die("unknown or incomplete option '%s' (see --help)", argv[optind - 1]);
         }
@@ -193,7 +195,9 @@ static int cmd_compile(int argc, char **argv) {
     if (parse_common(argc, argv, &c)) return 1;
     if (c.help) {
         printf("usage: kt compile --family F --arch sm_120|sm_120a|sm_90 [--sample N | --config C] [--seed S]\n"
-               "  NVRTC-compiles variants (no GPU needed) and prints ptxas's registers, spills and shared memory.\n"
+               "                  [--emit DIR]\n"
+               "  NVRTC-compiles variants (no GPU needed) and prints ptxas's registers, spills and stack;\n"
+               "  --emit writes each cubin to DIR/VARIANT.cubin (for cuobjdump -sass).\n"
                "  Exits non-zero if any variant fails to compile.\n");
         return 0;
     }
@@ -230,6 +234,14 @@ static int cmd_compile(int argc, char **argv) {
         }
         printf("%-16s %5d %6d %6d %7.0fms %6s  %s\n", cb->variant_id, cb->report.registers, cb->report.spill_bytes,
                cb->report.stack_bytes, cb->compile_ms, cb->from_cache ? "yes" : "no", cfg);
+        if (c.emit) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/%s.cubin", c.emit, cb->variant_id);
+            if (kt_mkdirs(c.emit) || kt_write_file_atomic(path, cb->image, cb->size)) {
+                printf("cannot emit %s: %s\n", path, kt_error());
+                failed++;
+            }
+        }
     }
     kt_compile_pool_free(pool);
     free(list);
@@ -264,19 +276,17 @@ static int cmd_tune(int argc, char **argv) {
 }
 
 /* Verifies one compiled config on bench b; prints a line; returns 1 if it failed. */
-static int verify_one(const kt_family *f, kt_bench *b, const kt_config *cfg, int arch, const char *shape, long m) {
+static int verify_one(const kt_family *f, kt_bench *b, const kt_config *cfg, const kt_cubin *cubin,
+                      const char *compile_error, const char *shape, long m) {
     char cs[256];
     kt_format_config(f, cfg, cs, sizeof cs);
     kt_measurement r = {0};
-    kt_cubin cubin;
     kt_module mod;
-    if (kt_compile(f, cfg, arch, &cubin)) {
-        printf("FAIL %s M=%ld %s: compile error: %s\n", shape, m, cs, kt_error());
+    if (!cubin) {
+        printf("FAIL %s M=%ld %s: compile error: %s\n", shape, m, cs, compile_error);
         return 1;
     }
-    int bad = kt_module_load(f, cfg, &cubin, &mod);
-    kt_cubin_free(&cubin);
-    if (bad) {
+    if (kt_module_load(f, cfg, cubin, &mod)) {
         printf("FAIL %s M=%ld %s: %s\n", shape, m, cs, kt_error());
         return 1;
     }
@@ -328,11 +338,21 @@ static int cmd_verify(int argc, char **argv) {
                 list[0] = one;
             } else {
                 n = kt_space_enumerate(f, arch, &p, &list, NULL);
-                n = kt_space_sample(f, list, n, c.sample + 1, c.seed + (uint64_t)(s * 131 + j));
+                /* Sample among the configs a sweep would time (the hopeless are pruned there too). */
+                int kept = 0;
+                for (int i = 0; i < n; i++)
+                    if (!f->hopeless || !f->hopeless(&list[i], &p)) list[kept++] = list[i];
+                n = kt_space_sample(f, list, kept, c.sample + 1, c.seed + (uint64_t)(s * 131 + j));
                 if (memcmp(&list[0], &f->default_config, sizeof one) && f->config_fits(&f->default_config, &p))
                     list[0] = f->default_config;
             }
-            for (int i = 0; i < n; i++, checks++) failures += verify_one(f, b, &list[i], arch, shape, p.m);
+            kt_compile_pool *pool = kt_compile_pool_start(f, list, n, arch, c.threads);
+            for (int i = 0; i < n; i++, checks++) {
+                const char *err = NULL;
+                const kt_cubin *cubin = kt_compile_pool_wait(pool, i, &err);
+                failures += verify_one(f, b, &list[i], cubin, err, shape, p.m);
+            }
+            kt_compile_pool_free(pool);
             free(list);
             kt_bench_free(b);
         }

@@ -7,32 +7,29 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { P_TILE_N, P_TILE_M, P_TILE_K, P_WARPS, P_WARPS_K, P_STAGES, P_SPLIT_K };
-enum { T_A, T_AS, T_B, T_BS, T_C, T_PARTIALS, T_COUNTERS };
+enum { P_TILE_N, P_TILE_M, P_TILE_K, P_WARPS, P_WARPS_M, P_WARPS_K, P_STAGES, P_SPLIT_K };
+enum { T_A, T_AS, T_B, T_BS, T_C };
 
 #define SMEM_LIMIT (99 * 1024) /* sm_120's shared memory per block; kept on every arch */
-#define MAX_SPLIT_M 256        /* split-K partials are only kept for decode-sized M */
-#define MAX_SPLIT 16
 
 /* Warp layout and shared memory of a config, as kernels/fp8_gemm.cu derives them. */
 typedef struct layout {
-    int threads, warps_n, warps_m, frag_n, frag_m, smem;
+    int threads, warps_n, frag_n, frag_m, smem;
 } layout;
 
 static layout layout_of(const kt_config *c) {
     const int *v = c->v;
     layout l;
     l.threads = v[P_WARPS] * v[P_WARPS_K] * 32;
-    l.warps_n = v[P_WARPS] < v[P_TILE_N] / 16 ? v[P_WARPS] : v[P_TILE_N] / 16;
-    l.warps_m = v[P_WARPS] / (l.warps_n ? l.warps_n : 1);
+    l.warps_n = v[P_WARPS] / v[P_WARPS_M];
     l.frag_n = l.warps_n ? v[P_TILE_N] / l.warps_n / 16 : 0;
-    l.frag_m = l.warps_m ? v[P_TILE_M] / l.warps_m / 8 : 0;
+    l.frag_m = v[P_TILE_M] / v[P_WARPS_M] / 8;
     int kblocks = v[P_TILE_K] / 128;
     int scale_bytes = ((v[P_TILE_M] * kblocks + kblocks) * 4 + 15) / 16 * 16;
     int stage = v[P_TILE_N] * v[P_TILE_K] + v[P_TILE_M] * v[P_TILE_K] + scale_bytes;
     int pipe = v[P_STAGES] * stage;
-    int reduce = (v[P_WARPS_K] - 1) * v[P_WARPS] * 32 * l.frag_n * l.frag_m * 4 * 4;
-    l.smem = pipe > reduce ? pipe : reduce;
+    int red = v[P_TILE_M] * (v[P_TILE_N] + 4) * 4; /* the epilogue's f32 tile */
+    l.smem = pipe > red ? pipe : red;
     return l;
 }
 
@@ -50,11 +47,12 @@ static int check_problem(const kt_problem *p, char *why, size_t n) {
 }
 
 static int check_config(const kt_config *c, int arch, char *why, size_t n) {
-    (void)arch; /* every arch kt targets has mma.sync e4m3 and cp.async */
+    (void)arch; /* every arch kt targets has mma.sync e4m3, cp.async and clusters */
     const int *v = c->v;
     layout l = layout_of(c);
-    if (v[P_TILE_M] % (l.warps_m * 8) || v[P_WARPS] % l.warps_n)
-        return snprintf(why, n, "warps do not tile %dx%d", v[P_TILE_N], v[P_TILE_M]), -1;
+    if (v[P_WARPS] % v[P_WARPS_M] || v[P_TILE_N] % (l.warps_n * 16) || v[P_TILE_M] % (v[P_WARPS_M] * 8))
+        return snprintf(why, n, "%dx%d warps do not tile %dx%d", l.warps_n, v[P_WARPS_M], v[P_TILE_N],
+                        v[P_TILE_M]), -1;
     if (4 % v[P_WARPS_K] || (v[P_WARPS_K] > 1 && v[P_TILE_K] != 128))
         return snprintf(why, n, "WARPS_K=%d needs TILE_K=128", v[P_WARPS_K]), -1;
     if (l.threads > 1024) return snprintf(why, n, "%d threads per block", l.threads), -1;
@@ -69,23 +67,35 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
 static int config_fits(const kt_config *c, const kt_problem *p) {
     const int *v = c->v;
     long K = p->dim[1];
-    if (K % v[P_TILE_K]) return 0;
-    if (v[P_SPLIT_K] > K / v[P_TILE_K]) return 0;
-    if (v[P_SPLIT_K] > 1 && p->m > MAX_SPLIT_M) return 0;
-    return 1;
+    return K % v[P_TILE_K] == 0 && v[P_SPLIT_K] <= K / v[P_TILE_K];
+}
+
+/* Configs that fit but cannot be the fastest for this problem (pruned before compiling). */
+static int hopeless(const kt_config *c, const kt_problem *p) {
+    const int *v = c->v;
+    long M = p->m, N = p->dim[0], K = p->dim[1];
+    long m_tile_cap = 8;
+    while (m_tile_cap < M) m_tile_cap *= 2;
+    if (v[P_TILE_M] > m_tile_cap) return 1; /* token rows that are only padding */
+    long tiles = N / v[P_TILE_N] * ((M + v[P_TILE_M] - 1) / v[P_TILE_M]);
+    if (tiles * v[P_SPLIT_K] < 32) return 1;         /* leaves most SMs idle */
+    if (v[P_SPLIT_K] > 1 && tiles >= 256) return 1;  /* already two waves without splitting */
+    long ktiles = K / v[P_TILE_K] / v[P_SPLIT_K];
+    if (v[P_STAGES] > 2 && v[P_STAGES] - 2 >= ktiles) return 1; /* a shallower pipeline is the same */
+    if (v[P_WARPS_K] > 1 && v[P_TILE_M] > 32) return 1;        /* K-split warps help only tiny M */
+    layout l = layout_of(c);
+    if (M >= 128 && l.frag_n * l.frag_m < 4) return 1; /* ldmatrix-bound warp tiles */
+    return 0;
 }
 
 static int tensors(const kt_problem *p, kt_tensor_desc *t) {
     size_t M = p->m, N = p->dim[0], K = p->dim[1];
-    size_t partials = M <= MAX_SPLIT_M ? MAX_SPLIT * M * N : 1;
     t[T_A] = (kt_tensor_desc){"A", KT_E4M3, M * K, KT_INPUT};
     t[T_AS] = (kt_tensor_desc){"As", KT_F32, M * (K / 128), KT_INPUT};
     t[T_B] = (kt_tensor_desc){"B", KT_E4M3, N * K, KT_INPUT};
     t[T_BS] = (kt_tensor_desc){"Bs", KT_F32, (N / 128) * (K / 128), KT_INPUT};
     t[T_C] = (kt_tensor_desc){"C", KT_BF16, M * N, KT_OUTPUT};
-    t[T_PARTIALS] = (kt_tensor_desc){"partials", KT_F32, partials, KT_SCRATCH};
-    t[T_COUNTERS] = (kt_tensor_desc){"counters", KT_I32, (N / 16) * ((M + 7) / 8), KT_SCRATCH};
-    return 7;
+    return 5;
 }
 
 /* Codes of values spread over e4m3's range (no NaN), and positive scales around 2^-7. */
@@ -128,9 +138,9 @@ static int launch(const kt_launch *l) {
     const int *v = l->config->v;
     layout lay = layout_of(l->config);
     int M = (int)l->problem->m, N = (int)l->problem->dim[0], K = (int)l->problem->dim[1];
-    uint64_t p[7];
+    uint64_t p[5];
     memcpy(p, l->ptr, sizeof p);
-    void *args[] = {&p[T_A], &p[T_AS], &p[T_B], &p[T_BS], &p[T_C], &p[T_PARTIALS], &p[T_COUNTERS], &M, &N, &K};
+    void *args[] = {&p[T_A], &p[T_AS], &p[T_B], &p[T_BS], &p[T_C], &M, &N, &K};
     return kt_launch_kernel(l->mod, 0, N / v[P_TILE_N], (M + v[P_TILE_M] - 1) / v[P_TILE_M], v[P_SPLIT_K],
                             lay.threads, lay.smem, l->stream, args);
 }
@@ -163,20 +173,22 @@ const kt_family kt_family_fp8_gemm = {
     .n_dims = 2,
     .dim_names = {"N", "K"},
     .m_name = "M",
-    .n_params = 7,
+    .n_params = 8,
     .params = {{"TILE_N", 4, {16, 32, 64, 128}},
                {"TILE_M", 5, {8, 16, 32, 64, 128}},
                {"TILE_K", 2, {128, 256}},
                {"WARPS", 4, {1, 2, 4, 8}},
+               {"WARPS_M", 3, {1, 2, 4}},
                {"WARPS_K", 3, {1, 2, 4}},
-               {"STAGES", 5, {2, 3, 4, 5, 6}},
-               {"SPLIT_K", 8, {1, 2, 3, 4, 6, 8, 12, 16}}},
-    .default_config = {{64, 16, 128, 4, 1, 4, 1}},
+               {"STAGES", 5, {2, 3, 4, 6, 8}},
+               {"SPLIT_K", 4, {1, 2, 4, 8}}},
+    .default_config = {{64, 16, 128, 4, 1, 1, 4, 1}},
     .target_shapes = target_shapes,
     .n_target_shapes = 5,
     .check_problem = check_problem,
     .check_config = check_config,
     .config_fits = config_fits,
+    .hopeless = hopeless,
     .tensors = tensors,
     .fill = fill,
     .reference = reference,

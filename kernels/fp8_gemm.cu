@@ -4,12 +4,15 @@
 //
 // Decode has few tokens and many weight rows, so the MMA runs "swapped": weights are
 // the 16-row A operand of mma.m16n8k32 and tokens the 8-column B operand; a CTA owns
-// TILE_N weight rows x TILE_M tokens. Tiles stream through a STAGES-deep cp.async
-// pipeline in a swizzled (conflict-free for ldmatrix) layout. Each k-block of 128 is
-// accumulated on its own and promoted with its two scales, as the format requires.
-// SPLIT_K CTAs share the K range of a tile; each writes an f32 partial and the last one
-// to arrive sums them in a fixed order (deterministic) and writes C. WARPS_K warp
-// groups split each stage along K inside the CTA and reduce through shared memory.
+// TILE_N weight rows x TILE_M tokens, its WARPS warps laid out WARPS_N x WARPS_M over
+// that tile. Tiles stream through a STAGES-deep cp.async pipeline in a swizzled
+// (conflict-free for ldmatrix) layout. Each k-block of 128 is accumulated on its own and
+// promoted with its two scales, as the format requires.
+// Split-K without a trip through global memory: the SPLIT_K CTAs that share a tile form
+// one thread-block cluster; each leaves its f32 sums in its shared memory and, after a
+// cluster barrier, each CTA adds a slice of the tile across the cluster (distributed
+// shared memory, fixed order: deterministic) and writes it. WARPS_K warp groups split
+// each stage along K inside a CTA and are summed the same way through shared memory.
 #include "kt_device.cuh"
 
 #ifndef KT_TILE_N
@@ -17,16 +20,17 @@
 #define KT_TILE_M 16
 #define KT_TILE_K 128
 #define KT_WARPS 4
+#define KT_WARPS_M 1
 #define KT_WARPS_K 1
 #define KT_STAGES 4
 #define KT_SPLIT_K 1
 #endif
 
 constexpr int TILE_N = KT_TILE_N, TILE_M = KT_TILE_M, TILE_K = KT_TILE_K;
-constexpr int WARPS = KT_WARPS, WARPS_K = KT_WARPS_K, STAGES = KT_STAGES, SPLIT_K = KT_SPLIT_K;
+constexpr int WARPS = KT_WARPS, WARPS_M = KT_WARPS_M, WARPS_K = KT_WARPS_K;
+constexpr int STAGES = KT_STAGES, SPLIT_K = KT_SPLIT_K;
+constexpr int WARPS_N = WARPS / WARPS_M;
 constexpr int THREADS = WARPS * WARPS_K * 32;
-constexpr int WARPS_N = WARPS < TILE_N / 16 ? WARPS : TILE_N / 16;
-constexpr int WARPS_M = WARPS / WARPS_N;
 constexpr int WN = TILE_N / WARPS_N, WM = TILE_M / WARPS_M; // warp tile
 constexpr int FRAG_N = WN / 16, FRAG_M = WM / 8;
 constexpr int KBLOCKS = TILE_K / 128;       // scale blocks per stage
@@ -34,25 +38,34 @@ constexpr int KSTEPS = 128 / 32 / WARPS_K;  // mma k-steps per k-block per warp 
 constexpr int W_BYTES = TILE_N * TILE_K, A_BYTES = TILE_M * TILE_K;
 constexpr int SCALE_FLOATS = TILE_M * KBLOCKS + KBLOCKS;
 constexpr int STAGE_BYTES = W_BYTES + A_BYTES + ((SCALE_FLOATS * 4 + 15) / 16) * 16;
+// The epilogue's f32 tile [TILE_M][RED_LD]: the pad of 4 puts the 32 lanes of a fragment
+// store in 32 different banks.
+constexpr int RED_LD = TILE_N + 4;
 
 static_assert(TILE_N % 16 == 0 && 128 % TILE_N == 0, "TILE_N must divide 128");
-static_assert(WARPS % WARPS_N == 0 && TILE_M % (WARPS_M * 8) == 0, "warp layout must tile the CTA");
+static_assert(WARPS % WARPS_M == 0 && TILE_N % (WARPS_N * 16) == 0 && TILE_M % (WARPS_M * 8) == 0,
+              "warps must tile the CTA");
 static_assert(TILE_K % 128 == 0 && (4 % WARPS_K) == 0, "TILE_K multiple of 128, WARPS_K divides 4");
+static_assert(SPLIT_K >= 1 && SPLIT_K <= 8, "split-K is a cluster of at most 8 CTAs");
 
-// Shared bytes the launch must request (host computes the same in fp8_gemm.c).
 constexpr int SMEM_PIPE = STAGES * STAGE_BYTES;
-constexpr int SMEM_REDUCE = (WARPS_K - 1) * WARPS * 32 * FRAG_N * FRAG_M * 4 * 4;
-constexpr int SMEM_BYTES = SMEM_PIPE > SMEM_REDUCE ? SMEM_PIPE : SMEM_REDUCE;
+constexpr int SMEM_RED = TILE_M * RED_LD * 4;
+constexpr int SMEM_BYTES = SMEM_PIPE > SMEM_RED ? SMEM_PIPE : SMEM_RED;
 static_assert(SMEM_BYTES <= 99 * 1024, "sm_120 gives a block at most 99 KB of shared memory");
 
 // Byte offset of 16-byte chunk `chunk` of row `row` in a tile with TILE_K bytes per row.
 // XOR-ing the low three chunk bits with the row spreads 8 consecutive rows over all banks.
 __device__ __forceinline__ int swizzle(int row, int chunk) { return row * TILE_K + ((chunk ^ (row & 7)) << 4); }
 
-extern "C" __global__ void __launch_bounds__(THREADS)
+#if KT_SPLIT_K > 1
+#define KT_CLUSTER __cluster_dims__(1, 1, KT_SPLIT_K)
+#else
+#define KT_CLUSTER
+#endif
+
+extern "C" __global__ void KT_CLUSTER __launch_bounds__(THREADS)
 fp8_gemm(const kt_u8 *__restrict__ A, const float *__restrict__ As, const kt_u8 *__restrict__ B,
-         const float *__restrict__ Bs, kt_u16 *__restrict__ C, float *__restrict__ partials,
-         int *__restrict__ counters, int M, int N, int K) {
+         const float *__restrict__ Bs, kt_u16 *__restrict__ C, int M, int N, int K) {
     extern __shared__ __align__(128) kt_u8 smem[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int kgroup = warp / WARPS, wid = warp % WARPS;
@@ -163,83 +176,61 @@ fp8_gemm(const kt_u8 *__restrict__ A, const float *__restrict__ As, const kt_u8 
         }
     }
     kt_cp_async_wait<0>();
+    __syncthreads(); // the pipeline buffers become the epilogue's f32 tile
 
-    if (WARPS_K > 1) {
-        // Warp groups 1.. hand their sums to group 0 through the (now idle) pipeline buffers.
-        __syncthreads();
-        float *red = (float *)smem;
-        constexpr int PER_WARP = 32 * FRAG_N * FRAG_M * 4;
-        if (kgroup > 0) {
-            float *dst = red + ((kgroup - 1) * WARPS + wid) * PER_WARP;
+    // Warp groups add their sums into red[m][n] one after another (a fixed order).
+    // Fragment element e of (i, j) is row n = warp_n*WN + i*16 + g + (e>>1)*8 and token
+    // m = warp_m*WM + j*8 + 2t + (e&1), both relative to the tile.
+    float *red = (float *)smem;
+#pragma unroll
+    for (int kg = 0; kg < WARPS_K; kg++) {
+        if (kgroup == kg) {
 #pragma unroll
             for (int i = 0; i < FRAG_N; i++)
 #pragma unroll
                 for (int j = 0; j < FRAG_M; j++)
 #pragma unroll
-                    for (int e = 0; e < 4; e++) dst[((i * FRAG_M + j) * 4 + e) * 32 + lane] = acc[i][j][e];
+                    for (int e = 0; e < 4; e++) {
+                        float *dst = red + (warp_m * WM + j * 8 + 2 * t + (e & 1)) * RED_LD + warp_n * WN + i * 16 +
+                                     g + (e >> 1) * 8;
+                        *dst = kg ? *dst + acc[i][j][e] : acc[i][j][e];
+                    }
         }
-        __syncthreads();
-#pragma unroll
-        for (int kg = 1; kg < WARPS_K; kg++) {
-            const float *src = red + ((kg - 1) * WARPS + wid) * PER_WARP;
-#pragma unroll
-            for (int i = 0; i < FRAG_N; i++)
-#pragma unroll
-                for (int j = 0; j < FRAG_M; j++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) acc[i][j][e] += src[((i * FRAG_M + j) * 4 + e) * 32 + lane];
-        }
+        if (WARPS_K > 1) __syncthreads();
     }
+    if (WARPS_K == 1) __syncthreads();
 
-    // Element e of fragment (i, j) is row n = n0 + warp_n*WN + i*16 + g + (e>>1)*8 and
-    // token m = m0 + warp_m*WM + j*8 + 2t + (e&1).
-    // Only warp group 0 holds the finished sums; the others stay for the barriers below.
-    const bool writer = kgroup == 0;
-    if (SPLIT_K == 1) {
-        if (!writer) return;
-#pragma unroll
-        for (int i = 0; i < FRAG_N; i++)
-#pragma unroll
-            for (int j = 0; j < FRAG_M; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    int n = n0 + warp_n * WN + i * 16 + g + (e >> 1) * 8;
-                    int m = m0 + warp_m * WM + j * 8 + 2 * t + (e & 1);
-                    if (m < M) C[(long)m * N + n] = kt_f32_to_bf16(acc[i][j][e]);
-                }
-        return;
-    }
-
-    float *mine = partials + (long)blockIdx.z * M * N;
-#pragma unroll
-    for (int i = 0; i < FRAG_N; i++)
-#pragma unroll
-        for (int j = 0; j < FRAG_M; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                int n = n0 + warp_n * WN + i * 16 + g + (e >> 1) * 8;
-                int m = m0 + warp_m * WM + j * 8 + 2 * t + (e & 1);
-                if (writer && m < M) mine[(long)m * N + n] = acc[i][j][e];
-            }
-    // Publish the partial, then count arrivals; the last CTA of the tile reduces.
-    __threadfence();
-    __syncthreads();
-    __shared__ int last;
-    const int tile = blockIdx.y * gridDim.x + blockIdx.x;
-    if (tid == 0) last = atomicAdd(&counters[tile], 1) == SPLIT_K - 1;
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
+    // Write C with 8-byte stores along n; with split-K each CTA of the cluster sums its
+    // slice of the tile across every CTA's red[] first.
     const int rows = min(TILE_M, M - m0);
-    for (int i = tid; i < rows * TILE_N; i += THREADS) {
-        int m = m0 + i / TILE_N, n = n0 + i % TILE_N;
-        float sum = 0.f;
-#pragma unroll 4
-        for (int z = 0; z < SPLIT_K; z++) sum += __ldcg(partials + ((long)z * M + m) * N + n);
-        C[(long)m * N + n] = kt_f32_to_bf16(sum);
+    constexpr int QUADS = TILE_N / 4;
+    int first = 0, last = rows * QUADS;
+    if (SPLIT_K > 1) {
+        kt_cluster_sync(); // every CTA's red[] is complete and visible
+        const int rank = (int)kt_cluster_rank();
+        first = rows * QUADS * rank / SPLIT_K;
+        last = rows * QUADS * (rank + 1) / SPLIT_K;
     }
-    // Leave the counter zeroed for the next launch (graphs replay without a memset).
-    if (tid == 0) counters[tile] = 0;
+    for (int q = first + tid; q < last; q += THREADS) {
+        const int m = q / QUADS, n = (q % QUADS) * 4;
+        float4 v;
+        if (SPLIT_K > 1) {
+            const kt_u32 local = kt_smem_addr(red + m * RED_LD + n);
+            v = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+            for (int r = 0; r < SPLIT_K; r++) {
+                float4 p = kt_cluster_load4(kt_cluster_map(local, r));
+                v.x += p.x; v.y += p.y; v.z += p.z; v.w += p.w;
+            }
+        } else {
+            v = *(const float4 *)(red + m * RED_LD + n);
+        }
+        uint2 packed;
+        packed.x = kt_f32_to_bf16(v.x) | ((kt_u32)kt_f32_to_bf16(v.y) << 16);
+        packed.y = kt_f32_to_bf16(v.z) | ((kt_u32)kt_f32_to_bf16(v.w) << 16);
+        *(uint2 *)(C + (long)(m0 + m) * N + n0 + n) = packed;
+    }
+    if (SPLIT_K > 1) kt_cluster_sync(); // no CTA leaves while others still read its red[]
 }
 
 // The trusted reference: one thread per output, exact products summed in double.

@@ -73,3 +73,31 @@ __device__ __forceinline__ double kt_e4m3_to_f64(kt_u8 c) {
     double v = exp ? ldexp(1.0 + man / 8.0, exp - 7) : ldexp(man / 8.0, -6);
     return (c & 0x80) ? -v : v;
 }
+
+// Thread-block clusters (sm_90+, sm_120): rank in the cluster, a full cluster barrier whose
+// release/acquire makes each CTA's shared-memory writes visible to the others, and loads
+// from another CTA's shared memory (distributed shared memory).
+__device__ __forceinline__ kt_u32 kt_cluster_rank() {
+    kt_u32 r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+
+__device__ __forceinline__ void kt_cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+
+// Address of the same shared-memory location in CTA `rank` of this cluster.
+__device__ __forceinline__ kt_u32 kt_cluster_map(kt_u32 smem_addr, kt_u32 rank) {
+    kt_u32 r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(smem_addr), "r"(rank));
+    return r;
+}
+
+__device__ __forceinline__ float4 kt_cluster_load4(kt_u32 cluster_addr) {
+    float4 v;
+    asm volatile("ld.shared::cluster.v4.f32 {%0,%1,%2,%3}, [%4];\n"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "r"(cluster_addr));
+    return v;
+}
