@@ -1,6 +1,7 @@
 /* db.c — the winners database (SQLite): opening with schema creation and migration,
- * devices, runs and measurements, winner selection per M bucket, the lookup ladder the
- * runtime uses (exact -> nearest M -> nearest shape -> default), and show/export. */
+ * devices, runs, measurements and re-timings, winner selection per M bucket, the lookup
+ * ladder the runtime uses (exact -> nearest M -> nearest shape -> default), show/export,
+ * and the merge of shard databases. */
 #include "kt.h"
 
 #include <errno.h>
@@ -9,6 +10,7 @@
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 struct kt_db {
@@ -125,9 +127,9 @@ static void sql_m_bucket(sqlite3_context *c, int argc, sqlite3_value **argv) {
 /* --------------------------------------------------------- open, migrations */
 
 /* Migration steps in order: step i takes a DB from schema version i to i + 1 (version 0
- * is an empty file). Each names an embedded file under db/. A schema change appends a
- * step (and lists its file in the Makefile) and bumps KT_SCHEMA_VERSION in kt.h. */
-static const char *const migrations[] = {"schema.sql"};
+ * is an empty file). Each names an embedded file under db/ (the Makefile embeds every
+ * .sql file there). A schema change appends a step and bumps KT_SCHEMA_VERSION in kt.h. */
+static const char *const migrations[] = {"schema.sql", "schema_v2.sql"};
 _Static_assert(sizeof migrations / sizeof *migrations == KT_SCHEMA_VERSION,
                "one migration step per schema version");
 
@@ -307,10 +309,78 @@ typedef struct winner_key {
 /* The measurements of one winner key (?1..?5 = device, family, source hash, shape, bucket). */
 #define WINNER_ROWS \
     "device_id = ?1 AND family = ?2 AND source_hash = ?3 AND shape = ?4 AND kt_m_bucket(m) = ?5"
+/* The variants with a failure in the bucket: they cannot win (nor be re-timed). */
+#define FAILED_IN_BUCKET \
+    "(SELECT variant_id FROM measurements WHERE " WINNER_ROWS " AND status IN ('wrong-result', 'launch-error'))"
+/* The rows of the latest re-timing group of each re-timed m of the bucket. */
+#define LATEST_RETIMES                                                                               \
+    "WITH latest AS (SELECT m, max(id) AS last FROM retimes WHERE " WINNER_ROWS " GROUP BY m), "   \
+    "groups AS (SELECT r.m, r.variant_id, r.median_us, r.min_us, r.max_us FROM retimes r "          \
+    "JOIN latest l ON l.m = r.m WHERE r.device_id = ?1 AND r.family = ?2 AND r.source_hash = ?3 "     \
+    "AND r.shape = ?4 AND r.run_id = (SELECT run_id FROM retimes WHERE id = l.last)) "
 
-/* Replaces the winner of one key with the fastest OK measurement of its bucket. A
- * variant with a wrong result or a failed launch anywhere in the bucket is out even
- * where it passed: it would be served for the bucket's other batch sizes too. */
+/* A row that competes for a winner key with the times that decide: re-timed ones where
+ * its m was re-timed, else its first-pass ones. */
+typedef struct candidate {
+    long long id;
+    char variant_id[17];
+    double t, min_us, max_us;
+    int retimed;
+} candidate;
+
+/* The noise band of a candidate: the min..max of its re-timed rounds (medians of many
+ * replays each, so a real spread), or its median alone; one replay's extremes are not. */
+static double band_lo(const candidate *c) { return c->retimed ? c->min_us : c->t; }
+static double band_hi(const candidate *c) { return c->retimed ? c->max_us : c->t; }
+
+typedef struct candidates {
+    candidate *c;
+    int n, cap;
+} candidates;
+
+static int candidate_row(sqlite3_stmt *st, void *ctx) {
+    candidates *cs = ctx;
+    if (cs->n == cs->cap) {
+        int cap = cs->cap ? 2 * cs->cap : 64;
+        candidate *c = realloc(cs->c, sizeof *c * (size_t)cap);
+        if (!c) return kt_fail("out of memory");
+        cs->c = c;
+        cs->cap = cap;
+    }
+    candidate *c = &cs->c[cs->n++];
+    c->id = sqlite3_column_int64(st, 0);
+    snprintf(c->variant_id, sizeof c->variant_id, "%s", (const char *)sqlite3_column_text(st, 1));
+    c->retimed = sqlite3_column_type(st, 5) != SQLITE_NULL;
+    int first = c->retimed ? 5 : 2;
+    c->t = sqlite3_column_double(st, first);
+    c->min_us = sqlite3_column_double(st, first + 1);
+    c->max_us = sqlite3_column_double(st, first + 2);
+    return 0;
+}
+
+/* Whether a ranks before b by (time, variant id). */
+static int faster(const candidate *a, const candidate *b) {
+    return a->t != b->t ? a->t < b->t : strcmp(a->variant_id, b->variant_id) < 0;
+}
+
+/* The winner among n candidates (kt_db_update_winner's rule): the lowest variant id of
+ * those in the noise band of the fastest, at its own fastest row. */
+static const candidate *choose(const candidates *cs) {
+    const candidate *best = NULL, *win = NULL;
+    for (int i = 0; i < cs->n; i++)
+        if (!best || faster(&cs->c[i], best)) best = &cs->c[i];
+    for (int i = 0; i < cs->n; i++) {
+        const candidate *c = &cs->c[i];
+        int tied = c->t <= best->t * (1 + KT_NOISE_BAND) || band_lo(c) <= band_hi(best);
+        int order = win ? strcmp(c->variant_id, win->variant_id) : -1;
+        if (tied && (order < 0 || (order == 0 && c->t < win->t))) win = c;
+    }
+    return win;
+}
+
+/* Replaces the winner of one key by kt_db_update_winner's rule. A variant with a wrong
+ * result or a failed launch anywhere in the bucket is out even where it passed: it would
+ * be served for the bucket's other batch sizes too. */
 static int replace_winner(kt_db *db, const void *ctx) {
     const winner_key *k = ctx;
     const sql_arg args[] = {INT_ARG(k->device_id), TEXT_ARG(k->family), TEXT_ARG(k->source_hash),
@@ -321,21 +391,108 @@ static int replace_winner(kt_db *db, const void *ctx) {
             "AND m_bucket = ?5",
             args, n, NULL, NULL))
         return -1;
-    return sql(db,
-               "INSERT INTO winners (device_id, family, source_hash, shape, m_bucket, variant_id, config, "
-               "median_us, min_us, max_us, measurement_id) "
-               "SELECT device_id, family, source_hash, shape, ?5, variant_id, config, median_us, min_us, max_us, id "
-               "FROM measurements WHERE " WINNER_ROWS " AND status = 'ok' AND variant_id NOT IN "
-               "(SELECT variant_id FROM measurements WHERE " WINNER_ROWS
-               " AND status IN ('wrong-result', 'launch-error')) "
-               "ORDER BY median_us, variant_id, id DESC LIMIT 1",
-               args, n, NULL, NULL);
+    candidates cs = {0};
+    int rc = sql(db,
+                 LATEST_RETIMES
+                 "SELECT m.id, m.variant_id, m.median_us, m.min_us, m.max_us, g.median_us, g.min_us, g.max_us "
+                 "FROM measurements m LEFT JOIN groups g ON g.m = m.m AND g.variant_id = m.variant_id "
+                 "WHERE m.device_id = ?1 AND m.family = ?2 AND m.source_hash = ?3 AND m.shape = ?4 "
+                 "AND kt_m_bucket(m.m) = ?5 AND m.status = 'ok' AND m.variant_id NOT IN " FAILED_IN_BUCKET
+                 " AND (g.variant_id IS NOT NULL OR m.m NOT IN (SELECT m FROM latest))",
+                 args, n, candidate_row, &cs);
+    const candidate *w = rc || !cs.n ? NULL : choose(&cs);
+    if (w)
+        rc = sql(db,
+                 "INSERT INTO winners (device_id, family, source_hash, shape, m_bucket, variant_id, config, "
+                 "median_us, min_us, max_us, measurement_id) "
+                 "SELECT device_id, family, source_hash, shape, ?2, variant_id, config, ?3, ?4, ?5, id "
+                 "FROM measurements WHERE id = ?1",
+                 ARGS(INT_ARG(w->id), INT_ARG(k->m_bucket), REAL_ARG(w->t), REAL_ARG(w->min_us),
+                      REAL_ARG(w->max_us)),
+                 NULL, NULL);
+    free(cs.c);
+    return rc;
 }
 
 int kt_db_update_winner(kt_db *db, long long device_id, const char *family,
                         const char *source_hash, const char *shape, long m) {
     winner_key k = {device_id, family, source_hash, shape, kt_m_bucket(m)};
     return transaction(db, replace_winner, &k);
+}
+
+/* ----------------------------------------------------------------- retimes */
+
+/* Variant ids collected from column 0 of a query, at most max. */
+typedef struct id_list {
+    char (*ids)[17];
+    int n, max;
+} id_list;
+
+static int id_row(sqlite3_stmt *st, void *ctx) {
+    id_list *l = ctx;
+    if (l->n < l->max) snprintf(l->ids[l->n++], 17, "%s", (const char *)sqlite3_column_text(st, 0));
+    return 0;
+}
+
+static int has_id(const id_list *l, const char *id) {
+    for (int i = 0; i < l->n; i++)
+        if (!strcmp(l->ids[i], id)) return 1;
+    return 0;
+}
+
+int kt_db_finalists(kt_db *db, long long device_id, const char *family, const char *source_hash,
+                    const char *shape, long m, int max, char (*variant_ids)[17], int *retimed) {
+    const sql_arg args[] = {INT_ARG(device_id), TEXT_ARG(family), TEXT_ARG(source_hash), TEXT_ARG(shape),
+                            INT_ARG(kt_m_bucket(m)), INT_ARG(m), INT_ARG(max)};
+    int n = (int)(sizeof args / sizeof *args);
+    id_list finalists = {variant_ids, 0, max};
+    char (*group)[17] = calloc((size_t)max + 1, sizeof *group);
+    id_list latest = {group, 0, max + 1}; /* one more than max: a larger group is not equal */
+    if (!group) return kt_fail("out of memory");
+    int rc = sql(db,
+                 "SELECT variant_id, min(median_us) AS t FROM measurements WHERE " WINNER_ROWS
+                 " AND m = ?6 AND status = 'ok' AND variant_id NOT IN " FAILED_IN_BUCKET
+                 " GROUP BY variant_id ORDER BY t, variant_id LIMIT ?7",
+                 args, n, id_row, &finalists) ||
+             sql(db,
+                 "SELECT variant_id FROM retimes WHERE device_id = ?1 AND family = ?2 AND source_hash = ?3 "
+                 "AND shape = ?4 AND m = ?5 AND run_id = (SELECT run_id FROM retimes WHERE device_id = ?1 "
+                 "AND family = ?2 AND source_hash = ?3 AND shape = ?4 AND m = ?5 ORDER BY id DESC LIMIT 1)",
+                 ARGS(INT_ARG(device_id), TEXT_ARG(family), TEXT_ARG(source_hash), TEXT_ARG(shape), INT_ARG(m)),
+                 id_row, &latest);
+    int same = !rc && latest.n == finalists.n;
+    for (int i = 0; same && i < finalists.n; i++) same = has_id(&latest, finalists.ids[i]);
+    free(group);
+    *retimed = same;
+    return rc ? -1 : finalists.n;
+}
+
+typedef struct retime_group {
+    long long run_id, device_id;
+    const char *family, *source_hash, *shape;
+    long m;
+    const kt_retime *r;
+    int n;
+} retime_group;
+
+static int insert_retimes(kt_db *db, const void *ctx) {
+    const retime_group *g = ctx;
+    for (int i = 0; i < g->n; i++)
+        if (sql(db,
+                "INSERT INTO retimes (run_id, device_id, family, source_hash, variant_id, shape, m, rounds, "
+                "median_us, min_us, max_us) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                ARGS(INT_ARG(g->run_id), INT_ARG(g->device_id), TEXT_ARG(g->family), TEXT_ARG(g->source_hash),
+                     TEXT_ARG(g->r[i].variant_id), TEXT_ARG(g->shape), INT_ARG(g->m), INT_ARG(g->r[i].rounds),
+                     REAL_ARG(g->r[i].median_us), REAL_ARG(g->r[i].min_us), REAL_ARG(g->r[i].max_us)),
+                NULL, NULL))
+            return -1;
+    return 0;
+}
+
+int kt_db_add_retimes(kt_db *db, long long run_id, long long device_id, const char *family,
+                      const char *source_hash, const char *shape, long m, const kt_retime *r, int n) {
+    retime_group g = {run_id, device_id, family, source_hash, shape, m, r, n};
+    return transaction(db, insert_retimes, &g);
 }
 
 const char *kt_lookup_level_name(kt_lookup_level l) {
@@ -421,6 +578,115 @@ int kt_db_lookup(kt_db *db, const kt_db_device *dev, const kt_family *f, const k
     w->m_bucket = c.bucket;
     w->level = KT_DEFAULT;
     return 1;
+}
+
+/* -------------------------------------------------------------------- merge */
+
+/* The source of a merge is attached as schema "src"; temp.merge_devices and
+ * temp.merge_runs map its row ids to dst's. A run is the same run when its device,
+ * start time, commit and command line are, so merging a file twice copies nothing twice. */
+#define SAME_RUN                                                                                        \
+    "x.device_id = md.dst_id AND x.started_at = r.started_at AND x.kt_commit IS r.kt_commit "           \
+    "AND x.cmdline IS r.cmdline"
+
+static const char *const merge_steps[] = {
+    "INSERT INTO main.devices (name, cc, sm_count, driver_version, nvrtc_version) "
+    "SELECT name, cc, sm_count, driver_version, nvrtc_version FROM src.devices WHERE true "
+    "ON CONFLICT (name, cc, sm_count, driver_version, nvrtc_version) DO NOTHING",
+    "CREATE TEMP TABLE merge_devices AS SELECT s.id AS src_id, d.id AS dst_id FROM src.devices s "
+    "JOIN main.devices d USING (name, cc, sm_count, driver_version, nvrtc_version)",
+    "INSERT INTO main.runs (started_at, kt_commit, cmdline, device_id) "
+    "SELECT r.started_at, r.kt_commit, r.cmdline, md.dst_id FROM src.runs r "
+    "JOIN temp.merge_devices md ON md.src_id = r.device_id "
+    "WHERE NOT EXISTS (SELECT 1 FROM main.runs x WHERE " SAME_RUN ") ORDER BY r.id",
+    "CREATE TEMP TABLE merge_runs AS SELECT r.id AS src_id, "
+    "(SELECT min(x.id) FROM main.runs x WHERE " SAME_RUN ") AS dst_id "
+    "FROM src.runs r JOIN temp.merge_devices md ON md.src_id = r.device_id",
+    "INSERT INTO main.measurements (run_id, device_id, family, source_hash, variant_id, config, shape, m, "
+    "status, error, median_us, min_us, max_us, rel_err, registers, spill_bytes, compile_ms, created_at) "
+    "SELECT mr.dst_id, md.dst_id, s.family, s.source_hash, s.variant_id, s.config, s.shape, s.m, s.status, "
+    "s.error, s.median_us, s.min_us, s.max_us, s.rel_err, s.registers, s.spill_bytes, s.compile_ms, s.created_at "
+    "FROM src.measurements s JOIN temp.merge_runs mr ON mr.src_id = s.run_id "
+    "JOIN temp.merge_devices md ON md.src_id = s.device_id "
+    "WHERE NOT EXISTS (SELECT 1 FROM main.measurements x WHERE x.device_id = md.dst_id AND x.family = s.family "
+    "AND x.source_hash = s.source_hash AND x.shape = s.shape AND x.m = s.m AND x.variant_id = s.variant_id) "
+    "ORDER BY s.id",
+    "INSERT INTO main.retimes (run_id, device_id, family, source_hash, variant_id, shape, m, rounds, median_us, "
+    "min_us, max_us, created_at) "
+    "SELECT mr.dst_id, md.dst_id, s.family, s.source_hash, s.variant_id, s.shape, s.m, s.rounds, s.median_us, "
+    "s.min_us, s.max_us, s.created_at FROM src.retimes s JOIN temp.merge_runs mr ON mr.src_id = s.run_id "
+    "JOIN temp.merge_devices md ON md.src_id = s.device_id "
+    "WHERE NOT EXISTS (SELECT 1 FROM main.retimes x WHERE x.device_id = md.dst_id AND x.family = s.family "
+    "AND x.source_hash = s.source_hash AND x.shape = s.shape AND x.m = s.m AND x.variant_id = s.variant_id "
+    "AND x.created_at = s.created_at) "
+    "ORDER BY s.id",
+};
+
+/* The winner keys a merge touched, collected before any of them is recomputed. */
+typedef struct merge_keys {
+    winner_key *k;
+    int n, cap;
+} merge_keys;
+
+static int merge_key_row(sqlite3_stmt *st, void *ctx) {
+    merge_keys *mk = ctx;
+    if (mk->n == mk->cap) {
+        int cap = mk->cap ? 2 * mk->cap : 64;
+        winner_key *k = realloc(mk->k, sizeof *k * (size_t)cap);
+        if (!k) return kt_fail("out of memory");
+        mk->k = k;
+        mk->cap = cap;
+    }
+    winner_key *k = &mk->k[mk->n];
+    k->device_id = sqlite3_column_int64(st, 0);
+    k->family = strdup((const char *)sqlite3_column_text(st, 1));
+    k->source_hash = strdup((const char *)sqlite3_column_text(st, 2));
+    k->shape = strdup((const char *)sqlite3_column_text(st, 3));
+    k->m_bucket = (long)sqlite3_column_int64(st, 4);
+    mk->n++;
+    if (!k->family || !k->source_hash || !k->shape) return kt_fail("out of memory");
+    return 0;
+}
+
+static int merge_body(kt_db *db, const void *unused) {
+    (void)unused;
+    for (size_t i = 0; i < sizeof merge_steps / sizeof *merge_steps; i++)
+        if (sql(db, merge_steps[i], NO_ARGS, NULL, NULL)) return -1;
+    merge_keys mk = {0};
+    int rc = sql(db,
+                 "SELECT DISTINCT md.dst_id, s.family, s.source_hash, s.shape, kt_m_bucket(s.m) "
+                 "FROM src.measurements s JOIN temp.merge_devices md ON md.src_id = s.device_id",
+                 NO_ARGS, merge_key_row, &mk);
+    for (int i = 0; !rc && i < mk.n; i++) rc = replace_winner(db, &mk.k[i]);
+    for (int i = 0; i < mk.n; i++) {
+        free((char *)mk.k[i].family);
+        free((char *)mk.k[i].source_hash);
+        free((char *)mk.k[i].shape);
+    }
+    free(mk.k);
+    return rc || sql(db, "DROP TABLE temp.merge_devices", NO_ARGS, NULL, NULL) ||
+                   sql(db, "DROP TABLE temp.merge_runs", NO_ARGS, NULL, NULL)
+               ? -1
+               : 0;
+}
+
+int kt_db_merge(kt_db *dst, const char *src_path) {
+    struct stat s, d;
+    if (stat(src_path, &s) || access(src_path, R_OK))
+        return kt_fail("cannot read %s: %s", src_path, strerror(errno));
+    if (!stat(dst->path, &d) && s.st_dev == d.st_dev && s.st_ino == d.st_ino)
+        return kt_fail("cannot merge %s into itself (%s)", src_path, dst->path);
+    /* Opening it first refuses a file that is not a kt database, or of another schema
+     * version, with kt_db_open's message, before anything is attached or copied. */
+    kt_db *src = NULL;
+    if (kt_db_open(src_path, 1, &src)) return -1;
+    kt_db_close(src);
+    if (sql(dst, "ATTACH DATABASE ?1 AS src", ARGS(TEXT_ARG(src_path)), NULL, NULL)) return -1;
+    int rc = transaction(dst, merge_body, NULL);
+    char first[2048];
+    snprintf(first, sizeof first, "%s", kt_error());
+    if (sql(dst, "DETACH DATABASE src", NO_ARGS, NULL, NULL) && !rc) return -1;
+    return rc ? kt_fail("merging %s: %s", src_path, first) : 0;
 }
 
 /* --------------------------------------------------------------------- show */

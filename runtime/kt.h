@@ -272,7 +272,7 @@ int kt_launch_kernel(const kt_module *m, int k, unsigned gx, unsigned gy, unsign
 typedef struct kt_db kt_db;
 
 /* Schema version this build writes and reads. */
-#define KT_SCHEMA_VERSION 1
+#define KT_SCHEMA_VERSION 2
 
 /* Opens (creating and migrating when writable) a winners DB. Read-only fails if absent.
  * A file that is not a kt database gives -1 with a clear message. */
@@ -314,10 +314,41 @@ int kt_db_add_measurement(kt_db *db, const kt_measurement *m);
 int kt_db_has_measurement(kt_db *db, long long device_id, const char *family,
                           const char *source_hash, const char *variant_id, const char *shape, long m);
 /* Recomputes the winner of (device, family, source hash, shape, m bucket) from the OK
- * measurements of the bucket: lowest median, ties broken by variant id. A variant with a
- * wrong-result or launch-error row in the bucket cannot win; no candidate, no winner row. */
+ * measurements of the bucket. A variant with a wrong-result or launch-error row in the
+ * bucket cannot win; no candidate, no winner row. Where an m of the bucket was re-timed,
+ * only the variants of its latest re-timing compete there, on their re-timed median;
+ * elsewhere every OK row competes on its median. The fastest wins, except that a candidate
+ * within the noise of the fastest (median within KT_NOISE_BAND of it, or noise bands
+ * overlapping: a re-timed row's band is its rounds' min..max, another row's its median)
+ * ties with it, and ties go to the lowest variant id. The winner row keeps the deciding
+ * median, min and max. */
 int kt_db_update_winner(kt_db *db, long long device_id, const char *family,
                         const char *source_hash, const char *shape, long m);
+#define KT_NOISE_BAND 0.01
+
+/* One variant's interleaved re-timing: the median, fastest and slowest of its rounds'
+ * medians. */
+typedef struct kt_retime {
+    char variant_id[17];
+    int rounds;
+    double median_us, min_us, max_us;
+} kt_retime;
+
+/* The finalists of (device, family, source hash, shape, m): up to max variants with an OK
+ * row at m and no failure in m's bucket, by first-pass median (ties: variant id), into
+ * variant_ids. *retimed is 1 when the latest re-timing of (shape, m) is of exactly these
+ * variants (nothing left to re-time). Returns how many, or -1. */
+int kt_db_finalists(kt_db *db, long long device_id, const char *family, const char *source_hash,
+                    const char *shape, long m, int max, char (*variant_ids)[17], int *retimed);
+/* Records the re-timing of n finalists of (shape, m) as one group, in one transaction. */
+int kt_db_add_retimes(kt_db *db, long long run_id, long long device_id, const char *family,
+                      const char *source_hash, const char *shape, long m, const kt_retime *r, int n);
+
+/* Merges the kt database at src_path into dst: devices mapped by their unique key, runs
+ * and re-timings copied once, measurements copied unless dst already has the same
+ * (device, family, source hash, variant, shape, m), and the winner of every merged
+ * (shape, M bucket) recomputed, all in one transaction. Refuses dst itself. */
+int kt_db_merge(kt_db *dst, const char *src_path);
 
 /* M buckets: the bucket a batch size falls in (its upper bound: 1,2,4,8,16,24,32,48,64,96,
  * 128,256,512,1024,1536,2048,3072,4096, then powers of two). */
