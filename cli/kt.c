@@ -30,11 +30,12 @@ typedef struct common {
     int n_ms;
     const char *db_path, *config, *json, *strategy, *arch, *format, *emit;
     int budget, sample, threads, help;
+    int shard_index, shard_count, workers; /* tune: --shard i/n, --workers N */
     uint64_t seed;
 } common;
 
 enum { O_FAMILY = 1000, O_SHAPE, O_M, O_DB, O_CONFIG, O_JSON, O_STRATEGY, O_BUDGET, O_ARCH, O_SAMPLE, O_SEED,
-       O_THREADS, O_FORMAT, O_EMIT };
+       O_THREADS, O_FORMAT, O_EMIT, O_SHARD, O_WORKERS };
 
 static const struct option long_options[] = {
     {"family", required_argument, 0, O_FAMILY}, {"shape", required_argument, 0, O_SHAPE},
@@ -44,6 +45,7 @@ static const struct option long_options[] = {
     {"arch", required_argument, 0, O_ARCH},     {"sample", required_argument, 0, O_SAMPLE},
     {"seed", required_argument, 0, O_SEED},     {"threads", required_argument, 0, O_THREADS},
     {"format", required_argument, 0, O_FORMAT}, {"emit", required_argument, 0, O_EMIT},
+    {"shard", required_argument, 0, O_SHARD}, {"workers", required_argument, 0, O_WORKERS},
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0}};
 
@@ -92,6 +94,19 @@ static int parse_common(int argc, char **argv, common *c) {
         case O_ARCH: c->arch = optarg; break;
         case O_FORMAT: c->format = optarg; break;
         case O_EMIT: c->emit = optarg; break;
+        case O_SHARD: {
+            char tail;
+            if (sscanf(optarg, "%d/%d%c", &c->shard_index, &c->shard_count, &tail) != 2 || c->shard_count < 1 ||
+                c->shard_index < 0 || c->shard_index >= c->shard_count)
+                return die("--shard wants i/n with 0 <= i < n (e.g. 0/4), not '%s'", optarg);
+            break;
+        }
+        case O_WORKERS: {
+            long v = strtol(optarg, &end, 10);
+            if (*end || v <= 0 || v > 64) return die("--workers wants 1 to 64 GPUs, not '%s'", optarg);
+            c->workers = (int)v;
+            break;
+        }
         case 'h': c->help = 1; break;
         default: return die("unknown or incomplete option '%s' (see --help)", argv[optind - 1]);
         }
@@ -257,21 +272,29 @@ static int cmd_tune(int argc, char **argv) {
     if (c.help) {
         printf("usage: kt tune --family F --shape N=..,K=.. [--shape ...|targets] --m 1,16,64 [--db kt.db]\n"
                "               [--strategy exhaustive|random --budget N] [--seed S] [--threads T]\n"
-               "  Compiles, verifies and times every variant on the GPU; records each result in the\n"
-               "  database as it is made and updates the winners. Resumes an interrupted sweep.\n");
+               "               [--shard i/n] [--workers N]\n"
+               "  Compiles, verifies and times every variant on the GPUs (one worker process each;\n"
+               "  --workers caps how many); records each result in the database as it is made,\n"
+               "  re-times each problem's fastest few interleaved and updates the winners. A variant\n"
+               "  that faults or hangs (watchdog: KT_WATCHDOG_S, default 20 s) is recorded and its\n"
+               "  worker restarted. Resumes an interrupted sweep. --shard i/n measures every n-th\n"
+               "  (shape, M) only, for one machine of n; join the databases with kt db merge.\n");
         return 0;
     }
     if (!c.family || !c.n_shapes || !c.n_ms) return die("tune needs --family, --shape and --m (see --help)%s", "");
-    kt_device_info info;
-    if (need_gpu(&info)) return 1;
+    /* No GPU check here: this process never touches CUDA, its workers do (and say why not). */
     kt_sweep_options o = {.family = c.family, .n_shapes = c.n_shapes, .n_ms = c.n_ms, .db_path = c.db_path,
                           .strategy = c.strategy, .budget = c.budget, .seed = c.seed,
-                          .compile_threads = c.threads, .commit = KT_COMMIT, .cmdline = cmdline};
+                          .compile_threads = c.threads, .commit = KT_COMMIT, .cmdline = cmdline,
+                          .shard_index = c.shard_index, .shard_count = c.shard_count, .max_workers = c.workers};
     memcpy(o.shapes, c.shapes, sizeof o.shapes);
     memcpy(o.ms, c.ms, sizeof o.ms);
     double t0 = kt_now();
-    if (kt_sweep(&o)) return die("tune failed: %s", kt_error());
-    fprintf(stderr, "kt: sweep done in %.1fs on %s\n", kt_now() - t0, info.name);
+    kt_sweep_report r;
+    if (kt_sweep(&o, &r)) return die("tune failed: %s", kt_error());
+    fprintf(stderr, "kt: sweep done in %.1fs on %d x %s: %ld measured (%ld faults), %ld problems re-timed, "
+            "%ld already measured, %ld pruned\n", kt_now() - t0, r.workers, r.device.name, r.measured, r.faults,
+            r.retimed, r.already, r.pruned);
     return 0;
 }
 
@@ -386,16 +409,41 @@ static int cmd_bench(int argc, char **argv) {
     return 0;
 }
 
+/* kt db merge --db OUT IN...: the inputs are positional, so it parses its own argv. */
+static int cmd_db_merge(int argc, char **argv) {
+    const char *out = NULL, *in[256];
+    int n_in = 0, rc = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--db") && i + 1 < argc) out = argv[++i];
+        else if (!strncmp(argv[i], "--db=", 5)) out = argv[i] + 5;
+        else if (argv[i][0] == '-') return die("unknown or incomplete option '%s' (see kt db --help)", argv[i]);
+        else if (n_in == 256) return die("too many databases to merge at once (max %s)", "256");
+        else in[n_in++] = argv[i];
+    }
+    if (!out || !n_in) return die("usage: kt db merge --db OUT.db IN.db [IN.db ...]%s", "");
+    kt_db *db;
+    if (kt_db_open(out, 0, &db)) return die("%s", kt_error());
+    for (int i = 0; i < n_in && !rc; i++) {
+        if (kt_db_merge(db, in[i])) rc = die("%s", kt_error());
+        else printf("merged %s into %s\n", in[i], out);
+    }
+    kt_db_close(db);
+    return rc;
+}
+
 static int cmd_db(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         printf("usage: kt db show [--db FILE]\n       kt db export --format json|csv [--db FILE]\n"
-               "  Prints the database, or exports every measurement.\n");
+               "       kt db merge --db OUT.db IN.db [IN.db ...]\n"
+               "  Prints the database, exports every measurement, or merges shard databases into OUT\n"
+               "  (created if absent; measurements already there are kept, winners recomputed).\n");
         return argc < 2;
     }
     const char *sub = argv[1];
+    if (!strcmp(sub, "merge")) return cmd_db_merge(argc - 1, argv + 1);
     common c;
     if (parse_common(argc - 1, argv + 1, &c)) return 1;
-    if (strcmp(sub, "show") && strcmp(sub, "export")) return die("unknown db command '%s' (show, export)", sub);
+    if (strcmp(sub, "show") && strcmp(sub, "export")) return die("unknown db command '%s' (show, export, merge)", sub);
     if (!strcmp(sub, "export") && !c.format) return die("db export needs --format json|csv%s", "");
     if (access(c.db_path, R_OK)) return die("cannot read database '%s': no such file", c.db_path);
     kt_db *db;
@@ -415,7 +463,7 @@ static const struct {
     {"verify", "check variants against the float64 reference on the GPU", cmd_verify},
     {"tune", "sweep variants on the GPU into the database", cmd_tune},
     {"bench", "time the tuned kernel against cuBLASLt/cuBLAS and the floor", cmd_bench},
-    {"db", "show or export the database", cmd_db},
+    {"db", "show, export or merge databases", cmd_db},
 };
 
 int main(int argc, char **argv) {

@@ -229,6 +229,11 @@ static int enqueue_variant(void *ctx, int copy, void *stream) {
     return v->b->f->launch(&l);
 }
 
+int kt_bench_time_variant(kt_bench *b, const kt_module *mod, kt_timing *t) {
+    variant_ctx v = {b, mod};
+    return kt_bench_time(b, enqueue_variant, &v, t);
+}
+
 /* Records a failure of kind s; returns -1 when the context itself is lost (a fault). */
 static int failed(kt_measurement *m, kt_status s, const char *what) {
     m->status = s;

@@ -1,168 +1,598 @@
-/* sweep.c — the sweep driver behind `kt tune`: for each shape it compiles the needed
- * variants once in a parallel pool (pipelined with measuring), verifies and times each
- * on every requested M, records every result as it is made, and updates the winners.
- * Already-measured (variant, shape, M) rows are skipped, so a killed sweep resumes. */
+/* sweep.c — the sweep driver behind `kt tune`. This process never touches CUDA: it
+ * compiles each needed variant once (the parallel NVRTC pool, pipelined with measuring),
+ * hands (variant, shape, M) units to one worker process per GPU (worker.c) as each gets
+ * idle, and records every answer as it arrives. A unit whose worker dies, loses its
+ * context or outlives the watchdog is recorded as a launch error and the worker
+ * restarted. Once a (shape, M) is measured its finalists are re-timed interleaved on one
+ * GPU and its winner chosen by db.c's rule. Units already in the database are skipped,
+ * so a killed sweep resumes; --shard i/n keeps every n-th (shape, M) of the sorted list,
+ * so machines split a sweep and `kt db merge` joins their databases. */
 #include "tuner.h"
 
+#include <errno.h>
 #include <math.h>
+#include <poll.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct progress {
-    long done, total;
-    double start;
-    int quiet;
-} progress;
+#define MAX_WORKERS 64
+#define MAX_PROBLEMS 1024 /* 32 shapes x 32 M values */
+#define FINALISTS 3       /* variants re-timed per problem */
+#define START_TIMEOUT_S 120.0 /* a worker's CUDA start-up; far above what a healthy GPU needs */
+#define IDLE (-1)
+#define RETIMING (-2)
 
-static void progress_show(progress *pr, const char *shape, long m, const char *config) {
-    pr->done++;
-    if (pr->quiet) return;
-    double el = kt_now() - pr->start;
-    double eta = pr->done ? el / pr->done * (pr->total - pr->done) : 0;
-    fprintf(stderr, "\r[%ld/%ld] %s M=%ld %-60.60s %5.1fs elapsed, ETA %5.1fs", pr->done, pr->total, shape, m,
-            config, el, eta);
-    if (pr->done == pr->total) fprintf(stderr, "\n");
-}
+/* One (shape, M) of this shard. */
+typedef struct problem {
+    kt_problem p;
+    char shape[128];
+    uint64_t seed;
+    int left; /* units not answered yet */
+} problem;
 
-/* Measures one shape over every M of the request. */
-static int sweep_shape(const kt_sweep_options *o, kt_db *db, long long device_id, long long run_id,
-                       const char *source_hash, kt_problem shape, kt_config *list, int n, int arch,
-                       progress *pr) {
-    const kt_family *f = o->family;
-    char shape_s[128];
-    kt_format_shape(f, &shape, shape_s, sizeof shape_s);
+/* A variant to measure on a problem: indices into sweep.problems and sweep.variants. */
+typedef struct unit {
+    int problem, variant;
+} unit;
 
-    /* Which variants still need a measurement at some M (resume), and of how many. */
-    kt_config *need = malloc(sizeof *need * (size_t)(n ? n : 1));
-    int n_need = 0;
-    for (int i = 0; i < n; i++) {
-        char vid[17];
-        kt_variant_id(f, &list[i], arch, vid);
-        int wanted = 0, fits = 0;
-        for (int j = 0; j < o->n_ms; j++) {
-            kt_problem p = shape;
-            p.m = o->ms[j];
-            fits += f->config_fits(&list[i], &p);
-            int have = f->config_fits(&list[i], &p)
-                           ? kt_db_has_measurement(db, device_id, f->name, source_hash, vid, shape_s, p.m)
-                           : 1;
-            if (have < 0) {
-                free(need);
-                return -1;
-            }
-            wanted |= !have;
-        }
-        if (wanted) need[n_need++] = list[i];
-        else pr->done += fits; /* all measured by an earlier, interrupted run */
-    }
-    kt_compile_pool *pool = kt_compile_pool_start(f, need, n_need, arch, o->compile_threads);
-    kt_module *mods = calloc((size_t)(n_need ? n_need : 1), sizeof *mods);
-    int rc = pool && mods ? 0 : kt_fail("out of memory");
+/* One GPU's worker and the job it is on. */
+typedef struct slot {
+    int ordinal;
+    kt_worker *w;  /* NULL once it could not be restarted */
+    int job;       /* IDLE, RETIMING, or the unit it measures */
+    int problem;   /* of a re-timing */
+    kt_worker_job sent;
+    double since;
+} slot;
 
-    /* The reference kernel lives in every variant's module; the default config's serves. */
-    kt_cubin ref_cubin = {0};
-    kt_module ref_mod = {0};
-    int have_ref = f->launch_reference && !kt_compile(f, &f->default_config, arch, &ref_cubin) &&
-                   !kt_module_load(f, &f->default_config, &ref_cubin, &ref_mod);
-
-    for (int j = 0; j < o->n_ms && !rc; j++) {
-        kt_problem p = shape;
-        p.m = o->ms[j];
-        kt_bench *b = NULL;
-        uint64_t seed = o->seed ^ kt_hash(shape_s, strlen(shape_s), (uint64_t)p.m);
-        if (kt_bench_setup(f, &p, seed, have_ref ? &ref_mod : NULL, &b)) {
-            rc = -1;
-            kt_bench_free(b);
-            break;
-        }
-        for (int i = 0; i < n_need && !rc; i++) {
-            kt_measurement m = {0};
-            m.run_id = run_id;
-            m.device_id = device_id;
-            m.family = f->name;
-            snprintf(m.source_hash, sizeof m.source_hash, "%s", source_hash);
-            kt_variant_id(f, &need[i], arch, m.variant_id);
-            kt_format_config(f, &need[i], m.config, sizeof m.config);
-            snprintf(m.shape, sizeof m.shape, "%s", shape_s);
-            m.m = p.m;
-            if (!f->config_fits(&need[i], &p)) continue;
-            int have = kt_db_has_measurement(db, device_id, f->name, source_hash, m.variant_id, shape_s, p.m);
-            if (have < 0) {
-                rc = -1;
-                break;
-            }
-            if (have) {
-                pr->done++; /* measured by an earlier, interrupted run */
-                continue;
-            }
-            const char *err = NULL;
-            const kt_cubin *cubin = kt_compile_pool_wait(pool, i, &err);
-            m.rel_err = m.median_us = m.min_us = m.max_us = NAN;
-            if (!cubin) {
-                m.status = KT_COMPILE_ERROR;
-                snprintf(m.error, sizeof m.error, "%s", err ? err : "compile failed");
-            } else {
-                m.registers = cubin->report.registers;
-                m.spill_bytes = cubin->report.spill_bytes;
-                m.compile_ms = cubin->compile_ms;
-                if (!mods[i].module && kt_module_load(f, &need[i], cubin, &mods[i])) {
-                    m.status = KT_LAUNCH_ERROR;
-                    snprintf(m.error, sizeof m.error, "%s", kt_error());
-                } else if (kt_bench_variant(b, &mods[i], &m)) {
-                    rc = -1; /* the context is lost; record what happened first */
-                }
-            }
-            if (kt_db_add_measurement(db, &m)) rc = -1;
-            progress_show(pr, shape_s, p.m, m.config);
-        }
-        kt_bench_free(b);
-        if (kt_db_update_winner(db, device_id, f->name, source_hash, shape_s, p.m)) rc = -1;
-    }
-    for (int i = 0; i < n_need; i++) kt_module_unload(&mods[i]);
-    if (have_ref) kt_module_unload(&ref_mod);
-    kt_cubin_free(&ref_cubin);
-    kt_compile_pool_free(pool);
-    free(mods);
-    free(need);
-    return rc;
-}
-
-int kt_sweep(const kt_sweep_options *o) {
-    const kt_family *f = o->family;
-    char why[256];
-    for (int s = 0; s < o->n_shapes; s++)
-        for (int j = 0; j < o->n_ms; j++) {
-            kt_problem p = o->shapes[s];
-            p.m = o->ms[j];
-            if (f->check_problem(&p, why, sizeof why)) return kt_fail("%s", why);
-        }
-    int arch = kt_gpu_arch();
-    if (!kt_arch_name(arch)) return kt_fail("no JIT target for this GPU (compute capability %d)", arch);
-    kt_db *db = NULL;
-    if (kt_db_open(o->db_path, 0, &db)) return -1;
-    kt_db_device dev;
-    kt_gpu_db_device(kt_gpu_current(), &dev);
+typedef struct sweep {
+    const kt_sweep_options *o;
+    const kt_family *f;
+    kt_sweep_report *rep;
+    kt_db *db;
     long long device_id, run_id;
     char source_hash[17];
-    kt_hex64(kt_family_source_hash(f), source_hash);
-    kt_config *list = NULL;
-    int rc = kt_db_device_id(db, &dev, &device_id) ||
-             kt_db_run_begin(db, device_id, o->commit ? o->commit : "unknown", o->cmdline ? o->cmdline : "", &run_id);
-    int n = rc ? -1 : kt_space_enumerate(f, arch, NULL, &list, NULL);
-    if (n < 0) rc = -1;
-    if (!rc && !strcmp(o->strategy, "random")) n = kt_space_sample(f, list, n, o->budget, o->seed);
+    int arch;
+    double watchdog_s;
+    kt_cubin reference;
+    int have_reference;
+    kt_config *space;   /* every config of the space; a random strategy's sample first */
+    char (*space_ids)[17];
+    int n_space, n_sampled; /* all of them, and the first n_sampled this sweep measures */
+    int *variant_of;    /* space index -> variants index, -1 when nothing needs it */
+    kt_config *variants; /* the configs to compile, in the order units first need them */
+    int n_variants;
+    kt_compile_pool *pool;
+    problem problems[MAX_PROBLEMS];
+    int n_problems;
+    unit *units;
+    int n_units, next_unit;
+    int queue[MAX_PROBLEMS]; /* problems waiting for their re-timing */
+    int n_queue;
+    slot slots[MAX_WORKERS];
+    int n_slots;
+    long done, total, done_before;
+    double start;
+} sweep;
 
-    progress pr = {0, 0, kt_now(), o->quiet};
-    for (int s = 0; s < o->n_shapes && !rc; s++)
-        for (int j = 0; j < o->n_ms; j++) {
-            kt_problem p = o->shapes[s];
-            p.m = o->ms[j];
-            for (int i = 0; i < n; i++) pr.total += f->config_fits(&list[i], &p);
+static void progress(sweep *s, const problem *pb, const char *config) {
+    s->done++;
+    if (s->o->quiet) return;
+    double el = kt_now() - s->start;
+    long now = s->done - s->done_before;
+    double eta = now ? el / now * (s->total - s->done) : 0;
+    fprintf(stderr, "\r[%ld/%ld] %s M=%ld %-60.60s %5.1fs elapsed, ETA %5.1fs", s->done, s->total, pb->shape,
+            pb->p.m, config, el, eta);
+    if (s->done == s->total) fprintf(stderr, "\n");
+}
+
+/* A line of its own under the progress line (faults, restarts). */
+__attribute__((format(printf, 2, 3))) static void note(const sweep *s, const char *fmt, ...) {
+    if (s->o->quiet) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "\nkt: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+}
+
+/* ---------------------------------------------------------------- workers */
+
+/* Stops the worker of sl after a failure (error set) and says so in the error. */
+static int drop_worker(slot *sl, const char *what) {
+    char why[128], msg[1024];
+    snprintf(msg, sizeof msg, "%s", kt_error());
+    kt_worker_stop(sl->w, why, sizeof why);
+    sl->w = NULL;
+    return kt_fail("GPU %d: %s: %s (worker %s)", sl->ordinal, what, msg, why);
+}
+
+/* Loads the family's GPU reference into the worker of sl (its setups compute with it). */
+static int load_reference(sweep *s, slot *sl) {
+    kt_worker_job job = {.kind = KT_JOB_REFERENCE, .n = 1, .config = {s->f->default_config},
+                         .cubin = {&s->reference}};
+    kt_worker_result r;
+    int rc = kt_worker_send(sl->w, &job) ? -1 : kt_worker_receive(sl->w, START_TIMEOUT_S, &r);
+    if (rc > 0) kt_fail("no answer in %g s", START_TIMEOUT_S);
+    else if (!rc && r.outcome != KT_WORKER_DONE) rc = kt_fail("%s", r.error);
+    return rc ? drop_worker(sl, "loading the reference module") : 0;
+}
+
+/* Starts the worker of slot sl (with the reference, once there is one); h gets its hello. */
+static int start_worker(sweep *s, slot *sl, kt_worker_hello *h) {
+    sl->job = IDLE;
+    if (!(sl->w = kt_worker_spawn(s->f, sl->ordinal))) return -1;
+    if (kt_worker_hello_wait(sl->w, START_TIMEOUT_S, h)) return drop_worker(sl, "starting");
+    if (!h->ok) {
+        kt_fail("%s", h->error);
+        return drop_worker(sl, "starting");
+    }
+    return s->have_reference ? load_reference(s, sl) : 0;
+}
+
+/* Replaces the worker of a slot after a fault; a slot that cannot restart is dropped. */
+static void restart_worker(sweep *s, slot *sl) {
+    kt_worker_hello h;
+    if (start_worker(s, sl, &h)) note(s, "%s; measuring without it", kt_error());
+}
+
+static int idle_workers_left(const sweep *s) {
+    for (int i = 0; i < s->n_slots; i++)
+        if (s->slots[i].w) return 1;
+    return 0;
+}
+
+/* Worker 0 says what the GPU is and how many the host has; one worker per GPU like it
+ * follows (a GPU of another kind would mix its times in: it is left out). */
+static int start_workers(sweep *s) {
+    kt_worker_hello h0, h;
+    s->slots[0].ordinal = 0;
+    if (start_worker(s, &s->slots[0], &h0)) return -1;
+    s->rep->device = h0.info;
+    s->n_slots = 1;
+    int want = h0.gpu_count;
+    if (s->o->max_workers > 0 && want > s->o->max_workers) want = s->o->max_workers;
+    if (want > MAX_WORKERS) want = MAX_WORKERS;
+    s->arch = h0.info.cc_major * 10 + h0.info.cc_minor;
+    if (!kt_arch_name(s->arch)) return kt_fail("no JIT target for this GPU (compute capability %d)", s->arch);
+    if (s->f->launch_reference && s->f->gpu_reference_above > 0) {
+        /* The reference kernel lives in every variant's module; the default config's serves. */
+        if (kt_compile(s->f, &s->f->default_config, s->arch, &s->reference)) return -1;
+        s->have_reference = 1;
+        if (load_reference(s, &s->slots[0])) return -1;
+    }
+    for (int i = 1; i < want; i++) {
+        slot *sl = &s->slots[s->n_slots];
+        sl->ordinal = i;
+        if (start_worker(s, sl, &h)) {
+            note(s, "%s; measuring without it", kt_error());
+            continue;
         }
-    for (int s = 0; s < o->n_shapes && !rc; s++)
-        rc = sweep_shape(o, db, device_id, run_id, source_hash, o->shapes[s], list, n, arch, &pr);
-    if (!o->quiet && pr.done != pr.total) fprintf(stderr, "\n");
-    free(list);
-    kt_db_close(db);
+        if (strcmp(h.info.name, h0.info.name) || h.info.cc_major != h0.info.cc_major ||
+            h.info.cc_minor != h0.info.cc_minor || h.info.sm_count != h0.info.sm_count) {
+            note(s, "GPU %d is a %s, unlike GPU 0: measuring without it", i, h.info.name);
+            kt_worker_stop(sl->w, NULL, 0);
+            sl->w = NULL;
+            continue;
+        }
+        s->n_slots++;
+    }
+    s->rep->workers = s->n_slots;
+    return 0;
+}
+
+/* --------------------------------------------------------------- the plan */
+
+static int problem_cmp(const void *a, const void *b) {
+    const problem *x = a, *y = b;
+    int c = strcmp(x->shape, y->shape);
+    return c ? c : (x->p.m > y->p.m) - (x->p.m < y->p.m);
+}
+
+/* The (shape, M) problems of the request, each once, those of this shard only. A problem
+ * belongs to shard (its rank in the sorted list) mod n: every shard of one command agrees
+ * whatever order it lists shapes in, and the shards get equal counts. */
+static int plan_problems(sweep *s) {
+    const kt_sweep_options *o = s->o;
+    problem *all = malloc(sizeof *all * MAX_PROBLEMS);
+    int n_all = 0;
+    if (!all) return kt_fail("out of memory");
+    for (int i = 0; i < o->n_shapes; i++)
+        for (int j = 0; j < o->n_ms; j++) {
+            problem pb = {.p = o->shapes[i]};
+            pb.p.m = o->ms[j];
+            kt_format_shape(s->f, &pb.p, pb.shape, sizeof pb.shape);
+            int seen = 0;
+            for (int k = 0; k < n_all && !seen; k++) seen = !problem_cmp(&all[k], &pb);
+            if (!seen && n_all < MAX_PROBLEMS) all[n_all++] = pb;
+        }
+    problem *sorted = malloc(sizeof *sorted * (size_t)(n_all ? n_all : 1));
+    if (!sorted) {
+        free(all);
+        return kt_fail("out of memory");
+    }
+    memcpy(sorted, all, sizeof *all * (size_t)n_all);
+    qsort(sorted, (size_t)n_all, sizeof *sorted, problem_cmp);
+    int shards = o->shard_count > 1 ? o->shard_count : 1;
+    for (int k = 0; k < n_all; k++) {
+        int rank = 0;
+        while (problem_cmp(&sorted[rank], &all[k])) rank++;
+        if (rank % shards != (shards > 1 ? o->shard_index : 0)) continue;
+        problem *pb = &s->problems[s->n_problems++];
+        *pb = all[k];
+        pb->seed = o->seed ^ kt_hash(pb->shape, strlen(pb->shape), (uint64_t)pb->p.m);
+    }
+    free(sorted);
+    free(all);
+    return 0;
+}
+
+/* Lists the units still to measure: configs that fit, are not hopeless, and have no row. */
+static int plan_units(sweep *s) {
+    const kt_family *f = s->f;
+    s->units = malloc(sizeof *s->units * (size_t)(s->n_problems * s->n_sampled + 1));
+    s->variant_of = malloc(sizeof *s->variant_of * (size_t)(s->n_space + 1));
+    s->variants = malloc(sizeof *s->variants * (size_t)(s->n_space + 1));
+    if (!s->units || !s->variant_of || !s->variants) return kt_fail("out of memory");
+    for (int i = 0; i < s->n_space; i++) s->variant_of[i] = -1;
+    for (int pi = 0; pi < s->n_problems; pi++) {
+        problem *pb = &s->problems[pi];
+        for (int i = 0; i < s->n_sampled; i++) {
+            if (!f->config_fits(&s->space[i], &pb->p)) continue;
+            if (f->hopeless && f->hopeless(&s->space[i], &pb->p)) {
+                s->rep->pruned++;
+                continue;
+            }
+            int have = kt_db_has_measurement(s->db, s->device_id, f->name, s->source_hash, s->space_ids[i],
+                                             pb->shape, pb->p.m);
+            if (have < 0) return -1;
+            if (have) {
+                s->rep->already++;
+                continue;
+            }
+            if (s->variant_of[i] < 0) {
+                s->variant_of[i] = s->n_variants;
+                s->variants[s->n_variants++] = s->space[i];
+            }
+            s->units[s->n_units++] = (unit){pi, s->variant_of[i]};
+            pb->left++;
+        }
+    }
+    s->done_before = s->done = s->rep->already;
+    s->total = s->rep->already + s->n_units;
+    return 0;
+}
+
+/* ------------------------------------------------------------ recording */
+
+/* A measurement row of variant config/cubin on problem pb, before its outcome. */
+static kt_measurement row_of(const sweep *s, const problem *pb, const kt_config *c, const kt_cubin *cubin) {
+    kt_measurement m = {.run_id = s->run_id, .device_id = s->device_id, .family = s->f->name, .m = pb->p.m};
+    snprintf(m.source_hash, sizeof m.source_hash, "%s", s->source_hash);
+    kt_variant_id(s->f, c, s->arch, m.variant_id);
+    kt_format_config(s->f, c, m.config, sizeof m.config);
+    snprintf(m.shape, sizeof m.shape, "%s", pb->shape);
+    m.rel_err = m.median_us = m.min_us = m.max_us = NAN;
+    if (cubin) {
+        m.registers = cubin->report.registers;
+        m.spill_bytes = cubin->report.spill_bytes;
+        m.compile_ms = cubin->compile_ms;
+    }
+    return m;
+}
+
+/* The last unit of a problem was answered: queue its re-timing. */
+static void answered(sweep *s, int problem_index) {
+    if (--s->problems[problem_index].left == 0) s->queue[s->n_queue++] = problem_index;
+}
+
+static int record(sweep *s, const unit *u, const kt_measurement *m) {
+    if (kt_db_add_measurement(s->db, m)) return -1;
+    s->rep->measured++;
+    progress(s, &s->problems[u->problem], m->config);
+    answered(s, u->problem);
+    return 0;
+}
+
+/* Records unit u, sent to a worker as job, as a fault (how the worker ended, or the watchdog). */
+static int record_fault(sweep *s, const unit *u, const kt_worker_job *job, const char *why) {
+    kt_measurement m = row_of(s, &s->problems[u->problem], &job->config[0], job->cubin[0]);
+    m.status = KT_LAUNCH_ERROR;
+    snprintf(m.error, sizeof m.error, "%s", why);
+    s->rep->faults++;
+    note(s, "%s: %s", m.config, why);
+    return record(s, u, &m);
+}
+
+static int update_winner(sweep *s, const problem *pb) {
+    return kt_db_update_winner(s->db, s->device_id, s->f->name, s->source_hash, pb->shape, pb->p.m);
+}
+
+/* -------------------------------------------------------------- dispatch */
+
+/* Finds the cubin of a finalist: compiled by this run's pool, else through the JIT cache. */
+static const kt_cubin *finalist_cubin(sweep *s, int space_index, kt_cubin *own) {
+    int v = s->variant_of[space_index];
+    if (v >= 0) return kt_compile_pool_wait(s->pool, v, NULL);
+    return kt_compile(s->f, &s->space[space_index], s->arch, own) ? NULL : own;
+}
+
+/* Starts the re-timing of a measured problem's finalists on sl, or, when there is nothing
+ * to re-time (one finalist, or re-timed by an earlier run), updates its winner now.
+ * Finalists may come from earlier runs, of another random sample too: they are looked
+ * up in the whole space. Returns 1 when sl got the job. */
+static int start_retime(sweep *s, slot *sl, int problem_index) {
+    problem *pb = &s->problems[problem_index];
+    char ids[FINALISTS][17];
+    int retimed = 0;
+    int n = kt_db_finalists(s->db, s->device_id, s->f->name, s->source_hash, pb->shape, pb->p.m, FINALISTS, ids,
+                            &retimed);
+    if (n < 0) return -1;
+    kt_worker_job job = {.kind = KT_JOB_RETIME, .problem = pb->p, .seed = pb->seed};
+    kt_cubin own[FINALISTS];
+    memset(own, 0, sizeof own);
+    for (int i = 0; i < n && n > 1 && !retimed; i++)
+        for (int k = 0; k < s->n_space; k++) {
+            if (strcmp(s->space_ids[k], ids[i])) continue;
+            const kt_cubin *c = finalist_cubin(s, k, &own[job.n]);
+            if (c) {
+                job.config[job.n] = s->space[k];
+                job.cubin[job.n++] = c;
+            }
+            break;
+        }
+    /* Only the re-timed compete, so a finalist left out (no longer in the space, or not
+     * compiling) would lose unheard: then the first pass decides. */
+    if (n > 1 && !retimed && job.n < n)
+        note(s, "re-timing %s M=%ld: %d of %d finalists not found; the first pass decides", pb->shape, pb->p.m,
+             n - job.n, n);
+    int rc = 0;
+    if (job.n == n && n > 1 && !kt_worker_send(sl->w, &job)) {
+        sl->job = RETIMING;
+        sl->problem = problem_index;
+        sl->sent = job;
+        for (int i = 0; i < job.n; i++) sl->sent.cubin[i] = NULL; /* may be own[], freed below */
+        sl->since = kt_now();
+        rc = 1;
+    } else if (job.n == n && n > 1) { /* the worker is gone; the first pass decides */
+        char why[128];
+        kt_worker_stop(sl->w, why, sizeof why);
+        note(s, "re-timing %s: worker %s", pb->shape, why);
+        restart_worker(s, sl);
+    }
+    for (int i = 0; i < FINALISTS; i++) kt_cubin_free(&own[i]);
+    return rc ? rc : update_winner(s, pb);
+}
+
+/* Gives sl its next job: a waiting re-timing first, else the next unit. Returns 1 when
+ * it got one, 0 when there is none, -1 on error. */
+static int dispatch(sweep *s, slot *sl) {
+    while (s->n_queue) {
+        int pi = s->queue[0];
+        memmove(s->queue, s->queue + 1, sizeof *s->queue * (size_t)--s->n_queue);
+        int rc = start_retime(s, sl, pi);
+        if (rc || !sl->w) return rc;
+    }
+    while (s->next_unit < s->n_units) {
+        const unit *u = &s->units[s->next_unit];
+        const problem *pb = &s->problems[u->problem];
+        const char *err = NULL;
+        const kt_cubin *cubin = kt_compile_pool_wait(s->pool, u->variant, &err);
+        kt_worker_job job = {.kind = KT_JOB_MEASURE, .problem = pb->p, .seed = pb->seed, .n = 1,
+                             .config = {s->variants[u->variant]}, .cubin = {cubin}};
+        if (!cubin) {
+            kt_measurement m = row_of(s, pb, &job.config[0], NULL);
+            m.status = KT_COMPILE_ERROR;
+            snprintf(m.error, sizeof m.error, "%s", err ? err : "compile failed");
+            s->next_unit++;
+            if (record(s, u, &m)) return -1;
+            continue;
+        }
+        if (kt_worker_send(sl->w, &job)) {
+            /* It died idle, so not of this unit: restart it; the unit waits for a worker. */
+            char why[128];
+            kt_worker_stop(sl->w, why, sizeof why);
+            note(s, "GPU %d: worker %s while idle; restarting it", sl->ordinal, why);
+            restart_worker(s, sl);
+            return 0;
+        }
+        sl->job = s->next_unit++;
+        sl->sent = job;
+        sl->since = kt_now();
+        return 1;
+    }
+    return s->n_queue ? dispatch(s, sl) : 0;
+}
+
+/* ---------------------------------------------------------------- answers */
+
+static int on_measured(sweep *s, slot *sl, const kt_worker_result *r) {
+    const unit *u = &s->units[sl->job];
+    kt_measurement m = row_of(s, &s->problems[u->problem], &sl->sent.config[0], sl->sent.cubin[0]);
+    if (r->outcome == KT_WORKER_SETUP_FAILED) return kt_fail("GPU %d: %s", sl->ordinal, r->error);
+    m.status = r->status;
+    snprintf(m.error, sizeof m.error, "%s", r->error);
+    if (r->status == KT_OK) {
+        m.rel_err = r->rel_err;
+        m.median_us = r->timing[0].median_us;
+        m.min_us = r->timing[0].min_us;
+        m.max_us = r->timing[0].max_us;
+    } else if (r->status == KT_WRONG_RESULT) {
+        m.rel_err = r->rel_err;
+    }
+    sl->job = IDLE;
+    if (r->outcome == KT_WORKER_LOST) {
+        s->rep->faults++;
+        note(s, "%s: %s", m.config, r->error);
+        kt_worker_stop(sl->w, NULL, 0);
+        restart_worker(s, sl);
+    }
+    return record(s, u, &m);
+}
+
+static int on_retimed(sweep *s, slot *sl, const kt_worker_result *r) {
+    const problem *pb = &s->problems[sl->problem];
+    sl->job = IDLE;
+    if (r->outcome != KT_WORKER_DONE) {
+        note(s, "re-timing %s: %s", pb->shape, r->error);
+        if (r->outcome == KT_WORKER_LOST) {
+            kt_worker_stop(sl->w, NULL, 0);
+            restart_worker(s, sl);
+        }
+        return update_winner(s, pb);
+    }
+    kt_retime rt[KT_RETIME_MAX];
+    for (int i = 0; i < sl->sent.n; i++) {
+        rt[i] = (kt_retime){.rounds = r->timing[i].repeats, .median_us = r->timing[i].median_us,
+                            .min_us = r->timing[i].min_us, .max_us = r->timing[i].max_us};
+        kt_variant_id(s->f, &sl->sent.config[i], s->arch, rt[i].variant_id);
+    }
+    s->rep->retimed++;
+    return kt_db_add_retimes(s->db, s->run_id, s->device_id, s->f->name, s->source_hash, pb->shape, pb->p.m, rt,
+                             sl->sent.n) ||
+                   update_winner(s, pb)
+               ? -1
+               : 0;
+}
+
+/* The worker of sl died (why) or outlived the watchdog: record the fault of its job,
+ * then restart it. */
+static int on_fault(sweep *s, slot *sl, const char *why) {
+    int rc;
+    if (sl->job == RETIMING) {
+        note(s, "re-timing %s: %s", s->problems[sl->problem].shape, why);
+        rc = update_winner(s, &s->problems[sl->problem]);
+    } else {
+        rc = record_fault(s, &s->units[sl->job], &sl->sent, why);
+    }
+    restart_worker(s, sl);
     return rc;
+}
+
+/* Waits for answers (or the watchdog) and handles them. */
+static int collect(sweep *s) {
+    struct pollfd fds[MAX_WORKERS];
+    int who[MAX_WORKERS], n = 0;
+    double now = kt_now(), wait_s = s->watchdog_s;
+    for (int i = 0; i < s->n_slots; i++) {
+        slot *sl = &s->slots[i];
+        if (!sl->w || sl->job == IDLE) continue;
+        fds[n] = (struct pollfd){.fd = kt_worker_fd(sl->w), .events = POLLIN};
+        who[n++] = i;
+        double left = sl->since + s->watchdog_s - now;
+        if (left < wait_s) wait_s = left;
+    }
+    if (poll(fds, (nfds_t)n, wait_s > 0 ? (int)(wait_s * 1e3) + 1 : 0) < 0 && errno != EINTR)
+        return kt_fail("poll: %s", strerror(errno));
+    for (int k = 0; k < n; k++) {
+        slot *sl = &s->slots[who[k]];
+        char why[192];
+        if (fds[k].revents) {
+            kt_worker_result r;
+            int got = kt_worker_receive(sl->w, 0, &r);
+            if (got == 1) continue;
+            if (got == 0 && (sl->job == RETIMING ? on_retimed(s, sl, &r) : on_measured(s, sl, &r))) return -1;
+            if (got == 0) continue;
+            char how[128];
+            kt_worker_stop(sl->w, how, sizeof how);
+            snprintf(why, sizeof why, "worker fault: %s", how);
+        } else if (kt_now() - sl->since >= s->watchdog_s) {
+            kt_worker_stop(sl->w, NULL, 0);
+            snprintf(why, sizeof why, "watchdog: no answer in %g s", s->watchdog_s);
+        } else {
+            continue;
+        }
+        sl->w = NULL;
+        if (on_fault(s, sl, why)) return -1;
+    }
+    return 0;
+}
+
+static int busy(const sweep *s) {
+    for (int i = 0; i < s->n_slots; i++)
+        if (s->slots[i].w && s->slots[i].job != IDLE) return 1;
+    return 0;
+}
+
+/* Runs the plan to the end: keeps every worker busy, collects answers. */
+static int run(sweep *s) {
+    for (int pi = 0; pi < s->n_problems; pi++)
+        if (!s->problems[pi].left) s->queue[s->n_queue++] = pi; /* measured by an earlier run */
+    for (;;) {
+        for (int i = 0; i < s->n_slots; i++)
+            if (s->slots[i].w && s->slots[i].job == IDLE && dispatch(s, &s->slots[i]) < 0) return -1;
+        if (!busy(s)) {
+            if (s->next_unit == s->n_units && !s->n_queue) return 0;
+            if (!idle_workers_left(s)) return kt_fail("no GPU worker left: every restart failed");
+            continue;
+        }
+        if (collect(s)) return -1;
+    }
+}
+
+/* ---------------------------------------------------------------- entry */
+
+static double watchdog_seconds(void) {
+    const char *e = getenv("KT_WATCHDOG_S");
+    char *end;
+    double v = e ? strtod(e, &end) : 0;
+    return e && end != e && v > 0 ? v : 20.0;
+}
+
+int kt_sweep(const kt_sweep_options *o, kt_sweep_report *report) {
+    kt_sweep_report unused;
+    sweep *s = calloc(1, sizeof *s);
+    if (!s) return kt_fail("out of memory");
+    s->o = o;
+    s->f = o->family;
+    s->rep = report ? report : &unused;
+    memset(s->rep, 0, sizeof *s->rep);
+    s->watchdog_s = watchdog_seconds();
+    s->start = kt_now();
+    kt_hex64(kt_family_source_hash(s->f), s->source_hash);
+    char why[256];
+    int rc = 0;
+    for (int i = 0; i < o->n_shapes && !rc; i++)
+        for (int j = 0; j < o->n_ms && !rc; j++) {
+            kt_problem p = o->shapes[i];
+            p.m = o->ms[j];
+            if (s->f->check_problem(&p, why, sizeof why)) rc = kt_fail("%s", why);
+        }
+    if (!rc && o->shard_count > 1 && (o->shard_index < 0 || o->shard_index >= o->shard_count))
+        rc = kt_fail("shard %d/%d does not exist (0 <= i < n)", o->shard_index, o->shard_count);
+    kt_db_device dev;
+    if (!rc) rc = plan_problems(s) || start_workers(s);
+    if (!rc) {
+        kt_gpu_db_device(&s->rep->device, &dev);
+        rc = kt_db_open(o->db_path, 0, &s->db) || kt_db_device_id(s->db, &dev, &s->device_id) ||
+             kt_db_run_begin(s->db, s->device_id, o->commit ? o->commit : "unknown", o->cmdline ? o->cmdline : "",
+                             &s->run_id);
+    }
+    if (!rc && (s->n_space = s->n_sampled = kt_space_enumerate(s->f, s->arch, NULL, &s->space, NULL)) < 0) rc = -1;
+    if (!rc && !strcmp(o->strategy, "random"))
+        s->n_sampled = kt_space_sample(s->f, s->space, s->n_space, o->budget, o->seed);
+    if (!rc && !(s->space_ids = malloc(sizeof *s->space_ids * (size_t)(s->n_space + 1)))) rc = kt_fail("out of memory");
+    for (int i = 0; !rc && i < s->n_space; i++) kt_variant_id(s->f, &s->space[i], s->arch, s->space_ids[i]);
+    if (!rc) rc = plan_units(s);
+    if (!rc && !o->quiet)
+        fprintf(stderr, "kt: %s: %d problems, %d units to measure on %d x %s, %ld already measured, %ld pruned as hopeless\n",
+                s->f->name, s->n_problems, s->n_units, s->n_slots, s->rep->device.name, s->rep->already,
+                s->rep->pruned);
+    if (!rc && !(s->pool = kt_compile_pool_start(s->f, s->variants, s->n_variants, s->arch, o->compile_threads)))
+        rc = kt_fail("out of memory");
+    if (!rc) rc = run(s);
+    if (!o->quiet && s->done != s->total) fprintf(stderr, "\n");
+    for (int i = 0; i < s->n_slots; i++) kt_worker_stop(s->slots[i].w, NULL, 0);
+    kt_compile_pool_free(s->pool);
+    kt_cubin_free(&s->reference);
+    kt_db_close(s->db);
+    free(s->space);
+    free(s->space_ids);
+    free(s->variant_of);
+    free(s->variants);
+    free(s->units);
+    free(s);
+    return rc ? -1 : 0;
 }

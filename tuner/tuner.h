@@ -41,6 +41,8 @@ typedef struct kt_timing {
 int kt_bench_variant(kt_bench *b, const kt_module *mod, kt_measurement *m);
 /* Times an arbitrary enqueue function over the same rotation (for baselines): fn(ctx, copy, stream). */
 int kt_bench_time(kt_bench *b, int (*enqueue)(void *ctx, int copy, void *stream), void *ctx, kt_timing *t);
+/* Times mod on b by the same method without verifying it (re-timing a verified variant). */
+int kt_bench_time_variant(kt_bench *b, const kt_module *mod, kt_timing *t);
 /* Device address of tensor i in rotation copy r (inputs) or its only copy (others). */
 uint64_t kt_bench_ptr(const kt_bench *b, int i, int r);
 int kt_bench_copies(const kt_bench *b);
@@ -51,6 +53,71 @@ int kt_bench_check(kt_bench *b, double *rel_err, char *why, size_t n);
 int kt_bench_poison(kt_bench *b);
 /* The stream the bench runs on (CUstream). */
 void *kt_bench_stream(const kt_bench *b);
+
+/* Measuring workers (worker.c). A worker is a forked child process that owns one GPU: the
+ * sweep's own process never initialises CUDA, so a variant that faults or hangs takes
+ * down only a worker and its context, never the sweep. Jobs and answers are fixed binary
+ * structs on a socket pair. With KT_FAKE_GPU=1 workers skip CUDA and fake the GPU
+ * ("kt fake GPU", cc 12.0, KT_FAKE_GPU_COUNT of them) with deterministic times, so the
+ * CPU tests can run whole sweeps; the fake still faults (FAULT=1) and hangs (HANG=1) for
+ * real, and KT_FAKE_DELAY_MS slows each job. */
+#define KT_RETIME_MAX 8    /* variants one re-timing compares at most */
+#define KT_RETIME_ROUNDS 5 /* interleaved rounds of a re-timing (A B C A B C ...) */
+
+typedef struct kt_worker kt_worker;
+
+/* What a worker reports once started: its GPU and how many the host has, or why not. */
+typedef struct kt_worker_hello {
+    int ok;
+    int gpu_count;
+    kt_device_info info;
+    char error[512];
+} kt_worker_hello;
+
+typedef enum kt_job_kind {
+    KT_JOB_REFERENCE, /* load config[0]'s module as the family's GPU reference for setups */
+    KT_JOB_MEASURE,   /* verify and time config[0] */
+    KT_JOB_RETIME,    /* time config[0..n) again, interleaved over KT_RETIME_ROUNDS rounds */
+} kt_job_kind;
+
+/* A job on problem p, inputs from seed (a worker sets a problem up once for its jobs). */
+typedef struct kt_worker_job {
+    kt_job_kind kind;
+    kt_problem problem;
+    uint64_t seed;
+    int n;
+    kt_config config[KT_RETIME_MAX];
+    const kt_cubin *cubin[KT_RETIME_MAX];
+} kt_worker_job;
+
+typedef enum kt_worker_outcome {
+    KT_WORKER_DONE,         /* answered: status (measure) or timing (retime) */
+    KT_WORKER_SETUP_FAILED, /* the problem or a module could not be set up: error */
+    KT_WORKER_LOST,         /* the GPU context is lost: error; the worker has exited */
+} kt_worker_outcome;
+
+typedef struct kt_worker_result {
+    kt_worker_outcome outcome;
+    char error[512];
+    kt_status status; /* measure */
+    double rel_err;
+    kt_timing timing[KT_RETIME_MAX]; /* measure: [0]; retime: each variant over the rounds */
+} kt_worker_result;
+
+/* Forks a worker for GPU ordinal serving family f; NULL with error set if fork failed. */
+kt_worker *kt_worker_spawn(const kt_family *f, int ordinal);
+/* Waits up to timeout_s for w's hello; -1 with error set if it died or said nothing. */
+int kt_worker_hello_wait(kt_worker *w, double timeout_s, kt_worker_hello *h);
+/* Sends a job (cubin images included); -1 with error set if the worker is gone. */
+int kt_worker_send(kt_worker *w, const kt_worker_job *job);
+/* The socket that becomes readable when w answers (for poll). */
+int kt_worker_fd(const kt_worker *w);
+/* Waits up to timeout_s for the answer to the last job: 0 answered, 1 still busy,
+ * -1 (error set) the worker died instead. */
+int kt_worker_receive(kt_worker *w, double timeout_s, kt_worker_result *r);
+/* Kills w (it may have ended already), reaps it, writes how it ended ("killed by signal
+ * 11 (Segmentation fault)") into why[n] (may be NULL), and frees it. */
+void kt_worker_stop(kt_worker *w, char *why, size_t n);
 
 /* A sweep request, as `kt tune` parses it. */
 typedef struct kt_sweep_options {
@@ -67,10 +134,26 @@ typedef struct kt_sweep_options {
     int quiet;
     const char *commit;   /* kt's git commit, for the run row */
     const char *cmdline;  /* the command line, for the run row */
+    int shard_index, shard_count; /* measure only the (shape, M) problems of shard i of n (n <= 1: all) */
+    int max_workers;      /* measure on at most this many GPUs (0: every GPU of the host) */
 } kt_sweep_options;
 
-/* Runs the sweep on the current GPU: compiles, verifies, times, records every result
- * and updates the winners. A variant that fails is recorded and the sweep continues. */
-int kt_sweep(const kt_sweep_options *o);
+/* What a sweep did. */
+typedef struct kt_sweep_report {
+    kt_device_info device; /* the GPU measured on (GPU 0 of the host) */
+    int workers;           /* GPUs measured on, one worker process each */
+    long measured;         /* rows this run recorded, faults included */
+    long already;          /* (variant, shape, M) an earlier run had measured */
+    long pruned;           /* (variant, shape, M) the family's hopeless() skipped */
+    long faults;           /* variants recorded as faults (worker died, watchdog, lost context) */
+    long retimed;          /* (shape, M) problems whose finalists were re-timed */
+} kt_sweep_report;
+
+/* Runs the sweep on every GPU of the host (worker processes; this process never touches
+ * CUDA): compiles, verifies, times, records every result as it comes, re-times each
+ * problem's finalists and updates the winners. A variant that fails, faults or hangs
+ * (watchdog: KT_WATCHDOG_S seconds, default 20) is recorded and the sweep continues.
+ * report (may be NULL) receives what it did. */
+int kt_sweep(const kt_sweep_options *o, kt_sweep_report *report);
 
 #endif

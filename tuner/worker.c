@@ -1,0 +1,380 @@
+/* worker.c — the measuring worker processes of a sweep. A worker is a forked child that
+ * owns one GPU and serves jobs from the sweep over a socket pair: set up a problem, verify
+ * and time one variant, or re-time a few interleaved. A variant that faults poisons only
+ * the worker's CUDA context and a hanging one only the worker, so the sweep records it
+ * and starts a new worker. The parent side (spawn, send, receive, stop) is here too.
+ * With KT_FAKE_GPU=1 the worker never touches CUDA and fakes the GPU for the CPU tests. */
+#include "tuner.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+struct kt_worker {
+    pid_t pid;
+    int fd;
+};
+
+/* On the wire a job is this head, then per variant a variant_head and its cubin image.
+ * Both ends are the same binary, so the structs travel as they are in memory. */
+typedef struct job_head {
+    kt_job_kind kind;
+    int n;
+    kt_problem problem;
+    uint64_t seed;
+} job_head;
+
+typedef struct variant_head {
+    kt_config config;
+    char variant_id[17];
+    uint64_t size;
+} variant_head;
+
+/* ------------------------------------------------------------- transport */
+
+/* Writes all of buf; MSG_NOSIGNAL turns a vanished peer into EPIPE instead of SIGPIPE. */
+static int send_all(int fd, const void *buf, size_t n) {
+    for (const char *p = buf; n;) {
+        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return -1;
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* Reads exactly n bytes; -1 on end of stream or error. */
+static int recv_all(int fd, void *buf, size_t n) {
+    for (char *p = buf; n;) {
+        ssize_t k = read(fd, p, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return -1;
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* 1 when fd is readable (or closed) within timeout_s, 0 if not. */
+static int readable(int fd, double timeout_s) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    double end = kt_now() + timeout_s;
+    for (;;) {
+        double left = end - kt_now();
+        int r = poll(&p, 1, left > 0 ? (int)(left * 1e3 + 1) : 0);
+        if (r > 0) return 1;
+        if (r == 0 && kt_now() >= end) return 0;
+        if (r < 0 && errno != EINTR) return 1; /* let the read report it */
+    }
+}
+
+/* ------------------------------------------------------------ the child */
+
+static double env_double(const char *name, double fallback) {
+    const char *s = getenv(name);
+    char *end;
+    double v = s ? strtod(s, &end) : 0;
+    return s && end != s && v >= 0 ? v : fallback;
+}
+
+/* What one worker holds between jobs: its problem, set up once for all its jobs. */
+typedef struct worker_state {
+    const kt_family *f;
+    int fake;
+    kt_bench *bench;
+    kt_problem problem;
+    uint64_t seed;
+    kt_module reference;
+    int have_reference;
+} worker_state;
+
+/* A job as received: the head, and each variant's config, id and image. */
+typedef struct job {
+    job_head head;
+    variant_head v[KT_RETIME_MAX];
+    void *image[KT_RETIME_MAX];
+} job;
+
+static void job_free(job *j) {
+    for (int i = 0; i < j->head.n; i++) free(j->image[i]);
+}
+
+static int job_read(int fd, job *j) {
+    memset(j, 0, sizeof *j);
+    if (recv_all(fd, &j->head, sizeof j->head) || j->head.n < 0 || j->head.n > KT_RETIME_MAX) return -1;
+    for (int i = 0; i < j->head.n; i++) {
+        if (recv_all(fd, &j->v[i], sizeof j->v[i]) || j->v[i].size > (1u << 30) ||
+            !(j->image[i] = malloc(j->v[i].size ? j->v[i].size : 1)) || recv_all(fd, j->image[i], j->v[i].size))
+            return -1;
+    }
+    return 0;
+}
+
+/* Variant i of a job as the cubin kt_module_load takes. */
+static kt_cubin job_cubin(const job *j, int i) {
+    kt_cubin c = {.image = j->image[i], .size = j->v[i].size};
+    memcpy(c.variant_id, j->v[i].variant_id, sizeof c.variant_id);
+    return c;
+}
+
+/* The value of the parameter called name in c, or 0 if the family has none. */
+static int param(const kt_family *f, const kt_config *c, const char *name) {
+    for (int i = 0; i < f->n_params; i++)
+        if (!strcmp(f->params[i].name, name)) return c->v[i];
+    return 0;
+}
+
+/* Fake times: 10 us times 1.05^k, k from a hash of (variant, shape, M), so distinct times
+ * are at least 5% apart (never a tie within the noise band unless equal); a re-timing
+ * round r reads 0.1% slower per round, so re-timed numbers differ from the first pass. */
+static double fake_us(const worker_state *s, const job *j, int i, int round) {
+    char shape[128];
+    kt_format_shape(s->f, &j->head.problem, shape, sizeof shape);
+    uint64_t h = kt_hash(shape, strlen(shape), (uint64_t)j->head.problem.m);
+    h = kt_hash(j->v[i].variant_id, strlen(j->v[i].variant_id), h);
+    return 10.0 * pow(1.05, (double)(h % 40)) * (1 + 0.001 * round);
+}
+
+/* The planted variants of the selftest family misbehave for real, fake GPU or not. */
+static void fake_misbehave(const worker_state *s, const kt_config *c) {
+    if (param(s->f, c, "FAULT")) {
+        signal(SIGSEGV, SIG_DFL);
+        raise(SIGSEGV);
+    }
+    if (param(s->f, c, "HANG"))
+        for (;;) pause();
+}
+
+/* Sets the job's problem up unless it is the one already set up. */
+static int setup(worker_state *s, const job *j, kt_worker_result *r) {
+    if (s->bench && !memcmp(&s->problem, &j->head.problem, sizeof s->problem) && s->seed == j->head.seed) return 0;
+    kt_bench_free(s->bench);
+    s->bench = NULL;
+    if (kt_bench_setup(s->f, &j->head.problem, j->head.seed, s->have_reference ? &s->reference : NULL, &s->bench)) {
+        r->outcome = KT_WORKER_SETUP_FAILED;
+        snprintf(r->error, sizeof r->error, "problem setup: %s", kt_error());
+        kt_bench_free(s->bench);
+        s->bench = NULL;
+        return -1;
+    }
+    s->problem = j->head.problem;
+    s->seed = j->head.seed;
+    return 0;
+}
+
+static void measure(worker_state *s, const job *j, kt_worker_result *r) {
+    kt_timing *t = &r->timing[0];
+    if (s->fake) {
+        fake_misbehave(s, &j->v[0].config);
+        r->status = KT_OK;
+        r->rel_err = 1e-3;
+        t->median_us = fake_us(s, j, 0, 0);
+        t->min_us = t->median_us * 0.98;
+        t->max_us = t->median_us * 1.03;
+        return;
+    }
+    if (setup(s, j, r)) return;
+    kt_cubin cubin = job_cubin(j, 0);
+    kt_module mod;
+    if (kt_module_load(s->f, &j->v[0].config, &cubin, &mod)) {
+        r->status = KT_LAUNCH_ERROR;
+        snprintf(r->error, sizeof r->error, "%s", kt_error());
+        return;
+    }
+    kt_measurement m = {0};
+    if (kt_bench_variant(s->bench, &mod, &m)) {
+        r->outcome = KT_WORKER_LOST;
+        r->status = KT_LAUNCH_ERROR;
+        snprintf(r->error, sizeof r->error, "%s", kt_error());
+        return; /* the context is gone: the worker exits after answering */
+    }
+    kt_module_unload(&mod);
+    r->status = m.status;
+    snprintf(r->error, sizeof r->error, "%s", m.error);
+    r->rel_err = m.rel_err;
+    t->median_us = m.median_us;
+    t->min_us = m.min_us;
+    t->max_us = m.max_us;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Times every variant once per round, in turn (A B C A B C ...), so drift in clocks or
+ * temperature hits all alike; each keeps the median, min and max of its round medians. */
+static void retime(worker_state *s, const job *j, kt_worker_result *r) {
+    int n = j->head.n;
+    kt_module mods[KT_RETIME_MAX];
+    double us[KT_RETIME_MAX][KT_RETIME_ROUNDS];
+    int loaded = 0;
+    if (!s->fake && setup(s, j, r)) return;
+    for (; !s->fake && loaded < n; loaded++) {
+        kt_cubin cubin = job_cubin(j, loaded);
+        if (kt_module_load(s->f, &j->v[loaded].config, &cubin, &mods[loaded])) {
+            r->outcome = KT_WORKER_SETUP_FAILED;
+            snprintf(r->error, sizeof r->error, "%s", kt_error());
+            break;
+        }
+    }
+    for (int round = 0; round < KT_RETIME_ROUNDS && r->outcome == KT_WORKER_DONE; round++)
+        for (int i = 0; i < n && r->outcome == KT_WORKER_DONE; i++) {
+            kt_timing t;
+            if (s->fake) {
+                fake_misbehave(s, &j->v[i].config);
+                us[i][round] = fake_us(s, j, i, round);
+            } else if (kt_bench_time_variant(s->bench, &mods[i], &t)) {
+                r->outcome = KT_WORKER_LOST; /* a verified variant that fails now lost the context */
+                snprintf(r->error, sizeof r->error, "%s", kt_error());
+            } else {
+                us[i][round] = t.median_us;
+            }
+        }
+    if (r->outcome == KT_WORKER_LOST) return;
+    for (int i = 0; i < loaded; i++) kt_module_unload(&mods[i]);
+    for (int i = 0; i < n && r->outcome == KT_WORKER_DONE; i++) {
+        qsort(us[i], KT_RETIME_ROUNDS, sizeof(double), cmp_double);
+        r->timing[i] = (kt_timing){us[i][KT_RETIME_ROUNDS / 2], us[i][0], us[i][KT_RETIME_ROUNDS - 1], KT_RETIME_ROUNDS};
+    }
+}
+
+static void load_reference(worker_state *s, const job *j, kt_worker_result *r) {
+    if (s->fake) return;
+    if (s->have_reference) kt_module_unload(&s->reference);
+    kt_cubin cubin = job_cubin(j, 0);
+    s->have_reference = !kt_module_load(s->f, &j->v[0].config, &cubin, &s->reference);
+    if (!s->have_reference) {
+        r->outcome = KT_WORKER_SETUP_FAILED;
+        snprintf(r->error, sizeof r->error, "reference module: %s", kt_error());
+    }
+}
+
+static void hello(worker_state *s, int ordinal, kt_worker_hello *h) {
+    memset(h, 0, sizeof *h);
+    if (s->fake) {
+        h->ok = 1;
+        h->gpu_count = (int)env_double("KT_FAKE_GPU_COUNT", 1);
+        if (h->gpu_count < 1) h->gpu_count = 1;
+        h->info = (kt_device_info){.name = "kt fake GPU", .cc_major = 12, .cc_minor = 0, .sm_count = 188,
+                                   .driver_version = 13000, .l2_bytes = 128u << 20,
+                                   .smem_per_block_optin = 99u << 10};
+        return;
+    }
+    if (kt_gpu_init() || kt_gpu_open(ordinal, &h->info)) {
+        snprintf(h->error, sizeof h->error, "%s", kt_error());
+        return;
+    }
+    h->ok = 1;
+    h->gpu_count = kt_gpu_count();
+}
+
+/* Closes every descriptor inherited from the sweep but fd: other workers' sockets and
+ * the database stay with the parent, and the sweep sees this worker's end of stream
+ * exactly when this worker is gone. */
+static void close_inherited(int fd) {
+    DIR *d = opendir("/proc/self/fd");
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d));) {
+        int k = atoi(e->d_name);
+        if (k > 2 && k != fd && k != dirfd(d)) close(k);
+    }
+    closedir(d);
+}
+
+/* The child: says hello, then answers jobs until the sweep closes the socket. Never returns. */
+static void serve(int fd, const kt_family *f, int ordinal) {
+    worker_state s = {.f = f, .fake = getenv("KT_FAKE_GPU") && !strcmp(getenv("KT_FAKE_GPU"), "1")};
+    kt_worker_hello h;
+    hello(&s, ordinal, &h);
+    if (send_all(fd, &h, sizeof h) || !h.ok) _exit(1);
+    double delay_s = env_double("KT_FAKE_DELAY_MS", 0) / 1e3;
+    for (job j; !job_read(fd, &j); job_free(&j)) {
+        kt_worker_result r;
+        memset(&r, 0, sizeof r);
+        if (s.fake && delay_s > 0) usleep((useconds_t)(delay_s * 1e6));
+        if (j.head.kind == KT_JOB_REFERENCE) load_reference(&s, &j, &r);
+        else if (j.head.kind == KT_JOB_MEASURE) measure(&s, &j, &r);
+        else retime(&s, &j, &r);
+        if (send_all(fd, &r, sizeof r) || r.outcome == KT_WORKER_LOST) _exit(1);
+    }
+    _exit(0); /* _exit: the parent's atexit handlers and stdio buffers are not ours */
+}
+
+/* ----------------------------------------------------------- the parent */
+
+kt_worker *kt_worker_spawn(const kt_family *f, int ordinal) {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) {
+        kt_fail("socketpair: %s", strerror(errno));
+        return NULL;
+    }
+    kt_worker *w = calloc(1, sizeof *w);
+    pid_t parent = getpid();
+    fflush(NULL); /* nothing buffered may be written twice */
+    pid_t pid = w ? fork() : -1;
+    if (pid == 0) {
+        /* The worker must not outlive the sweep (kill -9 included); if the sweep died
+         * before this line, getppid() has already changed. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent) _exit(1);
+        close_inherited(sv[1]);
+        serve(sv[1], f, ordinal);
+    }
+    close(sv[1]);
+    if (pid < 0) {
+        close(sv[0]);
+        free(w);
+        kt_fail("cannot start a worker for GPU %d: %s", ordinal, w ? strerror(errno) : "out of memory");
+        return NULL;
+    }
+    w->pid = pid;
+    w->fd = sv[0];
+    return w;
+}
+
+int kt_worker_hello_wait(kt_worker *w, double timeout_s, kt_worker_hello *h) {
+    if (!readable(w->fd, timeout_s)) return kt_fail("the worker said nothing in %g s", timeout_s);
+    if (recv_all(w->fd, h, sizeof *h)) return kt_fail("the worker ended before it said hello");
+    return 0;
+}
+
+int kt_worker_send(kt_worker *w, const kt_worker_job *job) {
+    job_head head = {job->kind, job->n, job->problem, job->seed};
+    int rc = send_all(w->fd, &head, sizeof head);
+    for (int i = 0; i < job->n && !rc; i++) {
+        variant_head v = {.config = job->config[i], .size = job->cubin[i]->size};
+        memcpy(v.variant_id, job->cubin[i]->variant_id, sizeof v.variant_id);
+        rc = send_all(w->fd, &v, sizeof v) || send_all(w->fd, job->cubin[i]->image, v.size);
+    }
+    return rc ? kt_fail("the worker is gone: %s", strerror(errno)) : 0;
+}
+
+int kt_worker_fd(const kt_worker *w) { return w->fd; }
+
+int kt_worker_receive(kt_worker *w, double timeout_s, kt_worker_result *r) {
+    if (!readable(w->fd, timeout_s)) return 1;
+    if (recv_all(w->fd, r, sizeof *r)) return kt_fail("the worker ended without an answer");
+    return 0;
+}
+
+void kt_worker_stop(kt_worker *w, char *why, size_t n) {
+    if (!w) return;
+    close(w->fd);
+    kill(w->pid, SIGKILL); /* a no-op on a worker that has already ended: its status stays */
+    int status = 0;
+    while (waitpid(w->pid, &status, 0) < 0 && errno == EINTR) {}
+    if (why && WIFSIGNALED(status))
+        snprintf(why, n, "killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+    else if (why)
+        snprintf(why, n, "exited with status %d", WEXITSTATUS(status));
+    free(w);
+}
