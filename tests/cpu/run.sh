@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# run.sh — the CPU suite (what CI runs): the C unit tests, then the CLI's bad-input tests,
-# with one combined "N passed, N failed" line at the end.
+# run.sh — the CPU suite (what CI runs): the C unit tests, the CLI's bad-input tests, and
+# whole sweeps through the CLI on the fake GPU, with one combined "N passed, N failed"
+# line at the end.
 set -u
 cd "$(dirname "$0")/../.."
 total_passed=0 total_failed=0
@@ -21,5 +22,6 @@ run() {
 }
 run ./build/test_cpu
 run bash tests/cpu/cli.sh ./bin/kt
+run bash tests/cpu/sweep.sh ./bin/kt
 echo "TOTAL: $total_passed passed, $total_failed failed"
 [ "$total_failed" -eq 0 ]

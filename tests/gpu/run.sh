@@ -64,6 +64,56 @@ dispatch_check() {
 }
 step dispatch dispatch_check
 
+# A sweep that survives: the selftest family plants variants that fault (FAULT=1: a wild
+# store and a trap lose the context) and hang (HANG=1: only the watchdog ends them). The
+# sweep must finish with them recorded as launch errors and an honest winner per M.
+rm -f "$LOGS/fault.db"*
+step fault_sweep env KT_WATCHDOG_S=5 $KT tune --family selftest --shape N=4096 --m 1,64 --strategy exhaustive \
+    --db "$LOGS/fault.db"
+# CSV rows of a DB without the header, the quoted config's commas made ';' (fields split on ',').
+csv_rows() {
+    $KT db export --format csv --db "$1" 2>/dev/null | tail -n +2 | tr -d '\r' |
+        sed -E ':a;s/("[^",]*),([^"]*")/\1;\2/;ta'
+}
+fault_check() {
+    csv_rows "$LOGS/fault.db" >"$LOGS/fault.csv"
+    $KT db show --db "$LOGS/fault.db" >"$LOGS/fault_show.txt" || return 1
+    local rows faults hangs ok winners
+    rows=$(wc -l <"$LOGS/fault.csv")
+    faults=$(grep -c 'FAULT=1;HANG=[01]",N=4096,[0-9]*,launch-error,' "$LOGS/fault.csv")
+    hangs=$(grep -c 'FAULT=0;HANG=1",N=4096,[0-9]*,launch-error,watchdog: no answer in 5 s' "$LOGS/fault.csv")
+    ok=$(grep -c 'FAULT=0;HANG=0",N=4096,[0-9]*,ok,' "$LOGS/fault.csv")
+    winners=$(awk '/^winners/ {w = 1; next} w && /^$/ {w = 0} w && / selftest .*FAULT=0,HANG=0/' \
+        "$LOGS/fault_show.txt" | wc -l)
+    echo "$rows measurements: $faults faults, $hangs hangs, $ok ok; $winners honest winners"
+    [ "$rows" -eq 24 ] && [ "$faults" -eq 12 ] && [ "$hangs" -eq 6 ] && [ "$ok" -eq 6 ] && [ "$winners" -eq 2 ]
+}
+step fault_rows fault_check
+
+# kill -9 during that sweep, then the same command again: it resumes, measures nothing
+# twice and loses no committed row.
+resume_check() {
+    rm -f "$LOGS/resume.db"*
+    KT_WATCHDOG_S=5 $KT tune --family selftest --shape N=4096 --m 1,64 --db "$LOGS/resume.db" &
+    local pid=$! before after units
+    for _ in $(seq 600); do
+        [ "$(csv_rows "$LOGS/resume.db" | wc -l)" -ge 3 ] && break
+        sleep 0.1
+    done
+    kill -9 $pid
+    wait $pid 2>/dev/null
+    csv_rows "$LOGS/resume.db" >"$LOGS/resume_before.csv"
+    KT_WATCHDOG_S=5 $KT tune --family selftest --shape N=4096 --m 1,64 --db "$LOGS/resume.db" || return 1
+    csv_rows "$LOGS/resume.db" >"$LOGS/resume_after.csv"
+    before=$(wc -l <"$LOGS/resume_before.csv")
+    after=$(wc -l <"$LOGS/resume_after.csv")
+    units=$(cut -d, -f10,12,13 "$LOGS/resume_after.csv" | sort -u | wc -l)
+    echo "killed at $before rows; $after rows after resuming, $units distinct (variant, shape, M)"
+    [ "$before" -ge 3 ] && [ "$before" -lt 24 ] && [ "$after" -eq 24 ] && [ "$units" -eq 24 ] &&
+        [ -z "$(grep -Fxvf "$LOGS/resume_after.csv" "$LOGS/resume_before.csv")" ]
+}
+step resume resume_check
+
 # The bench table at the five target shapes from a sweep of them.
 rm -f "$LOGS/targets.db"*
 step tune_targets $KT tune --family fp8_gemm --shape targets --m 1,16,64,256 --strategy random --budget 48 \
