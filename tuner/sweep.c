@@ -44,6 +44,7 @@ typedef struct slot {
     int problem;   /* of a re-timing */
     kt_worker_job sent;
     double since;
+    unsigned char *loaded; /* by variants index: the worker holds its module (no image to send) */
 } slot;
 
 typedef struct sweep {
@@ -123,11 +124,13 @@ static int load_reference(sweep *s, slot *sl) {
 /* Starts the worker of slot sl (with the reference, once there is one); h gets its hello. */
 static int start_worker(sweep *s, slot *sl, kt_worker_hello *h) {
     sl->job = IDLE;
+    if (sl->loaded) memset(sl->loaded, 0, (size_t)s->n_variants);
     if (!(sl->w = kt_worker_spawn(s->f, sl->ordinal))) return -1;
     if (kt_worker_hello_wait(sl->w, START_TIMEOUT_S, h)) return drop_worker(sl, "starting");
-    if (!h->ok) {
-        kt_fail("%s", h->error);
-        return drop_worker(sl, "starting");
+    if (!h->ok) { /* it said why itself */
+        kt_worker_stop(sl->w, NULL, 0);
+        sl->w = NULL;
+        return kt_fail("GPU %d: %s", sl->ordinal, h->error);
     }
     return s->have_reference ? load_reference(s, sl) : 0;
 }
@@ -339,6 +342,7 @@ static int start_retime(sweep *s, slot *sl, int problem_index) {
             const kt_cubin *c = finalist_cubin(s, k, &own[job.n]);
             if (c) {
                 job.config[job.n] = s->space[k];
+                job.loaded[job.n] = s->variant_of[k] >= 0 && sl->loaded[s->variant_of[k]];
                 job.cubin[job.n++] = c;
             }
             break;
@@ -381,7 +385,8 @@ static int dispatch(sweep *s, slot *sl) {
         const char *err = NULL;
         const kt_cubin *cubin = kt_compile_pool_wait(s->pool, u->variant, &err);
         kt_worker_job job = {.kind = KT_JOB_MEASURE, .problem = pb->p, .seed = pb->seed, .n = 1,
-                             .config = {s->variants[u->variant]}, .cubin = {cubin}};
+                             .config = {s->variants[u->variant]}, .cubin = {cubin},
+                             .loaded = {sl->loaded[u->variant]}};
         if (!cubin) {
             kt_measurement m = row_of(s, pb, &job.config[0], NULL);
             m.status = KT_COMPILE_ERROR;
@@ -423,6 +428,7 @@ static int on_measured(sweep *s, slot *sl, const kt_worker_result *r) {
         m.rel_err = r->rel_err;
     }
     sl->job = IDLE;
+    if (r->outcome == KT_WORKER_DONE) sl->loaded[u->variant] = (unsigned char)r->kept;
     if (r->outcome == KT_WORKER_LOST) {
         s->rep->faults++;
         note(s, "%s: %s", m.config, r->error);
@@ -576,6 +582,8 @@ int kt_sweep(const kt_sweep_options *o, kt_sweep_report *report) {
     if (!rc && !(s->space_ids = malloc(sizeof *s->space_ids * (size_t)(s->n_space + 1)))) rc = kt_fail("out of memory");
     for (int i = 0; !rc && i < s->n_space; i++) kt_variant_id(s->f, &s->space[i], s->arch, s->space_ids[i]);
     if (!rc) rc = plan_units(s);
+    for (int i = 0; !rc && i < s->n_slots; i++)
+        if (!(s->slots[i].loaded = calloc((size_t)s->n_variants + 1, 1))) rc = kt_fail("out of memory");
     if (!rc && !o->quiet)
         fprintf(stderr, "kt: %s: %d problems, %d units to measure on %d x %s, %ld already measured, %ld pruned as hopeless\n",
                 s->f->name, s->n_problems, s->n_units, s->n_slots, s->rep->device.name, s->rep->already,
@@ -584,7 +592,10 @@ int kt_sweep(const kt_sweep_options *o, kt_sweep_report *report) {
         rc = kt_fail("out of memory");
     if (!rc) rc = run(s);
     if (!o->quiet && s->done != s->total) fprintf(stderr, "\n");
-    for (int i = 0; i < s->n_slots; i++) kt_worker_stop(s->slots[i].w, NULL, 0);
+    for (int i = 0; i < s->n_slots; i++) {
+        kt_worker_stop(s->slots[i].w, NULL, 0);
+        free(s->slots[i].loaded);
+    }
     kt_compile_pool_free(s->pool);
     kt_cubin_free(&s->reference);
     kt_db_close(s->db);

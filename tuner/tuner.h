@@ -61,8 +61,9 @@ void *kt_bench_stream(const kt_bench *b);
  * ("kt fake GPU", cc 12.0, KT_FAKE_GPU_COUNT of them) with deterministic times, so the
  * CPU tests can run whole sweeps; the fake still faults (FAULT=1) and hangs (HANG=1) for
  * real, and KT_FAKE_DELAY_MS slows each job. */
-#define KT_RETIME_MAX 8    /* variants one re-timing compares at most */
-#define KT_RETIME_ROUNDS 5 /* interleaved rounds of a re-timing (A B C A B C ...) */
+#define KT_RETIME_MAX 8       /* variants one re-timing compares at most */
+#define KT_RETIME_ROUNDS 5    /* interleaved rounds of a re-timing (A B C A B C ...) */
+#define KT_WORKER_MODULES 4096 /* modules a worker keeps loaded; past that it loads per job */
 
 typedef struct kt_worker kt_worker;
 
@@ -88,6 +89,7 @@ typedef struct kt_worker_job {
     int n;
     kt_config config[KT_RETIME_MAX];
     const kt_cubin *cubin[KT_RETIME_MAX];
+    int loaded[KT_RETIME_MAX]; /* the worker kept this module from an earlier job: no image sent */
 } kt_worker_job;
 
 typedef enum kt_worker_outcome {
@@ -101,6 +103,7 @@ typedef struct kt_worker_result {
     char error[512];
     kt_status status; /* measure */
     double rel_err;
+    int kept;         /* measure: the worker keeps the module loaded for later jobs */
     kt_timing timing[KT_RETIME_MAX]; /* measure: [0]; retime: each variant over the rounds */
 } kt_worker_result;
 

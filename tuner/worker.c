@@ -86,7 +86,8 @@ static double env_double(const char *name, double fallback) {
     return s && end != s && v >= 0 ? v : fallback;
 }
 
-/* What one worker holds between jobs: its problem, set up once for all its jobs. */
+/* What one worker holds between jobs: its problem, set up once for all its jobs, and the
+ * modules it has loaded (a sweep measures each variant at every M: it loads once). */
 typedef struct worker_state {
     const kt_family *f;
     int fake;
@@ -95,6 +96,9 @@ typedef struct worker_state {
     uint64_t seed;
     kt_module reference;
     int have_reference;
+    kt_module modules[KT_WORKER_MODULES];
+    char module_ids[KT_WORKER_MODULES][17];
+    int n_modules;
 } worker_state;
 
 /* A job as received: the head, and each variant's config, id and image. */
@@ -124,6 +128,26 @@ static kt_cubin job_cubin(const job *j, int i) {
     kt_cubin c = {.image = j->image[i], .size = j->v[i].size};
     memcpy(c.variant_id, j->v[i].variant_id, sizeof c.variant_id);
     return c;
+}
+
+/* The module of job variant i: the one this worker loaded before, else loaded from the
+ * job's image and kept while there is room (*kept says so; else the caller unloads it
+ * from spare). NULL with the error set when it cannot be loaded. */
+static kt_module *module_of(worker_state *s, const job *j, int i, kt_module *spare, int *kept) {
+    for (int k = 0; k < s->n_modules; k++)
+        if (!strcmp(s->module_ids[k], j->v[i].variant_id)) return *kept = 1, &s->modules[k];
+    *kept = 0;
+    if (!j->v[i].size) {
+        kt_fail("variant %s: no image sent and no module loaded before", j->v[i].variant_id);
+        return NULL;
+    }
+    int keep = s->n_modules < KT_WORKER_MODULES;
+    kt_module *m = keep ? &s->modules[s->n_modules] : spare;
+    kt_cubin cubin = job_cubin(j, i);
+    if (kt_module_load(s->f, &j->v[i].config, &cubin, m)) return NULL;
+    if (keep) memcpy(s->module_ids[s->n_modules++], j->v[i].variant_id, 17);
+    *kept = keep;
+    return m;
 }
 
 /* The value of the parameter called name in c, or 0 if the family has none. */
@@ -175,6 +199,7 @@ static void measure(worker_state *s, const job *j, kt_worker_result *r) {
     kt_timing *t = &r->timing[0];
     if (s->fake) {
         fake_misbehave(s, &j->v[0].config);
+        r->kept = 1; /* as if loaded: later jobs come without the image, as on a GPU */
         r->status = KT_OK;
         r->rel_err = 1e-3;
         t->median_us = fake_us(s, j, 0, 0);
@@ -183,21 +208,21 @@ static void measure(worker_state *s, const job *j, kt_worker_result *r) {
         return;
     }
     if (setup(s, j, r)) return;
-    kt_cubin cubin = job_cubin(j, 0);
-    kt_module mod;
-    if (kt_module_load(s->f, &j->v[0].config, &cubin, &mod)) {
+    kt_module spare;
+    kt_module *mod = module_of(s, j, 0, &spare, &r->kept);
+    if (!mod) {
         r->status = KT_LAUNCH_ERROR;
         snprintf(r->error, sizeof r->error, "%s", kt_error());
         return;
     }
     kt_measurement m = {0};
-    if (kt_bench_variant(s->bench, &mod, &m)) {
+    if (kt_bench_variant(s->bench, mod, &m)) {
         r->outcome = KT_WORKER_LOST;
         r->status = KT_LAUNCH_ERROR;
         snprintf(r->error, sizeof r->error, "%s", kt_error());
         return; /* the context is gone: the worker exits after answering */
     }
-    kt_module_unload(&mod);
+    if (!r->kept) kt_module_unload(mod);
     r->status = m.status;
     snprintf(r->error, sizeof r->error, "%s", m.error);
     r->rel_err = m.rel_err;
@@ -214,26 +239,23 @@ static int cmp_double(const void *a, const void *b) {
 /* Times every variant once per round, in turn (A B C A B C ...), so drift in clocks or
  * temperature hits all alike; each keeps the median, min and max of its round medians. */
 static void retime(worker_state *s, const job *j, kt_worker_result *r) {
-    int n = j->head.n;
-    kt_module mods[KT_RETIME_MAX];
+    int n = j->head.n, loaded = 0, kept[KT_RETIME_MAX];
+    kt_module spare[KT_RETIME_MAX], *mods[KT_RETIME_MAX];
     double us[KT_RETIME_MAX][KT_RETIME_ROUNDS];
-    int loaded = 0;
     if (!s->fake && setup(s, j, r)) return;
-    for (; !s->fake && loaded < n; loaded++) {
-        kt_cubin cubin = job_cubin(j, loaded);
-        if (kt_module_load(s->f, &j->v[loaded].config, &cubin, &mods[loaded])) {
+    for (; !s->fake && loaded < n; loaded++)
+        if (!(mods[loaded] = module_of(s, j, loaded, &spare[loaded], &kept[loaded]))) {
             r->outcome = KT_WORKER_SETUP_FAILED;
             snprintf(r->error, sizeof r->error, "%s", kt_error());
             break;
         }
-    }
     for (int round = 0; round < KT_RETIME_ROUNDS && r->outcome == KT_WORKER_DONE; round++)
         for (int i = 0; i < n && r->outcome == KT_WORKER_DONE; i++) {
             kt_timing t;
             if (s->fake) {
                 fake_misbehave(s, &j->v[i].config);
                 us[i][round] = fake_us(s, j, i, round);
-            } else if (kt_bench_time_variant(s->bench, &mods[i], &t)) {
+            } else if (kt_bench_time_variant(s->bench, mods[i], &t)) {
                 r->outcome = KT_WORKER_LOST; /* a verified variant that fails now lost the context */
                 snprintf(r->error, sizeof r->error, "%s", kt_error());
             } else {
@@ -241,7 +263,8 @@ static void retime(worker_state *s, const job *j, kt_worker_result *r) {
             }
         }
     if (r->outcome == KT_WORKER_LOST) return;
-    for (int i = 0; i < loaded; i++) kt_module_unload(&mods[i]);
+    for (int i = 0; i < loaded; i++)
+        if (!kept[i]) kt_module_unload(mods[i]);
     for (int i = 0; i < n && r->outcome == KT_WORKER_DONE; i++) {
         qsort(us[i], KT_RETIME_ROUNDS, sizeof(double), cmp_double);
         r->timing[i] = (kt_timing){us[i][KT_RETIME_ROUNDS / 2], us[i][0], us[i][KT_RETIME_ROUNDS - 1], KT_RETIME_ROUNDS};
@@ -351,7 +374,7 @@ int kt_worker_send(kt_worker *w, const kt_worker_job *job) {
     job_head head = {job->kind, job->n, job->problem, job->seed};
     int rc = send_all(w->fd, &head, sizeof head);
     for (int i = 0; i < job->n && !rc; i++) {
-        variant_head v = {.config = job->config[i], .size = job->cubin[i]->size};
+        variant_head v = {.config = job->config[i], .size = job->loaded[i] ? 0 : job->cubin[i]->size};
         memcpy(v.variant_id, job->cubin[i]->variant_id, sizeof v.variant_id);
         rc = send_all(w->fd, &v, sizeof v) || send_all(w->fd, job->cubin[i]->image, v.size);
     }
