@@ -58,9 +58,11 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
     if (l.threads > 1024) return snprintf(why, n, "%d threads per block", l.threads), -1;
     if (l.smem > SMEM_LIMIT)
         return snprintf(why, n, "needs %d bytes of shared memory (> %d)", l.smem, SMEM_LIMIT), -1;
-    /* Two live accumulator sets (running and per k-block) must stay in registers. */
-    if (l.frag_n * l.frag_m * 8 > 128)
-        return snprintf(why, n, "%d accumulator registers per thread", l.frag_n * l.frag_m * 8), -1;
+    /* Two live accumulator sets (running and per k-block), the fragments feeding them and
+     * ~40 for addresses must fit the registers a thread gets at this size, or ptxas spills. */
+    int need = l.frag_n * l.frag_m * 16 + 40, have = 65536 / l.threads < 255 ? 65536 / l.threads : 255;
+    if (need > have)
+        return snprintf(why, n, "needs ~%d registers per thread, %d threads get %d", need, l.threads, have), -1;
     return 0;
 }
 
@@ -141,8 +143,8 @@ static int launch(const kt_launch *l) {
     uint64_t p[5];
     memcpy(p, l->ptr, sizeof p);
     void *args[] = {&p[T_A], &p[T_AS], &p[T_B], &p[T_BS], &p[T_C], &M, &N, &K};
-    return kt_launch_kernel(l->mod, 0, N / v[P_TILE_N], (M + v[P_TILE_M] - 1) / v[P_TILE_M], v[P_SPLIT_K],
-                            lay.threads, lay.smem, l->stream, args);
+    return kt_launch_kernel_pdl(l->mod, 0, N / v[P_TILE_N], (M + v[P_TILE_M] - 1) / v[P_TILE_M], v[P_SPLIT_K],
+                                lay.threads, lay.smem, l->stream, args);
 }
 
 static int launch_reference(const kt_launch *l, uint64_t ref) {

@@ -115,6 +115,14 @@ fp8_gemm(const kt_u8 *__restrict__ A, const float *__restrict__ As, const kt_u8 
 #pragma unroll
             for (int e = 0; e < 4; e++) acc[i][j][e] = 0.f;
 
+    // The weights never depend on the kernel before this one: pull this CTA's slice into L2
+    // while that kernel may still be running (PDL), then wait for its activations.
+    for (int i = tid; i < TILE_N * (kt_end - kt_begin) * (TILE_K / 128); i += THREADS) {
+        const int r = i % TILE_N, line = i / TILE_N;
+        kt_prefetch_l2(B + (long)(n0 + r) * K + (long)kt_begin * TILE_K + line * 128);
+    }
+    kt_wait_producer();
+    kt_allow_consumer();
 #pragma unroll
     for (int s = 0; s < STAGES - 1; s++) {
         if (kt_begin + s < kt_end) load_stage(s, kt_begin + s);
@@ -135,13 +143,7 @@ fp8_gemm(const kt_u8 *__restrict__ A, const float *__restrict__ As, const kt_u8 
         const float *sc = (const float *)(st + W_BYTES + A_BYTES);
 #pragma unroll
         for (int b = 0; b < KBLOCKS; b++) {
-            float part[FRAG_N][FRAG_M][4];
-#pragma unroll
-            for (int i = 0; i < FRAG_N; i++)
-#pragma unroll
-                for (int j = 0; j < FRAG_M; j++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) part[i][j][e] = 0.f;
+            float part[FRAG_N][FRAG_M][4]; // this k-block's sums; its first mma starts them from 0
 #pragma unroll
             for (int s = 0; s < KSTEPS; s++) {
                 const int chunk = (b * 128 + (kgroup * KSTEPS + s) * 32) / 16;
@@ -157,7 +159,10 @@ fp8_gemm(const kt_u8 *__restrict__ A, const float *__restrict__ As, const kt_u8 
                     kt_u32 b0, b1;
                     kt_ldmatrix_x2(a_s + swizzle(row, chunk + ((lane >> 3) & 1)), b0, b1);
 #pragma unroll
-                    for (int i = 0; i < FRAG_N; i++) kt_mma_e4m3(part[i][j], wf[i], b0, b1);
+                    for (int i = 0; i < FRAG_N; i++) {
+                        if (s == 0) kt_mma_e4m3_first(part[i][j], wf[i], b0, b1);
+                        else kt_mma_e4m3(part[i][j], wf[i], b0, b1);
+                    }
                 }
             }
             const float bscale = sc[TILE_M * KBLOCKS + b];

@@ -145,3 +145,14 @@ int kt_launch_kernel(const kt_module *m, int k, unsigned gx, unsigned gy, unsign
                                       (CUstream)stream, args, NULL));
     return 0;
 }
+
+int kt_launch_kernel_pdl(const kt_module *m, int k, unsigned gx, unsigned gy, unsigned gz, unsigned block,
+                         unsigned smem, void *stream, void **args) {
+    CUlaunchAttribute pdl = {.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION};
+    pdl.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig cfg = {.gridDimX = gx, .gridDimY = gy, .gridDimZ = gz, .blockDimX = block, .blockDimY = 1,
+                          .blockDimZ = 1, .sharedMemBytes = smem, .hStream = (CUstream)stream,
+                          .attrs = &pdl, .numAttrs = 1};
+    KT_CHECK(CU, kt_cu.cuLaunchKernelEx(&cfg, (CUfunction)m->fn[k], args, NULL));
+    return 0;
+}

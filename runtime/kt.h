@@ -266,6 +266,11 @@ typedef struct kt_launch {
 /* Launches kernel index k of module m: grid, block, dynamic shared memory, args (cuLaunchKernel). */
 int kt_launch_kernel(const kt_module *m, int k, unsigned gx, unsigned gy, unsigned gz,
                      unsigned block, unsigned smem, void *stream, void **args);
+/* The same, launched as a programmatic dependent (PDL): the kernel may start while the
+ * previous kernel in the stream finishes, so it must execute griddepcontrol.wait before it
+ * reads anything that kernel writes (kt_device.cuh: kt_wait_producer). */
+int kt_launch_kernel_pdl(const kt_module *m, int k, unsigned gx, unsigned gy, unsigned gz,
+                         unsigned block, unsigned smem, void *stream, void **args);
 
 /* ------------------------------------------------------------- database */
 

@@ -23,6 +23,9 @@ __device__ __forceinline__ void kt_cp_async4(kt_u32 dst, const void *src, int sr
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }
 
+// Non-binding prefetch of the 128-byte line at p into L2.
+__device__ __forceinline__ void kt_prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
+
 __device__ __forceinline__ void kt_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 
 template <int N> __device__ __forceinline__ void kt_cp_async_wait() {
@@ -48,6 +51,15 @@ __device__ __forceinline__ void kt_mma_e4m3(float (&d)[4], const kt_u32 (&a)[4],
         "{%0,%1,%2,%3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// D = A * B (the accumulator starts from zero: no register moves to clear it).
+__device__ __forceinline__ void kt_mma_e4m3_first(float (&d)[4], const kt_u32 (&a)[4], kt_u32 b0, kt_u32 b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%10,%10,%10,%10};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
 }
 
 // Round-to-nearest-even float -> bf16 bits (NaN stays NaN), the same rule as the host.
@@ -101,3 +113,9 @@ __device__ __forceinline__ float4 kt_cluster_load4(kt_u32 cluster_addr) {
                  : "r"(cluster_addr));
     return v;
 }
+
+// Programmatic dependent launch (sm_90+): wait until the kernel before this one in the
+// stream has finished and its writes are visible (a no-op when launched without PDL), and
+// let the next kernel start launching (its own wait still orders it after this one).
+__device__ __forceinline__ void kt_wait_producer() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+__device__ __forceinline__ void kt_allow_consumer() { asm volatile("griddepcontrol.launch_dependents;\n" ::); }
