@@ -316,18 +316,21 @@ static void close_inherited(int fd) {
 
 /* The child: says hello, then answers jobs until the sweep closes the socket. Never returns. */
 static void serve(int fd, const kt_family *f, int ordinal) {
-    worker_state s = {.f = f, .fake = getenv("KT_FAKE_GPU") && !strcmp(getenv("KT_FAKE_GPU"), "1")};
+    worker_state *s = calloc(1, sizeof *s); /* half a megabyte of module slots: not on the stack */
+    if (!s) _exit(1);
+    s->f = f;
+    s->fake = getenv("KT_FAKE_GPU") && !strcmp(getenv("KT_FAKE_GPU"), "1");
     kt_worker_hello h;
-    hello(&s, ordinal, &h);
+    hello(s, ordinal, &h);
     if (send_all(fd, &h, sizeof h) || !h.ok) _exit(1);
     double delay_s = env_double("KT_FAKE_DELAY_MS", 0) / 1e3;
     for (job j; !job_read(fd, &j); job_free(&j)) {
         kt_worker_result r;
         memset(&r, 0, sizeof r);
-        if (s.fake && delay_s > 0) usleep((useconds_t)(delay_s * 1e6));
-        if (j.head.kind == KT_JOB_REFERENCE) load_reference(&s, &j, &r);
-        else if (j.head.kind == KT_JOB_MEASURE) measure(&s, &j, &r);
-        else retime(&s, &j, &r);
+        if (s->fake && delay_s > 0) usleep((useconds_t)(delay_s * 1e6));
+        if (j.head.kind == KT_JOB_REFERENCE) load_reference(s, &j, &r);
+        else if (j.head.kind == KT_JOB_MEASURE) measure(s, &j, &r);
+        else retime(s, &j, &r);
         if (send_all(fd, &r, sizeof r) || r.outcome == KT_WORKER_LOST) _exit(1);
     }
     _exit(0); /* _exit: the parent's atexit handlers and stdio buffers are not ours */
