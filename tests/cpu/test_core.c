@@ -101,7 +101,12 @@ KT_TEST(space_enumeration_and_constraints) {
     kt_parse_config(f, "TILE_K=256,SPLIT_K=2", &split);
     EXPECT(f->config_fits(&split, &p));
     p.m = 4096;
-    EXPECT(!f->config_fits(&split, &p)); /* no split-K partials at prefill sizes */
+    EXPECT(f->config_fits(&split, &p)); /* cluster split-K needs no workspace at any M */
+    EXPECT(f->hopeless(&split, &p));    /* ... but at 16384 tiles splitting is pointless */
+    p.m = 1;
+    kt_config wide;
+    kt_parse_config(f, "TILE_M=64", &wide);
+    EXPECT(f->config_fits(&wide, &p) && f->hopeless(&wide, &p)); /* 63 of 64 token rows padding */
     kt_config *fit = NULL;
     p.m = 16;
     int n_fit = kt_space_enumerate(f, 120, &p, &fit, NULL);
