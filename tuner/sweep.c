@@ -325,7 +325,7 @@ static const kt_cubin *finalist_cubin(sweep *s, int space_index, kt_cubin *own) 
 /* Starts the re-timing of a measured problem's finalists on sl, or, when there is nothing
  * to re-time (one finalist, or re-timed by an earlier run), updates its winner now.
  * Finalists may come from earlier runs, of another random sample too: they are looked
- * up in the whole space. Returns 1 when sl got the job. */
+ * up in the whole space. Returns 1 when sl got the job, 0 when not (-1 on error). */
 static int start_retime(sweep *s, slot *sl, int problem_index) {
     problem *pb = &s->problems[problem_index];
     char ids[FINALISTS][17];
@@ -348,26 +348,28 @@ static int start_retime(sweep *s, slot *sl, int problem_index) {
             break;
         }
     /* Only the re-timed compete, so a finalist left out (no longer in the space, or not
-     * compiling) would lose unheard: then the first pass decides. */
+     * compiling) would lose unheard: then there is no re-timing. */
     if (n > 1 && !retimed && job.n < n)
-        note(s, "re-timing %s M=%ld: %d of %d finalists not found; the first pass decides", pb->shape, pb->p.m,
-             n - job.n, n);
-    int rc = 0;
+        note(s, "%s M=%ld: %d of %d finalists cannot be compiled or found in the space: not re-timed", pb->shape,
+             pb->p.m, n - job.n, n);
+    int given = 0, requeued = 0;
     if (job.n == n && n > 1 && !kt_worker_send(sl->w, &job)) {
         sl->job = RETIMING;
         sl->problem = problem_index;
         sl->sent = job;
         for (int i = 0; i < job.n; i++) sl->sent.cubin[i] = NULL; /* may be own[], freed below */
         sl->since = kt_now();
-        rc = 1;
-    } else if (job.n == n && n > 1) { /* the worker is gone; the first pass decides */
+        given = 1;
+    } else if (job.n == n && n > 1) { /* it died idle, so not of this job: a new worker takes it */
         char why[128];
         kt_worker_stop(sl->w, why, sizeof why);
-        note(s, "re-timing %s: worker %s", pb->shape, why);
+        note(s, "GPU %d: worker %s while idle; restarting it", sl->ordinal, why);
         restart_worker(s, sl);
+        s->queue[s->n_queue++] = problem_index;
+        requeued = 1;
     }
     for (int i = 0; i < FINALISTS; i++) kt_cubin_free(&own[i]);
-    return rc ? rc : update_winner(s, pb);
+    return given || requeued ? given : update_winner(s, pb);
 }
 
 /* Gives sl its next job: a waiting re-timing first, else the next unit. Returns 1 when
