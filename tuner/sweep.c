@@ -42,7 +42,7 @@ typedef struct slot {
     kt_worker *w;  /* NULL once it could not be restarted */
     int job;       /* IDLE, RETIMING, or the unit it measures */
     int problem;   /* of a re-timing */
-    kt_worker_job sent;
+    kt_worker_job sent; /* the re-timing: its configs, in the order of the answer */
     double since;
     unsigned char *loaded; /* by variants index: the worker holds its module (no image to send) */
 } slot;
@@ -62,6 +62,7 @@ typedef struct sweep {
     char (*space_ids)[17];
     int n_space, n_sampled; /* all of them, and the first n_sampled this sweep measures */
     int *variant_of;    /* space index -> variants index, -1 when nothing needs it */
+    int *space_of;      /* variants index -> space index */
     kt_config *variants; /* the configs to compile, in the order units first need them */
     int n_variants;
     kt_compile_pool *pool;
@@ -238,7 +239,8 @@ static int plan_units(sweep *s) {
     s->units = malloc(sizeof *s->units * (size_t)(s->n_problems * s->n_sampled + 1));
     s->variant_of = malloc(sizeof *s->variant_of * (size_t)(s->n_space + 1));
     s->variants = malloc(sizeof *s->variants * (size_t)(s->n_space + 1));
-    if (!s->units || !s->variant_of || !s->variants) return kt_fail("out of memory");
+    s->space_of = malloc(sizeof *s->space_of * (size_t)(s->n_space + 1));
+    if (!s->units || !s->variant_of || !s->variants || !s->space_of) return kt_fail("out of memory");
     for (int i = 0; i < s->n_space; i++) s->variant_of[i] = -1;
     for (int pi = 0; pi < s->n_problems; pi++) {
         problem *pb = &s->problems[pi];
@@ -257,6 +259,7 @@ static int plan_units(sweep *s) {
             }
             if (s->variant_of[i] < 0) {
                 s->variant_of[i] = s->n_variants;
+                s->space_of[s->n_variants] = i;
                 s->variants[s->n_variants++] = s->space[i];
             }
             s->units[s->n_units++] = (unit){pi, s->variant_of[i]};
@@ -270,12 +273,14 @@ static int plan_units(sweep *s) {
 
 /* ------------------------------------------------------------ recording */
 
-/* A measurement row of variant config/cubin on problem pb, before its outcome. */
-static kt_measurement row_of(const sweep *s, const problem *pb, const kt_config *c, const kt_cubin *cubin) {
+/* The measurement row of a unit, before its outcome. */
+static kt_measurement row_of(const sweep *s, const unit *u) {
+    const problem *pb = &s->problems[u->problem];
+    const kt_cubin *cubin = kt_compile_pool_wait(s->pool, u->variant, NULL); /* NULL: did not compile */
     kt_measurement m = {.run_id = s->run_id, .device_id = s->device_id, .family = s->f->name, .m = pb->p.m};
     snprintf(m.source_hash, sizeof m.source_hash, "%s", s->source_hash);
-    kt_variant_id(s->f, c, s->arch, m.variant_id);
-    kt_format_config(s->f, c, m.config, sizeof m.config);
+    memcpy(m.variant_id, s->space_ids[s->space_of[u->variant]], sizeof m.variant_id);
+    kt_format_config(s->f, &s->variants[u->variant], m.config, sizeof m.config);
     snprintf(m.shape, sizeof m.shape, "%s", pb->shape);
     m.rel_err = m.median_us = m.min_us = m.max_us = NAN;
     if (cubin) {
@@ -299,9 +304,9 @@ static int record(sweep *s, const unit *u, const kt_measurement *m) {
     return 0;
 }
 
-/* Records unit u, sent to a worker as job, as a fault (how the worker ended, or the watchdog). */
-static int record_fault(sweep *s, const unit *u, const kt_worker_job *job, const char *why) {
-    kt_measurement m = row_of(s, &s->problems[u->problem], &job->config[0], job->cubin[0]);
+/* Records unit u as a fault (how its worker ended, or the watchdog). */
+static int record_fault(sweep *s, const unit *u, const char *why) {
+    kt_measurement m = row_of(s, u);
     m.status = KT_LAUNCH_ERROR;
     snprintf(m.error, sizeof m.error, "%s", why);
     s->rep->faults++;
@@ -390,7 +395,7 @@ static int dispatch(sweep *s, slot *sl) {
                              .config = {s->variants[u->variant]}, .cubin = {cubin},
                              .loaded = {sl->loaded[u->variant]}};
         if (!cubin) {
-            kt_measurement m = row_of(s, pb, &job.config[0], NULL);
+            kt_measurement m = row_of(s, u);
             m.status = KT_COMPILE_ERROR;
             snprintf(m.error, sizeof m.error, "%s", err ? err : "compile failed");
             s->next_unit++;
@@ -406,7 +411,6 @@ static int dispatch(sweep *s, slot *sl) {
             return 0;
         }
         sl->job = s->next_unit++;
-        sl->sent = job;
         sl->since = kt_now();
         return 1;
     }
@@ -417,7 +421,7 @@ static int dispatch(sweep *s, slot *sl) {
 
 static int on_measured(sweep *s, slot *sl, const kt_worker_result *r) {
     const unit *u = &s->units[sl->job];
-    kt_measurement m = row_of(s, &s->problems[u->problem], &sl->sent.config[0], sl->sent.cubin[0]);
+    kt_measurement m = row_of(s, u);
     if (r->outcome == KT_WORKER_SETUP_FAILED) return kt_fail("GPU %d: %s", sl->ordinal, r->error);
     m.status = r->status;
     snprintf(m.error, sizeof m.error, "%s", r->error);
@@ -473,7 +477,7 @@ static int on_fault(sweep *s, slot *sl, const char *why) {
         note(s, "re-timing %s: %s", s->problems[sl->problem].shape, why);
         rc = update_winner(s, &s->problems[sl->problem]);
     } else {
-        rc = record_fault(s, &s->units[sl->job], &sl->sent, why);
+        rc = record_fault(s, &s->units[sl->job], why);
     }
     restart_worker(s, sl);
     return rc;
@@ -604,6 +608,7 @@ int kt_sweep(const kt_sweep_options *o, kt_sweep_report *report) {
     free(s->space);
     free(s->space_ids);
     free(s->variant_of);
+    free(s->space_of);
     free(s->variants);
     free(s->units);
     free(s);
