@@ -174,17 +174,18 @@ KT_TEST(sweep_spreads_over_fake_gpus) {
 KT_TEST(sweep_without_gpu_says_so) {
     scratch t;
     begin(&t);
+    kt_sweep_options o = {.family = kt_family_find("selftest"), .n_shapes = 1, .n_ms = 1, .db_path = t.db,
+                          .strategy = "exhaustive", .quiet = 1};
+    o.shapes[0] = (kt_problem){.n_dims = 1, .dim = {4096}};
+    o.ms[0] = 1;
     unsetenv("KT_FAKE_GPU");
     if (access("/dev/nvidiactl", F_OK)) { /* only on a machine without a driver */
-        EXPECT(sweep(t.db, 0, NULL) == -1);
+        EXPECT(kt_sweep(&o, NULL) == -1);
         EXPECT(strstr(kt_error(), "GPU 0") && strstr(kt_error(), "needs"));
         EXPECT(access(t.db, F_OK) != 0); /* nothing written */
     }
     setenv("KT_FAKE_GPU", "1", 1);
-    kt_sweep_options o = {.family = kt_family_find("selftest"), .n_shapes = 1, .n_ms = 1, .db_path = t.db,
-                          .strategy = "exhaustive", .quiet = 1, .shard_index = 2, .shard_count = 2};
-    o.shapes[0] = (kt_problem){.n_dims = 1, .dim = {4096}};
-    o.ms[0] = 1;
+    o.shard_index = o.shard_count = 2;
     EXPECT(kt_sweep(&o, NULL) == -1 && strstr(kt_error(), "shard 2/2"));
     o.shard_count = 0;
     o.shapes[0].dim[0] = 4097;
