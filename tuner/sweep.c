@@ -394,10 +394,16 @@ static int dispatch(sweep *s, slot *sl) {
         kt_worker_job job = {.kind = KT_JOB_MEASURE, .problem = pb->p, .seed = pb->seed, .n = 1,
                              .config = {s->variants[u->variant]}, .cubin = {cubin},
                              .loaded = {sl->loaded[u->variant]}};
-        if (!cubin) {
+        /* A variant that spills to local memory is refused like one that does not build:
+         * winners must never spill (local memory traffic on the hot path). */
+        if (!cubin || cubin->report.spill_bytes > 0) {
             kt_measurement m = row_of(s, u);
             m.status = KT_COMPILE_ERROR;
-            snprintf(m.error, sizeof m.error, "%s", err ? err : "compile failed");
+            if (cubin)
+                snprintf(m.error, sizeof m.error, "ptxas spills %d bytes to local memory: refused",
+                         cubin->report.spill_bytes);
+            else
+                snprintf(m.error, sizeof m.error, "%s", err ? err : "compile failed");
             s->next_unit++;
             if (record(s, u, &m)) return -1;
             continue;
