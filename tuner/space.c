@@ -30,7 +30,6 @@ int kt_space_enumerate(const kt_family *f, int arch, const kt_problem *p, kt_con
 }
 
 int kt_space_sample(const kt_family *f, kt_config *list, int n, int budget, uint64_t seed) {
-    if (budget >= n) return n;
     uint64_t rng = seed;
     for (int i = n - 1; i > 0; i--) {
         int j = (int)(kt_rng_next(&rng) % (uint64_t)(i + 1));
@@ -45,7 +44,7 @@ int kt_space_sample(const kt_family *f, kt_config *list, int n, int budget, uint
             list[i] = t;
             break;
         }
-    return budget;
+    return budget < n ? budget : n;
 }
 
 struct kt_compile_pool {

@@ -15,6 +15,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define MAX_WORKERS 64
 #define MAX_PROBLEMS 1024 /* 32 shapes x 32 M values */
@@ -61,6 +62,7 @@ typedef struct sweep {
     kt_config *space;   /* every config of the space; a random strategy's sample first */
     char (*space_ids)[17];
     int n_space, n_sampled; /* all of them, and the first n_sampled this sweep measures */
+    int budget;             /* random strategy: configs per problem (0: all) */
     int *variant_of;    /* space index -> variants index, -1 when nothing needs it */
     int *space_of;      /* variants index -> space index */
     kt_config *variants; /* the configs to compile, in the order units first need them */
@@ -136,10 +138,23 @@ static int start_worker(sweep *s, slot *sl, kt_worker_hello *h) {
     return s->have_reference ? load_reference(s, sl) : 0;
 }
 
-/* Replaces the worker of a slot after a fault; a slot that cannot restart is dropped. */
+/* Replaces the worker of a slot after a fault; a slot that cannot restart is dropped.
+ * Right after a worker is killed in a hung kernel the driver may still be tearing its
+ * context down, and a new process's cuInit fails for a while (seen on an H200): back off
+ * and retry for about 20 s before giving the GPU up. */
 static void restart_worker(sweep *s, slot *sl) {
     kt_worker_hello h;
-    if (start_worker(s, sl, &h)) note(s, "%s; measuring without it", kt_error());
+    double wait_s = 0.25;
+    for (int attempt = 0; start_worker(s, sl, &h); attempt++) {
+        if (attempt == 7) {
+            note(s, "%s; measuring without it", kt_error());
+            return;
+        }
+        note(s, "GPU %d: restart failed (%s); retrying in %.2g s", sl->ordinal, kt_error(), wait_s);
+        struct timespec ts = {(time_t)wait_s, (long)((wait_s - (time_t)wait_s) * 1e9)};
+        nanosleep(&ts, NULL);
+        if (wait_s < 4) wait_s *= 2;
+    }
 }
 
 static int idle_workers_left(const sweep *s) {
@@ -244,12 +259,14 @@ static int plan_units(sweep *s) {
     for (int i = 0; i < s->n_space; i++) s->variant_of[i] = -1;
     for (int pi = 0; pi < s->n_problems; pi++) {
         problem *pb = &s->problems[pi];
-        for (int i = 0; i < s->n_sampled; i++) {
+        int taken = 0;
+        for (int i = 0; i < s->n_sampled && (!s->budget || taken < s->budget); i++) {
             if (!f->config_fits(&s->space[i], &pb->p)) continue;
             if (f->hopeless && f->hopeless(&s->space[i], &pb->p)) {
                 s->rep->pruned++;
                 continue;
             }
+            taken++;
             int have = kt_db_has_measurement(s->db, s->device_id, f->name, s->source_hash, s->space_ids[i],
                                              pb->shape, pb->p.m);
             if (have < 0) return -1;
@@ -589,8 +606,12 @@ int kt_sweep(const kt_sweep_options *o, kt_sweep_report *report) {
                              &s->run_id);
     }
     if (!rc && (s->n_space = s->n_sampled = kt_space_enumerate(s->f, s->arch, NULL, &s->space, NULL)) < 0) rc = -1;
-    if (!rc && !strcmp(o->strategy, "random"))
-        s->n_sampled = kt_space_sample(s->f, s->space, s->n_space, o->budget, o->seed);
+    /* Random: each problem measures the first `budget` configs of one seeded shuffle that
+     * fit it and are worth timing (plan_units), so pruning never shrinks the sample. */
+    if (!rc && !strcmp(o->strategy, "random")) {
+        kt_space_sample(s->f, s->space, s->n_space, s->n_space, o->seed);
+        s->budget = o->budget;
+    }
     if (!rc && !(s->space_ids = malloc(sizeof *s->space_ids * (size_t)(s->n_space + 1)))) rc = kt_fail("out of memory");
     for (int i = 0; !rc && i < s->n_space; i++) kt_variant_id(s->f, &s->space[i], s->arch, s->space_ids[i]);
     if (!rc) rc = plan_units(s);

@@ -8,8 +8,8 @@
  * not NULL), in the family's order. *out is malloc'd; returns the count, -1 on error.
  * *rejected (may be NULL) receives how many were rejected before compiling. */
 int kt_space_enumerate(const kt_family *f, int arch, const kt_problem *p, kt_config **out, int *rejected);
-/* Keeps `budget` configs of list[n] chosen by a seeded shuffle (the default config first
- * when present); returns the new count. */
+/* Shuffles list[n] by a seeded shuffle (the default config first when present) and returns
+ * min(budget, n): the first that many are the sample. */
 int kt_space_sample(const kt_family *f, kt_config *list, int n, int budget, uint64_t seed);
 
 /* Compiles list[n] for arch on `threads` threads, in list order, through the JIT cache,

@@ -51,6 +51,14 @@ if ! ldconfig -p 2>/dev/null | grep -q 'libcuda.so.1'; then
     expect_fail "tune without a GPU" "needs an NVIDIA GPU" tune --family fp8_gemm --shape N=1024,K=4096 --m 1 --db "$tmp/x.db"
     expect_fail "devices without a GPU" "needs an NVIDIA GPU" devices
 fi
+# A random sweep measures --budget configs per (shape, M) after pruning (fake GPU: real
+# compiles, made-up times).
+KT_FAKE_GPU=1 KT_CACHE_DIR="$tmp/cache" "$KT" tune --family fp8_gemm --shape N=1024,K=4096 --m 1,64 \
+    --strategy random --budget 5 --db "$tmp/random.db" >"$tmp/out" 2>"$tmp/err"
+rows=$("$KT" db export --format csv --db "$tmp/random.db" 2>/dev/null | tail -n +2 | wc -l)
+if [ "$rows" -eq 10 ]; then passed=$((passed + 1)); else
+    failed=$((failed + 1)); echo "FAIL cli: random budget: $rows rows, expected 10: $(tail -c 300 "$tmp/err")"; fi
+
 expect_ok "help" "usage: kt COMMAND" --help
 expect_ok "list" "fp8_gemm" list
 expect_ok "list family" "TILE_N" list fp8_gemm

@@ -4,7 +4,8 @@
 # winners, and prints the bench table. Logs go to $LOGS (default /tmp/kt-gpu) and, packed
 # as logs.tar.gz with the bench JSON, to $OUT when set (the device tool's folder). Ends with
 # "N passed, N failed".
-#   usage: tests/gpu/run.sh [quick]     (quick: fewer shapes and M values)
+#   usage: tests/gpu/run.sh [full|quick|verify|sweep|fault|bench]
+#          (quick: fewer M values; verify/sweep/fault/bench: that group of steps alone)
 set -u
 cd "$(dirname "$0")/../.."
 LOGS=${LOGS:-/tmp/kt-gpu}
@@ -13,6 +14,8 @@ export KT_CACHE_DIR=${KT_CACHE_DIR:-/tmp/kt-gpu-cache-$$}
 KT=./bin/kt
 MODE=${1:-full}
 passed=0 failed=0
+# want GROUP: whether this run includes that group of steps.
+want() { [ "$MODE" = full ] || [ "$MODE" = quick ] || [ "$MODE" = "$1" ]; }
 
 [ -x "$KT" ] || make -j"$(nproc)" bin/kt >"$LOGS/build.log" 2>&1 || { echo "build failed: see $LOGS/build.log"; exit 1; }
 
@@ -32,10 +35,13 @@ cat "$LOGS/devices.log"
 
 if [ "$MODE" = quick ]; then MS=1,16,256; SAMPLE=2; else MS=1,2,16,64,256,4096; SAMPLE=3; fi
 # The five target shapes plus DeepSeek-V3 shapes and an odd small one.
+if want verify; then
 step verify_fp8_gemm $KT verify --family fp8_gemm --shape targets --shape N=2304,K=7168 --shape N=128,K=128 \
     --m $MS --sample $SAMPLE --seed $RANDOM
 step verify_act_quant $KT verify --family act_quant --shape targets --shape K=7168 --m $MS --sample $SAMPLE --seed $RANDOM
+fi
 
+if want sweep; then
 # A sweep end to end into a fresh DB; then every measured row must be ok (a wrong result is a bug).
 rm -f "$LOGS/sweep.db"*
 step sweep $KT tune --family fp8_gemm --shape N=1024,K=4096 --shape N=4096,K=512 --m 1,16 \
@@ -64,7 +70,9 @@ dispatch_check() {
     grep -q '(default)' "$LOGS/d4"
 }
 step dispatch dispatch_check
+fi
 
+if want fault; then
 # A sweep that survives: the selftest family plants variants that fault (FAULT=1: a wild
 # store and a trap lose the context) and hang (HANG=1: only the watchdog ends them). The
 # sweep must finish with them recorded as launch errors and an honest winner per M.
@@ -114,13 +122,16 @@ resume_check() {
         [ -z "$(grep -Fxvf "$LOGS/resume_after.csv" "$LOGS/resume_before.csv")" ]
 }
 step resume resume_check
+fi
 
+if want bench; then
 # The bench table at the five target shapes from a sweep of them.
 rm -f "$LOGS/targets.db"*
 step tune_targets $KT tune --family fp8_gemm --shape targets --m 1,16,64,256 --strategy random --budget 48 \
     --db "$LOGS/targets.db"
 step bench $KT bench --family fp8_gemm --shape targets --m 1,16,64,256 --db "$LOGS/targets.db" --json "$LOGS/bench.json"
 cat "$LOGS/bench.log"
+fi
 
 if [ -n "${OUT:-}" ]; then
     cp "$LOGS/bench.json" "$OUT/" 2>/dev/null
