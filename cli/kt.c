@@ -467,6 +467,7 @@ static const struct {
 };
 
 int main(int argc, char **argv) {
+    kt_worker_main(argc, argv); /* returns unless this process is a sweep's worker */
     size_t used = 0;
     for (int i = 0; i < argc && used < sizeof cmdline; i++)
         used += snprintf(cmdline + used, sizeof cmdline - used, "%s%s", i ? " " : "", argv[i]);

@@ -109,6 +109,11 @@ typedef struct kt_worker_result {
 
 /* Forks a worker for GPU ordinal serving family f; NULL with error set if fork failed. */
 kt_worker *kt_worker_spawn(const kt_family *f, int ordinal);
+/* Workers run as this same program re-executed with argv[1] == KT_WORKER_ARG: every main()
+ * of a program that runs sweeps calls this first. It serves and never returns when argv
+ * asks for a worker, and returns 0 otherwise. */
+#define KT_WORKER_ARG "--kt-sweep-worker"
+int kt_worker_main(int argc, char **argv);
 /* Waits up to timeout_s for w's hello; -1 with error set if it died or said nothing. */
 int kt_worker_hello_wait(kt_worker *w, double timeout_s, kt_worker_hello *h);
 /* Sends a job (cubin images included); -1 with error set if the worker is gone. */

@@ -315,7 +315,7 @@ static void close_inherited(int fd) {
 }
 
 /* The child: says hello, then answers jobs until the sweep closes the socket. Never returns. */
-static void serve(int fd, const kt_family *f, int ordinal) {
+static _Noreturn void serve(int fd, const kt_family *f, int ordinal) {
     worker_state *s = calloc(1, sizeof *s); /* half a megabyte of module slots: not on the stack */
     if (!s) _exit(1);
     s->f = f;
@@ -336,6 +336,13 @@ static void serve(int fd, const kt_family *f, int ordinal) {
     _exit(0); /* _exit: the parent's atexit handlers and stdio buffers are not ours */
 }
 
+int kt_worker_main(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], KT_WORKER_ARG)) return 0;
+    const kt_family *f = argc == 5 ? kt_family_find(argv[2]) : NULL;
+    if (!f) _exit(2);
+    serve(atoi(argv[4]), f, atoi(argv[3]));
+}
+
 /* ----------------------------------------------------------- the parent */
 
 kt_worker *kt_worker_spawn(const kt_family *f, int ordinal) {
@@ -353,7 +360,15 @@ kt_worker *kt_worker_spawn(const kt_family *f, int ordinal) {
          * before this line, getppid() has already changed. */
         if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent) _exit(1);
         close_inherited(sv[1]);
-        serve(sv[1], f, ordinal);
+        /* A fresh image, not a copy of the sweep: once the sweep has run NVRTC, a forked
+         * copy's cuInit fails ("initialization error", seen on an H200 with a cold JIT
+         * cache), so the worker re-executes this program (kt_worker_main). The parent-death
+         * signal survives the exec. */
+        char ord[16], fd[16];
+        snprintf(ord, sizeof ord, "%d", ordinal);
+        snprintf(fd, sizeof fd, "%d", sv[1]);
+        execl("/proc/self/exe", "kt-worker", KT_WORKER_ARG, f->name, ord, fd, (char *)NULL);
+        _exit(127);
     }
     close(sv[1]);
     if (pid < 0) {
