@@ -16,6 +16,12 @@ extern int kt_test_passed, kt_test_failed;
         }                                                                              \
     } while (0)
 
+/* The first column of the first row of SQL query q on the database file at path, through a
+ * connection of its own, as text into out ("" if no row, "ERR" on error). */
+void kt_test_query(const char *path, const char *q, char *out, size_t n);
+/* The same as a number (-1 on error). */
+long kt_test_query_long(const char *path, const char *q);
+
 /* Defines a test case run by main.c (registered with a constructor). */
 typedef void (*kt_test_fn)(void);
 void kt_test_register(const char *name, kt_test_fn fn);

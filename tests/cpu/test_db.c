@@ -95,29 +95,6 @@ static int add(const fixture *fx, const char *family, const char *hash, const ch
     return rc;
 }
 
-/* Runs a query on the file through a separate raw SQLite connection and returns the
- * first column of its first row as text into out ("" if no row, "ERR" on error). */
-static void query(const char *path, const char *q, char *out, size_t n) {
-    sqlite3 *h;
-    sqlite3_stmt *st;
-    snprintf(out, n, "ERR");
-    if (sqlite3_open_v2(path, &h, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK &&
-        sqlite3_prepare_v2(h, q, -1, &st, NULL) == SQLITE_OK) {
-        int rc = sqlite3_step(st);
-        const char *text = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
-        if (rc == SQLITE_ROW) snprintf(out, n, "%s", text ? text : "NULL");
-        else if (rc == SQLITE_DONE) snprintf(out, n, "%s", "");
-        sqlite3_finalize(st);
-    }
-    sqlite3_close(h);
-}
-
-static long query_long(const char *path, const char *q) {
-    char out[64];
-    query(path, q, out, sizeof out);
-    return strcmp(out, "ERR") ? atol(out) : -1;
-}
-
 static int error_has(const char *s) { return strstr(kt_error(), s) != NULL; }
 
 KT_TEST(db_m_bucket) {
@@ -149,17 +126,17 @@ KT_TEST(db_schema_created) {
     kt_db_close(fx.db);
     fx.db = NULL;
     char buf[64];
-    EXPECT(query_long(fx.path, "SELECT value FROM meta WHERE key = 'schema_version'") == KT_SCHEMA_VERSION);
-    EXPECT(query_long(fx.path, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN "
+    EXPECT(kt_test_query_long(fx.path, "SELECT value FROM meta WHERE key = 'schema_version'") == KT_SCHEMA_VERSION);
+    EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN "
                                "('meta', 'devices', 'runs', 'measurements', 'winners')") == 5);
-    EXPECT(query_long(fx.path, "SELECT count(*) FROM sqlite_master WHERE type = 'index' "
+    EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM sqlite_master WHERE type = 'index' "
                                "AND name = 'measurements_problem'") == 1);
-    query(fx.path, "PRAGMA journal_mode", buf, sizeof buf);
+    kt_test_query(fx.path, "PRAGMA journal_mode", buf, sizeof buf);
     EXPECT(!strcmp(buf, "wal"));
     /* started_at is ISO-8601 UTC: 2025-01-31T12:34:56.789Z */
-    query(fx.path, "SELECT started_at FROM runs", buf, sizeof buf);
+    kt_test_query(fx.path, "SELECT started_at FROM runs", buf, sizeof buf);
     EXPECT(strlen(buf) == 24 && buf[4] == '-' && buf[10] == 'T' && buf[13] == ':' && buf[23] == 'Z');
-    query(fx.path, "SELECT kt_commit || ' ' || cmdline FROM runs", buf, sizeof buf);
+    kt_test_query(fx.path, "SELECT kt_commit || ' ' || cmdline FROM runs", buf, sizeof buf);
     EXPECT(!strcmp(buf, "abc123 kt tune --test"));
     cleanup(&fx);
 }
@@ -171,7 +148,7 @@ KT_TEST(db_reopen_idempotent) {
     EXPECT(add(&fx, "fam", "h", "v1", "N=1", 1, KT_OK, 5) == 0);
     kt_db_close(fx.db);
     fx.db = NULL;
-    long objects = query_long(fx.path, "SELECT count(*) FROM sqlite_master");
+    long objects = kt_test_query_long(fx.path, "SELECT count(*) FROM sqlite_master");
     for (int i = 0; i < 2; i++) {
         EXPECT(kt_db_open(fx.path, 0, &fx.db) == 0);
         EXPECT(kt_db_device_id(fx.db, &h200, &again) == 0);
@@ -179,10 +156,10 @@ KT_TEST(db_reopen_idempotent) {
         kt_db_close(fx.db);
         fx.db = NULL;
     }
-    EXPECT(query_long(fx.path, "SELECT count(*) FROM sqlite_master") == objects);
-    EXPECT(query_long(fx.path, "SELECT count(*) FROM devices") == 1);
-    EXPECT(query_long(fx.path, "SELECT count(*) FROM measurements") == 1);
-    EXPECT(query_long(fx.path, "SELECT count(*) FROM meta") == 1);
+    EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM sqlite_master") == objects);
+    EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM devices") == 1);
+    EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM measurements") == 1);
+    EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM meta") == 1);
     /* a closed writable DB is readable read-only (the runtime's mode), WAL and all */
     EXPECT(kt_db_open(fx.path, 1, &fx.db) == 0);
     EXPECT(fx.db && kt_db_has_measurement(fx.db, fx.device_id, "fam", "h", "v1", "N=1", 1) == 1);
@@ -211,7 +188,7 @@ KT_TEST(db_measurement_roundtrip) {
     r.spill_bytes = 8;
     EXPECT(kt_db_add_measurement(fx.db, &r) == 0);
     /* committed on return: a second connection sees it while ours is still open */
-    query(fx.path,
+    kt_test_query(fx.path,
           "SELECT printf('%d|%d|%s|%s|%s|%s|%s|%d|%s|%s|%.2f|%.3f|%.3f|%.2f|%d|%d|%.0f', run_id, device_id, "
           "family, source_hash, variant_id, config, shape, m, status, error, median_us, min_us, max_us, rel_err, "
           "registers, spill_bytes, compile_ms) FROM measurements",
@@ -223,16 +200,16 @@ KT_TEST(db_measurement_roundtrip) {
              fx.run_id, fx.device_id);
     EXPECT(!strcmp(buf, want));
     if (strcmp(buf, want)) fprintf(stderr, "  got  %s\n  want %s\n", buf, want);
-    query(fx.path, "SELECT created_at FROM measurements", buf, sizeof buf);
+    kt_test_query(fx.path, "SELECT created_at FROM measurements", buf, sizeof buf);
     EXPECT(strlen(buf) == 24 && buf[10] == 'T' && buf[23] == 'Z');
     /* an ok row gets no error text */
     EXPECT(add(&fx, "fp8_gemm", "0123456789abcdef", "v2", "N=1536,K=4096", 17, KT_OK, 3) == 0);
-    EXPECT(query_long(fx.path, "SELECT count(*) FROM measurements WHERE variant_id = 'v2' AND error IS NULL") == 1);
+    EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM measurements WHERE variant_id = 'v2' AND error IS NULL") == 1);
     /* foreign keys are on: a measurement of an unknown run is refused */
     r.run_id = 999;
     EXPECT(kt_db_add_measurement(fx.db, &r) == -1);
     EXPECT(error_has("FOREIGN KEY"));
-    EXPECT(query_long(fx.path, "SELECT count(*) FROM measurements") == 2);
+    EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM measurements") == 2);
     cleanup(&fx);
 }
 
@@ -265,24 +242,24 @@ KT_TEST(db_winner_ignores_failures) {
     EXPECT(add(&fx, "fam", "h", "v6", "N=128", 24, KT_OK, 3) == 0);
     EXPECT(add(&fx, "fam", "other", "v7", "N=64", 24, KT_OK, 3) == 0);
     EXPECT(kt_db_update_winner(fx.db, fx.device_id, "fam", "h", "N=64", 17) == 0);
-    query(fx.path, winner, buf, sizeof buf);
+    kt_test_query(fx.path, winner, buf, sizeof buf);
     EXPECT(!strcmp(buf, "v2 8.0 24"));
-    EXPECT(query_long(fx.path, "SELECT count(*) FROM winners") == 1);
-    EXPECT(query_long(fx.path, "SELECT count(*) FROM winners w JOIN measurements m ON m.id = w.measurement_id "
+    EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM winners") == 1);
+    EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM winners w JOIN measurements m ON m.id = w.measurement_id "
                                "WHERE m.status = 'ok' AND m.variant_id = w.variant_id") == 1);
     /* v2 gives a wrong result at another m of the bucket: it is out, v1 wins */
     EXPECT(add(&fx, "fam", "h", "v2", "N=64", 18, KT_WRONG_RESULT, 7) == 0);
     EXPECT(kt_db_update_winner(fx.db, fx.device_id, "fam", "h", "N=64", 18) == 0);
-    query(fx.path, winner, buf, sizeof buf);
+    kt_test_query(fx.path, winner, buf, sizeof buf);
     EXPECT(!strcmp(buf, "v1 10.0 24"));
     /* once every variant of the bucket has failed somewhere, the bucket has no winner */
     EXPECT(add(&fx, "fam", "h", "v1", "N=64", 22, KT_LAUNCH_ERROR, 0) == 0);
     EXPECT(kt_db_update_winner(fx.db, fx.device_id, "fam", "h", "N=64", 22) == 0);
-    EXPECT(query_long(fx.path, "SELECT count(*) FROM winners") == 0);
+    EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM winners") == 0);
     /* a bucket of failures only never gets a winner */
     EXPECT(add(&fx, "fam", "h", "v8", "N=64", 1, KT_WRONG_RESULT, 0.1) == 0);
     EXPECT(kt_db_update_winner(fx.db, fx.device_id, "fam", "h", "N=64", 1) == 0);
-    EXPECT(query_long(fx.path, "SELECT count(*) FROM winners") == 0);
+    EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM winners") == 0);
     cleanup(&fx);
 }
 
@@ -383,7 +360,7 @@ KT_TEST(db_lookup_stale_never_served) {
     SETUP(fx);
     /* only a stale row, even a fast exact one: the default */
     EXPECT(win(&fx, f, stale, "old", 1536, 4096, 16, 0.1) == 0);
-    EXPECT(query_long(fx.path, "SELECT count(*) FROM winners") == 1);
+    EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM winners") == 1);
     EXPECT(lookup(fx.db, &h200, f, 1536, 4096, 16, &w) == 1);
     EXPECT(w.level == KT_DEFAULT && strcmp(w.variant_id, "old") != 0);
     /* a current row of another shape beats a stale exact row */
@@ -438,7 +415,7 @@ KT_TEST(db_empty_file) {
     EXPECT(kt_db_open(fx.path, 1, &fx.db) == -1);
     EXPECT(error_has(fx.path) && error_has("not a kt database (empty file)"));
     EXPECT(kt_db_open(fx.path, 0, &fx.db) == 0);
-    EXPECT(query_long(fx.path, "SELECT value FROM meta WHERE key = 'schema_version'") == KT_SCHEMA_VERSION);
+    EXPECT(kt_test_query_long(fx.path, "SELECT value FROM meta WHERE key = 'schema_version'") == KT_SCHEMA_VERSION);
     cleanup(&fx);
 }
 
@@ -456,8 +433,8 @@ KT_TEST(db_foreign_sqlite_refused) {
     EXPECT(kt_db_open(fx.path, 0, &db) == -1);
     EXPECT(error_has(fx.path) && error_has("not a kt database"));
     /* untouched: no kt tables added, journal mode unchanged */
-    EXPECT(query_long(fx.path, "SELECT count(*) FROM sqlite_master") == 1);
-    query(fx.path, "PRAGMA journal_mode", buf, sizeof buf);
+    EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM sqlite_master") == 1);
+    kt_test_query(fx.path, "PRAGMA journal_mode", buf, sizeof buf);
     EXPECT(!strcmp(buf, "delete"));
     cleanup(&fx);
 }
@@ -468,14 +445,14 @@ KT_TEST(db_future_version_refused) {
     SETUP(fx);
     kt_db_close(fx.db);
     fx.db = NULL;
-    query(fx.path, "UPDATE meta SET value = 99 WHERE key = 'schema_version'", buf, sizeof buf);
+    kt_test_query(fx.path, "UPDATE meta SET value = 99 WHERE key = 'schema_version'", buf, sizeof buf);
     EXPECT(!strcmp(buf, ""));
     for (int read_only = 0; read_only < 2; read_only++) {
         EXPECT(kt_db_open(fx.path, read_only, &fx.db) == -1);
         EXPECT(fx.db == NULL);
         EXPECT(error_has(fx.path) && error_has("schema version 99 is newer"));
     }
-    EXPECT(query_long(fx.path, "SELECT value FROM meta WHERE key = 'schema_version'") == 99);
+    EXPECT(kt_test_query_long(fx.path, "SELECT value FROM meta WHERE key = 'schema_version'") == 99);
     cleanup(&fx);
 }
 
@@ -516,9 +493,9 @@ KT_TEST(db_concurrent_writers) {
         EXPECT(pid[c] > 0 && waitpid(pid[c], &status, 0) == pid[c]);
         EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     }
-    EXPECT(query_long(fx.path, "SELECT count(*) FROM measurements") == 400);
-    EXPECT(query_long(fx.path, "SELECT count(DISTINCT variant_id) FROM measurements") == 400);
-    query(fx.path, "PRAGMA integrity_check", buf, sizeof buf);
+    EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM measurements") == 400);
+    EXPECT(kt_test_query_long(fx.path, "SELECT count(DISTINCT variant_id) FROM measurements") == 400);
+    kt_test_query(fx.path, "PRAGMA integrity_check", buf, sizeof buf);
     EXPECT(!strcmp(buf, "ok"));
     cleanup(&fx);
 }

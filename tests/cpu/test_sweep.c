@@ -51,28 +51,6 @@ static void done(scratch *t) {
     unsetenv("KT_CACHE_DIR");
 }
 
-/* The first column of the first row of q on the file at path, as text ("ERR" on error). */
-static void query(const char *path, const char *q, char *out, size_t n) {
-    sqlite3 *h;
-    sqlite3_stmt *st;
-    snprintf(out, n, "ERR");
-    if (sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
-        sqlite3_prepare_v2(h, q, -1, &st, NULL) == SQLITE_OK) {
-        int rc = sqlite3_step(st);
-        const char *text = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
-        if (rc == SQLITE_ROW) snprintf(out, n, "%s", text ? text : "NULL");
-        else if (rc == SQLITE_DONE) out[0] = 0;
-        sqlite3_finalize(st);
-    }
-    sqlite3_close(h);
-}
-
-static long query_long(const char *path, const char *q) {
-    char out[64];
-    query(path, q, out, sizeof out);
-    return strcmp(out, "ERR") ? atol(out) : -1;
-}
-
 /* The selftest sweep of N=4096 at M = 1 and 64 into db. */
 static int sweep(const char *db, int max_workers, kt_sweep_report *r) {
     kt_sweep_options o = {.family = kt_family_find("selftest"), .n_shapes = 1, .n_ms = 2, .db_path = db,
@@ -88,14 +66,14 @@ static int sweep(const char *db, int max_workers, kt_sweep_report *r) {
 
 /* Every (variant, M) with its status and first-pass median, in one string (for equality). */
 static void rows_of(const char *db, char *out, size_t n) {
-    query(db,
+    kt_test_query(db,
           "SELECT group_concat(r, ';') FROM (SELECT variant_id || ' ' || shape || ' ' || m || ' ' || status || ' ' || "
           "ifnull(printf('%.4f', median_us), '-') AS r FROM measurements ORDER BY variant_id, shape, m)",
           out, n);
 }
 
 static void winners_of(const char *db, char *out, size_t n) {
-    query(db,
+    kt_test_query(db,
           "SELECT group_concat(r, ';') FROM (SELECT shape || ' ' || m_bucket || ' ' || variant_id || ' ' || "
           "printf('%.4f', median_us) AS r FROM winners ORDER BY shape, m_bucket)",
           out, n);
@@ -111,18 +89,18 @@ KT_TEST(sweep_survives_faults_and_hangs) {
     EXPECT(r.workers == 1 && r.measured == 24 && r.faults == 18 && r.retimed == 2 && r.already == 0);
     EXPECT(!strcmp(r.device.name, "kt fake GPU") && r.device.cc_major == 12 && r.device.sm_count == 188);
     EXPECT(kt_now() - t0 < 20); /* six watchdogs of 0.2 s, not a hang */
-    EXPECT(query_long(t.db, "SELECT count(*) FROM measurements") == 24);
-    EXPECT(query_long(t.db, "SELECT count(*) FROM measurements WHERE config LIKE '%FAULT=1%' AND status = "
+    EXPECT(kt_test_query_long(t.db, "SELECT count(*) FROM measurements") == 24);
+    EXPECT(kt_test_query_long(t.db, "SELECT count(*) FROM measurements WHERE config LIKE '%FAULT=1%' AND status = "
                             "'launch-error' AND error LIKE 'worker fault: killed by signal 11%'") == 12);
-    EXPECT(query_long(t.db, "SELECT count(*) FROM measurements WHERE config LIKE '%FAULT=0,HANG=1' AND status = "
+    EXPECT(kt_test_query_long(t.db, "SELECT count(*) FROM measurements WHERE config LIKE '%FAULT=0,HANG=1' AND status = "
                             "'launch-error' AND error = 'watchdog: no answer in 0.2 s'") == 6);
-    EXPECT(query_long(t.db, "SELECT count(*) FROM measurements WHERE config LIKE '%FAULT=0,HANG=0' AND status = "
+    EXPECT(kt_test_query_long(t.db, "SELECT count(*) FROM measurements WHERE config LIKE '%FAULT=0,HANG=0' AND status = "
                             "'ok' AND rel_err = 1e-3 AND min_us < median_us AND median_us < max_us") == 6);
     /* one worker: ok rows after the first fault were measured by a restarted one */
-    EXPECT(query_long(t.db, "SELECT count(*) FROM measurements WHERE status = 'ok' AND id > "
+    EXPECT(kt_test_query_long(t.db, "SELECT count(*) FROM measurements WHERE status = 'ok' AND id > "
                             "(SELECT min(id) FROM measurements WHERE status = 'launch-error')") >= 5);
     /* each M re-timed its three ok variants once, as one group */
-    EXPECT(query_long(t.db, "SELECT count(*) FROM retimes r JOIN measurements m USING (variant_id, shape, m) "
+    EXPECT(kt_test_query_long(t.db, "SELECT count(*) FROM retimes r JOIN measurements m USING (variant_id, shape, m) "
                             "WHERE m.status = 'ok' AND r.rounds = 5 AND r.min_us <= r.median_us "
                             "AND r.median_us <= r.max_us") == 6);
     /* the winner is the fastest ok variant of the fake's time order (its times are 5% apart),
@@ -132,22 +110,22 @@ KT_TEST(sweep_survives_faults_and_hangs) {
         snprintf(q, sizeof q,
                  "SELECT variant_id FROM measurements WHERE m = %d AND status = 'ok' ORDER BY median_us, variant_id "
                  "LIMIT 1", m);
-        query(t.db, q, want, sizeof want);
+        kt_test_query(t.db, q, want, sizeof want);
         snprintf(q, sizeof q, "SELECT variant_id FROM winners WHERE m_bucket = %d", m);
-        query(t.db, q, got, sizeof got);
+        kt_test_query(t.db, q, got, sizeof got);
         EXPECT(strlen(want) == 16 && !strcmp(want, got));
         snprintf(q, sizeof q,
                  "SELECT count(*) FROM winners w JOIN retimes r USING (variant_id, shape) WHERE w.m_bucket = %d "
                  "AND r.m = %d AND w.median_us = r.median_us AND w.min_us = r.min_us AND w.config LIKE "
                  "'%%FAULT=0,HANG=0'",
                  m, m);
-        EXPECT(query_long(t.db, q) == 1);
+        EXPECT(kt_test_query_long(t.db, q) == 1);
     }
     /* the same sweep again measures nothing twice */
     EXPECT(sweep(t.db, 0, &r) == 0);
     EXPECT(r.measured == 0 && r.already == 24 && r.retimed == 0);
-    EXPECT(query_long(t.db, "SELECT count(*) FROM measurements") == 24);
-    EXPECT(query_long(t.db, "SELECT count(*) FROM retimes") == 6);
+    EXPECT(kt_test_query_long(t.db, "SELECT count(*) FROM measurements") == 24);
+    EXPECT(kt_test_query_long(t.db, "SELECT count(*) FROM retimes") == 6);
     done(&t);
 }
 
@@ -229,7 +207,7 @@ static void winner(const fixture *fx, long bucket, char *out, size_t n) {
     char q[256];
     snprintf(q, sizeof q,
              "SELECT variant_id || ' ' || printf('%%.2f', median_us) FROM winners WHERE m_bucket = %ld", bucket);
-    query(fx->t.db, q, out, n);
+    kt_test_query(fx->t.db, q, out, n);
 }
 
 KT_TEST(winner_rule_with_retimes) {
@@ -252,7 +230,7 @@ KT_TEST(winner_rule_with_retimes) {
     winner(&fx, 16, w, sizeof w);
     EXPECT(!strcmp(w, "b 9.50"));
     EXPECT(kt_db_finalists(fx.db, fx.device_id, "fam", "h", "N=64", 16, 3, ids, &retimed) == 3 && retimed == 1);
-    EXPECT(query_long(fx.t.db, "SELECT count(*) FROM winners WHERE min_us = 9.4 AND max_us = 9.6") == 1);
+    EXPECT(kt_test_query_long(fx.t.db, "SELECT count(*) FROM winners WHERE min_us = 9.4 AND max_us = 9.6") == 1);
     /* a later group decides: a within 1% of b ties with it, and a has the lower id */
     long long run2;
     EXPECT(kt_db_run_begin(fx.db, fx.device_id, "abc", "kt tune --again", &run2) == 0);
@@ -313,18 +291,18 @@ KT_TEST(merge_copies_once_and_recomputes_winners) {
     b.db = NULL;
     for (int twice = 0; twice < 2; twice++) {
         EXPECT(kt_db_merge(a.db, b.t.db) == 0);
-        EXPECT(query_long(a.t.db, "SELECT count(*) FROM measurements") == 4);
-        EXPECT(query_long(a.t.db, "SELECT count(*) FROM devices") == 2);
-        EXPECT(query_long(a.t.db, "SELECT count(*) FROM runs") == 2);
-        EXPECT(query_long(a.t.db, "SELECT count(*) FROM retimes") == 2);
+        EXPECT(kt_test_query_long(a.t.db, "SELECT count(*) FROM measurements") == 4);
+        EXPECT(kt_test_query_long(a.t.db, "SELECT count(*) FROM devices") == 2);
+        EXPECT(kt_test_query_long(a.t.db, "SELECT count(*) FROM runs") == 2);
+        EXPECT(kt_test_query_long(a.t.db, "SELECT count(*) FROM retimes") == 2);
     }
-    query(a.t.db, "SELECT median_us FROM measurements WHERE variant_id = 'v1'", buf, sizeof buf);
+    kt_test_query(a.t.db, "SELECT median_us FROM measurements WHERE variant_id = 'v1'", buf, sizeof buf);
     EXPECT(!strcmp(buf, "10.0"));
     winner(&a, 16, w, sizeof w);
     EXPECT(!strcmp(w, "v3 8.50"));
-    EXPECT(query_long(a.t.db, "SELECT count(*) FROM winners w JOIN devices d ON d.id = w.device_id "
+    EXPECT(kt_test_query_long(a.t.db, "SELECT count(*) FROM winners w JOIN devices d ON d.id = w.device_id "
                               "WHERE w.variant_id = 'v9' AND d.driver_version = 13050") == 1);
-    EXPECT(query_long(a.t.db, "SELECT count(*) FROM runs r JOIN devices d ON d.id = r.device_id "
+    EXPECT(kt_test_query_long(a.t.db, "SELECT count(*) FROM runs r JOIN devices d ON d.id = r.device_id "
                               "WHERE r.cmdline = 'kt tune --test'") == 2);
     /* what cannot be merged says why and changes nothing */
     EXPECT(kt_db_merge(a.db, a.t.db) == -1 && strstr(kt_error(), "into itself"));
@@ -338,7 +316,7 @@ KT_TEST(merge_copies_once_and_recomputes_winners) {
         fclose(f);
     }
     EXPECT(kt_db_merge(a.db, junk) == -1 && strstr(kt_error(), "not a kt database"));
-    EXPECT(query_long(a.t.db, "SELECT count(*) FROM measurements") == 4);
+    EXPECT(kt_test_query_long(a.t.db, "SELECT count(*) FROM measurements") == 4);
     kt_db_close(a.db);
     done(&a.t);
     done(&b.t);
