@@ -131,6 +131,24 @@ step tune_targets $KT tune --family fp8_gemm --shape targets --m 1,16,64,256 --s
     --db "$LOGS/targets.db"
 step bench $KT bench --family fp8_gemm --shape targets --m 1,16,64,256 --db "$LOGS/targets.db" --json "$LOGS/bench.json"
 cat "$LOGS/bench.log"
+# The winners are sm_120 kernels: their sm_120 SASS uses the FP8 MMA and never local memory.
+winners_sass() {
+    local dir="$LOGS/sass" cfg n=0
+    rm -rf "$dir" && mkdir -p "$dir"
+    for cfg in $(grep -o '"config": "[^"]*"' "$LOGS/bench.json" | cut -d'"' -f4 | sort -u); do
+        $KT compile --family fp8_gemm --arch sm_120 --config "$cfg" --emit "$dir" >/dev/null || return 1
+    done
+    for f in "$dir"/*.cubin; do
+        cuobjdump -sass "$f" >"$f.sass" || return 1
+        grep -q 'QMMA.16832.F32.E4M3.E4M3' "$f.sass" || { echo "$f: no FP8 MMA"; return 1; }
+        if grep -qE '\b(LDL|STL)\b' "$f.sass"; then echo "$f: local memory"; return 1; fi
+        n=$((n + 1))
+    done
+    echo "$n winner cubins for sm_120: QMMA.16832.F32.E4M3.E4M3, no LDL/STL"
+    [ "$n" -gt 0 ]
+}
+step winners_sass winners_sass
+cat "$LOGS/winners_sass.log"
 fi
 
 if [ -n "${OUT:-}" ]; then
