@@ -76,22 +76,48 @@ fp8_gemm(const kt_u8 *__restrict__ A, const float *__restrict__ As, const kt_u8 
     const int kt_end = (int)((long)(blockIdx.z + 1) * n_ktiles / SPLIT_K);
     const int nb = n0 / 128;
 
+    // Each thread's 16-byte chunks of a tile: when the block's threads cover whole rows in
+    // passes of a multiple of 8 rows, chunk j of a thread sits j passes below its first one
+    // at the same swizzled column, so its addresses are one base plus compile-time offsets
+    // (a few integer ops per copy instead of a division, a swizzle and a 64-bit multiply).
+    constexpr int CH = TILE_K / 16, PASS_ROWS = THREADS / CH;
+    constexpr bool ROW_PASSES = THREADS % CH == 0 && PASS_ROWS % 8 == 0;
+    const int row0 = tid / CH, col0 = tid % CH;
+    const kt_u8 *w_src = B + (long)(n0 + row0) * K + col0 * 16;
+    const kt_u8 *a_src = A + (long)(m0 + row0) * K + col0 * 16;
+    const int tile_dst = swizzle(row0, col0);
+
     auto load_stage = [&](int slot, int ktile) {
         kt_u8 *st = smem + slot * STAGE_BYTES;
         const kt_u32 w_s = kt_smem_addr(st), a_s = w_s + W_BYTES;
         const int k0 = ktile * TILE_K;
-        constexpr int CH = TILE_K / 16;
+        if constexpr (ROW_PASSES) {
 #pragma unroll
-        for (int i = tid; i < TILE_N * CH; i += THREADS) {
-            int r = i / CH, c = i % CH;
-            kt_cp_async16(w_s + swizzle(r, c), B + (long)(n0 + r) * K + k0 + c * 16, 16);
-        }
+            for (int j = 0; j < (TILE_N + PASS_ROWS - 1) / PASS_ROWS; j++)
+                if (TILE_N % PASS_ROWS == 0 || row0 + j * PASS_ROWS < TILE_N)
+                    kt_cp_async16(w_s + tile_dst + j * PASS_ROWS * TILE_K, w_src + (long)j * PASS_ROWS * K + k0, 16);
 #pragma unroll
-        for (int i = tid; i < TILE_M * CH; i += THREADS) {
-            int r = i / CH, c = i % CH;
-            int m = m0 + r;
-            const kt_u8 *src = A + (long)(m < M ? m : 0) * K + k0 + c * 16;
-            kt_cp_async16(a_s + swizzle(r, c), src, m < M ? 16 : 0);
+            for (int j = 0; j < (TILE_M + PASS_ROWS - 1) / PASS_ROWS; j++) {
+                const int r = row0 + j * PASS_ROWS;
+                if (TILE_M % PASS_ROWS == 0 || r < TILE_M) {
+                    const bool live = m0 + r < M;
+                    kt_cp_async16(a_s + tile_dst + j * PASS_ROWS * TILE_K,
+                                  live ? a_src + (long)j * PASS_ROWS * K + k0 : A, live ? 16 : 0);
+                }
+            }
+        } else {
+#pragma unroll
+            for (int i = tid; i < TILE_N * CH; i += THREADS) {
+                int r = i / CH, c = i % CH;
+                kt_cp_async16(w_s + swizzle(r, c), B + (long)(n0 + r) * K + k0 + c * 16, 16);
+            }
+#pragma unroll
+            for (int i = tid; i < TILE_M * CH; i += THREADS) {
+                int r = i / CH, c = i % CH;
+                int m = m0 + r;
+                const kt_u8 *src = A + (long)(m < M ? m : 0) * K + k0 + c * 16;
+                kt_cp_async16(a_s + swizzle(r, c), src, m < M ? 16 : 0);
+            }
         }
         float *sc = (float *)(st + W_BYTES + A_BYTES);
         const int kb0 = ktile * KBLOCKS;
@@ -130,15 +156,16 @@ fp8_gemm(const kt_u8 *__restrict__ A, const float *__restrict__ As, const kt_u8 
     }
 
     const int g = lane >> 2, t = lane & 3;
+    // Ring slots advance with the k-tile; the prefetch writes the slot freed last iteration.
+    int slot = 0, fill_slot = STAGES - 1;
     for (int kt = kt_begin; kt < kt_end; kt++) {
         kt_cp_async_wait<STAGES - 2>();
         __syncthreads();
-        {
-            int next = kt + STAGES - 1;
-            if (next < kt_end) load_stage((next - kt_begin) % STAGES, next);
-            kt_cp_async_commit();
-        }
-        const kt_u8 *st = smem + ((kt - kt_begin) % STAGES) * STAGE_BYTES;
+        if (kt + STAGES - 1 < kt_end) load_stage(fill_slot, kt + STAGES - 1);
+        kt_cp_async_commit();
+        fill_slot = fill_slot == STAGES - 1 ? 0 : fill_slot + 1;
+        const kt_u8 *st = smem + slot * STAGE_BYTES;
+        slot = slot == STAGES - 1 ? 0 : slot + 1;
         const kt_u32 w_s = kt_smem_addr(st), a_s = w_s + W_BYTES;
         const float *sc = (const float *)(st + W_BYTES + A_BYTES);
 #pragma unroll
