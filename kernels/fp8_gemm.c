@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { P_TILE_N, P_TILE_M, P_TILE_K, P_WARPS, P_WARPS_M, P_WARPS_K, P_STAGES, P_SPLIT_K };
+enum { P_TILE_N, P_TILE_M, P_TILE_K, P_WARPS, P_WARPS_M, P_WARPS_K, P_STAGES, P_SPLIT_K, P_PROMOTE };
 enum { T_A, T_AS, T_B, T_BS, T_C };
 
 #define SMEM_LIMIT (99 * 1024) /* sm_120's shared memory per block; kept on every arch */
@@ -58,9 +58,14 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
     if (l.threads > 1024) return snprintf(why, n, "%d threads per block", l.threads), -1;
     if (l.smem > SMEM_LIMIT)
         return snprintf(why, n, "needs %d bytes of shared memory (> %d)", l.smem, SMEM_LIMIT), -1;
-    /* Two live accumulator sets (running and per k-block), the fragments feeding them and
-     * ~40 for addresses must fit the registers a thread gets at this size, or ptxas spills. */
-    int need = l.frag_n * l.frag_m * 16 + 40, have = 65536 / l.threads < 255 ? 65536 / l.threads : 255;
+    /* The running sums, this k-block's sums and the fragments feeding them, plus ~40 for
+     * addresses, must fit the registers a thread gets at this block size, or ptxas spills.
+     * PROMOTE=0 holds the whole warp tile's k-block sums (empirically ~16 per fragment all
+     * told); PROMOTE=1 one token fragment's, with the k-block's weight fragments. */
+    int frags = l.frag_n * l.frag_m, ksteps = 4 / v[P_WARPS_K];
+    if (v[P_PROMOTE] && l.frag_m < 2) return snprintf(why, n, "PROMOTE=1 is PROMOTE=0 with one token fragment"), -1;
+    int need = v[P_PROMOTE] ? 4 * frags + 4 * l.frag_n * (ksteps + 1) + 40 : 16 * frags + 40;
+    int have = 65536 / l.threads < 255 ? 65536 / l.threads : 255;
     if (need > have)
         return snprintf(why, n, "needs ~%d registers per thread, %d threads get %d", need, l.threads, have), -1;
     return 0;
@@ -175,7 +180,7 @@ const kt_family kt_family_fp8_gemm = {
     .n_dims = 2,
     .dim_names = {"N", "K"},
     .m_name = "M",
-    .n_params = 8,
+    .n_params = 9,
     .params = {{"TILE_N", 4, {16, 32, 64, 128}},
                {"TILE_M", 5, {8, 16, 32, 64, 128}},
                {"TILE_K", 2, {128, 256}},
@@ -183,8 +188,9 @@ const kt_family kt_family_fp8_gemm = {
                {"WARPS_M", 3, {1, 2, 4}},
                {"WARPS_K", 3, {1, 2, 4}},
                {"STAGES", 5, {2, 3, 4, 6, 8}},
-               {"SPLIT_K", 4, {1, 2, 4, 8}}},
-    .default_config = {{64, 16, 128, 4, 1, 1, 4, 1}},
+               {"SPLIT_K", 4, {1, 2, 4, 8}},
+               {"PROMOTE", 2, {0, 1}}},
+    .default_config = {{64, 16, 128, 4, 1, 1, 4, 1, 0}},
     .target_shapes = target_shapes,
     .n_target_shapes = 5,
     .check_problem = check_problem,

@@ -24,11 +24,15 @@
 #define KT_WARPS_K 1
 #define KT_STAGES 4
 #define KT_SPLIT_K 1
+#define KT_PROMOTE 0
 #endif
 
 constexpr int TILE_N = KT_TILE_N, TILE_M = KT_TILE_M, TILE_K = KT_TILE_K;
 constexpr int WARPS = KT_WARPS, WARPS_M = KT_WARPS_M, WARPS_K = KT_WARPS_K;
 constexpr int STAGES = KT_STAGES, SPLIT_K = KT_SPLIT_K;
+// PROMOTE 0: each k-block's sums of the whole warp tile are live at once; 1: one token
+// fragment's at a time (fewer registers, shorter independent mma chains).
+constexpr bool PROMOTE_PER_TOKEN_FRAG = KT_PROMOTE == 1;
 constexpr int WARPS_N = WARPS / WARPS_M;
 constexpr int THREADS = WARPS * WARPS_K * 32;
 constexpr int WN = TILE_N / WARPS_N, WM = TILE_M / WARPS_M; // warp tile
@@ -170,40 +174,63 @@ fp8_gemm(const kt_u8 *__restrict__ A, const float *__restrict__ As, const kt_u8 
         const float *sc = (const float *)(st + W_BYTES + A_BYTES);
 #pragma unroll
         for (int b = 0; b < KBLOCKS; b++) {
-            float part[FRAG_N][FRAG_M][4]; // this k-block's sums; its first mma starts them from 0
-#pragma unroll
-            for (int s = 0; s < KSTEPS; s++) {
-                const int chunk = (b * 128 + (kgroup * KSTEPS + s) * 32) / 16;
-                kt_u32 wf[FRAG_N][4];
-#pragma unroll
-                for (int i = 0; i < FRAG_N; i++) {
-                    int q = lane >> 3, row = warp_n * WN + i * 16 + (q & 1) * 8 + (lane & 7);
-                    kt_ldmatrix_x4(w_s + swizzle(row, chunk + (q >> 1)), wf[i][0], wf[i][1], wf[i][2], wf[i][3]);
-                }
-#pragma unroll
-                for (int j = 0; j < FRAG_M; j++) {
-                    int row = warp_m * WM + j * 8 + (lane & 7);
-                    kt_u32 b0, b1;
-                    kt_ldmatrix_x2(a_s + swizzle(row, chunk + ((lane >> 3) & 1)), b0, b1);
-#pragma unroll
-                    for (int i = 0; i < FRAG_N; i++) {
-                        if (s == 0) kt_mma_e4m3_first(part[i][j], wf[i], b0, b1);
-                        else kt_mma_e4m3(part[i][j], wf[i], b0, b1);
-                    }
-                }
-            }
             const float bscale = sc[TILE_M * KBLOCKS + b];
-#pragma unroll
-            for (int j = 0; j < FRAG_M; j++) {
+            // Adds this k-block's sums of token fragment j, scaled, into acc.
+            auto promote = [&](int j, const float (&sum)[FRAG_N][4]) {
                 int col = warp_m * WM + j * 8 + 2 * t;
                 float s0 = sc[b * TILE_M + col] * bscale, s1 = sc[b * TILE_M + col + 1] * bscale;
 #pragma unroll
                 for (int i = 0; i < FRAG_N; i++) {
-                    acc[i][j][0] += part[i][j][0] * s0;
-                    acc[i][j][1] += part[i][j][1] * s1;
-                    acc[i][j][2] += part[i][j][2] * s0;
-                    acc[i][j][3] += part[i][j][3] * s1;
+                    acc[i][j][0] += sum[i][0] * s0;
+                    acc[i][j][1] += sum[i][1] * s1;
+                    acc[i][j][2] += sum[i][2] * s0;
+                    acc[i][j][3] += sum[i][3] * s1;
                 }
+            };
+            auto load_w = [&](int s, kt_u32 (&wf)[FRAG_N][4]) {
+                const int chunk = (b * 128 + (kgroup * KSTEPS + s) * 32) / 16, q = lane >> 3;
+#pragma unroll
+                for (int i = 0; i < FRAG_N; i++) {
+                    int row = warp_n * WN + i * 16 + (q & 1) * 8 + (lane & 7);
+                    kt_ldmatrix_x4(w_s + swizzle(row, chunk + (q >> 1)), wf[i][0], wf[i][1], wf[i][2], wf[i][3]);
+                }
+            };
+            auto mma_tokens = [&](int s, int j, const kt_u32 (&wf)[FRAG_N][4], float (&sum)[FRAG_N][4]) {
+                const int chunk = (b * 128 + (kgroup * KSTEPS + s) * 32) / 16;
+                int row = warp_m * WM + j * 8 + (lane & 7);
+                kt_u32 b0, b1;
+                kt_ldmatrix_x2(a_s + swizzle(row, chunk + ((lane >> 3) & 1)), b0, b1);
+#pragma unroll
+                for (int i = 0; i < FRAG_N; i++) {
+                    if (s == 0) kt_mma_e4m3_first(sum[i], wf[i], b0, b1);
+                    else kt_mma_e4m3(sum[i], wf[i], b0, b1);
+                }
+            };
+            if (PROMOTE_PER_TOKEN_FRAG) {
+                // The k-block's weight fragments stay in registers and one token fragment's
+                // sums at a time: 4*FRAG_N + 16*FRAG_N registers instead of 4*FRAG_N*FRAG_M,
+                // which is what lets large warp tiles fit.
+                kt_u32 wf[KSTEPS][FRAG_N][4];
+#pragma unroll
+                for (int s = 0; s < KSTEPS; s++) load_w(s, wf[s]);
+#pragma unroll
+                for (int j = 0; j < FRAG_M; j++) {
+                    float sum[FRAG_N][4];
+#pragma unroll
+                    for (int s = 0; s < KSTEPS; s++) mma_tokens(s, j, wf[s], sum);
+                    promote(j, sum);
+                }
+            } else {
+                float part[FRAG_M][FRAG_N][4]; // this k-block's sums; its first mma starts them from 0
+#pragma unroll
+                for (int s = 0; s < KSTEPS; s++) {
+                    kt_u32 wf[FRAG_N][4];
+                    load_w(s, wf);
+#pragma unroll
+                    for (int j = 0; j < FRAG_M; j++) mma_tokens(s, j, wf, part[j]);
+                }
+#pragma unroll
+                for (int j = 0; j < FRAG_M; j++) promote(j, part[j]);
             }
         }
     }
