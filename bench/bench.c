@@ -85,6 +85,7 @@ typedef struct bench_row {
     const char *level; /* lookup level of the served variant, "explicit" for --config, NULL if none */
     double floor_us;
     baseline_result lt_fp8, bf16;
+    baseline_result quant_gemm; /* kt's act_quant then this variant: the real decode cost */
 } bench_row;
 
 typedef struct bench_run {
@@ -332,6 +333,72 @@ static int baseline_bf16(bench_run *run, kt_bench *b, const kt_problem *p, uint6
     return rc;
 }
 
+/* kt's decode step as a model runs it: act_quant (bf16 activations -> e4m3 + scales, the
+ * DB's winner for (K, M)) then the GEMM variant, both in one graph, activations rotated. */
+typedef struct quant_gemm_case {
+    const kt_family *quant, *gemm;
+    const kt_module *quant_mod, *gemm_mod;
+    kt_problem quant_p, gemm_p;
+    kt_bench *b; /* the GEMM bench: its weights, scales and output */
+    int b_tensor, bs_tensor, c_tensor;
+    CUdeviceptr x, a, as;
+    size_t x_stride, a_stride, as_stride;
+} quant_gemm_case;
+
+static int enqueue_quant_gemm(void *ctx, int copy, void *stream) {
+    quant_gemm_case *g = ctx;
+    uint64_t a = g->a + (size_t)copy * g->a_stride, as = g->as + (size_t)copy * g->as_stride;
+    kt_launch q = {.mod = g->quant_mod, .config = &g->quant_mod->config, .problem = &g->quant_p, .stream = stream,
+                   .ptr = {g->x + (size_t)copy * g->x_stride, a, as}};
+    kt_launch m = {.mod = g->gemm_mod, .config = &g->gemm_mod->config, .problem = &g->gemm_p, .stream = stream,
+                   .ptr = {a, as, kt_bench_ptr(g->b, g->b_tensor, copy), kt_bench_ptr(g->b, g->bs_tensor, copy),
+                           kt_bench_ptr(g->b, g->c_tensor, copy)}};
+    return g->quant->launch(&q) || g->gemm->launch(&m) ? -1 : 0;
+}
+
+/* Index of the tensor called name in the family's order for p, or -1. */
+static int tensor_index(const kt_family *f, const kt_problem *p, const char *name) {
+    kt_tensor_desc t[KT_MAX_TENSORS];
+    int n = f->tensors(p, t);
+    for (int i = 0; i < n; i++)
+        if (!strcmp(t[i].name, name)) return i;
+    return -1;
+}
+
+static int time_quant_gemm(bench_run *run, kt_bench *b, const kt_problem *p, const kt_module *gemm, uint64_t seed,
+                           baseline_result *r) {
+    quant_gemm_case g = {.quant = kt_family_find("act_quant"), .gemm = run->f, .gemm_mod = gemm, .gemm_p = *p, .b = b,
+                         .b_tensor = tensor_index(run->f, p, "B"), .bs_tensor = tensor_index(run->f, p, "Bs"),
+                         .c_tensor = tensor_index(run->f, p, "C")};
+    if (!g.quant || g.b_tensor < 0 || g.bs_tensor < 0 || g.c_tensor < 0) return kt_fail("no act_quant + GEMM pair");
+    g.quant_p = (kt_problem){.n_dims = 1, .dim = {p->dim[1]}, .m = p->m};
+    kt_module quant = {0};
+    kt_lookup_level level;
+    size_t m = (size_t)p->m, k = (size_t)p->dim[1];
+    int copies = kt_bench_copies(b);
+    uint64_t rng = seed;
+    kt_timing t;
+    g.a_stride = (m * k + 255) / 256 * 256;
+    g.as_stride = (m * (k / 128) * sizeof(float) + 255) / 256 * 256;
+    int rc = kt_dispatch(run->db, g.quant, &g.quant_p, &quant, &level) ||
+             upload_bf16_copies(&g.x, m * k, copies, &g.x_stride, &rng) ||
+             kt_status_CU(kt_cu.cuMemAlloc(&g.a, g.a_stride * (size_t)copies), "cuMemAlloc", __FILE__, __LINE__) ||
+             kt_status_CU(kt_cu.cuMemAlloc(&g.as, g.as_stride * (size_t)copies), "cuMemAlloc", __FILE__, __LINE__);
+    g.quant_mod = &quant;
+    if (!rc) rc = enqueue_quant_gemm(&g, 0, kt_bench_stream(b)) ||
+                  kt_status_CU(kt_cu.cuStreamSynchronize(kt_bench_stream(b)), "act_quant + fp8_gemm", __FILE__, __LINE__) ||
+                  kt_bench_time(b, enqueue_quant_gemm, &g, &t);
+    if (!rc) {
+        r->name = "kt_act_quant+fp8_gemm";
+        r->us = t.median_us;
+    }
+    if (g.x) kt_cu.cuMemFree(g.x);
+    if (g.a) kt_cu.cuMemFree(g.a);
+    if (g.as) kt_cu.cuMemFree(g.as);
+    kt_module_unload(&quant);
+    return rc ? -1 : 0;
+}
+
 /* ------------------------------------------------------------ the run */
 
 static int open_baselines(bench_run *run, const kt_problem *p) {
@@ -415,7 +482,7 @@ static int bench_case(bench_run *run, const kt_problem *p, bench_row *row) {
     m->rel_err = m->median_us = m->min_us = m->max_us = NAN;
     kt_format_shape(f, p, m->shape, sizeof m->shape);
     row->floor_us = f->bytes(p) / run->copy_bytes_per_s * 1e6;
-    row->lt_fp8 = row->bf16 = (baseline_result){NULL, NAN, -1};
+    row->lt_fp8 = row->bf16 = row->quant_gemm = (baseline_result){NULL, NAN, -1};
     char label[192];
     snprintf(label, sizeof label, "%s %s=%ld", m->shape, f->m_name, p->m);
     /* The tuner's seed for this case, so bench and sweep see the same inputs. */
@@ -459,6 +526,9 @@ static int bench_case(bench_run *run, const kt_problem *p, bench_row *row) {
             rc = report_baseline(baseline_lt_fp8(run, b, p, label, seed ^ 0x1, &row->lt_fp8), "cublaslt_fp8", label);
         if (!rc && run->has_baselines)
             rc = report_baseline(baseline_bf16(run, b, p, seed ^ 0x2, &row->bf16), "cublas_bf16", label);
+        if (!rc && run->has_baselines && mod && m->status == KT_OK)
+            rc = report_baseline(time_quant_gemm(run, b, p, mod, seed ^ 0x3, &row->quant_gemm), "act_quant+fp8_gemm",
+                                 label);
     }
     if (m->status != KT_OK) fprintf(stderr, "kt bench: %s: kt %s: %s\n", label, kt_status_name(m->status), m->error);
     kt_bench_free(b);
@@ -481,18 +551,19 @@ static void format_value(char *out, size_t n, double v, const char *fmt) {
 }
 
 static void print_header(const kt_family *f) {
-    printf("%-20s %6s %10s %9s %9s %16s %15s %13s %9s  %s\n", "shape", f->m_name, "kt_us", "floor_us", "kt/floor",
-           "cublaslt_fp8_us", "cublas_bf16_us", "best_base/kt", "rel_err", "config");
+    printf("%-20s %6s %10s %9s %9s %16s %15s %13s %13s %9s  %s\n", "shape", f->m_name, "kt_us", "floor_us", "kt/floor",
+           "cublaslt_fp8_us", "cublas_bf16_us", "best_base/kt", "quant+kt_us", "rel_err", "config");
 }
 
 static void print_row(const bench_run *run, const bench_row *row) {
     const kt_measurement *m = &row->kt;
-    char kt[32], ratio[32], lt[32], bf16[32], speedup[32], err[32];
+    char kt[32], ratio[32], lt[32], bf16[32], speedup[32], err[32], pair[32];
     if (m->status == KT_OK) snprintf(kt, sizeof kt, "%.2f", m->median_us);
     else snprintf(kt, sizeof kt, "%s", kt_status_name(m->status));
     format_value(ratio, sizeof ratio, kt_us(row) / row->floor_us, "%.2f");
     format_value(speedup, sizeof speedup, best_baseline_us(row) / kt_us(row), "%.2fx");
     format_value(err, sizeof err, m->rel_err, "%.1e");
+    format_value(pair, sizeof pair, row->quant_gemm.us, "%.2f");
     if (!run->has_baselines) {
         snprintf(lt, sizeof lt, "-");
         snprintf(bf16, sizeof bf16, "-");
@@ -502,8 +573,8 @@ static void print_row(const bench_run *run, const bench_row *row) {
         format_value(lt, sizeof lt, row->lt_fp8.us, tensor ? "%.2fT" : "%.2f");
         format_value(bf16, sizeof bf16, row->bf16.us, "%.2f");
     }
-    printf("%-20s %6ld %10s %9.2f %9s %16s %15s %13s %9s  %s\n", m->shape, m->m, kt, row->floor_us, ratio, lt, bf16,
-           speedup, err, m->config[0] ? m->config : "-");
+    printf("%-20s %6ld %10s %9.2f %9s %16s %15s %13s %13s %9s  %s\n", m->shape, m->m, kt, row->floor_us, ratio, lt,
+           bf16, speedup, pair, err, m->config[0] ? m->config : "-");
     fflush(stdout);
 }
 
@@ -579,6 +650,7 @@ static void json_row(text *t, const bench_run *run, const bench_row *row) {
     else text_add(t, ", \"cublaslt_fp8_algo\": null");
     json_number(t, "cublas_bf16_us", row->bf16.us);
     json_number(t, "best_baseline_over_kt", best_baseline_us(row) / kt_us(row));
+    json_number(t, "kt_quant_gemm_us", row->quant_gemm.us);
     json_number(t, "rel_err", m->rel_err);
     json_string(t, "config", m->config);
     json_string(t, "variant_id", m->variant_id);
