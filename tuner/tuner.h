@@ -12,11 +12,18 @@ int kt_space_enumerate(const kt_family *f, int arch, const kt_problem *p, kt_con
  * min(budget, n): the first that many are the sample. */
 int kt_space_sample(const kt_family *f, kt_config *list, int n, int budget, uint64_t seed);
 
-/* Compiles list[n] for arch on `threads` threads, in list order, through the JIT cache,
- * while the caller consumes results in order with kt_compile_pool_wait (pipelining). */
+/* Compiles list[n] (items 0..n-1) for arch on `threads` threads, in list order, through the
+ * JIT cache, while the caller consumes results with kt_compile_pool_wait (pipelining).
+ * NULL when out of memory. */
 typedef struct kt_compile_pool kt_compile_pool;
 kt_compile_pool *kt_compile_pool_start(const kt_family *f, const kt_config *list, int n, int arch, int threads);
-/* Waits for item i; returns its cubin (NULL when it failed: *error gets the message). */
+/* Appends config c as the next item and returns its index (-1 with error set if out of
+ * memory); an urgent item compiles before every non-urgent one still waiting. */
+int kt_compile_pool_add(kt_compile_pool *pool, const kt_config *c, int urgent);
+/* 1 when item i has finished compiling (or failed): kt_compile_pool_wait would not block. */
+int kt_compile_pool_ready(kt_compile_pool *pool, int i);
+/* Waits for item i; returns its cubin (NULL when it failed: *error gets the message). The
+ * cubin stays valid until the pool is freed. */
 const kt_cubin *kt_compile_pool_wait(kt_compile_pool *pool, int i, const char **error);
 /* Joins the threads and frees every cubin. */
 void kt_compile_pool_free(kt_compile_pool *pool);
