@@ -112,6 +112,12 @@ void kt_format_shape(const kt_family *f, const kt_problem *p, char *out, size_t 
         used += snprintf(out + used, n - used, "%s%s=%ld", i ? "," : "", f->dim_names[i], p->dim[i]);
 }
 
+int kt_param_value_index(const kt_param *p, int value) {
+    for (int j = 0; j < p->n_values; j++)
+        if (p->values[j] == value) return j;
+    return -1;
+}
+
 int kt_parse_config(const kt_family *f, const char *s, kt_config *c) {
     const char *names[KT_MAX_PARAMS];
     long v[KT_MAX_PARAMS] = {0};

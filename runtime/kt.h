@@ -157,6 +157,8 @@ const kt_family *kt_family_find(const char *name);
 int kt_parse_shape(const kt_family *f, const char *s, kt_problem *p);
 /* Formats p's shape as "N=1536,K=4096" into out. */
 void kt_format_shape(const kt_family *f, const kt_problem *p, char *out, size_t n);
+/* Index of value in p's value list; -1 if it is not there. */
+int kt_param_value_index(const kt_param *p, int value);
 /* Parses "TILE_N=64,STAGES=4" (unnamed params keep default) into c. */
 int kt_parse_config(const kt_family *f, const char *s, kt_config *c);
 /* Formats c as "TILE_N=64,TILE_M=16,...". */

@@ -67,7 +67,8 @@ void *kt_bench_stream(const kt_bench *b);
  * structs on a socket pair. With KT_FAKE_GPU=1 workers skip CUDA and fake the GPU
  * ("kt fake GPU", cc 12.0, KT_FAKE_GPU_COUNT of them) with deterministic times, so the
  * CPU tests can run whole sweeps; the fake still faults (FAULT=1) and hangs (HANG=1) for
- * real, and KT_FAKE_DELAY_MS slows each job. */
+ * real, and KT_FAKE_DELAY_MS slows each job. Its times hash (variant, shape, M), or with
+ * KT_FAKE_TIME=smooth form a bowl with its minimum at the config KT_FAKE_BOWL. */
 #define KT_RETIME_MAX 8       /* variants one re-timing compares at most */
 #define KT_RETIME_ROUNDS 5    /* interleaved rounds of a re-timing (A B C A B C ...) */
 #define KT_WORKER_MODULES 4096 /* modules a worker keeps loaded; past that it loads per job */

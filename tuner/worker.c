@@ -91,6 +91,8 @@ static double env_double(const char *name, double fallback) {
 typedef struct worker_state {
     const kt_family *f;
     int fake;
+    int smooth;        /* fake GPU, KT_FAKE_TIME=smooth: times form a bowl around `bowl` */
+    kt_config bowl;
     kt_bench *bench;
     kt_problem problem;
     uint64_t seed;
@@ -157,15 +159,31 @@ static int param(const kt_family *f, const kt_config *c, const char *name) {
     return 0;
 }
 
-/* Fake times: 10 us times 1.05^k, k from a hash of (variant, shape, M), so distinct times
- * are at least 5% apart (never a tie within the noise band unless equal); a re-timing
- * round r reads 0.1% slower per round, so re-timed numbers differ from the first pass. */
+/* Fake times. By default 10 us times 1.05^k, k from a hash of (variant, shape, M): no
+ * structure at all, and distinct times at least 5% apart (never a tie within the noise
+ * band unless equal). With KT_FAKE_TIME=smooth, a bowl over the parameters' value indices
+ * whose one minimum is the config KT_FAKE_BOWL (unnamed parameters: the default):
+ * 10 us x (1 + M/256) x (1 + 0.1 x the squared index distance), so a local search can walk
+ * down to it and the right winner is known. A re-timing round r reads 0.1% slower per
+ * round, so re-timed numbers differ from the first pass. */
 static double fake_us(const worker_state *s, const job *j, int i, int round) {
-    char shape[128];
-    kt_format_shape(s->f, &j->head.problem, shape, sizeof shape);
-    uint64_t h = kt_hash(shape, strlen(shape), (uint64_t)j->head.problem.m);
-    h = kt_hash(j->v[i].variant_id, strlen(j->v[i].variant_id), h);
-    return 10.0 * pow(1.05, (double)(h % 40)) * (1 + 0.001 * round);
+    double us;
+    if (s->smooth) {
+        double d2 = 0;
+        for (int p = 0; p < s->f->n_params; p++) {
+            int d = kt_param_value_index(&s->f->params[p], j->v[i].config.v[p]) -
+                    kt_param_value_index(&s->f->params[p], s->bowl.v[p]);
+            d2 += d * d;
+        }
+        us = 10.0 * (1 + j->head.problem.m / 256.0) * (1 + 0.1 * d2);
+    } else {
+        char shape[128];
+        kt_format_shape(s->f, &j->head.problem, shape, sizeof shape);
+        uint64_t h = kt_hash(shape, strlen(shape), (uint64_t)j->head.problem.m);
+        h = kt_hash(j->v[i].variant_id, strlen(j->v[i].variant_id), h);
+        us = 10.0 * pow(1.05, (double)(h % 40));
+    }
+    return us * (1 + 0.001 * round);
 }
 
 /* The planted variants of the selftest family misbehave for real, fake GPU or not. */
@@ -320,6 +338,9 @@ static _Noreturn void serve(int fd, const kt_family *f, int ordinal) {
     if (!s) _exit(1);
     s->f = f;
     s->fake = getenv("KT_FAKE_GPU") && !strcmp(getenv("KT_FAKE_GPU"), "1");
+    s->smooth = s->fake && getenv("KT_FAKE_TIME") && !strcmp(getenv("KT_FAKE_TIME"), "smooth");
+    s->bowl = f->default_config;
+    if (s->smooth && getenv("KT_FAKE_BOWL") && kt_parse_config(f, getenv("KT_FAKE_BOWL"), &s->bowl)) _exit(1);
     kt_worker_hello h;
     hello(s, ordinal, &h);
     if (send_all(fd, &h, sizeof h) || !h.ok) _exit(1);
