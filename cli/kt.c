@@ -55,8 +55,7 @@ static int parse_common(int argc, char **argv, common *c) {
     int n_shape_args = 0;
     memset(c, 0, sizeof *c);
     c->db_path = "kt.db";
-    c->strategy = "exhaustive";
-    c->budget = 64;
+    c->strategy = "fast";
     c->seed = 20261129;
     c->threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     optind = 1;
@@ -78,8 +77,8 @@ static int parse_common(int argc, char **argv, common *c) {
         case O_CONFIG: c->config = optarg; break;
         case O_JSON: c->json = optarg; break;
         case O_STRATEGY:
-            if (strcmp(optarg, "exhaustive") && strcmp(optarg, "random"))
-                return die("--strategy must be exhaustive or random, not '%s'", optarg);
+            if (strcmp(optarg, "fast") && strcmp(optarg, "exhaustive") && strcmp(optarg, "random"))
+                return die("--strategy must be fast, exhaustive or random, not '%s'", optarg);
             c->strategy = optarg;
             break;
         case O_BUDGET:
@@ -271,20 +270,28 @@ static int cmd_tune(int argc, char **argv) {
     if (parse_common(argc, argv, &c)) return 1;
     if (c.help) {
         printf("usage: kt tune --family F --shape N=..,K=.. [--shape ...|targets] --m 1,16,64 [--db kt.db]\n"
-               "               [--strategy exhaustive|random --budget N] [--seed S] [--threads T]\n"
+               "               [--strategy fast|exhaustive|random] [--budget N] [--seed S] [--threads T]\n"
                "               [--shard i/n] [--workers N]\n"
-               "  Compiles, verifies and times every variant on the GPUs (one worker process each;\n"
-               "  --workers caps how many); records each result in the database as it is made,\n"
-               "  re-times each problem's fastest few interleaved and updates the winners. A variant\n"
-               "  that faults or hangs (watchdog: KT_WATCHDOG_S, default 20 s) is recorded and its\n"
-               "  worker restarted. Resumes an interrupted sweep. --shard i/n measures every n-th\n"
-               "  (shape, M) only, for one machine of n; join the databases with kt db merge.\n");
+               "  Compiles, verifies and times variants on the GPUs (one worker process each; --workers\n"
+               "  caps how many); records each result in the database as it is made, re-times each\n"
+               "  problem's fastest few interleaved and updates the winners. Which variants:\n"
+               "    fast (default): per shape, anchor Ms (smallest, largest, at most 4x apart) time a\n"
+               "      seeded sample of --budget configs (default 40) plus the default, then a local\n"
+               "      search from the best (--budget/2 more); every other M times the 5 best of its two\n"
+               "      nearest anchors and walks from its own best (12 in all);\n"
+               "    exhaustive: every config that fits and is not hopeless;\n"
+               "    random: --budget of those (default 64) per (shape, M), one seeded shuffle.\n"
+               "  A variant that faults or hangs (watchdog: KT_WATCHDOG_S, default 20 s) is recorded and\n"
+               "  its worker restarted. Resumes an interrupted sweep (same command, same --seed).\n"
+               "  --shard i/n measures every n-th (shape, M) only (fast: every n-th shape, whole), for\n"
+               "  one machine of n; join the databases with kt db merge.\n");
         return 0;
     }
     if (!c.family || !c.n_shapes || !c.n_ms) return die("tune needs --family, --shape and --m (see --help)%s", "");
     /* No GPU check here: this process never touches CUDA, its workers do (and say why not). */
+    int budget = c.budget ? c.budget : !strcmp(c.strategy, "fast") ? 40 : 64;
     kt_sweep_options o = {.family = c.family, .n_shapes = c.n_shapes, .n_ms = c.n_ms, .db_path = c.db_path,
-                          .strategy = c.strategy, .budget = c.budget, .seed = c.seed,
+                          .strategy = c.strategy, .budget = budget, .seed = c.seed,
                           .compile_threads = c.threads, .commit = KT_COMMIT, .cmdline = cmdline,
                           .shard_index = c.shard_index, .shard_count = c.shard_count, .max_workers = c.workers};
     memcpy(o.shapes, c.shapes, sizeof o.shapes);
@@ -292,9 +299,10 @@ static int cmd_tune(int argc, char **argv) {
     double t0 = kt_now();
     kt_sweep_report r;
     if (kt_sweep(&o, &r)) return die("tune failed: %s", kt_error());
-    fprintf(stderr, "kt: sweep done in %.1fs on %d x %s: %ld measured (%ld faults), %ld problems re-timed, "
-            "%ld already measured, %ld pruned\n", kt_now() - t0, r.workers, r.device.name, r.measured, r.faults,
-            r.retimed, r.already, r.pruned);
+    fprintf(stderr, "kt: sweep done in %.1fs on %d x %s: %ld measured (phase 1/2/3: %ld/%ld/%ld; %ld faults), "
+            "%ld problems re-timed, %ld already measured; %ld (config, shape, M) worth timing, %ld pruned as "
+            "hopeless\n", kt_now() - t0, r.workers, r.device.name, r.measured, r.by_phase[0], r.by_phase[1],
+            r.by_phase[2], r.faults, r.retimed, r.already, r.space, r.pruned);
     return 0;
 }
 

@@ -285,17 +285,37 @@ int kt_db_add_measurement(kt_db *db, const kt_measurement *m) {
     return transaction(db, insert_measurement, m);
 }
 
-int kt_db_has_measurement(kt_db *db, long long device_id, const char *family,
-                          const char *source_hash, const char *variant_id, const char *shape, long m) {
-    long long found = 0;
+/* The status and median of a found row, for kt_db_find_measurement. */
+typedef struct found_row {
+    int found;
+    kt_status status;
+    double median_us;
+} found_row;
+
+static int found_row_fn(sqlite3_stmt *st, void *ctx) {
+    found_row *r = ctx;
+    const char *status = (const char *)sqlite3_column_text(st, 0);
+    r->found = 1;
+    r->status = KT_SKIPPED;
+    for (kt_status k = KT_OK; k <= KT_SKIPPED; k++)
+        if (!strcmp(status, kt_status_name(k))) r->status = k;
+    r->median_us = r->status == KT_OK ? sqlite3_column_double(st, 1) : NAN;
+    return 0;
+}
+
+int kt_db_find_measurement(kt_db *db, long long device_id, const char *family, const char *source_hash,
+                           const char *variant_id, const char *shape, long m, kt_status *status, double *median_us) {
+    found_row r = {0};
     if (sql(db,
-            "SELECT 1 FROM measurements WHERE device_id = ?1 AND family = ?2 AND source_hash = ?3 "
-            "AND shape = ?4 AND m = ?5 AND variant_id = ?6 LIMIT 1",
+            "SELECT status, median_us FROM measurements WHERE device_id = ?1 AND family = ?2 AND source_hash = ?3 "
+            "AND shape = ?4 AND m = ?5 AND variant_id = ?6 ORDER BY id LIMIT 1",
             ARGS(INT_ARG(device_id), TEXT_ARG(family), TEXT_ARG(source_hash), TEXT_ARG(shape), INT_ARG(m),
                  TEXT_ARG(variant_id)),
-            row_int, &found))
+            found_row_fn, &r))
         return -1;
-    return found != 0;
+    if (r.found && status) *status = r.status;
+    if (r.found && median_us) *median_us = r.median_us;
+    return r.found;
 }
 
 /* ------------------------------------------------------------------ winners */

@@ -317,9 +317,11 @@ typedef struct kt_measurement {
 
 /* Appends a measurement in its own transaction (committed when it returns). */
 int kt_db_add_measurement(kt_db *db, const kt_measurement *m);
-/* 1 if (device, family, source hash, variant, shape, m) already has a measurement, 0 if not, -1 on error. */
-int kt_db_has_measurement(kt_db *db, long long device_id, const char *family,
-                          const char *source_hash, const char *variant_id, const char *shape, long m);
+/* 1 if (device, family, source hash, variant, shape, m) already has a measurement, 0 if not,
+ * -1 on error. When found, *status and *median_us (each may be NULL) get its first row's
+ * status and median (NAN unless ok). */
+int kt_db_find_measurement(kt_db *db, long long device_id, const char *family, const char *source_hash,
+                           const char *variant_id, const char *shape, long m, kt_status *status, double *median_us);
 /* Recomputes the winner of (device, family, source hash, shape, m bucket) from the OK
  * measurements of the bucket. A variant with a wrong-result or launch-error row in the
  * bucket cannot win; no candidate, no winner row. Where an m of the bucket was re-timed,

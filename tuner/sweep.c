@@ -1,13 +1,16 @@
-/* sweep.c — the sweep driver behind `kt tune`. This process never touches CUDA: it
- * compiles each needed variant once (the parallel NVRTC pool, pipelined with measuring),
- * hands (variant, shape, M) units to one worker process per GPU (worker.c) as each gets
- * idle, and records every answer as it arrives. A unit whose worker dies, loses its
- * context or outlives the watchdog is recorded as a launch error and the worker
- * restarted. Once a (shape, M) is measured its finalists are re-timed interleaved on one
- * GPU and its winner chosen by db.c's rule. Units already in the database are skipped,
- * so a killed sweep resumes; --shard i/n keeps every n-th (shape, M) of the sorted list,
- * so machines split a sweep and `kt db merge` joins their databases. */
-#include "tuner.h"
+/* sweep.c — the sweep driver behind `kt tune`. This process never touches CUDA: its
+ * search strategy (search.c) chooses the (variant, shape, M) units round by round; each
+ * variant is compiled once (the parallel NVRTC pool, pipelined with measuring: a unit whose
+ * variant is compiled goes before one still compiling); units go to one worker process per
+ * GPU (worker.c) as each gets idle, and every answer is recorded as it arrives and handed
+ * back to the search. A unit whose worker dies, loses its context or outlives the watchdog
+ * is recorded as a launch error and the worker restarted. Once a (shape, M) has all its
+ * results its finalists are re-timed interleaved on one GPU and its winner chosen by db.c's
+ * rule. Units already in the database are not measured again, their results read back, so
+ * a killed sweep resumes. --shard i/n keeps every n-th (shape, M) of the sorted list (fast:
+ * every n-th shape, whole, since its Ms learn from each other), so machines split a sweep
+ * and `kt db merge` joins their databases. */
+#include "search.h"
 
 #include <errno.h>
 #include <math.h>
@@ -21,6 +24,7 @@
 #define MAX_PROBLEMS 1024 /* 32 shapes x 32 M values */
 #define FINALISTS 3       /* variants re-timed per problem */
 #define START_TIMEOUT_S 120.0 /* a worker's CUDA start-up; far above what a healthy GPU needs */
+#define COMPILE_POLL_S 0.005  /* how often an idle worker looks for a newly compiled unit */
 #define IDLE (-1)
 #define RETIMING (-2)
 
@@ -29,12 +33,13 @@ typedef struct problem {
     kt_problem p;
     char shape[128];
     uint64_t seed;
-    int left; /* units not answered yet */
+    int group; /* units of a lower group go first: fast, its shape's rank in this shard; else 0 */
 } problem;
 
-/* A variant to measure on a problem: indices into sweep.problems and sweep.variants. */
+/* A config to measure on a problem: indices into sweep.problems and sweep.space, and the
+ * search's choice number and phase it answers. */
 typedef struct unit {
-    int problem, variant;
+    int problem, k, choice, phase;
 } unit;
 
 /* One GPU's worker and the job it is on. */
@@ -45,7 +50,7 @@ typedef struct slot {
     int problem;   /* of a re-timing */
     kt_worker_job sent; /* the re-timing: its configs, in the order of the answer */
     double since;
-    unsigned char *loaded; /* by variants index: the worker holds its module (no image to send) */
+    unsigned char *loaded; /* by compile pool item: the worker holds its module (no image to send) */
 } slot;
 
 typedef struct sweep {
@@ -59,19 +64,19 @@ typedef struct sweep {
     double watchdog_s;
     kt_cubin reference;
     int have_reference;
-    kt_config *space;   /* every config of the space; a random strategy's sample first */
+    kt_config *space;   /* every config of the space (random, fast: in one seeded shuffle) */
     char (*space_ids)[17];
-    int n_space, n_sampled; /* all of them, and the first n_sampled this sweep measures */
-    int budget;             /* random strategy: configs per problem (0: all) */
-    int *variant_of;    /* space index -> variants index, -1 when nothing needs it */
-    int *space_of;      /* variants index -> space index */
-    kt_config *variants; /* the configs to compile, in the order units first need them */
-    int n_variants;
+    int n_space;
+    int *variant_of;    /* space index -> compile pool item, -1 until a unit needs it */
     kt_compile_pool *pool;
+    kt_search *search;
     problem problems[MAX_PROBLEMS];
     int n_problems;
-    unit *units;
-    int n_units, next_unit;
+    unit *units;        /* every unit of this run, in the order chosen */
+    int n_units, cap_units;
+    int *todo;          /* units waiting for a worker, by group, then in the order chosen */
+    int n_todo;
+    int compiling;      /* a worker is idle only because every waiting unit still compiles */
     int queue[MAX_PROBLEMS]; /* problems waiting for their re-timing */
     int n_queue;
     slot slots[MAX_WORKERS];
@@ -127,7 +132,7 @@ static int load_reference(sweep *s, slot *sl) {
 /* Starts the worker of slot sl (with the reference, once there is one); h gets its hello. */
 static int start_worker(sweep *s, slot *sl, kt_worker_hello *h) {
     sl->job = IDLE;
-    if (sl->loaded) memset(sl->loaded, 0, (size_t)s->n_variants);
+    if (sl->loaded) memset(sl->loaded, 0, (size_t)s->n_space);
     if (!(sl->w = kt_worker_spawn(s->f, sl->ordinal))) return -1;
     if (kt_worker_hello_wait(sl->w, START_TIMEOUT_S, h)) return drop_worker(sl, "starting");
     if (!h->ok) { /* it said why itself */
@@ -204,17 +209,27 @@ static int start_workers(sweep *s) {
 
 /* --------------------------------------------------------------- the plan */
 
-static int problem_cmp(const void *a, const void *b) {
-    const problem *x = a, *y = b;
+static int problem_cmp(const problem *x, const problem *y) {
     int c = strcmp(x->shape, y->shape);
     return c ? c : (x->p.m > y->p.m) - (x->p.m < y->p.m);
 }
 
+/* Whether all[j] is the first problem of its shape in all[]. */
+static int first_of_shape(const problem *all, int j) {
+    for (int i = 0; i < j; i++)
+        if (!strcmp(all[i].shape, all[j].shape)) return 0;
+    return 1;
+}
+
 /* The (shape, M) problems of the request, each once, those of this shard only. A problem
- * belongs to shard (its rank in the sorted list) mod n: every shard of one command agrees
- * whatever order it lists shapes in, and the shards get equal counts. */
+ * belongs to shard (its rank in the list sorted by shape and M) mod n; under fast, whose
+ * Ms of a shape learn from each other, a whole shape does: (its rank among the sorted
+ * distinct shapes) mod n. Every shard of one command agrees whatever order it lists shapes
+ * in. Under fast the units of a shape go before those of the shapes after it (one GPU
+ * finishes shape by shape; more GPUs take later shapes while a shape waits for a round). */
 static int plan_problems(sweep *s) {
     const kt_sweep_options *o = s->o;
+    int fast = !strcmp(o->strategy, "fast"), groups = 0;
     problem *all = malloc(sizeof *all * MAX_PROBLEMS);
     int n_all = 0;
     if (!all) return kt_fail("out of memory");
@@ -227,64 +242,64 @@ static int plan_problems(sweep *s) {
             for (int k = 0; k < n_all && !seen; k++) seen = !problem_cmp(&all[k], &pb);
             if (!seen && n_all < MAX_PROBLEMS) all[n_all++] = pb;
         }
-    problem *sorted = malloc(sizeof *sorted * (size_t)(n_all ? n_all : 1));
-    if (!sorted) {
-        free(all);
-        return kt_fail("out of memory");
-    }
-    memcpy(sorted, all, sizeof *all * (size_t)n_all);
-    qsort(sorted, (size_t)n_all, sizeof *sorted, problem_cmp);
     int shards = o->shard_count > 1 ? o->shard_count : 1;
     for (int k = 0; k < n_all; k++) {
         int rank = 0;
-        while (problem_cmp(&sorted[rank], &all[k])) rank++;
+        for (int j = 0; j < n_all; j++)
+            rank += fast ? first_of_shape(all, j) && strcmp(all[j].shape, all[k].shape) < 0
+                         : problem_cmp(&all[j], &all[k]) < 0;
         if (rank % shards != (shards > 1 ? o->shard_index : 0)) continue;
-        problem *pb = &s->problems[s->n_problems++];
+        problem *pb = &s->problems[s->n_problems];
         *pb = all[k];
         pb->seed = o->seed ^ kt_hash(pb->shape, strlen(pb->shape), (uint64_t)pb->p.m);
+        pb->group = fast ? groups : 0;
+        for (int i = 0; i < s->n_problems; i++)
+            if (!strcmp(s->problems[i].shape, pb->shape)) pb->group = s->problems[i].group;
+        if (fast && pb->group == groups) groups++;
+        s->n_problems++;
     }
-    free(sorted);
     free(all);
     return 0;
 }
 
-/* Lists the units still to measure: configs that fit, are not hopeless, and have no row. */
-static int plan_units(sweep *s) {
-    const kt_family *f = s->f;
-    s->units = malloc(sizeof *s->units * (size_t)(s->n_problems * s->n_sampled + 1));
-    s->variant_of = malloc(sizeof *s->variant_of * (size_t)(s->n_space + 1));
-    s->variants = malloc(sizeof *s->variants * (size_t)(s->n_space + 1));
-    s->space_of = malloc(sizeof *s->space_of * (size_t)(s->n_space + 1));
-    if (!s->units || !s->variant_of || !s->variants || !s->space_of) return kt_fail("out of memory");
-    for (int i = 0; i < s->n_space; i++) s->variant_of[i] = -1;
-    for (int pi = 0; pi < s->n_problems; pi++) {
-        problem *pb = &s->problems[pi];
-        int taken = 0;
-        for (int i = 0; i < s->n_sampled && (!s->budget || taken < s->budget); i++) {
-            if (!f->config_fits(&s->space[i], &pb->p)) continue;
-            if (f->hopeless && f->hopeless(&s->space[i], &pb->p)) {
-                s->rep->pruned++;
-                continue;
-            }
-            taken++;
-            int have = kt_db_has_measurement(s->db, s->device_id, f->name, s->source_hash, s->space_ids[i],
-                                             pb->shape, pb->p.m);
-            if (have < 0) return -1;
-            if (have) {
-                s->rep->already++;
-                continue;
-            }
-            if (s->variant_of[i] < 0) {
-                s->variant_of[i] = s->n_variants;
-                s->space_of[s->n_variants] = i;
-                s->variants[s->n_variants++] = s->space[i];
-            }
-            s->units[s->n_units++] = (unit){pi, s->variant_of[i]};
-            pb->left++;
-        }
+/* The search chose config k for problem pi: its result when the database has it already,
+ * else a unit waiting for a worker (its variant queued for compiling: ahead of the first
+ * phase's when a later phase chose it, since that phase's rounds wait on it). */
+static int choose(void *ctx, int pi, int k, int choice, int phase, kt_status *status, double *median_us) {
+    sweep *s = ctx;
+    const problem *pb = &s->problems[pi];
+    int have = kt_db_find_measurement(s->db, s->device_id, s->f->name, s->source_hash, s->space_ids[k], pb->shape,
+                                      pb->p.m, status, median_us);
+    if (have > 0) {
+        s->rep->already++;
+        s->done++;
+        s->total++;
     }
-    s->done_before = s->done = s->rep->already;
-    s->total = s->rep->already + s->n_units;
+    if (have) return have;
+    if (s->variant_of[k] < 0 && (s->variant_of[k] = kt_compile_pool_add(s->pool, &s->space[k], phase > 1)) < 0)
+        return -1;
+    if (s->n_units == s->cap_units) {
+        int cap = s->cap_units ? 2 * s->cap_units : 1024;
+        unit *u = realloc(s->units, sizeof *u * (size_t)cap);
+        int *todo = realloc(s->todo, sizeof *todo * (size_t)cap);
+        if (u) s->units = u;
+        if (todo) s->todo = todo;
+        if (!u || !todo) return kt_fail("out of memory");
+        s->cap_units = cap;
+    }
+    s->units[s->n_units] = (unit){pi, k, choice, phase};
+    int at = s->n_todo++;
+    for (; at > 0 && s->problems[s->units[s->todo[at - 1]].problem].group > pb->group; at--)
+        s->todo[at] = s->todo[at - 1];
+    s->todo[at] = s->n_units++;
+    s->total++;
+    return 0;
+}
+
+/* The search has every result of problem pi: queue its re-timing. */
+static int settled(void *ctx, int pi) {
+    sweep *s = ctx;
+    s->queue[s->n_queue++] = pi;
     return 0;
 }
 
@@ -293,11 +308,11 @@ static int plan_units(sweep *s) {
 /* The measurement row of a unit, before its outcome. */
 static kt_measurement row_of(const sweep *s, const unit *u) {
     const problem *pb = &s->problems[u->problem];
-    const kt_cubin *cubin = kt_compile_pool_wait(s->pool, u->variant, NULL); /* NULL: did not compile */
+    const kt_cubin *cubin = kt_compile_pool_wait(s->pool, s->variant_of[u->k], NULL); /* NULL: did not compile */
     kt_measurement m = {.run_id = s->run_id, .device_id = s->device_id, .family = s->f->name, .m = pb->p.m};
     snprintf(m.source_hash, sizeof m.source_hash, "%s", s->source_hash);
-    memcpy(m.variant_id, s->space_ids[s->space_of[u->variant]], sizeof m.variant_id);
-    kt_format_config(s->f, &s->variants[u->variant], m.config, sizeof m.config);
+    memcpy(m.variant_id, s->space_ids[u->k], sizeof m.variant_id);
+    kt_format_config(s->f, &s->space[u->k], m.config, sizeof m.config);
     snprintf(m.shape, sizeof m.shape, "%s", pb->shape);
     m.rel_err = m.median_us = m.min_us = m.max_us = NAN;
     if (cubin) {
@@ -308,22 +323,19 @@ static kt_measurement row_of(const sweep *s, const unit *u) {
     return m;
 }
 
-/* The last unit of a problem was answered: queue its re-timing. */
-static void answered(sweep *s, int problem_index) {
-    if (--s->problems[problem_index].left == 0) s->queue[s->n_queue++] = problem_index;
-}
-
-static int record(sweep *s, const unit *u, const kt_measurement *m) {
+/* Commits unit u's row and hands its result to the search (which may choose more units:
+ * u is a copy, the units array may move). */
+static int record(sweep *s, unit u, const kt_measurement *m) {
     if (kt_db_add_measurement(s->db, m)) return -1;
     s->rep->measured++;
-    progress(s, &s->problems[u->problem], m->config);
-    answered(s, u->problem);
-    return 0;
+    s->rep->by_phase[u.phase - 1]++;
+    progress(s, &s->problems[u.problem], m->config);
+    return kt_search_answer(s->search, u.problem, u.choice, m->status, m->median_us);
 }
 
 /* Records unit u as a fault (how its worker ended, or the watchdog). */
-static int record_fault(sweep *s, const unit *u, const char *why) {
-    kt_measurement m = row_of(s, u);
+static int record_fault(sweep *s, unit u, const char *why) {
+    kt_measurement m = row_of(s, &u);
     m.status = KT_LAUNCH_ERROR;
     snprintf(m.error, sizeof m.error, "%s", why);
     s->rep->faults++;
@@ -394,7 +406,26 @@ static int start_retime(sweep *s, slot *sl, int problem_index) {
     return given || requeued ? given : update_winner(s, pb);
 }
 
-/* Gives sl its next job: a waiting re-timing first, else the next unit. Returns 1 when
+static int busy(const sweep *s) {
+    for (int i = 0; i < s->n_slots; i++)
+        if (s->slots[i].w && s->slots[i].job != IDLE) return 1;
+    return 0;
+}
+
+/* The position in todo of the first unit whose variant has finished compiling, or -1. */
+static int first_compiled(sweep *s) {
+    for (int i = 0; i < s->n_todo; i++)
+        if (kt_compile_pool_ready(s->pool, s->variant_of[s->units[s->todo[i]].k])) return i;
+    return -1;
+}
+
+static void todo_remove(sweep *s, int at) {
+    memmove(s->todo + at, s->todo + at + 1, sizeof *s->todo * (size_t)(s->n_todo - at - 1));
+    s->n_todo--;
+}
+
+/* Gives sl its next job: a waiting re-timing first, else the first waiting unit whose
+ * variant is compiled (when none is, sl stays idle a moment: s->compiling). Returns 1 when
  * it got one, 0 when there is none, -1 on error. */
 static int dispatch(sweep *s, slot *sl) {
     while (s->n_queue) {
@@ -403,25 +434,31 @@ static int dispatch(sweep *s, slot *sl) {
         int rc = start_retime(s, sl, pi);
         if (rc || !sl->w) return rc;
     }
-    while (s->next_unit < s->n_units) {
-        const unit *u = &s->units[s->next_unit];
-        const problem *pb = &s->problems[u->problem];
+    while (s->n_todo) {
+        int at = first_compiled(s);
+        if (at < 0) {
+            s->compiling = 1;
+            return 0;
+        }
+        int ui = s->todo[at];
+        unit u = s->units[ui];
+        const problem *pb = &s->problems[u.problem];
         const char *err = NULL;
-        const kt_cubin *cubin = kt_compile_pool_wait(s->pool, u->variant, &err);
+        int v = s->variant_of[u.k];
+        const kt_cubin *cubin = kt_compile_pool_wait(s->pool, v, &err); /* compiled: no wait */
         kt_worker_job job = {.kind = KT_JOB_MEASURE, .problem = pb->p, .seed = pb->seed, .n = 1,
-                             .config = {s->variants[u->variant]}, .cubin = {cubin},
-                             .loaded = {sl->loaded[u->variant]}};
+                             .config = {s->space[u.k]}, .cubin = {cubin}, .loaded = {sl->loaded[v]}};
         /* A variant that spills to local memory is refused like one that does not build:
          * winners must never spill (local memory traffic on the hot path). */
         if (!cubin || cubin->report.spill_bytes > 0) {
-            kt_measurement m = row_of(s, u);
+            kt_measurement m = row_of(s, &u);
             m.status = KT_COMPILE_ERROR;
             if (cubin)
                 snprintf(m.error, sizeof m.error, "ptxas spills %d bytes to local memory: refused",
                          cubin->report.spill_bytes);
             else
                 snprintf(m.error, sizeof m.error, "%s", err ? err : "compile failed");
-            s->next_unit++;
+            todo_remove(s, at);
             if (record(s, u, &m)) return -1;
             continue;
         }
@@ -433,7 +470,8 @@ static int dispatch(sweep *s, slot *sl) {
             restart_worker(s, sl);
             return 0;
         }
-        sl->job = s->next_unit++;
+        todo_remove(s, at);
+        sl->job = ui;
         sl->since = kt_now();
         return 1;
     }
@@ -443,8 +481,8 @@ static int dispatch(sweep *s, slot *sl) {
 /* ---------------------------------------------------------------- answers */
 
 static int on_measured(sweep *s, slot *sl, const kt_worker_result *r) {
-    const unit *u = &s->units[sl->job];
-    kt_measurement m = row_of(s, u);
+    unit u = s->units[sl->job];
+    kt_measurement m = row_of(s, &u);
     if (r->outcome == KT_WORKER_SETUP_FAILED) return kt_fail("GPU %d: %s", sl->ordinal, r->error);
     m.status = r->status;
     snprintf(m.error, sizeof m.error, "%s", r->error);
@@ -457,7 +495,7 @@ static int on_measured(sweep *s, slot *sl, const kt_worker_result *r) {
         m.rel_err = r->rel_err;
     }
     sl->job = IDLE;
-    if (r->outcome == KT_WORKER_DONE) sl->loaded[u->variant] = (unsigned char)r->kept;
+    if (r->outcome == KT_WORKER_DONE) sl->loaded[s->variant_of[u.k]] = (unsigned char)r->kept;
     if (r->outcome == KT_WORKER_LOST) {
         s->rep->faults++;
         note(s, "%s: %s", m.config, r->error);
@@ -500,7 +538,7 @@ static int on_fault(sweep *s, slot *sl, const char *why) {
         note(s, "re-timing %s: %s", s->problems[sl->problem].shape, why);
         rc = update_winner(s, &s->problems[sl->problem]);
     } else {
-        rc = record_fault(s, &s->units[sl->job], why);
+        rc = record_fault(s, s->units[sl->job], why);
     }
     restart_worker(s, sl);
     return rc;
@@ -510,7 +548,7 @@ static int on_fault(sweep *s, slot *sl, const char *why) {
 static int collect(sweep *s) {
     struct pollfd fds[MAX_WORKERS];
     int who[MAX_WORKERS], n = 0;
-    double now = kt_now(), wait_s = s->watchdog_s;
+    double now = kt_now(), wait_s = s->compiling ? COMPILE_POLL_S : s->watchdog_s;
     for (int i = 0; i < s->n_slots; i++) {
         slot *sl = &s->slots[i];
         if (!sl->w || sl->job == IDLE) continue;
@@ -545,25 +583,18 @@ static int collect(sweep *s) {
     return 0;
 }
 
-static int busy(const sweep *s) {
-    for (int i = 0; i < s->n_slots; i++)
-        if (s->slots[i].w && s->slots[i].job != IDLE) return 1;
-    return 0;
-}
-
-/* Runs the plan to the end: keeps every worker busy, collects answers. */
+/* Runs the search to the end: keeps every worker busy, collects answers. */
 static int run(sweep *s) {
-    for (int pi = 0; pi < s->n_problems; pi++)
-        if (!s->problems[pi].left) s->queue[s->n_queue++] = pi; /* measured by an earlier run */
     for (;;) {
+        s->compiling = 0;
         for (int i = 0; i < s->n_slots; i++)
             if (s->slots[i].w && s->slots[i].job == IDLE && dispatch(s, &s->slots[i]) < 0) return -1;
         if (!busy(s)) {
-            if (s->next_unit == s->n_units && !s->n_queue) return 0;
+            if (!s->n_todo && !s->n_queue) return 0;
             if (!idle_workers_left(s)) return kt_fail("no GPU worker left: every restart failed");
-            continue;
+            if (!s->compiling) continue; /* a worker restarted: give it its job */
         }
-        if (collect(s)) return -1;
+        if (collect(s)) return -1; /* answers, the watchdog, or (compiling) a moment's wait */
     }
 }
 
@@ -605,24 +636,35 @@ int kt_sweep(const kt_sweep_options *o, kt_sweep_report *report) {
              kt_db_run_begin(s->db, s->device_id, o->commit ? o->commit : "unknown", o->cmdline ? o->cmdline : "",
                              &s->run_id);
     }
-    if (!rc && (s->n_space = s->n_sampled = kt_space_enumerate(s->f, s->arch, NULL, &s->space, NULL)) < 0) rc = -1;
-    /* Random: each problem measures the first `budget` configs of one seeded shuffle that
-     * fit it and are worth timing (plan_units), so pruning never shrinks the sample. */
-    if (!rc && !strcmp(o->strategy, "random")) {
-        kt_space_sample(s->f, s->space, s->n_space, s->n_space, o->seed);
-        s->budget = o->budget;
-    }
-    if (!rc && !(s->space_ids = malloc(sizeof *s->space_ids * (size_t)(s->n_space + 1)))) rc = kt_fail("out of memory");
-    for (int i = 0; !rc && i < s->n_space; i++) kt_variant_id(s->f, &s->space[i], s->arch, s->space_ids[i]);
-    if (!rc) rc = plan_units(s);
-    for (int i = 0; !rc && i < s->n_slots; i++)
-        if (!(s->slots[i].loaded = calloc((size_t)s->n_variants + 1, 1))) rc = kt_fail("out of memory");
-    if (!rc && !o->quiet)
-        fprintf(stderr, "kt: %s: %d problems, %d units to measure on %d x %s, %ld already measured, %ld pruned as hopeless\n",
-                s->f->name, s->n_problems, s->n_units, s->n_slots, s->rep->device.name, s->rep->already,
-                s->rep->pruned);
-    if (!rc && !(s->pool = kt_compile_pool_start(s->f, s->variants, s->n_variants, s->arch, o->compile_threads)))
+    if (!rc && (s->n_space = kt_space_enumerate(s->f, s->arch, NULL, &s->space, NULL)) < 0) rc = -1;
+    /* Random and fast walk one seeded shuffle of the space, the same for every problem, so
+     * the problems' samples overlap wherever the same configs fit: fewer variants to compile. */
+    if (!rc && strcmp(o->strategy, "exhaustive")) kt_space_sample(s->f, s->space, s->n_space, s->n_space, o->seed);
+    if (!rc && (!(s->space_ids = malloc(sizeof *s->space_ids * (size_t)(s->n_space + 1))) ||
+                !(s->variant_of = malloc(sizeof *s->variant_of * (size_t)(s->n_space + 1)))))
         rc = kt_fail("out of memory");
+    for (int i = 0; !rc && i < s->n_space; i++) {
+        kt_variant_id(s->f, &s->space[i], s->arch, s->space_ids[i]);
+        s->variant_of[i] = -1;
+    }
+    for (int i = 0; !rc && i < s->n_slots; i++)
+        if (!(s->slots[i].loaded = calloc((size_t)s->n_space + 1, 1))) rc = kt_fail("out of memory");
+    if (!rc && !(s->pool = kt_compile_pool_start(s->f, NULL, 0, s->arch, o->compile_threads)))
+        rc = kt_fail("out of memory");
+    kt_problem problems[MAX_PROBLEMS];
+    for (int i = 0; i < s->n_problems; i++) problems[i] = s->problems[i].p;
+    kt_search_host host = {s, choose, settled};
+    if (!rc && !(s->search = kt_search_new(s->f, s->space, (const char(*)[17])s->space_ids, s->n_space, problems,
+                                           s->n_problems, o, host, s->rep)))
+        rc = -1;
+    if (!rc) rc = kt_search_start(s->search);
+    s->done_before = s->rep->already;
+    if (!rc && !o->quiet)
+        fprintf(stderr, "kt: %s: %d problems, %d units to measure on %d x %s%s, %ld already measured; %ld "
+                "(config, shape, M) worth timing, %ld pruned as hopeless\n",
+                s->f->name, s->n_problems, s->n_units, s->n_slots, s->rep->device.name,
+                strcmp(o->strategy, "fast") ? "" : " (phases 2 and 3 will add more)", s->rep->already,
+                s->rep->space, s->rep->pruned);
     if (!rc) rc = run(s);
     if (!o->quiet && s->done != s->total) fprintf(stderr, "\n");
     for (int i = 0; i < s->n_slots; i++) {
@@ -634,10 +676,10 @@ int kt_sweep(const kt_sweep_options *o, kt_sweep_report *report) {
     kt_db_close(s->db);
     free(s->space);
     free(s->space_ids);
+    kt_search_free(s->search);
     free(s->variant_of);
-    free(s->space_of);
-    free(s->variants);
     free(s->units);
+    free(s->todo);
     free(s);
     return rc ? -1 : 0;
 }

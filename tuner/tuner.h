@@ -143,14 +143,15 @@ typedef struct kt_sweep_options {
     long ms[32];
     int n_ms;
     const char *db_path;
-    const char *strategy; /* "exhaustive" or "random" */
-    int budget;           /* random: variants per (shape, M) */
+    const char *strategy; /* "exhaustive", "random" or "fast" (tuner/search.h) */
+    int budget;           /* random: configs per (shape, M); fast: configs per anchor M before its local search */
     uint64_t seed;
     int compile_threads;
     int quiet;
     const char *commit;   /* kt's git commit, for the run row */
     const char *cmdline;  /* the command line, for the run row */
-    int shard_index, shard_count; /* measure only the (shape, M) problems of shard i of n (n <= 1: all) */
+    int shard_index, shard_count; /* measure only the (shape, M) problems of shard i of n (n <= 1: all);
+                                   * fast: the whole shapes of shard i */
     int max_workers;      /* measure on at most this many GPUs (0: every GPU of the host) */
 } kt_sweep_options;
 
@@ -159,8 +160,10 @@ typedef struct kt_sweep_report {
     kt_device_info device; /* the GPU measured on (GPU 0 of the host) */
     int workers;           /* GPUs measured on, one worker process each */
     long measured;         /* rows this run recorded, faults included */
-    long already;          /* (variant, shape, M) an earlier run had measured */
-    long pruned;           /* (variant, shape, M) the family's hopeless() skipped */
+    long by_phase[3];      /* of those, chosen by phase 1, 2 and 3 (exhaustive, random: all phase 1) */
+    long already;          /* (variant, shape, M) chosen that an earlier run had measured */
+    long space;            /* (variant, shape, M) that fit and are worth timing: what exhaustive measures */
+    long pruned;           /* (variant, shape, M) that fit but the family's hopeless() prunes */
     long faults;           /* variants recorded as faults (worker died, watchdog, lost context) */
     long retimed;          /* (shape, M) problems whose finalists were re-timed */
 } kt_sweep_report;

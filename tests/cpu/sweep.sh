@@ -3,8 +3,10 @@
 # compiles and worker processes, fake times, the selftest family's planted faulting and
 # hanging variants). A sweep killed with -9 and run again resumes: nothing is measured
 # twice, no committed row is lost, and it ends with the rows and winners of a sweep that
-# was never interrupted. Two shards merged give those rows and winners too. Merging a
-# database into itself or an unreadable file fails clearly. Ends with "N passed, N failed".
+# was never interrupted. Two shards merged give those rows and winners too. Both hold for
+# the exhaustive strategy (selftest) and for fast (fp8_gemm: its later phases choose from
+# committed results, and its shards take whole shapes). Merging a database into itself or
+# an unreadable file fails clearly. Ends with "N passed, N failed".
 set -u
 KT=${1:?usage: sweep.sh path/to/kt}
 tmp=$(mktemp -d)
@@ -19,14 +21,15 @@ check() {
 }
 
 # 2 shapes x 2 M x 12 variants; 24 of the 48 units fault and 12 hang.
-TUNE=(tune --family selftest --shape N=4096 --shape N=1024 --m 1,64 --threads 2)
+TUNE=(tune --family selftest --strategy exhaustive --shape N=4096 --shape N=1024 --m 1,64 --threads 2)
 UNITS=48
 
-# The measurements of a DB as CSV without the header, the quoted config's commas made ';'
-# so that fields split on ','.
+# The measurements of a DB as CSV without the header, the commas inside quoted fields (config,
+# a shape of several dims) made ';' so that fields split on ','. A comma is inside a quoted
+# field when an odd number of quotes stands before it.
 rows() {
     "$KT" db export --format csv --db "$1" 2>/dev/null | tail -n +2 | tr -d '\r' |
-        sed -E ':a;s/("[^",]*),([^"]*")/\1;\2/;ta'
+        sed -E ':a;s/^(([^"]*"[^"]*")*[^"]*"[^",]*),/\1;/;ta'
 }
 # What identifies a measurement across DBs: variant, shape, m, status, median.
 units() { rows "$1" | cut -d, -f10,12,13,14,16 | sort; }
@@ -84,6 +87,48 @@ check "merged rows equal the unsharded sweep's" 'cmp -s "$tmp/ref.units" <(units
 check "merged winners equal the unsharded sweep's" 'cmp -s "$tmp/ref.winners" <(winners "$tmp/merged.db")'
 "$KT" db merge --db "$tmp/merged.db" "$tmp/shard1.db" >/dev/null 2>&1
 check "merging again copies nothing twice" '[ "$(rows "$tmp/merged.db" | wc -l)" -eq $UNITS ]'
+
+# The fast strategy (the default) on fp8_gemm: two shapes, anchors at M = 1, 4, 16 with 2
+# between; the same checks. Killed once phase 1 is behind it, resumed, it must choose the
+# same later-phase units from the committed rows as the uninterrupted sweep.
+FAST=(tune --family fp8_gemm --shape N=4096,K=512 --shape N=1024,K=4096 --m 1,2,4,16 --budget 6 --threads 2)
+"$KT" "${FAST[@]}" --db "$tmp/fast.db" 2>"$tmp/fast.log"
+rc=$?
+check "uninterrupted fast sweep" '[ $rc -eq 0 ] && grep -q "phase 1/2/3: 42/[1-9][0-9]*/[1-9]" "$tmp/fast.log"'
+units "$tmp/fast.db" >"$tmp/fast.units"
+winners "$tmp/fast.db" >"$tmp/fast.winners"
+fast_units=$(wc -l <"$tmp/fast.units")
+check "fast sweep has every unit once and a winner per (shape, M)" \
+    '[ "$(sort -u "$tmp/fast.units" | wc -l)" -eq "$fast_units" ] && [ "$(wc -l <"$tmp/fast.winners")" -eq 8 ]'
+KT_FAKE_GPU_COUNT=2 KT_FAKE_DELAY_MS=30 "$KT" "${FAST[@]}" --db "$tmp/fastkill.db" 2>"$tmp/fastkill.log" &
+pid=$!
+for _ in $(seq 400); do
+    [ "$(rows "$tmp/fastkill.db" | wc -l)" -ge 50 ] && break
+    sleep 0.05
+done
+{ kill -9 $pid; wait $pid; } 2>/dev/null
+rows "$tmp/fastkill.db" >"$tmp/fastbefore.rows"
+before=$(wc -l <"$tmp/fastbefore.rows")
+check "fast sweep killed mid-sweep ($before of $fast_units rows)" '[ "$before" -ge 50 ] && [ "$before" -lt "$fast_units" ]'
+"$KT" "${FAST[@]}" --db "$tmp/fastkill.db" 2>"$tmp/fastresume.log"
+rc=$?
+check "resumed fast sweep finishes, skipping the committed rows" \
+    '[ $rc -eq 0 ] && grep -q "$before already measured" "$tmp/fastresume.log"'
+check "no committed fast row lost or changed" \
+    '[ -z "$(grep -Fxvf <(rows "$tmp/fastkill.db") "$tmp/fastbefore.rows")" ]'
+check "resumed fast rows equal the uninterrupted sweep's" 'cmp -s "$tmp/fast.units" <(units "$tmp/fastkill.db")'
+check "resumed fast winners equal the uninterrupted sweep's" 'cmp -s "$tmp/fast.winners" <(winners "$tmp/fastkill.db")'
+for i in 0 1; do
+    KT_FAKE_GPU_COUNT=2 "$KT" "${FAST[@]}" --shard $i/2 --db "$tmp/fastshard$i.db" 2>"$tmp/fastshard$i.log"
+    rc=$?
+    check "fast shard $i/2 sweeps one whole shape" \
+        '[ $rc -eq 0 ] && [ "$(units "$tmp/fastshard$i.db" | cut -d, -f2 | sort -u | wc -l)" -eq 1 ]'
+done
+"$KT" db merge --db "$tmp/fastmerged.db" "$tmp/fastshard0.db" "$tmp/fastshard1.db" >"$tmp/fastmerge.log" 2>&1
+rc=$?
+check "merged fast shards equal the unsharded fast sweep" \
+    '[ $rc -eq 0 ] && cmp -s "$tmp/fast.units" <(units "$tmp/fastmerged.db") &&
+     cmp -s "$tmp/fast.winners" <(winners "$tmp/fastmerged.db")'
 
 # expect_fail "what" "stderr pattern" kt-args...: exit 1 and the pattern on stderr.
 expect_fail() {

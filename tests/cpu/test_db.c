@@ -6,6 +6,7 @@
 
 #include <dirent.h>
 #include <sqlite3.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -162,7 +163,7 @@ KT_TEST(db_reopen_idempotent) {
     EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM meta") == 1);
     /* a closed writable DB is readable read-only (the runtime's mode), WAL and all */
     EXPECT(kt_db_open(fx.path, 1, &fx.db) == 0);
-    EXPECT(fx.db && kt_db_has_measurement(fx.db, fx.device_id, "fam", "h", "v1", "N=1", 1) == 1);
+    EXPECT(fx.db && kt_db_find_measurement(fx.db, fx.device_id, "fam", "h", "v1", "N=1", 1, NULL, NULL) == 1);
     cleanup(&fx);
 }
 
@@ -213,17 +214,25 @@ KT_TEST(db_measurement_roundtrip) {
     cleanup(&fx);
 }
 
-KT_TEST(db_has_measurement) {
+KT_TEST(db_find_measurement) {
     fixture fx;
     SETUP(fx);
-    EXPECT(kt_db_has_measurement(fx.db, fx.device_id, "fam", "h1", "v1", "N=64", 16) == 0);
+    EXPECT(kt_db_find_measurement(fx.db, fx.device_id, "fam", "h1", "v1", "N=64", 16, NULL, NULL) == 0);
     EXPECT(add(&fx, "fam", "h1", "v1", "N=64", 16, KT_COMPILE_ERROR, 0) == 0);
-    EXPECT(kt_db_has_measurement(fx.db, fx.device_id, "fam", "h1", "v1", "N=64", 16) == 1);
-    EXPECT(kt_db_has_measurement(fx.db, fx.device_id, "fam", "h1", "v1", "N=64", 15) == 0);
-    EXPECT(kt_db_has_measurement(fx.db, fx.device_id, "fam", "h1", "v2", "N=64", 16) == 0);
-    EXPECT(kt_db_has_measurement(fx.db, fx.device_id, "fam", "h2", "v1", "N=64", 16) == 0);
-    EXPECT(kt_db_has_measurement(fx.db, fx.device_id, "fam", "h1", "v1", "N=128", 16) == 0);
-    EXPECT(kt_db_has_measurement(fx.db, fx.device_id + 1, "fam", "h1", "v1", "N=64", 16) == 0);
+    EXPECT(kt_db_find_measurement(fx.db, fx.device_id, "fam", "h1", "v1", "N=64", 16, NULL, NULL) == 1);
+    EXPECT(kt_db_find_measurement(fx.db, fx.device_id, "fam", "h1", "v1", "N=64", 15, NULL, NULL) == 0);
+    EXPECT(kt_db_find_measurement(fx.db, fx.device_id, "fam", "h1", "v2", "N=64", 16, NULL, NULL) == 0);
+    EXPECT(kt_db_find_measurement(fx.db, fx.device_id, "fam", "h2", "v1", "N=64", 16, NULL, NULL) == 0);
+    EXPECT(kt_db_find_measurement(fx.db, fx.device_id, "fam", "h1", "v1", "N=128", 16, NULL, NULL) == 0);
+    EXPECT(kt_db_find_measurement(fx.db, fx.device_id + 1, "fam", "h1", "v1", "N=64", 16, NULL, NULL) == 0);
+    /* a found row says how it went: a failure has no time, an ok row its median */
+    kt_status st = KT_OK;
+    double us = 0;
+    EXPECT(kt_db_find_measurement(fx.db, fx.device_id, "fam", "h1", "v1", "N=64", 16, &st, &us) == 1);
+    EXPECT(st == KT_COMPILE_ERROR && isnan(us));
+    EXPECT(add(&fx, "fam", "h1", "v2", "N=64", 16, KT_OK, 7.5) == 0);
+    EXPECT(kt_db_find_measurement(fx.db, fx.device_id, "fam", "h1", "v2", "N=64", 16, &st, &us) == 1);
+    EXPECT(st == KT_OK && us == 7.5);
     cleanup(&fx);
 }
 

@@ -103,7 +103,7 @@ step fault_rows fault_check
 # twice and loses no committed row.
 resume_check() {
     rm -f "$LOGS/resume.db"*
-    KT_WATCHDOG_S=5 $KT tune --family selftest --shape N=4096 --m 1,64 --db "$LOGS/resume.db" &
+    KT_WATCHDOG_S=5 $KT tune --family selftest --strategy exhaustive --shape N=4096 --m 1,64 --db "$LOGS/resume.db" &
     local pid=$! before after units
     for _ in $(seq 600); do
         [ "$(csv_rows "$LOGS/resume.db" | wc -l)" -ge 3 ] && break
@@ -112,7 +112,7 @@ resume_check() {
     kill -9 $pid
     wait $pid 2>/dev/null
     csv_rows "$LOGS/resume.db" >"$LOGS/resume_before.csv"
-    KT_WATCHDOG_S=5 $KT tune --family selftest --shape N=4096 --m 1,64 --db "$LOGS/resume.db" || return 1
+    KT_WATCHDOG_S=5 $KT tune --family selftest --strategy exhaustive --shape N=4096 --m 1,64 --db "$LOGS/resume.db" || return 1
     csv_rows "$LOGS/resume.db" >"$LOGS/resume_after.csv"
     before=$(wc -l <"$LOGS/resume_before.csv")
     after=$(wc -l <"$LOGS/resume_after.csv")
