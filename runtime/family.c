@@ -48,10 +48,10 @@ static int is_header(const char *name) {
     return n > 4 && !strcmp(name + n - 4, ".cuh");
 }
 
-uint64_t kt_family_source_hash(const kt_family *f) {
+uint64_t kt_source_hash(const char *file) {
     size_t len = 0;
-    const char *src = kt_source_text(f->source, &len);
-    uint64_t h = kt_hash(f->source, strlen(f->source), 0);
+    const char *src = kt_source_text(file, &len);
+    uint64_t h = kt_hash(file, strlen(file), 0);
     if (src) h = kt_hash(src, len, h);
     for (int i = 0; kt_embedded[i].name; i++)
         if (is_header(kt_embedded[i].name)) {
@@ -60,6 +60,8 @@ uint64_t kt_family_source_hash(const kt_family *f) {
         }
     return h;
 }
+
+uint64_t kt_family_source_hash(const kt_family *f) { return kt_source_hash(f->source); }
 
 /* Parses "A=1,B=2" calling set(index of name, value); names come from names[n]. */
 static int parse_assignments(const char *what, const char *s, const char *const *names, int n,

@@ -99,22 +99,19 @@ int kt_gpu_open(int ordinal, kt_device_info *info) {
 
 int kt_gpu_arch(void) { return current_arch; }
 
-int kt_module_load(const kt_family *f, const kt_config *c, const kt_cubin *cubin, kt_module *m) {
+int kt_module_load_kernels(const char *name, const char *const *kernels, const kt_cubin *cubin, kt_module *m) {
     memset(m, 0, sizeof *m);
     CUmodule mod;
     KT_CHECK(CU, kt_cu.cuModuleLoadData(&mod, cubin->image));
     m->module = mod;
-    m->family = f;
-    m->config = *c;
     memcpy(m->variant_id, cubin->variant_id, sizeof m->variant_id);
-    for (int k = 0; f->kernels[k]; k++) {
+    for (int k = 0; kernels[k]; k++) {
         CUfunction fn;
-        CUresult r = kt_cu.cuModuleGetFunction(&fn, mod, f->kernels[k]);
+        CUresult r = kt_cu.cuModuleGetFunction(&fn, mod, kernels[k]);
         if (r != CUDA_SUCCESS) {
             kt_cu.cuModuleUnload(mod);
             m->module = NULL;
-            return kt_fail("%s: kernel %s missing from module: %s", f->name, f->kernels[k],
-                           kt_cu_error_string(r));
+            return kt_fail("%s: kernel %s missing from module: %s", name, kernels[k], kt_cu_error_string(r));
         }
         /* Let every kernel use all the opt-in shared memory its static part leaves; each
          * launch asks for its own size (over 48 KB needs this opt-in). */
@@ -126,11 +123,18 @@ int kt_module_load(const kt_family *f, const kt_config *c, const kt_cubin *cubin
         if (r != CUDA_SUCCESS) {
             kt_cu.cuModuleUnload(mod);
             m->module = NULL;
-            return kt_fail("%s: cannot raise the shared-memory limit of %s: %s", f->name, f->kernels[k],
+            return kt_fail("%s: cannot raise the shared-memory limit of %s: %s", name, kernels[k],
                            kt_cu_error_string(r));
         }
         m->fn[k] = fn;
     }
+    return 0;
+}
+
+int kt_module_load(const kt_family *f, const kt_config *c, const kt_cubin *cubin, kt_module *m) {
+    if (kt_module_load_kernels(f->name, f->kernels, cubin, m)) return -1;
+    m->family = f;
+    m->config = *c;
     return 0;
 }
 

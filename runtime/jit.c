@@ -1,6 +1,7 @@
-/* jit.c — the NVRTC JIT: compiles a family's source with a config's defines for one
- * arch into a cubin, through an on-disk cache keyed by everything that changes the
- * binary, and parses ptxas's report (registers, spills, shared memory). */
+/* jit.c — the NVRTC JIT: compiles an embedded source (a family's with a config's defines,
+ * or a plain one such as the tuner's check kernel) for one arch into a cubin, through an
+ * on-disk cache keyed by everything that changes the binary, and parses ptxas's report
+ * (registers, spills, shared memory). */
 #include "kt.h"
 
 #include <nvrtc.h>
@@ -45,11 +46,10 @@ int kt_arch_parse(const char *s) {
     return -1;
 }
 
-void kt_variant_id(const kt_family *f, const kt_config *c, int arch, char out[17]) {
-    char defines[1024];
-    kt_config_defines(f, c, defines, sizeof defines);
-    uint64_t h = kt_family_source_hash(f);
-    h = kt_hash(f->name, strlen(f->name), h);
+/* The id of compiling embedded `file` as `name` with `defines` for arch: the cache key. */
+static void compile_id(const char *name, const char *file, const char *defines, int arch, char out[17]) {
+    uint64_t h = kt_source_hash(file);
+    h = kt_hash(name, strlen(name), h);
     h = kt_hash(defines, strlen(defines), h);
     for (int i = 0; i < N_BASE_OPTIONS; i++) h = kt_hash(base_options[i], strlen(base_options[i]), h);
     const char *an = kt_arch_name(arch);
@@ -57,6 +57,12 @@ void kt_variant_id(const kt_family *f, const kt_config *c, int arch, char out[17
     int v = kt_nvrtc_version();
     h = kt_hash(&v, sizeof v, h);
     kt_hex64(h, out);
+}
+
+void kt_variant_id(const kt_family *f, const kt_config *c, int arch, char out[17]) {
+    char defines[1024];
+    kt_config_defines(f, c, defines, sizeof defines);
+    compile_id(f->name, f->source, defines, arch, out);
 }
 
 void kt_parse_ptxas_log(const char *log, kt_ptxas_report *r) {
@@ -131,10 +137,11 @@ static void cache_write(const char *path, const kt_cubin *c) {
     free(buf);
 }
 
-static int nvrtc_compile(const kt_family *f, const kt_config *c, int arch, kt_cubin *out) {
+/* Compiles embedded `file` with `defines` (space-separated -D options) for arch. */
+static int nvrtc_compile(const char *name, const char *file, const char *defines_in, int arch, kt_cubin *out) {
     size_t src_len;
-    const char *src = kt_source_text(f->source, &src_len);
-    if (!src) return kt_fail("%s: source %s is not embedded in this binary", f->name, f->source);
+    const char *src = kt_source_text(file, &src_len);
+    if (!src) return kt_fail("%s: source %s is not embedded in this binary", name, file);
     extern const struct { const char *name; const char *text; size_t len; } kt_embedded[];
     const char *hdr_text[32], *hdr_name[32];
     int n_hdr = 0;
@@ -146,7 +153,7 @@ static int nvrtc_compile(const kt_family *f, const kt_config *c, int arch, kt_cu
         }
     }
     char defines[1024], arch_opt[64];
-    kt_config_defines(f, c, defines, sizeof defines);
+    snprintf(defines, sizeof defines, "%s", defines_in);
     snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=%s", kt_arch_name(arch));
     const char *opts[KT_MAX_PARAMS + N_BASE_OPTIONS + 1];
     int n_opts = 0;
@@ -158,7 +165,7 @@ static int nvrtc_compile(const kt_family *f, const kt_config *c, int arch, kt_cu
         opts[n_opts++] = tok;
 
     nvrtcProgram prog;
-    KT_CHECK(NVRTC, nvrtcCreateProgram(&prog, src, f->source, n_hdr, hdr_text, hdr_name));
+    KT_CHECK(NVRTC, nvrtcCreateProgram(&prog, src, file, n_hdr, hdr_text, hdr_name));
     double t0 = kt_now();
     nvrtcResult r = nvrtcCompileProgram(prog, n_opts, opts);
     out->compile_ms = (kt_now() - t0) * 1e3;
@@ -170,7 +177,7 @@ static int nvrtc_compile(const kt_family *f, const kt_config *c, int arch, kt_cu
         out->log[log_size] = 0;
     }
     if (r != NVRTC_SUCCESS) {
-        kt_fail("%s: NVRTC compile for %s failed (%s):\n%s", f->name, kt_arch_name(arch),
+        kt_fail("%s: NVRTC compile for %s failed (%s):\n%s", name, kt_arch_name(arch),
                 nvrtcGetErrorString(r), out->log ? out->log : "");
         nvrtcDestroyProgram(&prog);
         return -1;
@@ -179,26 +186,26 @@ static int nvrtc_compile(const kt_family *f, const kt_config *c, int arch, kt_cu
     int rc = 0;
     if (nvrtcGetCUBINSize(prog, &size) != NVRTC_SUCCESS || !(out->image = malloc(size)) ||
         nvrtcGetCUBIN(prog, out->image) != NVRTC_SUCCESS)
-        rc = kt_fail("%s: cannot read the cubin from NVRTC", f->name);
+        rc = kt_fail("%s: cannot read the cubin from NVRTC", name);
     out->size = size;
     nvrtcDestroyProgram(&prog);
     return rc;
 }
 
-int kt_compile(const kt_family *f, const kt_config *c, int arch, kt_cubin *out) {
+/* Compiles embedded `file` as `name` with `defines` for arch through the on-disk cache. */
+static int compile_cached(const char *name, const char *file, const char *defines, int arch, kt_cubin *out) {
     memset(out, 0, sizeof *out);
     if (!kt_arch_name(arch)) return kt_fail("unknown arch %d", arch);
     if (kt_nvrtc_version() < 0) return kt_fail("NVRTC is not usable: is the CUDA toolkit installed?");
-    kt_variant_id(f, c, arch, out->variant_id);
+    compile_id(name, file, defines, arch, out->variant_id);
     char path[4200];
-    snprintf(path, sizeof path, "%s/%s-%s.cubin", kt_cache_dir(), f->name, out->variant_id);
+    snprintf(path, sizeof path, "%s/%s-%s.cubin", kt_cache_dir(), name, out->variant_id);
     if (cache_read(path, out) == 0) {
         out->from_cache = 1;
     } else {
-        if (nvrtc_compile(f, c, arch, out)) {
+        if (nvrtc_compile(name, file, defines, arch, out)) {
             char *msg = strdup(kt_error());
             kt_cubin_free(out);
-            kt_variant_id(f, c, arch, out->variant_id);
             kt_fail("%s", msg ? msg : "compile failed");
             free(msg);
             return -1;
@@ -208,6 +215,14 @@ int kt_compile(const kt_family *f, const kt_config *c, int arch, kt_cubin *out) 
     kt_parse_ptxas_log(out->log, &out->report);
     return 0;
 }
+
+int kt_compile(const kt_family *f, const kt_config *c, int arch, kt_cubin *out) {
+    char defines[1024];
+    kt_config_defines(f, c, defines, sizeof defines);
+    return compile_cached(f->name, f->source, defines, arch, out);
+}
+
+int kt_compile_source(const char *file, int arch, kt_cubin *out) { return compile_cached(file, file, "", arch, out); }
 
 void kt_cubin_free(kt_cubin *c) {
     free(c->image);

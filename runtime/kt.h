@@ -168,9 +168,12 @@ void kt_config_defines(const kt_family *f, const kt_config *c, char *out, size_t
 
 /* ------------------------------------------------------------- sources */
 
-/* Embedded file by name (kernels/NAME or kernels/common/NAME); NULL if absent. */
+/* Embedded file by base name (kernels/NAME, kernels/common/NAME, runtime/check.cu, db/NAME);
+ * NULL if absent. */
 const char *kt_source_text(const char *name, size_t *len);
-/* Hash of a family's source plus every common header it may include. */
+/* Hash of an embedded source file plus every common header it may include. */
+uint64_t kt_source_hash(const char *file);
+/* kt_source_hash of a family's source. */
 uint64_t kt_family_source_hash(const kt_family *f);
 
 /* ----------------------------------------------------------------- JIT */
@@ -203,6 +206,9 @@ void kt_variant_id(const kt_family *f, const kt_config *c, int arch, char out[17
 /* Compiles family f with config c for arch (120 = sm_120, 1201 = sm_120a, 90 = sm_90),
  * through the on-disk cache. On compile error returns -1 with the NVRTC log in kt_error(). */
 int kt_compile(const kt_family *f, const kt_config *c, int arch, kt_cubin *out);
+/* Compiles an embedded source that is not a family (e.g. "check.cu") for arch, without
+ * defines, through the same cache; out->variant_id is its cache key. */
+int kt_compile_source(const char *file, int arch, kt_cubin *out);
 void kt_cubin_free(kt_cubin *c);
 /* Parses a ptxas -v log into the worst-kernel report. */
 void kt_parse_ptxas_log(const char *log, kt_ptxas_report *r);
@@ -254,6 +260,9 @@ typedef struct kt_module {
 } kt_module;
 /* Loads a cubin's image into the current context and resolves the family's kernels. */
 int kt_module_load(const kt_family *f, const kt_config *c, const kt_cubin *cubin, kt_module *m);
+/* The same for a module that is not a family's (m->family NULL): resolves kernels[]
+ * (NULL-terminated, at most KT_MAX_KERNELS) into m->fn; name is for errors. */
+int kt_module_load_kernels(const char *name, const char *const *kernels, const kt_cubin *cubin, kt_module *m);
 void kt_module_unload(kt_module *m);
 
 /* Everything a family's launch() needs: its module, config, problem, tensors, stream. */
