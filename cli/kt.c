@@ -327,7 +327,7 @@ static int verify_one(const kt_family *f, kt_bench *b, const kt_config *cfg, con
         printf("FAIL %s M=%ld %s: %s: %s\n", shape, m, cs, kt_status_name(r.status), lost ? kt_error() : r.error);
         return 1;
     }
-    printf("ok   %s M=%ld %s: rel_err %.2e, %.2f us\n", shape, m, cs, r.rel_err, r.median_us);
+    printf("ok   %s M=%ld %s: rel_err %.6e, %.2f us\n", shape, m, cs, r.rel_err, r.median_us);
     return 0;
 }
 

@@ -1,7 +1,10 @@
 /* measure.c — verification and timing of one variant on one problem, the way DESIGN.md's
  * "Measurement" contract says: fresh seeded inputs, outputs poisoned with NaN before
  * every checked run, compared with a float64 reference; timed with events over CUDA-graph
- * replays whose launches rotate over enough input copies that L2 cannot serve them. */
+ * replays whose launches rotate over enough input copies that L2 cannot serve them.
+ * Everything a variant is checked against is set up once per problem: the reference stays
+ * on the device and runtime/check.cu compares there, so a check copies a few numbers back,
+ * not the outputs (KT_CHECK_ON_CPU=1 compares on the CPU instead, to cross-check). */
 #include "../runtime/cu.h"
 #include "tuner.h"
 
@@ -13,6 +16,8 @@
 #define MAX_COPIES 64
 #define MIN_LAUNCHES 16       /* launches per graph, so one replay dwarfs its own overhead */
 #define WARMUP_REPLAYS 2
+#define CHECK_THREADS 256     /* runtime/check.cu's block size */
+#define CHECK_BLOCKS 1024     /* enough blocks to fill any GPU; each thread strides over the rest */
 
 struct kt_bench {
     const kt_family *f;
@@ -21,9 +26,13 @@ struct kt_bench {
     kt_tensor_desc t[KT_MAX_TENSORS];
     CUdeviceptr dev[KT_MAX_TENSORS];
     size_t stride[KT_MAX_TENSORS]; /* bytes between rotation copies of an input */
-    void *host[KT_MAX_TENSORS];
-    double *ref;
+    void *host[KT_MAX_TENSORS];    /* inputs as filled; outputs only for the CPU compare */
+    CUdeviceptr ref;               /* every output's float64 reference, concatenated */
+    double *host_ref;              /* its host copy, for the CPU compare only */
     size_t n_ref;
+    int check_on_cpu;              /* KT_CHECK_ON_CPU=1 */
+    kt_module check;               /* runtime/check.cu (not loaded for the CPU compare) */
+    CUdeviceptr sums;              /* the check kernel's kt_check_sums, one per tensor */
     CUstream stream;
     CUevent ev0, ev1;
 };
@@ -52,22 +61,37 @@ static void fill_launch(const kt_bench *b, const kt_module *mod, int copy, kt_la
     for (int i = 0; i < b->n_t; i++) l->ptr[i] = kt_bench_ptr(b, i, copy);
 }
 
+/* Computes the reference into b->ref on the device: by the family's GPU reference for large
+ * problems, else on the CPU and uploaded once. The CPU compare keeps a host copy. */
 static int compute_reference(kt_bench *b, const kt_module *ref_mod) {
     const kt_family *f = b->f;
-    if (f->launch_reference && ref_mod && f->gpu_reference_above > 0 &&
-        f->flops(&b->p) / 2 > f->gpu_reference_above) {
-        CUdeviceptr d;
-        KT_CHECK(CU, kt_cu.cuMemAlloc(&d, b->n_ref * sizeof(double)));
+    size_t bytes = b->n_ref * sizeof(double);
+    KT_CHECK(CU, kt_cu.cuMemAlloc(&b->ref, bytes ? bytes : sizeof(double)));
+    if (b->check_on_cpu && !(b->host_ref = malloc(bytes ? bytes : sizeof(double)))) return kt_fail("out of memory");
+    if (f->launch_reference && ref_mod && f->gpu_reference_above > 0 && f->flops(&b->p) / 2 > f->gpu_reference_above) {
         kt_launch l;
         fill_launch(b, ref_mod, 0, &l);
-        int rc = f->launch_reference(&l, d);
-        if (!rc) rc = kt_status_CU(kt_cu.cuStreamSynchronize(b->stream), "reference kernel", __FILE__, __LINE__);
-        if (!rc) rc = kt_status_CU(kt_cu.cuMemcpyDtoH(b->ref, d, b->n_ref * sizeof(double)), "cuMemcpyDtoH", __FILE__, __LINE__);
-        kt_cu.cuMemFree(d);
-        return rc;
+        if (f->launch_reference(&l, b->ref)) return -1;
+        KT_CHECK(CU, kt_cu.cuStreamSynchronize(b->stream));
+        if (b->host_ref) KT_CHECK(CU, kt_cu.cuMemcpyDtoH(b->host_ref, b->ref, bytes));
+        return 0;
     }
-    f->reference(&b->p, b->host, b->ref);
-    return 0;
+    double *ref = b->host_ref ? b->host_ref : malloc(bytes ? bytes : sizeof(double));
+    if (!ref) return kt_fail("out of memory");
+    f->reference(&b->p, b->host, ref);
+    int rc = kt_status_CU(kt_cu.cuMemcpyHtoD(b->ref, ref, bytes), "cuMemcpyHtoD", __FILE__, __LINE__);
+    if (ref != b->host_ref) free(ref);
+    return rc;
+}
+
+/* Loads the check kernel into the current context (compiled once, then from the JIT cache). */
+static int load_check(kt_bench *b) {
+    static const char *const kernels[] = {"kt_check", NULL};
+    kt_cubin cubin;
+    if (kt_compile_source("check.cu", kt_gpu_arch(), &cubin)) return -1;
+    int rc = kt_module_load_kernels("check.cu", kernels, &cubin, &b->check);
+    kt_cubin_free(&cubin);
+    return rc;
 }
 
 int kt_bench_setup(const kt_family *f, const kt_problem *p, uint64_t seed, const kt_module *ref_mod, kt_bench **out) {
@@ -79,6 +103,7 @@ int kt_bench_setup(const kt_family *f, const kt_problem *p, uint64_t seed, const
     b->f = f;
     b->p = *p;
     b->n_t = f->tensors(p, b->t);
+    b->check_on_cpu = getenv("KT_CHECK_ON_CPU") && !strcmp(getenv("KT_CHECK_ON_CPU"), "1");
     size_t input_bytes = 0;
     for (int i = 0; i < b->n_t; i++) {
         b->stride[i] = (tensor_bytes(&b->t[i]) + 255) / 256 * 256;
@@ -92,9 +117,12 @@ int kt_bench_setup(const kt_family *f, const kt_problem *p, uint64_t seed, const
     KT_CHECK(CU, kt_cu.cuStreamCreate(&b->stream, CU_STREAM_NON_BLOCKING));
     KT_CHECK(CU, kt_cu.cuEventCreate(&b->ev0, CU_EVENT_DEFAULT));
     KT_CHECK(CU, kt_cu.cuEventCreate(&b->ev1, CU_EVENT_DEFAULT));
+    KT_CHECK(CU, kt_cu.cuMemAlloc(&b->sums, sizeof(kt_check_sums) * KT_MAX_TENSORS));
     for (int i = 0; i < b->n_t; i++) {
         size_t bytes = tensor_bytes(&b->t[i]);
-        if (!(b->host[i] = malloc(bytes ? bytes : 1))) return kt_fail("out of memory for %s", b->t[i].name);
+        if ((b->t[i].role == KT_INPUT || (b->t[i].role == KT_OUTPUT && b->check_on_cpu)) &&
+            !(b->host[i] = malloc(bytes ? bytes : 1)))
+            return kt_fail("out of memory for %s", b->t[i].name);
         size_t dev_bytes = b->t[i].role == KT_INPUT ? b->stride[i] * b->copies : b->stride[i];
         KT_CHECK(CU, kt_cu.cuMemAlloc(&b->dev[i], dev_bytes));
         if (b->t[i].role == KT_SCRATCH) KT_CHECK(CU, kt_cu.cuMemsetD8(b->dev[i], 0, dev_bytes));
@@ -106,7 +134,7 @@ int kt_bench_setup(const kt_family *f, const kt_problem *p, uint64_t seed, const
         for (int r = 1; r < b->copies; r++)
             KT_CHECK(CU, kt_cu.cuMemcpyDtoD(b->dev[i] + r * b->stride[i], b->dev[i], tensor_bytes(&b->t[i])));
     }
-    if (!(b->ref = malloc(sizeof(double) * (b->n_ref ? b->n_ref : 1)))) return kt_fail("out of memory");
+    if (!b->check_on_cpu && load_check(b)) return -1;
     return compute_reference(b, ref_mod);
 }
 
@@ -116,10 +144,13 @@ void kt_bench_free(kt_bench *b) {
         if (b->dev[i]) kt_cu.cuMemFree(b->dev[i]);
         free(b->host[i]);
     }
+    if (b->ref) kt_cu.cuMemFree(b->ref);
+    if (b->sums) kt_cu.cuMemFree(b->sums);
+    kt_module_unload(&b->check);
     if (b->stream) kt_cu.cuStreamDestroy(b->stream);
     if (b->ev0) kt_cu.cuEventDestroy(b->ev0);
     if (b->ev1) kt_cu.cuEventDestroy(b->ev1);
-    free(b->ref);
+    free(b->host_ref);
     free(b);
 }
 
@@ -141,26 +172,79 @@ static double element(const void *base, kt_dtype t, size_t i) {
     return NAN;
 }
 
-int kt_bench_check(kt_bench *b, double *rel_err, char *why, size_t n) {
+void kt_check_host(kt_dtype t, const void *out, const double *ref, size_t n, kt_check_sums *s) {
+    memset(s, 0, sizeof *s);
+    for (size_t j = 0; j < n; j++) {
+        double o = element(out, t, j), r = ref[j];
+        if (isnan(o)) {
+            if (!s->nans++) s->nan_rank = n - j;
+            continue;
+        }
+        s->diff2 += (o - r) * (o - r);
+        s->ref2 += r * r;
+    }
+}
+
+/* Each output's sums, the outputs copied to the host and compared there. */
+static int sums_on_cpu(kt_bench *b, kt_check_sums *sums) {
     KT_CHECK(CU, kt_cu.cuStreamSynchronize(b->stream));
+    size_t off = 0;
+    for (int i = 0; i < b->n_t; i++) {
+        if (b->t[i].role != KT_OUTPUT) continue;
+        KT_CHECK(CU, kt_cu.cuMemcpyDtoH(b->host[i], b->dev[i], tensor_bytes(&b->t[i])));
+        kt_check_host(b->t[i].dtype, b->host[i], b->host_ref + off, b->t[i].count, &sums[i]);
+        off += b->t[i].count;
+    }
+    return 0;
+}
+
+/* Each output's sums from the check kernel, on the stream after the variant's run. */
+static int sums_on_gpu(kt_bench *b, kt_check_sums *sums) {
+    KT_CHECK(CU, kt_cu.cuMemsetD8Async(b->sums, 0, sizeof *sums * (size_t)b->n_t, b->stream));
+    size_t off = 0;
+    for (int i = 0; i < b->n_t; i++) {
+        if (b->t[i].role != KT_OUTPUT || !b->t[i].count) continue;
+        CUdeviceptr out = b->dev[i], ref = b->ref + off * sizeof(double), s = b->sums + i * sizeof *sums;
+        int dtype = (int)b->t[i].dtype;
+        unsigned long long count = b->t[i].count;
+        void *args[] = {&out, &dtype, &ref, &count, &s};
+        unsigned long long blocks = (count + CHECK_THREADS - 1) / CHECK_THREADS;
+        if (kt_launch_kernel(&b->check, 0, (unsigned)(blocks < CHECK_BLOCKS ? blocks : CHECK_BLOCKS), 1, 1,
+                             CHECK_THREADS, 0, b->stream, args))
+            return -1;
+        off += count;
+    }
+    KT_CHECK(CU, kt_cu.cuStreamSynchronize(b->stream));
+    KT_CHECK(CU, kt_cu.cuMemcpyDtoH(sums, b->sums, sizeof *sums * (size_t)b->n_t));
+    return 0;
+}
+
+/* The reference value of output element i (of all outputs, concatenated). */
+static int reference_at(const kt_bench *b, size_t i, double *value) {
+    if (b->host_ref) *value = b->host_ref[i];
+    else KT_CHECK(CU, kt_cu.cuMemcpyDtoH(value, b->ref + i * sizeof(double), sizeof(double)));
+    return 0;
+}
+
+int kt_bench_check(kt_bench *b, double *rel_err, char *why, size_t n) {
+    kt_check_sums sums[KT_MAX_TENSORS] = {{0}};
+    if (b->check_on_cpu ? sums_on_cpu(b, sums) : sums_on_gpu(b, sums)) return -1;
     size_t off = 0;
     double worst = 0;
     why[0] = 0;
     for (int i = 0; i < b->n_t; i++) {
         if (b->t[i].role != KT_OUTPUT) continue;
-        KT_CHECK(CU, kt_cu.cuMemcpyDtoH(b->host[i], b->dev[i], tensor_bytes(&b->t[i])));
-        double diff = 0, norm = 0;
-        for (size_t j = 0; j < b->t[i].count; j++) {
-            double o = element(b->host[i], b->t[i].dtype, j), r = b->ref[off + j];
-            if (isnan(o)) {
-                snprintf(why, n, "%s[%zu] is NaN (unwritten or invalid; expected %g)", b->t[i].name, j, r);
-                *rel_err = NAN;
-                return 0;
-            }
-            diff += (o - r) * (o - r);
-            norm += r * r;
+        const kt_check_sums *s = &sums[i];
+        if (s->nans) {
+            size_t at = b->t[i].count - s->nan_rank;
+            double expected;
+            if (reference_at(b, off + at, &expected)) return -1;
+            snprintf(why, n, "%s[%zu] is NaN (unwritten or invalid; expected %g; %llu NaN in all)", b->t[i].name, at,
+                     expected, s->nans);
+            *rel_err = NAN;
+            return 0;
         }
-        double rel = norm > 0 ? sqrt(diff / norm) : sqrt(diff);
+        double rel = s->ref2 > 0 ? sqrt(s->diff2 / s->ref2) : sqrt(s->diff2);
         if (rel > worst) worst = rel;
         if (rel > b->f->tolerance && !why[0])
             snprintf(why, n, "%s: relative error %.3g > tolerance %.1g", b->t[i].name, rel, b->f->tolerance);

@@ -31,8 +31,9 @@ void kt_compile_pool_free(kt_compile_pool *pool);
 /* A problem made ready on the GPU: inputs rotated over copies, outputs, scratch,
  * and the reference. */
 typedef struct kt_bench kt_bench;
-/* Allocates, fills from seed and uploads the problem's tensors, and computes the reference
- * (CPU, or the family's GPU reference for large problems, compiled through ref_cubin). */
+/* Allocates, fills from seed and uploads the problem's tensors, computes the reference onto
+ * the device (on the CPU and uploaded, or by the family's GPU reference in ref_mod for large
+ * problems) and loads the check kernel, all once for every variant checked on it. */
 int kt_bench_setup(const kt_family *f, const kt_problem *p, uint64_t seed, const kt_module *ref_mod,
                    kt_bench **out);
 void kt_bench_free(kt_bench *b);
@@ -54,8 +55,20 @@ int kt_bench_time_variant(kt_bench *b, const kt_module *mod, kt_timing *t);
 uint64_t kt_bench_ptr(const kt_bench *b, int i, int r);
 int kt_bench_copies(const kt_bench *b);
 /* Relative error of the output tensors against the reference (max over tensors); NaN if any
- * element is NaN. Reads the current device outputs. */
+ * element is NaN. Compares the current device outputs on the GPU (runtime/check.cu), or on
+ * the CPU when KT_CHECK_ON_CPU=1 was set at setup; both add up the same kt_check_sums. */
 int kt_bench_check(kt_bench *b, double *rel_err, char *why, size_t n);
+
+/* What a check adds up over one output tensor against its float64 reference (the layout
+ * runtime/check.cu writes). The relative error is sqrt(diff2 / ref2). */
+typedef struct kt_check_sums {
+    double diff2;                /* sum of (out - ref)^2 over the elements that are not NaN */
+    double ref2;                 /* sum of ref^2 over the same elements */
+    unsigned long long nans;     /* elements that are NaN: unwritten (the poison) or invalid */
+    unsigned long long nan_rank; /* n - the index of the first NaN; 0 if none */
+} kt_check_sums;
+/* The CPU compare: the sums of out[n] (dtype t, host memory) against ref[n]. */
+void kt_check_host(kt_dtype t, const void *out, const double *ref, size_t n, kt_check_sums *s);
 /* Fills every output tensor with NaN bytes. */
 int kt_bench_poison(kt_bench *b);
 /* The stream the bench runs on (CUstream). */

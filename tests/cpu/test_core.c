@@ -1,6 +1,7 @@
 /* test_core.c — CPU tests of the pieces under the tuner: fp8/bf16 conversions, shape and
  * config parsing, space enumeration and constraints, JIT cache keys and the cache itself,
- * the host references, and NVRTC compiles of every family for sm_120, sm_120a and sm_90. */
+ * the host references, the CPU compare of outputs with a reference, and NVRTC compiles of
+ * every family (and the check kernel) for sm_120, sm_120a and sm_90. */
 #include "../../tuner/tuner.h"
 #include "test.h"
 
@@ -271,8 +272,31 @@ KT_TEST(act_quant_host_reference) {
     free(ref);
 }
 
-/* Compiles a representative sample of every family for each target arch: no errors, and
- * the default variants do not spill. */
+/* The CPU compare (what the GPU's check kernel must match): sums over the elements that
+ * are not NaN, NaN codes of each dtype counted and the first one located; ints and bytes
+ * have no NaN, so their poison (0xff bytes) reads as a value. */
+KT_TEST(check_sums_on_the_host) {
+    const double ref[4] = {1.0, -2.0, 0.5, 3.0};
+    kt_check_sums s;
+    const uint8_t e4m3[4] = {kt_float_to_e4m3(1.0f), kt_float_to_e4m3(-2.5f), 0x7f, 0xff};
+    kt_check_host(KT_E4M3, e4m3, ref, 4, &s);
+    EXPECT(s.nans == 2 && s.nan_rank == 2 && s.diff2 == 0.25 && s.ref2 == 5.0);
+    const uint16_t bf16[4] = {kt_float_to_bf16(1.0f), kt_float_to_bf16(-2.0f), kt_float_to_bf16(0.75f), 0xffff};
+    kt_check_host(KT_BF16, bf16, ref, 4, &s);
+    EXPECT(s.nans == 1 && s.nan_rank == 1 && s.diff2 == 0.0625 && s.ref2 == 5.25);
+    const float f32[4] = {1.0f, -2.0f, 0.5f, 3.5f};
+    kt_check_host(KT_F32, f32, ref, 4, &s);
+    EXPECT(s.nans == 0 && s.nan_rank == 0 && s.diff2 == 0.25 && s.ref2 == 14.25);
+    const int32_t i32[4] = {1, -2, -1, 3}; /* -1: 0xffffffff, the poison */
+    kt_check_host(KT_I32, i32, ref, 4, &s);
+    EXPECT(s.nans == 0 && s.diff2 == 2.25 && s.ref2 == 14.25);
+    const uint8_t u8[4] = {1, 0, 0xff, 3};
+    kt_check_host(KT_U8, u8, ref, 4, &s);
+    EXPECT(s.nans == 0 && s.diff2 == 4.0 + 254.5 * 254.5 && s.ref2 == 14.25);
+}
+
+/* Compiles a representative sample of every family, and the tuner's check kernel, for each
+ * target arch: no errors, and the default variants and the check kernel do not spill. */
 KT_TEST(nvrtc_compiles_every_family_for_every_arch) {
     char *dir = temp_dir();
     setenv("KT_CACHE_DIR", dir, 1);
@@ -299,6 +323,13 @@ KT_TEST(nvrtc_compiles_every_family_for_every_arch) {
             kt_compile_pool_free(pool);
             free(list);
         }
+    }
+    for (int a = 0; a < 3; a++) {
+        kt_cubin check;
+        int rc = kt_compile_source("check.cu", archs[a], &check);
+        if (rc) fprintf(stderr, "check.cu %s: %s\n", kt_arch_name(archs[a]), kt_error());
+        EXPECT(rc == 0 && check.report.spill_bytes == 0 && check.size > 0);
+        kt_cubin_free(&check);
     }
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

@@ -39,6 +39,24 @@ if want verify; then
 step verify_fp8_gemm $KT verify --family fp8_gemm --shape targets --shape N=2304,K=7168 --shape N=128,K=128 \
     --m $MS --sample $SAMPLE --seed $RANDOM
 step verify_act_quant $KT verify --family act_quant --shape targets --shape K=7168 --m $MS --sample $SAMPLE --seed $RANDOM
+# The GPU compare (runtime/check.cu) against the CPU compare (KT_CHECK_ON_CPU=1) on the same
+# seeded inputs and variants: the same rel_err up to summation order, for outputs of every
+# dtype the families have (bf16; e4m3 + f32) and both references (CPU at M=1, GPU above).
+compare_check() {
+    local gemm=(verify --family fp8_gemm --shape N=1024,K=4096 --shape N=4096,K=512 --m 1,64,4096 --sample 2 --seed 7)
+    local quant=(verify --family act_quant --shape K=4096 --shape K=7168 --m 1,64,4096 --sample 2 --seed 7)
+    { $KT "${gemm[@]}" && $KT "${quant[@]}"; } >"$LOGS/check_gpu.txt" || return 1
+    { KT_CHECK_ON_CPU=1 $KT "${gemm[@]}" && KT_CHECK_ON_CPU=1 $KT "${quant[@]}"; } >"$LOGS/check_cpu.txt" || return 1
+    # "ok   SHAPE M=m CONFIG: rel_err X, T us": the same lines in the same order, X equal to the
+    # 7 digits printed (1e-6 relative: the two sums differ by ~1e-12 from their order; a
+    # wrong dtype, offset or lost block of elements by far more)
+    paste -d' ' <(grep '^ok ' "$LOGS/check_gpu.txt") <(grep '^ok ' "$LOGS/check_cpu.txt") | awk '
+        { n++; a = $6 + 0; b = $(NF - 2) + 0; d = a > b ? a - b : b - a
+          if ($2 != $(NF - 6) || $3 != $(NF - 5) || $4 != $(NF - 4) || d > 1e-6 * (a > b ? a : b)) {
+              bad++; print "differ: " $0 } }
+        END { printf "%d variants compared, %d differ\n", n, bad; exit !(n >= 20 && bad == 0) }'
+}
+step check_gpu_vs_cpu compare_check
 fi
 
 if want sweep; then
