@@ -18,6 +18,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#define WORKER_SETUPS 24 /* problems a worker keeps set up: a shape's 18 Ms and more */
+
 struct kt_worker {
     pid_t pid;
     int fd;
@@ -86,16 +88,26 @@ static double env_double(const char *name, double fallback) {
     return s && end != s && v >= 0 ? v : fallback;
 }
 
-/* What one worker holds between jobs: its problem, set up once for all its jobs, and the
- * modules it has loaded (a sweep measures each variant at every M: it loads once). */
+/* A problem set up on the GPU (inputs, outputs, reference) for the jobs that need it. */
+typedef struct problem_setup {
+    kt_bench *bench;
+    kt_problem problem;
+    uint64_t seed;
+    long used; /* when a job last used it (a job count): the least recent goes first */
+} problem_setup;
+
+/* What one worker holds between jobs: the problems it has set up, each once for all its jobs
+ * (a sweep's search moves between a shape's Ms round by round: setting a problem up again
+ * on each move would cost inputs, uploads and the reference every time), and the modules
+ * it has loaded (a sweep measures each variant at many Ms: it loads once). */
 typedef struct worker_state {
     const kt_family *f;
     int fake;
     int smooth;        /* fake GPU, KT_FAKE_TIME=smooth: times form a bowl around `bowl` */
     kt_config bowl;
-    kt_bench *bench;
-    kt_problem problem;
-    uint64_t seed;
+    problem_setup setups[WORKER_SETUPS];
+    long jobs;
+    kt_bench *bench;   /* the current job's */
     kt_module reference;
     int have_reference;
     kt_module modules[KT_WORKER_MODULES];
@@ -196,21 +208,45 @@ static void fake_misbehave(const worker_state *s, const kt_config *c) {
         for (;;) pause();
 }
 
-/* Sets the job's problem up unless it is the one already set up. */
+/* Makes the job's problem current (s->bench): one set up before, else set up now in place
+ * of the least recently used. When the GPU's memory is short, every other setup is freed
+ * and it is tried once more. */
 static int setup(worker_state *s, const job *j, kt_worker_result *r) {
-    if (s->bench && !memcmp(&s->problem, &j->head.problem, sizeof s->problem) && s->seed == j->head.seed) return 0;
-    kt_bench_free(s->bench);
-    s->bench = NULL;
-    if (kt_bench_setup(s->f, &j->head.problem, j->head.seed, s->have_reference ? &s->reference : NULL, &s->bench)) {
-        r->outcome = KT_WORKER_SETUP_FAILED;
-        snprintf(r->error, sizeof r->error, "problem setup: %s", kt_error());
-        kt_bench_free(s->bench);
-        s->bench = NULL;
-        return -1;
+    problem_setup *slot = &s->setups[0];
+    s->jobs++;
+    for (int i = 0; i < WORKER_SETUPS; i++) {
+        problem_setup *p = &s->setups[i];
+        if (p->bench && !memcmp(&p->problem, &j->head.problem, sizeof p->problem) && p->seed == j->head.seed) {
+            p->used = s->jobs;
+            s->bench = p->bench;
+            return 0;
+        }
+        if (p->used < slot->used) slot = p;
     }
-    s->problem = j->head.problem;
-    s->seed = j->head.seed;
-    return 0;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        kt_bench_free(slot->bench);
+        *slot = (problem_setup){.problem = j->head.problem, .seed = j->head.seed, .used = s->jobs};
+        if (!kt_bench_setup(s->f, &j->head.problem, j->head.seed, s->have_reference ? &s->reference : NULL,
+                            &slot->bench)) {
+            s->bench = slot->bench;
+            return 0;
+        }
+        char why[512];
+        snprintf(why, sizeof why, "%s", kt_error());
+        kt_bench_free(slot->bench);
+        slot->bench = NULL;
+        int freed = 0;
+        for (int i = 0; i < WORKER_SETUPS; i++) {
+            freed += s->setups[i].bench != NULL;
+            kt_bench_free(s->setups[i].bench);
+            s->setups[i] = (problem_setup){0};
+        }
+        kt_fail("%s", why);
+        if (!freed) break;
+    }
+    r->outcome = KT_WORKER_SETUP_FAILED;
+    snprintf(r->error, sizeof r->error, "problem setup: %s", kt_error());
+    return -1;
 }
 
 static void measure(worker_state *s, const job *j, kt_worker_result *r) {
