@@ -355,18 +355,15 @@ static double band_hi(const candidate *c) { return c->retimed ? c->max_us : c->t
 
 typedef struct candidates {
     candidate *c;
-    int n, cap;
+    int n;
+    size_t cap;
 } candidates;
 
 static int candidate_row(sqlite3_stmt *st, void *ctx) {
     candidates *cs = ctx;
-    if (cs->n == cs->cap) {
-        int cap = cs->cap ? 2 * cs->cap : 64;
-        candidate *c = realloc(cs->c, sizeof *c * (size_t)cap);
-        if (!c) return kt_fail("out of memory");
-        cs->c = c;
-        cs->cap = cap;
-    }
+    candidate *grown = kt_grow(cs->c, &cs->cap, (size_t)cs->n, sizeof *grown);
+    if (!grown) return -1;
+    cs->c = grown;
     candidate *c = &cs->c[cs->n++];
     c->id = sqlite3_column_int64(st, 0);
     snprintf(c->variant_id, sizeof c->variant_id, "%s", (const char *)sqlite3_column_text(st, 1));
@@ -645,18 +642,15 @@ static const char *const merge_steps[] = {
 /* The winner keys a merge touched, collected before any of them is recomputed. */
 typedef struct merge_keys {
     winner_key *k;
-    int n, cap;
+    int n;
+    size_t cap;
 } merge_keys;
 
 static int merge_key_row(sqlite3_stmt *st, void *ctx) {
     merge_keys *mk = ctx;
-    if (mk->n == mk->cap) {
-        int cap = mk->cap ? 2 * mk->cap : 64;
-        winner_key *k = realloc(mk->k, sizeof *k * (size_t)cap);
-        if (!k) return kt_fail("out of memory");
-        mk->k = k;
-        mk->cap = cap;
-    }
+    winner_key *grown = kt_grow(mk->k, &mk->cap, (size_t)mk->n, sizeof *grown);
+    if (!grown) return -1;
+    mk->k = grown;
     winner_key *k = &mk->k[mk->n];
     k->device_id = sqlite3_column_int64(st, 0);
     k->family = strdup((const char *)sqlite3_column_text(st, 1));
@@ -720,13 +714,9 @@ typedef struct table {
 } table;
 
 static int table_push(table *t, const char *s) {
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? 2 * t->cap : 64;
-        char **cell = realloc(t->cell, cap * sizeof *cell);
-        if (!cell) return kt_fail("out of memory");
-        t->cell = cell;
-        t->cap = cap;
-    }
+    char **cell = kt_grow(t->cell, &t->cap, t->n, sizeof *cell);
+    if (!cell) return -1;
+    t->cell = cell;
     if (!(t->cell[t->n] = strdup(s ? s : ""))) return kt_fail("out of memory");
     int col = (int)(t->n++ % t->n_cols), len = (int)strlen(s ? s : "");
     if (len > t->width[col]) t->width[col] = len;

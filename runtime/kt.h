@@ -49,6 +49,10 @@ uint64_t kt_rng_next(uint64_t *state);
 float kt_rng_uniform(uint64_t *state);
 /* Parses a comma list of positive integers ("1,16,64") into out[max]; returns the count or -1. */
 int kt_parse_int_list(const char *s, long *out, int max);
+/* Makes room for element n of a malloc'd array of `size`-byte elements, *cap of them (doubled,
+ * from 64, once n reaches it). Returns the array, moved or not; NULL with the error set if out
+ * of memory (the old array is still valid). */
+void *kt_grow(void *array, size_t *cap, size_t n, size_t size);
 
 /* e4m3 (FN: no infinities, 0x7f/0xff NaN, max 448) and bf16 conversions, round-to-nearest-even. */
 float kt_e4m3_to_float(uint8_t code);

@@ -147,6 +147,18 @@ float kt_rng_uniform(uint64_t *state) {
     return (float)((double)(kt_rng_next(state) >> 40) / (double)(1ull << 23) - 1.0);
 }
 
+void *kt_grow(void *array, size_t *cap, size_t n, size_t size) {
+    if (n < *cap) return array;
+    size_t more = *cap ? 2 * *cap : 64;
+    void *grown = realloc(array, more * size);
+    if (!grown) {
+        kt_fail("out of memory");
+        return NULL;
+    }
+    *cap = more;
+    return grown;
+}
+
 int kt_parse_int_list(const char *s, long *out, int max) {
     int n = 0;
     const char *p = s;

@@ -38,7 +38,8 @@ typedef struct problem {
     int waiting;     /* choices not answered yet */
     int cap;         /* local search stops once the problem has this many choices */
     choice *c;
-    int n, cap_c;
+    int n;
+    size_t cap_c;
 } problem;
 
 struct kt_search {
@@ -94,13 +95,9 @@ static int chosen(const problem *pb, int k) {
 /* Chooses config k for problem pi (one step of `param` from choice `from`, or from = -1). */
 static int pick(kt_search *s, int pi, int k, int from, int param, int step) {
     problem *pb = &s->pr[pi];
-    if (pb->n == pb->cap_c) {
-        int cap = pb->cap_c ? 2 * pb->cap_c : 64;
-        choice *c = realloc(pb->c, sizeof *c * (size_t)cap);
-        if (!c) return kt_fail("out of memory");
-        pb->c = c;
-        pb->cap_c = cap;
-    }
+    choice *grown = kt_grow(pb->c, &pb->cap_c, (size_t)pb->n, sizeof *grown);
+    if (!grown) return -1;
+    pb->c = grown;
     choice *c = &pb->c[pb->n];
     *c = (choice){.k = k, .from = from, .param = param, .step = step, .us = NAN};
     int known = s->host.choose(s->host.ctx, pi, k, pb->n++, (int)pb->phase, &c->status, &c->us);

@@ -60,14 +60,16 @@ typedef struct pool_item {
 /* A FIFO of item indices waiting for a compile thread: queue[head..n). */
 typedef struct pool_queue {
     int *at;
-    int head, n, cap;
+    int head, n;
+    size_t cap;
 } pool_queue;
 
 struct kt_compile_pool {
     const kt_family *family;
     int arch, n_threads, closing;
     pool_item **items;
-    int n, cap;
+    int n;
+    size_t cap;
     pool_queue urgent, normal; /* threads take urgent items first */
     pthread_mutex_t lock;
     pthread_cond_t work;    /* an item was queued, or the pool is closing */
@@ -76,13 +78,9 @@ struct kt_compile_pool {
 };
 
 static int queue_push(pool_queue *q, int i) {
-    if (q->n == q->cap) {
-        int cap = q->cap ? 2 * q->cap : 64;
-        int *at = realloc(q->at, sizeof *at * (size_t)cap);
-        if (!at) return -1;
-        q->at = at;
-        q->cap = cap;
-    }
+    int *at = kt_grow(q->at, &q->cap, (size_t)q->n, sizeof *at);
+    if (!at) return -1;
+    q->at = at;
     q->at[q->n++] = i;
     return 0;
 }
@@ -144,18 +142,12 @@ int kt_compile_pool_add(kt_compile_pool *pool, const kt_config *c, int urgent) {
     item->config = *c;
     pthread_mutex_lock(&pool->lock);
     int i = pool->n;
-    if (pool->n == pool->cap) {
-        int cap = pool->cap ? 2 * pool->cap : 64;
-        pool_item **items = realloc(pool->items, sizeof *items * (size_t)cap);
-        if (items) {
-            pool->items = items;
-            pool->cap = cap;
-        }
-    }
-    if (pool->n == pool->cap || queue_push(urgent ? &pool->urgent : &pool->normal, i)) {
+    pool_item **items = kt_grow(pool->items, &pool->cap, (size_t)pool->n, sizeof *items);
+    if (items) pool->items = items;
+    if (!items || queue_push(urgent ? &pool->urgent : &pool->normal, i)) {
         pthread_mutex_unlock(&pool->lock);
         free(item);
-        return kt_fail("out of memory");
+        return -1;
     }
     pool->items[pool->n++] = item;
     pthread_cond_signal(&pool->work);

@@ -73,9 +73,11 @@ typedef struct sweep {
     problem problems[MAX_PROBLEMS];
     int n_problems;
     unit *units;        /* every unit of this run, in the order chosen */
-    int n_units, cap_units;
+    int n_units;
+    size_t cap_units;
     int *todo;          /* units waiting for a worker, by group, then in the order chosen */
     int n_todo;
+    size_t cap_todo;
     int compiling;      /* a worker is idle only because every waiting unit still compiles */
     int queue[MAX_PROBLEMS]; /* problems waiting for their re-timing */
     int n_queue;
@@ -278,15 +280,11 @@ static int choose(void *ctx, int pi, int k, int choice, int phase, kt_status *st
     if (have) return have;
     if (s->variant_of[k] < 0 && (s->variant_of[k] = kt_compile_pool_add(s->pool, &s->space[k], phase > 1)) < 0)
         return -1;
-    if (s->n_units == s->cap_units) {
-        int cap = s->cap_units ? 2 * s->cap_units : 1024;
-        unit *u = realloc(s->units, sizeof *u * (size_t)cap);
-        int *todo = realloc(s->todo, sizeof *todo * (size_t)cap);
-        if (u) s->units = u;
-        if (todo) s->todo = todo;
-        if (!u || !todo) return kt_fail("out of memory");
-        s->cap_units = cap;
-    }
+    unit *units = kt_grow(s->units, &s->cap_units, (size_t)s->n_units, sizeof *units);
+    if (units) s->units = units;
+    int *todo = units ? kt_grow(s->todo, &s->cap_todo, (size_t)s->n_todo, sizeof *todo) : NULL;
+    if (!todo) return -1;
+    s->todo = todo;
     s->units[s->n_units] = (unit){pi, k, choice, phase};
     int at = s->n_todo++;
     for (; at > 0 && s->problems[s->units[s->todo[at - 1]].problem].group > pb->group; at--)

@@ -46,6 +46,17 @@ KT_TEST(bf16_conversion) {
     EXPECT(isnan(kt_bf16_to_float(kt_float_to_bf16(NAN))));
 }
 
+KT_TEST(grow_doubles_when_full) {
+    size_t cap = 0;
+    int *a = kt_grow(NULL, &cap, 0, sizeof *a);
+    EXPECT(a && cap == 64);
+    EXPECT(kt_grow(a, &cap, 63, sizeof *a) == a && cap == 64);
+    a = kt_grow(a, &cap, 64, sizeof *a);
+    EXPECT(a && cap == 128);
+    if (a) a[127] = 1;
+    free(a);
+}
+
 KT_TEST(shape_and_config_parsing) {
     const kt_family *f = kt_family_find("fp8_gemm");
     EXPECT(f != NULL);
