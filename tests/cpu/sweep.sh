@@ -39,6 +39,50 @@ winners() {
         awk '/^winners/ {w = 1; next} w && /^$/ {w = 0} w && $1 == "kt" {print $5, $6, $7, $8, $9}' | sort
 }
 
+# kill_resume_shard NAME MIN_ROWS TUNE-ARGS...: against $tmp/NAME.units and NAME.winners, an
+# uninterrupted sweep's. A sweep killed with -9 once MIN_ROWS rows are committed (three fake
+# GPUs, slow jobs, a 10 s watchdog: workers in a hang end only because their sweep did) and
+# run again resumes: it skips the committed rows, loses or changes none, measures every unit
+# once and ends with the uninterrupted rows and winners. Two shards (two fake GPUs each)
+# merged end with them too.
+kill_resume_shard() {
+    local name=$1 min=$2 db=$tmp/$1-kill.db total before rc pid
+    shift 2
+    total=$(wc -l <"$tmp/$name.units")
+    KT_FAKE_GPU_COUNT=3 KT_WATCHDOG_S=10 KT_FAKE_DELAY_MS=60 "$KT" "$@" --db "$db" 2>"$tmp/$name-kill.log" &
+    pid=$!
+    for _ in $(seq 400); do
+        [ "$(rows "$db" | wc -l)" -ge "$min" ] && break
+        sleep 0.05
+    done
+    { kill -9 $pid; wait $pid; } 2>/dev/null # quiet: the shell reports the killed job
+    rows "$db" >"$tmp/$name-before.rows"
+    before=$(wc -l <"$tmp/$name-before.rows")
+    check "$name: killed mid-sweep ($before of $total rows)" '[ "$before" -ge "$min" ] && [ "$before" -lt "$total" ]'
+    sleep 0.2
+    check "$name: no worker outlives a killed sweep" '[ -z "$(ps -eo args | grep -F "$db" | grep -v grep)" ]'
+    "$KT" "$@" --db "$db" 2>"$tmp/$name-resume.log"
+    rc=$?
+    check "$name: resumed sweep finishes, skipping the committed rows" \
+        '[ $rc -eq 0 ] && grep -q "$before already measured" "$tmp/$name-resume.log"'
+    rows "$db" >"$tmp/$name-after.rows"
+    check "$name: no committed row lost or changed" '[ -z "$(grep -Fxvf "$tmp/$name-after.rows" "$tmp/$name-before.rows")" ]'
+    check "$name: every unit measured exactly once" '[ "$(wc -l <"$tmp/$name-after.rows")" -eq "$total" ] &&
+        [ "$(cut -d, -f10,12,13 "$tmp/$name-after.rows" | sort -u | wc -l)" -eq "$total" ]'
+    check "$name: resumed rows equal the uninterrupted sweep's" 'cmp -s "$tmp/$name.units" <(units "$db")'
+    check "$name: resumed winners equal the uninterrupted sweep's" 'cmp -s "$tmp/$name.winners" <(winners "$db")'
+    for i in 0 1; do
+        KT_FAKE_GPU_COUNT=2 "$KT" "$@" --shard $i/2 --db "$tmp/$name-shard$i.db" 2>"$tmp/$name-shard$i.log"
+        rc=$?
+        check "$name: shard $i/2" '[ $rc -eq 0 ]'
+    done
+    "$KT" db merge --db "$tmp/$name-merged.db" "$tmp/$name-shard0.db" "$tmp/$name-shard1.db" >"$tmp/$name-merge.log" 2>&1
+    rc=$?
+    check "$name: merge" '[ $rc -eq 0 ]'
+    check "$name: merged rows equal the unsharded sweep's" 'cmp -s "$tmp/$name.units" <(units "$tmp/$name-merged.db")'
+    check "$name: merged winners equal the unsharded sweep's" 'cmp -s "$tmp/$name.winners" <(winners "$tmp/$name-merged.db")'
+}
+
 "$KT" "${TUNE[@]}" --db "$tmp/ref.db" 2>"$tmp/ref.log"
 rc=$?
 check "uninterrupted sweep" '[ $rc -eq 0 ]'
@@ -48,87 +92,28 @@ check "uninterrupted sweep has every unit once" '[ "$(sort -u "$tmp/ref.units" |
 check "faulting and hanging variants recorded" '[ "$(grep -c ",launch-error," "$tmp/ref.units")" -eq 36 ]'
 check "a winner per (shape, M), all honest variants" \
     '[ "$(wc -l <"$tmp/ref.winners")" -eq 4 ] && [ "$(grep -c "FAULT=0,HANG=0" "$tmp/ref.winners")" -eq 4 ]'
-
-# kill -9 once some rows are committed, while workers hang (three fake GPUs, a 10 s
-# watchdog: the hanging ones end only because their sweep did)
-KT_FAKE_GPU_COUNT=3 KT_WATCHDOG_S=10 KT_FAKE_DELAY_MS=60 "$KT" "${TUNE[@]}" --db "$tmp/kill.db" 2>"$tmp/kill.log" &
-pid=$!
-for _ in $(seq 200); do
-    [ "$(rows "$tmp/kill.db" | wc -l)" -ge 5 ] && break
-    sleep 0.05
-done
-{ kill -9 $pid; wait $pid; } 2>/dev/null # quiet: the shell reports the killed job
-rows "$tmp/kill.db" >"$tmp/before.rows"
-before=$(wc -l <"$tmp/before.rows")
-check "killed mid-sweep ($before rows)" '[ "$before" -ge 5 ] && [ "$before" -lt $UNITS ]'
-sleep 0.2
-check "no worker outlives a killed sweep" '[ -z "$(ps -eo args | grep -F "$tmp/kill.db" | grep -v grep)" ]'
-"$KT" "${TUNE[@]}" --db "$tmp/kill.db" 2>"$tmp/resume.log"
-rc=$?
-check "resumed sweep finishes" '[ $rc -eq 0 ]'
-check "resume skips the committed rows" 'grep -q "$before already measured" "$tmp/resume.log"'
-rows "$tmp/kill.db" >"$tmp/after.rows"
-check "no committed row lost or changed" '[ -z "$(grep -Fxvf "$tmp/after.rows" "$tmp/before.rows")" ]'
-check "every unit measured exactly once" \
-    '[ "$(wc -l <"$tmp/after.rows")" -eq $UNITS ] && [ "$(cut -d, -f10,12,13 "$tmp/after.rows" | sort -u | wc -l)" -eq $UNITS ]'
-check "resumed rows equal the uninterrupted sweep's" 'cmp -s "$tmp/ref.units" <(units "$tmp/kill.db")'
-check "resumed winners equal the uninterrupted sweep's" 'cmp -s "$tmp/ref.winners" <(winners "$tmp/kill.db")'
-
-# two shards, each on two fake GPUs, merged
+kill_resume_shard ref 5 "${TUNE[@]}"
 for i in 0 1; do
-    KT_FAKE_GPU_COUNT=2 "$KT" "${TUNE[@]}" --shard $i/2 --db "$tmp/shard$i.db" 2>"$tmp/shard$i.log"
-    rc=$?
-    check "shard $i/2 measures half" '[ $rc -eq 0 ] && [ "$(rows "$tmp/shard$i.db" | wc -l)" -eq $((UNITS / 2)) ]'
+    check "shard $i/2 measures half" '[ "$(rows "$tmp/ref-shard$i.db" | wc -l)" -eq $((UNITS / 2)) ]'
 done
-"$KT" db merge --db "$tmp/merged.db" "$tmp/shard0.db" "$tmp/shard1.db" >"$tmp/merge.log" 2>&1
-rc=$?
-check "merge" '[ $rc -eq 0 ]'
-check "merged rows equal the unsharded sweep's" 'cmp -s "$tmp/ref.units" <(units "$tmp/merged.db")'
-check "merged winners equal the unsharded sweep's" 'cmp -s "$tmp/ref.winners" <(winners "$tmp/merged.db")'
-"$KT" db merge --db "$tmp/merged.db" "$tmp/shard1.db" >/dev/null 2>&1
-check "merging again copies nothing twice" '[ "$(rows "$tmp/merged.db" | wc -l)" -eq $UNITS ]'
+"$KT" db merge --db "$tmp/ref-merged.db" "$tmp/ref-shard1.db" >/dev/null 2>&1
+check "merging again copies nothing twice" '[ "$(rows "$tmp/ref-merged.db" | wc -l)" -eq $UNITS ]'
 
 # The fast strategy (the default) on fp8_gemm: two shapes, anchors at M = 1, 4, 16 with 2
-# between; the same checks. Killed once phase 1 is behind it, resumed, it must choose the
-# same later-phase units from the committed rows as the uninterrupted sweep.
+# between. Killed once phase 1 is behind it, resumed, it must choose the same later-phase
+# units from the committed rows as the uninterrupted sweep; its shards take whole shapes.
 FAST=(tune --family fp8_gemm --shape N=4096,K=512 --shape N=1024,K=4096 --m 1,2,4,16 --budget 6 --threads 2)
 "$KT" "${FAST[@]}" --db "$tmp/fast.db" 2>"$tmp/fast.log"
 rc=$?
-check "uninterrupted fast sweep" '[ $rc -eq 0 ] && grep -q "phase 1/2/3: 42/[1-9][0-9]*/[1-9]" "$tmp/fast.log"'
+check "uninterrupted fast sweep, every phase" '[ $rc -eq 0 ] && grep -q "phase 1/2/3: 42/[1-9][0-9]*/[1-9]" "$tmp/fast.log"'
 units "$tmp/fast.db" >"$tmp/fast.units"
 winners "$tmp/fast.db" >"$tmp/fast.winners"
-fast_units=$(wc -l <"$tmp/fast.units")
 check "fast sweep has every unit once and a winner per (shape, M)" \
-    '[ "$(sort -u "$tmp/fast.units" | wc -l)" -eq "$fast_units" ] && [ "$(wc -l <"$tmp/fast.winners")" -eq 8 ]'
-KT_FAKE_GPU_COUNT=2 KT_FAKE_DELAY_MS=30 "$KT" "${FAST[@]}" --db "$tmp/fastkill.db" 2>"$tmp/fastkill.log" &
-pid=$!
-for _ in $(seq 400); do
-    [ "$(rows "$tmp/fastkill.db" | wc -l)" -ge 50 ] && break
-    sleep 0.05
-done
-{ kill -9 $pid; wait $pid; } 2>/dev/null
-rows "$tmp/fastkill.db" >"$tmp/fastbefore.rows"
-before=$(wc -l <"$tmp/fastbefore.rows")
-check "fast sweep killed mid-sweep ($before of $fast_units rows)" '[ "$before" -ge 50 ] && [ "$before" -lt "$fast_units" ]'
-"$KT" "${FAST[@]}" --db "$tmp/fastkill.db" 2>"$tmp/fastresume.log"
-rc=$?
-check "resumed fast sweep finishes, skipping the committed rows" \
-    '[ $rc -eq 0 ] && grep -q "$before already measured" "$tmp/fastresume.log"'
-check "no committed fast row lost or changed" \
-    '[ -z "$(grep -Fxvf <(rows "$tmp/fastkill.db") "$tmp/fastbefore.rows")" ]'
-check "resumed fast rows equal the uninterrupted sweep's" 'cmp -s "$tmp/fast.units" <(units "$tmp/fastkill.db")'
-check "resumed fast winners equal the uninterrupted sweep's" 'cmp -s "$tmp/fast.winners" <(winners "$tmp/fastkill.db")'
+    '[ "$(sort -u "$tmp/fast.units" | wc -l)" -eq "$(wc -l <"$tmp/fast.units")" ] && [ "$(wc -l <"$tmp/fast.winners")" -eq 8 ]'
+kill_resume_shard fast 50 "${FAST[@]}"
 for i in 0 1; do
-    KT_FAKE_GPU_COUNT=2 "$KT" "${FAST[@]}" --shard $i/2 --db "$tmp/fastshard$i.db" 2>"$tmp/fastshard$i.log"
-    rc=$?
-    check "fast shard $i/2 sweeps one whole shape" \
-        '[ $rc -eq 0 ] && [ "$(units "$tmp/fastshard$i.db" | cut -d, -f2 | sort -u | wc -l)" -eq 1 ]'
+    check "fast shard $i/2 sweeps one whole shape" '[ "$(units "$tmp/fast-shard$i.db" | cut -d, -f2 | sort -u | wc -l)" -eq 1 ]'
 done
-"$KT" db merge --db "$tmp/fastmerged.db" "$tmp/fastshard0.db" "$tmp/fastshard1.db" >"$tmp/fastmerge.log" 2>&1
-rc=$?
-check "merged fast shards equal the unsharded fast sweep" \
-    '[ $rc -eq 0 ] && cmp -s "$tmp/fast.units" <(units "$tmp/fastmerged.db") &&
-     cmp -s "$tmp/fast.winners" <(winners "$tmp/fastmerged.db")'
 
 # expect_fail "what" "stderr pattern" kt-args...: exit 1 and the pattern on stderr.
 expect_fail() {
@@ -137,9 +122,9 @@ expect_fail() {
     rc=$?
     check "$what" '[ $rc -eq 1 ] && grep -q -- "$pattern" "$tmp/err"'
 }
-expect_fail "merge into itself refused" "into itself" db merge --db "$tmp/merged.db" "$tmp/merged.db"
-expect_fail "merge of a missing file refused" "cannot read .*none.db" db merge --db "$tmp/merged.db" "$tmp/none.db"
-expect_fail "merge without inputs shows usage" "usage: kt db merge" db merge --db "$tmp/merged.db"
+expect_fail "merge into itself refused" "into itself" db merge --db "$tmp/ref-merged.db" "$tmp/ref-merged.db"
+expect_fail "merge of a missing file refused" "cannot read .*none.db" db merge --db "$tmp/ref-merged.db" "$tmp/none.db"
+expect_fail "merge without inputs shows usage" "usage: kt db merge" db merge --db "$tmp/ref-merged.db"
 expect_fail "bad --shard refused" "--shard wants i/n" tune --family selftest --shape N=4096 --m 1 --shard 2/2
 expect_fail "bad --workers refused" "--workers wants" tune --family selftest --shape N=4096 --m 1 --workers 0
 
