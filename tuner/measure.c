@@ -2,9 +2,10 @@
  * "Measurement" contract says: fresh seeded inputs, outputs poisoned with NaN before
  * every checked run, compared with a float64 reference; timed with events over CUDA-graph
  * replays whose launches rotate over enough input copies that L2 cannot serve them.
- * Everything a variant is checked against is set up once per problem: the reference stays
- * on the device and runtime/check.cu compares there, so a check copies a few numbers back,
- * not the outputs (KT_CHECK_ON_CPU=1 compares on the CPU instead, to cross-check). */
+ * Everything a variant is checked against is set up once per problem, the reference on the
+ * device too. KT_CHECK_ON_GPU=1 compares there (runtime/check.cu), copying a few numbers back
+ * instead of the outputs; until that path has been cross-checked on a GPU (tests/gpu/run.sh
+ * step check_gpu_vs_cpu) the default stays the CPU compare. */
 #include "../runtime/cu.h"
 #include "tuner.h"
 
@@ -30,7 +31,7 @@ struct kt_bench {
     CUdeviceptr ref;               /* every output's float64 reference, concatenated */
     double *host_ref;              /* its host copy, for the CPU compare only */
     size_t n_ref;
-    int check_on_cpu;              /* KT_CHECK_ON_CPU=1 */
+    int check_on_cpu;              /* unless KT_CHECK_ON_GPU=1 */
     kt_module check;               /* runtime/check.cu (not loaded for the CPU compare) */
     CUdeviceptr sums;              /* the check kernel's kt_check_sums, one per tensor */
     CUstream stream;
@@ -103,7 +104,7 @@ int kt_bench_setup(const kt_family *f, const kt_problem *p, uint64_t seed, const
     b->f = f;
     b->p = *p;
     b->n_t = f->tensors(p, b->t);
-    b->check_on_cpu = getenv("KT_CHECK_ON_CPU") && !strcmp(getenv("KT_CHECK_ON_CPU"), "1");
+    b->check_on_cpu = !(getenv("KT_CHECK_ON_GPU") && !strcmp(getenv("KT_CHECK_ON_GPU"), "1"));
     size_t input_bytes = 0;
     for (int i = 0; i < b->n_t; i++) {
         b->stride[i] = (tensor_bytes(&b->t[i]) + 255) / 256 * 256;

@@ -55,8 +55,9 @@ int kt_bench_time_variant(kt_bench *b, const kt_module *mod, kt_timing *t);
 uint64_t kt_bench_ptr(const kt_bench *b, int i, int r);
 int kt_bench_copies(const kt_bench *b);
 /* Relative error of the output tensors against the reference (max over tensors); NaN if any
- * element is NaN. Compares the current device outputs on the GPU (runtime/check.cu), or on
- * the CPU when KT_CHECK_ON_CPU=1 was set at setup; both add up the same kt_check_sums. */
+ * element is NaN. Compares the current device outputs on the CPU, or on the GPU
+ * (runtime/check.cu) when KT_CHECK_ON_GPU=1 was set at setup; both add up the same
+ * kt_check_sums. */
 int kt_bench_check(kt_bench *b, double *rel_err, char *why, size_t n);
 
 /* What a check adds up over one output tensor against its float64 reference (the layout

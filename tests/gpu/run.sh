@@ -39,14 +39,14 @@ if want verify; then
 step verify_fp8_gemm $KT verify --family fp8_gemm --shape targets --shape N=2304,K=7168 --shape N=128,K=128 \
     --m $MS --sample $SAMPLE --seed $RANDOM
 step verify_act_quant $KT verify --family act_quant --shape targets --shape K=7168 --m $MS --sample $SAMPLE --seed $RANDOM
-# The GPU compare (runtime/check.cu) against the CPU compare (KT_CHECK_ON_CPU=1) on the same
+# The GPU compare (runtime/check.cu, KT_CHECK_ON_GPU=1) against the CPU compare on the same
 # seeded inputs and variants: the same rel_err up to summation order, for outputs of every
 # dtype the families have (bf16; e4m3 + f32) and both references (CPU at M=1, GPU above).
 compare_check() {
     local gemm=(verify --family fp8_gemm --shape N=1024,K=4096 --shape N=4096,K=512 --m 1,64,4096 --sample 2 --seed 7)
     local quant=(verify --family act_quant --shape K=4096 --shape K=7168 --m 1,64,4096 --sample 2 --seed 7)
-    { $KT "${gemm[@]}" && $KT "${quant[@]}"; } >"$LOGS/check_gpu.txt" || return 1
-    { KT_CHECK_ON_CPU=1 $KT "${gemm[@]}" && KT_CHECK_ON_CPU=1 $KT "${quant[@]}"; } >"$LOGS/check_cpu.txt" || return 1
+    { KT_CHECK_ON_GPU=1 $KT "${gemm[@]}" && KT_CHECK_ON_GPU=1 $KT "${quant[@]}"; } >"$LOGS/check_gpu.txt" || return 1
+    { $KT "${gemm[@]}" && $KT "${quant[@]}"; } >"$LOGS/check_cpu.txt" || return 1
     # "ok   SHAPE M=m CONFIG: rel_err X, T us": the same lines in the same order, X equal to the
     # 7 digits printed (1e-6 relative: the two sums differ by ~1e-12 from their order; a
     # wrong dtype, offset or lost block of elements by far more)
