@@ -16,7 +16,9 @@
 #define ROTATE_BYTES_FACTOR 3 /* input copies span 3x the L2 */
 #define MAX_COPIES 64
 #define MIN_LAUNCHES 16       /* launches per graph, so one replay dwarfs its own overhead */
-#define WARMUP_REPLAYS 2
+#define MAX_REPEATS 15         /* timed replays (KT_REPEATS overrides)... */
+#define MIN_REPEATS 5          /* ...down to this many for long kernels, */
+#define TIMED_BUDGET_MS 25.0f  /* so timing one variant stays near this */
 #define CHECK_THREADS 256     /* runtime/check.cu's block size */
 #define CHECK_BLOCKS 1024     /* enough blocks to fill any GPU; each thread strides over the rest */
 
@@ -260,9 +262,19 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* Replays exec once between two events and gives its duration. */
+static int replay_ms(kt_bench *b, CUgraphExec exec, float *ms) {
+    KT_CHECK(CU, kt_cu.cuEventRecord(b->ev0, b->stream));
+    KT_CHECK(CU, kt_cu.cuGraphLaunch(exec, b->stream));
+    KT_CHECK(CU, kt_cu.cuEventRecord(b->ev1, b->stream));
+    KT_CHECK(CU, kt_cu.cuEventSynchronize(b->ev1));
+    KT_CHECK(CU, kt_cu.cuEventElapsedTime(ms, b->ev0, b->ev1));
+    return 0;
+}
+
 int kt_bench_time(kt_bench *b, int (*enqueue)(void *ctx, int copy, void *stream), void *ctx, kt_timing *t) {
     int launches = b->copies < MIN_LAUNCHES ? MIN_LAUNCHES : b->copies;
-    int repeats = env_int("KT_REPEATS", 15);
+    int repeats = env_int("KT_REPEATS", MAX_REPEATS);
     CUgraph graph = NULL;
     CUgraphExec exec = NULL;
     KT_CHECK(CU, kt_cu.cuStreamBeginCapture(b->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
@@ -277,16 +289,18 @@ int kt_bench_time(kt_bench *b, int (*enqueue)(void *ctx, int copy, void *stream)
     rc = kt_status_CU(kt_cu.cuGraphInstantiate(&exec, graph, 0), "cuGraphInstantiate", __FILE__, __LINE__);
     kt_cu.cuGraphDestroy(graph);
     if (rc) return -1;
+    /* One replay timed like the rest: the first warm-up is excluded, the second sizes the
+     * repeats so a long kernel is not replayed for hundreds of milliseconds. */
+    float warm_ms = 0;
+    rc = kt_status_CU(kt_cu.cuGraphLaunch(exec, b->stream), "cuGraphLaunch", __FILE__, __LINE__) ||
+         replay_ms(b, exec, &warm_ms);
+    if (!getenv("KT_REPEATS") && warm_ms > 0 && warm_ms * repeats > TIMED_BUDGET_MS)
+        repeats = (int)(TIMED_BUDGET_MS / warm_ms) < MIN_REPEATS ? MIN_REPEATS : (int)(TIMED_BUDGET_MS / warm_ms);
     double *us = malloc(sizeof(double) * (size_t)repeats);
-    for (int i = 0; i < WARMUP_REPLAYS && !rc; i++)
-        rc = kt_status_CU(kt_cu.cuGraphLaunch(exec, b->stream), "cuGraphLaunch", __FILE__, __LINE__);
+    if (!us) rc = kt_fail("out of memory");
     for (int i = 0; i < repeats && !rc; i++) {
         float ms = 0;
-        rc = kt_status_CU(kt_cu.cuEventRecord(b->ev0, b->stream), "cuEventRecord", __FILE__, __LINE__) ||
-             kt_status_CU(kt_cu.cuGraphLaunch(exec, b->stream), "cuGraphLaunch", __FILE__, __LINE__) ||
-             kt_status_CU(kt_cu.cuEventRecord(b->ev1, b->stream), "cuEventRecord", __FILE__, __LINE__) ||
-             kt_status_CU(kt_cu.cuEventSynchronize(b->ev1), "kernel execution", __FILE__, __LINE__) ||
-             kt_status_CU(kt_cu.cuEventElapsedTime(&ms, b->ev0, b->ev1), "cuEventElapsedTime", __FILE__, __LINE__);
+        rc = replay_ms(b, exec, &ms);
         us[i] = ms * 1e3 / launches;
     }
     kt_cu.cuGraphExecDestroy(exec);
