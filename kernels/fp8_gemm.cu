@@ -13,6 +13,8 @@
 // cluster barrier, each CTA adds a slice of the tile across the cluster (distributed
 // shared memory, fixed order: deterministic) and writes it. WARPS_K warp groups split
 // each stage along K inside a CTA and are summed the same way through shared memory.
+// Launched as a programmatic dependent (PDL): a CTA pulls its weight slice into L2 before
+// waiting for the previous kernel, whose output (the activations) it reads only after.
 #include "kt_device.cuh"
 
 #ifndef KT_TILE_N
