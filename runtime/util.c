@@ -189,23 +189,14 @@ uint8_t kt_float_to_e4m3(float x) {
     uint8_t sign = signbit(x) ? 0x80 : 0;
     float a = fabsf(x);
     if (a >= 448.0f) return sign | 0x7e;
-    /* Candidates are spaced by the value's binade; round to nearest, ties to even code. */
-    int e;
-    frexpf(a, &e); /* a = f * 2^e, f in [0.5, 1) */
-    int exp = e - 1 + 7;
-    float step = exp >= 1 ? ldexpf(1.0f, e - 1 - 3) : ldexpf(1.0f, -9);
-    float q = a / step;
-    float r = nearbyintf(q); /* round-half-even under the default rounding mode */
-    float v = r * step;
-    /* Re-encode the rounded value exactly (it may have moved up a binade). */
-    if (v == 0) return sign;
-    frexpf(v, &e);
-    exp = e - 1 + 7;
-    if (exp >= 1) {
-        int man = (int)(ldexpf(v, -(e - 1)) * 8.0f) - 8;
-        return sign | (uint8_t)(exp << 3) | (uint8_t)man;
-    }
-    return sign | (uint8_t)(int)(v / ldexpf(1.0f, -9));
+    /* Subnormal codes are the multiples of 2^-9 (a * 512 is exact; round half to even). */
+    if (a < 0x1p-6f) return sign | (uint8_t)nearbyintf(a * 512.0f);
+    /* Normal: round the 23-bit mantissa to 3 bits, ties to even (a carry moves the exponent
+     * up), then rebias the exponent from 127 to 7. */
+    uint32_t u;
+    memcpy(&u, &a, sizeof u);
+    u += 0x7ffffu + ((u >> 20) & 1u);
+    return sign | (uint8_t)((u >> 20) - ((127u - 7u) << 3));
 }
 
 float kt_bf16_to_float(uint16_t b) {

@@ -39,6 +39,26 @@ KT_TEST(e4m3_rounding_and_saturation) {
     EXPECT(kt_float_to_e4m3(ldexpf(15.5f, -10)) == 0x08); /* rounds up into the first normal binade */
 }
 
+/* Between every two neighbouring codes: the midpoint goes to the even code, the floats
+ * just either side of it to the nearer code (the whole rounding function, both signs). */
+KT_TEST(e4m3_rounding_at_every_midpoint) {
+    int bad = 0;
+    for (int c = 0; c < 0x7e; c++) {
+        float lo = kt_e4m3_to_float((uint8_t)c), hi = kt_e4m3_to_float((uint8_t)(c + 1)), mid = (lo + hi) / 2;
+        int even = c % 2 ? c + 1 : c;
+        for (int s = 0; s < 2; s++) {
+            float k = s ? -1.0f : 1.0f;
+            uint8_t sg = s ? 0x80 : 0;
+            bad += kt_float_to_e4m3(k * mid) != (sg | even);
+            bad += kt_float_to_e4m3(k * nextafterf(mid, 0)) != (sg | c);
+            bad += kt_float_to_e4m3(k * nextafterf(mid, INFINITY)) != (sg | (c + 1));
+        }
+    }
+    EXPECT(bad == 0);
+    EXPECT(kt_float_to_e4m3(nextafterf(448.0f, 0)) == 0x7e && kt_float_to_e4m3(INFINITY) == 0x7e);
+    EXPECT(kt_float_to_e4m3(-0.0f) == 0x80 && kt_float_to_e4m3(NAN) == 0x7f);
+}
+
 KT_TEST(bf16_conversion) {
     EXPECT(kt_bf16_to_float(kt_float_to_bf16(1.0f)) == 1.0f);
     EXPECT(kt_float_to_bf16(1.0f + ldexpf(1, -8)) == kt_float_to_bf16(1.0f)); /* tie -> even */
@@ -280,6 +300,42 @@ KT_TEST(act_quant_host_reference) {
     }
     EXPECT(ok);
     for (int i = 0; i < n; i++) free(host[i]);
+    free(ref);
+}
+
+/* The fused family's reference is the bf16 GEMM up to e4m3 rounding of the activations
+ * (one scale per token per 128): within a few percent, where a scale taken from the wrong
+ * group or token would be off by far more. */
+KT_TEST(quant_fp8_gemm_host_reference) {
+    const kt_family *f = kt_family_find("quant_fp8_gemm");
+    kt_problem p = {.n_dims = 2, .dim = {256, 384}, .m = 5};
+    kt_tensor_desc t[KT_MAX_TENSORS];
+    EXPECT(f && f->tensors(&p, t) == 4);
+    void *host[4];
+    for (int i = 0; i < 4; i++) host[i] = calloc(t[i].count, kt_dtype_size(t[i].dtype));
+    f->fill(&p, 11, host);
+    double *ref = malloc(sizeof(double) * 5 * 256);
+    f->reference(&p, host, ref);
+    const uint16_t *X = host[0];
+    const uint8_t *B = host[1];
+    const float *Bs = host[2];
+    double diff2 = 0, ref2 = 0;
+    for (int m = 0; m < 5; m++)
+        for (int n = 0; n < 256; n++) {
+            double exact = 0;
+            for (int k = 0; k < 384; k++)
+                exact += kt_bf16_to_float(X[m * 384 + k]) * kt_e4m3_to_float(B[n * 384 + k]) * Bs[(n / 128) * 3 + k / 128];
+            diff2 += (ref[m * 256 + n] - exact) * (ref[m * 256 + n] - exact);
+            ref2 += exact * exact;
+        }
+    EXPECT(ref2 > 0 && sqrt(diff2 / ref2) < 0.05);
+    EXPECT(sqrt(diff2 / ref2) > 1e-4); /* the activations really went through e4m3 */
+    char why[128];
+    kt_config c = f->default_config;
+    EXPECT(f->check_config(&c, 120, why, sizeof why) == 0);
+    c.v[5] = 2; /* WARPS_K: a warp would see part of a 128-group */
+    EXPECT(f->check_config(&c, 120, why, sizeof why) != 0 && strstr(why, "k-block whole"));
+    for (int i = 0; i < 4; i++) free(host[i]);
     free(ref);
 }
 
