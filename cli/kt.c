@@ -166,7 +166,7 @@ static void print_family(const kt_family *f, int verbose) {
     kt_config *list = NULL;
     int n120 = kt_space_enumerate(f, 120, NULL, &list, NULL);
     free(list);
-    printf("%-12s %s\n", f->name, f->summary);
+    printf("%-15s %s\n", f->name, f->summary);
     if (!verbose) return;
     printf("  shape keys:");
     for (int i = 0; i < f->n_dims; i++) printf(" %s", f->dim_names[i]);
@@ -303,6 +303,10 @@ static int cmd_tune(int argc, char **argv) {
             "%ld problems re-timed, %ld already measured; %ld (config, shape, M) worth timing, %ld pruned as "
             "hopeless\n", kt_now() - t0, r.workers, r.device.name, r.measured, r.by_phase[0], r.by_phase[1],
             r.by_phase[2], r.faults, r.retimed, r.already, r.space, r.pruned);
+    double busy = r.busy_s[KT_BUSY_SETUP] + r.busy_s[KT_BUSY_LOAD] + r.busy_s[KT_BUSY_CHECK] + r.busy_s[KT_BUSY_TIME];
+    fprintf(stderr, "kt: workers' time: %.1fs problem setup, %.1fs module loads, %.1fs checks, %.1fs timing, "
+            "%.1fs waiting for jobs\n", r.busy_s[KT_BUSY_SETUP], r.busy_s[KT_BUSY_LOAD], r.busy_s[KT_BUSY_CHECK],
+            r.busy_s[KT_BUSY_TIME], r.worker_s > busy ? r.worker_s - busy : 0);
     return 0;
 }
 

@@ -3,9 +3,9 @@
  * every checked run, compared with a float64 reference; timed with events over CUDA-graph
  * replays whose launches rotate over enough input copies that L2 cannot serve them.
  * Everything a variant is checked against is set up once per problem, the reference on the
- * device too. KT_CHECK_ON_GPU=1 compares there (runtime/check.cu), copying a few numbers back
- * instead of the outputs; until that path has been cross-checked on a GPU (tests/gpu/run.sh
- * step check_gpu_vs_cpu) the default stays the CPU compare. */
+ * device too, and outputs are compared there (runtime/check.cu), copying a few numbers back
+ * instead of the outputs; KT_CHECK_ON_GPU=0 copies them back and compares on the CPU (the
+ * cross-check in tests/gpu/run.sh step check_gpu_vs_cpu). */
 #include "../runtime/cu.h"
 #include "tuner.h"
 
@@ -15,10 +15,11 @@
 
 #define ROTATE_BYTES_FACTOR 3 /* input copies span 3x the L2 */
 #define MAX_COPIES 64
-#define MIN_LAUNCHES 16       /* launches per graph, so one replay dwarfs its own overhead */
-#define MAX_REPEATS 15         /* timed replays (KT_REPEATS overrides)... */
-#define MIN_REPEATS 5          /* ...down to this many for long kernels, */
-#define TIMED_BUDGET_MS 25.0f  /* so timing one variant stays near this */
+#define MIN_LAUNCHES 16         /* launches per graph of a short kernel... */
+#define LONG_REPLAY_US 1000.0f  /* ...unless one pass over the copies takes this long anyway */
+#define MAX_REPEATS 15          /* timed replays (KT_REPEATS overrides)... */
+#define MIN_REPEATS 5           /* ...down to this many for long kernels, */
+#define TIMED_BUDGET_MS 12.0f   /* so timing one variant stays near this */
 #define CHECK_THREADS 256     /* runtime/check.cu's block size */
 #define CHECK_BLOCKS 1024     /* enough blocks to fill any GPU; each thread strides over the rest */
 
@@ -26,6 +27,7 @@ struct kt_bench {
     const kt_family *f;
     kt_problem p;
     int n_t, copies;
+    double timing_s;               /* host seconds spent in kt_bench_time, all calls */
     kt_tensor_desc t[KT_MAX_TENSORS];
     CUdeviceptr dev[KT_MAX_TENSORS];
     size_t stride[KT_MAX_TENSORS]; /* bytes between rotation copies of an input */
@@ -33,7 +35,7 @@ struct kt_bench {
     CUdeviceptr ref;               /* every output's float64 reference, concatenated */
     double *host_ref;              /* its host copy, for the CPU compare only */
     size_t n_ref;
-    int check_on_cpu;              /* unless KT_CHECK_ON_GPU=1 */
+    int check_on_cpu;              /* KT_CHECK_ON_GPU=0 */
     kt_module check;               /* runtime/check.cu (not loaded for the CPU compare) */
     CUdeviceptr sums;              /* the check kernel's kt_check_sums, one per tensor */
     CUstream stream;
@@ -52,6 +54,7 @@ uint64_t kt_bench_ptr(const kt_bench *b, int i, int r) {
 }
 
 int kt_bench_copies(const kt_bench *b) { return b->copies; }
+double kt_bench_timing_seconds(const kt_bench *b) { return b->timing_s; }
 void *kt_bench_stream(const kt_bench *b) { return b->stream; }
 
 static void fill_launch(const kt_bench *b, const kt_module *mod, int copy, kt_launch *l) {
@@ -106,7 +109,7 @@ int kt_bench_setup(const kt_family *f, const kt_problem *p, uint64_t seed, const
     b->f = f;
     b->p = *p;
     b->n_t = f->tensors(p, b->t);
-    b->check_on_cpu = !(getenv("KT_CHECK_ON_GPU") && !strcmp(getenv("KT_CHECK_ON_GPU"), "1"));
+    b->check_on_cpu = getenv("KT_CHECK_ON_GPU") && !strcmp(getenv("KT_CHECK_ON_GPU"), "0");
     size_t input_bytes = 0;
     for (int i = 0; i < b->n_t; i++) {
         b->stride[i] = (tensor_bytes(&b->t[i]) + 255) / 256 * 256;
@@ -272,8 +275,19 @@ static int replay_ms(kt_bench *b, CUgraphExec exec, float *ms) {
     return 0;
 }
 
-int kt_bench_time(kt_bench *b, int (*enqueue)(void *ctx, int copy, void *stream), void *ctx, kt_timing *t) {
-    int launches = b->copies < MIN_LAUNCHES ? MIN_LAUNCHES : b->copies;
+/* Times enqueue over the rotation: one direct launch (warms up, sizes the graph), a graph of
+ * launches, one untimed replay (sizes the repeats), then the timed replays. */
+static int time_replays(kt_bench *b, int (*enqueue)(void *ctx, int copy, void *stream), void *ctx, kt_timing *t) {
+    float first_ms = 0;
+    KT_CHECK(CU, kt_cu.cuEventRecord(b->ev0, b->stream));
+    if (enqueue(ctx, 0, b->stream)) return -1;
+    KT_CHECK(CU, kt_cu.cuEventRecord(b->ev1, b->stream));
+    KT_CHECK(CU, kt_cu.cuEventSynchronize(b->ev1));
+    KT_CHECK(CU, kt_cu.cuEventElapsedTime(&first_ms, b->ev0, b->ev1));
+    /* Every replay walks all the copies (so L2 cannot serve the inputs) and lasts long enough
+     * to dwarf the graph launch's own few microseconds. */
+    int launches = b->copies;
+    if (launches < MIN_LAUNCHES && first_ms * 1e3 * launches < LONG_REPLAY_US) launches = MIN_LAUNCHES;
     int repeats = env_int("KT_REPEATS", MAX_REPEATS);
     CUgraph graph = NULL;
     CUgraphExec exec = NULL;
@@ -289,11 +303,8 @@ int kt_bench_time(kt_bench *b, int (*enqueue)(void *ctx, int copy, void *stream)
     rc = kt_status_CU(kt_cu.cuGraphInstantiate(&exec, graph, 0), "cuGraphInstantiate", __FILE__, __LINE__);
     kt_cu.cuGraphDestroy(graph);
     if (rc) return -1;
-    /* One replay timed like the rest: the first warm-up is excluded, the second sizes the
-     * repeats so a long kernel is not replayed for hundreds of milliseconds. */
     float warm_ms = 0;
-    rc = kt_status_CU(kt_cu.cuGraphLaunch(exec, b->stream), "cuGraphLaunch", __FILE__, __LINE__) ||
-         replay_ms(b, exec, &warm_ms);
+    rc = replay_ms(b, exec, &warm_ms);
     if (!getenv("KT_REPEATS") && warm_ms > 0 && warm_ms * repeats > TIMED_BUDGET_MS)
         repeats = (int)(TIMED_BUDGET_MS / warm_ms) < MIN_REPEATS ? MIN_REPEATS : (int)(TIMED_BUDGET_MS / warm_ms);
     double *us = malloc(sizeof(double) * (size_t)repeats);
@@ -313,6 +324,13 @@ int kt_bench_time(kt_bench *b, int (*enqueue)(void *ctx, int copy, void *stream)
     }
     free(us);
     return rc ? -1 : 0;
+}
+
+int kt_bench_time(kt_bench *b, int (*enqueue)(void *ctx, int copy, void *stream), void *ctx, kt_timing *t) {
+    double t0 = kt_now();
+    int rc = time_replays(b, enqueue, ctx, t);
+    b->timing_s += kt_now() - t0;
+    return rc;
 }
 
 typedef struct variant_ctx {

@@ -478,9 +478,14 @@ static int dispatch(sweep *s, slot *sl) {
 
 /* ---------------------------------------------------------------- answers */
 
+static void add_busy(sweep *s, const kt_worker_result *r) {
+    for (int k = 0; k < KT_BUSY_KINDS; k++) s->rep->busy_s[k] += r->busy_s[k];
+}
+
 static int on_measured(sweep *s, slot *sl, const kt_worker_result *r) {
     unit u = s->units[sl->job];
     kt_measurement m = row_of(s, &u);
+    add_busy(s, r);
     if (r->outcome == KT_WORKER_SETUP_FAILED) return kt_fail("GPU %d: %s", sl->ordinal, r->error);
     m.status = r->status;
     snprintf(m.error, sizeof m.error, "%s", r->error);
@@ -506,6 +511,7 @@ static int on_measured(sweep *s, slot *sl, const kt_worker_result *r) {
 static int on_retimed(sweep *s, slot *sl, const kt_worker_result *r) {
     const problem *pb = &s->problems[sl->problem];
     sl->job = IDLE;
+    add_busy(s, r);
     if (r->outcome != KT_WORKER_DONE) {
         note(s, "re-timing %s: %s", pb->shape, r->error);
         if (r->outcome == KT_WORKER_LOST) {
@@ -663,7 +669,9 @@ int kt_sweep(const kt_sweep_options *o, kt_sweep_report *report) {
                 s->f->name, s->n_problems, s->n_units, s->n_slots, s->rep->device.name,
                 strcmp(o->strategy, "fast") ? "" : " (phases 2 and 3 will add more)", s->rep->already,
                 s->rep->space, s->rep->pruned);
+    double run_start = kt_now();
     if (!rc) rc = run(s);
+    s->rep->worker_s = (kt_now() - run_start) * s->n_slots;
     if (!o->quiet && s->done != s->total) fprintf(stderr, "\n");
     for (int i = 0; i < s->n_slots; i++) {
         kt_worker_stop(s->slots[i].w, NULL, 0);

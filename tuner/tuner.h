@@ -54,9 +54,11 @@ int kt_bench_time_variant(kt_bench *b, const kt_module *mod, kt_timing *t);
 /* Device address of tensor i in rotation copy r (inputs) or its only copy (others). */
 uint64_t kt_bench_ptr(const kt_bench *b, int i, int r);
 int kt_bench_copies(const kt_bench *b);
+/* Seconds b has spent timing (kt_bench_time), all calls together. */
+double kt_bench_timing_seconds(const kt_bench *b);
 /* Relative error of the output tensors against the reference (max over tensors); NaN if any
- * element is NaN. Compares the current device outputs on the CPU, or on the GPU
- * (runtime/check.cu) when KT_CHECK_ON_GPU=1 was set at setup; both add up the same
+ * element is NaN. Compares the current device outputs on the GPU (runtime/check.cu), or on
+ * the CPU when KT_CHECK_ON_GPU=0 was set at setup; both add up the same
  * kt_check_sums. */
 int kt_bench_check(kt_bench *b, double *rel_err, char *why, size_t n);
 
@@ -120,6 +122,9 @@ typedef enum kt_worker_outcome {
     KT_WORKER_LOST,         /* the GPU context is lost: error; the worker has exited */
 } kt_worker_outcome;
 
+/* What a worker's time goes to: problem setup (inputs, reference), module loads, checking
+ * outputs, timing (first pass and re-timing). */
+enum { KT_BUSY_SETUP, KT_BUSY_LOAD, KT_BUSY_CHECK, KT_BUSY_TIME, KT_BUSY_KINDS };
 typedef struct kt_worker_result {
     kt_worker_outcome outcome;
     char error[512];
@@ -127,6 +132,7 @@ typedef struct kt_worker_result {
     double rel_err;
     int kept;         /* measure: the worker keeps the module loaded for later jobs */
     kt_timing timing[KT_RETIME_MAX]; /* measure: [0]; retime: each variant over the rounds */
+    double busy_s[KT_BUSY_KINDS];    /* the worker's seconds on this job, by kind */
 } kt_worker_result;
 
 /* Forks a worker for GPU ordinal serving family f; NULL with error set if fork failed. */
@@ -180,6 +186,8 @@ typedef struct kt_sweep_report {
     long pruned;           /* (variant, shape, M) that fit but the family's hopeless() prunes */
     long faults;           /* variants recorded as faults (worker died, watchdog, lost context) */
     long retimed;          /* (shape, M) problems whose finalists were re-timed */
+    double busy_s[KT_BUSY_KINDS]; /* the workers' seconds, all together, by kind */
+    double worker_s;       /* the workers' seconds alive, all together (busy or waiting for jobs) */
 } kt_sweep_report;
 
 /* Runs the sweep on every GPU of the host (worker processes; this process never touches

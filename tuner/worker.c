@@ -249,6 +249,13 @@ static int setup(worker_state *s, const job *j, kt_worker_result *r) {
     return -1;
 }
 
+/* Charges the seconds since *since to kind and restarts the clock. */
+static void busy(kt_worker_result *r, int kind, double *since) {
+    double now = kt_now();
+    r->busy_s[kind] += now - *since;
+    *since = now;
+}
+
 static void measure(worker_state *s, const job *j, kt_worker_result *r) {
     kt_timing *t = &r->timing[0];
     if (s->fake) {
@@ -261,16 +268,25 @@ static void measure(worker_state *s, const job *j, kt_worker_result *r) {
         t->max_us = t->median_us * 1.03;
         return;
     }
+    double since = kt_now();
     if (setup(s, j, r)) return;
+    busy(r, KT_BUSY_SETUP, &since);
     kt_module spare;
     kt_module *mod = module_of(s, j, 0, &spare, &r->kept);
+    busy(r, KT_BUSY_LOAD, &since);
     if (!mod) {
         r->status = KT_LAUNCH_ERROR;
         snprintf(r->error, sizeof r->error, "%s", kt_error());
         return;
     }
     kt_measurement m = {0};
-    if (kt_bench_variant(s->bench, mod, &m)) {
+    double timed = kt_bench_timing_seconds(s->bench);
+    int lost = kt_bench_variant(s->bench, mod, &m);
+    timed = kt_bench_timing_seconds(s->bench) - timed;
+    busy(r, KT_BUSY_CHECK, &since);
+    r->busy_s[KT_BUSY_CHECK] -= timed;
+    r->busy_s[KT_BUSY_TIME] += timed;
+    if (lost) {
         r->outcome = KT_WORKER_LOST;
         r->status = KT_LAUNCH_ERROR;
         snprintf(r->error, sizeof r->error, "%s", kt_error());
@@ -295,14 +311,16 @@ static int cmp_double(const void *a, const void *b) {
 static void retime(worker_state *s, const job *j, kt_worker_result *r) {
     int n = j->head.n, loaded = 0, kept[KT_RETIME_MAX];
     kt_module spare[KT_RETIME_MAX], *mods[KT_RETIME_MAX];
-    double us[KT_RETIME_MAX][KT_RETIME_ROUNDS];
+    double us[KT_RETIME_MAX][KT_RETIME_ROUNDS], since = kt_now();
     if (!s->fake && setup(s, j, r)) return;
+    busy(r, KT_BUSY_SETUP, &since);
     for (; !s->fake && loaded < n; loaded++)
         if (!(mods[loaded] = module_of(s, j, loaded, &spare[loaded], &kept[loaded]))) {
             r->outcome = KT_WORKER_SETUP_FAILED;
             snprintf(r->error, sizeof r->error, "%s", kt_error());
             break;
         }
+    busy(r, KT_BUSY_LOAD, &since);
     for (int round = 0; round < KT_RETIME_ROUNDS && r->outcome == KT_WORKER_DONE; round++)
         for (int i = 0; i < n && r->outcome == KT_WORKER_DONE; i++) {
             kt_timing t;
@@ -316,6 +334,7 @@ static void retime(worker_state *s, const job *j, kt_worker_result *r) {
                 us[i][round] = t.median_us;
             }
         }
+    busy(r, KT_BUSY_TIME, &since);
     if (r->outcome == KT_WORKER_LOST) return;
     for (int i = 0; i < loaded; i++)
         if (!kept[i]) kt_module_unload(mods[i]);
