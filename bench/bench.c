@@ -86,6 +86,7 @@ typedef struct bench_row {
     double floor_us;
     baseline_result lt_fp8, bf16;
     baseline_result quant_gemm; /* kt's act_quant then this variant: the real decode cost */
+    baseline_result fused;      /* kt's quant_fp8_gemm: the same step in one kernel */
 } bench_row;
 
 typedef struct bench_run {
@@ -399,6 +400,27 @@ static int time_quant_gemm(bench_run *run, kt_bench *b, const kt_problem *p, con
     return rc ? -1 : 0;
 }
 
+/* kt's fused act_quant + GEMM (quant_fp8_gemm, the DB's winner for this (N, K, M)) on its
+ * own inputs: verified against its reference, then timed like kt's own row. */
+static int time_fused(bench_run *run, const kt_problem *p, uint64_t seed, baseline_result *r) {
+    const kt_family *q = kt_family_find("quant_fp8_gemm");
+    kt_module mod = {0};
+    kt_lookup_level level;
+    kt_bench *b = NULL;
+    kt_measurement m = {0};
+    /* The variant's module holds the family's reference kernel too (index 1). */
+    int rc = !q || kt_dispatch(run->db, q, p, &mod, &level) || kt_bench_setup(q, p, seed, &mod, &b) ||
+             kt_bench_variant(b, &mod, &m);
+    if (!rc && m.status != KT_OK) rc = kt_fail("%s: %s", kt_status_name(m.status), m.error);
+    if (!rc) {
+        r->name = "kt_quant_fp8_gemm";
+        r->us = m.median_us;
+    }
+    kt_bench_free(b);
+    kt_module_unload(&mod);
+    return rc ? -1 : 0;
+}
+
 /* ------------------------------------------------------------ the run */
 
 static int open_baselines(bench_run *run, const kt_problem *p) {
@@ -482,7 +504,7 @@ static int bench_case(bench_run *run, const kt_problem *p, bench_row *row) {
     m->rel_err = m->median_us = m->min_us = m->max_us = NAN;
     kt_format_shape(f, p, m->shape, sizeof m->shape);
     row->floor_us = f->bytes(p) / run->copy_bytes_per_s * 1e6;
-    row->lt_fp8 = row->bf16 = row->quant_gemm = (baseline_result){NULL, NAN, -1};
+    row->lt_fp8 = row->bf16 = row->quant_gemm = row->fused = (baseline_result){NULL, NAN, -1};
     char label[192];
     snprintf(label, sizeof label, "%s %s=%ld", m->shape, f->m_name, p->m);
     /* The tuner's seed for this case, so bench and sweep see the same inputs. */
@@ -529,6 +551,8 @@ static int bench_case(bench_run *run, const kt_problem *p, bench_row *row) {
         if (!rc && run->has_baselines && mod && m->status == KT_OK)
             rc = report_baseline(time_quant_gemm(run, b, p, mod, seed ^ 0x3, &row->quant_gemm), "act_quant+fp8_gemm",
                                  label);
+        if (!rc && run->has_baselines)
+            rc = report_baseline(time_fused(run, p, seed ^ 0x4, &row->fused), "quant_fp8_gemm", label);
     }
     if (m->status != KT_OK) fprintf(stderr, "kt bench: %s: kt %s: %s\n", label, kt_status_name(m->status), m->error);
     kt_bench_free(b);
@@ -551,19 +575,21 @@ static void format_value(char *out, size_t n, double v, const char *fmt) {
 }
 
 static void print_header(const kt_family *f) {
-    printf("%-20s %6s %10s %9s %9s %16s %15s %13s %13s %9s  %s\n", "shape", f->m_name, "kt_us", "floor_us", "kt/floor",
-           "cublaslt_fp8_us", "cublas_bf16_us", "best_base/kt", "quant+kt_us", "rel_err", "config");
+    printf("%-20s %6s %10s %9s %9s %16s %15s %13s %13s %9s %9s  %s\n", "shape", f->m_name, "kt_us", "floor_us",
+           "kt/floor", "cublaslt_fp8_us", "cublas_bf16_us", "best_base/kt", "quant+kt_us", "fused_us", "rel_err",
+           "config");
 }
 
 static void print_row(const bench_run *run, const bench_row *row) {
     const kt_measurement *m = &row->kt;
-    char kt[32], ratio[32], lt[32], bf16[32], speedup[32], err[32], pair[32];
+    char kt[32], ratio[32], lt[32], bf16[32], speedup[32], err[32], pair[32], fused[32];
     if (m->status == KT_OK) snprintf(kt, sizeof kt, "%.2f", m->median_us);
     else snprintf(kt, sizeof kt, "%s", kt_status_name(m->status));
     format_value(ratio, sizeof ratio, kt_us(row) / row->floor_us, "%.2f");
     format_value(speedup, sizeof speedup, best_baseline_us(row) / kt_us(row), "%.2fx");
     format_value(err, sizeof err, m->rel_err, "%.1e");
     format_value(pair, sizeof pair, row->quant_gemm.us, "%.2f");
+    format_value(fused, sizeof fused, row->fused.us, "%.2f");
     if (!run->has_baselines) {
         snprintf(lt, sizeof lt, "-");
         snprintf(bf16, sizeof bf16, "-");
@@ -573,8 +599,8 @@ static void print_row(const bench_run *run, const bench_row *row) {
         format_value(lt, sizeof lt, row->lt_fp8.us, tensor ? "%.2fT" : "%.2f");
         format_value(bf16, sizeof bf16, row->bf16.us, "%.2f");
     }
-    printf("%-20s %6ld %10s %9.2f %9s %16s %15s %13s %13s %9s  %s\n", m->shape, m->m, kt, row->floor_us, ratio, lt,
-           bf16, speedup, pair, err, m->config[0] ? m->config : "-");
+    printf("%-20s %6ld %10s %9.2f %9s %16s %15s %13s %13s %9s %9s  %s\n", m->shape, m->m, kt, row->floor_us, ratio,
+           lt, bf16, speedup, pair, fused, err, m->config[0] ? m->config : "-");
     fflush(stdout);
 }
 
@@ -651,6 +677,7 @@ static void json_row(text *t, const bench_run *run, const bench_row *row) {
     json_number(t, "cublas_bf16_us", row->bf16.us);
     json_number(t, "best_baseline_over_kt", best_baseline_us(row) / kt_us(row));
     json_number(t, "kt_quant_gemm_us", row->quant_gemm.us);
+    json_number(t, "kt_fused_us", row->fused.us);
     json_number(t, "rel_err", m->rel_err);
     json_string(t, "config", m->config);
     json_string(t, "variant_id", m->variant_id);

@@ -1,6 +1,7 @@
 /* act_quant.c — host descriptor of the activation quantisation family
  * (kernels/act_quant.cu): bf16 [M, K] -> e4m3 codes plus one f32 scale per 128. */
 #include "../runtime/kt.h"
+#include "fp8_gemm.h"
 
 #include <math.h>
 #include <string.h>
@@ -43,28 +44,34 @@ static int tensors(const kt_problem *p, kt_tensor_desc *t) {
     return 3;
 }
 
-/* Activations of mixed magnitude per group, so the scales differ. */
-static void fill(const kt_problem *p, uint64_t seed, void *const *host) {
-    size_t n = p->m * p->dim[0];
-    uint16_t *x = host[T_X];
-    uint64_t rng = seed;
+void kt_act_quant_fill(uint16_t *x, size_t n, uint64_t *rng) {
     for (size_t g = 0; g < n / 128; g++) {
-        float mag = ldexpf(1.0f, (int)(kt_rng_next(&rng) % 12) - 6);
-        for (size_t i = 0; i < 128; i++) x[g * 128 + i] = kt_float_to_bf16(kt_rng_uniform(&rng) * mag);
+        float mag = ldexpf(1.0f, (int)(kt_rng_next(rng) % 12) - 6);
+        for (size_t i = 0; i < 128; i++) x[g * 128 + i] = kt_float_to_bf16(kt_rng_uniform(rng) * mag);
     }
+}
+
+float kt_act_quant_group(const uint16_t *x, uint8_t *q) {
+    float amax = 0;
+    for (int i = 0; i < 128; i++) amax = fmaxf(amax, fabsf(kt_bf16_to_float(x[i])));
+    float s = fmaxf(amax, 1e-10f) / 448.0f;
+    for (int i = 0; i < 128; i++) q[i] = kt_float_to_e4m3(kt_bf16_to_float(x[i]) / s);
+    return s;
+}
+
+static void fill(const kt_problem *p, uint64_t seed, void *const *host) {
+    uint64_t rng = seed;
+    kt_act_quant_fill(host[T_X], p->m * p->dim[0], &rng);
 }
 
 /* Expected outputs: the value of each code (x / s rounded to e4m3, the kernel's rule), then the scales. */
 static void reference(const kt_problem *p, void *const *host, double *ref) {
     size_t n = p->m * p->dim[0];
     const uint16_t *x = host[T_X];
+    uint8_t q[128];
     for (size_t g = 0; g < n / 128; g++) {
-        float amax = 0;
-        for (size_t i = 0; i < 128; i++) amax = fmaxf(amax, fabsf(kt_bf16_to_float(x[g * 128 + i])));
-        float s = fmaxf(amax, 1e-10f) / 448.0f;
-        for (size_t i = 0; i < 128; i++)
-            ref[g * 128 + i] = kt_e4m3_to_float(kt_float_to_e4m3(kt_bf16_to_float(x[g * 128 + i]) / s));
-        ref[n + g] = s;
+        ref[n + g] = kt_act_quant_group(x + g * 128, q);
+        for (size_t i = 0; i < 128; i++) ref[g * 128 + i] = kt_e4m3_to_float(q[i]);
     }
 }
 

@@ -1,23 +1,25 @@
 /* fp8_gemm.c — host descriptor of the FP8 block-scaled GEMM family (kernels/fp8_gemm.cu):
  * its tuning space and constraints, problem tensors, seeded inputs, the float64
- * reference, launch geometry and the bytes that set the floor. */
+ * reference, launch geometry and the bytes that set the floor. The parts quant_fp8_gemm
+ * (the same kernel quantising its activations) shares are the kt_fp8_gemm_* functions. */
 #include "../runtime/kt.h"
+#include "fp8_gemm.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { P_TILE_N, P_TILE_M, P_TILE_K, P_WARPS, P_WARPS_M, P_WARPS_K, P_STAGES, P_SPLIT_K, P_PROMOTE };
 enum { T_A, T_AS, T_B, T_BS, T_C };
 
 #define SMEM_LIMIT (99 * 1024) /* sm_120's shared memory per block; kept on every arch */
 
-/* Warp layout and shared memory of a config, as kernels/fp8_gemm.cu derives them. */
+/* Warp layout and shared memory of a config, as kernels/common/fp8_gemm.cuh derives them
+ * (quant_a: the A tile holds bf16 activations and no per-token scales). */
 typedef struct layout {
     int threads, warps_n, frag_n, frag_m, smem;
 } layout;
 
-static layout layout_of(const kt_config *c) {
+static layout layout_of(const kt_config *c, int quant_a) {
     const int *v = c->v;
     layout l;
     l.threads = v[P_WARPS] * v[P_WARPS_K] * 32;
@@ -25,36 +27,41 @@ static layout layout_of(const kt_config *c) {
     l.frag_n = l.warps_n ? v[P_TILE_N] / l.warps_n / 16 : 0;
     l.frag_m = v[P_TILE_M] / v[P_WARPS_M] / 8;
     int kblocks = v[P_TILE_K] / 128;
-    int scale_bytes = ((v[P_TILE_M] * kblocks + kblocks) * 4 + 15) / 16 * 16;
-    int stage = v[P_TILE_N] * v[P_TILE_K] + v[P_TILE_M] * v[P_TILE_K] + scale_bytes;
+    int scale_bytes = (((quant_a ? 0 : v[P_TILE_M] * kblocks) + kblocks) * 4 + 15) / 16 * 16;
+    int stage = v[P_TILE_N] * v[P_TILE_K] + v[P_TILE_M] * v[P_TILE_K] * (quant_a ? 2 : 1) + scale_bytes;
     int pipe = v[P_STAGES] * stage;
     int red = v[P_TILE_M] * (v[P_TILE_N] + 4) * 4; /* the epilogue's f32 tile */
     l.smem = pipe > red ? pipe : red;
     return l;
 }
 
-static int check_problem(const kt_problem *p, char *why, size_t n) {
+int kt_fp8_gemm_check_problem(const char *family, const kt_problem *p, char *why, size_t n) {
     long N = p->dim[0], K = p->dim[1];
     if (N % 128 || K % 128) {
-        snprintf(why, n, "N=%ld, K=%ld: fp8_gemm needs N and K to be multiples of 128 (the scale block)", N, K);
+        snprintf(why, n, "N=%ld, K=%ld: %s needs N and K to be multiples of 128 (the scale block)", N, K, family);
         return -1;
     }
     if (p->m < 1 || p->m > 65536) {
-        snprintf(why, n, "M=%ld: fp8_gemm supports M from 1 to 65536", p->m);
+        snprintf(why, n, "M=%ld: %s supports M from 1 to 65536", p->m, family);
         return -1;
     }
     return 0;
 }
 
-static int check_config(const kt_config *c, int arch, char *why, size_t n) {
-    (void)arch; /* every arch kt targets has mma.sync e4m3, cp.async and clusters */
+static int check_problem(const kt_problem *p, char *why, size_t n) {
+    return kt_fp8_gemm_check_problem("fp8_gemm", p, why, n);
+}
+
+int kt_fp8_gemm_check_config(const kt_config *c, int quant_a, char *why, size_t n) {
     const int *v = c->v;
-    layout l = layout_of(c);
+    layout l = layout_of(c, quant_a);
     if (v[P_WARPS] % v[P_WARPS_M] || v[P_TILE_N] % (l.warps_n * 16) || v[P_TILE_M] % (v[P_WARPS_M] * 8))
         return snprintf(why, n, "%dx%d warps do not tile %dx%d", l.warps_n, v[P_WARPS_M], v[P_TILE_N],
                         v[P_TILE_M]), -1;
     if (4 % v[P_WARPS_K] || (v[P_WARPS_K] > 1 && v[P_TILE_K] != 128))
         return snprintf(why, n, "WARPS_K=%d needs TILE_K=128", v[P_WARPS_K]), -1;
+    if (quant_a && v[P_WARPS_K] > 1)
+        return snprintf(why, n, "WARPS_K=%d: quantising in the kernel needs each warp's k-block whole", v[P_WARPS_K]), -1;
     if (l.threads > 1024) return snprintf(why, n, "%d threads per block", l.threads), -1;
     if (l.smem > SMEM_LIMIT)
         return snprintf(why, n, "needs %d bytes of shared memory (> %d)", l.smem, SMEM_LIMIT), -1;
@@ -65,20 +72,25 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
     int frags = l.frag_n * l.frag_m, ksteps = 4 / v[P_WARPS_K];
     if (v[P_PROMOTE] && l.frag_m < 2) return snprintf(why, n, "PROMOTE=1 is PROMOTE=0 with one token fragment"), -1;
     int need = v[P_PROMOTE] ? 4 * frags + 4 * l.frag_n * (ksteps + 1) + 40 : 16 * frags + 40;
+    if (quant_a) need += 10 * l.frag_m; /* the k-block's token operands and their scales */
     int have = 65536 / l.threads < 255 ? 65536 / l.threads : 255;
     if (need > have)
         return snprintf(why, n, "needs ~%d registers per thread, %d threads get %d", need, l.threads, have), -1;
     return 0;
 }
 
-static int config_fits(const kt_config *c, const kt_problem *p) {
+static int check_config(const kt_config *c, int arch, char *why, size_t n) {
+    (void)arch; /* every arch kt targets has mma.sync e4m3, cp.async and clusters */
+    return kt_fp8_gemm_check_config(c, 0, why, n);
+}
+
+int kt_fp8_gemm_config_fits(const kt_config *c, const kt_problem *p) {
     const int *v = c->v;
     long K = p->dim[1];
     return K % v[P_TILE_K] == 0 && v[P_SPLIT_K] <= K / v[P_TILE_K];
 }
 
-/* Configs that fit but cannot be the fastest for this problem (pruned before compiling). */
-static int hopeless(const kt_config *c, const kt_problem *p) {
+int kt_fp8_gemm_hopeless(const kt_config *c, const kt_problem *p) {
     const int *v = c->v;
     long M = p->m, N = p->dim[0], K = p->dim[1];
     long m_tile_cap = 8;
@@ -90,7 +102,7 @@ static int hopeless(const kt_config *c, const kt_problem *p) {
     long ktiles = K / v[P_TILE_K] / v[P_SPLIT_K];
     if (v[P_STAGES] > 2 && v[P_STAGES] - 2 >= ktiles) return 1; /* a shallower pipeline is the same */
     if (v[P_WARPS_K] > 1 && v[P_TILE_M] > 32) return 1;        /* K-split warps help only tiny M */
-    layout l = layout_of(c);
+    layout l = layout_of(c, 0);
     if (M >= 128 && l.frag_n * l.frag_m < 4) return 1; /* ldmatrix-bound warp tiles */
     return 0;
 }
@@ -105,28 +117,30 @@ static int tensors(const kt_problem *p, kt_tensor_desc *t) {
     return 5;
 }
 
-/* Codes of values spread over e4m3's range (no NaN), and positive scales around 2^-7. */
-static void fill_codes(uint8_t *x, size_t n, uint64_t *rng) {
+void kt_fp8_gemm_fill_codes(uint8_t *x, size_t n, uint64_t *rng) {
     for (size_t i = 0; i < n; i++) x[i] = kt_float_to_e4m3(kt_rng_uniform(rng) * 448.0f);
 }
 
-static void fill_scales(float *s, size_t n, uint64_t *rng) {
+void kt_fp8_gemm_fill_scales(float *s, size_t n, uint64_t *rng) {
     for (size_t i = 0; i < n; i++) s[i] = (1.25f + kt_rng_uniform(rng) * 0.75f) / 128.0f;
 }
 
 static void fill(const kt_problem *p, uint64_t seed, void *const *host) {
     size_t M = p->m, N = p->dim[0], K = p->dim[1];
     uint64_t rng = seed;
-    fill_codes(host[T_A], M * K, &rng);
-    fill_scales(host[T_AS], M * (K / 128), &rng);
-    fill_codes(host[T_B], N * K, &rng);
-    fill_scales(host[T_BS], (N / 128) * (K / 128), &rng);
+    kt_fp8_gemm_fill_codes(host[T_A], M * K, &rng);
+    kt_fp8_gemm_fill_scales(host[T_AS], M * (K / 128), &rng);
+    kt_fp8_gemm_fill_codes(host[T_B], N * K, &rng);
+    kt_fp8_gemm_fill_scales(host[T_BS], (N / 128) * (K / 128), &rng);
 }
 
 static void reference(const kt_problem *p, void *const *host, double *ref) {
+    kt_fp8_gemm_reference_codes(p, host[T_A], host[T_AS], host[T_B], host[T_BS], ref);
+}
+
+void kt_fp8_gemm_reference_codes(const kt_problem *p, const uint8_t *A, const float *As, const uint8_t *B,
+                                 const float *Bs, double *ref) {
     long M = p->m, N = p->dim[0], K = p->dim[1], KB = K / 128;
-    const uint8_t *A = host[T_A], *B = host[T_B];
-    const float *As = host[T_AS], *Bs = host[T_BS];
     double lut[256];
     for (int i = 0; i < 256; i++) lut[i] = kt_e4m3_to_float((uint8_t)i);
     for (long m = 0; m < M; m++)
@@ -141,24 +155,34 @@ static void reference(const kt_problem *p, void *const *host, double *ref) {
         }
 }
 
-static int launch(const kt_launch *l) {
+int kt_fp8_gemm_launch(const kt_launch *l, int quant_a, const uint64_t ptr[5]) {
     const int *v = l->config->v;
-    layout lay = layout_of(l->config);
+    layout lay = layout_of(l->config, quant_a);
     int M = (int)l->problem->m, N = (int)l->problem->dim[0], K = (int)l->problem->dim[1];
     uint64_t p[5];
-    memcpy(p, l->ptr, sizeof p);
-    void *args[] = {&p[T_A], &p[T_AS], &p[T_B], &p[T_BS], &p[T_C], &M, &N, &K};
+    memcpy(p, ptr, sizeof p);
+    void *args[] = {&p[0], &p[1], &p[2], &p[3], &p[4], &M, &N, &K};
     return kt_launch_kernel_pdl(l->mod, 0, N / v[P_TILE_N], (M + v[P_TILE_M] - 1) / v[P_TILE_M], v[P_SPLIT_K],
                                 lay.threads, lay.smem, l->stream, args);
 }
 
-static int launch_reference(const kt_launch *l, uint64_t ref) {
+int kt_fp8_gemm_launch_reference(const kt_launch *l, const uint64_t ptr[4], uint64_t ref) {
     int M = (int)l->problem->m, N = (int)l->problem->dim[0], K = (int)l->problem->dim[1];
     uint64_t p[4];
-    memcpy(p, l->ptr, sizeof p);
-    void *args[] = {&p[T_A], &p[T_AS], &p[T_B], &p[T_BS], &ref, &M, &N, &K};
+    memcpy(p, ptr, sizeof p);
+    void *args[] = {&p[0], &p[1], &p[2], &p[3], &ref, &M, &N, &K};
     long total = (long)M * N;
     return kt_launch_kernel(l->ref_mod, 1, (unsigned)((total + 255) / 256), 1, 1, 256, 0, l->stream, args);
+}
+
+static int launch(const kt_launch *l) {
+    uint64_t p[5] = {l->ptr[T_A], l->ptr[T_AS], l->ptr[T_B], l->ptr[T_BS], l->ptr[T_C]};
+    return kt_fp8_gemm_launch(l, 0, p);
+}
+
+static int launch_reference(const kt_launch *l, uint64_t ref) {
+    uint64_t p[4] = {l->ptr[T_A], l->ptr[T_AS], l->ptr[T_B], l->ptr[T_BS]};
+    return kt_fp8_gemm_launch_reference(l, p, ref);
 }
 
 static double bytes(const kt_problem *p) {
@@ -169,7 +193,7 @@ static double bytes(const kt_problem *p) {
 static double flops(const kt_problem *p) { return 2.0 * p->m * p->dim[0] * p->dim[1]; }
 
 static const char *const kernel_names[] = {"fp8_gemm", "fp8_gemm_reference", NULL};
-static const long target_shapes[][KT_MAX_DIMS] = {
+const long kt_fp8_gemm_targets[KT_FP8_GEMM_TARGETS][KT_MAX_DIMS] = {
     {1536, 4096}, {8192, 1024}, {1024, 4096}, {4096, 2048}, {4096, 512}};
 
 const kt_family kt_family_fp8_gemm = {
@@ -180,27 +204,17 @@ const kt_family kt_family_fp8_gemm = {
     .n_dims = 2,
     .dim_names = {"N", "K"},
     .m_name = "M",
-    .n_params = 9,
-    .params = {{"TILE_N", 4, {16, 32, 64, 128}},
-               {"TILE_M", 5, {8, 16, 32, 64, 128}},
-               {"TILE_K", 2, {128, 256}},
-               {"WARPS", 4, {1, 2, 4, 8}},
-               {"WARPS_M", 3, {1, 2, 4}},
-               {"WARPS_K", 3, {1, 2, 4}},
-               {"STAGES", 5, {2, 3, 4, 6, 8}},
-               {"SPLIT_K", 4, {1, 2, 4, 8}},
-               {"PROMOTE", 2, {0, 1}}},
-    .default_config = {{64, 16, 128, 4, 1, 1, 4, 1, 0}},
-    .target_shapes = target_shapes,
-    .n_target_shapes = 5,
+    KT_FP8_GEMM_SPACE,
+    .target_shapes = kt_fp8_gemm_targets,
+    .n_target_shapes = KT_FP8_GEMM_TARGETS,
     .check_problem = check_problem,
     .check_config = check_config,
-    .config_fits = config_fits,
-    .hopeless = hopeless,
+    .config_fits = kt_fp8_gemm_config_fits,
+    .hopeless = kt_fp8_gemm_hopeless,
     .tensors = tensors,
     .fill = fill,
     .reference = reference,
-    .gpu_reference_above = 1 << 27,
+    .gpu_reference_above = 1 << 22,
     .launch_reference = launch_reference,
     .launch = launch,
     .tolerance = 1e-2,

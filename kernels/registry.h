@@ -2,4 +2,5 @@
  * kernels/NAME.cu + kernels/NAME.c + one line here. */
 KT_FAMILY(fp8_gemm)
 KT_FAMILY(act_quant)
+KT_FAMILY(quant_fp8_gemm)
 KT_FAMILY(selftest)

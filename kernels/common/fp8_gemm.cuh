@@ -1,6 +1,10 @@
-// fp8_gemm.cu — FP8 block-scaled GEMM for sm_120 (DeepSeek "w8a8 block"):
+// fp8_gemm.cuh — the FP8 block-scaled GEMM kernel for sm_120 (DeepSeek "w8a8 block"),
+// shared by two families:
 //   C[m, n] = sum_kb As[m, kb] * Bs[n/128, kb] * sum_{k in kb} A[m, k] * B[n, k]
 // A e4m3 [M, K], As f32 [M, K/128], B e4m3 [N, K], Bs f32 [N/128, K/128], C bf16 [M, N].
+// fp8_gemm.cu takes A and As as they are; quant_fp8_gemm.cu defines KT_QUANT_A and passes
+// bf16 activations X [M, K] instead, quantised inside by act_quant's rule (As = amax/448
+// per token per 128, A = e4m3(X / As)): the decode step's act_quant kernel fused away.
 //
 // Decode has few tokens and many weight rows, so the MMA runs "swapped": weights are
 // the 16-row A operand of mma.m16n8k32 and tokens the 8-column B operand; a CTA owns
@@ -16,6 +20,13 @@
 // Launched as a programmatic dependent (PDL): a CTA pulls its weight slice into L2 before
 // waiting for the previous kernel, whose output (the activations) it reads only after.
 #include "kt_device.cuh"
+
+#ifndef KT_QUANT_A
+#define KT_QUANT_A 0
+#endif
+#ifndef KT_GEMM_ENTRY
+#define KT_GEMM_ENTRY fp8_gemm
+#endif
 
 #ifndef KT_TILE_N
 #define KT_TILE_N 64
@@ -39,10 +50,13 @@ constexpr int WARPS_N = WARPS / WARPS_M;
 constexpr int THREADS = WARPS * WARPS_K * 32;
 constexpr int WN = TILE_N / WARPS_N, WM = TILE_M / WARPS_M; // warp tile
 constexpr int FRAG_N = WN / 16, FRAG_M = WM / 8;
+constexpr bool QUANT_A = KT_QUANT_A == 1;
 constexpr int KBLOCKS = TILE_K / 128;       // scale blocks per stage
 constexpr int KSTEPS = 128 / 32 / WARPS_K;  // mma k-steps per k-block per warp group
-constexpr int W_BYTES = TILE_N * TILE_K, A_BYTES = TILE_M * TILE_K;
-constexpr int SCALE_FLOATS = TILE_M * KBLOCKS + KBLOCKS;
+// A's tile holds e4m3 codes, or (QUANT_A) the bf16 activations they are made from.
+constexpr int A_ELEM_BYTES = QUANT_A ? 2 : 1, A_ROW_BYTES = TILE_K * A_ELEM_BYTES;
+constexpr int W_BYTES = TILE_N * TILE_K, A_BYTES = TILE_M * A_ROW_BYTES;
+constexpr int SCALE_FLOATS = (QUANT_A ? 0 : TILE_M * KBLOCKS) + KBLOCKS;
 constexpr int STAGE_BYTES = W_BYTES + A_BYTES + ((SCALE_FLOATS * 4 + 15) / 16) * 16;
 // The epilogue's f32 tile [TILE_M][RED_LD]: the pad of 4 puts the 32 lanes of a fragment
 // store in 32 different banks.
@@ -53,15 +67,20 @@ static_assert(WARPS % WARPS_M == 0 && TILE_N % (WARPS_N * 16) == 0 && TILE_M % (
               "warps must tile the CTA");
 static_assert(TILE_K % 128 == 0 && (4 % WARPS_K) == 0, "TILE_K multiple of 128, WARPS_K divides 4");
 static_assert(SPLIT_K >= 1 && SPLIT_K <= 8, "split-K is a cluster of at most 8 CTAs");
+// The four lanes that share a token row in the mma B fragment see all of its 128-group
+// over the k-block's four k-steps: they find its max with two shuffles and no barrier.
+static_assert(!QUANT_A || WARPS_K == 1, "in-kernel quantisation needs a warp's k-block whole");
 
 constexpr int SMEM_PIPE = STAGES * STAGE_BYTES;
 constexpr int SMEM_RED = TILE_M * RED_LD * 4;
 constexpr int SMEM_BYTES = SMEM_PIPE > SMEM_RED ? SMEM_PIPE : SMEM_RED;
 static_assert(SMEM_BYTES <= 99 * 1024, "sm_120 gives a block at most 99 KB of shared memory");
 
-// Byte offset of 16-byte chunk `chunk` of row `row` in a tile with TILE_K bytes per row.
+// Byte offset of 16-byte chunk `chunk` of row `row` in a tile with ROW bytes per row.
 // XOR-ing the low three chunk bits with the row spreads 8 consecutive rows over all banks.
-__device__ __forceinline__ int swizzle(int row, int chunk) { return row * TILE_K + ((chunk ^ (row & 7)) << 4); }
+template <int ROW = TILE_K> __device__ __forceinline__ int swizzle(int row, int chunk) {
+    return row * ROW + ((chunk ^ (row & 7)) << 4);
+}
 
 #if KT_SPLIT_K > 1
 #define KT_CLUSTER __cluster_dims__(1, 1, KT_SPLIT_K)
@@ -69,9 +88,19 @@ __device__ __forceinline__ int swizzle(int row, int chunk) { return row * TILE_K
 #define KT_CLUSTER
 #endif
 
-extern "C" __global__ void KT_CLUSTER __launch_bounds__(THREADS)
-fp8_gemm(const kt_u8 *__restrict__ A, const float *__restrict__ As, const kt_u8 *__restrict__ B,
-         const float *__restrict__ Bs, kt_u16 *__restrict__ C, int M, int N, int K) {
+// NVRTC's ptxas caps the quantising kernel at 80 registers and spills unless told one CTA
+// per SM is enough (nvcc's does not); the plain kernel fits under its own cap.
+#if KT_QUANT_A
+#define KT_BOUNDS __launch_bounds__(THREADS, 1)
+#else
+#define KT_BOUNDS __launch_bounds__(THREADS)
+#endif
+
+// A: e4m3 codes with their scales As, or (QUANT_A) bf16 activations and As unused.
+extern "C" __global__ void KT_CLUSTER KT_BOUNDS
+KT_GEMM_ENTRY(const void *__restrict__ A_, const float *__restrict__ As, const kt_u8 *__restrict__ B,
+              const float *__restrict__ Bs, kt_u16 *__restrict__ C, int M, int N, int K) {
+    const kt_u8 *A = (const kt_u8 *)A_;
     extern __shared__ __align__(128) kt_u8 smem[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int kgroup = warp / WARPS, wid = warp % WARPS;
@@ -90,7 +119,7 @@ fp8_gemm(const kt_u8 *__restrict__ A, const float *__restrict__ As, const kt_u8 
     constexpr bool ROW_PASSES = THREADS % CH == 0 && PASS_ROWS % 8 == 0;
     const int row0 = tid / CH, col0 = tid % CH;
     const kt_u8 *w_src = B + (long)(n0 + row0) * K + col0 * 16;
-    const kt_u8 *a_src = A + (long)(m0 + row0) * K + col0 * 16;
+    const kt_u8 *a_src = A + (long)(m0 + row0) * K * A_ELEM_BYTES + col0 * 16;
     const int tile_dst = swizzle(row0, col0);
 
     auto load_stage = [&](int slot, int ktile) {
@@ -103,7 +132,7 @@ fp8_gemm(const kt_u8 *__restrict__ A, const float *__restrict__ As, const kt_u8 
                 if (TILE_N % PASS_ROWS == 0 || row0 + j * PASS_ROWS < TILE_N)
                     kt_cp_async16(w_s + tile_dst + j * PASS_ROWS * TILE_K, w_src + (long)j * PASS_ROWS * K + k0, 16);
 #pragma unroll
-            for (int j = 0; j < (TILE_M + PASS_ROWS - 1) / PASS_ROWS; j++) {
+            for (int j = 0; j < (TILE_M + PASS_ROWS - 1) / PASS_ROWS && !QUANT_A; j++) {
                 const int r = row0 + j * PASS_ROWS;
                 if (TILE_M % PASS_ROWS == 0 || r < TILE_M) {
                     const bool live = m0 + r < M;
@@ -117,24 +146,27 @@ fp8_gemm(const kt_u8 *__restrict__ A, const float *__restrict__ As, const kt_u8 
                 int r = i / CH, c = i % CH;
                 kt_cp_async16(w_s + swizzle(r, c), B + (long)(n0 + r) * K + k0 + c * 16, 16);
             }
+        }
+        if (!ROW_PASSES || QUANT_A) {
+            constexpr int A_CH = A_ROW_BYTES / 16;
 #pragma unroll
-            for (int i = tid; i < TILE_M * CH; i += THREADS) {
-                int r = i / CH, c = i % CH;
+            for (int i = tid; i < TILE_M * A_CH; i += THREADS) {
+                int r = i / A_CH, c = i % A_CH;
                 int m = m0 + r;
-                const kt_u8 *src = A + (long)(m < M ? m : 0) * K + k0 + c * 16;
-                kt_cp_async16(a_s + swizzle(r, c), src, m < M ? 16 : 0);
+                const kt_u8 *src = A + ((long)(m < M ? m : 0) * K + k0) * A_ELEM_BYTES + c * 16;
+                kt_cp_async16(a_s + swizzle<A_ROW_BYTES>(r, c), src, m < M ? 16 : 0);
             }
         }
         float *sc = (float *)(st + W_BYTES + A_BYTES);
         const int kb0 = ktile * KBLOCKS;
         for (int i = tid; i < SCALE_FLOATS; i += THREADS) {
-            if (i < TILE_M * KBLOCKS) {
+            if (!QUANT_A && i < TILE_M * KBLOCKS) {
                 int r = i / KBLOCKS, b = i % KBLOCKS, m = m0 + r;
                 kt_cp_async4(kt_smem_addr(sc + b * TILE_M + r), As + (long)(m < M ? m : 0) * KB + kb0 + b,
                              m < M ? 4 : 0);
             } else {
-                int b = i - TILE_M * KBLOCKS;
-                kt_cp_async4(kt_smem_addr(sc + TILE_M * KBLOCKS + b), Bs + (long)nb * KB + kb0 + b, 4);
+                int b = i - (SCALE_FLOATS - KBLOCKS);
+                kt_cp_async4(kt_smem_addr(sc + SCALE_FLOATS - KBLOCKS + b), Bs + (long)nb * KB + kb0 + b, 4);
             }
         }
     };
@@ -176,11 +208,64 @@ fp8_gemm(const kt_u8 *__restrict__ A, const float *__restrict__ As, const kt_u8 
         const float *sc = (const float *)(st + W_BYTES + A_BYTES);
 #pragma unroll
         for (int b = 0; b < KBLOCKS; b++) {
-            const float bscale = sc[TILE_M * KBLOCKS + b];
+            const float bscale = sc[SCALE_FLOATS - KBLOCKS + b];
+            // QUANT_A: the token fragments of this k-block as e4m3 mma operands, made from the
+            // bf16 tile by act_quant's rule, and the scales of the tokens this lane's sums
+            // belong to (2t and 2t+1 of each fragment).
+            kt_u32 quant_b[QUANT_A ? FRAG_M : 1][4][2];
+            float quant_s[QUANT_A ? FRAG_M : 1][2];
+            if constexpr (QUANT_A) {
+#pragma unroll
+                for (int j = 0; j < FRAG_M; j++) {
+                    // Lane (g, t) holds token g's k = 4t..4t+3 and 16+4t..16+4t+3 of each
+                    // k-step of 32: two 8-byte pieces of bf16 per k-step.
+                    const int token = warp_m * WM + j * 8 + g;
+                    float x[4][2][4], amax = 0.f;
+#pragma unroll
+                    for (int s = 0; s < 4; s++)
+#pragma unroll
+                        for (int h = 0; h < 2; h++) {
+                            const int byte = (b * 128 + s * 32 + h * 16 + 4 * t) * 2;
+                            const uint2 v = *(const uint2 *)(st + W_BYTES + swizzle<A_ROW_BYTES>(token, byte >> 4) +
+                                                             (byte & 15));
+                            const kt_u32 w[2] = {v.x, v.y};
+#pragma unroll
+                            for (int e = 0; e < 4; e++) {
+                                x[s][h][e] = kt_bf16_to_f32((kt_u16)(w[e >> 1] >> (16 * (e & 1))));
+                                amax = fmaxf(amax, fabsf(x[s][h][e]));
+                            }
+                        }
+                    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+                    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+                    const float scale = fmaxf(amax, 1e-10f) / 448.0f, inv = __frcp_rn(scale);
+                    // x / scale by one Newton step on x * (1 / scale): the correctly rounded
+                    // quotient but for rare last-bit cases, without the division's slow-path call.
+                    auto q = [&](float v) {
+                        const float q0 = v * inv;
+                        return fmaf(fmaf(-q0, scale, v), inv, q0);
+                    };
+#pragma unroll
+                    for (int s = 0; s < 4; s++)
+#pragma unroll
+                        for (int h = 0; h < 2; h++)
+                            quant_b[j][s][h] =
+                                kt_f32x2_to_e4m3x2(q(x[s][h][0]), q(x[s][h][1])) |
+                                ((kt_u32)kt_f32x2_to_e4m3x2(q(x[s][h][2]), q(x[s][h][3])) << 16);
+                    quant_s[j][0] = __shfl_sync(0xffffffffu, scale, 8 * t) * bscale;
+                    quant_s[j][1] = __shfl_sync(0xffffffffu, scale, 8 * t + 4) * bscale;
+                }
+            }
             // Adds this k-block's sums of token fragment j, scaled, into acc.
             auto promote = [&](int j, const float (&sum)[FRAG_N][4]) {
                 int col = warp_m * WM + j * 8 + 2 * t;
-                float s0 = sc[b * TILE_M + col] * bscale, s1 = sc[b * TILE_M + col + 1] * bscale;
+                float s0, s1;
+                if constexpr (QUANT_A) {
+                    s0 = quant_s[j][0];
+                    s1 = quant_s[j][1];
+                } else {
+                    s0 = sc[b * TILE_M + col] * bscale;
+                    s1 = sc[b * TILE_M + col + 1] * bscale;
+                }
 #pragma unroll
                 for (int i = 0; i < FRAG_N; i++) {
                     acc[i][j][0] += sum[i][0] * s0;
@@ -198,10 +283,15 @@ fp8_gemm(const kt_u8 *__restrict__ A, const float *__restrict__ As, const kt_u8 
                 }
             };
             auto mma_tokens = [&](int s, int j, const kt_u32 (&wf)[FRAG_N][4], float (&sum)[FRAG_N][4]) {
-                const int chunk = (b * 128 + (kgroup * KSTEPS + s) * 32) / 16;
-                int row = warp_m * WM + j * 8 + (lane & 7);
                 kt_u32 b0, b1;
-                kt_ldmatrix_x2(a_s + swizzle(row, chunk + ((lane >> 3) & 1)), b0, b1);
+                if constexpr (QUANT_A) {
+                    b0 = quant_b[j][s][0];
+                    b1 = quant_b[j][s][1];
+                } else {
+                    const int chunk = (b * 128 + (kgroup * KSTEPS + s) * 32) / 16;
+                    int row = warp_m * WM + j * 8 + (lane & 7);
+                    kt_ldmatrix_x2(a_s + swizzle(row, chunk + ((lane >> 3) & 1)), b0, b1);
+                }
 #pragma unroll
                 for (int i = 0; i < FRAG_N; i++) {
                     if (s == 0) kt_mma_e4m3_first(sum[i], wf[i], b0, b1);
@@ -294,7 +384,8 @@ fp8_gemm(const kt_u8 *__restrict__ A, const float *__restrict__ As, const kt_u8 
     if (SPLIT_K > 1) kt_cluster_sync(); // no CTA leaves while others still read its red[]
 }
 
-// The trusted reference: one thread per output, exact products summed in double.
+// The trusted references: one thread per output, exact products summed in double.
+#if !KT_QUANT_A
 extern "C" __global__ void fp8_gemm_reference(const kt_u8 *A, const float *As, const kt_u8 *B, const float *Bs,
                                               double *ref, int M, int N, int K) {
     long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -309,3 +400,27 @@ extern "C" __global__ void fp8_gemm_reference(const kt_u8 *A, const float *As, c
     }
     ref[idx] = total;
 }
+#else
+// Each group of 128 activations quantised by act_quant's rule first (As unused).
+extern "C" __global__ void quant_fp8_gemm_reference(const kt_u16 *X, const float *As, const kt_u8 *B,
+                                                    const float *Bs, double *ref, int M, int N, int K) {
+    (void)As;
+    long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (long)M * N) return;
+    int m = (int)(idx / N), n = (int)(idx % N), KB = K / 128;
+    double total = 0;
+    for (int kb = 0; kb < KB; kb++) {
+        const kt_u16 *x = X + (long)m * K + kb * 128;
+        float amax = 0.f;
+        for (int k = 0; k < 128; k++) amax = fmaxf(amax, fabsf(kt_bf16_to_f32(x[k])));
+        const float scale = fmaxf(amax, 1e-10f) / 448.0f;
+        double s = 0;
+        for (int k = 0; k < 128; k++) {
+            kt_u8 code = (kt_u8)(kt_f32x2_to_e4m3x2(kt_bf16_to_f32(x[k]) / scale, 0.f) & 0xff);
+            s += kt_e4m3_to_f64(code) * kt_e4m3_to_f64(B[(long)n * K + kb * 128 + k]);
+        }
+        total += s * (double)scale * (double)Bs[(long)(n / 128) * KB + kb];
+    }
+    ref[idx] = total;
+}
+#endif
