@@ -4,8 +4,9 @@
 # winners, and prints the bench table. Logs go to $LOGS (default /tmp/kt-gpu) and, packed
 # as logs.tar.gz with the bench JSON, to $OUT when set (the device tool's folder). Ends with
 # "N passed, N failed".
-#   usage: tests/gpu/run.sh [full|quick|verify|sweep|fault|bench]
-#          (quick: fewer M values; verify/sweep/fault/bench: that group of steps alone)
+#   usage: tests/gpu/run.sh [full|quick|verify|sweep|fault|bench|speed]
+#          (quick: fewer M values; verify/sweep/fault/bench: that group of steps alone;
+#          speed: the 5 x 18 sweep timed cold and warm, then the bench from it)
 set -u
 cd "$(dirname "$0")/../.."
 LOGS=${LOGS:-/tmp/kt-gpu}
@@ -39,14 +40,16 @@ if want verify; then
 step verify_fp8_gemm $KT verify --family fp8_gemm --shape targets --shape N=2304,K=7168 --shape N=128,K=128 \
     --m $MS --sample $SAMPLE --seed $RANDOM
 step verify_act_quant $KT verify --family act_quant --shape targets --shape K=7168 --m $MS --sample $SAMPLE --seed $RANDOM
-# The GPU compare (runtime/check.cu, KT_CHECK_ON_GPU=1) against the CPU compare on the same
+step verify_quant_fp8_gemm $KT verify --family quant_fp8_gemm --shape targets --shape N=2304,K=7168 --shape N=128,K=128 \
+    --m $MS --sample $SAMPLE --seed $RANDOM
+# The GPU compare (runtime/check.cu, the default) against the CPU compare (KT_CHECK_ON_GPU=0) on the same
 # seeded inputs and variants: the same rel_err up to summation order, for outputs of every
 # dtype the families have (bf16; e4m3 + f32) and both references (CPU at M=1, GPU above).
 compare_check() {
     local gemm=(verify --family fp8_gemm --shape N=1024,K=4096 --shape N=4096,K=512 --m 1,64,4096 --sample 2 --seed 7)
     local quant=(verify --family act_quant --shape K=4096 --shape K=7168 --m 1,64,4096 --sample 2 --seed 7)
-    { KT_CHECK_ON_GPU=1 $KT "${gemm[@]}" && KT_CHECK_ON_GPU=1 $KT "${quant[@]}"; } >"$LOGS/check_gpu.txt" || return 1
-    { $KT "${gemm[@]}" && $KT "${quant[@]}"; } >"$LOGS/check_cpu.txt" || return 1
+    { $KT "${gemm[@]}" && $KT "${quant[@]}"; } >"$LOGS/check_gpu.txt" || return 1
+    { KT_CHECK_ON_GPU=0 $KT "${gemm[@]}" && KT_CHECK_ON_GPU=0 $KT "${quant[@]}"; } >"$LOGS/check_cpu.txt" || return 1
     # "ok   SHAPE M=m CONFIG: rel_err X, T us": the same lines in the same order, X equal to the
     # 7 digits printed (1e-6 relative: the two sums differ by ~1e-12 from their order; a
     # wrong dtype, offset or lost block of elements by far more)
@@ -142,11 +145,34 @@ resume_check() {
 step resume resume_check
 fi
 
-if want bench; then
-# The bench table at the five target shapes from a sweep of them.
-rm -f "$LOGS/targets.db"*
-step tune_targets $KT tune --family fp8_gemm --shape targets --m 1,16,64,256 --strategy random --budget 48 \
-    --db "$LOGS/targets.db"
+# The sweep-speed target (speed only, not part of full): the five target shapes x the 18 M
+# buckets from a cold start (empty JIT cache, empty DB), then warm (cache kept, empty DB).
+if [ "$MODE" = speed ]; then
+rm -rf "$KT_CACHE_DIR"
+for run in cold warm; do
+    rm -f "$LOGS/$run.db"*
+    step "tune_$run" $KT tune --family fp8_gemm --shape targets \
+        --m 1,2,4,8,16,24,32,48,64,96,128,256,512,1024,1536,2048,3072,4096 --db "$LOGS/$run.db"
+    tail -n 1 "$LOGS/tune_$run.log"
+done
+cp "$LOGS/cold.db" "$LOGS/targets.db"
+# The regret of the fast search: every config of two shapes at a few Ms, for
+# tools/regret.sh cold.db exhaustive.db (run where sqlite3 is).
+rm -f "$LOGS/exhaustive.db"*
+step tune_exhaustive_4096x512 $KT tune --family fp8_gemm --shape N=4096,K=512 --m 1,16,64,256 --strategy exhaustive \
+    --db "$LOGS/exhaustive.db"
+step tune_exhaustive_8192x1024 $KT tune --family fp8_gemm --shape N=8192,K=1024 --m 1,16,256 --strategy exhaustive \
+    --db "$LOGS/exhaustive.db"
+fi
+
+if want bench || [ "$MODE" = speed ]; then
+# The bench table at the five target shapes from a sweep of them (speed: the cold sweep's).
+if [ "$MODE" != speed ]; then
+    rm -f "$LOGS/targets.db"*
+    step tune_targets $KT tune --family fp8_gemm --shape targets --m 1,16,64,256 --db "$LOGS/targets.db"
+fi
+# The fused act_quant + GEMM's winners, for the bench's fused_us column.
+step tune_fused $KT tune --family quant_fp8_gemm --shape targets --m 1,16,64,256 --db "$LOGS/targets.db"
 step bench $KT bench --family fp8_gemm --shape targets --m 1,16,64,256 --db "$LOGS/targets.db" --json "$LOGS/bench.json"
 cat "$LOGS/bench.log"
 # The winners are sm_120 kernels: their sm_120 SASS uses the FP8 MMA and never local memory.
