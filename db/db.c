@@ -348,11 +348,6 @@ typedef struct candidate {
     int retimed;
 } candidate;
 
-/* The noise band of a candidate: the min..max of its re-timed rounds (medians of many
- * replays each, so a real spread), or its median alone; one replay's extremes are not. */
-static double band_lo(const candidate *c) { return c->retimed ? c->min_us : c->t; }
-static double band_hi(const candidate *c) { return c->retimed ? c->max_us : c->t; }
-
 typedef struct candidates {
     candidate *c;
     int n;
@@ -381,14 +376,14 @@ static int faster(const candidate *a, const candidate *b) {
 }
 
 /* The winner among n candidates (kt_db_update_winner's rule): the lowest variant id of
- * those in the noise band of the fastest, at its own fastest row. */
+ * those whose median is within KT_NOISE_BAND of the fastest, at its own fastest row. */
 static const candidate *choose(const candidates *cs) {
     const candidate *best = NULL, *win = NULL;
     for (int i = 0; i < cs->n; i++)
         if (!best || faster(&cs->c[i], best)) best = &cs->c[i];
     for (int i = 0; i < cs->n; i++) {
         const candidate *c = &cs->c[i];
-        int tied = c->t <= best->t * (1 + KT_NOISE_BAND) || band_lo(c) <= band_hi(best);
+        int tied = c->t <= best->t * (1 + KT_NOISE_BAND);
         int order = win ? strcmp(c->variant_id, win->variant_id) : -1;
         if (tied && (order < 0 || (order == 0 && c->t < win->t))) win = c;
     }

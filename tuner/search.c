@@ -12,6 +12,7 @@
 #define LOCAL_TOP 3    /* local search walks from a problem's 3 fastest only */
 #define TRANSFER_TOP 5 /* an M between anchors starts from each anchor's 5 fastest */
 #define BETWEEN_CAP 12 /* units of an M between anchors, all phases */
+#define SEED_TOP 2     /* an anchor's local search also starts from its next anchors' 2 fastest */
 
 enum strategy { EXHAUSTIVE, RANDOM, FAST };
 /* A problem's phase. Exhaustive and random problems have phase 1 only; fast anchors 1 and
@@ -34,6 +35,9 @@ typedef struct problem {
     kt_problem p;
     int anchor;      /* fast: an anchor M of its shape */
     int lo, hi;      /* fast, not an anchor: the nearest anchors below and above (problem indices) */
+    int below, above; /* fast anchor: its shape's next anchors in M (problem indices), -1 if none */
+    int sampled;     /* fast anchor: its first sample is all answered... */
+    int first_n;     /* ...and was this many choices */
     enum phase phase;
     int waiting;     /* choices not answered yet */
     int cap;         /* local search stops once the problem has this many choices */
@@ -90,6 +94,34 @@ static int chosen(const problem *pb, int k) {
     return 0;
 }
 
+/* The step of `param` from config k for problem pi: its plain neighbour when that is worth
+ * timing and new, else the same step with one other parameter moved one step as well (the
+ * first such that is): parameters are coupled (warps must tile the CTA tile, K-split warps
+ * need TILE_K 128), and without the repair a search stalls at configs whose every single
+ * step is rejected. -1 if none. */
+static int step_from(const kt_search *s, int pi, int k, int param, int step) {
+    const problem *pb = &s->pr[pi];
+    int plain = neighbour(s, k, param, step);
+    if (plain >= 0 && eligible(s, pi, plain) && !chosen(pb, plain)) return plain;
+    if (plain >= 0) return -1; /* a real config, only timed or not worth it: no detour */
+    const kt_param *p = &s->f->params[param];
+    int j = kt_param_value_index(p, s->space[k].v[param]) + step;
+    if (j < 0 || j >= p->n_values) return -1;
+    kt_config c = s->space[k];
+    c.v[param] = p->values[j];
+    for (int q = 0; q < s->f->n_params; q++)
+        for (int d = -1; d <= 1 && q != param; d += 2) {
+            const kt_param *pq = &s->f->params[q];
+            int i = kt_param_value_index(pq, c.v[q]) + d;
+            if (i < 0 || i >= pq->n_values) continue;
+            kt_config r = c;
+            r.v[q] = pq->values[i];
+            int x = s->where[point_of(s->f, &r)];
+            if (x >= 0 && eligible(s, pi, x) && !chosen(pb, x)) return x;
+        }
+    return -1;
+}
+
 /* ---------------------------------------------------------- the choices */
 
 /* Chooses config k for problem pi (one step of `param` from choice `from`, or from = -1). */
@@ -112,10 +144,11 @@ static int before(const kt_search *s, const choice *a, const choice *b) {
     return a->us != b->us ? a->us < b->us : strcmp(s->ids[a->k], s->ids[b->k]) < 0;
 }
 
-/* The (up to) max fastest ok choices of a problem, fastest first, as choice indices. */
-static int fastest(const kt_search *s, const problem *pb, int *out, int max) {
+/* The (up to) max fastest ok choices among a problem's first `upto`, fastest first, as
+ * choice indices. */
+static int fastest_upto(const kt_search *s, const problem *pb, int *out, int max, int upto) {
     int n = 0;
-    for (int i = 0; i < pb->n; i++) {
+    for (int i = 0; i < upto; i++) {
         const choice *c = &pb->c[i];
         if (!c->answered || c->status != KT_OK) continue;
         if (n == max && !before(s, c, &pb->c[out[n - 1]])) continue;
@@ -123,6 +156,32 @@ static int fastest(const kt_search *s, const problem *pb, int *out, int max) {
         for (; j > 0 && before(s, c, &pb->c[out[j - 1]]); j--) out[j] = out[j - 1];
         out[j] = i;
     }
+    return n;
+}
+
+static int fastest(const kt_search *s, const problem *pb, int *out, int max) {
+    return fastest_upto(s, pb, out, max, pb->n);
+}
+
+/* A config's stratum: the pair of value indices of the family's first two parameters. */
+static int stratum_of(const kt_family *f, const kt_config *c) {
+    if (f->n_params < 2) return 0;
+    return kt_param_value_index(&f->params[0], c->v[0]) * f->params[1].n_values +
+           kt_param_value_index(&f->params[1], c->v[1]);
+}
+
+/* The fastest ok choice of each of pb's (up to) max fastest strata, fastest first: local
+ * searches from configs of one tile shape only would all explore the same basin. */
+static int fastest_strata(const kt_search *s, const problem *pb, int *out, int max) {
+    int *all = malloc(sizeof *all * (size_t)(pb->n + 1)), n = 0;
+    if (!all) return kt_fail("out of memory");
+    int sorted = fastest(s, pb, all, pb->n);
+    for (int i = 0; i < sorted && n < max; i++) {
+        int stratum = stratum_of(s->f, &s->space[pb->c[all[i]].k]), dup = 0;
+        for (int j = 0; j < n; j++) dup |= stratum_of(s->f, &s->space[pb->c[out[j]].k]) == stratum;
+        if (!dup) out[n++] = all[i];
+    }
+    free(all);
     return n;
 }
 
@@ -136,17 +195,46 @@ static int walk(kt_search *s, int pi, int limit, int skip) {
     return 0;
 }
 
+/* The fast strategy's first sample on pi: in the space's (shuffled) order, first one config
+ * of each pair of values of the first two parameters (a family lists its parameters most
+ * telling first: for fp8_gemm the CTA tile), then any, up to `limit` in all, skipping
+ * `skip`. A plain sample of 40 of ~1000 often held no config of the tile shape that wins
+ * (on the H200's recorded sweeps), and a local search seldom walks across tile shapes. */
+static int stratified_walk(kt_search *s, int pi, int limit, int skip) {
+    const kt_family *f = s->f;
+    int strata = f->n_params >= 2 ? f->params[0].n_values * f->params[1].n_values : 1;
+    unsigned char *seen = calloc((size_t)strata, 1);
+    if (!seen) return kt_fail("out of memory");
+    int taken = 0, rc = 0;
+    for (int k = 0; k < s->n_space && taken < limit && !rc; k++) {
+        if (k == skip || !eligible(s, pi, k)) continue;
+        int stratum = stratum_of(f, &s->space[k]);
+        if (seen[stratum]) continue;
+        seen[stratum] = 1;
+        rc = pick(s, pi, k, -1, 0, 0);
+        taken++;
+    }
+    free(seen);
+    for (int k = 0; k < s->n_space && taken < limit && !rc; k++) {
+        if (k == skip || !eligible(s, pi, k) || chosen(&s->pr[pi], k)) continue;
+        rc = pick(s, pi, k, -1, 0, 0);
+        taken++;
+    }
+    return rc ? -1 : 0;
+}
+
 /* One round of local search on pi (first improvement, one parameter at a time): of its 3
  * fastest, the fastest whose neighbourhood is not exhausted gets the next parameter's two
- * neighbours (that parameter one step down and up its value list) that are worth timing
- * and not chosen yet; a faster one found becomes the fastest and is searched from next
+ * neighbours (that parameter one step down and up its value list, repaired by step_from
+ * where the step alone leaves the space) that are worth timing and not chosen yet; a faster one found becomes the fastest and is searched from next
  * round. A config reached by a step that paid off first tries the next step the same way,
  * alone (a line search: several steps along a parameter for one unit each). Stops at the
  * problem's cap. Returns how many it chose: 0 when the 3 fastest are exhausted or the cap
  * is reached. */
 static int local_round(kt_search *s, int pi) {
     problem *pb = &s->pr[pi];
-    int best[LOCAL_TOP], n_best = fastest(s, pb, best, LOCAL_TOP);
+    int best[LOCAL_TOP], n_best = fastest_strata(s, pb, best, LOCAL_TOP);
+    if (n_best < 0) return -1;
     for (int b = 0; b < n_best && pb->n < pb->cap; b++) {
         int x = best[b]; /* an index: pick() may move pb->c */
         int from = pb->c[x].from, param = pb->c[x].param, step = pb->c[x].step;
@@ -158,8 +246,8 @@ static int local_round(kt_search *s, int pi) {
         for (; pb->c[x].next_param < s->f->n_params; pb->c[x].next_param++) {
             int made = 0, p = pb->c[x].next_param;
             for (int d = -1; d <= 1 && pb->n < pb->cap; d += 2) {
-                int k = neighbour(s, pb->c[x].k, p, d);
-                if (k < 0 || !eligible(s, pi, k) || chosen(pb, k)) continue;
+                int k = step_from(s, pi, pb->c[x].k, p, d);
+                if (k < 0) continue;
                 if (pick(s, pi, k, x, p, d)) return -1;
                 made++;
             }
@@ -190,6 +278,30 @@ static int transfer(kt_search *s, int pi) {
 
 static int advance(kt_search *s, int pi);
 
+/* An anchor's phase 2 first times the 2 fastest of the first sample of each next anchor of
+ * its shape (one config of each tile shape, so a basin its own sample may have missed).
+ * Only the first samples, once answered, so the choice does not depend on how far the
+ * neighbours' searches have come: a resumed sweep chooses the same. (Seeds from the same M
+ * at other shapes did better in replays, mean regret 2.2% against 3.3%, but would make a
+ * shard of whole shapes choose differently from the whole sweep.) */
+static int seeds_ready(const kt_search *s, const problem *pb) {
+    return (pb->below < 0 || s->pr[pb->below].sampled) && (pb->above < 0 || s->pr[pb->above].sampled);
+}
+
+static int seed(kt_search *s, int pi) {
+    const int side[2] = {s->pr[pi].below, s->pr[pi].above};
+    for (int i = 0; i < 2; i++) {
+        if (side[i] < 0) continue;
+        const problem *o = &s->pr[side[i]];
+        int top[SEED_TOP], n = fastest_upto(s, o, top, SEED_TOP, o->first_n);
+        for (int j = 0; j < n; j++) {
+            int k = o->c[top[j]].k; /* o's choices do not move: pick() grows pi's */
+            if (eligible(s, pi, k) && !chosen(&s->pr[pi], k) && pick(s, pi, k, -1, 0, 0)) return -1;
+        }
+    }
+    return 0;
+}
+
 /* Problem pi chooses nothing more. When it is a fast anchor, the Ms between it and the
  * next anchor whose other anchor has settled too start their phase 3. */
 static int settle(kt_search *s, int pi) {
@@ -214,8 +326,22 @@ static int advance(kt_search *s, int pi) {
     problem *pb = &s->pr[pi];
     while (!pb->waiting && pb->phase != SETTLED && pb->phase != WAITING_FOR_ANCHORS) {
         if (s->strategy == FAST && pb->phase == PHASE_1) {
+            if (!pb->sampled) { /* its sample is answered: next anchors waiting for it go on */
+                pb->sampled = 1;
+                pb->first_n = pb->n;
+                for (int i = 0; i < 2; i++) {
+                    int q = i ? pb->above : pb->below;
+                    if (q >= 0 && s->pr[q].phase == PHASE_1 && s->pr[q].sampled && !s->pr[q].waiting &&
+                        advance(s, q))
+                        return -1;
+                }
+                continue; /* a neighbour's advance may have moved this one on */
+            }
+            if (!seeds_ready(s, pb)) return 0;
             pb->phase = PHASE_2;
+            if (seed(s, pi)) return -1;
             pb->cap = pb->n + (s->budget / 2 > 0 ? s->budget / 2 : 1);
+            continue; /* the seeds' answers first */
         }
         int made = pb->phase == PHASE_1 ? 0 : local_round(s, pi);
         if (made < 0 || (!made && settle(s, pi))) return -1;
@@ -235,7 +361,7 @@ static int same_shape(const kt_problem *a, const kt_problem *b) {
 static int place_anchors(kt_search *s) {
     int *group = malloc(sizeof *group * (size_t)(s->n + 1));
     if (!group) return kt_fail("out of memory");
-    for (int i = 0; i < s->n; i++) s->pr[i].lo = -1; /* -1 until its shape is placed */
+    for (int i = 0; i < s->n; i++) s->pr[i].lo = s->pr[i].below = s->pr[i].above = -1; /* -1: its shape unplaced */
     for (int i = 0; i < s->n; i++) {
         if (s->pr[i].lo != -1 || s->pr[i].anchor) continue;
         int n = 0;
@@ -251,6 +377,8 @@ static int place_anchors(kt_search *s) {
             if (a == n - 1) break;
             int next = a + 1;
             for (int j = a + 1; j < n && s->pr[group[j]].p.m <= ANCHOR_RATIO * s->pr[group[a]].p.m; j++) next = j;
+            s->pr[group[a]].above = group[next];
+            s->pr[group[next]].below = group[a];
             for (int j = a + 1; j < next; j++) {
                 s->pr[group[j]].lo = group[a];
                 s->pr[group[j]].hi = group[next];
@@ -321,7 +449,7 @@ int kt_search_start(kt_search *s) {
         } else { /* the default as a baseline wherever it runs, hopeless or not */
             int def = s->default_k;
             if (def >= 0 && s->f->config_fits(&s->space[def], &pb->p)) rc = pick(s, pi, def, -1, 0, 0);
-            if (!rc) rc = walk(s, pi, s->budget, def);
+            if (!rc) rc = stratified_walk(s, pi, s->budget, def);
         }
         if (rc) return -1;
     }

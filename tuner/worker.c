@@ -100,11 +100,19 @@ typedef struct problem_setup {
  * (a sweep's search moves between a shape's Ms round by round: setting a problem up again
  * on each move would cost inputs, uploads and the reference every time), and the modules
  * it has loaded (a sweep measures each variant at many Ms: it loads once). */
+/* A recorded time of "SHAPE M CONFIG". */
+typedef struct replay_time {
+    char key[352];
+    double us;
+} replay_time;
+
 typedef struct worker_state {
     const kt_family *f;
     int fake;
     int smooth;        /* fake GPU, KT_FAKE_TIME=smooth: times form a bowl around `bowl` */
     kt_config bowl;
+    replay_time *replay; /* fake GPU, KT_FAKE_TIME=replay:FILE: recorded times */
+    int n_replay;
     problem_setup setups[WORKER_SETUPS];
     long jobs;
     kt_bench *bench;   /* the current job's */
@@ -177,10 +185,20 @@ static int param(const kt_family *f, const kt_config *c, const char *name) {
  * whose one minimum is the config KT_FAKE_BOWL (unnamed parameters: the default):
  * 10 us x (1 + M/256) x (1 + 0.1 x the squared index distance), so a local search can walk
  * down to it and the right winner is known. A re-timing round r reads 0.1% slower per
- * round, so re-timed numbers differ from the first pass. */
+ * round, so re-timed numbers differ from the first pass. With KT_FAKE_TIME=replay:FILE,
+ * the times FILE recorded ("SHAPE M CONFIG US" lines, e.g. from an exhaustive sweep on a
+ * GPU), 1 s for a config it lacks: a search replayed against real measurements, offline. */
 static double fake_us(const worker_state *s, const job *j, int i, int round) {
     double us;
-    if (s->smooth) {
+    if (s->replay) {
+        char shape[128], config[192], key[sizeof s->replay->key];
+        kt_format_shape(s->f, &j->head.problem, shape, sizeof shape);
+        kt_format_config(s->f, &j->v[i].config, config, sizeof config);
+        snprintf(key, sizeof key, "%s %ld %s", shape, j->head.problem.m, config);
+        us = 1e6;
+        for (int r = 0; r < s->n_replay; r++)
+            if (!strcmp(s->replay[r].key, key)) us = s->replay[r].us;
+    } else if (s->smooth) {
         double d2 = 0;
         for (int p = 0; p < s->f->n_params; p++) {
             int d = kt_param_value_index(&s->f->params[p], j->v[i].config.v[p]) -
@@ -387,6 +405,28 @@ static void close_inherited(int fd) {
     closedir(d);
 }
 
+/* Reads KT_FAKE_TIME=replay:FILE's recorded times into s; -1 if FILE cannot be read. */
+static int load_replay(worker_state *s, const char *path) {
+    FILE *in = fopen(path, "r");
+    if (!in) return -1;
+    char shape[128], config[192];
+    long m;
+    double us;
+    size_t cap = 0;
+    int rc = 0;
+    while (!rc && fscanf(in, "%127s %ld %191s %lf", shape, &m, config, &us) == 4) {
+        replay_time *grown = kt_grow(s->replay, &cap, (size_t)s->n_replay, sizeof *grown);
+        if (!grown) rc = -1;
+        else s->replay = grown;
+        if (!rc) {
+            snprintf(s->replay[s->n_replay].key, sizeof s->replay->key, "%s %ld %s", shape, m, config);
+            s->replay[s->n_replay++].us = us;
+        }
+    }
+    fclose(in);
+    return rc || !s->n_replay ? -1 : 0;
+}
+
 /* The child: says hello, then answers jobs until the sweep closes the socket. Never returns. */
 static _Noreturn void serve(int fd, const kt_family *f, int ordinal) {
     worker_state *s = calloc(1, sizeof *s); /* half a megabyte of module slots: not on the stack */
@@ -396,6 +436,8 @@ static _Noreturn void serve(int fd, const kt_family *f, int ordinal) {
     s->smooth = s->fake && getenv("KT_FAKE_TIME") && !strcmp(getenv("KT_FAKE_TIME"), "smooth");
     s->bowl = f->default_config;
     if (s->smooth && getenv("KT_FAKE_BOWL") && kt_parse_config(f, getenv("KT_FAKE_BOWL"), &s->bowl)) _exit(1);
+    const char *fake_time = getenv("KT_FAKE_TIME");
+    if (s->fake && fake_time && !strncmp(fake_time, "replay:", 7) && load_replay(s, fake_time + 7)) _exit(1);
     kt_worker_hello h;
     hello(s, ordinal, &h);
     if (send_all(fd, &h, sizeof h) || !h.ok) _exit(1);

@@ -366,18 +366,12 @@ KT_TEST(winner_rule_with_retimes) {
     winner(&fx, 16, w, sizeof w);
     EXPECT(!strcmp(w, "a 10.05"));
     EXPECT(kt_db_finalists(fx.db, fx.device_id, "fam", "h", "N=64", 16, 3, ids, &retimed) == 3 && retimed == 0);
-    /* overlapping rounds tie too (b 3% faster, but a's fastest round beat b's slowest) */
+    /* apart by more than the band: the faster wins, even where a's fastest round beat
+     * b's slowest (single rounds are noisier than their median) */
     long long run3;
     EXPECT(kt_db_run_begin(fx.db, fx.device_id, "abc", "kt tune --third", &run3) == 0);
     kt_retime g3[2] = {{"a", 5, 10.3, 9.9, 10.6}, {"b", 5, 10.0, 9.8, 10.1}};
     EXPECT(retime(&fx, run3, 16, 2, g3) == 0);
-    winner(&fx, 16, w, sizeof w);
-    EXPECT(!strcmp(w, "a 10.30"));
-    /* apart by more than the band and not overlapping: the faster wins */
-    long long run4;
-    EXPECT(kt_db_run_begin(fx.db, fx.device_id, "abc", "kt tune --fourth", &run4) == 0);
-    kt_retime g4[2] = {{"a", 5, 10.3, 10.2, 10.6}, {"b", 5, 10.0, 9.8, 10.1}};
-    EXPECT(retime(&fx, run4, 16, 2, g4) == 0);
     winner(&fx, 16, w, sizeof w);
     EXPECT(!strcmp(w, "b 10.00"));
     /* an m of the bucket without a re-timing competes on its first pass */
