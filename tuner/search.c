@@ -185,10 +185,11 @@ static int fastest_strata(const kt_search *s, const problem *pb, int *out, int m
     return n;
 }
 
-/* Chooses, in the space's order, up to `limit` configs worth timing on pi, skipping `skip`. */
-static int walk(kt_search *s, int pi, int limit, int skip) {
+/* Chooses, in the space's order, up to `limit` more configs worth timing on pi that it has
+ * not chosen yet. */
+static int walk(kt_search *s, int pi, int limit) {
     for (int k = 0, taken = 0; k < s->n_space && taken < limit; k++) {
-        if (k == skip || !eligible(s, pi, k)) continue;
+        if (!eligible(s, pi, k) || chosen(&s->pr[pi], k)) continue;
         if (pick(s, pi, k, -1, 0, 0)) return -1;
         taken++;
     }
@@ -197,17 +198,17 @@ static int walk(kt_search *s, int pi, int limit, int skip) {
 
 /* The fast strategy's first sample on pi: in the space's (shuffled) order, first one config
  * of each pair of values of the first two parameters (a family lists its parameters most
- * telling first: for fp8_gemm the CTA tile), then any, up to `limit` in all, skipping
- * `skip`. A plain sample of 40 of ~1000 often held no config of the tile shape that wins
+ * telling first: for fp8_gemm the CTA tile), then any, up to `limit` more than it had
+ * chosen before (the default). A plain sample of 40 of ~1000 often held no config of the tile shape that wins
  * (on the H200's recorded sweeps), and a local search seldom walks across tile shapes. */
-static int stratified_walk(kt_search *s, int pi, int limit, int skip) {
+static int stratified_walk(kt_search *s, int pi, int limit) {
     const kt_family *f = s->f;
     int strata = f->n_params >= 2 ? f->params[0].n_values * f->params[1].n_values : 1;
     unsigned char *seen = calloc((size_t)strata, 1);
     if (!seen) return kt_fail("out of memory");
     int taken = 0, rc = 0;
     for (int k = 0; k < s->n_space && taken < limit && !rc; k++) {
-        if (k == skip || !eligible(s, pi, k)) continue;
+        if (!eligible(s, pi, k) || chosen(&s->pr[pi], k)) continue;
         int stratum = stratum_of(f, &s->space[k]);
         if (seen[stratum]) continue;
         seen[stratum] = 1;
@@ -215,22 +216,18 @@ static int stratified_walk(kt_search *s, int pi, int limit, int skip) {
         taken++;
     }
     free(seen);
-    for (int k = 0; k < s->n_space && taken < limit && !rc; k++) {
-        if (k == skip || !eligible(s, pi, k) || chosen(&s->pr[pi], k)) continue;
-        rc = pick(s, pi, k, -1, 0, 0);
-        taken++;
-    }
-    return rc ? -1 : 0;
+    return rc || walk(s, pi, limit - taken) ? -1 : 0;
 }
 
-/* One round of local search on pi (first improvement, one parameter at a time): of its 3
- * fastest, the fastest whose neighbourhood is not exhausted gets the next parameter's two
- * neighbours (that parameter one step down and up its value list, repaired by step_from
- * where the step alone leaves the space) that are worth timing and not chosen yet; a faster one found becomes the fastest and is searched from next
- * round. A config reached by a step that paid off first tries the next step the same way,
+/* One round of local search on pi (first improvement, one parameter at a time): of the
+ * fastest configs of its 3 fastest tile shapes, the fastest whose neighbourhood is not
+ * exhausted gets the next parameter's two neighbours (that parameter one step down and up
+ * its value list, repaired by step_from where the step alone leaves the space) that are
+ * worth timing and not chosen yet; a faster one found becomes the fastest and is searched
+ * from next round. A config reached by a step that paid off first tries the next step the same way,
  * alone (a line search: several steps along a parameter for one unit each). Stops at the
- * problem's cap. Returns how many it chose: 0 when the 3 fastest are exhausted or the cap
- * is reached. */
+ * problem's cap. Returns how many it chose: 0 when those 3 are exhausted or the cap is
+ * reached. */
 static int local_round(kt_search *s, int pi) {
     problem *pb = &s->pr[pi];
     int best[LOCAL_TOP], n_best = fastest_strata(s, pb, best, LOCAL_TOP);
@@ -443,13 +440,13 @@ int kt_search_start(kt_search *s) {
         if (pb->phase != PHASE_1) continue;
         int rc = 0;
         if (s->strategy == EXHAUSTIVE) {
-            rc = walk(s, pi, s->n_space, -1);
+            rc = walk(s, pi, s->n_space);
         } else if (s->strategy == RANDOM) {
-            rc = walk(s, pi, s->budget, -1);
+            rc = walk(s, pi, s->budget);
         } else { /* the default as a baseline wherever it runs, hopeless or not */
             int def = s->default_k;
             if (def >= 0 && s->f->config_fits(&s->space[def], &pb->p)) rc = pick(s, pi, def, -1, 0, 0);
-            if (!rc) rc = stratified_walk(s, pi, s->budget, def);
+            if (!rc) rc = stratified_walk(s, pi, s->budget);
         }
         if (rc) return -1;
     }

@@ -96,16 +96,16 @@ typedef struct problem_setup {
     long used; /* when a job last used it (a job count): the least recent goes first */
 } problem_setup;
 
-/* What one worker holds between jobs: the problems it has set up, each once for all its jobs
- * (a sweep's search moves between a shape's Ms round by round: setting a problem up again
- * on each move would cost inputs, uploads and the reference every time), and the modules
- * it has loaded (a sweep measures each variant at many Ms: it loads once). */
-/* A recorded time of "SHAPE M CONFIG". */
+/* A recorded time of "SHAPE M CONFIG" (KT_FAKE_TIME=replay:FILE). */
 typedef struct replay_time {
     char key[352];
     double us;
 } replay_time;
 
+/* What one worker holds between jobs: the problems it has set up, each once for all its jobs
+ * (a sweep's search moves between a shape's Ms round by round: setting a problem up again
+ * on each move would cost inputs, uploads and the reference every time), and the modules
+ * it has loaded (a sweep measures each variant at many Ms: it loads once). */
 typedef struct worker_state {
     const kt_family *f;
     int fake;
