@@ -28,14 +28,14 @@ typedef struct common {
     int n_shapes;
     long ms[32];
     int n_ms;
-    const char *db_path, *config, *json, *strategy, *arch, *format, *emit;
+    const char *db_path, *config, *json, *strategy, *arch, *format, *emit, *where;
     int budget, sample, threads, help;
     int shard_index, shard_count, workers; /* tune: --shard i/n, --workers N */
     uint64_t seed;
 } common;
 
 enum { O_FAMILY = 1000, O_SHAPE, O_M, O_DB, O_CONFIG, O_JSON, O_STRATEGY, O_BUDGET, O_ARCH, O_SAMPLE, O_SEED,
-       O_THREADS, O_FORMAT, O_EMIT, O_SHARD, O_WORKERS };
+       O_THREADS, O_FORMAT, O_EMIT, O_SHARD, O_WORKERS, O_WHERE };
 
 static const struct option long_options[] = {
     {"family", required_argument, 0, O_FAMILY}, {"shape", required_argument, 0, O_SHAPE},
@@ -46,6 +46,7 @@ static const struct option long_options[] = {
     {"seed", required_argument, 0, O_SEED},     {"threads", required_argument, 0, O_THREADS},
     {"format", required_argument, 0, O_FORMAT}, {"emit", required_argument, 0, O_EMIT},
     {"shard", required_argument, 0, O_SHARD}, {"workers", required_argument, 0, O_WORKERS},
+    {"where", required_argument, 0, O_WHERE},
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0}};
 
@@ -93,6 +94,7 @@ static int parse_common(int argc, char **argv, common *c) {
         case O_ARCH: c->arch = optarg; break;
         case O_FORMAT: c->format = optarg; break;
         case O_EMIT: c->emit = optarg; break;
+        case O_WHERE: c->where = optarg; break;
         case O_SHARD: {
             char tail;
             if (sscanf(optarg, "%d/%d%c", &c->shard_index, &c->shard_count, &tail) != 2 || c->shard_count < 1 ||
@@ -164,7 +166,7 @@ static void print_family(const kt_family *f, int verbose) {
     long total = 1;
     for (int i = 0; i < f->n_params; i++) total *= f->params[i].n_values;
     kt_config *list = NULL;
-    int n120 = kt_space_enumerate(f, 120, NULL, &list, NULL);
+    int n120 = kt_space_enumerate(f, 120, NULL, NULL, &list, NULL);
     free(list);
     printf("%-15s %s\n", f->name, f->summary);
     if (!verbose) return;
@@ -209,8 +211,9 @@ static int cmd_compile(int argc, char **argv) {
     if (parse_common(argc, argv, &c)) return 1;
     if (c.help) {
         printf("usage: kt compile --family F --arch sm_120|sm_120a|sm_90 [--sample N | --config C] [--seed S]\n"
-               "                  [--emit DIR]\n"
+               "                  [--where P=V,...] [--emit DIR]\n"
                "  NVRTC-compiles variants (no GPU needed) and prints ptxas's registers, spills and stack;\n"
+               "  --where keeps the part of the space with those params at those values (e.g. DIRECT=1);\n"
                "  --emit writes each cubin to DIR/VARIANT.cubin (for cuobjdump -sass).\n"
                "  Exits non-zero if any variant fails to compile.\n");
         return 0;
@@ -227,7 +230,7 @@ static int cmd_compile(int argc, char **argv) {
         if (c.family->check_config(list, arch, why, sizeof why)) return die("config rejected: %s", why);
         n = 1;
     } else {
-        if ((n = kt_space_enumerate(c.family, arch, NULL, &list, &rejected)) < 0) return die("%s", kt_error());
+        if ((n = kt_space_enumerate(c.family, arch, NULL, c.where, &list, &rejected)) < 0) return die("%s", kt_error());
         if (c.sample) n = kt_space_sample(c.family, list, n, c.sample, c.seed);
     }
     printf("%s for %s: %d variants (%d rejected by constraints before compiling)\n", c.family->name,
@@ -271,7 +274,7 @@ static int cmd_tune(int argc, char **argv) {
     if (c.help) {
         printf("usage: kt tune --family F --shape N=..,K=.. [--shape ...|targets] --m 1,16,64 [--db kt.db]\n"
                "               [--strategy fast|exhaustive|random] [--budget N] [--seed S] [--threads T]\n"
-               "               [--shard i/n] [--workers N]\n"
+               "               [--shard i/n] [--workers N] [--where P=V,...]\n"
                "  Compiles, verifies and times variants on the GPUs (one worker process each; --workers\n"
                "  caps how many); records each result in the database as it is made, re-times each\n"
                "  problem's fastest few interleaved and updates the winners. Which variants:\n"
@@ -284,7 +287,8 @@ static int cmd_tune(int argc, char **argv) {
                "  A variant that faults or hangs (watchdog: KT_WATCHDOG_S, default 20 s) is recorded and\n"
                "  its worker restarted. Resumes an interrupted sweep (same command, same --seed).\n"
                "  --shard i/n measures every n-th (shape, M) only (fast: every n-th shape, whole), for\n"
-               "  one machine of n; join the databases with kt db merge.\n");
+               "  one machine of n; join the databases with kt db merge. --where P=V,... sweeps only the\n"
+               "  configs with those params at those values (e.g. DIRECT=1).\n");
         return 0;
     }
     if (!c.family || !c.n_shapes || !c.n_ms) return die("tune needs --family, --shape and --m (see --help)%s", "");
@@ -293,7 +297,8 @@ static int cmd_tune(int argc, char **argv) {
     kt_sweep_options o = {.family = c.family, .n_shapes = c.n_shapes, .n_ms = c.n_ms, .db_path = c.db_path,
                           .strategy = c.strategy, .budget = budget, .seed = c.seed,
                           .compile_threads = c.threads, .commit = KT_COMMIT, .cmdline = cmdline,
-                          .shard_index = c.shard_index, .shard_count = c.shard_count, .max_workers = c.workers};
+                          .shard_index = c.shard_index, .shard_count = c.shard_count, .max_workers = c.workers,
+                          .where = c.where};
     memcpy(o.shapes, c.shapes, sizeof o.shapes);
     memcpy(o.ms, c.ms, sizeof o.ms);
     double t0 = kt_now();
@@ -340,7 +345,9 @@ static int cmd_verify(int argc, char **argv) {
     if (parse_common(argc, argv, &c)) return 1;
     if (c.help) {
         printf("usage: kt verify --family F --shape N=..,K=..|targets --m 1,16 [--config C | --sample N] [--seed S]\n"
-               "  Checks the default config (or --config, or the default plus N seeded random configs) on\n"
+               "                 [--where P=V,...]\n"
+               "  Checks the default config (or --config, or the default plus N seeded random configs; with\n"
+               "  --where, N seeded configs with those params at those values) on\n"
                "  fresh random inputs against the float64 reference, outputs poisoned first. Exits 1 on any failure.\n");
         return 0;
     }
@@ -372,13 +379,13 @@ static int cmd_verify(int argc, char **argv) {
                 list = malloc(sizeof *list);
                 list[0] = one;
             } else {
-                n = kt_space_enumerate(f, arch, &p, &list, NULL);
+                if ((n = kt_space_enumerate(f, arch, &p, c.where, &list, NULL)) < 0) return die("%s", kt_error());
                 /* Sample among the configs a sweep would time (the hopeless are pruned there too). */
                 int kept = 0;
                 for (int i = 0; i < n; i++)
                     if (!f->hopeless || !f->hopeless(&list[i], &p)) list[kept++] = list[i];
                 n = kt_space_sample(f, list, kept, c.sample + 1, c.seed + (uint64_t)(s * 131 + j));
-                if (memcmp(&list[0], &f->default_config, sizeof one) && f->config_fits(&f->default_config, &p))
+                if (!c.where && memcmp(&list[0], &f->default_config, sizeof one) && f->config_fits(&f->default_config, &p))
                     list[0] = f->default_config;
             }
             kt_compile_pool *pool = kt_compile_pool_start(f, list, n, arch, c.threads);

@@ -14,7 +14,8 @@ enum { T_A, T_AS, T_B, T_BS, T_C };
 #define SMEM_LIMIT (99 * 1024) /* sm_120's shared memory per block; kept on every arch */
 
 /* Warp layout and shared memory of a config, as kernels/common/fp8_gemm.cuh derives them
- * (quant_a: the A tile holds bf16 activations and no per-token scales). */
+ * (quant_a: the A tile holds bf16 activations and no per-token scales; smem: the pipeline's
+ * or the epilogue's; DIRECT adds its token slab, kt_fp8_gemm_smem). */
 typedef struct layout {
     int threads, warps_n, frag_n, frag_m, smem;
 } layout;
@@ -29,10 +30,18 @@ static layout layout_of(const kt_config *c, int quant_a) {
     int kblocks = v[P_TILE_K] / 128;
     int scale_bytes = (((quant_a ? 0 : v[P_TILE_M] * kblocks) + kblocks) * 4 + 15) / 16 * 16;
     int stage = v[P_TILE_N] * v[P_TILE_K] + v[P_TILE_M] * v[P_TILE_K] * (quant_a ? 2 : 1) + scale_bytes;
-    int pipe = v[P_STAGES] * stage;
+    int pipe = v[P_DIRECT] ? 0 : v[P_STAGES] * stage;
     int red = v[P_TILE_M] * (v[P_TILE_N] + 4) * 4; /* the epilogue's f32 tile */
     l.smem = pipe > red ? pipe : red;
     return l;
+}
+
+int kt_fp8_gemm_smem(const kt_config *c, int quant_a, const kt_problem *p) {
+    layout l = layout_of(c, quant_a);
+    if (!c->v[P_DIRECT]) return l.smem;
+    long KB = p->dim[1] / 128, split = c->v[P_SPLIT_K];
+    long slab = (KB + split - 1) / split * c->v[P_TILE_M] * (128 + 4); /* a token's k-block: codes, scale */
+    return slab > l.smem ? (int)(slab < 1L << 30 ? slab : 1L << 30) : l.smem;
 }
 
 int kt_fp8_gemm_check_problem(const char *family, const kt_problem *p, char *why, size_t n) {
@@ -63,15 +72,22 @@ int kt_fp8_gemm_check_config(const kt_config *c, int quant_a, char *why, size_t 
     if (quant_a && v[P_WARPS_K] > 1)
         return snprintf(why, n, "WARPS_K=%d: quantising in the kernel needs each warp's k-block whole", v[P_WARPS_K]), -1;
     if (l.threads > 1024) return snprintf(why, n, "%d threads per block", l.threads), -1;
+    if (v[P_DIRECT] && (v[P_WARPS_M] != 1 || v[P_TILE_K] != 128 || quant_a))
+        return snprintf(why, n, "DIRECT=1 takes WARPS_M=1, TILE_K=128%s",
+                        quant_a ? " and not the quantising kernel" : ""), -1;
     if (l.smem > SMEM_LIMIT)
         return snprintf(why, n, "needs %d bytes of shared memory (> %d)", l.smem, SMEM_LIMIT), -1;
     /* The running sums, this k-block's sums and the fragments feeding them, plus ~40 for
      * addresses, must fit the registers a thread gets at this block size, or ptxas spills.
      * PROMOTE=0 holds the whole warp tile's k-block sums (empirically ~16 per fragment all
-     * told); PROMOTE=1 one token fragment's, with the k-block's weight fragments. */
+     * told); PROMOTE=1 one token fragment's, with the k-block's weight fragments; DIRECT a
+     * ring of STAGES k-blocks of weight fragments (16 registers each) and, as the pipeline
+     * by PROMOTE, all token fragments' sums or one's. */
     int frags = l.frag_n * l.frag_m, ksteps = 4 / v[P_WARPS_K];
     if (v[P_PROMOTE] && l.frag_m < 2) return snprintf(why, n, "PROMOTE=1 is PROMOTE=0 with one token fragment"), -1;
-    int need = v[P_PROMOTE] ? 4 * frags + 4 * l.frag_n * (ksteps + 1) + 40 : 16 * frags + 40;
+    int need = v[P_DIRECT]    ? 17 * v[P_STAGES] * l.frag_n + 4 * frags + 4 * (v[P_PROMOTE] ? l.frag_n : frags) + 48
+               : v[P_PROMOTE] ? 4 * frags + 4 * l.frag_n * (ksteps + 1) + 40
+                              : 16 * frags + 40;
     if (quant_a) need += 10 * l.frag_m; /* the k-block's token operands and their scales */
     int have = 65536 / l.threads < 255 ? 65536 / l.threads : 255;
     if (need > have)
@@ -87,7 +103,7 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
 int kt_fp8_gemm_config_fits(const kt_config *c, const kt_problem *p) {
     const int *v = c->v;
     long K = p->dim[1];
-    return K % v[P_TILE_K] == 0 && v[P_SPLIT_K] <= K / v[P_TILE_K];
+    return K % v[P_TILE_K] == 0 && v[P_SPLIT_K] <= K / v[P_TILE_K] && kt_fp8_gemm_smem(c, 0, p) <= SMEM_LIMIT;
 }
 
 int kt_fp8_gemm_hopeless(const kt_config *c, const kt_problem *p) {
@@ -100,7 +116,9 @@ int kt_fp8_gemm_hopeless(const kt_config *c, const kt_problem *p) {
     if (tiles * v[P_SPLIT_K] < 32) return 1;         /* leaves most SMs idle */
     if (v[P_SPLIT_K] > 1 && tiles >= 256) return 1;  /* already two waves without splitting */
     long ktiles = K / v[P_TILE_K] / v[P_SPLIT_K];
-    if (v[P_STAGES] > 2 && v[P_STAGES] - 2 >= ktiles) return 1; /* a shallower pipeline is the same */
+    if (!v[P_DIRECT] && v[P_STAGES] > 2 && v[P_STAGES] - 2 >= ktiles) return 1; /* a shallower pipeline is the same */
+    if (v[P_DIRECT] && v[P_STAGES] > 2 && v[P_STAGES] > (ktiles + v[P_WARPS_K] - 1) / v[P_WARPS_K])
+        return 1; /* ring slots no warp fills */
     if (v[P_WARPS_K] > 1 && v[P_TILE_M] > 32) return 1;        /* K-split warps help only tiny M */
     layout l = layout_of(c, 0);
     if (M >= 128 && l.frag_n * l.frag_m < 4) return 1; /* ldmatrix-bound warp tiles */
@@ -163,7 +181,7 @@ int kt_fp8_gemm_launch(const kt_launch *l, int quant_a, const uint64_t ptr[5]) {
     memcpy(p, ptr, sizeof p);
     void *args[] = {&p[0], &p[1], &p[2], &p[3], &p[4], &M, &N, &K};
     return kt_launch_kernel_pdl(l->mod, 0, N / v[P_TILE_N], (M + v[P_TILE_M] - 1) / v[P_TILE_M], v[P_SPLIT_K],
-                                lay.threads, lay.smem, l->stream, args);
+                                lay.threads, kt_fp8_gemm_smem(l->config, quant_a, l->problem), l->stream, args);
 }
 
 int kt_fp8_gemm_launch_reference(const kt_launch *l, const uint64_t ptr[4], uint64_t ref) {

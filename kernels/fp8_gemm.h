@@ -6,13 +6,15 @@
 
 #include "../runtime/kt.h"
 
-enum { P_TILE_N, P_TILE_M, P_TILE_K, P_WARPS, P_WARPS_M, P_WARPS_K, P_STAGES, P_SPLIT_K, P_PROMOTE };
+enum { P_TILE_N, P_TILE_M, P_DIRECT, P_TILE_K, P_WARPS, P_WARPS_M, P_WARPS_K, P_STAGES, P_SPLIT_K, P_PROMOTE };
 
-/* The tuning space and default of both families (a kt_family initializer fragment). */
+/* The tuning space and default of both families (a kt_family initializer fragment); the
+ * fast search first samples one config per (TILE_N, TILE_M, DIRECT). */
 #define KT_FP8_GEMM_SPACE                                                                      \
-    .n_params = 9,                                                                             \
+    .n_params = 10,                                                                             \
     .params = {{"TILE_N", 4, {16, 32, 64, 128}},                                               \
                {"TILE_M", 5, {8, 16, 32, 64, 128}},                                            \
+               {"DIRECT", 2, {0, 1}},                                                          \
                {"TILE_K", 2, {128, 256}},                                                      \
                {"WARPS", 4, {1, 2, 4, 8}},                                                     \
                {"WARPS_M", 3, {1, 2, 4}},                                                      \
@@ -20,7 +22,8 @@ enum { P_TILE_N, P_TILE_M, P_TILE_K, P_WARPS, P_WARPS_M, P_WARPS_K, P_STAGES, P_
                {"STAGES", 5, {2, 3, 4, 6, 8}},                                                 \
                {"SPLIT_K", 4, {1, 2, 4, 8}},                                                   \
                {"PROMOTE", 2, {0, 1}}},                                                        \
-    .default_config = {{64, 16, 128, 4, 1, 1, 4, 1, 0}}
+    .strata_params = 3,                                                                        \
+    .default_config = {{64, 16, 0, 128, 4, 1, 1, 4, 1, 0}}
 
 /* The five (N, K) of DeepSeek-V4-Flash's decode that ../shared/TARGETS.md measures. */
 #define KT_FP8_GEMM_TARGETS 5
@@ -33,6 +36,8 @@ int kt_fp8_gemm_check_config(const kt_config *c, int quant_a, char *why, size_t 
 /* The family hooks config_fits and hopeless of both families. */
 int kt_fp8_gemm_config_fits(const kt_config *c, const kt_problem *p);
 int kt_fp8_gemm_hopeless(const kt_config *c, const kt_problem *p);
+/* Shared memory the kernel takes for problem p (DIRECT stages the tokens of a CTA's k-range). */
+int kt_fp8_gemm_smem(const kt_config *c, int quant_a, const kt_problem *p);
 /* Launches the kernel on ptr = {A or X, As (0 when quant_a), B, Bs, C}. */
 int kt_fp8_gemm_launch(const kt_launch *l, int quant_a, const uint64_t ptr[5]);
 /* Launches the module's reference kernel (index 1) on ptr = {A or X, As, B, Bs} into ref. */

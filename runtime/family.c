@@ -132,6 +132,22 @@ int kt_parse_config(const kt_family *f, const char *s, kt_config *c) {
     return 0;
 }
 
+int kt_parse_where(const kt_family *f, const char *s, kt_config *values, int *fixed) {
+    const char *names[KT_MAX_PARAMS];
+    long v[KT_MAX_PARAMS] = {0};
+    for (int i = 0; i < f->n_params; i++) {
+        names[i] = f->params[i].name;
+        fixed[i] = 0;
+    }
+    if (parse_assignments("--where", s, names, f->n_params, v, fixed)) return -1;
+    for (int i = 0; i < f->n_params; i++) {
+        if (fixed[i] && kt_param_value_index(&f->params[i], (int)v[i]) < 0)
+            return kt_fail("bad --where '%s': %s=%ld is not one of its values", s, names[i], v[i]);
+        values->v[i] = (int)v[i];
+    }
+    return 0;
+}
+
 void kt_format_config(const kt_family *f, const kt_config *c, char *out, size_t n) {
     size_t used = 0;
     out[0] = 0;

@@ -118,6 +118,8 @@ typedef struct kt_family {
     const char *m_name;            /* name of the batch dimension, e.g. "M" */
     int n_params;
     kt_param params[KT_MAX_PARAMS];
+    int strata_params;             /* the fast search first samples one config per combination of
+                                    * the first this many params (0: 2), the most telling first */
     kt_config default_config;      /* served when the DB has nothing for the family */
     const long (*target_shapes)[KT_MAX_DIMS]; /* shapes `make demo` sweeps */
     int n_target_shapes;
@@ -165,6 +167,9 @@ void kt_format_shape(const kt_family *f, const kt_problem *p, char *out, size_t 
 int kt_param_value_index(const kt_param *p, int value);
 /* Parses "TILE_N=64,STAGES=4" (unnamed params keep default) into c. */
 int kt_parse_config(const kt_family *f, const char *s, kt_config *c);
+/* Parses "DIRECT=1,TILE_M=16" (a part of the space): fixed[i] = 1 and values->v[i] set
+ * for each named param; fails on an unknown name or a value the param does not take. */
+int kt_parse_where(const kt_family *f, const char *s, kt_config *values, int *fixed);
 /* Formats c as "TILE_N=64,TILE_M=16,...". */
 void kt_format_config(const kt_family *f, const kt_config *c, char *out, size_t n);
 /* Formats c as NVRTC options "-DKT_TILE_N=64 -DKT_TILE_M=16 ..." into out. */

@@ -163,11 +163,18 @@ static int fastest(const kt_search *s, const problem *pb, int *out, int max) {
     return fastest_upto(s, pb, out, max, pb->n);
 }
 
-/* A config's stratum: the pair of value indices of the family's first two parameters. */
+/* How many leading parameters make a stratum (kt_family.strata_params). */
+static int strata_params(const kt_family *f) {
+    int n = f->strata_params ? f->strata_params : 2;
+    return n < f->n_params ? n : f->n_params;
+}
+
+/* A config's stratum: the value indices of the family's first strata_params parameters. */
 static int stratum_of(const kt_family *f, const kt_config *c) {
-    if (f->n_params < 2) return 0;
-    return kt_param_value_index(&f->params[0], c->v[0]) * f->params[1].n_values +
-           kt_param_value_index(&f->params[1], c->v[1]);
+    int stratum = 0;
+    for (int i = 0; i < strata_params(f); i++)
+        stratum = stratum * f->params[i].n_values + kt_param_value_index(&f->params[i], c->v[i]);
+    return stratum;
 }
 
 /* The fastest ok choice of each of pb's (up to) max fastest strata, fastest first: local
@@ -197,13 +204,15 @@ static int walk(kt_search *s, int pi, int limit) {
 }
 
 /* The fast strategy's first sample on pi: in the space's (shuffled) order, first one config
- * of each pair of values of the first two parameters (a family lists its parameters most
- * telling first: for fp8_gemm the CTA tile), then any, up to `limit` more than it had
- * chosen before (the default). A plain sample of 40 of ~1000 often held no config of the tile shape that wins
- * (on the H200's recorded sweeps), and a local search seldom walks across tile shapes. */
+ * of each combination of values of the leading parameters (a family lists its parameters
+ * most telling first: for fp8_gemm the CTA tile and whether weights skip shared memory),
+ * then any, up to `limit` more than it had chosen before (the default). A plain sample of
+ * 40 of ~1000 often held no config of the tile shape that wins (on the H200's recorded
+ * sweeps), and a local search seldom walks across tile shapes. */
 static int stratified_walk(kt_search *s, int pi, int limit) {
     const kt_family *f = s->f;
-    int strata = f->n_params >= 2 ? f->params[0].n_values * f->params[1].n_values : 1;
+    int strata = 1;
+    for (int i = 0; i < strata_params(f); i++) strata *= f->params[i].n_values;
     unsigned char *seen = calloc((size_t)strata, 1);
     if (!seen) return kt_fail("out of memory");
     int taken = 0, rc = 0;

@@ -7,7 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-int kt_space_enumerate(const kt_family *f, int arch, const kt_problem *p, kt_config **out, int *rejected) {
+int kt_space_enumerate(const kt_family *f, int arch, const kt_problem *p, const char *where, kt_config **out,
+                       int *rejected) {
+    kt_config want;
+    int fixed[KT_MAX_PARAMS] = {0};
+    if (where && kt_parse_where(f, where, &want, fixed)) return -1;
     long total = 1;
     for (int i = 0; i < f->n_params; i++) total *= f->params[i].n_values;
     kt_config *list = malloc(sizeof *list * (size_t)total);
@@ -22,6 +26,9 @@ int kt_space_enumerate(const kt_family *f, int arch, const kt_problem *p, kt_con
             c.v[i] = f->params[i].values[rest % f->params[i].n_values];
             rest /= f->params[i].n_values;
         }
+        int outside = 0;
+        for (int i = 0; i < f->n_params; i++) outside |= fixed[i] && c.v[i] != want.v[i];
+        if (outside) continue;
         if (f->check_config(&c, arch, why, sizeof why) || (p && !f->config_fits(&c, p))) bad++;
         else list[n++] = c;
     }

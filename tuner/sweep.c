@@ -640,7 +640,7 @@ int kt_sweep(const kt_sweep_options *o, kt_sweep_report *report) {
              kt_db_run_begin(s->db, s->device_id, o->commit ? o->commit : "unknown", o->cmdline ? o->cmdline : "",
                              &s->run_id);
     }
-    if (!rc && (s->n_space = kt_space_enumerate(s->f, s->arch, NULL, &s->space, NULL)) < 0) rc = -1;
+    if (!rc && (s->n_space = kt_space_enumerate(s->f, s->arch, NULL, o->where, &s->space, NULL)) < 0) rc = -1;
     /* Random and fast walk one seeded shuffle of the space, the same for every problem, so
      * the problems' samples overlap wherever the same configs fit: fewer variants to compile. */
     if (!rc && strcmp(o->strategy, "exhaustive")) kt_space_sample(s->f, s->space, s->n_space, s->n_space, o->seed);

@@ -5,9 +5,11 @@
 #include "kt.h"
 
 /* Every config of f that passes check_config for arch (and config_fits for p when p is
- * not NULL), in the family's order. *out is malloc'd; returns the count, -1 on error.
- * *rejected (may be NULL) receives how many were rejected before compiling. */
-int kt_space_enumerate(const kt_family *f, int arch, const kt_problem *p, kt_config **out, int *rejected);
+ * not NULL) and, when where is not NULL, has the params it names at its values
+ * ("DIRECT=1,TILE_M=16"), in the family's order. *out is malloc'd; returns the count, -1 on
+ * error. *rejected (may be NULL) receives how many were rejected before compiling. */
+int kt_space_enumerate(const kt_family *f, int arch, const kt_problem *p, const char *where, kt_config **out,
+                       int *rejected);
 /* Shuffles list[n] by a seeded shuffle (the default config first when present) and returns
  * min(budget, n): the first that many are the sample. */
 int kt_space_sample(const kt_family *f, kt_config *list, int n, int budget, uint64_t seed);
@@ -173,6 +175,7 @@ typedef struct kt_sweep_options {
     int shard_index, shard_count; /* measure only the (shape, M) problems of shard i of n (n <= 1: all);
                                    * fast: the whole shapes of shard i */
     int max_workers;      /* measure on at most this many GPUs (0: every GPU of the host) */
+    const char *where;    /* NULL, or the part of the space to sweep ("DIRECT=1,TILE_M=16") */
 } kt_sweep_options;
 
 /* What a sweep did. */

@@ -38,6 +38,7 @@
 #define KT_STAGES 4
 #define KT_SPLIT_K 1
 #define KT_PROMOTE 0
+#define KT_DIRECT 0
 #endif
 
 constexpr int TILE_N = KT_TILE_N, TILE_M = KT_TILE_M, TILE_K = KT_TILE_K;
@@ -46,6 +47,11 @@ constexpr int STAGES = KT_STAGES, SPLIT_K = KT_SPLIT_K;
 // PROMOTE 0: each k-block's sums of the whole warp tile are live at once; 1: one token
 // fragment's at a time (fewer registers, shorter independent mma chains).
 constexpr bool PROMOTE_PER_TOKEN_FRAG = KT_PROMOTE == 1;
+// DIRECT 1: the weights skip shared memory: each warp loads its own fragments from global
+// memory into a ring of STAGES k-blocks of registers (no barrier in the loop, and the first
+// STAGES k-blocks are in flight before the PDL wait); the CTA's tokens of its whole k-range
+// are staged in shared memory once. DIRECT 0: the cp.async pipeline through shared memory.
+constexpr bool DIRECT = KT_DIRECT == 1;
 constexpr int WARPS_N = WARPS / WARPS_M;
 constexpr int THREADS = WARPS * WARPS_K * 32;
 constexpr int WN = TILE_N / WARPS_N, WM = TILE_M / WARPS_M; // warp tile
@@ -70,8 +76,10 @@ static_assert(SPLIT_K >= 1 && SPLIT_K <= 8, "split-K is a cluster of at most 8 C
 // The four lanes that share a token row in the mma B fragment see all of its 128-group
 // over the k-block's four k-steps: they find its max with two shuffles and no barrier.
 static_assert(!QUANT_A || WARPS_K == 1, "in-kernel quantisation needs a warp's k-block whole");
+static_assert(!DIRECT || (WARPS_M == 1 && TILE_K == 128 && !QUANT_A),
+              "DIRECT: each warp takes all tokens, k-blocks of 128");
 
-constexpr int SMEM_PIPE = STAGES * STAGE_BYTES;
+constexpr int SMEM_PIPE = DIRECT ? 0 : STAGES * STAGE_BYTES; // DIRECT: sized by K at launch
 constexpr int SMEM_RED = TILE_M * RED_LD * 4;
 constexpr int SMEM_BYTES = SMEM_PIPE > SMEM_RED ? SMEM_PIPE : SMEM_RED;
 static_assert(SMEM_BYTES <= 99 * 1024, "sm_120 gives a block at most 99 KB of shared memory");
@@ -88,9 +96,10 @@ template <int ROW = TILE_K> __device__ __forceinline__ int swizzle(int row, int 
 #define KT_CLUSTER
 #endif
 
-// NVRTC's ptxas caps the quantising kernel at 80 registers and spills unless told one CTA
-// per SM is enough (nvcc's does not); the plain kernel fits under its own cap.
-#if KT_QUANT_A
+// NVRTC's ptxas caps the quantising and the direct kernel below what they need (e.g. 80 or
+// 96 registers) and spills unless told one CTA per SM is enough (nvcc's does not); the
+// pipelined kernel fits under its own cap.
+#if KT_QUANT_A || KT_DIRECT
 #define KT_BOUNDS __launch_bounds__(THREADS, 1)
 #else
 #define KT_BOUNDS __launch_bounds__(THREADS)
@@ -178,151 +187,256 @@ KT_GEMM_ENTRY(const void *__restrict__ A_, const float *__restrict__ As, const k
         for (int j = 0; j < FRAG_M; j++)
 #pragma unroll
             for (int e = 0; e < 4; e++) acc[i][j][e] = 0.f;
+    const int g = lane >> 2, t = lane & 3;
+    // Adds one k-block's sums of token fragment j into acc, scaled per token (s0 for token
+    // 2t of the fragment, s1 for 2t+1).
+    auto add_scaled = [&](int j, const float (&sum)[FRAG_N][4], float s0, float s1) {
+#pragma unroll
+        for (int i = 0; i < FRAG_N; i++) {
+            acc[i][j][0] += sum[i][0] * s0;
+            acc[i][j][1] += sum[i][1] * s1;
+            acc[i][j][2] += sum[i][2] * s0;
+            acc[i][j][3] += sum[i][3] * s1;
+        }
+    };
 
-    // The weights never depend on the kernel before this one: pull this CTA's slice into L2
-    // while that kernel may still be running (PDL), then wait for its activations.
-    for (int i = tid; i < TILE_N * (kt_end - kt_begin) * (TILE_K / 128); i += THREADS) {
+    // The weights never depend on the kernel before this one: the pipeline pulls this CTA's
+    // slice into L2 while that kernel may still be running (PDL), then waits for its
+    // activations. (DIRECT loads its first STAGES k-blocks before the wait instead; prefetching
+    // the whole slice as well made it 10-20% slower on the H200: the prefetches queue ahead of
+    // the loads that are needed first.)
+    for (int i = tid; !DIRECT && i < TILE_N * (kt_end - kt_begin) * (TILE_K / 128); i += THREADS) {
         const int r = i % TILE_N, line = i / TILE_N;
         kt_prefetch_l2(B + (long)(n0 + r) * K + (long)kt_begin * TILE_K + line * 128);
     }
-    kt_wait_producer();
-    kt_allow_consumer();
+    if constexpr (DIRECT) {
+        // Lane (g, t) loads the 16 bytes at 16t of each 64-byte half c of a k-block, for rows g
+        // and g+8 of each of its row fragments, and the tokens' bytes at the same places: the
+        // mma sees the k-block's k in another order, the same for both operands, so the sums
+        // are the same. k-step (c, h) feeds mma k 4t+e from byte 64c + 16t + 8h + e and mma k
+        // 16+4t+e from byte 64c + 16t + 8h + 4 + e.
+        const int nkb = kt_end - kt_begin;
+        const kt_u8 *w_lane = B + (long)(n0 + warp_n * WN + g) * K + (long)kt_begin * 128 + 16 * t;
+        const float *bs_cta = Bs + (long)nb * KB + kt_begin;
+        uint4 ring[STAGES][FRAG_N][2][2]; // [slot][row fragment][half c][rows g, g+8]
+        float ring_bs[STAGES];
+        auto load_weights = [&](int slot, int kbl) {
 #pragma unroll
-    for (int s = 0; s < STAGES - 1; s++) {
-        if (kt_begin + s < kt_end) load_stage(s, kt_begin + s);
-        kt_cp_async_commit();
-    }
+            for (int i = 0; i < FRAG_N; i++)
+#pragma unroll
+                for (int c = 0; c < 2; c++)
+#pragma unroll
+                    for (int r = 0; r < 2; r++)
+                        ring[slot][i][c][r] = kt_ldg_stream16(w_lane + (long)(i * 16 + r * 8) * K + kbl * 128 + c * 64);
+            ring_bs[slot] = bs_cta[kbl];
+        };
+        // Warp group kgroup takes k-blocks kgroup, kgroup + WARPS_K, ... of the CTA's range.
+#pragma unroll
+        for (int s = 0; s < STAGES; s++)
+            if (kgroup + s * WARPS_K < nkb) load_weights(s, kgroup + s * WARPS_K);
+        kt_wait_producer();
+        kt_allow_consumer();
 
-    const int g = lane >> 2, t = lane & 3;
-    // Ring slots advance with the k-tile; the prefetch writes the slot freed last iteration.
-    int slot = 0, fill_slot = STAGES - 1;
-    for (int kt = kt_begin; kt < kt_end; kt++) {
-        kt_cp_async_wait<STAGES - 2>();
-        __syncthreads();
-        if (kt + STAGES - 1 < kt_end) load_stage(fill_slot, kt + STAGES - 1);
+        // The tokens as [k-block][half c][token][64 bytes], so a warp's 16-byte reads of one
+        // token fragment are 512 contiguous bytes; then their scales as [k-block][token].
+        kt_u8 *xs = smem;
+        float *as_s = (float *)(smem + nkb * TILE_M * 128);
+        for (int i = tid; i < nkb * TILE_M * 8; i += THREADS) {
+            const int kbl = i / (TILE_M * 8), m = i / 8 % TILE_M, piece = i % 8;
+            const bool live = m0 + m < M;
+            kt_cp_async16(kt_smem_addr(xs + ((kbl * 2 + piece / 4) * TILE_M + m) * 64 + piece % 4 * 16),
+                          live ? A + (long)(m0 + m) * K + (long)(kt_begin + kbl) * 128 + piece * 16 : A, live ? 16 : 0);
+        }
+        for (int i = tid; i < nkb * TILE_M; i += THREADS) {
+            const int kbl = i / TILE_M, m = i % TILE_M;
+            const bool live = m0 + m < M;
+            kt_cp_async4(kt_smem_addr(as_s + i), live ? As + (long)(m0 + m) * KB + kt_begin + kbl : As, live ? 4 : 0);
+        }
         kt_cp_async_commit();
-        fill_slot = fill_slot == STAGES - 1 ? 0 : fill_slot + 1;
-        const kt_u8 *st = smem + slot * STAGE_BYTES;
-        slot = slot == STAGES - 1 ? 0 : slot + 1;
-        const kt_u32 w_s = kt_smem_addr(st), a_s = w_s + W_BYTES;
-        const float *sc = (const float *)(st + W_BYTES + A_BYTES);
+        kt_cp_async_wait<0>();
+        __syncthreads();
+
+        for (int base = kgroup; base < nkb; base += STAGES * WARPS_K) {
 #pragma unroll
-        for (int b = 0; b < KBLOCKS; b++) {
-            const float bscale = sc[SCALE_FLOATS - KBLOCKS + b];
-            // QUANT_A: the token fragments of this k-block as e4m3 mma operands, made from the
-            // bf16 tile by act_quant's rule, and the scales of the tokens this lane's sums
-            // belong to (2t and 2t+1 of each fragment).
-            kt_u32 quant_b[QUANT_A ? FRAG_M : 1][4][2];
-            float quant_s[QUANT_A ? FRAG_M : 1][2];
-            if constexpr (QUANT_A) {
+            for (int s = 0; s < STAGES; s++) {
+                const int kbl = base + s * WARPS_K;
+                if (kbl >= nkb) break;
+                // Token fragment j's 16 bytes of half c, and the k-steps (c, 0) and (c, 1) they
+                // feed into sum.
+                auto tokens = [&](int j, int c) {
+                    return *(const uint4 *)(xs + ((kbl * 2 + c) * TILE_M + j * 8 + g) * 64 + 16 * t);
+                };
+                auto feed = [&](int c, const uint4 &x, float (&sum)[FRAG_N][4]) {
 #pragma unroll
-                for (int j = 0; j < FRAG_M; j++) {
-                    // Lane (g, t) holds token g's k = 4t..4t+3 and 16+4t..16+4t+3 of each
-                    // k-step of 32: two 8-byte pieces of bf16 per k-step.
-                    const int token = warp_m * WM + j * 8 + g;
-                    float x[4][2][4], amax = 0.f;
-#pragma unroll
-                    for (int s = 0; s < 4; s++)
+                    for (int i = 0; i < FRAG_N; i++) {
+                        const uint4 &lo = ring[s][i][c][0], &hi = ring[s][i][c][1];
 #pragma unroll
                         for (int h = 0; h < 2; h++) {
-                            const int byte = (b * 128 + s * 32 + h * 16 + 4 * t) * 2;
-                            const uint2 v = *(const uint2 *)(st + W_BYTES + swizzle<A_ROW_BYTES>(token, byte >> 4) +
-                                                             (byte & 15));
-                            const kt_u32 w[2] = {v.x, v.y};
-#pragma unroll
-                            for (int e = 0; e < 4; e++) {
-                                x[s][h][e] = kt_bf16_to_f32((kt_u16)(w[e >> 1] >> (16 * (e & 1))));
-                                amax = fmaxf(amax, fabsf(x[s][h][e]));
-                            }
+                            const kt_u32 a[4] = {h ? lo.z : lo.x, h ? hi.z : hi.x, h ? lo.w : lo.y, h ? hi.w : hi.y};
+                            if (c == 0 && h == 0) kt_mma_e4m3_first(sum[i], a, x.x, x.y);
+                            else kt_mma_e4m3(sum[i], a, h ? x.z : x.x, h ? x.w : x.y);
                         }
-                    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-                    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-                    const float scale = fmaxf(amax, 1e-10f) / 448.0f, inv = __frcp_rn(scale);
-                    // x / scale by one Newton step on x * (1 / scale): the correctly rounded
-                    // quotient but for rare last-bit cases, without the division's slow-path call.
-                    auto q = [&](float v) {
-                        const float q0 = v * inv;
-                        return fmaf(fmaf(-q0, scale, v), inv, q0);
-                    };
+                    }
+                };
+                auto promote = [&](int j, const float (&sum)[FRAG_N][4]) {
+                    const float2 sa = *(const float2 *)(as_s + kbl * TILE_M + j * 8 + 2 * t);
+                    add_scaled(j, sum, sa.x * ring_bs[s], sa.y * ring_bs[s]);
+                };
+                if (PROMOTE_PER_TOKEN_FRAG) {
 #pragma unroll
-                    for (int s = 0; s < 4; s++)
+                    for (int j = 0; j < FRAG_M; j++) {
+                        float sum[FRAG_N][4];
 #pragma unroll
-                        for (int h = 0; h < 2; h++)
-                            quant_b[j][s][h] =
-                                kt_f32x2_to_e4m3x2(q(x[s][h][0]), q(x[s][h][1])) |
-                                ((kt_u32)kt_f32x2_to_e4m3x2(q(x[s][h][2]), q(x[s][h][3])) << 16);
-                    quant_s[j][0] = __shfl_sync(0xffffffffu, scale, 8 * t) * bscale;
-                    quant_s[j][1] = __shfl_sync(0xffffffffu, scale, 8 * t + 4) * bscale;
+                        for (int c = 0; c < 2; c++) feed(c, tokens(j, c), sum);
+                        promote(j, sum);
+                    }
+                } else {
+                    // Each weight fragment meets every token fragment while it is at hand (where
+                    // the fp8 mma is emulated, as on sm_90, its operand conversion is done once).
+                    float part[FRAG_M][FRAG_N][4];
+#pragma unroll
+                    for (int c = 0; c < 2; c++)
+#pragma unroll
+                        for (int j = 0; j < FRAG_M; j++) feed(c, tokens(j, c), part[j]);
+#pragma unroll
+                    for (int j = 0; j < FRAG_M; j++) promote(j, part[j]);
                 }
+                if (kbl + STAGES * WARPS_K < nkb) load_weights(s, kbl + STAGES * WARPS_K);
             }
-            // Adds this k-block's sums of token fragment j, scaled, into acc.
-            auto promote = [&](int j, const float (&sum)[FRAG_N][4]) {
-                int col = warp_m * WM + j * 8 + 2 * t;
-                float s0, s1;
+        }
+    } else {
+        kt_wait_producer();
+        kt_allow_consumer();
+#pragma unroll
+        for (int s = 0; s < STAGES - 1; s++) {
+            if (kt_begin + s < kt_end) load_stage(s, kt_begin + s);
+            kt_cp_async_commit();
+        }
+
+        // Ring slots advance with the k-tile; the prefetch writes the slot freed last iteration.
+        int slot = 0, fill_slot = STAGES - 1;
+        for (int kt = kt_begin; kt < kt_end; kt++) {
+            kt_cp_async_wait<STAGES - 2>();
+            __syncthreads();
+            if (kt + STAGES - 1 < kt_end) load_stage(fill_slot, kt + STAGES - 1);
+            kt_cp_async_commit();
+            fill_slot = fill_slot == STAGES - 1 ? 0 : fill_slot + 1;
+            const kt_u8 *st = smem + slot * STAGE_BYTES;
+            slot = slot == STAGES - 1 ? 0 : slot + 1;
+            const kt_u32 w_s = kt_smem_addr(st), a_s = w_s + W_BYTES;
+            const float *sc = (const float *)(st + W_BYTES + A_BYTES);
+#pragma unroll
+            for (int b = 0; b < KBLOCKS; b++) {
+                const float bscale = sc[SCALE_FLOATS - KBLOCKS + b];
+                // QUANT_A: the token fragments of this k-block as e4m3 mma operands, made from the
+                // bf16 tile by act_quant's rule, and the scales of the tokens this lane's sums
+                // belong to (2t and 2t+1 of each fragment).
+                kt_u32 quant_b[QUANT_A ? FRAG_M : 1][4][2];
+                float quant_s[QUANT_A ? FRAG_M : 1][2];
                 if constexpr (QUANT_A) {
-                    s0 = quant_s[j][0];
-                    s1 = quant_s[j][1];
+#pragma unroll
+                    for (int j = 0; j < FRAG_M; j++) {
+                        // Lane (g, t) holds token g's k = 4t..4t+3 and 16+4t..16+4t+3 of each
+                        // k-step of 32: two 8-byte pieces of bf16 per k-step.
+                        const int token = warp_m * WM + j * 8 + g;
+                        float x[4][2][4], amax = 0.f;
+#pragma unroll
+                        for (int s = 0; s < 4; s++)
+#pragma unroll
+                            for (int h = 0; h < 2; h++) {
+                                const int byte = (b * 128 + s * 32 + h * 16 + 4 * t) * 2;
+                                const uint2 v = *(const uint2 *)(st + W_BYTES + swizzle<A_ROW_BYTES>(token, byte >> 4) +
+                                                                 (byte & 15));
+                                const kt_u32 w[2] = {v.x, v.y};
+#pragma unroll
+                                for (int e = 0; e < 4; e++) {
+                                    x[s][h][e] = kt_bf16_to_f32((kt_u16)(w[e >> 1] >> (16 * (e & 1))));
+                                    amax = fmaxf(amax, fabsf(x[s][h][e]));
+                                }
+                            }
+                        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+                        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+                        const float scale = fmaxf(amax, 1e-10f) / 448.0f, inv = __frcp_rn(scale);
+                        // x / scale by one Newton step on x * (1 / scale): the correctly rounded
+                        // quotient but for rare last-bit cases, without the division's slow-path call.
+                        auto q = [&](float v) {
+                            const float q0 = v * inv;
+                            return fmaf(fmaf(-q0, scale, v), inv, q0);
+                        };
+#pragma unroll
+                        for (int s = 0; s < 4; s++)
+#pragma unroll
+                            for (int h = 0; h < 2; h++)
+                                quant_b[j][s][h] =
+                                    kt_f32x2_to_e4m3x2(q(x[s][h][0]), q(x[s][h][1])) |
+                                    ((kt_u32)kt_f32x2_to_e4m3x2(q(x[s][h][2]), q(x[s][h][3])) << 16);
+                        quant_s[j][0] = __shfl_sync(0xffffffffu, scale, 8 * t) * bscale;
+                        quant_s[j][1] = __shfl_sync(0xffffffffu, scale, 8 * t + 4) * bscale;
+                    }
+                }
+                // Adds this k-block's sums of token fragment j, scaled, into acc.
+                auto promote = [&](int j, const float (&sum)[FRAG_N][4]) {
+                    int col = warp_m * WM + j * 8 + 2 * t;
+                    float s0, s1;
+                    if constexpr (QUANT_A) {
+                        s0 = quant_s[j][0];
+                        s1 = quant_s[j][1];
+                    } else {
+                        s0 = sc[b * TILE_M + col] * bscale;
+                        s1 = sc[b * TILE_M + col + 1] * bscale;
+                    }
+                    add_scaled(j, sum, s0, s1);
+                };
+                auto load_w = [&](int s, kt_u32 (&wf)[FRAG_N][4]) {
+                    const int chunk = (b * 128 + (kgroup * KSTEPS + s) * 32) / 16, q = lane >> 3;
+#pragma unroll
+                    for (int i = 0; i < FRAG_N; i++) {
+                        int row = warp_n * WN + i * 16 + (q & 1) * 8 + (lane & 7);
+                        kt_ldmatrix_x4(w_s + swizzle(row, chunk + (q >> 1)), wf[i][0], wf[i][1], wf[i][2], wf[i][3]);
+                    }
+                };
+                auto mma_tokens = [&](int s, int j, const kt_u32 (&wf)[FRAG_N][4], float (&sum)[FRAG_N][4]) {
+                    kt_u32 b0, b1;
+                    if constexpr (QUANT_A) {
+                        b0 = quant_b[j][s][0];
+                        b1 = quant_b[j][s][1];
+                    } else {
+                        const int chunk = (b * 128 + (kgroup * KSTEPS + s) * 32) / 16;
+                        int row = warp_m * WM + j * 8 + (lane & 7);
+                        kt_ldmatrix_x2(a_s + swizzle(row, chunk + ((lane >> 3) & 1)), b0, b1);
+                    }
+#pragma unroll
+                    for (int i = 0; i < FRAG_N; i++) {
+                        if (s == 0) kt_mma_e4m3_first(sum[i], wf[i], b0, b1);
+                        else kt_mma_e4m3(sum[i], wf[i], b0, b1);
+                    }
+                };
+                if (PROMOTE_PER_TOKEN_FRAG) {
+                    // The k-block's weight fragments stay in registers and one token fragment's
+                    // sums at a time: 4*FRAG_N + 16*FRAG_N registers instead of 4*FRAG_N*FRAG_M,
+                    // which is what lets large warp tiles fit.
+                    kt_u32 wf[KSTEPS][FRAG_N][4];
+#pragma unroll
+                    for (int s = 0; s < KSTEPS; s++) load_w(s, wf[s]);
+#pragma unroll
+                    for (int j = 0; j < FRAG_M; j++) {
+                        float sum[FRAG_N][4];
+#pragma unroll
+                        for (int s = 0; s < KSTEPS; s++) mma_tokens(s, j, wf[s], sum);
+                        promote(j, sum);
+                    }
                 } else {
-                    s0 = sc[b * TILE_M + col] * bscale;
-                    s1 = sc[b * TILE_M + col + 1] * bscale;
+                    float part[FRAG_M][FRAG_N][4]; // this k-block's sums; its first mma starts them from 0
+#pragma unroll
+                    for (int s = 0; s < KSTEPS; s++) {
+                        kt_u32 wf[FRAG_N][4];
+                        load_w(s, wf);
+#pragma unroll
+                        for (int j = 0; j < FRAG_M; j++) mma_tokens(s, j, wf, part[j]);
+                    }
+#pragma unroll
+                    for (int j = 0; j < FRAG_M; j++) promote(j, part[j]);
                 }
-#pragma unroll
-                for (int i = 0; i < FRAG_N; i++) {
-                    acc[i][j][0] += sum[i][0] * s0;
-                    acc[i][j][1] += sum[i][1] * s1;
-                    acc[i][j][2] += sum[i][2] * s0;
-                    acc[i][j][3] += sum[i][3] * s1;
-                }
-            };
-            auto load_w = [&](int s, kt_u32 (&wf)[FRAG_N][4]) {
-                const int chunk = (b * 128 + (kgroup * KSTEPS + s) * 32) / 16, q = lane >> 3;
-#pragma unroll
-                for (int i = 0; i < FRAG_N; i++) {
-                    int row = warp_n * WN + i * 16 + (q & 1) * 8 + (lane & 7);
-                    kt_ldmatrix_x4(w_s + swizzle(row, chunk + (q >> 1)), wf[i][0], wf[i][1], wf[i][2], wf[i][3]);
-                }
-            };
-            auto mma_tokens = [&](int s, int j, const kt_u32 (&wf)[FRAG_N][4], float (&sum)[FRAG_N][4]) {
-                kt_u32 b0, b1;
-                if constexpr (QUANT_A) {
-                    b0 = quant_b[j][s][0];
-                    b1 = quant_b[j][s][1];
-                } else {
-                    const int chunk = (b * 128 + (kgroup * KSTEPS + s) * 32) / 16;
-                    int row = warp_m * WM + j * 8 + (lane & 7);
-                    kt_ldmatrix_x2(a_s + swizzle(row, chunk + ((lane >> 3) & 1)), b0, b1);
-                }
-#pragma unroll
-                for (int i = 0; i < FRAG_N; i++) {
-                    if (s == 0) kt_mma_e4m3_first(sum[i], wf[i], b0, b1);
-                    else kt_mma_e4m3(sum[i], wf[i], b0, b1);
-                }
-            };
-            if (PROMOTE_PER_TOKEN_FRAG) {
-                // The k-block's weight fragments stay in registers and one token fragment's
-                // sums at a time: 4*FRAG_N + 16*FRAG_N registers instead of 4*FRAG_N*FRAG_M,
-                // which is what lets large warp tiles fit.
-                kt_u32 wf[KSTEPS][FRAG_N][4];
-#pragma unroll
-                for (int s = 0; s < KSTEPS; s++) load_w(s, wf[s]);
-#pragma unroll
-                for (int j = 0; j < FRAG_M; j++) {
-                    float sum[FRAG_N][4];
-#pragma unroll
-                    for (int s = 0; s < KSTEPS; s++) mma_tokens(s, j, wf[s], sum);
-                    promote(j, sum);
-                }
-            } else {
-                float part[FRAG_M][FRAG_N][4]; // this k-block's sums; its first mma starts them from 0
-#pragma unroll
-                for (int s = 0; s < KSTEPS; s++) {
-                    kt_u32 wf[FRAG_N][4];
-                    load_w(s, wf);
-#pragma unroll
-                    for (int j = 0; j < FRAG_M; j++) mma_tokens(s, j, wf, part[j]);
-                }
-#pragma unroll
-                for (int j = 0; j < FRAG_M; j++) promote(j, part[j]);
             }
         }
     }

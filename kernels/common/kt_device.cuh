@@ -23,6 +23,17 @@ __device__ __forceinline__ void kt_cp_async4(kt_u32 dst, const void *src, int sr
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }
 
+// 16 bytes from global memory straight into registers, not kept in L1 (streamed weights).
+// Issued where it is written, e.g. before a PDL wait: ptxas sinks a volatile ld.global.nc
+// below griddepcontrol.wait (ACQBULK), a plain ld.global it leaves in place.
+__device__ __forceinline__ uint4 kt_ldg_stream16(const void *p) {
+    uint4 v;
+    asm volatile("ld.global.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
 // Non-binding prefetch of the 128-byte line at p into L2.
 __device__ __forceinline__ void kt_prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
 

@@ -2,6 +2,7 @@
  * config parsing, space enumeration and constraints, JIT cache keys and the cache itself,
  * the host references, the CPU compare of outputs with a reference, and NVRTC compiles of
  * every family (and the check kernel) for sm_120, sm_120a and sm_90. */
+#include "../../kernels/fp8_gemm.h"
 #include "../../tuner/tuner.h"
 #include "test.h"
 
@@ -95,7 +96,8 @@ KT_TEST(shape_and_config_parsing) {
     kt_format_shape(f, &p, s, sizeof s);
     EXPECT(!strcmp(s, "N=1024,K=4096"));
     kt_config c;
-    EXPECT(kt_parse_config(f, "TILE_N=32,SPLIT_K=4", &c) == 0 && c.v[0] == 32 && c.v[6] == 4 && c.v[1] == 16);
+    EXPECT(kt_parse_config(f, "TILE_N=32,SPLIT_K=4", &c) == 0 && c.v[P_TILE_N] == 32 && c.v[P_SPLIT_K] == 4 &&
+           c.v[P_TILE_M] == 16);
     kt_format_config(f, &c, s, sizeof s);
     kt_config back;
     EXPECT(kt_parse_config(f, s, &back) == 0 && !memcmp(&back, &c, sizeof c));
@@ -111,7 +113,7 @@ KT_TEST(space_enumeration_and_constraints) {
     const kt_family *f = kt_family_find("fp8_gemm");
     kt_config *list = NULL;
     int rejected = 0;
-    int n = kt_space_enumerate(f, 120, NULL, &list, &rejected);
+    int n = kt_space_enumerate(f, 120, NULL, NULL, &list, &rejected);
     long total = 1;
     for (int i = 0; i < f->n_params; i++) total *= f->params[i].n_values;
     EXPECT(n > 100 && rejected > 0 && n + rejected == total);
@@ -141,7 +143,7 @@ KT_TEST(space_enumeration_and_constraints) {
     EXPECT(f->config_fits(&wide, &p) && f->hopeless(&wide, &p)); /* 63 of 64 token rows padding */
     kt_config *fit = NULL;
     p.m = 16;
-    int n_fit = kt_space_enumerate(f, 120, &p, &fit, NULL);
+    int n_fit = kt_space_enumerate(f, 120, &p, NULL, &fit, NULL);
     EXPECT(n_fit > 0 && n_fit < n);
     /* Sampling is seeded: same seed, same pick; the default goes first. */
     kt_config *a = malloc(sizeof *a * n), *b = malloc(sizeof *b * n);
@@ -154,6 +156,58 @@ KT_TEST(space_enumeration_and_constraints) {
     free(b);
     free(fit);
     free(list);
+}
+
+KT_TEST(space_where_selects_a_part) {
+    const kt_family *f = kt_family_find("fp8_gemm");
+    kt_config *all = NULL, *direct = NULL, *narrow = NULL, *none = NULL;
+    int n_all = kt_space_enumerate(f, 120, NULL, NULL, &all, NULL);
+    int n_direct = kt_space_enumerate(f, 120, NULL, "DIRECT=1", &direct, NULL);
+    int n_narrow = kt_space_enumerate(f, 120, NULL, "DIRECT=1,TILE_M=16,SPLIT_K=2", &narrow, NULL);
+    EXPECT(n_direct > 100 && n_direct < n_all && n_narrow > 0 && n_narrow < n_direct);
+    int in_part = 1, count = 0;
+    for (int i = 0; i < n_direct; i++) in_part &= direct[i].v[P_DIRECT] == 1;
+    for (int i = 0; i < n_all; i++) count += all[i].v[P_DIRECT] == 1;
+    EXPECT(in_part && count == n_direct); /* exactly the DIRECT=1 part of the full space */
+    for (int i = 0; i < n_narrow; i++)
+        in_part &= narrow[i].v[P_DIRECT] == 1 && narrow[i].v[P_TILE_M] == 16 && narrow[i].v[P_SPLIT_K] == 2;
+    EXPECT(in_part);
+    EXPECT(kt_space_enumerate(f, 120, NULL, "DIRECT=2", &none, NULL) == -1 && strstr(kt_error(), "not one of its values"));
+    EXPECT(kt_space_enumerate(f, 120, NULL, "TILE=64", &none, NULL) == -1 && strstr(kt_error(), "unknown name 'TILE'"));
+    EXPECT(kt_space_enumerate(f, 120, NULL, "DIRECT", &none, NULL) == -1 && strstr(kt_error(), "NAME=VALUE"));
+    free(all);
+    free(direct);
+    free(narrow);
+}
+
+KT_TEST(direct_variant_constraints) {
+    const kt_family *f = kt_family_find("fp8_gemm"), *q = kt_family_find("quant_fp8_gemm");
+    char why[256];
+    kt_config c;
+    kt_parse_config(f, "TILE_N=64,TILE_M=16,WARPS=4,STAGES=4,DIRECT=1", &c);
+    EXPECT(f->check_config(&c, 120, why, sizeof why) == 0);
+    EXPECT(q->check_config(&c, 120, why, sizeof why) != 0 && strstr(why, "quantising")); /* not fused (yet) */
+    kt_config bad = c;
+    bad.v[P_WARPS_M] = 2;
+    EXPECT(f->check_config(&bad, 120, why, sizeof why) != 0 && strstr(why, "WARPS_M=1"));
+    bad = c;
+    bad.v[P_TILE_K] = 256;
+    EXPECT(f->check_config(&bad, 120, why, sizeof why) != 0 && strstr(why, "TILE_K=128"));
+    /* The token slab holds a CTA's k-range: 16 tokens x 56 k-blocks x 132 bytes = 118 KB at
+     * K=7168 (more than sm_120's 99 KB), half of it with SPLIT_K=2. */
+    kt_problem p = {.n_dims = 2, .dim = {2304, 7168}, .m = 16};
+    EXPECT(kt_fp8_gemm_smem(&c, 0, &p) == 56 * 16 * 132 && !f->config_fits(&c, &p));
+    c.v[P_SPLIT_K] = 2;
+    EXPECT(kt_fp8_gemm_smem(&c, 0, &p) == 28 * 16 * 132 && f->config_fits(&c, &p));
+    /* The epilogue's f32 tile is the floor: 16 x (64 + 4) floats. */
+    p.dim[1] = 256;
+    EXPECT(kt_fp8_gemm_smem(&c, 0, &p) == 16 * 68 * 4);
+    /* A register ring deeper than the k-blocks a warp gets is the same as a shallower one. */
+    p.dim[1] = 512; /* 4 k-blocks: 2 per CTA of the split, 1 per warp group with WARPS_K=2 */
+    c.v[P_WARPS_K] = 2;
+    EXPECT(f->hopeless(&c, &p));
+    c.v[P_STAGES] = 2;
+    EXPECT(!f->hopeless(&c, &p));
 }
 
 KT_TEST(variant_ids_hash_what_changes_the_binary) {
@@ -333,7 +387,7 @@ KT_TEST(quant_fp8_gemm_host_reference) {
     char why[128];
     kt_config c = f->default_config;
     EXPECT(f->check_config(&c, 120, why, sizeof why) == 0);
-    c.v[5] = 2; /* WARPS_K: a warp would see part of a 128-group */
+    c.v[P_WARPS_K] = 2; /* a warp would see part of a 128-group */
     EXPECT(f->check_config(&c, 120, why, sizeof why) != 0 && strstr(why, "k-block whole"));
     for (int i = 0; i < 4; i++) free(host[i]);
     free(ref);
@@ -372,7 +426,7 @@ KT_TEST(nvrtc_compiles_every_family_for_every_arch) {
         const kt_family *f = kt_family_at(fi);
         for (int a = 0; a < 3; a++) {
             kt_config *list = NULL;
-            int n = kt_space_enumerate(f, archs[a], NULL, &list, NULL);
+            int n = kt_space_enumerate(f, archs[a], NULL, NULL, &list, NULL);
             n = kt_space_sample(f, list, n, 4, 1234 + a);
             kt_compile_pool *pool = kt_compile_pool_start(f, list, n, archs[a], 2);
             int failures = 0;

@@ -219,6 +219,13 @@ KT_TEST(fast_sweep_caps_and_transfer) {
     EXPECT(r.by_phase[0] == 26 && r.by_phase[1] >= 1 && r.by_phase[1] <= 12 &&
            r.by_phase[0] + r.by_phase[1] + r.by_phase[2] == rows);
     EXPECT(r.space > 20 * rows); /* what exhaustive would time */
+    /* the first sample is stratified by (TILE_N, TILE_M, DIRECT): both paths at each anchor */
+    for (int direct = 0; direct < 2; direct++)
+        for (int a = 0; a < 5; a += 4) {
+            snprintf(q, sizeof q, "SELECT count(*) FROM measurements WHERE m = %ld AND config LIKE '%%DIRECT=%d%%'",
+                     fast_ms[a], direct);
+            EXPECT(kt_test_query_long(t.db, q) >= 3);
+        }
     /* phase 3: each M between the anchors timed both anchors' 5 fastest that are worth timing there */
     const kt_family *f = kt_family_find("fp8_gemm");
     int checked = 0;
