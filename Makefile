@@ -65,3 +65,5 @@ clean:
 .PHONY: all test demo gpu-test clean
 
 build/cli/kt.o: CFLAGS += -DKT_COMMIT='"$(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)"'
+# The stamp follows the commit: a commit rewrites .git/index (absent outside a clone).
+build/cli/kt.o: $(wildcard .git/index)
