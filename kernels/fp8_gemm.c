@@ -117,8 +117,12 @@ int kt_fp8_gemm_hopeless(const kt_config *c, const kt_problem *p) {
     if (v[P_SPLIT_K] > 1 && tiles >= 256) return 1;  /* already two waves without splitting */
     long ktiles = K / v[P_TILE_K] / v[P_SPLIT_K];
     if (!v[P_DIRECT] && v[P_STAGES] > 2 && v[P_STAGES] - 2 >= ktiles) return 1; /* a shallower pipeline is the same */
-    if (v[P_DIRECT] && v[P_STAGES] > 2 && v[P_STAGES] > (ktiles + v[P_WARPS_K] - 1) / v[P_WARPS_K])
-        return 1; /* ring slots no warp fills */
+    long warp_kblocks = (ktiles + v[P_WARPS_K] - 1) / v[P_WARPS_K]; /* DIRECT: a warp group's share */
+    if (v[P_DIRECT] && v[P_STAGES] > 2 && v[P_STAGES] > warp_kblocks) return 1; /* ring slots no warp fills */
+    /* At decode batch sizes a DIRECT ring that holds all of a warp's k-blocks (all its loads
+     * in flight before the PDL wait) beat every shorter one wherever one fit, on the H200's
+     * exhaustive sweeps (up to 15% at M = 16-64); at M = 256 the registers go to the sums. */
+    if (v[P_DIRECT] && M <= 64 && v[P_STAGES] < warp_kblocks && v[P_STAGES] < 8) return 1;
     if (v[P_WARPS_K] > 1 && v[P_TILE_M] > 32) return 1;        /* K-split warps help only tiny M */
     layout l = layout_of(c, 0);
     if (M >= 128 && l.frag_n * l.frag_m < 4) return 1; /* ldmatrix-bound warp tiles */

@@ -95,30 +95,31 @@ static int chosen(const problem *pb, int k) {
 }
 
 /* The step of `param` from config k for problem pi: its plain neighbour when that is worth
- * timing and new, else the same step with one other parameter moved one step as well (the
- * first such that is): parameters are coupled (warps must tile the CTA tile, K-split warps
- * need TILE_K 128), and without the repair a search stalls at configs whose every single
- * step is rejected. -1 if none. */
+ * timing and new; when it is not in the space or not worth timing, the same step with one
+ * other parameter moved as well, as few value steps as will do (the first such that is):
+ * parameters are coupled (warps must tile the CTA tile, K-split warps need TILE_K 128, a
+ * DIRECT ring should hold a warp's k-blocks), and without the repair a search stalls at
+ * configs whose every single step is rejected. -1 if none (or the neighbour was timed). */
 static int step_from(const kt_search *s, int pi, int k, int param, int step) {
     const problem *pb = &s->pr[pi];
     int plain = neighbour(s, k, param, step);
-    if (plain >= 0 && eligible(s, pi, plain) && !chosen(pb, plain)) return plain;
-    if (plain >= 0) return -1; /* a real config, only timed or not worth it: no detour */
+    if (plain >= 0 && eligible(s, pi, plain)) return chosen(pb, plain) ? -1 : plain; /* timed: no detour */
     const kt_param *p = &s->f->params[param];
     int j = kt_param_value_index(p, s->space[k].v[param]) + step;
     if (j < 0 || j >= p->n_values) return -1;
     kt_config c = s->space[k];
     c.v[param] = p->values[j];
-    for (int q = 0; q < s->f->n_params; q++)
-        for (int d = -1; d <= 1 && q != param; d += 2) {
-            const kt_param *pq = &s->f->params[q];
-            int i = kt_param_value_index(pq, c.v[q]) + d;
-            if (i < 0 || i >= pq->n_values) continue;
-            kt_config r = c;
-            r.v[q] = pq->values[i];
-            int x = s->where[point_of(s->f, &r)];
-            if (x >= 0 && eligible(s, pi, x) && !chosen(pb, x)) return x;
-        }
+    for (int dist = 1; dist < (int)(sizeof p->values / sizeof p->values[0]); dist++)
+        for (int q = 0; q < s->f->n_params; q++)
+            for (int d = -dist; d <= dist && q != param; d += 2 * dist) {
+                const kt_param *pq = &s->f->params[q];
+                int i = kt_param_value_index(pq, c.v[q]) + d;
+                if (i < 0 || i >= pq->n_values) continue;
+                kt_config r = c;
+                r.v[q] = pq->values[i];
+                int x = s->where[point_of(s->f, &r)];
+                if (x >= 0 && eligible(s, pi, x) && !chosen(pb, x)) return x;
+            }
     return -1;
 }
 

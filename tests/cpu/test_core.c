@@ -208,6 +208,16 @@ KT_TEST(direct_variant_constraints) {
     EXPECT(f->hopeless(&c, &p));
     c.v[P_STAGES] = 2;
     EXPECT(!f->hopeless(&c, &p));
+    /* At M <= 64 a ring shorter than a warp group's k-blocks is pruned where a full one fits
+     * the value list: K=1024, no split, 2 warp groups -> 4 k-blocks each. */
+    p.dim[1] = 1024;
+    c.v[P_SPLIT_K] = 1;
+    EXPECT(f->hopeless(&c, &p));
+    c.v[P_STAGES] = 4;
+    EXPECT(!f->hopeless(&c, &p));
+    c.v[P_STAGES] = 2;
+    p.m = 256; /* the sums need the registers there */
+    EXPECT(!f->hopeless(&c, &p));
 }
 
 KT_TEST(variant_ids_hash_what_changes_the_binary) {

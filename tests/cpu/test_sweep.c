@@ -224,7 +224,7 @@ KT_TEST(fast_sweep_caps_and_transfer) {
         for (int a = 0; a < 5; a += 4) {
             snprintf(q, sizeof q, "SELECT count(*) FROM measurements WHERE m = %ld AND config LIKE '%%DIRECT=%d%%'",
                      fast_ms[a], direct);
-            EXPECT(kt_test_query_long(t.db, q) >= 3);
+            EXPECT(kt_test_query_long(t.db, q) >= 1);
         }
     /* phase 3: each M between the anchors timed both anchors' 5 fastest that are worth timing there */
     const kt_family *f = kt_family_find("fp8_gemm");
