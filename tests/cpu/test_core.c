@@ -215,9 +215,13 @@ KT_TEST(direct_variant_constraints) {
     EXPECT(f->hopeless(&c, &p));
     c.v[P_STAGES] = 4;
     EXPECT(!f->hopeless(&c, &p));
-    c.v[P_STAGES] = 2;
-    p.m = 256; /* the sums need the registers there */
+    c.v[P_STAGES] = 2; /* at M = 256 (a 64-token tile, one warp group: 8 k-blocks a warp) the sums need the registers */
+    c.v[P_TILE_M] = 64;
+    c.v[P_WARPS_K] = 1;
+    p.m = 256;
     EXPECT(!f->hopeless(&c, &p));
+    p.m = 64;
+    EXPECT(f->hopeless(&c, &p));
 }
 
 KT_TEST(variant_ids_hash_what_changes_the_binary) {
