@@ -212,7 +212,7 @@ static double bytes(const kt_problem *p) {
     return N * K + N * K / 16384 * 4 + M * K + M * K / 32 + 2 * M * N;
 }
 
-static double flops(const kt_problem *p) { return 2.0 * p->m * p->dim[0] * p->dim[1]; }
+double kt_fp8_gemm_flops(const kt_problem *p) { return 2.0 * p->m * p->dim[0] * p->dim[1]; }
 
 static const char *const kernel_names[] = {"fp8_gemm", "fp8_gemm_reference", NULL};
 const long kt_fp8_gemm_targets[KT_FP8_GEMM_TARGETS][KT_MAX_DIMS] = {
@@ -223,23 +223,13 @@ const kt_family kt_family_fp8_gemm = {
     .summary = "FP8 e4m3 block-scaled GEMM (1x128 activation, 128x128 weight scales), bf16 out",
     .source = "fp8_gemm.cu",
     .kernels = kernel_names,
-    .n_dims = 2,
-    .dim_names = {"N", "K"},
-    .m_name = "M",
-    KT_FP8_GEMM_SPACE,
-    .target_shapes = kt_fp8_gemm_targets,
-    .n_target_shapes = KT_FP8_GEMM_TARGETS,
+    KT_FP8_GEMM_FAMILY,
     .check_problem = check_problem,
     .check_config = check_config,
-    .config_fits = kt_fp8_gemm_config_fits,
-    .hopeless = kt_fp8_gemm_hopeless,
     .tensors = tensors,
     .fill = fill,
     .reference = reference,
-    .gpu_reference_above = 1 << 22,
     .launch_reference = launch_reference,
     .launch = launch,
-    .tolerance = 1e-2,
     .bytes = bytes,
-    .flops = flops,
 };

@@ -25,6 +25,13 @@ enum { P_TILE_N, P_TILE_M, P_DIRECT, P_TILE_K, P_WARPS, P_WARPS_M, P_WARPS_K, P_
     .strata_params = 3,                                                                        \
     .default_config = {{64, 16, 0, 128, 4, 1, 1, 4, 1, 0}}
 
+/* The descriptor fields both families share (a kt_family initializer fragment). */
+#define KT_FP8_GEMM_FAMILY                                                                     \
+    .n_dims = 2, .dim_names = {"N", "K"}, .m_name = "M", KT_FP8_GEMM_SPACE,                   \
+    .target_shapes = kt_fp8_gemm_targets, .n_target_shapes = KT_FP8_GEMM_TARGETS,              \
+    .config_fits = kt_fp8_gemm_config_fits, .hopeless = kt_fp8_gemm_hopeless,                  \
+    .gpu_reference_above = 1 << 22, .tolerance = 1e-2, .flops = kt_fp8_gemm_flops
+
 /* The five (N, K) of DeepSeek-V4-Flash's decode that ../shared/TARGETS.md measures. */
 #define KT_FP8_GEMM_TARGETS 5
 extern const long kt_fp8_gemm_targets[KT_FP8_GEMM_TARGETS][KT_MAX_DIMS];
@@ -33,9 +40,10 @@ extern const long kt_fp8_gemm_targets[KT_FP8_GEMM_TARGETS][KT_MAX_DIMS];
 int kt_fp8_gemm_check_problem(const char *family, const kt_problem *p, char *why, size_t n);
 /* 0 if config c builds (quant_a: the quantising kernel), else -1 with why. */
 int kt_fp8_gemm_check_config(const kt_config *c, int quant_a, char *why, size_t n);
-/* The family hooks config_fits and hopeless of both families. */
+/* The family hooks config_fits, hopeless and flops of both families. */
 int kt_fp8_gemm_config_fits(const kt_config *c, const kt_problem *p);
 int kt_fp8_gemm_hopeless(const kt_config *c, const kt_problem *p);
+double kt_fp8_gemm_flops(const kt_problem *p);
 /* Shared memory the kernel takes for problem p (DIRECT stages the tokens of a CTA's k-range). */
 int kt_fp8_gemm_smem(const kt_config *c, int quant_a, const kt_problem *p);
 /* Launches the kernel on ptr = {A or X, As (0 when quant_a), B, Bs, C}. */

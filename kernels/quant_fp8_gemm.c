@@ -68,7 +68,6 @@ static double bytes(const kt_problem *p) {
     return N * K + N * K / 16384 * 4 + 2 * M * K + 2 * M * N;
 }
 
-static double flops(const kt_problem *p) { return 2.0 * p->m * p->dim[0] * p->dim[1]; }
 
 static const char *const kernel_names[] = {"quant_fp8_gemm", "quant_fp8_gemm_reference", NULL};
 
@@ -77,23 +76,13 @@ const kt_family kt_family_quant_fp8_gemm = {
     .summary = "act_quant fused into the FP8 block GEMM: bf16 activations in, bf16 out",
     .source = "quant_fp8_gemm.cu",
     .kernels = kernel_names,
-    .n_dims = 2,
-    .dim_names = {"N", "K"},
-    .m_name = "M",
-    KT_FP8_GEMM_SPACE,
-    .target_shapes = kt_fp8_gemm_targets,
-    .n_target_shapes = KT_FP8_GEMM_TARGETS,
+    KT_FP8_GEMM_FAMILY,
     .check_problem = check_problem,
     .check_config = check_config,
-    .config_fits = kt_fp8_gemm_config_fits,
-    .hopeless = kt_fp8_gemm_hopeless,
     .tensors = tensors,
     .fill = fill,
     .reference = reference,
-    .gpu_reference_above = 1 << 22,
     .launch_reference = launch_reference,
     .launch = launch,
-    .tolerance = 1e-2,
     .bytes = bytes,
-    .flops = flops,
 };

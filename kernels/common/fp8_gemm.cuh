@@ -10,15 +10,17 @@
 // the 16-row A operand of mma.m16n8k32 and tokens the 8-column B operand; a CTA owns
 // TILE_N weight rows x TILE_M tokens, its WARPS warps laid out WARPS_N x WARPS_M over
 // that tile. Tiles stream through a STAGES-deep cp.async pipeline in a swizzled
-// (conflict-free for ldmatrix) layout. Each k-block of 128 is accumulated on its own and
-// promoted with its two scales, as the format requires.
+// (conflict-free for ldmatrix) layout, or (DIRECT) the weights skip shared memory for a
+// ring of registers per warp. Each k-block of 128 is accumulated on its own and promoted
+// with its two scales, as the format requires.
 // Split-K without a trip through global memory: the SPLIT_K CTAs that share a tile form
 // one thread-block cluster; each leaves its f32 sums in its shared memory and, after a
 // cluster barrier, each CTA adds a slice of the tile across the cluster (distributed
 // shared memory, fixed order: deterministic) and writes it. WARPS_K warp groups split
 // each stage along K inside a CTA and are summed the same way through shared memory.
-// Launched as a programmatic dependent (PDL): a CTA pulls its weight slice into L2 before
-// waiting for the previous kernel, whose output (the activations) it reads only after.
+// Launched as a programmatic dependent (PDL): before waiting for the previous kernel, whose
+// output (the activations) it reads only after, a CTA pulls its weight slice into L2
+// (DIRECT: loads its first k-blocks of weights into registers).
 #include "kt_device.cuh"
 
 #ifndef KT_QUANT_A
