@@ -146,12 +146,18 @@ step resume resume_check
 fi
 
 # The sweep-speed target (speed only, not part of full): the five target shapes x the 18 M
-# buckets from a cold start (empty JIT cache, empty DB), then warm (cache kept, empty DB).
+# buckets on one GPU from a cold start (empty JIT cache, empty DB), then warm (cache kept,
+# empty DB); on a host with more GPUs, warm again with a worker on each.
 if [ "$MODE" = speed ]; then
 rm -rf "$KT_CACHE_DIR"
-for run in cold warm; do
+gpus=$(grep -c '^[0-9]*: ' "$LOGS/devices.log")
+runs="cold warm"
+[ "$gpus" -gt 1 ] && runs="cold warm warm_all"
+for run in $runs; do
     rm -f "$LOGS/$run.db"*
-    step "tune_$run" $KT tune --family fp8_gemm --shape targets \
+    workers=1
+    [ "$run" = warm_all ] && workers=$gpus
+    step "tune_$run" $KT tune --family fp8_gemm --shape targets --workers $workers \
         --m 1,2,4,8,16,24,32,48,64,96,128,256,512,1024,1536,2048,3072,4096 --db "$LOGS/$run.db"
     tail -n 1 "$LOGS/tune_$run.log"
 done
@@ -175,6 +181,12 @@ fi
 step tune_fused $KT tune --family quant_fp8_gemm --shape targets --m 1,16,64,256 --db "$LOGS/targets.db"
 step bench $KT bench --family fp8_gemm --shape targets --m 1,16,64,256 --db "$LOGS/targets.db" --json "$LOGS/bench.json"
 cat "$LOGS/bench.log"
+# Shapes a user brings: DeepSeek-V3's q_a_proj (1536 x 7168), an expert's gate+up (4096 x 7168)
+# and down (7168 x 2048), against this run's cuBLASLt and cuBLAS baselines.
+V3="--shape N=1536,K=7168 --shape N=4096,K=7168 --shape N=7168,K=2048"
+step tune_v3 $KT tune --family fp8_gemm $V3 --m 1,16,64 --db "$LOGS/v3.db"
+step bench_v3 $KT bench --family fp8_gemm $V3 --m 1,16,64 --db "$LOGS/v3.db" --json "$LOGS/bench_v3.json"
+cat "$LOGS/bench_v3.log"
 # The winners are sm_120 kernels: their sm_120 SASS uses the FP8 MMA and never local memory.
 winners_sass() {
     local dir="$LOGS/sass" cfg n=0
@@ -196,7 +208,7 @@ cat "$LOGS/winners_sass.log"
 fi
 
 if [ -n "${OUT:-}" ]; then
-    cp "$LOGS/bench.json" "$OUT/" 2>/dev/null
+    cp "$LOGS/bench.json" "$LOGS/bench_v3.json" "$OUT/" 2>/dev/null
     tar -C "$LOGS" -czf "$OUT/logs.tar.gz" --exclude='*.db-*' .
 fi
 echo "$passed passed, $failed failed"
