@@ -94,12 +94,22 @@ static int chosen(const problem *pb, int k) {
     return 0;
 }
 
+/* How many leading parameters make a stratum (kt_family.strata_params). */
+static int strata_params(const kt_family *f) {
+    int n = f->strata_params ? f->strata_params : 2;
+    return n < f->n_params ? n : f->n_params;
+}
+
 /* The step of `param` from config k for problem pi: its plain neighbour when that is worth
  * timing and new; when it is not in the space or not worth timing, the same step with one
  * other parameter moved as well, as few value steps as will do (the first such that is):
  * parameters are coupled (warps must tile the CTA tile, K-split warps need TILE_K 128, a
  * DIRECT ring should hold a warp's k-blocks), and without the repair a search stalls at
- * configs whose every single step is rejected. -1 if none (or the neighbour was timed). */
+ * configs whose every single step is rejected. The second parameter is one outside the
+ * stratum where any will do: a repair that also changes the tile shape or DIRECT lands in
+ * another basin (replaying the H200's exhaustive sweeps, a WARPS_K step at DIRECT=1 was
+ * mended by flipping DIRECT: the other path, 1.7x slower than where it stepped from).
+ * -1 if none (or the neighbour was timed). */
 static int step_from(const kt_search *s, int pi, int k, int param, int step) {
     const problem *pb = &s->pr[pi];
     int plain = neighbour(s, k, param, step);
@@ -109,17 +119,19 @@ static int step_from(const kt_search *s, int pi, int k, int param, int step) {
     if (j < 0 || j >= p->n_values) return -1;
     kt_config c = s->space[k];
     c.v[param] = p->values[j];
-    for (int dist = 1; dist < (int)(sizeof p->values / sizeof p->values[0]); dist++)
-        for (int q = 0; q < s->f->n_params; q++)
-            for (int d = -dist; d <= dist && q != param; d += 2 * dist) {
-                const kt_param *pq = &s->f->params[q];
-                int i = kt_param_value_index(pq, c.v[q]) + d;
-                if (i < 0 || i >= pq->n_values) continue;
-                kt_config r = c;
-                r.v[q] = pq->values[i];
-                int x = s->where[point_of(s->f, &r)];
-                if (x >= 0 && eligible(s, pi, x) && !chosen(pb, x)) return x;
-            }
+    int lead = strata_params(s->f);
+    for (int inside = 0; inside < 2; inside++) /* the stratum's own parameters last */
+        for (int dist = 1; dist < (int)(sizeof p->values / sizeof p->values[0]); dist++)
+            for (int q = inside ? 0 : lead; q < (inside ? lead : s->f->n_params); q++)
+                for (int d = -dist; d <= dist && q != param; d += 2 * dist) {
+                    const kt_param *pq = &s->f->params[q];
+                    int i = kt_param_value_index(pq, c.v[q]) + d;
+                    if (i < 0 || i >= pq->n_values) continue;
+                    kt_config r = c;
+                    r.v[q] = pq->values[i];
+                    int x = s->where[point_of(s->f, &r)];
+                    if (x >= 0 && eligible(s, pi, x) && !chosen(pb, x)) return x;
+                }
     return -1;
 }
 
@@ -162,12 +174,6 @@ static int fastest_upto(const kt_search *s, const problem *pb, int *out, int max
 
 static int fastest(const kt_search *s, const problem *pb, int *out, int max) {
     return fastest_upto(s, pb, out, max, pb->n);
-}
-
-/* How many leading parameters make a stratum (kt_family.strata_params). */
-static int strata_params(const kt_family *f) {
-    int n = f->strata_params ? f->strata_params : 2;
-    return n < f->n_params ? n : f->n_params;
 }
 
 /* A config's stratum: the value indices of the family's first strata_params parameters. */
