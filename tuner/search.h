@@ -7,8 +7,9 @@
  *   random:     the first `budget` of those in one seeded shuffle of the space.
  *   fast:       per shape, the M values sorted; anchors are the smallest, the largest and
  *               enough between that consecutive anchors are at most 4x apart. Phase 1
- *               times at each anchor the default plus `budget` configs of the shuffle;
- *               phase 2 is a local search from the best (budget/2 more units): one
+ *               times at each anchor the default plus the shuffle's first config of each
+ *               stratum (the family's leading parameters), `budget` at most; phase 2 is a
+ *               local search from the best (budget/2 more units and what phase 1 left): one
  *               parameter's two neighbours at a time, moving as soon as one is faster, and
  *               after a step that paid off the next step the same way first. Phase 3 times
  *               at every other M the top 5 of its two nearest anchors, then the same local

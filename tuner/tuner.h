@@ -166,7 +166,8 @@ typedef struct kt_sweep_options {
     int n_ms;
     const char *db_path;
     const char *strategy; /* "exhaustive", "random" or "fast" (tuner/search.h) */
-    int budget;           /* random: configs per (shape, M); fast: configs per anchor M before its local search */
+    int budget;           /* random: configs per (shape, M); fast: per anchor M, its first sample at most and,
+                             with budget/2, its local search's share (tuner/search.h) */
     uint64_t seed;
     int compile_threads;
     int quiet;
