@@ -4,6 +4,7 @@
  * workers, compiles or the database. */
 #include "search.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,33 +212,60 @@ static int walk(kt_search *s, int pi, int limit) {
     return 0;
 }
 
-/* The fast strategy's first sample on pi: in the space's (shuffled) order, one config of
- * each combination of values of the leading parameters worth timing (a family lists its
- * parameters most telling first: for fp8_gemm the CTA tile and whether weights skip shared
- * memory), up to `limit`; what it leaves of `limit` goes to pi's local search. A plain
+/* How many value steps config c is from the family default in the parameters that do not
+ * make a stratum, summed. */
+static int off_default(const kt_family *f, const kt_config *c) {
+    int steps = 0;
+    for (int i = strata_params(f); i < f->n_params; i++)
+        steps += abs(kt_param_value_index(&f->params[i], c->v[i]) -
+                     kt_param_value_index(&f->params[i], f->default_config.v[i]));
+    return steps;
+}
+
+/* The fast strategy's first sample on pi: one config of each combination of values of the
+ * leading parameters worth timing (a family lists its parameters most telling first: for
+ * fp8_gemm the CTA tile and whether weights skip shared memory), up to `limit`, in the
+ * space's (shuffled) order; what it leaves of `limit` goes to pi's local search. A plain
  * sample of 40 of ~1000 often held no config of the tile shape that wins (on the H200's
  * recorded sweeps), and a local search seldom walks across tile shapes. Filling the sample
  * up with more configs at random did worse than giving their units to the local search:
  * a few configs in 1000 are within 3% of the best, so a random one seldom is (replays of
  * the H200's exhaustive sweeps of two shapes at 4 Ms, 24 seeds: mean regret 3.8% against
  * 2.0%, and 4.4% against 3.8% on an older kernel's, with 16% and 9% fewer units, as the
- * local search of a small M runs dry early). */
+ * local search of a small M runs dry early).
+ * Where the family default is worth timing on pi, each stratum's config is the one nearest
+ * the default in the other parameters (the first such in the shuffle): strata compared at
+ * about the same warps, stages and splits are ranked by what they are, where one random
+ * config each ranked them by luck (at (8192,1024) M = 16 the stratum of the best came
+ * 13th-15th of 16 in 6 of 8 seeds). Where the family prunes the default (for fp8_gemm at
+ * M <= 8, whose tile is too tall, and M >= 128, whose warp tiles are too small), its other
+ * parameters are no guide, and each stratum's config is the shuffle's first. (Same
+ * replays, 48 seeds: mean regret 2.1% -> 1.5% and 3.4% -> 2.0%, 0.0-0.3% at every M
+ * between; centring at M = 256 as well took (4096,512) there from ~1% to 14-22%.) */
 static int stratified_walk(kt_search *s, int pi, int limit) {
     const kt_family *f = s->f;
     int strata = 1;
     for (int i = 0; i < strata_params(f); i++) strata *= f->params[i].n_values;
-    unsigned char *seen = calloc((size_t)strata, 1);
-    if (!seen) return kt_fail("out of memory");
+    int *nearest = malloc(sizeof *nearest * (size_t)strata); /* a stratum's least off_default */
+    if (!nearest) return kt_fail("out of memory");
+    int centred = s->default_k >= 0 && eligible(s, pi, s->default_k);
+    for (int i = 0; i < strata; i++) nearest[i] = INT_MAX;
+    for (int k = 0; k < s->n_space; k++) {
+        if (!eligible(s, pi, k)) continue;
+        int stratum = stratum_of(f, &s->space[k]), off = centred ? off_default(f, &s->space[k]) : 0;
+        if (off < nearest[stratum]) nearest[stratum] = off;
+    }
     int taken = 0, rc = 0;
     for (int k = 0; k < s->n_space && taken < limit && !rc; k++) {
-        if (!eligible(s, pi, k) || chosen(&s->pr[pi], k)) continue;
+        if (!eligible(s, pi, k)) continue;
         int stratum = stratum_of(f, &s->space[k]);
-        if (seen[stratum]) continue;
-        seen[stratum] = 1;
+        if (nearest[stratum] != (centred ? off_default(f, &s->space[k]) : 0)) continue;
+        nearest[stratum] = -1; /* taken, or the default itself */
+        if (chosen(&s->pr[pi], k)) continue;
         rc = pick(s, pi, k, -1, 0, 0);
         taken++;
     }
-    free(seen);
+    free(nearest);
     s->pr[pi].spare = limit - taken;
     return rc;
 }
