@@ -10,16 +10,17 @@
  *               times at each anchor the default plus one config of each stratum (the
  *               family's leading parameters): the one nearest the default in the others
  *               where the default is worth timing, else the shuffle's first; `budget` at
- *               most. Phase 2 is a local search from the best (budget/2 more units and
- *               what phase 1 left): one parameter's two neighbours at a time, moving as
- *               soon as one is faster, and after a step that paid off the next step the
- *               same way first. Phase 3 times at every other M the top 5 of its two
- *               nearest anchors, then the same local search, 12 units in all. On a planted
- *               smooth optimum (KT_FAKE_TIME=smooth, fp8_gemm, 30 random optima) this
- *               found it at 146 of 150 (optimum, M) where timing whole neighbourhoods of
- *               the top 3 for up to 2 rounds, in the same units, found it at 65: a whole
- *               neighbourhood in 9 dimensions costs 10-15 units per move, one
- *               parameter 2. */
+ *               most. Phase 2 is a local search (budget/2 more units and what phase 1
+ *               left) from the best of the 3 best strata, then, once those are searched
+ *               out, from the next fastest: one parameter's two neighbours at a time,
+ *               moving as soon as one is faster, and after a step that paid off the next
+ *               step the same way first. Phase 3 times at every other M the top 5 of
+ *               its two nearest anchors, then the same local search, 12 units in all. On
+ *               a planted smooth optimum (KT_FAKE_TIME=smooth, fp8_gemm, 30 random
+ *               optima) this found it at 146 of 150 (optimum, M) where timing whole
+ *               neighbourhoods of the top 3 for up to 2 rounds, in the same units, found
+ *               it at 65: a whole neighbourhood in 9 dimensions costs 10-15 units per
+ *               move, one parameter 2. */
 #ifndef KT_SEARCH_H
 #define KT_SEARCH_H
 #include "tuner.h"
