@@ -204,7 +204,13 @@ typedef struct kt_cubin {
     double compile_ms;        /* 0 when served from the cache */
     int from_cache;
     char *log;                /* compile log; malloc'd, may be NULL */
+    int ship_spill_bytes;     /* compile pool, built for an arch other than KT_SHIP_ARCH: the
+                                 same variant's spills there (-1: it does not build there) */
 } kt_cubin;
+
+/* The arch kt's kernels ship for; a sweep measuring on another GPU (the H200 stand-in)
+ * checks its variants there too. */
+#define KT_SHIP_ARCH 120
 
 /* NVRTC version as major*1000+minor*10 (e.g. 13000); -1 if NVRTC is unusable. */
 int kt_nvrtc_version(void);

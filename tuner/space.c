@@ -113,6 +113,14 @@ static void *compile_worker(void *arg) {
         kt_cubin c;
         int rc = kt_compile(pool->family, &item->config, pool->arch, &c);
         char *err = rc ? strdup(kt_error()) : NULL;
+        if (!rc && pool->arch != KT_SHIP_ARCH) {
+            /* ptxas allocates registers per arch: a variant can fit on the GPU measuring it and
+             * spill on sm_120 (seen on the H200: a winner with 32 bytes of spills there). */
+            kt_cubin ship;
+            c.ship_spill_bytes = kt_compile(pool->family, &item->config, KT_SHIP_ARCH, &ship) ? -1
+                                                                                              : ship.report.spill_bytes;
+            if (c.ship_spill_bytes >= 0) kt_cubin_free(&ship);
+        }
         pthread_mutex_lock(&pool->lock);
         item->cubin = c;
         item->error = err;

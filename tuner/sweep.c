@@ -446,14 +446,20 @@ static int dispatch(sweep *s, slot *sl) {
         const kt_cubin *cubin = kt_compile_pool_wait(s->pool, v, &err); /* compiled: no wait */
         kt_worker_job job = {.kind = KT_JOB_MEASURE, .problem = pb->p, .seed = pb->seed, .n = 1,
                              .config = {s->space[u.k]}, .cubin = {cubin}, .loaded = {sl->loaded[v]}};
-        /* A variant that spills to local memory is refused like one that does not build:
-         * winners must never spill (local memory traffic on the hot path). */
-        if (!cubin || cubin->report.spill_bytes > 0) {
+        /* A variant that spills to local memory, here or on the arch kt ships for, is refused
+         * like one that does not build: winners must never spill (local memory traffic on
+         * the hot path). */
+        if (!cubin || cubin->report.spill_bytes > 0 || cubin->ship_spill_bytes != 0) {
             kt_measurement m = row_of(s, &u);
             m.status = KT_COMPILE_ERROR;
-            if (cubin)
+            if (cubin && cubin->report.spill_bytes > 0)
                 snprintf(m.error, sizeof m.error, "ptxas spills %d bytes to local memory: refused",
                          cubin->report.spill_bytes);
+            else if (cubin && cubin->ship_spill_bytes > 0)
+                snprintf(m.error, sizeof m.error, "ptxas spills %d bytes to local memory on %s: refused",
+                         cubin->ship_spill_bytes, kt_arch_name(KT_SHIP_ARCH));
+            else if (cubin)
+                snprintf(m.error, sizeof m.error, "does not build for %s: refused", kt_arch_name(KT_SHIP_ARCH));
             else
                 snprintf(m.error, sizeof m.error, "%s", err ? err : "compile failed");
             todo_remove(s, at);

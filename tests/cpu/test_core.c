@@ -430,6 +430,31 @@ KT_TEST(check_sums_on_the_host) {
     EXPECT(s.nans == 0 && s.diff2 == 4.0 + 254.5 * 254.5 && s.ref2 == 14.25);
 }
 
+/* A pool compiling for the H200 stand-in (sm_90) reports what the same variant spills on
+ * sm_120, where kt ships: this one fits sm_90's registers and spills 32 bytes on sm_120
+ * (ptxas 13.0; it won a sweep on the H200). A pool for sm_120 itself compiles once. */
+KT_TEST(compile_pool_reports_spills_on_the_ship_arch) {
+    char *dir = temp_dir();
+    setenv("KT_CACHE_DIR", dir, 1);
+    const kt_family *f = kt_family_find("fp8_gemm");
+    kt_config c[2];
+    EXPECT(kt_parse_config(f, "TILE_N=128,TILE_M=32,DIRECT=1,WARPS=4,STAGES=2,PROMOTE=0", &c[0]) == 0);
+    c[1] = f->default_config;
+    const int archs[] = {90, 120};
+    for (int a = 0; a < 2; a++) {
+        kt_compile_pool *pool = kt_compile_pool_start(f, c, 2, archs[a], 2);
+        const kt_cubin *spilling = kt_compile_pool_wait(pool, 0, NULL), *plain = kt_compile_pool_wait(pool, 1, NULL);
+        EXPECT(spilling && plain && plain->ship_spill_bytes == 0);
+        if (spilling && archs[a] == 90) EXPECT(spilling->report.spill_bytes == 0 && spilling->ship_spill_bytes > 0);
+        if (spilling && archs[a] == 120) EXPECT(spilling->report.spill_bytes > 0 && spilling->ship_spill_bytes == 0);
+        kt_compile_pool_free(pool);
+    }
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    EXPECT(system(cmd) == 0);
+    unsetenv("KT_CACHE_DIR");
+}
+
 /* Compiles a representative sample of every family, and the tuner's check kernel, for each
  * target arch: no errors, and the default variants and the check kernel do not spill. */
 KT_TEST(nvrtc_compiles_every_family_for_every_arch) {
