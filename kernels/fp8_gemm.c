@@ -120,9 +120,11 @@ int kt_fp8_gemm_hopeless(const kt_config *c, const kt_problem *p) {
     long warp_kblocks = (ktiles + v[P_WARPS_K] - 1) / v[P_WARPS_K]; /* DIRECT: a warp group's share */
     if (v[P_DIRECT] && v[P_STAGES] > 2 && v[P_STAGES] > warp_kblocks) return 1; /* ring slots no warp fills */
     /* At decode batch sizes a DIRECT ring that holds all of a warp's k-blocks (all its loads
-     * in flight before the PDL wait) beat every shorter one wherever one fit, on the H200's
-     * exhaustive sweeps (up to 15% at M = 16-64); at M = 256 the registers go to the sums. */
-    if (v[P_DIRECT] && M <= 64 && v[P_STAGES] < warp_kblocks && v[P_STAGES] < 8) return 1;
+     * in flight before the PDL wait) beat every shorter one where a warp had 4 k-blocks, on
+     * the H200's exhaustive sweeps (up to 15% at M = 16-64). Not beyond: at (1024,4096)
+     * M = 64 (8 a warp) a ring of 3 was 11% faster than one of 8, the whole CTA slice in
+     * flight at once; at M = 256 the registers go to the sums. */
+    if (v[P_DIRECT] && M <= 64 && v[P_STAGES] < warp_kblocks && warp_kblocks <= 4) return 1;
     if (v[P_WARPS_K] > 1 && v[P_TILE_M] > 32) return 1;        /* K-split warps help only tiny M */
     layout l = layout_of(c, 0);
     if (M >= 128 && l.frag_n * l.frag_m < 4) return 1; /* ldmatrix-bound warp tiles */
