@@ -113,9 +113,10 @@ static void *compile_worker(void *arg) {
         kt_cubin c;
         int rc = kt_compile(pool->family, &item->config, pool->arch, &c);
         char *err = rc ? strdup(kt_error()) : NULL;
-        if (!rc && pool->arch != KT_SHIP_ARCH) {
+        if (!rc && pool->arch != KT_SHIP_ARCH && c.report.spill_bytes == 0) {
             /* ptxas allocates registers per arch: a variant can fit on the GPU measuring it and
-             * spill on sm_120 (seen on the H200: a winner with 32 bytes of spills there). */
+             * spill on sm_120 (seen on the H200: a winner with 32 bytes of spills there). One
+             * that spills here is refused already. */
             kt_cubin ship;
             c.ship_spill_bytes = kt_compile(pool->family, &item->config, KT_SHIP_ARCH, &ship) ? -1
                                                                                               : ship.report.spill_bytes;
