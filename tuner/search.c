@@ -13,6 +13,7 @@
 #define LOCAL_TOP 3    /* local search walks from a problem's 3 fastest strata first */
 #define TRANSFER_TOP 5 /* an M between anchors starts from each anchor's 5 fastest */
 #define BETWEEN_CAP 12 /* units of an M between anchors, all phases */
+#define UNCENTRED_PER_STRATUM 2 /* first-sample configs of a stratum where the default is no centre */
 #define SEED_TOP 2     /* an anchor's local search also starts from its next anchors' 2 fastest */
 
 enum strategy { EXHAUSTIVE, RANDOM, FAST };
@@ -226,7 +227,7 @@ static int off_default(const kt_family *f, const kt_config *c) {
     return steps;
 }
 
-/* The fast strategy's first sample on pi: one config of each combination of values of the
+/* The fast strategy's first sample on pi: configs of each combination of values of the
  * leading parameters worth timing (a family lists its parameters most telling first: for
  * fp8_gemm the CTA tile and whether weights skip shared memory), up to `limit`, in the
  * space's (shuffled) order; what it leaves of `limit` goes to pi's local search. A plain
@@ -243,33 +244,41 @@ static int off_default(const kt_family *f, const kt_config *c) {
  * config each ranked them by luck (at (8192,1024) M = 16 the stratum of the best came
  * 13th-15th of 16 in 6 of 8 seeds). Where the family prunes the default (for fp8_gemm at
  * M <= 8, whose tile is too tall, and M >= 128, whose warp tiles are too small), its other
- * parameters are no guide, and each stratum's config is the shuffle's first. (Same
- * replays, 48 seeds: mean regret 2.1% -> 1.5% and 3.4% -> 2.0%, 0.0-0.3% at every M
- * between; centring at M = 256 as well took (4096,512) there from ~1% to 14-22%.) */
+ * parameters are no guide (centring at M = 256 as well took (4096,512) there from ~1% to
+ * 14-22%), and each stratum takes the shuffle's first two configs, in the shuffle's order
+ * (so where `limit` ends first, strata with few configs may go unsampled): a stratum's
+ * better of two ranks it less by luck than one (at (8192,1024) M = 256 the best config's
+ * stratum, 128x64 through shared memory, was sampled at 30 us against its best 19.4, never
+ * searched, and the winner 7-14% slower). Replays of two recorded exhaustive sweeps, 8 seeds
+ * each, the same units: mean regret 1.3% -> 0.7% and 1.6% -> 0.4%, problems within 3% 48 ->
+ * 51 and 48 -> 52 of 56. One config of every stratum first, then second ones while `limit`
+ * lasts, did worse (1.1% and 1.0%), and with `limit` raised to two of every stratum (+10%
+ * units) no better for its cost (0.6% and 0.6%). (Same replays, 48 seeds, for centring: 2.1% -> 1.5%
+ * and 3.4% -> 2.0%.) */
 static int stratified_walk(kt_search *s, int pi, int limit) {
     const kt_family *f = s->f;
     int strata = 1;
     for (int i = 0; i < strata_params(f); i++) strata *= f->params[i].n_values;
-    int *nearest = malloc(sizeof *nearest * (size_t)strata); /* a stratum's least off_default */
-    if (!nearest) return kt_fail("out of memory");
+    /* centred: a stratum's least off_default, -1 once taken; else how many it has taken */
+    int *mark = malloc(sizeof *mark * (size_t)strata);
+    if (!mark) return kt_fail("out of memory");
     int centred = s->default_k >= 0 && eligible(s, pi, s->default_k);
-    for (int i = 0; i < strata; i++) nearest[i] = INT_MAX;
-    for (int k = 0; k < s->n_space; k++) {
+    for (int i = 0; i < strata; i++) mark[i] = centred ? INT_MAX : 0;
+    for (int k = 0; centred && k < s->n_space; k++) {
         if (!eligible(s, pi, k)) continue;
-        int stratum = stratum_of(f, &s->space[k]), off = centred ? off_default(f, &s->space[k]) : 0;
-        if (off < nearest[stratum]) nearest[stratum] = off;
+        int stratum = stratum_of(f, &s->space[k]), off = off_default(f, &s->space[k]);
+        if (off < mark[stratum]) mark[stratum] = off;
     }
     int taken = 0, rc = 0;
     for (int k = 0; k < s->n_space && taken < limit && !rc; k++) {
-        if (!eligible(s, pi, k)) continue;
+        if (!eligible(s, pi, k) || chosen(&s->pr[pi], k)) continue;
         int stratum = stratum_of(f, &s->space[k]);
-        if (nearest[stratum] != (centred ? off_default(f, &s->space[k]) : 0)) continue;
-        nearest[stratum] = -1; /* taken, or the default itself */
-        if (chosen(&s->pr[pi], k)) continue;
+        if (centred ? mark[stratum] != off_default(f, &s->space[k]) : mark[stratum] == UNCENTRED_PER_STRATUM) continue;
+        mark[stratum] = centred ? -1 : mark[stratum] + 1;
         rc = pick(s, pi, k, -1, 0, 0);
         taken++;
     }
-    free(nearest);
+    free(mark);
     s->pr[pi].spare = limit - taken;
     return rc;
 }

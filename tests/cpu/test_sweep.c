@@ -310,6 +310,39 @@ KT_TEST(fast_sweep_walks_to_a_planted_optimum) {
     done(&t);
 }
 
+/* Where the default is not worth timing (M = 256: its warp tiles are too small), the first
+ * sample takes the shuffle's first two configs of each stratum, never a third: the stratum
+ * counts of the sample's rows say which. */
+KT_TEST(fast_sweep_samples_strata_twice_where_the_default_is_pruned) {
+    scratch t;
+    begin(&t);
+    const kt_family *f = kt_family_find("fp8_gemm");
+    const int budget = 30;
+    kt_problem p = {.n_dims = 2, .dim = {FAST_N, FAST_K}, .m = 256};
+    EXPECT(f->hopeless(&f->default_config, &p));
+    EXPECT(fast_strata(256) > budget / 2);
+    kt_sweep_options o = {.family = f, .n_shapes = 1, .n_ms = 1, .db_path = t.db, .strategy = "fast",
+                          .budget = budget, .seed = 3, .compile_threads = 2, .quiet = 1};
+    o.shapes[0] = (kt_problem){.n_dims = 2, .dim = {FAST_N, FAST_K}};
+    o.ms[0] = 256;
+    kt_sweep_report r;
+    EXPECT(run_sweep(&o, &r) == 0);
+    EXPECT(r.by_phase[0] == 1 + budget); /* the default as a baseline, then the sample */
+    char q[1024], def[256], from[512];
+    kt_format_config(f, &f->default_config, def, sizeof def);
+    snprintf(from, sizeof from,
+             "(SELECT config FROM (SELECT config FROM measurements ORDER BY id LIMIT %d) WHERE config != '%s')",
+             1 + budget, def);
+    EXPECT(kt_test_query_long(t.db, "SELECT count(*) FROM measurements") > 1 + budget); /* and a local search */
+    snprintf(q, sizeof q, "SELECT count(DISTINCT substr(config, 1, instr(config, ',TILE_K'))) FROM %s", from);
+    EXPECT(kt_test_query_long(t.db, q) >= budget / 2);
+    snprintf(q, sizeof q,
+             "SELECT max(n) FROM (SELECT count(*) AS n FROM %s GROUP BY substr(config, 1, instr(config, ',TILE_K')))",
+             from);
+    EXPECT(kt_test_query_long(t.db, q) == 2);
+    done(&t);
+}
+
 /* Faulting and hanging variants in every phase (the selftest family's local search steps
  * onto FAULT=1 and HANG=1): recorded, workers restarted, honest winners at every M. */
 KT_TEST(fast_sweep_survives_faults) {
