@@ -187,7 +187,8 @@ static int param(const kt_family *f, const kt_config *c, const char *name) {
  * down to it and the right winner is known. A re-timing round r reads 0.1% slower per
  * round, so re-timed numbers differ from the first pass. With KT_FAKE_TIME=replay:FILE,
  * the times FILE recorded ("SHAPE M CONFIG US" lines, e.g. from an exhaustive sweep on a
- * GPU), 1 s for a config it lacks: a search replayed against real measurements, offline. */
+ * GPU; US 0 for a config that failed there, -1 here), 1 s for a config it lacks: a search
+ * replayed against real measurements, offline. */
 static double fake_us(const worker_state *s, const job *j, int i, int round) {
     double us;
     if (s->replay) {
@@ -197,7 +198,8 @@ static double fake_us(const worker_state *s, const job *j, int i, int round) {
         snprintf(key, sizeof key, "%s %ld %s", shape, j->head.problem.m, config);
         us = 1e6;
         for (int r = 0; r < s->n_replay; r++)
-            if (!strcmp(s->replay[r].key, key)) us = s->replay[r].us;
+            if (!strcmp(s->replay[r].key, key)) us = s->replay[r].us > 0 ? s->replay[r].us : -1;
+        if (us < 0) return us;
     } else if (s->smooth) {
         double d2 = 0;
         for (int p = 0; p < s->f->n_params; p++) {
@@ -282,6 +284,11 @@ static void measure(worker_state *s, const job *j, kt_worker_result *r) {
         r->status = KT_OK;
         r->rel_err = 1e-3;
         t->median_us = fake_us(s, j, 0, 0);
+        if (t->median_us < 0) {
+            r->status = KT_LAUNCH_ERROR;
+            snprintf(r->error, sizeof r->error, "failed in the recording");
+            return;
+        }
         t->min_us = t->median_us * 0.98;
         t->max_us = t->median_us * 1.03;
         return;

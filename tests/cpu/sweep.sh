@@ -116,20 +116,23 @@ for i in 0 1; do
 done
 
 # Replayed times (KT_FAKE_TIME=replay:FILE): the winners are the recording's fastest, a config
-# the recording lacks counts as 1 s, and the planted faults and hangs still misbehave.
+# the recording lacks counts as 1 s, one it records as failed (0) fails, and the planted
+# faults and hangs still misbehave.
 cat >"$tmp/replay.txt" <<'EOT'
 N=4096 1 VEC=1,FAULT=0,HANG=0 7.5
 N=4096 1 VEC=2,FAULT=0,HANG=0 9.0
 N=4096 1 VEC=4,FAULT=0,HANG=0 8.0
 N=4096 64 VEC=1,FAULT=0,HANG=0 30.0
 N=4096 64 VEC=2,FAULT=0,HANG=0 20.0
+N=4096 64 VEC=4,FAULT=0,HANG=0 0
 EOT
 KT_FAKE_TIME=replay:"$tmp/replay.txt" "$KT" tune --family selftest --strategy exhaustive --shape N=4096 --m 1,64 \
     --db "$tmp/replay.db" 2>"$tmp/replay.log"
 rc=$?
 winners "$tmp/replay.db" >"$tmp/replay.winners"
 check "replayed times decide the winners" '[ $rc -eq 0 ] && grep -q "N=4096 1 VEC=1,FAULT=0,HANG=0 .* 7.5" "$tmp/replay.winners" &&
-    grep -q "N=4096 64 VEC=2,FAULT=0,HANG=0 .* 20" "$tmp/replay.winners" && grep -q "18 faults" "$tmp/replay.log"'
+    grep -q "N=4096 64 VEC=2,FAULT=0,HANG=0 .* 20" "$tmp/replay.winners" && grep -q "18 faults" "$tmp/replay.log" &&
+    [ "$("$KT" db export --format csv --db "$tmp/replay.db" | grep -c "VEC=4.*launch-error,failed in the recording")" -eq 1 ]'
 KT_FAKE_TIME=replay:"$tmp/none.txt" "$KT" tune --family selftest --shape N=4096 --m 1 --db "$tmp/replay2.db" 2>/dev/null
 check "an unreadable recording fails the sweep" '[ $? -ne 0 ]'
 
