@@ -118,7 +118,7 @@ typedef struct kt_family {
     const char *m_name;            /* name of the batch dimension, e.g. "M" */
     int n_params;
     kt_param params[KT_MAX_PARAMS];
-    int strata_params;             /* the fast search first samples one config per combination of
+    int strata_params;             /* the fast search's first sample covers the combinations of
                                     * the first this many params (0: 2), the most telling first */
     kt_config default_config;      /* served when the DB has nothing for the family */
     const long (*target_shapes)[KT_MAX_DIMS]; /* shapes `make demo` sweeps */

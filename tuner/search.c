@@ -253,8 +253,8 @@ static int off_default(const kt_family *f, const kt_config *c) {
  * each, the same units: mean regret 1.3% -> 0.7% and 1.6% -> 0.4%, problems within 3% 48 ->
  * 51 and 48 -> 52 of 56. One config of every stratum first, then second ones while `limit`
  * lasts, did worse (1.1% and 1.0%), and with `limit` raised to two of every stratum (+10%
- * units) no better for its cost (0.6% and 0.6%). (Same replays, 48 seeds, for centring: 2.1% -> 1.5%
- * and 3.4% -> 2.0%.) */
+ * units) no better for its cost (0.6% and 0.6%). (Same replays, 48 seeds, for centring:
+ * 2.1% -> 1.5% and 3.4% -> 2.0%.) */
 static int stratified_walk(kt_search *s, int pi, int limit) {
     const kt_family *f = s->f;
     int strata = 1;
