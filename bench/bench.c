@@ -70,6 +70,74 @@ int kt_bench_copy_bandwidth(double *bytes_per_s) {
     return rc;
 }
 
+/* ------------------------------------------------------------ mma ceiling */
+
+#define CEILING_ITERS 2048
+#define CEILING_REPEATS 3
+
+typedef struct ceiling_probe {
+    kt_module mod;
+    CUdeviceptr out;
+    CUevent start, stop;
+} ceiling_probe;
+
+/* Seconds per launch of kernel k (best of CEILING_REPEATS after a warm-up), one CTA per SM. */
+static int ceiling_time(ceiling_probe *c, int k, int sms, int threads, double *seconds) {
+    int iters = CEILING_ITERS;
+    void *args[] = {&c->out, &iters};
+    float best_ms = INFINITY;
+    for (int i = 0; i <= CEILING_REPEATS; i++) {
+        float ms = 0;
+        KT_CHECK(CU, kt_cu.cuEventRecord(c->start, NULL));
+        if (kt_launch_kernel(&c->mod, k, (unsigned)sms, 1, 1, (unsigned)threads, 0, NULL, args)) return -1;
+        KT_CHECK(CU, kt_cu.cuEventRecord(c->stop, NULL));
+        KT_CHECK(CU, kt_cu.cuEventSynchronize(c->stop));
+        KT_CHECK(CU, kt_cu.cuEventElapsedTime(&ms, c->start, c->stop));
+        if (i > 0 && ms < best_ms) best_ms = ms;
+    }
+    *seconds = best_ms * 1e-3;
+    return 0;
+}
+
+static int ceiling_run(ceiling_probe *c, double *best, double *at_8_warps) {
+    static const char *const kernels[] = {"kt_mma_ceiling_2x2", "kt_mma_ceiling_4x2", NULL};
+    static const int chains[] = {4, 8}, warps[] = {8, 16, 32}; /* mmas per step of each kernel */
+    const int sms = kt_gpu_current()->sm_count;
+    kt_cubin cubin = {0};
+    if (kt_compile_source("ceiling.cu", kt_gpu_arch(), &cubin)) return -1;
+    int rc = kt_module_load_kernels("ceiling.cu", kernels, &cubin, &c->mod);
+    kt_cubin_free(&cubin);
+    if (rc) return -1;
+    KT_CHECK(CU, kt_cu.cuMemAlloc(&c->out, (size_t)sms * 1024 * sizeof(float)));
+    KT_CHECK(CU, kt_cu.cuEventCreate(&c->start, CU_EVENT_DEFAULT));
+    KT_CHECK(CU, kt_cu.cuEventCreate(&c->stop, CU_EVENT_DEFAULT));
+    *best = *at_8_warps = 0;
+    for (int k = 0; k < 2; k++)
+        for (int w = 0; w < 3; w++) {
+            int max_threads = 0;
+            KT_CHECK(CU, kt_cu.cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+                                                  (CUfunction)c->mod.fn[k]));
+            if (warps[w] * 32 > max_threads) continue; /* too many registers for that block */
+            double seconds;
+            if (ceiling_time(c, k, sms, warps[w] * 32, &seconds)) return -1;
+            double rate = (double)sms * warps[w] * CEILING_ITERS * chains[k] * (2.0 * 16 * 8 * 32) / seconds;
+            if (rate > *best) *best = rate;
+            if (warps[w] == 8 && rate > *at_8_warps) *at_8_warps = rate;
+        }
+    if (!(*best > 0) || !isfinite(*best)) return kt_fail("the mma ceiling timed at %g flop/s", *best);
+    return 0;
+}
+
+int kt_bench_mma_ceiling(double *best, double *at_8_warps) {
+    ceiling_probe c = {0};
+    int rc = ceiling_run(&c, best, at_8_warps);
+    kt_module_unload(&c.mod);
+    if (c.out) kt_cu.cuMemFree(c.out);
+    if (c.start) kt_cu.cuEventDestroy(c.start);
+    if (c.stop) kt_cu.cuEventDestroy(c.stop);
+    return rc;
+}
+
 /* ------------------------------------------------------------ run state */
 
 /* One baseline's result for one case. */
@@ -84,6 +152,7 @@ typedef struct bench_row {
     kt_measurement kt;
     const char *level; /* lookup level of the served variant, "explicit" for --config, NULL if none */
     double floor_us;
+    double mma_floor_us; /* flops at the measured mma ceiling; NAN: n/a */
     baseline_result lt_fp8, bf16;
     baseline_result quant_gemm; /* kt's act_quant then this variant: the real decode cost */
     baseline_result fused;      /* kt's quant_fp8_gemm: the same step in one kernel */
@@ -102,6 +171,7 @@ typedef struct bench_run {
     cublasHandle_t blas;
     CUdeviceptr workspace; /* shared: the baselines run one after another on one stream */
     double copy_bytes_per_s;
+    double mma_flops_per_s, mma_flops_per_s_8_warps; /* NAN: the family has no flops, or n/a */
     bench_row *rows;
     int n_rows, n_failed, any_tensor_scales;
 } bench_run;
@@ -504,6 +574,7 @@ static int bench_case(bench_run *run, const kt_problem *p, bench_row *row) {
     m->rel_err = m->median_us = m->min_us = m->max_us = NAN;
     kt_format_shape(f, p, m->shape, sizeof m->shape);
     row->floor_us = f->bytes(p) / run->copy_bytes_per_s * 1e6;
+    row->mma_floor_us = f->flops ? f->flops(p) / run->mma_flops_per_s * 1e6 : NAN;
     row->lt_fp8 = row->bf16 = row->quant_gemm = row->fused = (baseline_result){NULL, NAN, -1};
     char label[192];
     snprintf(label, sizeof label, "%s %s=%ld", m->shape, f->m_name, p->m);
@@ -575,17 +646,18 @@ static void format_value(char *out, size_t n, double v, const char *fmt) {
 }
 
 static void print_header(const kt_family *f) {
-    printf("%-20s %6s %10s %9s %9s %16s %15s %13s %13s %9s %9s  %s\n", "shape", f->m_name, "kt_us", "floor_us",
-           "kt/floor", "cublaslt_fp8_us", "cublas_bf16_us", "best_base/kt", "quant+kt_us", "fused_us", "rel_err",
-           "config");
+    printf("%-20s %6s %10s %9s %9s %9s %16s %15s %13s %13s %9s %9s  %s\n", "shape", f->m_name, "kt_us", "floor_us",
+           "kt/floor", "mma_us", "cublaslt_fp8_us", "cublas_bf16_us", "best_base/kt", "quant+kt_us", "fused_us",
+           "rel_err", "config");
 }
 
 static void print_row(const bench_run *run, const bench_row *row) {
     const kt_measurement *m = &row->kt;
-    char kt[32], ratio[32], lt[32], bf16[32], speedup[32], err[32], pair[32], fused[32];
+    char kt[32], ratio[32], mma[32], lt[32], bf16[32], speedup[32], err[32], pair[32], fused[32];
     if (m->status == KT_OK) snprintf(kt, sizeof kt, "%.2f", m->median_us);
     else snprintf(kt, sizeof kt, "%s", kt_status_name(m->status));
     format_value(ratio, sizeof ratio, kt_us(row) / row->floor_us, "%.2f");
+    format_value(mma, sizeof mma, row->mma_floor_us, "%.2f");
     format_value(speedup, sizeof speedup, best_baseline_us(row) / kt_us(row), "%.2fx");
     format_value(err, sizeof err, m->rel_err, "%.1e");
     format_value(pair, sizeof pair, row->quant_gemm.us, "%.2f");
@@ -599,8 +671,8 @@ static void print_row(const bench_run *run, const bench_row *row) {
         format_value(lt, sizeof lt, row->lt_fp8.us, tensor ? "%.2fT" : "%.2f");
         format_value(bf16, sizeof bf16, row->bf16.us, "%.2f");
     }
-    printf("%-20s %6ld %10s %9.2f %9s %16s %15s %13s %13s %9s %9s  %s\n", m->shape, m->m, kt, row->floor_us, ratio,
-           lt, bf16, speedup, pair, fused, err, m->config[0] ? m->config : "-");
+    printf("%-20s %6ld %10s %9.2f %9s %9s %16s %15s %13s %13s %9s %9s  %s\n", m->shape, m->m, kt, row->floor_us,
+           ratio, mma, lt, bf16, speedup, pair, fused, err, m->config[0] ? m->config : "-");
     fflush(stdout);
 }
 
@@ -670,6 +742,8 @@ static void json_row(text *t, const bench_run *run, const bench_row *row) {
     json_number(t, "kt_max_us", ok ? m->max_us : NAN);
     json_number(t, "floor_us", row->floor_us);
     json_number(t, "kt_over_floor", kt_us(row) / row->floor_us);
+    json_number(t, "mma_floor_us", row->mma_floor_us);
+    json_number(t, "kt_over_mma_floor", kt_us(row) / row->mma_floor_us);
     json_number(t, "cublaslt_fp8_us", row->lt_fp8.us);
     json_string(t, "cublaslt_fp8_baseline", row->lt_fp8.name);
     if (row->lt_fp8.algo >= 0) text_add(t, ", \"cublaslt_fp8_algo\": %d", row->lt_fp8.algo);
@@ -685,6 +759,8 @@ static void json_row(text *t, const bench_run *run, const bench_row *row) {
     json_string(t, "error", m->error);
     json_string(t, "lookup_level", row->level);
     json_number(t, "copy_bytes_per_s", run->copy_bytes_per_s);
+    json_number(t, "mma_flops_per_s", run->mma_flops_per_s);
+    json_number(t, "mma_flops_per_s_8_warps", run->mma_flops_per_s_8_warps);
     json_string(t, "device", kt_gpu_current()->name);
     text_add(t, "}");
 }
@@ -719,11 +795,21 @@ int kt_bench_run(const kt_bench_options *o) {
     run.rows = calloc((size_t)(o->n_shapes * o->n_ms), sizeof *run.rows);
     if (!run.rows) return kt_fail("out of memory");
     int rc = open_run(&run) || kt_bench_copy_bandwidth(&run.copy_bytes_per_s) ? -1 : 0;
+    run.mma_flops_per_s = run.mma_flops_per_s_8_warps = NAN;
+    if (!rc && f->flops && kt_bench_mma_ceiling(&run.mma_flops_per_s, &run.mma_flops_per_s_8_warps)) {
+        fprintf(stderr, "kt bench: mma ceiling n/a: %s\n", kt_error());
+        run.mma_flops_per_s = run.mma_flops_per_s_8_warps = NAN;
+        if (!context_alive()) rc = kt_fail("the GPU context is lost after the mma ceiling failed");
+    }
     if (!rc) {
         const kt_device_info *dev = kt_gpu_current();
         printf("%s (sm_%d%d): copy bandwidth %.3f TB/s (cuMemcpyDtoD, bytes read + written, best of %d); "
                "floor = family bytes / bandwidth\n",
                dev->name, dev->cc_major, dev->cc_minor, run.copy_bytes_per_s / 1e12, COPY_REPEATS);
+        if (f->flops)
+            printf("e4m3 mma.sync m16n8k32 ceiling %.0f TFLOP/s (%.0f at 8 warps per SM; bench/ceiling.cu); "
+                   "mma_us = flops / ceiling\n",
+                   run.mma_flops_per_s / 1e12, run.mma_flops_per_s_8_warps / 1e12);
         print_header(f);
     }
     for (int s = 0; s < o->n_shapes && !rc; s++)

@@ -27,4 +27,9 @@ int kt_bench_run(const kt_bench_options *o);
 /* Measured device-to-device copy bandwidth in bytes/s, counting bytes read + written. */
 int kt_bench_copy_bandwidth(double *bytes_per_s);
 
+/* Measured rate of the e4m3 mma (bench/ceiling.cu) in flop/s: the best over warp tiles of
+ * 2x2 and 4x2 fragments and 8, 16 and 32 warps per SM, and the best at 8 warps per SM (the
+ * occupancy of kt's decode tiles). */
+int kt_bench_mma_ceiling(double *best, double *at_8_warps);
+
 #endif

@@ -177,8 +177,8 @@ void kt_config_defines(const kt_family *f, const kt_config *c, char *out, size_t
 
 /* ------------------------------------------------------------- sources */
 
-/* Embedded file by base name (kernels/NAME, kernels/common/NAME, runtime/check.cu, db/NAME);
- * NULL if absent. */
+/* Embedded file by base name (kernels/NAME, kernels/common/NAME, runtime/check.cu,
+ * bench/ceiling.cu, db/NAME); NULL if absent. */
 const char *kt_source_text(const char *name, size_t *len);
 /* Hash of an embedded source file plus every common header it may include. */
 uint64_t kt_source_hash(const char *file);

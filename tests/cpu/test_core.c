@@ -457,7 +457,7 @@ KT_TEST(compile_pool_reports_spills_on_the_ship_arch) {
 
 /* Compiles a representative sample of every family, and the tuner's check kernel, for each
  * target arch: no errors, and the default variants and the check kernel do not spill. */
-KT_TEST(nvrtc_compiles_every_family_for_every_arch) {
+KT_TEST(nvrtc_compiles_every_family_and_source_for_every_arch) {
     char *dir = temp_dir();
     setenv("KT_CACHE_DIR", dir, 1);
     const int archs[] = {120, 1201, 90};
@@ -484,13 +484,16 @@ KT_TEST(nvrtc_compiles_every_family_for_every_arch) {
             free(list);
         }
     }
-    for (int a = 0; a < 3; a++) {
-        kt_cubin check;
-        int rc = kt_compile_source("check.cu", archs[a], &check);
-        if (rc) fprintf(stderr, "check.cu %s: %s\n", kt_arch_name(archs[a]), kt_error());
-        EXPECT(rc == 0 && check.report.spill_bytes == 0 && check.size > 0);
-        kt_cubin_free(&check);
-    }
+    /* The sources that are not families: the GPU compare and bench's mma ceiling. */
+    static const char *const sources[] = {"check.cu", "ceiling.cu"};
+    for (int s = 0; s < 2; s++)
+        for (int a = 0; a < 3; a++) {
+            kt_cubin cubin;
+            int rc = kt_compile_source(sources[s], archs[a], &cubin);
+            if (rc) fprintf(stderr, "%s %s: %s\n", sources[s], kt_arch_name(archs[a]), kt_error());
+            EXPECT(rc == 0 && cubin.report.spill_bytes == 0 && cubin.size > 0);
+            kt_cubin_free(&cubin);
+        }
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     EXPECT(system(cmd) == 0);

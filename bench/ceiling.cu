@@ -1,0 +1,60 @@
+// ceiling.cu — the e4m3 mma rate kt's GEMMs are built on, as this GPU runs it: `kt bench`
+// times it once per run and reports a compute floor (flops / this rate) beside the copy
+// floor. Compiled at run time by NVRTC like check.cu: kt_compile_source("ceiling.cu").
+// Each warp runs a GEMM's inner loop on registers: every step, new weight and token fragments
+// (one XOR per operand register standing in for the ldmatrix that would bring them) and one
+// mma per pair, so no operand can be hoisted out of the loop or shared between accumulators.
+// Where the fp8 mma is emulated (sm_90: two f16 HMMAs, F2FP unpacks and FADDs per mma) that
+// matters: with equal, loop-invariant operands ptxas shares the HMMAs between accumulators
+// and hoists the unpacks, and such a loop reports 1,288-1,567 TFLOP/s on the H200, several
+// times what any GEMM can reach.
+#include "kt_device.cuh"
+
+// A GEMM's inner step: FN weight fragments meet FM token fragments (FN x FM independent
+// accumulators), each fragment new every step and converted once where the mma is emulated.
+template <int FN, int FM> __device__ __forceinline__ void mma_tile(float *out, int iters) {
+    float acc[FN][FM][4];
+    kt_u32 a[FN][4], b[FM][2];
+    const kt_u32 seed = threadIdx.x * 0x9e3779b9u + blockIdx.x;
+    // 0x37 per byte: finite e4m3 codes below 1, so 32 x iters products stay finite.
+#pragma unroll
+    for (int i = 0; i < FN; i++)
+#pragma unroll
+        for (int r = 0; r < 4; r++) a[i][r] = (seed * (2 * i + 1) + (kt_u32)r * 0x01020304u) & 0x37373737u;
+#pragma unroll
+    for (int j = 0; j < FM; j++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) b[j][h] = (seed * (2 * j + 5) + (kt_u32)h * 0x03050709u) & 0x37373737u;
+#pragma unroll
+    for (int i = 0; i < FN; i++)
+#pragma unroll
+        for (int j = 0; j < FM; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[i][j][e] = 0.f;
+    for (int it = 0; it < iters; it++) {
+        const kt_u32 x = ((kt_u32)it * 0x01010101u) & 0x07070707u;
+        kt_u32 wa[FN][4], wb[FM][2];
+#pragma unroll
+        for (int i = 0; i < FN; i++)
+#pragma unroll
+            for (int r = 0; r < 4; r++) wa[i][r] = a[i][r] ^ x;
+#pragma unroll
+        for (int j = 0; j < FM; j++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) wb[j][h] = b[j][h] ^ x;
+#pragma unroll
+        for (int i = 0; i < FN; i++)
+#pragma unroll
+            for (int j = 0; j < FM; j++) kt_mma_e4m3(acc[i][j], wa[i], wb[j][0], wb[j][1]);
+    }
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < FN; i++)
+#pragma unroll
+        for (int j = 0; j < FM; j++) s += acc[i][j][0] + acc[i][j][1] + acc[i][j][2] + acc[i][j][3];
+    out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}
+
+// out[gridDim.x * blockDim.x]: each thread's sum, so no mma is dead code.
+extern "C" __global__ void kt_mma_ceiling_2x2(float *out, int iters) { mma_tile<2, 2>(out, iters); }
+extern "C" __global__ void kt_mma_ceiling_4x2(float *out, int iters) { mma_tile<4, 2>(out, iters); }
