@@ -181,6 +181,19 @@ fi
 step tune_fused $KT tune --family quant_fp8_gemm --shape targets --m 1,16,64,256 --db "$LOGS/targets.db"
 step bench $KT bench --family fp8_gemm --shape targets --m 1,16,64,256 --db "$LOGS/targets.db" --json "$LOGS/bench.json"
 cat "$LOGS/bench.log"
+# Both floors are bounds: no case beats the copy floor or the measured mma rate (a case that
+# did would mean a floor measured wrong, e.g. an mma loop the compiler partly folded away).
+floors_check() {
+    awk 'match($0, /"kt_us": [0-9.e+-]+/) {
+            kt = substr($0, RSTART + 9, RLENGTH - 9) + 0
+            match($0, /"floor_us": [0-9.e+-]+/); fl = substr($0, RSTART + 12, RLENGTH - 12) + 0
+            if (!match($0, /"mma_floor_us": [0-9.e+-]+/)) { print "no mma floor: " $0; bad++; next }
+            mma = substr($0, RSTART + 16, RLENGTH - 16) + 0; n++
+            if (!(mma > 0 && fl > 0 && kt >= mma && kt >= fl)) { print "beats a floor: " $0; bad++ } }
+        END { printf "%d cases within both floors, %d not\n", n, bad; exit !(n >= 20 && bad == 0) }' "$LOGS/bench.json"
+}
+step bench_floors floors_check
+cat "$LOGS/bench_floors.log"
 # Shapes a user brings: DeepSeek-V3's q_a_proj (1536 x 7168), an expert's gate+up (4096 x 7168)
 # and down (7168 x 2048), against this run's cuBLASLt and cuBLAS baselines.
 V3="--shape N=1536,K=7168 --shape N=4096,K=7168 --shape N=7168,K=2048"
