@@ -25,52 +25,72 @@
 #define WORKSPACE_BYTES ((size_t)32 << 20)
 #define LT_MAX_ALGOS 8
 
-/* ------------------------------------------------------------ copy floor */
+/* ------------------------------------------------------------ probes: copy and mma floors */
+
+/* Events that bracket one probe's work on the legacy NULL stream, where nothing else runs. */
+typedef struct probe_events {
+    CUevent start, stop;
+} probe_events;
+
+/* Best milliseconds of run(ctx) over `repeats` runs after one warm-up (first touch, clocks);
+ * creates the events on first use (probe_events_free destroys them). */
+static int probe_best_ms(probe_events *e, int repeats, int (*run)(void *ctx), void *ctx, float *best_ms) {
+    if (!e->start) KT_CHECK(CU, kt_cu.cuEventCreate(&e->start, CU_EVENT_DEFAULT));
+    if (!e->stop) KT_CHECK(CU, kt_cu.cuEventCreate(&e->stop, CU_EVENT_DEFAULT));
+    *best_ms = INFINITY;
+    for (int i = 0; i <= repeats; i++) {
+        float ms = 0;
+        KT_CHECK(CU, kt_cu.cuEventRecord(e->start, NULL));
+        if (run(ctx)) return -1;
+        KT_CHECK(CU, kt_cu.cuEventRecord(e->stop, NULL));
+        KT_CHECK(CU, kt_cu.cuEventSynchronize(e->stop));
+        KT_CHECK(CU, kt_cu.cuEventElapsedTime(&ms, e->start, e->stop));
+        if (i > 0 && ms < *best_ms) *best_ms = ms;
+    }
+    if (!(*best_ms > 0) || !isfinite(*best_ms)) return kt_fail("a probe timed at %g ms", *best_ms);
+    return 0;
+}
+
+static void probe_events_free(probe_events *e) {
+    if (e->start) kt_cu.cuEventDestroy(e->start);
+    if (e->stop) kt_cu.cuEventDestroy(e->stop);
+}
 
 typedef struct copy_probe {
     CUdeviceptr src, dst;
-    CUevent start, stop;
+    size_t bytes;
 } copy_probe;
 
-static int copy_probe_run(copy_probe *c, size_t bytes, double *bytes_per_s) {
-    KT_CHECK(CU, kt_cu.cuMemAlloc(&c->src, bytes));
-    KT_CHECK(CU, kt_cu.cuMemAlloc(&c->dst, bytes));
-    KT_CHECK(CU, kt_cu.cuMemsetD8(c->src, 0x3c, bytes));
-    KT_CHECK(CU, kt_cu.cuEventCreate(&c->start, CU_EVENT_DEFAULT));
-    KT_CHECK(CU, kt_cu.cuEventCreate(&c->stop, CU_EVENT_DEFAULT));
-    /* cuMemcpyDtoD is enqueued on the legacy NULL stream (device-to-device copies do not
-     * wait for the host), so events recorded on that stream bracket exactly the copy.
-     * Copy 0 is a warm-up (first touch of dst, clocks); the best of the rest is kept. */
-    float best_ms = INFINITY;
-    for (int i = 0; i <= COPY_REPEATS; i++) {
-        float ms = 0;
-        KT_CHECK(CU, kt_cu.cuEventRecord(c->start, NULL));
-        KT_CHECK(CU, kt_cu.cuMemcpyDtoD(c->dst, c->src, bytes));
-        KT_CHECK(CU, kt_cu.cuEventRecord(c->stop, NULL));
-        KT_CHECK(CU, kt_cu.cuEventSynchronize(c->stop));
-        KT_CHECK(CU, kt_cu.cuEventElapsedTime(&ms, c->start, c->stop));
-        if (i > 0 && ms < best_ms) best_ms = ms;
-    }
-    if (!(best_ms > 0) || !isfinite(best_ms)) return kt_fail("copy of %zu bytes timed at %g ms", bytes, best_ms);
-    *bytes_per_s = 2.0 * (double)bytes / (best_ms * 1e-3);
+/* cuMemcpyDtoD is enqueued on the legacy NULL stream (device-to-device copies do not wait
+ * for the host), so the events bracket exactly the copy. */
+static int copy_once(void *ctx) {
+    copy_probe *c = ctx;
+    KT_CHECK(CU, kt_cu.cuMemcpyDtoD(c->dst, c->src, c->bytes));
+    return 0;
+}
+
+static int copy_probe_run(copy_probe *c, probe_events *e, double *bytes_per_s) {
+    KT_CHECK(CU, kt_cu.cuMemAlloc(&c->src, c->bytes));
+    KT_CHECK(CU, kt_cu.cuMemAlloc(&c->dst, c->bytes));
+    KT_CHECK(CU, kt_cu.cuMemsetD8(c->src, 0x3c, c->bytes));
+    float best_ms;
+    if (probe_best_ms(e, COPY_REPEATS, copy_once, c, &best_ms)) return -1;
+    *bytes_per_s = 2.0 * (double)c->bytes / (best_ms * 1e-3);
     return 0;
 }
 
 int kt_bench_copy_bandwidth(double *bytes_per_s) {
     size_t free_bytes, total_bytes;
     KT_CHECK(CU, kt_cu.cuMemGetInfo(&free_bytes, &total_bytes));
-    size_t bytes = COPY_BYTES;
-    while (bytes > COPY_MIN_BYTES && 2 * bytes + COPY_HEADROOM > free_bytes) bytes /= 2;
-    copy_probe c = {0};
-    int rc = copy_probe_run(&c, bytes, bytes_per_s);
+    copy_probe c = {.bytes = COPY_BYTES};
+    while (c.bytes > COPY_MIN_BYTES && 2 * c.bytes + COPY_HEADROOM > free_bytes) c.bytes /= 2;
+    probe_events e = {0};
+    int rc = copy_probe_run(&c, &e, bytes_per_s);
     if (c.src) kt_cu.cuMemFree(c.src);
     if (c.dst) kt_cu.cuMemFree(c.dst);
-    if (c.start) kt_cu.cuEventDestroy(c.start);
-    if (c.stop) kt_cu.cuEventDestroy(c.stop);
+    probe_events_free(&e);
     return rc;
 }
-
-/* ------------------------------------------------------------ mma ceiling */
 
 #define CEILING_ITERS 2048
 #define CEILING_REPEATS 3
@@ -78,63 +98,52 @@ int kt_bench_copy_bandwidth(double *bytes_per_s) {
 typedef struct ceiling_probe {
     kt_module mod;
     CUdeviceptr out;
-    CUevent start, stop;
+    int kernel, sms, threads;
 } ceiling_probe;
 
-/* Seconds per launch of kernel k (best of CEILING_REPEATS after a warm-up), one CTA per SM. */
-static int ceiling_time(ceiling_probe *c, int k, int sms, int threads, double *seconds) {
+/* One CTA per SM of the kernel and block size chosen in c. */
+static int ceiling_once(void *ctx) {
+    ceiling_probe *c = ctx;
     int iters = CEILING_ITERS;
     void *args[] = {&c->out, &iters};
-    float best_ms = INFINITY;
-    for (int i = 0; i <= CEILING_REPEATS; i++) {
-        float ms = 0;
-        KT_CHECK(CU, kt_cu.cuEventRecord(c->start, NULL));
-        if (kt_launch_kernel(&c->mod, k, (unsigned)sms, 1, 1, (unsigned)threads, 0, NULL, args)) return -1;
-        KT_CHECK(CU, kt_cu.cuEventRecord(c->stop, NULL));
-        KT_CHECK(CU, kt_cu.cuEventSynchronize(c->stop));
-        KT_CHECK(CU, kt_cu.cuEventElapsedTime(&ms, c->start, c->stop));
-        if (i > 0 && ms < best_ms) best_ms = ms;
-    }
-    *seconds = best_ms * 1e-3;
-    return 0;
+    return kt_launch_kernel(&c->mod, c->kernel, (unsigned)c->sms, 1, 1, (unsigned)c->threads, 0, NULL, args);
 }
 
-static int ceiling_run(ceiling_probe *c, double *best, double *at_8_warps) {
+static int ceiling_run(ceiling_probe *c, probe_events *e, double *best, double *at_8_warps) {
     static const char *const kernels[] = {"kt_mma_ceiling_2x2", "kt_mma_ceiling_4x2", NULL};
     static const int chains[] = {4, 8}, warps[] = {8, 16, 32}; /* mmas per step of each kernel */
-    const int sms = kt_gpu_current()->sm_count;
+    c->sms = kt_gpu_current()->sm_count;
     kt_cubin cubin = {0};
     if (kt_compile_source("ceiling.cu", kt_gpu_arch(), &cubin)) return -1;
     int rc = kt_module_load_kernels("ceiling.cu", kernels, &cubin, &c->mod);
     kt_cubin_free(&cubin);
     if (rc) return -1;
-    KT_CHECK(CU, kt_cu.cuMemAlloc(&c->out, (size_t)sms * 1024 * sizeof(float)));
-    KT_CHECK(CU, kt_cu.cuEventCreate(&c->start, CU_EVENT_DEFAULT));
-    KT_CHECK(CU, kt_cu.cuEventCreate(&c->stop, CU_EVENT_DEFAULT));
+    KT_CHECK(CU, kt_cu.cuMemAlloc(&c->out, (size_t)c->sms * 1024 * sizeof(float)));
     *best = *at_8_warps = 0;
-    for (int k = 0; k < 2; k++)
+    for (c->kernel = 0; c->kernel < 2; c->kernel++)
         for (int w = 0; w < 3; w++) {
             int max_threads = 0;
             KT_CHECK(CU, kt_cu.cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
-                                                  (CUfunction)c->mod.fn[k]));
-            if (warps[w] * 32 > max_threads) continue; /* too many registers for that block */
-            double seconds;
-            if (ceiling_time(c, k, sms, warps[w] * 32, &seconds)) return -1;
-            double rate = (double)sms * warps[w] * CEILING_ITERS * chains[k] * (2.0 * 16 * 8 * 32) / seconds;
+                                                  (CUfunction)c->mod.fn[c->kernel]));
+            c->threads = warps[w] * 32;
+            if (c->threads > max_threads) continue; /* too many registers for that block */
+            float ms;
+            if (probe_best_ms(e, CEILING_REPEATS, ceiling_once, c, &ms)) return -1;
+            double rate = (double)c->sms * warps[w] * CEILING_ITERS * chains[c->kernel] * (2.0 * 16 * 8 * 32) /
+                          (ms * 1e-3);
             if (rate > *best) *best = rate;
             if (warps[w] == 8 && rate > *at_8_warps) *at_8_warps = rate;
         }
-    if (!(*best > 0) || !isfinite(*best)) return kt_fail("the mma ceiling timed at %g flop/s", *best);
-    return 0;
+    return *best > 0 ? 0 : kt_fail("no mma ceiling kernel could be launched");
 }
 
 int kt_bench_mma_ceiling(double *best, double *at_8_warps) {
     ceiling_probe c = {0};
-    int rc = ceiling_run(&c, best, at_8_warps);
+    probe_events e = {0};
+    int rc = ceiling_run(&c, &e, best, at_8_warps);
     kt_module_unload(&c.mod);
     if (c.out) kt_cu.cuMemFree(c.out);
-    if (c.start) kt_cu.cuEventDestroy(c.start);
-    if (c.stop) kt_cu.cuEventDestroy(c.stop);
+    probe_events_free(&e);
     return rc;
 }
 
