@@ -6,7 +6,8 @@
 # was never interrupted. Two shards merged give those rows and winners too. Both hold for
 # the exhaustive strategy (selftest) and for fast (fp8_gemm: its later phases choose from
 # committed results, and its shards take whole shapes). Merging a database into itself or
-# an unreadable file fails clearly. Ends with "N passed, N failed".
+# an unreadable file fails clearly. The fast search replayed against a recorded H200
+# exhaustive sweep (tools/replay.sh) keeps its regret. Ends with "N passed, N failed".
 set -u
 KT=${1:?usage: sweep.sh path/to/kt}
 tmp=$(mktemp -d)
@@ -135,6 +136,17 @@ check "replayed times decide the winners" '[ $rc -eq 0 ] && grep -q "N=4096 1 VE
     [ "$("$KT" db export --format csv --db "$tmp/replay.db" | grep -c "VEC=4.*launch-error,failed in the recording")" -eq 1 ]'
 KT_FAKE_TIME=replay:"$tmp/none.txt" "$KT" tune --family selftest --shape N=4096 --m 1 --db "$tmp/replay2.db" 2>/dev/null
 check "an unreadable recording fails the sweep" '[ $? -ne 0 ]'
+
+# The fast search replayed against the H200's recorded exhaustive sweep at db5fc94
+# (tools/replay.sh, default seed): a regret per recorded problem, and the search no worse than
+# when recorded (mean 1.7% over 7 problems; a broken search misses by 10-30%).
+KT="$KT" bash tools/replay.sh bench/recordings/h200_db5fc94_exhaustive.txt.xz >"$tmp/replay.out" 2>&1
+rc=$?
+check "the fast search replayed on a recording: 7 problems, mean regret under 3%" '[ $rc -eq 0 ] &&
+    [ "$(grep -c "^default " "$tmp/replay.out")" -eq 1 ] && [ "$(awk "/^default / {print NF}" "$tmp/replay.out")" -eq 9 ] &&
+    awk "/^mean regret/ {exit !(\$3 + 0 < 3 && \$5 == 7)}" "$tmp/replay.out"'
+KT="$KT" bash tools/replay.sh "$tmp/none.txt" 2>/dev/null
+check "replay.sh: an unreadable recording fails" '[ $? -ne 0 ]'
 
 # expect_fail "what" "stderr pattern" kt-args...: exit 1 and the pattern on stderr.
 expect_fail() {
