@@ -15,6 +15,13 @@
 #define BETWEEN_CAP 12 /* units of an M between anchors, all phases */
 #define UNCENTRED_PER_STRATUM 2 /* first-sample configs of a stratum where the default is no centre */
 #define SEED_TOP 2     /* an anchor's local search also starts from its next anchors' 2 fastest */
+/* From this M on an anchor's local search gets all of --budget more, below it half. Past
+ * decode batch sizes the fastest configs sit among neighbours that do not build (spills) and
+ * the first sample ranks tile shapes by two random configs each: on the H200's two recorded
+ * exhaustive sweeps (tools/replay.sh, 24 seeds each) mean regret 1.41% -> 0.92% and 1.31% ->
+ * 0.81%, M = 256 misses over 3% 25 -> 17 and 22 -> 15 of 48, for 11% more units. Doubling it
+ * at M <= 8 as well, where the first sample is not centred either, changed no regret. */
+#define FULL_BUDGET_FROM_M 128
 
 enum strategy { EXHAUSTIVE, RANDOM, FAST };
 /* A problem's phase. Exhaustive and random problems have phase 1 only; fast anchors 1 and
@@ -413,7 +420,8 @@ static int advance(kt_search *s, int pi) {
             if (!seeds_ready(s, pb)) return 0;
             pb->phase = PHASE_2;
             if (seed(s, pi)) return -1;
-            pb->cap = pb->n + pb->spare + (s->budget / 2 > 0 ? s->budget / 2 : 1);
+            int more = pb->p.m >= FULL_BUDGET_FROM_M ? s->budget : s->budget / 2;
+            pb->cap = pb->n + pb->spare + (more > 0 ? more : 1);
             continue; /* the seeds' answers first */
         }
         int made = pb->phase == PHASE_1 ? 0 : local_round(s, pi);
