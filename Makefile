@@ -62,8 +62,14 @@ gpu-test: bin/kt
 clean:
 	rm -rf build bin lib
 
-.PHONY: all test demo gpu-test clean
+.PHONY: all test demo gpu-test clean FORCE
 
-build/cli/kt.o: CFLAGS += -DKT_COMMIT='"$(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)"'
-# The stamp follows the commit: a commit rewrites .git/index (absent outside a clone).
-build/cli/kt.o: $(wildcard .git/index)
+# The commit a binary is built from, "-dirty" when tracked files differ from it (runs record
+# it in the database): build/commit holds the last one, and kt.o is rebuilt when it changes.
+KT_COMMIT := $(shell git describe --always --dirty --abbrev=7 2>/dev/null || echo unknown)
+build/commit: FORCE
+	@mkdir -p $(@D)
+	@echo '$(KT_COMMIT)' | cmp -s - $@ || echo '$(KT_COMMIT)' > $@
+build/cli/kt.o: build/commit Makefile
+build/cli/kt.o: CFLAGS += -DKT_COMMIT='"$(KT_COMMIT)"'
+FORCE:
