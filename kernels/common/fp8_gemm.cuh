@@ -497,7 +497,7 @@ KT_GEMM_ENTRY(const void *__restrict__ A_, const float *__restrict__ As, const k
         packed.y = kt_f32_to_bf16(v.z) | ((kt_u32)kt_f32_to_bf16(v.w) << 16);
         *(uint2 *)(C + (long)(m0 + m) * N + n0 + n) = packed;
     }
-    if (SPLIT_K > 1) kt_cluster_sync(); // no CTA leaves while others still read its red[]
+    if (SPLIT_K > 1) kt_cluster_sync_relaxed(); // no CTA leaves while others still read its red[]
 }
 
 // The trusted references: one thread per output, exact products summed in double.

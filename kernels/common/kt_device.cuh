@@ -110,6 +110,14 @@ __device__ __forceinline__ void kt_cluster_sync() {
     asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
 
+// A cluster barrier that orders nothing: for a CTA's last one, which only keeps its shared
+// memory alive until the others have read it. Their reads are complete when they arrive (each
+// thread consumed the values it loaded before), and a release there would also wait for this
+// CTA's global stores to be performed.
+__device__ __forceinline__ void kt_cluster_sync_relaxed() {
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\nbarrier.cluster.wait.aligned;\n" ::: "memory");
+}
+
 // Address of the same shared-memory location in CTA `rank` of this cluster.
 __device__ __forceinline__ kt_u32 kt_cluster_map(kt_u32 smem_addr, kt_u32 rank) {
     kt_u32 r;
