@@ -228,11 +228,12 @@ KT_TEST(fast_sweep_caps_and_transfer) {
         snprintf(q, sizeof q, "SELECT count(*) FROM measurements WHERE m = %ld", fast_ms[i]);
         long n = kt_test_query_long(t.db, q);
         rows += n;
-        /* an anchor: the default and 12 sampled, then at most 12/2 of local search; between: 12 at most */
-        EXPECT(is_anchor(fast_ms[i]) ? n >= 13 && n <= 19 : n >= 1 && n <= 12);
+        /* an anchor: the default and 12 sampled, then the other anchor's 2 fastest samples and at
+         * most 12/2 of local search; between: 12 at most */
+        EXPECT(is_anchor(fast_ms[i]) ? n >= 13 && n <= 21 : n >= 1 && n <= 12);
     }
     EXPECT(r.measured == rows && r.already == 0 && r.retimed == 5);
-    EXPECT(r.by_phase[0] == 26 && r.by_phase[1] >= 1 && r.by_phase[1] <= 12 &&
+    EXPECT(r.by_phase[0] == 26 && r.by_phase[1] >= 1 && r.by_phase[1] <= 16 &&
            r.by_phase[0] + r.by_phase[1] + r.by_phase[2] == rows);
     EXPECT(r.space > 20 * rows); /* what exhaustive would time */
     /* the first sample is stratified by (TILE_N, TILE_M, DIRECT): each anchor timed as many
