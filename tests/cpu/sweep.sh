@@ -148,6 +148,22 @@ check "the fast search replayed on a recording: 7 problems, mean regret under 3%
 KT="$KT" bash tools/replay.sh "$tmp/none.txt" 2>/dev/null
 check "replay.sh: an unreadable recording fails" '[ $? -ne 0 ]'
 
+# tools/ab.sh on two stand-in builds whose bench prints fixed times (the real kt reads the
+# winners of the fast sweep's DB above): every winner timed by both, best of each, the change.
+for b in old new; do
+    us=2.00
+    [ $b = new ] && us=1.50
+    printf '#!/usr/bin/env bash\n[ "$1" = bench ] || exec "%s" "$@"\nshift 4; echo "$1 $3 %s 1.0"\n' \
+        "$(realpath "$KT")" "$us" >"$tmp/kt_$b"
+    chmod +x "$tmp/kt_$b"
+done
+bash tools/ab.sh "$tmp/kt_old" "$tmp/kt_new" "$tmp/fast.db" 2 >"$tmp/ab.out" 2>&1
+rc=$?
+check "ab.sh: each winner timed by both builds, and the mean change" '[ $rc -eq 0 ] &&
+    [ "$(grep -c " 2.00 *1.50 *-25.0%" "$tmp/ab.out")" -eq 8 ] && grep -q "^mean change -25.00% over 8 problems" "$tmp/ab.out"'
+bash tools/ab.sh "$tmp/kt_old" "$KT" "$tmp/fast.db" >/dev/null 2>&1
+check "ab.sh: a build that cannot bench fails the comparison" '[ $? -ne 0 ]'
+
 # expect_fail "what" "stderr pattern" kt-args...: exit 1 and the pattern on stderr.
 expect_fail() {
     local what=$1 pattern=$2; shift 2
