@@ -14,10 +14,11 @@ enum { T_A, T_AS, T_B, T_BS, T_C };
 #define SMEM_LIMIT (99 * 1024) /* sm_120's shared memory per block; kept on every arch */
 
 /* Warp layout and shared memory of a config, as kernels/common/fp8_gemm.cuh derives them
- * (quant_a: the A tile holds bf16 activations and no per-token scales; smem: the pipeline's
- * or the epilogue's; DIRECT adds its token slab, kt_fp8_gemm_smem). */
+ * (quant_a: the A tile holds bf16 activations and no per-token scales; smem: the split-K
+ * receive region, then the pipeline's or the epilogue's; DIRECT's token slab may take more,
+ * kt_fp8_gemm_smem). */
 typedef struct layout {
-    int threads, warps_n, frag_n, frag_m, smem;
+    int threads, warps_n, frag_n, frag_m, recv, smem;
 } layout;
 
 static layout layout_of(const kt_config *c, int quant_a) {
@@ -32,7 +33,9 @@ static layout layout_of(const kt_config *c, int quant_a) {
     int stage = v[P_TILE_N] * v[P_TILE_K] + v[P_TILE_M] * v[P_TILE_K] * (quant_a ? 2 : 1) + scale_bytes;
     int pipe = v[P_DIRECT] ? 0 : v[P_STAGES] * stage;
     int red = v[P_TILE_M] * (v[P_TILE_N] + 4) * 4; /* the epilogue's f32 tile */
-    l.smem = pipe > red ? pipe : red;
+    /* split-K 2 pushes the peer's sums of a CTA's half of the tile to it, after an mbarrier */
+    l.recv = v[P_SPLIT_K] == 2 ? (16 + (v[P_TILE_M] * v[P_TILE_N] / 4 + 1) / 2 * 16 + 127) / 128 * 128 : 0;
+    l.smem = l.recv + (pipe > red ? pipe : red);
     return l;
 }
 
@@ -40,7 +43,7 @@ int kt_fp8_gemm_smem(const kt_config *c, int quant_a, const kt_problem *p) {
     layout l = layout_of(c, quant_a);
     if (!c->v[P_DIRECT]) return l.smem;
     long KB = p->dim[1] / 128, split = c->v[P_SPLIT_K];
-    long slab = (KB + split - 1) / split * c->v[P_TILE_M] * (128 + 4); /* a token's k-block: codes, scale */
+    long slab = l.recv + (KB + split - 1) / split * c->v[P_TILE_M] * (128 + 4); /* a token's k-block: codes, scale */
     return slab > l.smem ? (int)(slab < 1L << 30 ? slab : 1L << 30) : l.smem;
 }
 

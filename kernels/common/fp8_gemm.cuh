@@ -14,9 +14,11 @@
 // ring of registers per warp. Each k-block of 128 is accumulated on its own and promoted
 // with its two scales, as the format requires.
 // Split-K without a trip through global memory: the SPLIT_K CTAs that share a tile form
-// one thread-block cluster; each leaves its f32 sums in its shared memory and, after a
-// cluster barrier, each CTA adds a slice of the tile across the cluster (distributed
-// shared memory, fixed order: deterministic) and writes it. WARPS_K warp groups split
+// one thread-block cluster; each owns a slice of the tile, adds it up across the cluster's
+// f32 sums in rank order (deterministic) and writes it. With SPLIT_K 2 each CTA pushes its
+// sums of the other's slice into the other's shared memory (completing on its mbarrier: no
+// cluster barrier or memory fence after the main loop); with more, each pulls the others'
+// sums after a cluster barrier (distributed shared memory both). WARPS_K warp groups split
 // each stage along K inside a CTA and are summed the same way through shared memory.
 // Launched as a programmatic dependent (PDL): before waiting for the previous kernel, whose
 // output (the activations) it reads only after, a CTA pulls its weight slice into L2
@@ -69,6 +71,16 @@ constexpr int STAGE_BYTES = W_BYTES + A_BYTES + ((SCALE_FLOATS * 4 + 15) / 16) *
 // The epilogue's f32 tile [TILE_M][RED_LD]: the pad of 4 puts the 32 lanes of a fragment
 // store in 32 different banks.
 constexpr int RED_LD = TILE_N + 4;
+// Split-K: rank r of the cluster owns quads (4 outputs along n) [rows*QUADS*r/SPLIT_K,
+// rows*QUADS*(r+1)/SPLIT_K) of the tile's rows x QUADS. PUSH (SPLIT_K 2; on the H200 pushing
+// to 3 or 7 peers was 1-23% slower than pulling, to 1 peer 2-8% faster) receives the peer's
+// sums of its slice at the front of shared memory, after its mbarrier: apart from the
+// pipeline, which the peer may still be using when they land, and a multiple of 128 bytes so
+// that the swizzled tiles after it keep their bank pattern.
+constexpr bool PUSH = SPLIT_K == 2;
+constexpr int QUADS = TILE_N / 4;
+constexpr int SLICE_QUADS = (TILE_M * QUADS + SPLIT_K - 1) / SPLIT_K;
+constexpr int RECV_BYTES = PUSH ? (16 + SLICE_QUADS * 16 + 127) / 128 * 128 : 0;
 
 static_assert(TILE_N % 16 == 0 && 128 % TILE_N == 0, "TILE_N must divide 128");
 static_assert(WARPS % WARPS_M == 0 && TILE_N % (WARPS_N * 16) == 0 && TILE_M % (WARPS_M * 8) == 0,
@@ -83,7 +95,7 @@ static_assert(!DIRECT || (WARPS_M == 1 && TILE_K == 128 && !QUANT_A),
 
 constexpr int SMEM_PIPE = DIRECT ? 0 : STAGES * STAGE_BYTES; // DIRECT: sized by K at launch
 constexpr int SMEM_RED = TILE_M * RED_LD * 4;
-constexpr int SMEM_BYTES = SMEM_PIPE > SMEM_RED ? SMEM_PIPE : SMEM_RED;
+constexpr int SMEM_BYTES = RECV_BYTES + (SMEM_PIPE > SMEM_RED ? SMEM_PIPE : SMEM_RED);
 static_assert(SMEM_BYTES <= 99 * 1024, "sm_120 gives a block at most 99 KB of shared memory");
 
 // Byte offset of 16-byte chunk `chunk` of row `row` in a tile with ROW bytes per row.
@@ -112,7 +124,8 @@ extern "C" __global__ void KT_CLUSTER KT_BOUNDS
 KT_GEMM_ENTRY(const void *__restrict__ A_, const float *__restrict__ As, const kt_u8 *__restrict__ B,
               const float *__restrict__ Bs, kt_u16 *__restrict__ C, int M, int N, int K) {
     const kt_u8 *A = (const kt_u8 *)A_;
-    extern __shared__ __align__(128) kt_u8 smem[];
+    extern __shared__ __align__(128) kt_u8 smem_all[];
+    kt_u8 *const smem = smem_all + RECV_BYTES; // the pipeline (DIRECT: token slab), then red[]
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int kgroup = warp / WARPS, wid = warp % WARPS;
     const int warp_n = wid % WARPS_N, warp_m = wid / WARPS_N;
@@ -121,6 +134,15 @@ KT_GEMM_ENTRY(const void *__restrict__ A_, const float *__restrict__ As, const k
     const int kt_begin = (int)((long)blockIdx.z * n_ktiles / SPLIT_K);
     const int kt_end = (int)((long)(blockIdx.z + 1) * n_ktiles / SPLIT_K);
     const int nb = n0 / 128;
+    const int rows = min(TILE_M, M - m0);
+    const int rank = SPLIT_K > 1 ? (int)kt_cluster_rank() : 0;
+    auto slice_begin = [&](int r) { return rows * QUADS * r / SPLIT_K; };
+    const kt_u32 recv_bar = kt_smem_addr(smem_all);
+    const float4 *recv = (const float4 *)(smem_all + 16);
+    if (PUSH) {
+        if (tid == 0) kt_mbar_init_expect(recv_bar, (slice_begin(rank + 1) - slice_begin(rank)) * 16);
+        kt_cluster_arrive_after_mbar_init(); // waited for only before the push
+    }
 
     // Each thread's 16-byte chunks of a tile: when the block's threads cover whole rows in
     // passes of a multiple of 8 rows, chunk j of a thread sits j passes below its first one
@@ -467,37 +489,40 @@ KT_GEMM_ENTRY(const void *__restrict__ A_, const float *__restrict__ As, const k
     }
     if (WARPS_K == 1) __syncthreads();
 
-    // Write C with 8-byte stores along n; with split-K each CTA of the cluster sums its
-    // slice of the tile across every CTA's red[] first.
-    const int rows = min(TILE_M, M - m0);
-    constexpr int QUADS = TILE_N / 4;
-    int first = 0, last = rows * QUADS;
-    if (SPLIT_K > 1) {
+    // Write C with 8-byte stores along n; with split-K each CTA sums its slice of the tile
+    // across the cluster first.
+    if (PUSH) {
+        kt_cluster_wait(); // the peer's mbarrier is initialised
+        const int peer = 1 - rank;
+        const kt_u32 dst = kt_cluster_map(kt_smem_addr(recv), peer), bar = kt_cluster_map(recv_bar, peer);
+        for (int q = slice_begin(peer) + tid; q < slice_begin(peer + 1); q += THREADS)
+            kt_cluster_push4(dst + (q - slice_begin(peer)) * 16, *(const float4 *)(red + q / QUADS * RED_LD + q % QUADS * 4),
+                             bar);
+        kt_mbar_wait(recv_bar, 0);
+    } else if (SPLIT_K > 1) {
         kt_cluster_sync(); // every CTA's red[] is complete and visible
-        const int rank = (int)kt_cluster_rank();
-        first = rows * QUADS * rank / SPLIT_K;
-        last = rows * QUADS * (rank + 1) / SPLIT_K;
     }
+    const int first = slice_begin(rank), last = SPLIT_K > 1 ? slice_begin(rank + 1) : rows * QUADS;
     for (int q = first + tid; q < last; q += THREADS) {
         const int m = q / QUADS, n = (q % QUADS) * 4;
-        float4 v;
+        float4 v = *(const float4 *)(red + m * RED_LD + n);
         if (SPLIT_K > 1) {
-            const kt_u32 local = kt_smem_addr(red + m * RED_LD + n);
+            const float4 mine = v;
             v = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
             for (int r = 0; r < SPLIT_K; r++) {
-                float4 p = kt_cluster_load4(kt_cluster_map(local, r));
+                const float4 p = r == rank ? mine
+                                 : PUSH    ? recv[q - first]
+                                           : kt_cluster_load4(kt_cluster_map(kt_smem_addr(red + m * RED_LD + n), r));
                 v.x += p.x; v.y += p.y; v.z += p.z; v.w += p.w;
             }
-        } else {
-            v = *(const float4 *)(red + m * RED_LD + n);
         }
         uint2 packed;
         packed.x = kt_f32_to_bf16(v.x) | ((kt_u32)kt_f32_to_bf16(v.y) << 16);
         packed.y = kt_f32_to_bf16(v.z) | ((kt_u32)kt_f32_to_bf16(v.w) << 16);
         *(uint2 *)(C + (long)(m0 + m) * N + n0 + n) = packed;
     }
-    if (SPLIT_K > 1) kt_cluster_sync_relaxed(); // no CTA leaves while others still read its red[]
+    if (SPLIT_K > 2) kt_cluster_sync_relaxed(); // no CTA leaves while others still read its red[]
 }
 
 // The trusted references: one thread per output, exact products summed in double.

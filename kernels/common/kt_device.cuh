@@ -97,9 +97,10 @@ __device__ __forceinline__ double kt_e4m3_to_f64(kt_u8 c) {
     return (c & 0x80) ? -v : v;
 }
 
-// Thread-block clusters (sm_90+, sm_120): rank in the cluster, a full cluster barrier whose
-// release/acquire makes each CTA's shared-memory writes visible to the others, and loads
-// from another CTA's shared memory (distributed shared memory).
+// Thread-block clusters (sm_90+, sm_120): rank in the cluster, full cluster barriers (the
+// release/acquire one makes each CTA's shared-memory writes visible to the others) or its
+// two halves, loads from another CTA's shared memory (distributed shared memory), and
+// stores into it that complete on an mbarrier there, so that the receiver alone waits.
 __device__ __forceinline__ kt_u32 kt_cluster_rank() {
     kt_u32 r;
     asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
@@ -131,6 +132,40 @@ __device__ __forceinline__ float4 kt_cluster_load4(kt_u32 cluster_addr) {
                  : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
                  : "r"(cluster_addr));
     return v;
+}
+
+// Makes this CTA's initialised mbarriers visible to the cluster and arrives at the cluster
+// barrier without ordering anything else (no wait for outstanding memory operations).
+__device__ __forceinline__ void kt_cluster_arrive_after_mbar_init() {
+    asm volatile("fence.mbarrier_init.release.cluster;\nbarrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+}
+
+// Waits until every CTA of the cluster has arrived.
+__device__ __forceinline__ void kt_cluster_wait() { asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory"); }
+
+// An mbarrier whose phase completes after one arrival and `bytes` of transactions: this
+// thread's arrival is made here, the bytes come from other CTAs' kt_cluster_push4.
+__device__ __forceinline__ void kt_mbar_init_expect(kt_u32 bar, kt_u32 bytes) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n"
+                 "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+                 : "memory");
+}
+
+// Stores 16 bytes at cluster address `dst` (another CTA's shared memory) and counts them
+// on that CTA's mbarrier `bar` (a cluster address too) when they have landed.
+__device__ __forceinline__ void kt_cluster_push4(kt_u32 dst, float4 v, kt_u32 bar) {
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1,%2,%3,%4}, [%5];\n" ::"r"(dst),
+                 "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(bar)
+                 : "memory");
+}
+
+// Waits for the phase of parity `parity` of this CTA's mbarrier `bar` to complete; what the
+// cluster's pushes wrote is then visible.
+__device__ __forceinline__ void kt_mbar_wait(kt_u32 bar, kt_u32 parity) {
+    asm volatile("{\n.reg .pred done;\nwait_%=:\n"
+                 "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra wait_%=;\n}\n" ::"r"(bar), "r"(parity)
+                 : "memory");
 }
 
 // Programmatic dependent launch (sm_90+): wait until the kernel before this one in the

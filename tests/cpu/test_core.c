@@ -197,11 +197,16 @@ KT_TEST(direct_variant_constraints) {
      * K=7168 (more than sm_120's 99 KB), half of it with SPLIT_K=2. */
     kt_problem p = {.n_dims = 2, .dim = {2304, 7168}, .m = 16};
     EXPECT(kt_fp8_gemm_smem(&c, 0, &p) == 56 * 16 * 132 && !f->config_fits(&c, &p));
+    /* SPLIT_K=2 puts the region that receives the peer's sums first: an mbarrier and half the
+     * tile's 16 x 64 floats, rounded up to 128 bytes (2,064 -> 2,176). */
     c.v[P_SPLIT_K] = 2;
-    EXPECT(kt_fp8_gemm_smem(&c, 0, &p) == 28 * 16 * 132 && f->config_fits(&c, &p));
+    EXPECT(kt_fp8_gemm_smem(&c, 0, &p) == 2176 + 28 * 16 * 132 && f->config_fits(&c, &p));
     /* The epilogue's f32 tile is the floor: 16 x (64 + 4) floats. */
     p.dim[1] = 256;
+    EXPECT(kt_fp8_gemm_smem(&c, 0, &p) == 2176 + 16 * 68 * 4);
+    c.v[P_SPLIT_K] = 4; /* pulls the others' sums instead: no receive region */
     EXPECT(kt_fp8_gemm_smem(&c, 0, &p) == 16 * 68 * 4);
+    c.v[P_SPLIT_K] = 2;
     /* A register ring deeper than the k-blocks a warp gets is the same as a shallower one. */
     p.dim[1] = 512; /* 4 k-blocks: 2 per CTA of the split, 1 per warp group with WARPS_K=2 */
     c.v[P_WARPS_K] = 2;
