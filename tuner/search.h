@@ -14,7 +14,9 @@
  *               left) from the best of the 3 best strata, then, once those are searched
  *               out, from the next fastest: one parameter's two neighbours at a time,
  *               moving as soon as one is faster, and after a step that paid off the next
- *               step the same way first. Phase 3 times at every other M the top 5 of
+ *               step the same way first; anchors at M 128-256 then time the rest of
+ *               their winner's tile (every config of its stratum but the last
+ *               parameter). Phase 3 times at every other M the top 5 of
  *               its two nearest anchors, then the same local search, 12 units in all. On
  *               a planted smooth optimum (KT_FAKE_TIME=smooth, fp8_gemm, 30 random
  *               optima) this found it at 146 of 150 (optimum, M) where timing whole
