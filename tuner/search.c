@@ -351,8 +351,8 @@ static int local_round(kt_search *s, int pi) {
  * at (8192,1024) M = 256 the best (128x64 through shared memory, 2x2 warps, 3 stages) was
  * missed for 128x64 with DIRECT, 6.5-11% slower, in three H200 runs. Replays of the four
  * recorded exhaustive sweeps with kt's default seed: that problem 21.9 / 0 / 0 / 0 % (from
- * 24.9 / 11.0 / 9.8 / 11.1; the oldest kernel's winner is in another tile), 3 seeds of the
- * two newest: mean regret 0.54 -> 0.17% and 0.52 -> 0.20%, for 8-11% more units. Doing it at
+ * 24.9 / 11.0 / 9.8 / 11.1; the oldest kernel's winner is in another tile), 6 seeds of the
+ * two newest: mean regret 0.69 -> 0.09% and 0.81 -> 0.21%, for 8-11% more units. Doing it at
  * M = 1024 and 4096 as well took 35% more. Returns how many it chose. */
 static int sweep_tile(kt_search *s, int pi) {
     problem *pb = &s->pr[pi];
