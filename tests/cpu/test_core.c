@@ -489,6 +489,28 @@ KT_TEST(nvrtc_compiles_every_family_and_source_for_every_arch) {
             free(list);
         }
     }
+    /* Every split-K reduction (SPLIT_K 2 pushes through an mbarrier, 4 and 8 pull after a
+     * cluster barrier) on both GEMM paths and the fused GEMM: sampled configs of each build. */
+    static const char *const splits[][2] = {
+        {"fp8_gemm", "DIRECT=0,SPLIT_K=2"}, {"fp8_gemm", "DIRECT=1,SPLIT_K=2"}, {"fp8_gemm", "DIRECT=0,SPLIT_K=8"},
+        {"fp8_gemm", "DIRECT=1,SPLIT_K=4"}, {"quant_fp8_gemm", "SPLIT_K=2"},    {"quant_fp8_gemm", "SPLIT_K=8"}};
+    for (int i = 0; i < 6; i++)
+        for (int a = 0; a < 3; a++) {
+            const kt_family *f = kt_family_find(splits[i][0]);
+            kt_config *list = NULL;
+            int n = kt_space_enumerate(f, archs[a], NULL, splits[i][1], &list, NULL);
+            EXPECT(n > 0);
+            n = kt_space_sample(f, list, n, 2, 77 + i);
+            kt_compile_pool *pool = kt_compile_pool_start(f, list, n, archs[a], 2);
+            for (int j = 0; j < n; j++) {
+                const char *err;
+                const kt_cubin *cb = kt_compile_pool_wait(pool, j, &err);
+                if (!cb) fprintf(stderr, "%s %s %s: %s\n", f->name, kt_arch_name(archs[a]), splits[i][1], err);
+                EXPECT(cb != NULL);
+            }
+            kt_compile_pool_free(pool);
+            free(list);
+        }
     /* The sources that are not families: the GPU compare and bench's mma ceiling. */
     static const char *const sources[] = {"check.cu", "ceiling.cu"};
     for (int s = 0; s < 2; s++)
