@@ -460,57 +460,55 @@ KT_TEST(compile_pool_reports_spills_on_the_ship_arch) {
     unsetenv("KT_CACHE_DIR");
 }
 
+/* Compiles `count` configs of f drawn with `seed` from its space on arch, limited to `where`
+ * (NULL: the whole space, whose sample starts with the default): how many failed to build,
+ * -1 where the space has none; *first_spill: list[0]'s spill bytes, -1 if it failed. */
+static int compile_sample(const kt_family *f, int arch, const char *where, int count, uint64_t seed,
+                          int *first_spill) {
+    kt_config *list = NULL;
+    int n = kt_space_enumerate(f, arch, NULL, where, &list, NULL), failures = 0;
+    *first_spill = -1;
+    if (n <= 0) {
+        free(list);
+        return -1;
+    }
+    n = kt_space_sample(f, list, n, count, seed);
+    kt_compile_pool *pool = kt_compile_pool_start(f, list, n, arch, 2);
+    for (int i = 0; i < n; i++) {
+        const char *err;
+        const kt_cubin *cb = kt_compile_pool_wait(pool, i, &err);
+        if (!cb) {
+            failures++;
+            fprintf(stderr, "%s %s %s: %s\n", f->name, kt_arch_name(arch), where ? where : "", err);
+        } else if (i == 0) {
+            *first_spill = cb->report.spill_bytes;
+        }
+    }
+    kt_compile_pool_free(pool);
+    free(list);
+    return failures;
+}
+
 /* Compiles a representative sample of every family, and the tuner's check kernel, for each
  * target arch: no errors, and the default variants and the check kernel do not spill. */
 KT_TEST(nvrtc_compiles_every_family_and_source_for_every_arch) {
     char *dir = temp_dir();
     setenv("KT_CACHE_DIR", dir, 1);
     const int archs[] = {120, 1201, 90};
-    for (int fi = 0; fi < kt_family_count(); fi++) {
-        const kt_family *f = kt_family_at(fi);
+    int spill;
+    for (int fi = 0; fi < kt_family_count(); fi++)
         for (int a = 0; a < 3; a++) {
-            kt_config *list = NULL;
-            int n = kt_space_enumerate(f, archs[a], NULL, NULL, &list, NULL);
-            n = kt_space_sample(f, list, n, 4, 1234 + a);
-            kt_compile_pool *pool = kt_compile_pool_start(f, list, n, archs[a], 2);
-            int failures = 0;
-            for (int i = 0; i < n; i++) {
-                const char *err;
-                const kt_cubin *cb = kt_compile_pool_wait(pool, i, &err);
-                if (!cb) {
-                    failures++;
-                    fprintf(stderr, "%s %s: %s\n", f->name, kt_arch_name(archs[a]), err);
-                } else if (i == 0) {
-                    EXPECT(cb->report.spill_bytes == 0); /* list[0] is the default config */
-                }
-            }
-            EXPECT(failures == 0);
-            kt_compile_pool_free(pool);
-            free(list);
+            EXPECT(compile_sample(kt_family_at(fi), archs[a], NULL, 4, 1234 + a, &spill) == 0);
+            EXPECT(spill == 0); /* list[0] is the default config */
         }
-    }
     /* Every split-K reduction (SPLIT_K 2 pushes through an mbarrier, 4 and 8 pull after a
      * cluster barrier) on both GEMM paths and the fused GEMM: sampled configs of each build. */
     static const char *const splits[][2] = {
         {"fp8_gemm", "DIRECT=0,SPLIT_K=2"}, {"fp8_gemm", "DIRECT=1,SPLIT_K=2"}, {"fp8_gemm", "DIRECT=0,SPLIT_K=8"},
         {"fp8_gemm", "DIRECT=1,SPLIT_K=4"}, {"quant_fp8_gemm", "SPLIT_K=2"},    {"quant_fp8_gemm", "SPLIT_K=8"}};
     for (int i = 0; i < 6; i++)
-        for (int a = 0; a < 3; a++) {
-            const kt_family *f = kt_family_find(splits[i][0]);
-            kt_config *list = NULL;
-            int n = kt_space_enumerate(f, archs[a], NULL, splits[i][1], &list, NULL);
-            EXPECT(n > 0);
-            n = kt_space_sample(f, list, n, 2, 77 + i);
-            kt_compile_pool *pool = kt_compile_pool_start(f, list, n, archs[a], 2);
-            for (int j = 0; j < n; j++) {
-                const char *err;
-                const kt_cubin *cb = kt_compile_pool_wait(pool, j, &err);
-                if (!cb) fprintf(stderr, "%s %s %s: %s\n", f->name, kt_arch_name(archs[a]), splits[i][1], err);
-                EXPECT(cb != NULL);
-            }
-            kt_compile_pool_free(pool);
-            free(list);
-        }
+        for (int a = 0; a < 3; a++)
+            EXPECT(compile_sample(kt_family_find(splits[i][0]), archs[a], splits[i][1], 2, 77 + i, &spill) == 0);
     /* The sources that are not families: the GPU compare and bench's mma ceiling. */
     static const char *const sources[] = {"check.cu", "ceiling.cu"};
     for (int s = 0; s < 2; s++)
