@@ -7,7 +7,8 @@
 # the exhaustive strategy (selftest) and for fast (fp8_gemm: its later phases choose from
 # committed results, and its shards take whole shapes). Merging a database into itself or
 # an unreadable file fails clearly. The fast search replayed against a recorded H200
-# exhaustive sweep (tools/replay.sh) keeps its regret. Ends with "N passed, N failed".
+# exhaustive sweep (tools/replay.sh) keeps its regret; tools/ab.sh and tools/targets.sh
+# compute what they print. Ends with "N passed, N failed".
 set -u
 KT=${1:?usage: sweep.sh path/to/kt}
 tmp=$(mktemp -d)
@@ -163,6 +164,27 @@ check "ab.sh: each winner timed by both builds, and the mean change" '[ $rc -eq 
     [ "$(grep -c " 2.00 *1.50 *-25.0%" "$tmp/ab.out")" -eq 8 ] && grep -q "^mean change -25.00% over 8 problems" "$tmp/ab.out"'
 bash tools/ab.sh "$tmp/kt_old" "$KT" "$tmp/fast.db" >/dev/null 2>&1
 check "ab.sh: a build that cannot bench fails the comparison" '[ $? -ne 0 ]'
+
+# tools/targets.sh on a bench JSON in kt bench's form: (4096,512) M = 1 against TARGETS.md's
+# 3.9 us (in-run baselines slower), M = 64 against this run's cuBLAS (4.0 < 4.2), M = 256
+# against the in-run best, and a shape TARGETS.md lacks (DeepSeek-V3's) against the in-run
+# best alone; one miss makes the exit status 1.
+bench_case() { printf '  {"family": "fp8_gemm", "shape": "N=%s", "M": %s, "kt_us": %s, "floor_us": 0.5, "cublaslt_fp8_us": %s, "cublas_bf16_us": %s, "config": "X"},\n' "$@"; }
+{ echo '['; bench_case 4096,K=512 1 2.50 5.0 4.5; bench_case 4096,K=512 64 2.70 5.5 4.0
+  bench_case 4096,K=512 256 5.00 5.1 4.9; bench_case 7168,K=2048 16 6.00 10.0 9.5; echo ']'; } >"$tmp/bench.json"
+bash tools/targets.sh "$tmp/bench.json" >"$tmp/targets.out" 2>&1
+rc=$?
+check "targets.sh: each case against the lower of TARGETS.md's peer and the run's baselines" '[ $rc -eq 1 ] &&
+    grep -Eq "^N=4096,K=512 +1 +2.50 +2.60 .* met$" "$tmp/targets.out" &&
+    grep -Eq "^N=4096,K=512 +64 +2.70 +2.67 .* MISSED$" "$tmp/targets.out" &&
+    grep -Eq "^N=4096,K=512 +256 +5.00 +4.90 .* MISSED$" "$tmp/targets.out" &&
+    grep -Eq "^N=7168,K=2048 +16 +6.00 +6.33 .* met$" "$tmp/targets.out" &&
+    grep -q "^M <= 64: 2 of 3 met .*; M = 256: 0 of 1 met" "$tmp/targets.out"'
+sed -i 's/"kt_us": 2.70/"kt_us": 2.60/; s/"kt_us": 5.00/"kt_us": 4.90/' "$tmp/bench.json"
+bash tools/targets.sh "$tmp/bench.json" >"$tmp/targets.out" 2>&1
+check "targets.sh: all met exits 0" '[ $? -eq 0 ] && grep -q "^M <= 64: 3 of 3 met .*; M = 256: 1 of 1 met" "$tmp/targets.out"'
+bash tools/targets.sh "$tmp/none.json" >/dev/null 2>&1
+check "targets.sh: an unreadable file fails" '[ $? -eq 2 ]'
 
 # expect_fail "what" "stderr pattern" kt-args...: exit 1 and the pattern on stderr.
 expect_fail() {

@@ -194,12 +194,18 @@ floors_check() {
 }
 step bench_floors floors_check
 cat "$LOGS/bench_floors.log"
+# Issue 3's targets, case by case (a report: the M = 64 and 256 targets are still open, see
+# bench/NOTES.md, so a miss does not fail the suite).
+bash tools/targets.sh "$LOGS/bench.json" >"$LOGS/targets.log" 2>&1
+cat "$LOGS/targets.log"
 # Shapes a user brings: DeepSeek-V3's q_a_proj (1536 x 7168), an expert's gate+up (4096 x 7168)
 # and down (7168 x 2048), against this run's cuBLASLt and cuBLAS baselines.
 V3="--shape N=1536,K=7168 --shape N=4096,K=7168 --shape N=7168,K=2048"
 step tune_v3 $KT tune --family fp8_gemm $V3 --m 1,16,64 --db "$LOGS/v3.db"
 step bench_v3 $KT bench --family fp8_gemm $V3 --m 1,16,64 --db "$LOGS/v3.db" --json "$LOGS/bench_v3.json"
 cat "$LOGS/bench_v3.log"
+bash tools/targets.sh "$LOGS/bench_v3.json" >"$LOGS/targets_v3.log" 2>&1
+cat "$LOGS/targets_v3.log"
 # The winners are sm_120 kernels: their sm_120 SASS uses the FP8 MMA and never local memory.
 winners_sass() {
     local dir="$LOGS/sass" cfg n=0
