@@ -147,6 +147,62 @@ int kt_bench_mma_ceiling(double *best, double *at_8_warps) {
     return rc;
 }
 
+#define L2_PROBE_BYTES ((size_t)16 << 20) /* held by any L2 kt targets (H200 60 MB, sm_120 128 MB) */
+#define L2_PROBE_PASSES 16
+#define DSMEM_PROBE_WORDS 4096 /* per thread */
+#define MEMORY_REPEATS 3
+
+typedef struct memory_probe {
+    kt_module mod;
+    CUdeviceptr buf, out;
+    int kernel, ctas, threads;
+} memory_probe;
+
+/* kt_l2_read over the whole buffer, or kt_dsmem_read_S: c->ctas CTAs of c->threads. */
+static int memory_once(void *ctx) {
+    memory_probe *c = ctx;
+    unsigned words = (unsigned)(L2_PROBE_BYTES / 16);
+    int passes = L2_PROBE_PASSES, thread_words = DSMEM_PROBE_WORDS;
+    void *l2_args[] = {&c->buf, &words, &passes, &c->out}, *dsmem_args[] = {&thread_words, &c->out};
+    return kt_launch_kernel(&c->mod, c->kernel, (unsigned)c->ctas, 1, 1, (unsigned)c->threads, 0, NULL,
+                            c->kernel ? dsmem_args : l2_args);
+}
+
+static int memory_run(memory_probe *c, probe_events *e, double *l2, double dsmem[3]) {
+    static const char *const kernels[] = {"kt_l2_read", "kt_dsmem_read_2", "kt_dsmem_read_4", "kt_dsmem_read_8", NULL};
+    const int sms = kt_gpu_current()->sm_count;
+    kt_cubin cubin = {0};
+    if (kt_compile_source("memory.cu", kt_gpu_arch(), &cubin)) return -1;
+    int rc = kt_module_load_kernels("memory.cu", kernels, &cubin, &c->mod);
+    kt_cubin_free(&cubin);
+    if (rc) return -1;
+    /* Two CTAs of 512 threads per SM, whole clusters of 8 (which every cluster size divides). */
+    c->threads = 512;
+    c->ctas = 2 * sms / 8 * 8;
+    KT_CHECK(CU, kt_cu.cuMemAlloc(&c->buf, L2_PROBE_BYTES));
+    KT_CHECK(CU, kt_cu.cuMemsetD8(c->buf, 0x3c, L2_PROBE_BYTES));
+    KT_CHECK(CU, kt_cu.cuMemAlloc(&c->out, (size_t)c->ctas * c->threads * sizeof(unsigned)));
+    for (c->kernel = 0; c->kernel < 4; c->kernel++) {
+        float ms;
+        if (probe_best_ms(e, MEMORY_REPEATS, memory_once, c, &ms)) return -1;
+        double bytes = c->kernel ? 16.0 * c->ctas * c->threads * DSMEM_PROBE_WORDS
+                                 : (double)L2_PROBE_PASSES * L2_PROBE_BYTES;
+        *(c->kernel ? &dsmem[c->kernel - 1] : l2) = bytes / (ms * 1e-3);
+    }
+    return 0;
+}
+
+int kt_bench_memory_rates(double *l2, double dsmem[3]) {
+    memory_probe c = {0};
+    probe_events e = {0};
+    int rc = memory_run(&c, &e, l2, dsmem);
+    kt_module_unload(&c.mod);
+    if (c.buf) kt_cu.cuMemFree(c.buf);
+    if (c.out) kt_cu.cuMemFree(c.out);
+    probe_events_free(&e);
+    return rc;
+}
+
 /* ------------------------------------------------------------ run state */
 
 /* One baseline's result for one case. */
@@ -181,6 +237,7 @@ typedef struct bench_run {
     CUdeviceptr workspace; /* shared: the baselines run one after another on one stream */
     double copy_bytes_per_s;
     double mma_flops_per_s, mma_flops_per_s_8_warps; /* NAN: the family has no flops, or n/a */
+    double l2_read_bytes_per_s, dsmem_read_bytes_per_s[3]; /* clusters of 2, 4, 8; NAN: n/a */
     bench_row *rows;
     int n_rows, n_failed, any_tensor_scales;
 } bench_run;
@@ -770,6 +827,10 @@ static void json_row(text *t, const bench_run *run, const bench_row *row) {
     json_number(t, "copy_bytes_per_s", run->copy_bytes_per_s);
     json_number(t, "mma_flops_per_s", run->mma_flops_per_s);
     json_number(t, "mma_flops_per_s_8_warps", run->mma_flops_per_s_8_warps);
+    json_number(t, "l2_read_bytes_per_s", run->l2_read_bytes_per_s);
+    json_number(t, "dsmem_read_bytes_per_s_cluster_2", run->dsmem_read_bytes_per_s[0]);
+    json_number(t, "dsmem_read_bytes_per_s_cluster_4", run->dsmem_read_bytes_per_s[1]);
+    json_number(t, "dsmem_read_bytes_per_s_cluster_8", run->dsmem_read_bytes_per_s[2]);
     json_string(t, "device", kt_gpu_current()->name);
     text_add(t, "}");
 }
@@ -810,6 +871,14 @@ int kt_bench_run(const kt_bench_options *o) {
         run.mma_flops_per_s = run.mma_flops_per_s_8_warps = NAN;
         if (!context_alive()) rc = kt_fail("the GPU context is lost after the mma ceiling failed");
     }
+    run.l2_read_bytes_per_s = run.dsmem_read_bytes_per_s[0] = run.dsmem_read_bytes_per_s[1] =
+        run.dsmem_read_bytes_per_s[2] = NAN;
+    if (!rc && kt_bench_memory_rates(&run.l2_read_bytes_per_s, run.dsmem_read_bytes_per_s)) {
+        fprintf(stderr, "kt bench: L2 and cluster read rates n/a: %s\n", kt_error());
+        run.l2_read_bytes_per_s = run.dsmem_read_bytes_per_s[0] = run.dsmem_read_bytes_per_s[1] =
+            run.dsmem_read_bytes_per_s[2] = NAN;
+        if (!context_alive()) rc = kt_fail("the GPU context is lost after the memory probe failed");
+    }
     if (!rc) {
         const kt_device_info *dev = kt_gpu_current();
         printf("%s (sm_%d%d): copy bandwidth %.3f TB/s (cuMemcpyDtoD, bytes read + written, best of %d); "
@@ -819,6 +888,10 @@ int kt_bench_run(const kt_bench_options *o) {
             printf("e4m3 mma.sync m16n8k32 ceiling %.0f TFLOP/s (%.0f at 8 warps per SM; bench/ceiling.cu); "
                    "mma_us = flops / ceiling\n",
                    run.mma_flops_per_s / 1e12, run.mma_flops_per_s_8_warps / 1e12);
+        printf("on-chip reads: L2 %.2f TB/s (a 16 MB buffer, L1 bypassed); other CTAs' shared memory %.2f / %.2f / "
+               "%.2f TB/s in clusters of 2 / 4 / 8 (bench/memory.cu)\n",
+               run.l2_read_bytes_per_s / 1e12, run.dsmem_read_bytes_per_s[0] / 1e12,
+               run.dsmem_read_bytes_per_s[1] / 1e12, run.dsmem_read_bytes_per_s[2] / 1e12);
         print_header(f);
     }
     for (int s = 0; s < o->n_shapes && !rc; s++)

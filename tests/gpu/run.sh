@@ -182,14 +182,18 @@ step tune_fused $KT tune --family quant_fp8_gemm --shape targets --m 1,16,64,256
 step bench $KT bench --family fp8_gemm --shape targets --m 1,16,64,256 --db "$LOGS/targets.db" --json "$LOGS/bench.json"
 cat "$LOGS/bench.log"
 # Both floors are bounds: no case beats the copy floor or the measured mma rate (a case that
-# did would mean a floor measured wrong, e.g. an mma loop the compiler partly folded away).
+# did would mean a floor measured wrong, e.g. an mma loop the compiler partly folded away);
+# and the run measured its on-chip read rates.
 floors_check() {
     awk 'match($0, /"kt_us": [0-9.e+-]+/) {
             kt = substr($0, RSTART + 9, RLENGTH - 9) + 0
             match($0, /"floor_us": [0-9.e+-]+/); fl = substr($0, RSTART + 12, RLENGTH - 12) + 0
             if (!match($0, /"mma_floor_us": [0-9.e+-]+/)) { print "no mma floor: " $0; bad++; next }
             mma = substr($0, RSTART + 16, RLENGTH - 16) + 0; n++
-            if (!(mma > 0 && fl > 0 && kt >= mma && kt >= fl)) { print "beats a floor: " $0; bad++ } }
+            if (!(mma > 0 && fl > 0 && kt >= mma && kt >= fl)) { print "beats a floor: " $0; bad++ }
+            # the on-chip read rates (bench/memory.cu) were measured: a number, not null
+            if (!match($0, /"l2_read_bytes_per_s": [0-9]/) || !match($0, /"dsmem_read_bytes_per_s_cluster_8": [0-9]/)) {
+                print "no on-chip read rates: " $0; bad++ } }
         END { printf "%d cases within both floors, %d not\n", n, bad; exit !(n >= 20 && bad == 0) }' "$LOGS/bench.json"
 }
 step bench_floors floors_check
