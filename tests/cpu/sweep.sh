@@ -138,10 +138,11 @@ check "replayed times decide the winners" '[ $rc -eq 0 ] && grep -q "N=4096 1 VE
 KT_FAKE_TIME=replay:"$tmp/none.txt" "$KT" tune --family selftest --shape N=4096 --m 1 --db "$tmp/replay2.db" 2>/dev/null
 check "an unreadable recording fails the sweep" '[ $? -ne 0 ]'
 
-# The fast search replayed against the H200's recorded exhaustive sweep at db5fc94
-# (tools/replay.sh, default seed): a regret per recorded problem, and the search no worse than
-# when recorded (mean 1.7% over 7 problems; a broken search misses by 10-30%).
-KT="$KT" bash tools/replay.sh bench/recordings/h200_db5fc94_exhaustive.txt.xz >"$tmp/replay.out" 2>&1
+# The fast search replayed against the H200's recorded exhaustive sweep of the current kernel
+# (run I, b3077da; tools/replay.sh, default seed): a regret per recorded problem, and the
+# search no worse than when recorded (mean 0.2% over 7 problems; a broken search misses by
+# 10-30%).
+KT="$KT" bash tools/replay.sh bench/recordings/h200_b3077da_exhaustive.txt.xz >"$tmp/replay.out" 2>&1
 rc=$?
 check "the fast search replayed on a recording: 7 problems, mean regret under 3%" '[ $rc -eq 0 ] &&
     [ "$(grep -c "^default " "$tmp/replay.out")" -eq 1 ] && [ "$(awk "/^default / {print NF}" "$tmp/replay.out")" -eq 9 ] &&
