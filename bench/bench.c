@@ -170,10 +170,11 @@ static int memory_once(void *ctx) {
 
 static int memory_run(memory_probe *c, probe_events *e, double *l2, double dsmem[3]) {
     static const char *const kernels[] = {"kt_l2_read", "kt_dsmem_read_2", "kt_dsmem_read_4", "kt_dsmem_read_8", NULL};
-    const int sms = kt_gpu_current()->sm_count;
+    static const char *const l2_only[] = {"kt_l2_read", NULL};
+    const int sms = kt_gpu_current()->sm_count, clusters = kt_gpu_arch() >= 90; /* sm_89 has none */
     kt_cubin cubin = {0};
     if (kt_compile_source("memory.cu", kt_gpu_arch(), &cubin)) return -1;
-    int rc = kt_module_load_kernels("memory.cu", kernels, &cubin, &c->mod);
+    int rc = kt_module_load_kernels("memory.cu", clusters ? kernels : l2_only, &cubin, &c->mod);
     kt_cubin_free(&cubin);
     if (rc) return -1;
     /* Two CTAs of 512 threads per SM, whole clusters of 8 (which every cluster size divides). */
@@ -182,7 +183,7 @@ static int memory_run(memory_probe *c, probe_events *e, double *l2, double dsmem
     KT_CHECK(CU, kt_cu.cuMemAlloc(&c->buf, L2_PROBE_BYTES));
     KT_CHECK(CU, kt_cu.cuMemsetD8(c->buf, 0x3c, L2_PROBE_BYTES));
     KT_CHECK(CU, kt_cu.cuMemAlloc(&c->out, (size_t)c->ctas * c->threads * sizeof(unsigned)));
-    for (c->kernel = 0; c->kernel < 4; c->kernel++) {
+    for (c->kernel = 0; c->kernel < (clusters ? 4 : 1); c->kernel++) {
         float ms;
         if (probe_best_ms(e, MEMORY_REPEATS, memory_once, c, &ms)) return -1;
         double bytes = c->kernel ? 16.0 * c->ctas * c->threads * DSMEM_PROBE_WORDS
@@ -888,10 +889,13 @@ int kt_bench_run(const kt_bench_options *o) {
             printf("e4m3 mma.sync m16n8k32 ceiling %.0f TFLOP/s (%.0f at 8 warps per SM; bench/ceiling.cu); "
                    "mma_us = flops / ceiling\n",
                    run.mma_flops_per_s / 1e12, run.mma_flops_per_s_8_warps / 1e12);
-        printf("on-chip reads: L2 %.2f TB/s (a 16 MB buffer, L1 bypassed); other CTAs' shared memory %.2f / %.2f / "
-               "%.2f TB/s in clusters of 2 / 4 / 8 (bench/memory.cu)\n",
-               run.l2_read_bytes_per_s / 1e12, run.dsmem_read_bytes_per_s[0] / 1e12,
-               run.dsmem_read_bytes_per_s[1] / 1e12, run.dsmem_read_bytes_per_s[2] / 1e12);
+        const double *dsmem = run.dsmem_read_bytes_per_s;
+        printf("on-chip reads (bench/memory.cu): L2 %.2f TB/s (a 16 MB buffer, L1 bypassed); ",
+               run.l2_read_bytes_per_s / 1e12);
+        if (isnan(dsmem[0])) printf("other CTAs' shared memory n/a (no thread-block clusters here)\n");
+        else
+            printf("other CTAs' shared memory %.2f / %.2f / %.2f TB/s in clusters of 2 / 4 / 8\n", dsmem[0] / 1e12,
+                   dsmem[1] / 1e12, dsmem[2] / 1e12);
         print_header(f);
     }
     for (int s = 0; s < o->n_shapes && !rc; s++)

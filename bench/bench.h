@@ -33,7 +33,8 @@ int kt_bench_copy_bandwidth(double *bytes_per_s);
 int kt_bench_mma_ceiling(double *best, double *at_8_warps);
 
 /* Measured rates of on-chip reads in bytes/s (bench/memory.cu): all SMs reading a buffer L2
- * holds, and reading other CTAs' shared memory in clusters of 2, 4 and 8 (dsmem[0..2]). */
+ * holds, and reading other CTAs' shared memory in clusters of 2, 4 and 8 (dsmem[0..2]; left
+ * as they are on a GPU without clusters, sm_89). */
 int kt_bench_memory_rates(double *l2, double dsmem[3]);
 
 #endif

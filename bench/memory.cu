@@ -29,6 +29,7 @@ extern "C" __global__ void kt_l2_read(const uint4 *buf, unsigned words, int pass
     out[tid] = x;
 }
 
+#if __CUDA_ARCH__ >= 900 // thread-block clusters: not on sm_89, where only the L2 rate is probed
 // Words of shared memory each CTA offers its cluster (32 KB).
 #define KT_PROBE_SMEM_WORDS 2048
 
@@ -66,3 +67,4 @@ extern "C" __global__ void __cluster_dims__(4, 1, 1) kt_dsmem_read_4(int words, 
 extern "C" __global__ void __cluster_dims__(8, 1, 1) kt_dsmem_read_8(int words, unsigned *out) {
     dsmem_read<8>(words, out);
 }
+#endif
