@@ -872,14 +872,15 @@ int kt_bench_run(const kt_bench_options *o) {
         run.mma_flops_per_s = run.mma_flops_per_s_8_warps = NAN;
         if (!context_alive()) rc = kt_fail("the GPU context is lost after the mma ceiling failed");
     }
-    run.l2_read_bytes_per_s = run.dsmem_read_bytes_per_s[0] = run.dsmem_read_bytes_per_s[1] =
-        run.dsmem_read_bytes_per_s[2] = NAN;
-    if (!rc && kt_bench_memory_rates(&run.l2_read_bytes_per_s, run.dsmem_read_bytes_per_s)) {
+    double on_chip[4]; /* L2, then clusters of 2, 4, 8; NAN where not measured */
+    for (int i = 0; i < 4; i++) on_chip[i] = NAN;
+    if (!rc && kt_bench_memory_rates(&on_chip[0], &on_chip[1])) {
         fprintf(stderr, "kt bench: L2 and cluster read rates n/a: %s\n", kt_error());
-        run.l2_read_bytes_per_s = run.dsmem_read_bytes_per_s[0] = run.dsmem_read_bytes_per_s[1] =
-            run.dsmem_read_bytes_per_s[2] = NAN;
+        for (int i = 0; i < 4; i++) on_chip[i] = NAN; /* a partial result is no result */
         if (!context_alive()) rc = kt_fail("the GPU context is lost after the memory probe failed");
     }
+    run.l2_read_bytes_per_s = on_chip[0];
+    memcpy(run.dsmem_read_bytes_per_s, &on_chip[1], sizeof run.dsmem_read_bytes_per_s);
     if (!rc) {
         const kt_device_info *dev = kt_gpu_current();
         printf("%s (sm_%d%d): copy bandwidth %.3f TB/s (cuMemcpyDtoD, bytes read + written, best of %d); "
