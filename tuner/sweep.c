@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MAX_WORKERS 64
 #define MAX_PROBLEMS 1024 /* 32 shapes x 32 M values */
@@ -85,7 +86,11 @@ typedef struct sweep {
     int n_slots;
     long done, total, done_before;
     double start;
+    int tty;            /* stderr is a terminal: one progress line redrawn in place */
+    double last_line;   /* otherwise: when the last progress line was written */
 } sweep;
+
+#define PROGRESS_LOG_S 10.0
 
 static void progress(sweep *s, const problem *pb, const char *config) {
     s->done++;
@@ -93,9 +98,12 @@ static void progress(sweep *s, const problem *pb, const char *config) {
     double el = kt_now() - s->start;
     long now = s->done - s->done_before;
     double eta = now ? el / now * (s->total - s->done) : 0;
-    fprintf(stderr, "\r[%ld/%ld] %s M=%ld %-60.60s %5.1fs elapsed, ETA %5.1fs", s->done, s->total, pb->shape,
-            pb->p.m, config, el, eta);
-    if (s->done == s->total) fprintf(stderr, "\n");
+    /* A log (stderr not a terminal) gets a line every PROGRESS_LOG_S and the last one, not a
+     * carriage return per unit. */
+    if (!s->tty && s->done < s->total && el - s->last_line < PROGRESS_LOG_S) return;
+    s->last_line = el;
+    fprintf(stderr, "%s[%ld/%ld] %s M=%ld %-60.60s %5.1fs elapsed, ETA %5.1fs%s", s->tty ? "\r" : "", s->done,
+            s->total, pb->shape, pb->p.m, config, el, eta, !s->tty || s->done == s->total ? "\n" : "");
 }
 
 /* A line of its own under the progress line (faults, restarts). */
@@ -103,7 +111,7 @@ __attribute__((format(printf, 2, 3))) static void note(const sweep *s, const cha
     if (s->o->quiet) return;
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "\nkt: ");
+    fprintf(stderr, "%skt: ", s->tty ? "\n" : "");
     vfprintf(stderr, fmt, ap);
     fprintf(stderr, "\n");
     va_end(ap);
@@ -627,6 +635,7 @@ int kt_sweep(const kt_sweep_options *o, kt_sweep_report *report) {
     memset(s->rep, 0, sizeof *s->rep);
     s->watchdog_s = watchdog_seconds();
     s->start = kt_now();
+    s->tty = isatty(STDERR_FILENO);
     kt_hex64(kt_family_source_hash(s->f), s->source_hash);
     char why[256];
     int rc = 0;

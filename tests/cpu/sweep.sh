@@ -94,6 +94,10 @@ check "uninterrupted sweep has every unit once" '[ "$(sort -u "$tmp/ref.units" |
 check "faulting and hanging variants recorded" '[ "$(grep -c ",launch-error," "$tmp/ref.units")" -eq 36 ]'
 check "a winner per (shape, M), all honest variants" \
     '[ "$(wc -l <"$tmp/ref.winners")" -eq 4 ] && [ "$(grep -c "FAULT=0,HANG=0" "$tmp/ref.winners")" -eq 4 ]'
+# stderr is a file here, not a terminal: whole progress lines (the last one at least), no
+# carriage return per unit.
+check "a log gets whole progress lines, not one carriage return per unit" \
+    '! grep -q "$(printf "\r")" "$tmp/ref.log" && grep -q "^\[$UNITS/$UNITS\] " "$tmp/ref.log"'
 kill_resume_shard ref 5 "${TUNE[@]}"
 for i in 0 1; do
     check "shard $i/2 measures half" '[ "$(rows "$tmp/ref-shard$i.db" | wc -l)" -eq $((UNITS / 2)) ]'
