@@ -44,6 +44,8 @@ int kt_fp8_gemm_check_config(const kt_config *c, int quant_a, char *why, size_t 
 int kt_fp8_gemm_config_fits(const kt_config *c, const kt_problem *p);
 int kt_fp8_gemm_hopeless(const kt_config *c, const kt_problem *p);
 double kt_fp8_gemm_flops(const kt_problem *p);
+/* The config for p without a tuned one (quant_a: the quantising kernel), for a GPU of sms SMs. */
+void kt_fp8_gemm_default_for(const kt_problem *p, int sms, int quant_a, kt_config *c);
 /* Shared memory the kernel takes for problem p (DIRECT stages the tokens of a CTA's k-range). */
 int kt_fp8_gemm_smem(const kt_config *c, int quant_a, const kt_problem *p);
 /* Launches the kernel on ptr = {A or X, As (0 when quant_a), B, Bs, C}. */

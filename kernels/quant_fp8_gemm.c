@@ -69,6 +69,8 @@ static double bytes(const kt_problem *p) {
 }
 
 
+static void default_for(const kt_problem *p, int sms, kt_config *c) { kt_fp8_gemm_default_for(p, sms, 1, c); }
+
 static const char *const kernel_names[] = {"quant_fp8_gemm", "quant_fp8_gemm_reference", NULL};
 
 const kt_family kt_family_quant_fp8_gemm = {
@@ -79,6 +81,7 @@ const kt_family kt_family_quant_fp8_gemm = {
     KT_FP8_GEMM_FAMILY,
     .check_problem = check_problem,
     .check_config = check_config,
+    .default_for = default_for,
     .tensors = tensors,
     .fill = fill,
     .reference = reference,

@@ -5,20 +5,32 @@
 
 #include <string.h>
 
+/* The config for p when the DB has none: the family's choice for p if it has one that builds
+ * for arch and fits p, else its default_config. */
+static kt_config default_for(const kt_family *f, const kt_problem *p, int sms, int arch) {
+    kt_config c = f->default_config;
+    char why[256];
+    if (f->default_for) {
+        f->default_for(p, sms, &c);
+        if (f->check_config(&c, arch, why, sizeof why) || !f->config_fits(&c, p)) c = f->default_config;
+    }
+    return c;
+}
+
 int kt_dispatch(kt_db *db, const kt_family *f, const kt_problem *p, kt_module *out, kt_lookup_level *level) {
     char why[256], shape[128];
     if (f->check_problem(p, why, sizeof why)) return kt_fail("%s", why);
     kt_db_device dev;
     kt_gpu_db_device(kt_gpu_current(), &dev);
     kt_winner w = {0};
-    kt_config c = f->default_config;
+    kt_config c;
     int found = db ? kt_db_lookup(db, &dev, f, p, &w) : 1;
     if (found < 0) return -1;
     if (found == 0 && kt_parse_config(f, w.config, &c)) return -1;
-    if (found == 1) w.level = KT_DEFAULT;
-    if (found == 0 && (f->check_config(&c, kt_gpu_arch(), why, sizeof why) || !f->config_fits(&c, p))) {
-        /* A winner of a neighbouring shape may not fit this one (e.g. split-K > k-blocks). */
-        c = f->default_config;
+    /* A winner of a neighbouring shape may not fit this one (e.g. split-K > k-blocks). */
+    if (found == 0 && (f->check_config(&c, kt_gpu_arch(), why, sizeof why) || !f->config_fits(&c, p))) found = 1;
+    if (found == 1) {
+        c = default_for(f, p, dev.sm_count, kt_gpu_arch());
         w.level = KT_DEFAULT;
     }
     kt_format_shape(f, p, shape, sizeof shape);

@@ -134,6 +134,10 @@ typedef struct kt_family {
     /* Optional: 1 if a config that fits is still not worth timing on this problem (e.g. a
      * token tile far larger than M); the sweep prunes it before compiling. */
     int (*hopeless)(const kt_config *c, const kt_problem *p);
+    /* Optional: the config to serve problem p, on a GPU of `sms` SMs, when the database has
+     * nothing for the family (e.g. a tile for its M and a split-K that fills the SMs); dispatch
+     * falls back to default_config if it does not build or fit. */
+    void (*default_for)(const kt_problem *p, int sms, kt_config *c);
     /* Declares the tensors of a problem; returns how many (<= KT_MAX_TENSORS). */
     int (*tensors)(const kt_problem *p, kt_tensor_desc *t);
     /* Fills the KT_INPUT tensors (host memory, indexed as declared) from seed. */
