@@ -211,6 +211,28 @@ step bench_v3 $KT bench --family fp8_gemm $V3 --m 1,16,64 --db "$LOGS/v3.db" --j
 cat "$LOGS/bench_v3.log"
 bash tools/targets.sh "$LOGS/bench_v3.json" >"$LOGS/targets_v3.log" 2>&1
 cat "$LOGS/targets_v3.log"
+# The same shapes untuned: a DB without fp8_gemm rows, so dispatch serves its per-problem
+# default (kernels/fp8_gemm.c, default_for). Every case verified, served at the default
+# level, and near the tuned winners above (1.14x geometric mean on the H200 when added;
+# the fixed default it replaced was 2.39x).
+untuned_check() {
+    rm -f "$LOGS/untuned.db"*
+    $KT tune --family act_quant --shape K=128 --m 1 --budget 1 --db "$LOGS/untuned.db" >/dev/null 2>&1 || return 1
+    $KT bench --family fp8_gemm $V3 --m 1,16,64 --db "$LOGS/untuned.db" --json "$LOGS/bench_untuned.json" \
+        >"$LOGS/untuned.txt" 2>&1 || { cat "$LOGS/untuned.txt"; return 1; }
+    cat "$LOGS/untuned.txt"
+    [ "$(grep -c 'kt: fp8_gemm .*(default)' "$LOGS/untuned.txt")" -eq 9 ] || { echo "not served by the default"; return 1; }
+    awk 'function num(k) { return match($0, "\"" k "\": [0-9.e+-]+") ? substr($0, RSTART + length(k) + 4, RLENGTH - length(k) - 4) + 0 : -1 }
+        match($0, /"shape": "[^"]*", "M": [0-9]+/) { key = substr($0, RSTART, RLENGTH)
+            if (FILENAME ~ /untuned/) { u[key] = num("kt_us"); e = num("rel_err"); if (!(e >= 0 && e < 1e-2)) bad++ }
+            else t[key] = num("kt_us") }
+        END { for (k in u) if (k in t && t[k] > 0 && u[k] > 0) { n++; s += log(u[k] / t[k]) }
+            g = n ? exp(s / n) : 0
+            printf "%d untuned cases: %.2fx the tuned winners (geometric mean), %d not verified\n", n, g, bad
+            exit !(n == 9 && !bad && g < 1.5) }' "$LOGS/bench_v3.json" "$LOGS/bench_untuned.json"
+}
+step bench_untuned untuned_check
+tail -n 1 "$LOGS/bench_untuned.log"
 # The winners are sm_120 kernels: their sm_120 SASS uses the FP8 MMA and never local memory.
 winners_sass() {
     local dir="$LOGS/sass" cfg n=0
