@@ -180,7 +180,8 @@ static void print_family(const kt_family *f, int verbose) {
     }
     char cfg[256];
     kt_format_config(f, &f->default_config, cfg, sizeof cfg);
-    printf("  space: %ld points, %d valid for sm_120\n  default: %s\n  target shapes:", total, n120, cfg);
+    printf("  space: %ld points, %d valid for sm_120\n  default: %s%s\n  target shapes:", total, n120, cfg,
+           f->default_for ? "\n           (an untuned problem gets one chosen for its M and the GPU's SMs; this where that one does not fit)" : "");
     for (int t = 0; t < f->n_target_shapes; t++) {
         kt_problem p = {.n_dims = f->n_dims};
         memcpy(p.dim, f->target_shapes[t], sizeof p.dim);

@@ -62,6 +62,7 @@ if [ "$rows" -eq 10 ]; then passed=$((passed + 1)); else
 expect_ok "help" "usage: kt COMMAND" --help
 expect_ok "list" "fp8_gemm" list
 expect_ok "list family" "TILE_N" list fp8_gemm
+expect_ok "list family: untuned problems get a default of their own" "untuned problem gets one chosen for its M" list quant_fp8_gemm
 expect_ok "compile one config" "1 compiled, 0 failed" compile --family act_quant --arch sm_90 --config VEC=8
 
 echo "$passed passed, $failed failed"
