@@ -10,7 +10,9 @@
 #   usage: tools/replay.sh RECORDING [SEED ...]     (no SEED: kt's default seed)
 # RECORDING: "SHAPE M CONFIG US" lines (US 0: the config failed there), plain or .xz, e.g.
 # bench/recordings/h200_db5fc94_exhaustive.txt.xz (`kt db export` of an exhaustive sweep's DB).
-# KT (default ./bin/kt) and FAMILY (default fp8_gemm) may be set in the environment.
+# KT (default ./bin/kt) and FAMILY (default fp8_gemm) may be set in the environment, and
+# KT_FAKE_SMS, the SM count the fake GPU reports (default 132: the recordings are the H200's;
+# the search's per-problem default depends on it).
 set -eu
 [ $# -ge 1 ] || { echo "usage: $0 RECORDING [SEED ...]" >&2; exit 2; }
 KT=${KT:-./bin/kt}
@@ -31,7 +33,7 @@ for seed in "$@"; do
     db=$tmp/$seed.db
     seed_arg=()
     [ "$seed" = default ] || seed_arg=(--seed "$seed")
-    KT_FAKE_GPU=1 KT_FAKE_TIME=replay:"$tmp/rec.txt" "$KT" tune --family "$FAMILY" "${shapes[@]}" --m $MS \
+    KT_FAKE_GPU=1 KT_FAKE_SMS=${KT_FAKE_SMS:-132} KT_FAKE_TIME=replay:"$tmp/rec.txt" "$KT" tune --family "$FAMILY" "${shapes[@]}" --m $MS \
         "${seed_arg[@]}" --db "$db" 2>"$tmp/tune.log" || { cat "$tmp/tune.log" >&2; exit 1; }
     units=$(grep -oE "[0-9]+ measured" "$tmp/tune.log" | head -n 1 | cut -d' ' -f1)
     # The winners as "SHAPE M CONFIG" (the fake device's name is three words).

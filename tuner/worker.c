@@ -386,7 +386,9 @@ static void hello(worker_state *s, int ordinal, kt_worker_hello *h) {
         h->ok = 1;
         h->gpu_count = (int)env_double("KT_FAKE_GPU_COUNT", 1);
         if (h->gpu_count < 1) h->gpu_count = 1;
-        h->info = (kt_device_info){.name = "kt fake GPU", .cc_major = 12, .cc_minor = 0, .sm_count = 188,
+        /* an RTX PRO 6000's 188 SMs, or KT_FAKE_SMS (replays of another GPU's recordings) */
+        h->info = (kt_device_info){.name = "kt fake GPU", .cc_major = 12, .cc_minor = 0,
+                                   .sm_count = (int)env_double("KT_FAKE_SMS", 188),
                                    .driver_version = 13000, .l2_bytes = 128u << 20,
                                    .smem_per_block_optin = 99u << 10};
         return;
