@@ -217,6 +217,20 @@ static int fast_strata(long m) {
     return strata;
 }
 
+/* 1 if the fast search's first sample at M = m also times the config dispatch would serve the
+ * problem untuned (fp8_gemm's default_for, on the fake GPU's 188 SMs; written into cfg): one
+ * worth timing there, in the sm_120 space, and not the default. */
+static int untuned_pick(long m, char *cfg, size_t n) {
+    const kt_family *f = kt_family_find("fp8_gemm");
+    kt_problem p = {.n_dims = 2, .dim = {FAST_N, FAST_K}, .m = m};
+    kt_config c;
+    char why[256];
+    f->default_for(&p, 188, &c);
+    kt_format_config(f, &c, cfg, n);
+    return !f->check_config(&c, 120, why, sizeof why) && f->config_fits(&c, &p) && !f->hopeless(&c, &p) &&
+           memcmp(&c, &f->default_config, sizeof c);
+}
+
 KT_TEST(fast_sweep_caps_and_transfer) {
     scratch t;
     begin(&t);
@@ -228,12 +242,15 @@ KT_TEST(fast_sweep_caps_and_transfer) {
         snprintf(q, sizeof q, "SELECT count(*) FROM measurements WHERE m = %ld", fast_ms[i]);
         long n = kt_test_query_long(t.db, q);
         rows += n;
-        /* an anchor: the default and 12 sampled, then the other anchor's 2 fastest samples and at
-         * most 12/2 of local search; between: 12 at most */
-        EXPECT(is_anchor(fast_ms[i]) ? n >= 13 && n <= 21 : n >= 1 && n <= 12);
+        /* an anchor: the default, the untuned pick and 12 sampled, then the other anchor's 2
+         * fastest samples and at most 12/2 of local search; between: 12 at most */
+        EXPECT(is_anchor(fast_ms[i]) ? n >= 13 && n <= 22 : n >= 1 && n <= 12);
     }
+    char pick[256];
+    int first = 26 + untuned_pick(16, pick, sizeof pick) + untuned_pick(64, pick, sizeof pick);
+    EXPECT(first > 26); /* the untuned pick is worth timing at one anchor at least */
     EXPECT(r.measured == rows && r.already == 0 && r.retimed == 5);
-    EXPECT(r.by_phase[0] == 26 && r.by_phase[1] >= 1 && r.by_phase[1] <= 16 &&
+    EXPECT(r.by_phase[0] == first && r.by_phase[1] >= 1 && r.by_phase[1] <= 16 &&
            r.by_phase[0] + r.by_phase[1] + r.by_phase[2] == rows);
     EXPECT(r.space > 20 * rows); /* what exhaustive would time */
     /* the first sample is stratified by (TILE_N, TILE_M, DIRECT): each anchor timed as many
@@ -298,8 +315,11 @@ KT_TEST(fast_sweep_walks_to_a_planted_optimum) {
     int first = 0;
     for (int a = 0; a < 5; a += 4) {
         /* phase 1 did not time it: the default (worth timing here, so it stands for its own
-         * stratum) and one config of each other stratum */
-        int n = 1 + (fast_strata(fast_ms[a]) - 1 < 40 ? fast_strata(fast_ms[a]) - 1 : 40);
+         * stratum), the untuned pick and one config of each other stratum */
+        char pick[256];
+        int n = 1 + untuned_pick(fast_ms[a], pick, sizeof pick) +
+                (fast_strata(fast_ms[a]) - 1 < 40 ? fast_strata(fast_ms[a]) - 1 : 40);
+        EXPECT(strcmp(pick, cfg) != 0);
         snprintf(q, sizeof q,
                  "SELECT count(*) FROM (SELECT config FROM measurements WHERE m = %ld ORDER BY id LIMIT %d) "
                  "WHERE config = '%s'",
@@ -328,13 +348,15 @@ KT_TEST(fast_sweep_samples_strata_twice_where_the_default_is_pruned) {
     o.ms[0] = 256;
     kt_sweep_report r;
     EXPECT(run_sweep(&o, &r) == 0);
-    EXPECT(r.by_phase[0] == 1 + budget); /* the default as a baseline, then the sample */
-    char q[1024], def[256], from[512];
+    /* the default as a baseline, the untuned pick, then the sample */
+    char q[2048], def[256], pick[256], from[1024];
+    int first = 1 + untuned_pick(256, pick, sizeof pick) + budget;
+    EXPECT(first == 2 + budget && r.by_phase[0] == first);
     kt_format_config(f, &f->default_config, def, sizeof def);
     snprintf(from, sizeof from,
-             "(SELECT config FROM (SELECT config FROM measurements ORDER BY id LIMIT %d) WHERE config != '%s')",
-             1 + budget, def);
-    EXPECT(kt_test_query_long(t.db, "SELECT count(*) FROM measurements") > 1 + budget); /* and a local search */
+             "(SELECT config FROM (SELECT config FROM measurements ORDER BY id LIMIT %d) WHERE config NOT IN ('%s', '%s'))",
+             first, def, pick);
+    EXPECT(kt_test_query_long(t.db, "SELECT count(*) FROM measurements") > first); /* and a local search */
     snprintf(q, sizeof q, "SELECT count(DISTINCT substr(config, 1, instr(config, ',TILE_K'))) FROM %s", from);
     EXPECT(kt_test_query_long(t.db, q) >= budget / 2);
     snprintf(q, sizeof q,
