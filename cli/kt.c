@@ -155,9 +155,9 @@ static int cmd_devices(int argc, char **argv) {
     for (int i = 0; i < n; i++) {
         kt_device_info d;
         if (kt_gpu_open(i, &d)) return die("%s", kt_error());
-        printf("%d: %s  sm_%d%d  %d SMs  L2 %zu MB  smem/block %zu KB  driver %d.%d\n", i, d.name, d.cc_major,
-               d.cc_minor, d.sm_count, d.l2_bytes >> 20, d.smem_per_block_optin >> 10, d.driver_version / 1000,
-               d.driver_version % 1000 / 10);
+        printf("%d: %s  sm_%d%d  %d SMs  %zu GB  L2 %zu MB  smem/block %zu KB  driver %d.%d\n", i, d.name,
+               d.cc_major, d.cc_minor, d.sm_count, d.mem_bytes >> 30, d.l2_bytes >> 20, d.smem_per_block_optin >> 10,
+               d.driver_version / 1000, d.driver_version % 1000 / 10);
     }
     return 0;
 }
@@ -313,9 +313,9 @@ static int cmd_tune(int argc, char **argv) {
             "hopeless\n", kt_now() - t0, r.workers, r.device.name, r.measured, r.by_phase[0], r.by_phase[1],
             r.by_phase[2], r.faults, r.retimed, r.already, r.space, r.pruned);
     double busy = r.busy_s[KT_BUSY_SETUP] + r.busy_s[KT_BUSY_LOAD] + r.busy_s[KT_BUSY_CHECK] + r.busy_s[KT_BUSY_TIME];
-    fprintf(stderr, "kt: workers' time: %.1fs problem setup, %.1fs module loads, %.1fs checks, %.1fs timing, "
-            "%.1fs waiting for jobs\n", r.busy_s[KT_BUSY_SETUP], r.busy_s[KT_BUSY_LOAD], r.busy_s[KT_BUSY_CHECK],
-            r.busy_s[KT_BUSY_TIME], r.worker_s > busy ? r.worker_s - busy : 0);
+    fprintf(stderr, "kt: workers' time: %.1fs problem setup (%ld set up), %.1fs module loads, %.1fs checks, %.1fs "
+            "timing, %.1fs waiting for jobs\n", r.busy_s[KT_BUSY_SETUP], r.setups, r.busy_s[KT_BUSY_LOAD],
+            r.busy_s[KT_BUSY_CHECK], r.busy_s[KT_BUSY_TIME], r.worker_s > busy ? r.worker_s - busy : 0);
     return 0;
 }
 

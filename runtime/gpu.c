@@ -88,6 +88,7 @@ int kt_gpu_open(int ordinal, kt_device_info *info) {
     KT_CHECK(CU, kt_cu.cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev));
     KT_CHECK(CU, kt_cu.cuDeviceGetAttribute(&smem, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev));
     KT_CHECK(CU, kt_cu.cuDriverGetVersion(&d.driver_version));
+    KT_CHECK(CU, kt_cu.cuDeviceTotalMem(&d.mem_bytes, dev));
     d.l2_bytes = (size_t)l2;
     d.smem_per_block_optin = (size_t)smem;
     current_arch = d.cc_major * 10 + d.cc_minor;

@@ -254,6 +254,7 @@ typedef struct kt_device_info {
     int driver_version;       /* e.g. 13000 */
     size_t l2_bytes;
     size_t smem_per_block_optin;
+    size_t mem_bytes;         /* device memory */
 } kt_device_info;
 
 /* Loads libcuda (dlopen) and initialises it. -1 with a clear "needs a GPU" message if absent. */

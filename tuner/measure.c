@@ -55,6 +55,12 @@ uint64_t kt_bench_ptr(const kt_bench *b, int i, int r) {
 
 int kt_bench_copies(const kt_bench *b) { return b->copies; }
 double kt_bench_timing_seconds(const kt_bench *b) { return b->timing_s; }
+
+size_t kt_bench_device_bytes(const kt_bench *b) {
+    size_t bytes = sizeof(kt_check_sums) * KT_MAX_TENSORS + b->n_ref * sizeof(double);
+    for (int i = 0; i < b->n_t; i++) bytes += b->t[i].role == KT_INPUT ? b->stride[i] * b->copies : b->stride[i];
+    return bytes;
+}
 void *kt_bench_stream(const kt_bench *b) { return b->stream; }
 
 static void fill_launch(const kt_bench *b, const kt_module *mod, int copy, kt_launch *l) {

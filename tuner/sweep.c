@@ -494,6 +494,7 @@ static int dispatch(sweep *s, slot *sl) {
 
 static void add_busy(sweep *s, const kt_worker_result *r) {
     for (int k = 0; k < KT_BUSY_KINDS; k++) s->rep->busy_s[k] += r->busy_s[k];
+    s->rep->setups += r->setups;
 }
 
 static int on_measured(sweep *s, slot *sl, const kt_worker_result *r) {

@@ -58,6 +58,8 @@ uint64_t kt_bench_ptr(const kt_bench *b, int i, int r);
 int kt_bench_copies(const kt_bench *b);
 /* Seconds b has spent timing (kt_bench_time), all calls together. */
 double kt_bench_timing_seconds(const kt_bench *b);
+/* Device memory b holds (inputs with their rotation copies, outputs, reference). */
+size_t kt_bench_device_bytes(const kt_bench *b);
 /* Relative error of the output tensors against the reference (max over tensors); NaN if any
  * element is NaN. Compares the current device outputs on the GPU (runtime/check.cu), or on
  * the CPU when KT_CHECK_ON_GPU=0 was set at setup; both add up the same
@@ -135,6 +137,7 @@ typedef struct kt_worker_result {
     int kept;         /* measure: the worker keeps the module loaded for later jobs */
     kt_timing timing[KT_RETIME_MAX]; /* measure: [0]; retime: each variant over the rounds */
     double busy_s[KT_BUSY_KINDS];    /* the worker's seconds on this job, by kind */
+    int setups;                      /* problems it set up for this job (0: already held) */
 } kt_worker_result;
 
 /* Forks a worker for GPU ordinal serving family f; NULL with error set if fork failed. */
@@ -191,6 +194,7 @@ typedef struct kt_sweep_report {
     long faults;           /* variants recorded as faults (worker died, watchdog, lost context) */
     long retimed;          /* (shape, M) problems whose finalists were re-timed */
     double busy_s[KT_BUSY_KINDS]; /* the workers' seconds, all together, by kind */
+    long setups;           /* problems the workers set up, all together (again after eviction) */
     double worker_s;       /* the workers' seconds alive, all together (busy or waiting for jobs) */
 } kt_sweep_report;
 
