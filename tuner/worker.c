@@ -19,9 +19,10 @@
 #include <unistd.h>
 
 /* Problems a worker keeps set up, while their device memory stays within a quarter of the
- * GPU's: all of the 5 x 18 target sweep (~20 GB). With 24, fewer than its 35 anchors, a cold
- * sweep (units in the order their compiles finish) set problems up again and again: 17.3 s
- * of setup against 6.6 s warm on the H200 (run I), 31.7 s on a slower host. */
+ * GPU's: all of the 5 x 18 target sweep (~20 GB by the tensors' sizes). With 24, fewer than
+ * its 35 anchors, a cold sweep (units in the order their compiles finish) probably set
+ * problems up again and again: 17.3 s of setup against 6.6 s warm on the H200 (run I),
+ * 31.7 s on a slower host; the sweep's report now counts the setups. */
 #define WORKER_SETUPS 128
 
 struct kt_worker {
@@ -233,9 +234,6 @@ static void fake_misbehave(const worker_state *s, const kt_config *c) {
         for (;;) pause();
 }
 
-/* Makes the job's problem current (s->bench): one set up before, else set up now in place
- * of the least recently used. When the GPU's memory is short, every other setup is freed
- * and it is tried once more. */
 /* Frees the least recently used setups other than keep while all of them hold more device
  * memory than the budget (a quarter of the GPU's, taken at the first setup). */
 static void evict_over_budget(worker_state *s, const problem_setup *keep) {
@@ -255,6 +253,9 @@ static void evict_over_budget(worker_state *s, const problem_setup *keep) {
     }
 }
 
+/* Makes the job's problem current (s->bench): one set up before, else set up now in place
+ * of the least recently used. When the GPU's memory is short, every other setup is freed
+ * and it is tried once more. */
 static int setup(worker_state *s, const job *j, kt_worker_result *r) {
     problem_setup *slot = &s->setups[0];
     s->jobs++;
