@@ -138,9 +138,9 @@ void kt_fp8_gemm_default_for(const kt_problem *p, int sms, int quant_a, kt_confi
     /* Tiles like the H200 sweeps' winners at each batch size (the register-ring path up to
      * M = 64, the pipeline beyond, and always for the quantising kernel), then split-K
      * doubled while the CTAs cover less than half the SMs and each keeps two k-tiles or more
-     * (on the H200's exhaustive recordings this rule is 1.15x the best config, geometric mean
+     * (on the H200's exhaustive recordings this rule is 1.10x the best config, geometric mean
      * of the 11 problems it can be looked up in, against 1.79x for default_config; covering
-     * all SMs was worse: 1.34x), or while the token slab does not fit. */
+     * all SMs was worse), or while the token slab does not fit. */
     static const kt_config direct[] = {{{64, 8, 1, 128, 4, 1, 2, 4, 1, 0}},   {{64, 16, 1, 128, 4, 1, 2, 4, 1, 0}},
                                        {{128, 16, 1, 128, 8, 1, 1, 4, 1, 0}}, {{128, 32, 1, 128, 8, 1, 1, 4, 1, 1}},
                                        {{128, 64, 0, 128, 8, 2, 1, 3, 1, 0}}};
@@ -149,6 +149,10 @@ void kt_fp8_gemm_default_for(const kt_problem *p, int sms, int quant_a, kt_confi
                                       {{128, 32, 0, 128, 4, 4, 1, 3, 1, 0}}};
     long M = p->m, N = p->dim[0], K = p->dim[1];
     int band = M <= 8 ? 0 : M <= 16 ? 1 : M <= 32 ? 2 : M <= 64 ? 3 : 4;
+    /* Few weight rows for the 128-row tiles of M 17-64 (under an eighth of the SMs' worth of
+     * tiles, e.g. N = 1024): the 64x16 tile, not split-K 8 (at (1024,4096) M = 64 1.57x ->
+     * 1.01x the best on the M = 64 recording; (1536,4096), 24 tiles, keeps 128x32: 1.00x). */
+    if (!quant_a && (band == 2 || band == 3) && N / 128 * ((M + 31) / 32) * 8 < sms) band = 1;
     *c = quant_a ? quant[band] : direct[band];
     int *v = c->v;
     if (K % v[P_TILE_K]) v[P_TILE_K] = 128;
