@@ -159,7 +159,7 @@ for run in $runs; do
     [ "$run" = warm_all ] && workers=$gpus
     step "tune_$run" $KT tune --family fp8_gemm --shape targets --workers $workers \
         --m 1,2,4,8,16,24,32,48,64,96,128,256,512,1024,1536,2048,3072,4096 --db "$LOGS/$run.db"
-    tail -n 1 "$LOGS/tune_$run.log"
+    tail -n 2 "$LOGS/tune_$run.log" | tr '\r' '\n' | grep -E "sweep done|workers' time" # time, units, setups
 done
 cp "$LOGS/cold.db" "$LOGS/targets.db"
 # The regret of the fast search: every config of two shapes at a few Ms, for
