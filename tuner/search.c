@@ -567,7 +567,7 @@ int kt_search_start(kt_search *s) {
             if (def >= 0 && s->f->config_fits(&s->space[def], &pb->p)) rc = pick(s, pi, def, -1, 0, 0);
             /* and the config dispatch would serve this problem untuned (1.14x the best on the
              * H200): replays of the six recorded H200 exhaustive sweeps, 6 seeds each, mean
-             * regret 0.50% -> 0.33% for 1% more units, (1536,4096) M = 64 5.5% -> 0%. With
+             * regret 0.50% -> 0.32% for 1% more units, (1536,4096) M = 64 5.5% -> 0%. With
              * --budget 32 as well the replays kept that regret for 13% fewer units, but on the
              * GPU (one cold sweep, 97 s against 120.6 s) the search never reached the best
              * config of (4096,512) M = 16 (4.6%): the noisier landscape wants the slack. */
