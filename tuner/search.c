@@ -77,12 +77,23 @@ struct kt_search {
 
 /* ------------------------------------------------------------ the space */
 
-/* The config's point of the parameter grid, counted like nested loops in parameter order. */
+/* The config's point of the parameter grid, counted like nested loops in parameter order;
+ * -1 when a value is not on its parameter's list. */
 static long point_of(const kt_family *f, const kt_config *c) {
     long point = 0;
-    for (int i = 0; i < f->n_params; i++)
-        point = point * f->params[i].n_values + kt_param_value_index(&f->params[i], c->v[i]);
+    for (int i = 0; i < f->n_params; i++) {
+        int j = kt_param_value_index(&f->params[i], c->v[i]);
+        if (j < 0) return -1;
+        point = point * f->params[i].n_values + j;
+    }
     return point;
+}
+
+/* The space index of config c, or -1 when it is not in the space (off the grid, or a config
+ * the arch rejects). */
+static int index_of(const kt_search *s, const kt_config *c) {
+    long point = point_of(s->f, c);
+    return point < 0 ? -1 : s->where[point];
 }
 
 /* The space index of config k with parameter `param` moved one step (-1 or +1) along its
@@ -93,7 +104,7 @@ static int neighbour(const kt_search *s, int k, int param, int step) {
     if (j < 0 || j >= p->n_values) return -1;
     kt_config c = s->space[k];
     c.v[param] = p->values[j];
-    return s->where[point_of(s->f, &c)];
+    return index_of(s, &c);
 }
 
 /* Whether config k can run problem pi and is worth timing there. */
@@ -144,7 +155,7 @@ static int step_from(const kt_search *s, int pi, int k, int param, int step) {
                     if (i < 0 || i >= pq->n_values) continue;
                     kt_config r = c;
                     r.v[q] = pq->values[i];
-                    int x = s->where[point_of(s->f, &r)];
+                    int x = index_of(s, &r);
                     if (x >= 0 && eligible(s, pi, x) && !chosen(pb, x)) return x;
                 }
     return -1;
@@ -574,7 +585,7 @@ int kt_search_start(kt_search *s) {
             if (!rc && s->f->default_for) {
                 kt_config c;
                 s->f->default_for(&pb->p, s->sms, &c);
-                int k = s->where[point_of(s->f, &c)];
+                int k = index_of(s, &c);
                 if (k >= 0 && eligible(s, pi, k) && !chosen(pb, k)) rc = pick(s, pi, k, -1, 0, 0);
             }
             if (!rc) rc = stratified_walk(s, pi, s->budget);
