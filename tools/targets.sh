@@ -11,7 +11,7 @@
 set -u
 [ $# -eq 1 ] || { echo "usage: $0 BENCH.json" >&2; exit 2; }
 [ -r "$1" ] || { echo "$0: cannot read $1" >&2; exit 2; }
-awk '
+awk -f "$(dirname "$0")/bench_json.awk" -f /dev/fd/3 "$1" 3<<'PROGRAM'
 BEGIN {
     # TARGETS.md, FP8 block-scaled GEMM at decode: the best published peer of each row (us)
     split("1024,4096 1 7.7|1024,4096 16 7.8|1024,4096 64 8.1|1536,4096 1 8.4|1536,4096 16 8.7|" \
@@ -20,11 +20,7 @@ BEGIN {
     for (i in rows) { split(rows[i], f, " "); split(f[1], nk, ","); peer["N=" nk[1] ",K=" nk[2], f[2]] = f[3] }
     printf "%-16s %5s %8s %9s %8s  %s\n", "shape", "M", "kt_us", "target_us", "kt/tgt", "verdict"
 }
-# one case per line of the JSON array: pull the fields by name
-function num(key,   r) { if (!match($0, "\"" key "\": [0-9.e+-]+")) return -1
-                         r = substr($0, RSTART, RLENGTH); sub(/^.*: /, "", r); return r + 0 }
-function str(key,   r) { if (!match($0, "\"" key "\": \"[^\"]*\"")) return ""
-                         r = substr($0, RSTART, RLENGTH); sub(/^.*: "/, "", r); sub(/"$/, "", r); return r }
+# one case per line of the JSON array (its fields by name: bench_json.awk)
 /"kt_us"/ {
     shape = str("shape"); m = num("M"); kt = num("kt_us"); lt = num("cublaslt_fp8_us"); bf = num("cublas_bf16_us")
     if (shape == "" || m < 1 || kt <= 0) { print "bad case: " $0; bad = 1; next }
@@ -43,4 +39,5 @@ END {
     printf "M <= 64: %d of %d met (1.5x the best peer); M = 256: %d of %d met (no slower than the best baseline)\n",
            met[0], n[0], met[1], n[1]
     exit !(met[0] == n[0] && met[1] == n[1])
-}' "$1"
+}
+PROGRAM

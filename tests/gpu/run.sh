@@ -185,17 +185,17 @@ cat "$LOGS/bench.log"
 # did would mean a floor measured wrong, e.g. an mma loop the compiler partly folded away);
 # and the run measured its on-chip read rates.
 floors_check() {
-    awk 'match($0, /"kt_us": [0-9.e+-]+/) {
-            kt = substr($0, RSTART + 9, RLENGTH - 9) + 0
-            match($0, /"floor_us": [0-9.e+-]+/); fl = substr($0, RSTART + 12, RLENGTH - 12) + 0
-            if (!match($0, /"mma_floor_us": [0-9.e+-]+/)) { print "no mma floor: " $0; bad++; next }
-            mma = substr($0, RSTART + 16, RLENGTH - 16) + 0; n++
+    awk -f tools/bench_json.awk -f /dev/fd/3 "$LOGS/bench.json" 3<<'PROGRAM'
+num("kt_us") > 0 {
+            kt = num("kt_us"); fl = num("floor_us"); mma = num("mma_floor_us"); n++
+            if (mma < 0) { print "no mma floor: " $0; bad++; next }
             if (!(mma > 0 && fl > 0 && kt >= mma && kt >= fl)) { print "beats a floor: " $0; bad++ }
             # the on-chip read rates (bench/memory.cu) were measured: numbers, not null (the H200
             # this suite runs on has thread-block clusters)
-            if (!match($0, /"l2_read_bytes_per_s": [0-9]/) || !match($0, /"dsmem_read_bytes_per_s_cluster_8": [0-9]/)) {
+            if (num("l2_read_bytes_per_s") <= 0 || num("dsmem_read_bytes_per_s_cluster_8") <= 0) {
                 print "no on-chip read rates: " $0; bad++ } }
-        END { printf "%d cases within both floors, %d not\n", n, bad; exit !(n >= 20 && bad == 0) }' "$LOGS/bench.json"
+        END { printf "%d cases within both floors, %d not\n", n, bad; exit !(n >= 20 && bad == 0) }
+PROGRAM
 }
 step bench_floors floors_check
 cat "$LOGS/bench_floors.log"
@@ -222,14 +222,15 @@ untuned_check() {
         >"$LOGS/untuned.txt" 2>&1 || { cat "$LOGS/untuned.txt"; return 1; }
     cat "$LOGS/untuned.txt"
     [ "$(grep -c 'kt: fp8_gemm .*(default)' "$LOGS/untuned.txt")" -eq 9 ] || { echo "not served by the default"; return 1; }
-    awk 'function num(k) { return match($0, "\"" k "\": [0-9.e+-]+") ? substr($0, RSTART + length(k) + 4, RLENGTH - length(k) - 4) + 0 : -1 }
-        match($0, /"shape": "[^"]*", "M": [0-9]+/) { key = substr($0, RSTART, RLENGTH)
+    awk -f tools/bench_json.awk -f /dev/fd/3 "$LOGS/bench_v3.json" "$LOGS/bench_untuned.json" 3<<'PROGRAM'
+match($0, /"shape": "[^"]*", "M": [0-9]+/) { key = substr($0, RSTART, RLENGTH)
             if (FILENAME ~ /untuned/) { u[key] = num("kt_us"); e = num("rel_err"); if (!(e >= 0 && e < 1e-2)) bad++ }
             else t[key] = num("kt_us") }
         END { for (k in u) if (k in t && t[k] > 0 && u[k] > 0) { n++; s += log(u[k] / t[k]) }
             g = n ? exp(s / n) : 0
             printf "%d untuned cases: %.2fx the tuned winners (geometric mean), %d not verified\n", n, g, bad
-            exit !(n == 9 && !bad && g < 1.5) }' "$LOGS/bench_v3.json" "$LOGS/bench_untuned.json"
+            exit !(n == 9 && !bad && g < 1.5) }
+PROGRAM
 }
 step bench_untuned untuned_check
 tail -n 1 "$LOGS/bench_untuned.log"
