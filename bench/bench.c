@@ -347,7 +347,7 @@ static int lt_fp8_time_algos(lt_fp8_case *g, baseline_result *r) {
         /* The untimed run also does cuBLASLt's lazy set-up outside graph capture. */
         if (enqueue_lt_fp8(g, 0, stream) ||
             kt_status_CU(kt_cu.cuStreamSynchronize(stream), "cublasLtMatmul", __FILE__, __LINE__) ||
-            kt_bench_time(g->bench, enqueue_lt_fp8, g, &t)) {
+            kt_bench_time(g->bench, enqueue_lt_fp8, g, 0, &t)) {
             snprintf(last_error, sizeof last_error, "%s", kt_error());
             continue;
         }
@@ -456,7 +456,7 @@ static int baseline_bf16(bench_run *run, kt_bench *b, const kt_problem *p, uint6
                                   __FILE__, __LINE__) ||
                      enqueue_bf16(&g, 0, stream) ||
                      kt_status_CU(kt_cu.cuStreamSynchronize(stream), "cublasGemmEx", __FILE__, __LINE__) ||
-                     kt_bench_time(b, enqueue_bf16, &g, &t)
+                     kt_bench_time(b, enqueue_bf16, &g, 0, &t)
                  ? -1
                  : 0;
     if (!rc) {
@@ -525,7 +525,7 @@ static int time_quant_gemm(bench_run *run, kt_bench *b, const kt_problem *p, con
     g.quant_mod = &quant;
     if (!rc) rc = enqueue_quant_gemm(&g, 0, kt_bench_stream(b)) ||
                   kt_status_CU(kt_cu.cuStreamSynchronize(kt_bench_stream(b)), "act_quant + fp8_gemm", __FILE__, __LINE__) ||
-                  kt_bench_time(b, enqueue_quant_gemm, &g, &t);
+                  kt_bench_time(b, enqueue_quant_gemm, &g, 0, &t);
     if (!rc) {
         r->name = "kt_act_quant+fp8_gemm";
         r->us = t.median_us;

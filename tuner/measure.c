@@ -282,8 +282,11 @@ static int replay_ms(kt_bench *b, CUgraphExec exec, float *ms) {
 }
 
 /* Times enqueue over the rotation: one direct launch (warms up, sizes the graph), a graph of
- * launches, one untimed replay (sizes the repeats), then the timed replays. */
-static int time_replays(kt_bench *b, int (*enqueue)(void *ctx, int copy, void *stream), void *ctx, kt_timing *t) {
+ * launches uploaded ahead, then the timed replays, the first of which sizes how many there
+ * are: at most max_repeats (0: MAX_REPEATS, or KT_REPEATS). No untimed replay: every replay
+ * starts from an L2 that the rotation has emptied of its inputs, the first as well. */
+static int time_replays(kt_bench *b, int (*enqueue)(void *ctx, int copy, void *stream), void *ctx, int max_repeats,
+                        kt_timing *t) {
     float first_ms = 0;
     KT_CHECK(CU, kt_cu.cuEventRecord(b->ev0, b->stream));
     if (enqueue(ctx, 0, b->stream)) return -1;
@@ -294,7 +297,8 @@ static int time_replays(kt_bench *b, int (*enqueue)(void *ctx, int copy, void *s
      * to dwarf the graph launch's own few microseconds. */
     int launches = b->copies;
     if (launches < MIN_LAUNCHES && first_ms * 1e3 * launches < LONG_REPLAY_US) launches = MIN_LAUNCHES;
-    int repeats = env_int("KT_REPEATS", MAX_REPEATS);
+    const int fixed = !max_repeats && getenv("KT_REPEATS");
+    int repeats = max_repeats ? max_repeats : env_int("KT_REPEATS", MAX_REPEATS);
     CUgraph graph = NULL;
     CUgraphExec exec = NULL;
     KT_CHECK(CU, kt_cu.cuStreamBeginCapture(b->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
@@ -309,16 +313,15 @@ static int time_replays(kt_bench *b, int (*enqueue)(void *ctx, int copy, void *s
     rc = kt_status_CU(kt_cu.cuGraphInstantiate(&exec, graph, 0), "cuGraphInstantiate", __FILE__, __LINE__);
     kt_cu.cuGraphDestroy(graph);
     if (rc) return -1;
-    float warm_ms = 0;
-    rc = replay_ms(b, exec, &warm_ms);
-    if (!getenv("KT_REPEATS") && warm_ms > 0 && warm_ms * repeats > TIMED_BUDGET_MS)
-        repeats = (int)(TIMED_BUDGET_MS / warm_ms) < MIN_REPEATS ? MIN_REPEATS : (int)(TIMED_BUDGET_MS / warm_ms);
+    rc = kt_status_CU(kt_cu.cuGraphUpload(exec, b->stream), "cuGraphUpload", __FILE__, __LINE__);
     double *us = malloc(sizeof(double) * (size_t)repeats);
-    if (!us) rc = kt_fail("out of memory");
+    if (!us && !rc) rc = kt_fail("out of memory");
     for (int i = 0; i < repeats && !rc; i++) {
         float ms = 0;
         rc = replay_ms(b, exec, &ms);
         us[i] = ms * 1e3 / launches;
+        const int fit = (int)(TIMED_BUDGET_MS / ms) < MIN_REPEATS ? MIN_REPEATS : (int)(TIMED_BUDGET_MS / ms);
+        if (i == 0 && !fixed && fit < repeats) repeats = fit;
     }
     kt_cu.cuGraphExecDestroy(exec);
     if (!rc) {
@@ -332,9 +335,10 @@ static int time_replays(kt_bench *b, int (*enqueue)(void *ctx, int copy, void *s
     return rc ? -1 : 0;
 }
 
-int kt_bench_time(kt_bench *b, int (*enqueue)(void *ctx, int copy, void *stream), void *ctx, kt_timing *t) {
+int kt_bench_time(kt_bench *b, int (*enqueue)(void *ctx, int copy, void *stream), void *ctx, int max_repeats,
+                  kt_timing *t) {
     double t0 = kt_now();
-    int rc = time_replays(b, enqueue, ctx, t);
+    int rc = time_replays(b, enqueue, ctx, max_repeats, t);
     b->timing_s += kt_now() - t0;
     return rc;
 }
@@ -352,9 +356,9 @@ static int enqueue_variant(void *ctx, int copy, void *stream) {
     return v->b->f->launch(&l);
 }
 
-int kt_bench_time_variant(kt_bench *b, const kt_module *mod, kt_timing *t) {
+int kt_bench_time_variant(kt_bench *b, const kt_module *mod, int max_repeats, kt_timing *t) {
     variant_ctx v = {b, mod};
-    return kt_bench_time(b, enqueue_variant, &v, t);
+    return kt_bench_time(b, enqueue_variant, &v, max_repeats, t);
 }
 
 /* Records a failure of kind s; returns -1 when the context itself is lost (a fault). */
@@ -380,7 +384,7 @@ int kt_bench_variant(kt_bench *b, const kt_module *mod, kt_measurement *m) {
     if (why[0]) return failed(m, KT_WRONG_RESULT, why);
     /* Timed launches are checked too: poison, replay the timing graph, compare again. */
     kt_timing t;
-    if (kt_bench_poison(b) || kt_bench_time(b, enqueue_variant, &v, &t))
+    if (kt_bench_poison(b) || kt_bench_time(b, enqueue_variant, &v, 0, &t))
         return failed(m, KT_LAUNCH_ERROR, kt_error());
     double rel2;
     if (kt_bench_check(b, &rel2, why, sizeof why)) return failed(m, KT_LAUNCH_ERROR, kt_error());

@@ -49,10 +49,12 @@ typedef struct kt_timing {
 /* Verifies mod on b (output poisoned first) and, when it passes, times it. Fills status,
  * error, rel_err and the times of m; returns 0 unless the GPU itself failed. */
 int kt_bench_variant(kt_bench *b, const kt_module *mod, kt_measurement *m);
-/* Times an arbitrary enqueue function over the same rotation (for baselines): fn(ctx, copy, stream). */
-int kt_bench_time(kt_bench *b, int (*enqueue)(void *ctx, int copy, void *stream), void *ctx, kt_timing *t);
+/* Times an arbitrary enqueue function over the same rotation (for baselines): fn(ctx, copy,
+ * stream), median of at most max_repeats replays (0: the default, 15 or KT_REPEATS). */
+int kt_bench_time(kt_bench *b, int (*enqueue)(void *ctx, int copy, void *stream), void *ctx, int max_repeats,
+                  kt_timing *t);
 /* Times mod on b by the same method without verifying it (re-timing a verified variant). */
-int kt_bench_time_variant(kt_bench *b, const kt_module *mod, kt_timing *t);
+int kt_bench_time_variant(kt_bench *b, const kt_module *mod, int max_repeats, kt_timing *t);
 /* Device address of tensor i in rotation copy r (inputs) or its only copy (others). */
 uint64_t kt_bench_ptr(const kt_bench *b, int i, int r);
 int kt_bench_copies(const kt_bench *b);
@@ -90,7 +92,8 @@ void *kt_bench_stream(const kt_bench *b);
  * real, and KT_FAKE_DELAY_MS slows each job. Its times hash (variant, shape, M), or with
  * KT_FAKE_TIME=smooth form a bowl with its minimum at the config KT_FAKE_BOWL. */
 #define KT_RETIME_MAX 8       /* variants one re-timing compares at most */
-#define KT_RETIME_ROUNDS 5    /* interleaved rounds of a re-timing (A B C A B C ...) */
+#define KT_RETIME_ROUNDS 5    /* interleaved rounds of a re-timing (A B C A B C ...), */
+#define KT_RETIME_REPEATS 5   /* each a median of this many replays: the rounds' median is the time */
 #define KT_WORKER_MODULES 4096 /* modules a worker keeps loaded; past that it loads per job */
 
 typedef struct kt_worker kt_worker;

@@ -379,7 +379,7 @@ static void retime(worker_state *s, const job *j, kt_worker_result *r) {
             if (s->fake) {
                 fake_misbehave(s, &j->v[i].config);
                 us[i][round] = fake_us(s, j, i, round);
-            } else if (kt_bench_time_variant(s->bench, mods[i], &t)) {
+            } else if (kt_bench_time_variant(s->bench, mods[i], KT_RETIME_REPEATS, &t)) {
                 r->outcome = KT_WORKER_LOST; /* a verified variant that fails now lost the context */
                 snprintf(r->error, sizeof r->error, "%s", kt_error());
             } else {
