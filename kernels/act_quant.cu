@@ -3,9 +3,10 @@
 // x bf16 [M, K] -> q e4m3 [M, K], s f32 [M, K/128]. A group of 128 is handled by
 // 128/VEC consecutive lanes (VEC elements each, one 8- or 16-byte load), which find
 // the group's max with shuffles; GROUPS_PER_BLOCK groups share a block.
-// Launched as a programmatic dependent (PDL) like the GEMM it feeds: it waits for the
-// kernel before it (whose output it reads), then lets the GEMM launch at once, so the GEMM's
-// weight loads, which do not depend on it, overlap its work instead of following it.
+// Launched as a programmatic dependent (PDL) like the GEMM it feeds: it lets the GEMM launch
+// as soon as every block of it has started, then waits for the kernel before it (whose output
+// it reads), so the GEMM's weight loads, which need nothing from it, overlap its wait and its
+// work (the GEMM reads the quantised tokens only after its own wait, when this grid is done).
 #include "kt_device.cuh"
 
 #ifndef KT_VEC
@@ -29,8 +30,8 @@ act_quant(const kt_u16 *__restrict__ x, kt_u8 *__restrict__ q, float *__restrict
     // Threads past the end recompute the last group (stores skipped) so every lane of
     // the warp reaches the full-mask shuffles.
     const bool live = group < groups;
-    kt_wait_producer();
     kt_allow_consumer();
+    kt_wait_producer();
     const long base = (live ? group : groups - 1) * 128 + lane * VEC; // K % 128 == 0: groups tile rows
     bf16_vec in = *(const bf16_vec *)(x + base);
     float f[VEC], amax = 0.f;
