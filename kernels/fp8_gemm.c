@@ -136,24 +136,30 @@ int kt_fp8_gemm_hopeless(const kt_config *c, const kt_problem *p) {
 
 void kt_fp8_gemm_default_for(const kt_problem *p, int sms, int quant_a, kt_config *c) {
     /* Tiles like the H200 sweeps' winners at each batch size (the register-ring path up to
-     * M = 64, the pipeline beyond, and always for the quantising kernel), then split-K
-     * doubled while the CTAs cover less than half the SMs and each keeps two k-tiles or more
-     * (on the H200's exhaustive recordings this rule is 1.10x the best config, geometric mean
-     * of the 11 problems it can be looked up in, against 1.79x for default_config; covering
-     * all SMs was worse), or while the token slab does not fit. */
+     * M = 64, the pipeline beyond, as 2x2 warps above M = 256 where the 5 x 18 sweep's winners
+     * are that config at 24 of 30 problems; always the pipeline for the quantising kernel),
+     * then split-K doubled while the CTAs cover less than half the SMs and each keeps two
+     * k-tiles or more (on the H200's exhaustive recordings this rule is 1.10x the best config,
+     * geometric mean of the 11 problems it can be looked up in, against 1.79x for
+     * default_config; covering all SMs was worse), or while the token slab does not fit. */
     static const kt_config direct[] = {{{64, 8, 1, 128, 4, 1, 2, 4, 1, 0}},   {{64, 16, 1, 128, 4, 1, 2, 4, 1, 0}},
                                        {{128, 16, 1, 128, 8, 1, 1, 4, 1, 0}}, {{128, 32, 1, 128, 8, 1, 1, 4, 1, 1}},
-                                       {{128, 64, 0, 128, 8, 2, 1, 3, 1, 0}}};
+                                       {{128, 64, 0, 128, 8, 2, 1, 3, 1, 0}}, {{128, 64, 0, 128, 4, 2, 1, 3, 1, 1}}};
     static const kt_config quant[] = {{{64, 8, 0, 256, 4, 1, 1, 2, 1, 0}},  {{64, 16, 0, 256, 4, 2, 1, 2, 1, 0}},
                                       {{64, 32, 0, 256, 4, 4, 1, 2, 1, 0}}, {{64, 32, 0, 256, 4, 4, 1, 2, 1, 0}},
                                       {{128, 32, 0, 128, 4, 4, 1, 3, 1, 0}}};
     long M = p->m, N = p->dim[0], K = p->dim[1];
-    int band = M <= 8 ? 0 : M <= 16 ? 1 : M <= 32 ? 2 : M <= 64 ? 3 : 4;
+    int band = M <= 8 ? 0 : M <= 16 ? 1 : M <= 32 ? 2 : M <= 64 ? 3 : M <= 256 ? 4 : 5;
     /* Few weight rows for the 128-row tiles of M 17-64 (under an eighth of the SMs' worth of
      * tiles, e.g. N = 1024): the 64x16 tile, not split-K 8 (at (1024,4096) M = 64 1.57x ->
      * 1.01x the best on the M = 64 recording; (1536,4096), 24 tiles, keeps 128x32: 1.00x). */
     if (!quant_a && (band == 2 || band == 3) && N / 128 * ((M + 31) / 32) * 8 < sms) band = 1;
-    *c = quant_a ? quant[band] : direct[band];
+    /* 2x2 warps only where there is a full wave of tiles (with fewer, the 8 warps were
+     * 10-11% faster on the H200 at (1536,4096) M = 512 and (1024,4096) M = 1024) and K has
+     * two k-tiles or more (with split-K, whose cluster epilogue needs registers too, or a
+     * two-stage pipeline they spill on sm_90). */
+    if (band == 5 && (N / 128 * ((M + 63) / 64) < sms || K < 256)) band = 4;
+    *c = quant_a ? quant[band < 4 ? band : 4] : direct[band];
     int *v = c->v;
     if (K % v[P_TILE_K]) v[P_TILE_K] = 128;
     long tiles = N / v[P_TILE_N] * ((M + v[P_TILE_M] - 1) / v[P_TILE_M]), ktiles = K / v[P_TILE_K];
