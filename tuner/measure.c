@@ -320,8 +320,10 @@ static int time_replays(kt_bench *b, int (*enqueue)(void *ctx, int copy, void *s
         float ms = 0;
         rc = replay_ms(b, exec, &ms);
         us[i] = ms * 1e3 / launches;
-        const int fit = (int)(TIMED_BUDGET_MS / ms) < MIN_REPEATS ? MIN_REPEATS : (int)(TIMED_BUDGET_MS / ms);
-        if (i == 0 && !fixed && fit < repeats) repeats = fit;
+        if (i == 0 && !rc && !fixed && ms * repeats > TIMED_BUDGET_MS) {
+            const int fit = (int)(TIMED_BUDGET_MS / ms) < MIN_REPEATS ? MIN_REPEATS : (int)(TIMED_BUDGET_MS / ms);
+            if (fit < repeats) repeats = fit;
+        }
     }
     kt_cu.cuGraphExecDestroy(exec);
     if (!rc) {
