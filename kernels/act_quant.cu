@@ -10,8 +10,8 @@
 #include "kt_device.cuh"
 
 #ifndef KT_VEC
-#define KT_VEC 8
-#define KT_GROUPS_PER_BLOCK 8
+#define KT_VEC 4
+#define KT_GROUPS_PER_BLOCK 4
 #endif
 
 constexpr int VEC = KT_VEC, LANES = 128 / VEC, GROUPS = KT_GROUPS_PER_BLOCK;

@@ -177,8 +177,10 @@ if [ "$MODE" != speed ]; then
     rm -f "$LOGS/targets.db"*
     step tune_targets $KT tune --family fp8_gemm --shape targets --m 1,16,64,256 --db "$LOGS/targets.db"
 fi
-# The fused act_quant + GEMM's winners, for the bench's fused_us column.
+# The fused act_quant + GEMM's winners, for the bench's fused_us column, and act_quant's for
+# its quant+kt_us column (act_quant then the GEMM winner: the decode cost once both are tuned).
 step tune_fused $KT tune --family quant_fp8_gemm --shape targets --m 1,16,64,256 --db "$LOGS/targets.db"
+step tune_act_quant $KT tune --family act_quant --shape targets --m 1,16,64,256 --db "$LOGS/targets.db"
 step bench $KT bench --family fp8_gemm --shape targets --m 1,16,64,256 --db "$LOGS/targets.db" --json "$LOGS/bench.json"
 cat "$LOGS/bench.log"
 # Both floors are bounds: no case beats the copy floor or the measured mma rate (a case that
