@@ -72,12 +72,12 @@ int kt_fp8_gemm_check_config(const kt_config *c, int quant_a, char *why, size_t 
                         v[P_TILE_M]), -1;
     if (4 % v[P_WARPS_K] || (v[P_WARPS_K] > 1 && v[P_TILE_K] != 128))
         return snprintf(why, n, "WARPS_K=%d needs TILE_K=128", v[P_WARPS_K]), -1;
-    if (quant_a && v[P_WARPS_K] > 1)
-        return snprintf(why, n, "WARPS_K=%d: quantising in the kernel needs each warp's k-block whole", v[P_WARPS_K]), -1;
+    if (quant_a && !v[P_DIRECT] && v[P_WARPS_K] > 1)
+        return snprintf(why, n, "WARPS_K=%d: the pipeline quantises in registers, each warp's k-block whole",
+                        v[P_WARPS_K]), -1;
     if (l.threads > 1024) return snprintf(why, n, "%d threads per block", l.threads), -1;
-    if (v[P_DIRECT] && (v[P_WARPS_M] != 1 || v[P_TILE_K] != 128 || quant_a))
-        return snprintf(why, n, "DIRECT=1 takes WARPS_M=1, TILE_K=128%s",
-                        quant_a ? " and not the quantising kernel" : ""), -1;
+    if (v[P_DIRECT] && (v[P_WARPS_M] != 1 || v[P_TILE_K] != 128))
+        return snprintf(why, n, "DIRECT=1 takes WARPS_M=1, TILE_K=128"), -1;
     if (l.smem > SMEM_LIMIT)
         return snprintf(why, n, "needs %d bytes of shared memory (> %d)", l.smem, SMEM_LIMIT), -1;
     /* The running sums, this k-block's sums and the fragments feeding them, plus ~40 for
@@ -91,7 +91,8 @@ int kt_fp8_gemm_check_config(const kt_config *c, int quant_a, char *why, size_t 
     int need = v[P_DIRECT]    ? 17 * v[P_STAGES] * l.frag_n + 4 * frags + 4 * (v[P_PROMOTE] ? l.frag_n : frags) + 48
                : v[P_PROMOTE] ? 4 * frags + 4 * l.frag_n * (ksteps + 1) + 40
                               : 16 * frags + 40;
-    if (quant_a) need += 10 * l.frag_m; /* the k-block's token operands and their scales */
+    /* the k-block's token operands and their scales; DIRECT: a batch of staged activations */
+    if (quant_a) need += v[P_DIRECT] ? 24 : 10 * l.frag_m;
     int have = 65536 / l.threads < 255 ? 65536 / l.threads : 255;
     if (need > have)
         return snprintf(why, n, "needs ~%d registers per thread, %d threads get %d", need, l.threads, have), -1;
@@ -137,7 +138,7 @@ int kt_fp8_gemm_hopeless(const kt_config *c, const kt_problem *p) {
 void kt_fp8_gemm_default_for(const kt_problem *p, int sms, int quant_a, kt_config *c) {
     /* Tiles like the H200 sweeps' winners at each batch size (the register-ring path up to
      * M = 64, the pipeline beyond, as 2x2 warps above M = 256 where the 5 x 18 sweep's winners
-     * are that config at 24 of 30 problems; always the pipeline for the quantising kernel),
+     * are that config at 24 of 30 problems; the quantising kernel's pipeline above M = 16),
      * then split-K doubled while the CTAs cover less than half the SMs and each keeps two
      * k-tiles or more (on the H200's exhaustive recordings this rule is 1.10x the best config,
      * geometric mean of the 11 problems it can be looked up in, against 1.79x for
@@ -159,7 +160,7 @@ void kt_fp8_gemm_default_for(const kt_problem *p, int sms, int quant_a, kt_confi
      * two k-tiles or more (with split-K, whose cluster epilogue needs registers too, or a
      * two-stage pipeline they spill on sm_90). */
     if (band == 5 && (N / 128 * ((M + 63) / 64) < sms || K < 256)) band = 4;
-    *c = quant_a ? quant[band < 4 ? band : 4] : direct[band];
+    *c = quant_a && band > 1 ? quant[band < 4 ? band : 4] : direct[band];
     int *v = c->v;
     if (K % v[P_TILE_K]) v[P_TILE_K] = 128;
     long tiles = N / v[P_TILE_N] * ((M + v[P_TILE_M] - 1) / v[P_TILE_M]), ktiles = K / v[P_TILE_K];
@@ -170,7 +171,10 @@ void kt_fp8_gemm_default_for(const kt_problem *p, int sms, int quant_a, kt_confi
         if (!fill && !fit) break;
         v[P_SPLIT_K] = (int)next;
     }
-    if (v[P_DIRECT] && !kt_fp8_gemm_config_fits(c, p)) v[P_DIRECT] = 0; /* the token slab is too large */
+    if (v[P_DIRECT] && !kt_fp8_gemm_config_fits(c, p)) { /* the token slab is too large */
+        v[P_DIRECT] = 0;
+        if (quant_a) v[P_WARPS_K] = 1; /* the pipeline quantises a warp's k-block whole */
+    }
     /* a ring of no more k-blocks than a warp group has; a pipeline no deeper than its k-tiles */
     long cta_ktiles = ktiles / v[P_SPLIT_K], warp_kblocks = (cta_ktiles + v[P_WARPS_K] - 1) / v[P_WARPS_K];
     if (v[P_DIRECT] && v[P_STAGES] > warp_kblocks) v[P_STAGES] = warp_kblocks < 2 ? 2 : (int)warp_kblocks;

@@ -87,16 +87,23 @@ static_assert(WARPS % WARPS_M == 0 && TILE_N % (WARPS_N * 16) == 0 && TILE_M % (
               "warps must tile the CTA");
 static_assert(TILE_K % 128 == 0 && (4 % WARPS_K) == 0, "TILE_K multiple of 128, WARPS_K divides 4");
 static_assert(SPLIT_K >= 1 && SPLIT_K <= 8, "split-K is a cluster of at most 8 CTAs");
-// The four lanes that share a token row in the mma B fragment see all of its 128-group
-// over the k-block's four k-steps: they find its max with two shuffles and no barrier.
-static_assert(!QUANT_A || WARPS_K == 1, "in-kernel quantisation needs a warp's k-block whole");
-static_assert(!DIRECT || (WARPS_M == 1 && TILE_K == 128 && !QUANT_A),
-              "DIRECT: each warp takes all tokens, k-blocks of 128");
+// The pipeline quantises in registers: the four lanes that share a token row in the mma B
+// fragment see all of its 128-group over the k-block's four k-steps and find its max with two
+// shuffles and no barrier. DIRECT quantises the CTA's tokens as it stages them.
+static_assert(!QUANT_A || DIRECT || WARPS_K == 1, "in-kernel quantisation needs a warp's k-block whole");
+static_assert(!DIRECT || (WARPS_M == 1 && TILE_K == 128), "DIRECT: each warp takes all tokens, k-blocks of 128");
 
 constexpr int SMEM_PIPE = DIRECT ? 0 : STAGES * STAGE_BYTES; // DIRECT: sized by K at launch
 constexpr int SMEM_RED = TILE_M * RED_LD * 4;
 constexpr int SMEM_BYTES = RECV_BYTES + (SMEM_PIPE > SMEM_RED ? SMEM_PIPE : SMEM_RED);
 static_assert(SMEM_BYTES <= 99 * 1024, "sm_120 gives a block at most 99 KB of shared memory");
+
+// v / scale for act_quant's codes, by one Newton step on v * inv (inv = 1 / scale): the
+// correctly rounded quotient but for rare last-bit cases, without the division's slow-path call.
+__device__ __forceinline__ float quant_quotient(float v, float scale, float inv) {
+    const float q0 = v * inv;
+    return fmaf(fmaf(-q0, scale, v), inv, q0);
+}
 
 // Byte offset of 16-byte chunk `chunk` of row `row` in a tile with ROW bytes per row.
 // XOR-ing the low three chunk bits with the row spreads 8 consecutive rows over all banks.
@@ -265,13 +272,61 @@ KT_GEMM_ENTRY(const void *__restrict__ A_, const float *__restrict__ As, const k
         // token fragment are 512 contiguous bytes; then their scales as [k-block][token].
         kt_u8 *xs = smem;
         float *as_s = (float *)(smem + nkb * TILE_M * 128);
-        for (int i = tid; i < nkb * TILE_M * 8; i += THREADS) {
+        auto token_piece = [&](int kbl, int m, int piece) { return xs + ((kbl * 2 + piece / 4) * TILE_M + m) * 64 + piece % 4 * 16; };
+        if constexpr (QUANT_A) {
+            // 16 lanes per (k-block, token) 128-group, 8 bf16 each (one 16-byte load): the group's
+            // max by four shuffles, then 8 codes to the slab and the scale beside them. QUANT_BATCH
+            // groups a lane are loaded before any is used, so their loads are in flight at once.
+            // Padding tokens get zero codes (their sums are never written).
+            constexpr int LANES_PER_GROUP = 16, PER_PASS = THREADS / LANES_PER_GROUP, QUANT_BATCH = 4;
+            // Groups [0, live_groups) are (k-block, live token) pairs, the rest the padding tokens'.
+            const int sub = tid % LANES_PER_GROUP, live_groups = nkb * rows, pad_rows = TILE_M - rows;
+            const kt_u16 *X = (const kt_u16 *)A_;
+            for (int pass = 0; pass * PER_PASS * QUANT_BATCH < nkb * TILE_M; pass++) { // warp-uniform: full-mask shuffles
+                const int base = pass * PER_PASS * QUANT_BATCH + tid / LANES_PER_GROUP;
+                uint4 in[QUANT_BATCH];
+#pragma unroll
+                for (int b = 0; b < QUANT_BATCH; b++) {
+                    const int grp = base + b * PER_PASS, kbl = grp / rows, m = grp % rows;
+                    in[b] = grp < live_groups ? *(const uint4 *)(X + (long)(m0 + m) * K + (long)(kt_begin + kbl) * 128 + sub * 8)
+                                              : make_uint4(0, 0, 0, 0);
+                }
+#pragma unroll
+                for (int b = 0; b < QUANT_BATCH; b++) {
+                    const int grp = base + b * PER_PASS;
+                    const kt_u32 w[4] = {in[b].x, in[b].y, in[b].z, in[b].w};
+                    float x[8], amax = 0.f;
+#pragma unroll
+                    for (int e = 0; e < 8; e++) {
+                        x[e] = kt_bf16_to_f32((kt_u16)(w[e >> 1] >> (16 * (e & 1))));
+                        amax = fmaxf(amax, fabsf(x[e]));
+                    }
+#pragma unroll
+                    for (int off = LANES_PER_GROUP / 2; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+                    const float scale = fmaxf(amax, 1e-10f) / 448.0f, inv = __frcp_rn(scale);
+                    kt_u32 code[2];
+#pragma unroll
+                    for (int h = 0; h < 2; h++)
+                        code[h] = kt_f32x2_to_e4m3x2(quant_quotient(x[4 * h], scale, inv), quant_quotient(x[4 * h + 1], scale, inv)) |
+                                  ((kt_u32)kt_f32x2_to_e4m3x2(quant_quotient(x[4 * h + 2], scale, inv),
+                                                              quant_quotient(x[4 * h + 3], scale, inv)) << 16);
+                    if (grp < nkb * TILE_M) {
+                        const bool live = grp < live_groups;
+                        const int pad = grp - live_groups, kbl = live ? grp / rows : pad / pad_rows;
+                        const int m = live ? grp % rows : rows + pad % pad_rows;
+                        *(uint2 *)(token_piece(kbl, m, sub / 2) + sub % 2 * 8) = live ? make_uint2(code[0], code[1]) : make_uint2(0, 0);
+                        if (sub == 0) as_s[kbl * TILE_M + m] = live ? scale : 0.f;
+                    }
+                }
+            }
+        }
+        for (int i = tid; !QUANT_A && i < nkb * TILE_M * 8; i += THREADS) {
             const int kbl = i / (TILE_M * 8), m = i / 8 % TILE_M, piece = i % 8;
             const bool live = m0 + m < M;
-            kt_cp_async16(kt_smem_addr(xs + ((kbl * 2 + piece / 4) * TILE_M + m) * 64 + piece % 4 * 16),
+            kt_cp_async16(kt_smem_addr(token_piece(kbl, m, piece)),
                           live ? A + (long)(m0 + m) * K + (long)(kt_begin + kbl) * 128 + piece * 16 : A, live ? 16 : 0);
         }
-        for (int i = tid; i < nkb * TILE_M; i += THREADS) {
+        for (int i = tid; !QUANT_A && i < nkb * TILE_M; i += THREADS) {
             const int kbl = i / TILE_M, m = i % TILE_M;
             const bool live = m0 + m < M;
             kt_cp_async4(kt_smem_addr(as_s + i), live ? As + (long)(m0 + m) * KB + kt_begin + kbl : As, live ? 4 : 0);
@@ -381,12 +436,7 @@ KT_GEMM_ENTRY(const void *__restrict__ A_, const float *__restrict__ As, const k
                         amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
                         amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
                         const float scale = fmaxf(amax, 1e-10f) / 448.0f, inv = __frcp_rn(scale);
-                        // x / scale by one Newton step on x * (1 / scale): the correctly rounded
-                        // quotient but for rare last-bit cases, without the division's slow-path call.
-                        auto q = [&](float v) {
-                            const float q0 = v * inv;
-                            return fmaf(fmaf(-q0, scale, v), inv, q0);
-                        };
+                        auto q = [&](float v) { return quant_quotient(v, scale, inv); };
 #pragma unroll
                         for (int s = 0; s < 4; s++)
 #pragma unroll

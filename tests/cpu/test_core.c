@@ -186,7 +186,12 @@ KT_TEST(direct_variant_constraints) {
     kt_config c;
     kt_parse_config(f, "TILE_N=64,TILE_M=16,WARPS=4,STAGES=4,DIRECT=1", &c);
     EXPECT(f->check_config(&c, 120, why, sizeof why) == 0);
-    EXPECT(q->check_config(&c, 120, why, sizeof why) != 0 && strstr(why, "quantising")); /* not fused (yet) */
+    EXPECT(q->check_config(&c, 120, why, sizeof why) == 0); /* quantised as the tokens are staged */
+    kt_config split_warps = c;
+    split_warps.v[P_WARPS_K] = 2;
+    EXPECT(q->check_config(&split_warps, 120, why, sizeof why) == 0);
+    split_warps.v[P_DIRECT] = 0; /* the pipeline quantises in registers: a warp's k-block whole */
+    EXPECT(q->check_config(&split_warps, 120, why, sizeof why) != 0 && strstr(why, "each warp's k-block whole"));
     kt_config bad = c;
     bad.v[P_WARPS_M] = 2;
     EXPECT(f->check_config(&bad, 120, why, sizeof why) != 0 && strstr(why, "WARPS_M=1"));
