@@ -562,11 +562,13 @@ KT_TEST(nvrtc_compiles_every_family_and_source_for_every_arch) {
             EXPECT(spill == 0); /* list[0] is the default config */
         }
     /* Every split-K reduction (SPLIT_K 2 pushes through an mbarrier, 4 and 8 pull after a
-     * cluster barrier) on both GEMM paths and the fused GEMM: sampled configs of each build. */
+     * cluster barrier) on both GEMM paths of both GEMM families: sampled configs of each build. */
     static const char *const splits[][2] = {
-        {"fp8_gemm", "DIRECT=0,SPLIT_K=2"}, {"fp8_gemm", "DIRECT=1,SPLIT_K=2"}, {"fp8_gemm", "DIRECT=0,SPLIT_K=8"},
-        {"fp8_gemm", "DIRECT=1,SPLIT_K=4"}, {"quant_fp8_gemm", "SPLIT_K=2"},    {"quant_fp8_gemm", "SPLIT_K=8"}};
-    for (int i = 0; i < 6; i++)
+        {"fp8_gemm", "DIRECT=0,SPLIT_K=2"},       {"fp8_gemm", "DIRECT=1,SPLIT_K=2"},
+        {"fp8_gemm", "DIRECT=0,SPLIT_K=8"},       {"fp8_gemm", "DIRECT=1,SPLIT_K=4"},
+        {"quant_fp8_gemm", "DIRECT=0,SPLIT_K=2"}, {"quant_fp8_gemm", "DIRECT=0,SPLIT_K=8"},
+        {"quant_fp8_gemm", "DIRECT=1,SPLIT_K=2"}, {"quant_fp8_gemm", "DIRECT=1,SPLIT_K=4"}};
+    for (int i = 0; i < 8; i++)
         for (int a = 0; a < 3; a++)
             EXPECT(compile_sample(kt_family_find(splits[i][0]), archs[a], splits[i][1], 2, 77 + i, &spill) == 0);
     /* The sources that are not families: the GPU compare and bench's probes. */
