@@ -68,7 +68,6 @@ static double bytes(const kt_problem *p) {
     return N * K + N * K / 16384 * 4 + 2 * M * K + 2 * M * N;
 }
 
-
 static void default_for(const kt_problem *p, int sms, kt_config *c) { kt_fp8_gemm_default_for(p, sms, 1, c); }
 
 static const char *const kernel_names[] = {"quant_fp8_gemm", "quant_fp8_gemm_reference", NULL};
