@@ -8,7 +8,8 @@
 # committed results, and its shards take whole shapes). Merging a database into itself or
 # an unreadable file fails clearly. The fast search replayed against a recorded H200
 # exhaustive sweep (tools/replay.sh) keeps its regret; tools/ab.sh and tools/targets.sh
-# compute what they print. Ends with "N passed, N failed".
+# compute what they print; the GPU suite's sanitize mode judges what the sanitizer reports.
+# Ends with "N passed, N failed".
 set -u
 KT=${1:?usage: sweep.sh path/to/kt}
 tmp=$(mktemp -d)
@@ -171,6 +172,31 @@ check "ab.sh: each winner timed by both builds, and the mean change" '[ $rc -eq 
     [ "$(grep -c " 2.00 *1.50 *-25.0%" "$tmp/ab.out")" -eq 8 ] && grep -q "^mean change -25.00% over 8 problems" "$tmp/ab.out"'
 bash tools/ab.sh "$tmp/kt_old" "$KT" "$tmp/fast.db" >/dev/null 2>&1
 check "ab.sh: a build that cannot bench fails the comparison" '[ $? -ne 0 ]'
+
+# tests/gpu/run.sh sanitize, run from a copy of the suite beside a stand-in kt (devices: two
+# GPUs; verify: verified) and a stand-in compute-sanitizer that runs the command and reports
+# clean (SANITIZER_DIRTY=TOOL: that tool reports an error). The fast sweep's DB above has 4
+# winners at M = 1/16: memcheck, synccheck and racecheck each; one dirty tool fails the step.
+mkdir -p "$tmp/suite/tests/gpu" "$tmp/suite/bin" "$tmp/fakebin"
+cp tests/gpu/run.sh "$tmp/suite/tests/gpu/"
+printf '#!/usr/bin/env bash\ncase $1 in devices) echo "0: GPU"; echo "1: GPU";; verify) echo "1 verified, 0 failed";; *) exec "%s" "$@";; esac\n' \
+    "$(realpath "$KT")" >"$tmp/suite/bin/kt"
+cat >"$tmp/fakebin/compute-sanitizer" <<'SANITIZER'
+#!/usr/bin/env bash
+tool=$2; shift 4; "$@" || exit
+if [ "${SANITIZER_DIRTY:-}" = "$tool" ]; then echo "========= ERROR SUMMARY: 1 error"; exit 99; fi
+[ "$tool" = racecheck ] && echo "========= RACECHECK SUMMARY: 0 hazards displayed" || echo "========= ERROR SUMMARY: 0 errors"
+SANITIZER
+chmod +x "$tmp/suite/bin/kt" "$tmp/fakebin/compute-sanitizer"
+sanitize_suite() { PATH="$tmp/fakebin:$PATH" KT_SANITIZE_DB="$tmp/fast.db" LOGS="$tmp/suite/logs" OUT= \
+    bash "$tmp/suite/tests/gpu/run.sh" sanitize >"$tmp/sanitize.out" 2>&1; }
+sanitize_suite
+check "gpu suite's sanitize mode: every winner at M = 1/16 under each tool" '[ $? -eq 0 ] &&
+    grep -q "^memcheck: 4 of 4 clean" "$tmp/sanitize.out" && grep -q "^racecheck: 4 of 4 clean" "$tmp/sanitize.out" &&
+    grep -q "^synccheck: 4 of 4 clean" "$tmp/sanitize.out" && grep -q "^2 passed, 0 failed" "$tmp/sanitize.out"'
+SANITIZER_DIRTY=synccheck sanitize_suite
+check "gpu suite's sanitize mode: an error fails it" '[ $? -ne 0 ] && grep -q "^synccheck: 0 of 4 clean" "$tmp/sanitize.out" &&
+    [ "$(grep -c "^synccheck NOT-CLEAN fp8_gemm" "$tmp/suite/logs/sanitize_results.txt")" -eq 4 ]'
 
 # tools/targets.sh on a bench JSON in kt bench's form: (4096,512) M = 1 against TARGETS.md's
 # 3.9 us (in-run baselines slower), M = 64 against this run's cuBLAS (4.0 < 4.2), M = 256

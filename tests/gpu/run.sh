@@ -4,9 +4,10 @@
 # winners, and prints the bench table. Logs go to $LOGS (default /tmp/kt-gpu) and, packed
 # as logs.tar.gz with the bench JSON, to $OUT when set (the device tool's folder). Ends with
 # "N passed, N failed".
-#   usage: tests/gpu/run.sh [full|quick|verify|sweep|fault|bench|speed]
+#   usage: tests/gpu/run.sh [full|quick|verify|sweep|fault|bench|speed|sanitize]
 #          (quick: fewer M values; verify/sweep/fault/bench: that group of steps alone;
-#          speed: the 5 x 18 sweep timed cold and warm, then the bench from it)
+#          speed: the 5 x 18 sweep timed cold and warm, then the bench from it;
+#          sanitize: compute-sanitizer over the tuned winners, KT_SANITIZE_DB's or a fresh sweep's)
 set -u
 cd "$(dirname "$0")/../.."
 LOGS=${LOGS:-/tmp/kt-gpu}
@@ -254,6 +255,51 @@ winners_sass() {
 }
 step winners_sass winners_sass
 cat "$LOGS/winners_sass.log"
+fi
+
+# compute-sanitizer over `kt verify` of tuned winners (sanitize only, not part of full): memcheck
+# on every winner of the three families at M = 1/16/64/256, synccheck on the GEMM winners among
+# them, racecheck (slow: ~35 s a kernel) on those at M <= 64; four at a time per GPU. Each must verify and report
+# no error or hazard. The winners are KT_SANITIZE_DB's, or those of a fast sweep of the targets.
+if [ "$MODE" = sanitize ]; then
+sanitize() {
+    local db=${KT_SANITIZE_DB:-$LOGS/sanitize.db} gpus jobs="$LOGS/sanitize_jobs.txt" f
+    local cs; cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+    [ -x "$cs" ] || { echo "no compute-sanitizer"; return 1; }
+    if [ -z "${KT_SANITIZE_DB:-}" ]; then
+        rm -f "$db"*
+        for f in fp8_gemm quant_fp8_gemm act_quant; do
+            $KT tune --family $f --shape targets --m 1,16,64 --db "$db" >/dev/null || return 1
+        done
+    fi
+    # "TOOL FAMILY SHAPE M CONFIG" (the device's name may be several words: start at the family)
+    $KT db show --db "$db" | awk '/^winners/ {w = 1; next} w && /^$/ {w = 0}
+        w { for (i = 1; i < NF; i++) if ($i ~ /^(fp8_gemm|quant_fp8_gemm|act_quant)$/) {
+                if ($(i + 2) !~ /^(1|16|64|256)$/) break
+                job = $i " " $(i + 1) " " $(i + 2) " " $(i + 3); print "memcheck " job
+                if ($i != "act_quant") print "synccheck " job
+                if ($i != "act_quant" && $(i + 2) <= 64) print "racecheck " job
+                break } }' >"$jobs"
+    gpus=$(grep -c '^[0-9]*: ' "$LOGS/devices.log")
+    mkdir -p "$LOGS/sanitize"
+    awk -v g="$gpus" '{ print (NR - 1) % g, $0 }' "$jobs" | xargs -P $((4 * gpus)) -L 1 bash -c '
+        gpu=$0 tool=$1 fam=$2 shape=$3 m=$4 cfg=$5 log="'"$LOGS"'/sanitize/$1-$2-$3-$4.log"
+        CUDA_VISIBLE_DEVICES=$gpu timeout 300 "'"$cs"'" --tool $tool --error-exitcode 99 \
+            "'"$KT"'" verify --family $fam --shape $shape --m $m --config $cfg >"$log" 2>&1
+        rc=$?
+        if [ $rc -eq 0 ] && grep -q "^1 verified, 0 failed" "$log" &&
+            grep -qE "(ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards)" "$log"; then
+            echo "$tool clean $fam $shape M=$m"
+        else echo "$tool NOT-CLEAN $fam $shape M=$m (exit $rc): see sanitize/$(basename "$log")"; fi' \
+        >"$LOGS/sanitize_results.txt"
+    grep NOT-CLEAN "$LOGS/sanitize_results.txt"
+    awk '{ n[$1]++; if ($2 == "clean") c[$1]++ } END { for (t in n) printf "%s: %d of %d clean\n", t, c[t], n[t] }' \
+        "$LOGS/sanitize_results.txt" | sort
+    [ "$(wc -l <"$LOGS/sanitize_results.txt")" -eq "$(wc -l <"$jobs")" ] && [ "$(wc -l <"$jobs")" -gt 0 ] &&
+        ! grep -q NOT-CLEAN "$LOGS/sanitize_results.txt"
+}
+step sanitize sanitize
+cat "$LOGS/sanitize.log"
 fi
 
 if [ -n "${OUT:-}" ]; then
