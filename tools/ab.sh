@@ -10,10 +10,9 @@ set -u
 old=$1 new=$2 db=$3 reps=${4:-2}
 FAMILY=${FAMILY:-fp8_gemm}
 for b in "$old" "$new"; do [ -x "$b" ] || { echo "$0: $b is not an executable" >&2; exit 1; }; done
-# The winners as "SHAPE M CONFIG" (the device's name may be several words: start at the family).
-list=$("$new" db show --db "$db") || exit 1
-list=$(echo "$list" | awk -v f="$FAMILY" '/^winners/ {w = 1; next} w && /^$/ {w = 0}
-    w { for (i = 1; i < NF; i++) if ($i == f) { print $(i + 1), $(i + 2), $(i + 3); break } }')
+# The winners as "SHAPE M CONFIG".
+list=$(KT=$new "$(dirname "$0")/winners.sh" "$db") || exit 1
+list=$(echo "$list" | awk -v f="$FAMILY" '$1 == f { print $2, $3, $4 }')
 [ -n "$list" ] || { echo "$0: $db has no $FAMILY winners" >&2; exit 1; }
 
 tmp=$(mktemp)

@@ -177,8 +177,8 @@ check "ab.sh: a build that cannot bench fails the comparison" '[ $? -ne 0 ]'
 # GPUs; verify: verified) and a stand-in compute-sanitizer that runs the command and reports
 # clean (SANITIZER_DIRTY=TOOL: that tool reports an error). The fast sweep's DB above has 4
 # winners at M = 1/16: memcheck, synccheck and racecheck each; one dirty tool fails the step.
-mkdir -p "$tmp/suite/tests/gpu" "$tmp/suite/bin" "$tmp/fakebin"
-cp tests/gpu/run.sh "$tmp/suite/tests/gpu/"
+mkdir -p "$tmp/suite/tests/gpu" "$tmp/suite/bin" "$tmp/suite/tools" "$tmp/fakebin"
+cp tests/gpu/run.sh "$tmp/suite/tests/gpu/" && cp tools/winners.sh "$tmp/suite/tools/"
 printf '#!/usr/bin/env bash\ncase $1 in devices) echo "0: GPU"; echo "1: GPU";; verify) echo "1 verified, 0 failed";; *) exec "%s" "$@";; esac\n' \
     "$(realpath "$KT")" >"$tmp/suite/bin/kt"
 cat >"$tmp/fakebin/compute-sanitizer" <<'SANITIZER'

@@ -272,14 +272,12 @@ sanitize() {
             $KT tune --family $f --shape targets --m 1,16,64 --db "$db" >/dev/null || return 1
         done
     fi
-    # "TOOL FAMILY SHAPE M CONFIG" (the device's name may be several words: start at the family)
-    $KT db show --db "$db" | awk '/^winners/ {w = 1; next} w && /^$/ {w = 0}
-        w { for (i = 1; i < NF; i++) if ($i ~ /^(fp8_gemm|quant_fp8_gemm|act_quant)$/) {
-                if ($(i + 2) !~ /^(1|16|64|256)$/) break
-                job = $i " " $(i + 1) " " $(i + 2) " " $(i + 3); print "memcheck " job
-                if ($i != "act_quant") print "synccheck " job
-                if ($i != "act_quant" && $(i + 2) <= 64) print "racecheck " job
-                break } }' >"$jobs"
+    # "TOOL FAMILY SHAPE M CONFIG"
+    KT=$KT tools/winners.sh "$db" >"$LOGS/sanitize_winners.txt" || return 1
+    awk '$1 ~ /^(fp8_gemm|quant_fp8_gemm|act_quant)$/ && $3 ~ /^(1|16|64|256)$/ {
+            print "memcheck " $0
+            if ($1 != "act_quant") print "synccheck " $0
+            if ($1 != "act_quant" && $3 <= 64) print "racecheck " $0 }' "$LOGS/sanitize_winners.txt" >"$jobs"
     gpus=$(grep -c '^[0-9]*: ' "$LOGS/devices.log")
     mkdir -p "$LOGS/sanitize"
     awk -v g="$gpus" '{ print (NR - 1) % g, $0 }' "$jobs" | xargs -P $((4 * gpus)) -L 1 bash -c '
