@@ -119,7 +119,7 @@ static int parse_common(int argc, char **argv, common *c) {
             for (int t = 0; t < c->family->n_target_shapes && c->n_shapes < 32; t++) {
                 kt_problem *p = &c->shapes[c->n_shapes++];
                 memset(p, 0, sizeof *p);
-                p->n_dims = c->family->n_dims;
+                p->n_dims = c->family->n_keys;
                 memcpy(p->dim, c->family->target_shapes[t], sizeof p->dim);
             }
             continue;
@@ -171,7 +171,12 @@ static void print_family(const kt_family *f, int verbose) {
     printf("%-15s %s\n", f->name, f->summary);
     if (!verbose) return;
     printf("  shape keys:");
-    for (int i = 0; i < f->n_dims; i++) printf(" %s", f->dim_names[i]);
+    for (int i = 0; i < f->n_keys; i++) {
+        printf(" %s", f->keys[i].name);
+        for (int j = 0; f->keys[i].kind == KT_KEY_CATEGORY && f->keys[i].categories[j]; j++)
+            printf("%s%s", j ? "|" : "={", f->keys[i].categories[j]);
+        if (f->keys[i].kind == KT_KEY_CATEGORY) printf("}");
+    }
     printf("  (batch: %s)\n  parameters:\n", f->m_name);
     for (int i = 0; i < f->n_params; i++) {
         printf("    %-18s", f->params[i].name);
@@ -183,7 +188,7 @@ static void print_family(const kt_family *f, int verbose) {
     printf("  space: %ld points, %d valid for sm_120\n  default: %s%s\n  target shapes:", total, n120, cfg,
            f->default_for ? "\n           (an untuned problem gets one chosen for its M and the GPU's SMs; this where that one does not fit)" : "");
     for (int t = 0; t < f->n_target_shapes; t++) {
-        kt_problem p = {.n_dims = f->n_dims};
+        kt_problem p = {.n_dims = f->n_keys};
         memcpy(p.dim, f->target_shapes[t], sizeof p.dim);
         kt_format_shape(f, &p, cfg, sizeof cfg);
         printf(" %s", cfg);

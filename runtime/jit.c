@@ -142,12 +142,12 @@ static int nvrtc_compile(const char *name, const char *file, const char *defines
     size_t src_len;
     const char *src = kt_source_text(file, &src_len);
     if (!src) return kt_fail("%s: source %s is not embedded in this binary", name, file);
-    extern const struct { const char *name; const char *text; size_t len; } kt_embedded[];
+    const kt_source_file *kt_embedded = kt_sources();
     const char *hdr_text[32], *hdr_name[32];
     int n_hdr = 0;
     for (int i = 0; kt_embedded[i].name && n_hdr < 32; i++) {
         size_t n = strlen(kt_embedded[i].name);
-        if (n > 4 && !strcmp(kt_embedded[i].name + n - 4, ".cuh")) {
+        if ((n > 4 && !strcmp(kt_embedded[i].name + n - 4, ".cuh")) || (n > 2 && !strcmp(kt_embedded[i].name + n - 2, ".h"))) {
             hdr_text[n_hdr] = kt_embedded[i].text;
             hdr_name[n_hdr++] = kt_embedded[i].name;
         }
