@@ -373,7 +373,7 @@ static int verify_one(const kt_family *f, kt_bench *b, const kt_config *cfg, con
 
 /* Verifies pipeline f's stages, each its family's winner in the DB (or default), run in order
  * on each (shape, M); prints a line each; returns how many failed, or -1 if the GPU failed. */
-static int verify_pipeline(const kt_family *f, const common *c, kt_db *db) {
+static int verify_pipeline(const kt_family *f, const common *c, kt_db *db, const kt_module *ref) {
     int failures = 0;
     for (int s = 0; s < c->n_shapes; s++)
         for (int j = 0; j < c->n_ms; j++) {
@@ -390,7 +390,7 @@ static int verify_pipeline(const kt_family *f, const common *c, kt_db *db) {
                          f->stages[i].family->name, cs);
             }
             kt_measurement r = {0};
-            int lost = kt_bench_setup(f, &p, c->seed + (uint64_t)(s * 131 + j), NULL, &b) || kt_bench_variant(b, mods, &r);
+            int lost = kt_bench_setup(f, &p, c->seed + (uint64_t)(s * 131 + j), ref, &b) || kt_bench_variant(b, mods, &r);
             kt_bench_free(b);
             kt_pipeline_unload(f, mods);
             if (lost || r.status != KT_OK) {
@@ -423,8 +423,11 @@ static int cmd_verify(int argc, char **argv) {
     if (need_gpu(&info)) return 1;
     if (f->n_stages) {
         kt_db *db = NULL;
+        kt_module ref = {0};
         if (c.db_path && kt_db_open(c.db_path, 1, &db)) return die("%s", kt_error());
-        int failed = verify_pipeline(f, &c, db);
+        if (f->launch_reference && kt_reference_module(f, &ref)) return die("%s", kt_error());
+        int failed = verify_pipeline(f, &c, db, f->launch_reference ? &ref : NULL);
+        kt_module_unload(&ref);
         kt_db_close(db);
         if (failed < 0) return die("%s", kt_error());
         printf("%d verified, %d failed\n", c.n_shapes * c.n_ms - failed, failed);

@@ -29,6 +29,12 @@ static void reference(const kt_problem *p, void *const *host, double *ref) {
     kt_family_quant_fp8_gemm.reference(p, host, ref);
 }
 
+/* quant_fp8_gemm's reference kernel (l->ref_mod is one of its modules) over X, B, Bs. */
+static int launch_reference(const kt_launch *l, uint64_t ref) {
+    uint64_t p[4] = {l->ptr[T_X], 0, l->ptr[T_B], l->ptr[T_BS]};
+    return kt_fp8_gemm_launch_reference(l, p, ref);
+}
+
 /* act_quant's problem: K of the GEMM's (N, K), the same tokens. */
 static void quant_problem(const kt_problem *p, kt_problem *s) {
     *s = (kt_problem){.n_dims = 1, .dim = {p->dim[1]}, .m = p->m};
@@ -50,6 +56,9 @@ const kt_family kt_family_act_quant_fp8_gemm = {
     .tensors = tensors,
     .fill = fill,
     .reference = reference,
+    .gpu_reference_above = 1 << 22,
+    .launch_reference = launch_reference,
+    .reference_family = &kt_family_quant_fp8_gemm,
     .tolerance = 1e-2,
     .bytes = bytes,
     .flops = kt_fp8_gemm_flops,

@@ -148,8 +148,13 @@ struct kt_family;
 /* A vendor or naive implementation `kt bench` times beside the family's variant. */
 typedef struct kt_baseline {
     const char *name; /* "cublaslt_fp8", "cublas_bf16", "naive" */
-    /* Optional: state for problem p (may set *state NULL). */
+    /* Optional: state for problem p (may leave *state NULL). */
     int (*prepare)(const kt_problem *p, void **state);
+    /* Optional: makes alternative i of the baseline current (cuBLASLt's heuristic algorithms,
+     * a fallback scale mode), told whether an earlier one ran (ran); *label (the baseline's
+     * name unless set) and *algo (-1 unless set) say what it is. Returns 0, 1 when there is no
+     * alternative i, -1 on error. bench times each and reports the fastest. */
+    int (*choose)(void *state, int i, int ran, const char **label, int *algo);
     /* Enqueues one run on l->stream over the problem's tensors (l->ptr as the family's, the
      * rotation copy l->copy of l->copies); l->mod is the family's module (default config), so
      * a naive kernel of the family's own .cu (listed in kernels[]) can be launched. NULL: the
@@ -217,8 +222,10 @@ typedef struct kt_family {
      * reference kernel (0: never). */
     double gpu_reference_above;
     double (*work)(const kt_problem *p); /* optional */
-    /* Enqueues the trusted GPU reference writing double ref[] (same order as reference()). */
+    /* Enqueues the trusted GPU reference writing double ref[] (same order as reference()),
+     * from l->ref_mod: a module (default config) of reference_family, or of this family. */
     int (*launch_reference)(const struct kt_launch *l, uint64_t ref_ptr);
+    const struct kt_family *reference_family; /* NULL: this family */
     /* Enqueues the variant on l->stream. */
     int (*launch)(const struct kt_launch *l);
     /* Relative tolerance of ||out - ref|| / ||ref|| (REL_L2 outputs with tolerance 0). */

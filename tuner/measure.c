@@ -63,7 +63,16 @@ size_t kt_bench_device_bytes(const kt_bench *b) {
 }
 void *kt_bench_stream(const kt_bench *b) { return b->stream; }
 
-static void fill_launch(const kt_bench *b, const kt_module *mod, int copy, kt_launch *l) {
+int kt_reference_module(const kt_family *f, kt_module *m) {
+    const kt_family *r = f->reference_family ? f->reference_family : f;
+    kt_cubin cubin;
+    if (kt_compile(r, &r->default_config, kt_gpu_arch(), &cubin)) return -1;
+    int rc = kt_module_load(r, &r->default_config, &cubin, m);
+    kt_cubin_free(&cubin);
+    return rc;
+}
+
+void kt_bench_launch(const kt_bench *b, const kt_module *mod, int copy, kt_launch *l) {
     memset(l, 0, sizeof *l);
     l->mod = mod;
     l->ref_mod = mod;
@@ -84,7 +93,7 @@ static int compute_reference(kt_bench *b, const kt_module *ref_mod) {
     if (b->check_on_cpu && !(b->host_ref = malloc(bytes ? bytes : sizeof(double)))) return kt_fail("out of memory");
     if (f->launch_reference && ref_mod && f->gpu_reference_above > 0 && kt_family_work(f, &b->p) > f->gpu_reference_above) {
         kt_launch l;
-        fill_launch(b, ref_mod, 0, &l);
+        kt_bench_launch(b, ref_mod, 0, &l);
         if (f->launch_reference(&l, b->ref)) return -1;
         KT_CHECK(CU, kt_cu.cuStreamSynchronize(b->stream));
         if (b->host_ref) KT_CHECK(CU, kt_cu.cuMemcpyDtoH(b->host_ref, b->ref, bytes));
@@ -371,7 +380,7 @@ typedef struct variant_ctx {
 static int enqueue_variant(void *ctx, int copy, void *stream) {
     variant_ctx *v = ctx;
     kt_launch l;
-    fill_launch(v->b, v->mod, copy, &l);
+    kt_bench_launch(v->b, v->mod, copy, &l);
     l.stream = stream;
     const kt_family *f = v->b->f;
     return f->n_stages ? kt_pipeline_launch(f, v->mod, &l) : f->launch(&l);

@@ -40,6 +40,12 @@ typedef struct kt_bench kt_bench;
 int kt_bench_setup(const kt_family *f, const kt_problem *p, uint64_t seed, const kt_module *ref_mod,
                    kt_bench **out);
 void kt_bench_free(kt_bench *b);
+/* Loads the module whose reference kernel checks f's large problems (kt_bench_setup's
+ * ref_mod): the default config of f->reference_family, or of f. */
+int kt_reference_module(const kt_family *f, kt_module *m);
+/* The launch of mod (or, for a pipeline, its stages' modules) on b's tensors, rotation copy
+ * `copy`, on b's stream: what a baseline's enqueue is handed. */
+void kt_bench_launch(const kt_bench *b, const kt_module *mod, int copy, kt_launch *l);
 
 /* Timing method: graph replays over rotated inputs, warm-up excluded, median of repeats. */
 typedef struct kt_timing {
