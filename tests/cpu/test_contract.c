@@ -223,3 +223,49 @@ KT_TEST(probe_family_outputs_checked_on_the_host) {
     for (int i = 0; i < n; i++) free(host[i]);
     free(ref);
 }
+
+/* Every pipeline's stage tensors are the pipeline tensors its map names: the same dtype and
+ * size, a stage's input a pipeline input or intermediate (KT_TEMP), its output a pipeline
+ * output or intermediate; and each stage's family is not itself a pipeline. */
+KT_TEST(pipeline_stages_map_their_tensors) {
+    int pipelines = 0;
+    for (int fi = 0; fi < kt_family_count(); fi++) {
+        const kt_family *f = kt_family_at(fi);
+        if (!f->n_stages) continue;
+        pipelines++;
+        EXPECT(f->n_stages <= KT_MAX_STAGES && !f->source && !f->n_params);
+        for (int t = 0; t < f->n_target_shapes; t++)
+            for (long m = 1; m <= 256; m *= 16) {
+                kt_problem p = {.n_dims = f->n_keys, .m = m};
+                memcpy(p.dim, f->target_shapes[t], sizeof p.dim);
+                kt_tensor_desc pt[KT_MAX_TENSORS], st[KT_MAX_TENSORS];
+                int np = f->tensors(&p, pt);
+                for (int s = 0; s < f->n_stages; s++) {
+                    const kt_family *g = f->stages[s].family;
+                    kt_problem sp;
+                    kt_stage_problem(f, s, &p, &sp);
+                    char why[256];
+                    EXPECT(!g->n_stages && g->check_problem(&sp, why, sizeof why) == 0);
+                    int ns = g->tensors(&sp, st);
+                    for (int i = 0; i < ns; i++) {
+                        int j = f->stages[s].tensor[i];
+                        int ok = j >= 0 && j < np && pt[j].dtype == st[i].dtype && pt[j].count == st[i].count &&
+                                 (pt[j].role == KT_TEMP ||
+                                  pt[j].role == (st[i].role == KT_OUTPUT ? KT_OUTPUT : KT_INPUT));
+                        if (!ok) fprintf(stderr, "  %s stage %d (%s) tensor %s\n", f->name, s, g->name, st[i].name);
+                        EXPECT(ok);
+                    }
+                }
+            }
+    }
+    EXPECT(pipelines >= 1);
+}
+
+/* fp8_gemm names its baselines (their code is bench's: NULL hooks where it is not linked). */
+KT_TEST(fp8_gemm_lists_its_baselines) {
+    const kt_family *f = kt_family_find("fp8_gemm");
+    EXPECT(f && f->baselines && f->baselines[0] && f->baselines[1] && !f->baselines[2]);
+    if (!f || !f->baselines || !f->baselines[0] || !f->baselines[1]) return;
+    EXPECT(!strcmp(f->baselines[0]->name, "cublaslt_fp8") && !strcmp(f->baselines[1]->name, "cublas_bf16"));
+    EXPECT(f->mma == KT_MMA_E4M3 && !kt_family_find("act_quant")->baselines);
+}
