@@ -24,7 +24,7 @@ enum { KT_FP8_GEMM_A, KT_FP8_GEMM_AS, KT_FP8_GEMM_B, KT_FP8_GEMM_BS, KT_FP8_GEMM
                {"STAGES", 5, {2, 3, 4, 6, 8}},                                                 \
                {"SPLIT_K", 4, {1, 2, 4, 8}},                                                   \
                {"PROMOTE", 2, {0, 1}}},                                                        \
-    .strata_params = 3,                                                                        \
+    .strata_params = 3, .search_full_budget_from_m = 128, .search_tile_sweep_to_m = 256,        \
     .default_config = {{64, 16, 0, 128, 4, 1, 1, 4, 1, 0}}
 
 /* The descriptor fields both families share (a kt_family initializer fragment). */

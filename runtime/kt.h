@@ -194,6 +194,10 @@ typedef struct kt_family {
     int strata_params;             /* the fast search's first sample covers the combinations of
                                     * the first this many params (0: 2), the most telling first */
     kt_config default_config;      /* served when the DB has nothing for the family */
+    /* The fast search (tuner/search.h): from this batch size on an anchor's local search gets
+     * its whole budget again, and anchors up to search_tile_sweep_to_m time all of their
+     * winner's tile (the first strata_params); 0: never. */
+    long search_full_budget_from_m, search_tile_sweep_to_m;
     const long (*target_shapes)[KT_MAX_DIMS]; /* shapes `make demo` sweeps */
     int n_target_shapes;
 

@@ -255,6 +255,8 @@ static int describe_bad(const kt_bench *b, int i, size_t off, const kt_check_sum
     else KT_CHECK(CU, kt_cu.cuMemcpyDtoH(bits, b->dev[i] + at * size, size));
     int poison;
     double got = kt_check_load(bits, (int)t->dtype, 0, &poison);
+    static const char *const rule[] = {[KT_CMP_REL_L2] = "finite values and matching infinities",
+                                       [KT_CMP_EXACT] = "an exact compare", [KT_CMP_SET] = "its row compared as a set"};
     const char *what = t->compare == KT_CMP_SET ? "row" : "element";
     if (poison && t->dtype != KT_I32)
         snprintf(why, n, "%s[%zu] is NaN (unwritten or invalid; expected %g; %llu NaN in all)", t->name, at, expected,
@@ -263,9 +265,8 @@ static int describe_bad(const kt_bench *b, int i, size_t off, const kt_check_sum
         snprintf(why, n, "%s[%zu] is unwritten (still the poison; expected %g; %llu unwritten in all)", t->name, at,
                  expected, s->unwritten);
     else
-        snprintf(why, n, "%s[%zu] is %g, expected %g (%s %s check; %llu %ss fail, %llu unwritten)", t->name, at, got,
-                 expected, t->compare == KT_CMP_SET ? "its row's set" : t->compare == KT_CMP_EXACT ? "an exact" : "the",
-                 t->compare == KT_CMP_REL_L2 ? "finite" : "", s->bad, what, s->unwritten);
+        snprintf(why, n, "%s[%zu] is %g, expected %g (%s; %llu %ss fail, %llu unwritten)", t->name, at, got, expected,
+                 rule[t->compare], s->bad, what, s->unwritten);
     return 0;
 }
 
