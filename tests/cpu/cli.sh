@@ -50,6 +50,7 @@ expect_fail "bench needs a db or config" "cannot read database" bench --family f
 if ! ldconfig -p 2>/dev/null | grep -q 'libcuda.so.1'; then
     expect_fail "tune without a GPU" "needs an NVIDIA GPU" tune --family fp8_gemm --shape N=1024,K=4096 --m 1 --db "$tmp/x.db"
     expect_fail "devices without a GPU" "needs an NVIDIA GPU" devices
+    expect_fail "allreduce without a GPU" "needs an NVIDIA GPU" bench allreduce --gpus 1
 fi
 # A random sweep measures --budget configs per (shape, M) after pruning (fake GPU: real
 # compiles, made-up times).
@@ -59,6 +60,8 @@ rows=$("$KT" db export --format csv --db "$tmp/random.db" 2>/dev/null | tail -n 
 if [ "$rows" -eq 10 ]; then passed=$((passed + 1)); else
     failed=$((failed + 1)); echo "FAIL cli: random budget: $rows rows, expected 10: $(tail -c 300 "$tmp/err")"; fi
 
+expect_fail "allreduce: too many GPUs" "one count from 1 to 8" bench allreduce --gpus 9
+expect_fail "allreduce: bad batch list" "bad integer list" bench allreduce --batch 1,x
 expect_ok "help" "usage: kt COMMAND" --help
 expect_ok "list" "fp8_gemm" list
 expect_ok "list family" "TILE_N" list fp8_gemm
