@@ -49,4 +49,30 @@ int kt_bench_mma_ceiling(kt_mma_kind kind, double *best, double *at_8_warps);
  * as they are on a GPU without clusters, sm_89). */
 int kt_bench_memory_rates(double *l2, double dsmem[3]);
 
+/* ---------------------------------------------------------- all-reduce (NCCL) */
+
+#define KT_ALLREDUCE_MAX_SIZES 32
+
+/* `kt bench allreduce`: world GPUs of this host, the message sizes in bytes (bf16). */
+typedef struct kt_allreduce_options {
+    int world;
+    long hidden;                           /* for the B column: bytes / 2 / hidden */
+    size_t bytes[KT_ALLREDUCE_MAX_SIZES];
+    int n_sizes;
+    uint64_t seed;
+} kt_allreduce_options;
+
+/* The best NCCL setting for one message size (proto/algo "" = NCCL's own choice). */
+typedef struct kt_allreduce_best {
+    size_t bytes;
+    char proto[16], algo[16];
+    double median_us, min_us, max_us, floor_us; /* floor 0 on one GPU */
+} kt_allreduce_best;
+
+/* Times every setting (a child process each), prints the table, fills best[n_sizes]. */
+int kt_bench_allreduce(const kt_allreduce_options *o, kt_allreduce_best *best);
+/* The child's part: times each size with the NCCL settings of its environment, checks the
+ * sums, prints "size BYTES MEDIAN MIN MAX" lines and one "busbw" line. */
+int kt_allreduce_child(int world, const size_t *bytes, int n_sizes, uint64_t seed);
+
 #endif

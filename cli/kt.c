@@ -480,7 +480,59 @@ static int cmd_verify(int argc, char **argv) {
     return failures ? 1 : 0;
 }
 
+/* kt bench allreduce: its own options (no family); --child is the per-setting process. */
+static int cmd_bench_allreduce(int argc, char **argv) {
+    static const struct option opts[] = {{"gpus", required_argument, 0, 'g'},  {"batch", required_argument, 0, 'b'},
+                                         {"hidden", required_argument, 0, 'H'}, {"bytes", required_argument, 0, 'B'},
+                                         {"seed", required_argument, 0, 's'},   {"child", no_argument, 0, 'c'},
+                                         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+    kt_allreduce_options o = {.world = 0, .hidden = 4096, .seed = 20261201};
+    long batch[KT_ALLREDUCE_MAX_SIZES] = {1, 2, 4, 8, 16, 32, 64, 128, 256}, list[KT_ALLREDUCE_MAX_SIZES];
+    int n_batch = 9, child = 0, n;
+    optind = 1;
+    opterr = 0;
+    for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
+        switch (c) {
+        case 'g':
+            if (kt_parse_int_list(optarg, list, 1) != 1 || list[0] > 8) return die("--gpus '%s': one count from 1 to 8", optarg);
+            o.world = (int)list[0];
+            break;
+        case 'b':
+            if ((n_batch = kt_parse_int_list(optarg, batch, KT_ALLREDUCE_MAX_SIZES)) < 0) return die("--batch: %s", kt_error());
+            break;
+        case 'H':
+            if (kt_parse_int_list(optarg, list, 1) != 1) return die("--hidden '%s': one positive size", optarg);
+            o.hidden = list[0];
+            break;
+        case 'B':
+            if ((n = kt_parse_int_list(optarg, list, KT_ALLREDUCE_MAX_SIZES)) < 0) return die("--bytes: %s", kt_error());
+            for (o.n_sizes = 0; o.n_sizes < n; o.n_sizes++) o.bytes[o.n_sizes] = (size_t)list[o.n_sizes];
+            break;
+        case 's': o.seed = strtoull(optarg, NULL, 10); break;
+        case 'c': child = 1; break;
+        case 'h':
+            printf("usage: kt bench allreduce [--gpus N] [--batch 1,16,64] [--hidden 4096]\n"
+                   "  NCCL all-reduce of hidden x B bf16 over N GPUs of this host (default: all), each NCCL\n"
+                   "  protocol/algorithm timed in its own process (NVLink multicast off), against the bytes a\n"
+                   "  ring moves over the measured bus bandwidth; prints the best setting per size.\n");
+            return 0;
+        default: return die("bench allreduce: unknown or incomplete option '%s' (see --help)", argv[optind - 1]);
+        }
+    }
+    if (kt_gpu_init()) return die("%s", kt_error());
+    if (!o.world) o.world = kt_gpu_count() < 8 ? kt_gpu_count() : 8;
+    if (child) return kt_allreduce_child(o.world, o.bytes, o.n_sizes, o.seed) ? die("%s", kt_error()) : 0;
+    for (o.n_sizes = 0; o.n_sizes < n_batch; o.n_sizes++) {
+        if (batch[o.n_sizes] > (1L << 40) / o.hidden) return die("--batch %s: message too large", "x --hidden");
+        o.bytes[o.n_sizes] = (size_t)(batch[o.n_sizes] * o.hidden * 2);
+    }
+    kt_allreduce_best best[KT_ALLREDUCE_MAX_SIZES];
+    if (kt_bench_allreduce(&o, best)) return die("bench allreduce failed: %s", kt_error());
+    return 0;
+}
+
 static int cmd_bench(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "allreduce")) return cmd_bench_allreduce(argc - 1, argv + 1);
     common c;
     if (parse_common(argc, argv, &c)) return 1;
     if (c.help) {

@@ -7,7 +7,6 @@
 #include <cublas_api.h>
 #include <errno.h>
 #include <math.h>
-#include <nccl.h>
 #include <nvrtc.h>
 #include <sqlite3.h>
 #include <stdarg.h>
@@ -54,13 +53,6 @@ int kt_status_CUBLAS(int status, const char *call, const char *file, int line) {
     if (status == CUBLAS_STATUS_SUCCESS) return 0;
     return status_fail("cuBLAS", cublasGetStatusString((cublasStatus_t)status), status, call, file,
                        line);
-}
-
-/* NCCL is loaded at run time only by the runtime's tensor-parallel path; its strings
- * come from there once it exists. */
-int kt_status_NCCL(int status, const char *call, const char *file, int line) {
-    if (status == ncclSuccess) return 0;
-    return status_fail("NCCL", "see NCCL_DEBUG=WARN output", status, call, file, line);
 }
 
 int kt_status_SQL(int status, const char *call, const char *file, int line) {

@@ -50,6 +50,7 @@ expect_fail "bench needs a db or config" "cannot read database" bench --family f
 if ! ldconfig -p 2>/dev/null | grep -q 'libcuda.so.1'; then
     expect_fail "tune without a GPU" "needs an NVIDIA GPU" tune --family fp8_gemm --shape N=1024,K=4096 --m 1 --db "$tmp/x.db"
     expect_fail "devices without a GPU" "needs an NVIDIA GPU" devices
+    expect_fail "allreduce without a GPU" "needs an NVIDIA GPU" bench allreduce --gpus 1
 fi
 # A random sweep measures --budget configs per (shape, M) after pruning (fake GPU: real
 # compiles, made-up times).
@@ -72,6 +73,8 @@ expect_ok "probe winners in its own buckets" "probe.*LAYOUT=V4,N=4096.* 16 " db 
 expect_ok "probe export names the category" '"shape": "LAYOUT=V3,N=512"' db export --format json --db "$tmp/probe.db"
 expect_ok "list probe shows the key kinds" "LAYOUT={V3|V4} N  (batch: B)" list probe
 
+expect_fail "allreduce: too many GPUs" "one count from 1 to 8" bench allreduce --gpus 9
+expect_fail "allreduce: bad batch list" "bad integer list" bench allreduce --batch 1,x
 expect_ok "help" "usage: kt COMMAND" --help
 expect_ok "list" "fp8_gemm" list
 expect_ok "list family" "TILE_N" list fp8_gemm
