@@ -31,7 +31,6 @@ const char *kt_arch_name(int arch) {
     switch (arch) {
     case 90: return "sm_90";
     case 901: return "sm_90a";
-    case 89: return "sm_89";
     case 100: return "sm_100";
     case 120: return "sm_120";
     case 1201: return "sm_120a";
@@ -40,7 +39,8 @@ const char *kt_arch_name(int arch) {
 }
 
 int kt_arch_parse(const char *s) {
-    static const int known[] = {89, 90, 901, 100, 120, 1201};
+    /* not sm_89 or older: every kernel uses griddepcontrol (PDL) and clusters, sm_90's */
+    static const int known[] = {90, 901, 100, 120, 1201};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (!strcmp(s, kt_arch_name(known[i]))) return known[i];
     return -1;
@@ -195,7 +195,7 @@ static int nvrtc_compile(const char *name, const char *file, const char *defines
 /* Compiles embedded `file` as `name` with `defines` for arch through the on-disk cache. */
 static int compile_cached(const char *name, const char *file, const char *defines, int arch, kt_cubin *out) {
     memset(out, 0, sizeof *out);
-    if (!kt_arch_name(arch)) return kt_fail("unknown arch %d", arch);
+    if (!kt_arch_name(arch)) return kt_fail("no JIT target for arch %d: kt's kernels need sm_90 or newer", arch);
     if (kt_nvrtc_version() < 0) return kt_fail("NVRTC is not usable: is the CUDA toolkit installed?");
     compile_id(name, file, defines, arch, out->variant_id);
     char path[4200];

@@ -47,7 +47,13 @@ double kt_now(void);
 /* Seeded generator (splitmix64): next 64 bits, and a uniform float in [-1, 1). */
 uint64_t kt_rng_next(uint64_t *state);
 float kt_rng_uniform(uint64_t *state);
-/* Parses a comma list of positive integers ("1,16,64") into out[max]; returns the count or -1. */
+/* Parses a whole decimal integer in [lo, hi] into *out: no blanks, no sign but a leading '-',
+ * nothing after the digits, no overflow; -1 with the reason otherwise. */
+int kt_parse_long(const char *s, long lo, long hi, long *out);
+/* The largest integer a list element, shape key or config value may be: what an int holds. */
+#define KT_MAX_INT_VALUE 2147483647L
+/* Parses a comma list of positive integers ("1,16,64") into out[max]; returns the count or -1
+ * (an empty element, e.g. "1,", is an error). */
 int kt_parse_int_list(const char *s, long *out, int max);
 /* Makes room for element n of a malloc'd array of `size`-byte elements, *cap of them (doubled,
  * from 64, once n reaches it). Returns the array, moved or not; NULL with the error set if out
@@ -165,6 +171,11 @@ const kt_family *kt_family_find(const char *name);
 
 /* Parses "N=1536,K=4096" against the family's key names into p (m untouched). */
 int kt_parse_shape(const kt_family *f, const char *s, kt_problem *p);
+/* The most bytes a problem's tensors may take: more than any GPU's memory (192 GB today). */
+#define KT_MAX_PROBLEM_BYTES (256.0 * (1 << 30))
+/* 0 if problem p's sizes multiply without overflow and its tensors fit KT_MAX_PROBLEM_BYTES,
+ * else -1 with the reason in why (checked after f->check_problem, before any tensor is sized). */
+int kt_check_problem_size(const kt_family *f, const kt_problem *p, char *why, size_t n);
 /* Formats p's shape as "N=1536,K=4096" into out. */
 void kt_format_shape(const kt_family *f, const kt_problem *p, char *out, size_t n);
 /* Index of value in p's value list; -1 if it is not there. */

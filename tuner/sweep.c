@@ -190,7 +190,8 @@ static int start_workers(sweep *s) {
     if (s->o->max_workers > 0 && want > s->o->max_workers) want = s->o->max_workers;
     if (want > MAX_WORKERS) want = MAX_WORKERS;
     s->arch = h0.info.cc_major * 10 + h0.info.cc_minor;
-    if (!kt_arch_name(s->arch)) return kt_fail("no JIT target for this GPU (compute capability %d)", s->arch);
+    if (!kt_arch_name(s->arch))
+        return kt_fail("no JIT target for this GPU (sm_%d): kt's kernels need sm_90 or newer", s->arch);
     if (s->f->launch_reference && s->f->gpu_reference_above > 0) {
         /* The reference kernel lives in every variant's module; the default config's serves. */
         if (kt_compile(s->f, &s->f->default_config, s->arch, &s->reference)) return -1;
@@ -644,7 +645,8 @@ int kt_sweep(const kt_sweep_options *o, kt_sweep_report *report) {
         for (int j = 0; j < o->n_ms && !rc; j++) {
             kt_problem p = o->shapes[i];
             p.m = o->ms[j];
-            if (s->f->check_problem(&p, why, sizeof why)) rc = kt_fail("%s", why);
+            if (s->f->check_problem(&p, why, sizeof why) || kt_check_problem_size(s->f, &p, why, sizeof why))
+                rc = kt_fail("%s", why);
         }
     if (!rc && o->shard_count > 1 && (o->shard_index < 0 || o->shard_index >= o->shard_count))
         rc = kt_fail("shard %d/%d does not exist (0 <= i < n)", o->shard_index, o->shard_count);

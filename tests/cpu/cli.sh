@@ -39,6 +39,30 @@ expect_fail "shape missing a dim" "K missing" tune --family fp8_gemm --shape N=1
 expect_fail "shape not a multiple of 128" "multiples of 128" tune --family fp8_gemm --shape N=1000,K=4096 --m 1
 expect_fail "bad M list" "bad integer list" tune --family fp8_gemm --shape N=1024,K=4096 --m 1,x
 expect_fail "M out of range" "M=0\|bad integer list" tune --family fp8_gemm --shape N=1024,K=4096 --m 0
+# Strict input (issue 18): no wrap-around, no truncation, no blanks, no key twice, no empty
+# list element, no contradictory options, no problem larger than a GPU.
+expect_fail "empty M list element" "empty element" tune --family fp8_gemm --shape N=1024,K=4096 --m 1,
+expect_fail "M with a blank" "bad integer list" tune --family fp8_gemm --shape N=1024,K=4096 --m "1, 2"
+expect_fail "M that wraps" "out of range" tune --family fp8_gemm --shape N=1024,K=4096 --m 4294967297
+expect_fail "shape key twice" "K given twice" tune --family fp8_gemm --shape N=1024,K=512,K=4096 --m 1
+expect_fail "shape value with a blank" "N needs an integer" tune --family fp8_gemm --shape "N= 1024,K=4096" --m 1
+expect_fail "config key twice" "TILE_N given twice" compile --family fp8_gemm --config TILE_N=64,TILE_N=32
+expect_fail "config value 2^32 + 64 (read as 64 before)" "VEC needs an integer from 0 to" compile --family act_quant --config VEC=4294967304
+expect_fail "--where value that wraps" "needs an integer" compile --family fp8_gemm --where DIRECT=4294967297
+expect_fail "--sample with --config" "contradict" compile --family act_quant --config VEC=8 --sample 3
+expect_fail "--sample that overflows" "out of range" compile --family act_quant --sample 99999999999999999999
+expect_fail "--budget with trailing junk" "--budget: '5x' is not an integer" tune --family fp8_gemm --shape N=1024,K=4096 --m 1 --budget 5x
+expect_fail "--shard with junk" "--shard wants" tune --family fp8_gemm --shape N=1024,K=4096 --m 1 --shard 0/2x
+expect_fail "--shard that wraps" "--shard wants" tune --family fp8_gemm --shape N=1024,K=4096 --m 1 --shard 0/4294967298
+expect_fail "--workers with a blank" "--workers wants" tune --family fp8_gemm --shape N=1024,K=4096 --m 1 --workers " 2"
+expect_fail "a shape no GPU holds" "more than a GPU holds" tune --family fp8_gemm --shape N=2147483520,K=2147483520 --m 1
+expect_fail "sm_89 refused up front" "sm_89 and older lack griddepcontrol" compile --family act_quant --arch sm_89
+expect_ok "compile help shows the --arch default" "defaults to sm_120" compile --help
+# Without --sample or --config, compile says it compiles a sample of the space (the announcement
+# comes before any compile: stopped after 5 s).
+KT_CACHE_DIR="$tmp/cache" timeout 5 "$KT" compile --family fp8_gemm >"$tmp/out" 2>"$tmp/err"
+if grep -q "compiling a seeded sample of 16 of the [0-9]* variants (--sample all" "$tmp/err" && grep -q "^fp8_gemm for sm_120: 16 variants" "$tmp/out"; then
+    passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL cli: compile without --sample: $(head -c 300 "$tmp/err")"; fi
 expect_fail "bad strategy" "--strategy must be" tune --family fp8_gemm --shape N=1024,K=4096 --m 1 --strategy magic
 expect_fail "bad config name" "unknown name 'TILES'" bench --family fp8_gemm --shape N=1024,K=4096 --m 1 --config TILES=3
 expect_fail "config rejected by constraints" "config rejected" compile --family fp8_gemm --arch sm_120 --config TILE_N=128,TILE_M=128,TILE_K=256,STAGES=6,WARPS=8
@@ -63,7 +87,7 @@ expect_ok "help" "usage: kt COMMAND" --help
 expect_ok "list" "fp8_gemm" list
 expect_ok "list family" "TILE_N" list fp8_gemm
 expect_ok "list family: untuned problems get a default of their own" "untuned problem gets one chosen for its M" list quant_fp8_gemm
-expect_ok "compile one config" "1 compiled, 0 failed" compile --family act_quant --arch sm_90 --config VEC=8
+KT_CACHE_DIR="$tmp/cache" expect_ok "compile one config" "1 compiled, 0 failed" compile --family act_quant --arch sm_90 --config VEC=8
 
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -6,6 +6,7 @@
 #include "../../tuner/tuner.h"
 #include "test.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,6 +108,48 @@ KT_TEST(shape_and_config_parsing) {
     EXPECT(kt_parse_int_list("1,,2", ms, 8) < 0);
     EXPECT(kt_parse_int_list("0", ms, 8) < 0);
     EXPECT(kt_family_find("nope") == NULL && strstr(kt_error(), "unknown family"));
+}
+
+/* Every integer kt reads goes through kt_parse_long: whole, in range, no wrap-around (a config
+ * value of 2^32 + 64 was read as 64), no blanks; keys given twice and empty list elements are
+ * errors; a problem whose sizes overflow or outgrow a GPU is refused with the reason. */
+KT_TEST(strict_integer_parsing) {
+    long v = -7;
+    EXPECT(kt_parse_long("42", 0, 100, &v) == 0 && v == 42);
+    EXPECT(kt_parse_long("-3", -5, 5, &v) == 0 && v == -3);
+    const char *bad[] = {"", " 1", "1 ", "+1", "1x", "0x10", "99999999999999999999", "101", "--1", "1,"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        v = -7;
+        EXPECT(kt_parse_long(bad[i], 0, 100, &v) == -1 && v == -7);
+    }
+    EXPECT(kt_parse_long("4294967360", 0, KT_MAX_INT_VALUE, &v) == -1 && strstr(kt_error(), "out of range"));
+    long ms[8];
+    EXPECT(kt_parse_int_list("1,", ms, 8) == -1 && strstr(kt_error(), "empty element"));
+    EXPECT(kt_parse_int_list(",1", ms, 8) == -1 && kt_parse_int_list("", ms, 8) == -1);
+    EXPECT(kt_parse_int_list("1, 2", ms, 8) == -1 && kt_parse_int_list("4294967297", ms, 8) == -1);
+    EXPECT(kt_parse_int_list("1,2,3", ms, 2) == -1 && kt_parse_int_list("7", ms, 1) == 1 && ms[0] == 7);
+    const kt_family *f = kt_family_find("fp8_gemm");
+    kt_problem p = {0};
+    kt_config c;
+    int fixed[KT_MAX_PARAMS];
+    EXPECT(kt_parse_shape(f, "N=1024,K=512,K=4096", &p) == -1 && strstr(kt_error(), "K given twice"));
+    EXPECT(kt_parse_shape(f, "N=1024,K=4096,", &p) == -1);
+    EXPECT(kt_parse_shape(f, "N= 1024,K=4096", &p) == -1 && kt_parse_shape(f, "N=1024 ,K=4096", &p) == -1);
+    EXPECT(kt_parse_shape(f, "N=4294968320,K=4096", &p) == -1 && strstr(kt_error(), "from 0 to 2147483647"));
+    EXPECT(kt_parse_config(f, "TILE_N=64,TILE_N=32", &c) == -1 && strstr(kt_error(), "TILE_N given twice"));
+    EXPECT(kt_parse_config(f, "TILE_N=4294967360", &c) == -1);
+    EXPECT(kt_parse_where(f, "DIRECT=1,DIRECT=0", &c, fixed) == -1 && strstr(kt_error(), "given twice"));
+    EXPECT(kt_parse_where(f, "DIRECT=4294967297", &c, fixed) == -1);
+    char why[256];
+    EXPECT(kt_parse_shape(f, "N=2147483520,K=2147483520", &p) == 0);
+    p.m = 1;
+    EXPECT(kt_check_problem_size(f, &p, why, sizeof why) == -1 && strstr(why, "more than a GPU holds"));
+    EXPECT(kt_parse_shape(f, "N=1024,K=4096", &p) == 0);
+    p.m = 64;
+    EXPECT(kt_check_problem_size(f, &p, why, sizeof why) == 0);
+    const kt_family *st = kt_family_find("selftest");
+    kt_problem big = {.n_dims = 1, .dim = {LONG_MAX / 2}, .m = 4};
+    EXPECT(kt_check_problem_size(st, &big, why, sizeof why) == -1 && strstr(why, "overflows"));
 }
 
 KT_TEST(space_enumeration_and_constraints) {
