@@ -472,7 +472,7 @@ static int cmd_bench(int argc, char **argv) {
 /* kt db merge --db OUT IN...: the inputs are positional, so it parses its own argv. */
 static int cmd_db_merge(int argc, char **argv) {
     const char *out = NULL, *in[256];
-    int n_in = 0, rc = 0;
+    int n_in = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--db") && i + 1 < argc) out = argv[++i];
         else if (!strncmp(argv[i], "--db=", 5)) out = argv[i] + 5;
@@ -481,14 +481,9 @@ static int cmd_db_merge(int argc, char **argv) {
         else in[n_in++] = argv[i];
     }
     if (!out || !n_in) return die("usage: kt db merge --db OUT.db IN.db [IN.db ...]%s", "");
-    kt_db *db;
-    if (kt_db_open(out, 0, &db)) return die("%s", kt_error());
-    for (int i = 0; i < n_in && !rc; i++) {
-        if (kt_db_merge(db, in[i])) rc = die("%s", kt_error());
-        else printf("merged %s into %s\n", in[i], out);
-    }
-    kt_db_close(db);
-    return rc;
+    if (kt_db_merge_files(out, in, n_in)) return die("merge failed, %s", kt_error());
+    for (int i = 0; i < n_in; i++) printf("merged %s into %s\n", in[i], out);
+    return 0;
 }
 
 static int cmd_db(int argc, char **argv) {

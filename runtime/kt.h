@@ -319,10 +319,13 @@ int kt_launch_kernel_pdl(const kt_module *m, int k, unsigned gx, unsigned gy, un
 typedef struct kt_db kt_db;
 
 /* Schema version this build writes and reads. */
-#define KT_SCHEMA_VERSION 2
+#define KT_SCHEMA_VERSION 3
 
-/* Opens (creating and migrating when writable) a winners DB. Read-only fails if absent.
- * A file that is not a kt database gives -1 with a clear message. */
+/* Opens (creating and migrating when writable) a winners DB. Read-only fails if absent;
+ * read-only in a folder this user cannot write (a deployed DB) it opens the file immutable,
+ * creating no -wal/-shm beside it. A folder, a file that is not a kt database or a damaged
+ * one gives -1 with a message naming the file. Every writer waits for the others (and
+ * retries when SQLite says busy), so any number of processes may share one file. */
 int kt_db_open(const char *path, int read_only, kt_db **out);
 void kt_db_close(kt_db *db);
 
@@ -355,7 +358,9 @@ typedef struct kt_measurement {
     double compile_ms;
 } kt_measurement;
 
-/* Appends a measurement in its own transaction (committed when it returns). */
+/* Appends a measurement in its own transaction (committed when it returns): 0 when stored,
+ * 1 when its unit (device, family, source hash, variant, shape, m) already had a row (another
+ * process measured it first; that row stays), -1 on error. */
 int kt_db_add_measurement(kt_db *db, const kt_measurement *m);
 /* 1 if (device, family, source hash, variant, shape, m) already has a measurement, 0 if not,
  * -1 on error. When found, *status and *median_us (each may be NULL) get its first row's
@@ -398,6 +403,11 @@ int kt_db_add_retimes(kt_db *db, long long run_id, long long device_id, const ch
  * (device, family, source hash, variant, shape, m), and the winner of every merged
  * (shape, M bucket) recomputed, all in one transaction. Refuses dst itself. */
 int kt_db_merge(kt_db *dst, const char *src_path);
+/* kt db merge: merges the n databases in[] into the file out, created if absent, all or
+ * nothing: every input is checked first, the merge is made in a temp copy, and only a
+ * complete one replaces out (renamed into place, or copied over the old out with SQLite's
+ * backup in one transaction). On failure out is left as it was, or absent. */
+int kt_db_merge_files(const char *out, const char *const *in, int n);
 
 /* M buckets: the bucket a batch size falls in (its upper bound: 1,2,4,8,16,24,32,48,64,96,
  * 128,256,512,1024,1536,2048,3072,4096, then powers of two). */
