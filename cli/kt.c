@@ -173,7 +173,8 @@ static int cmd_devices(int argc, char **argv) {
         printf("usage: kt devices\n  Lists the CUDA devices and the NVRTC version (needs a GPU driver).\n");
         return 0;
     }
-    printf("NVRTC %d.%d, JIT cache %s\n", kt_nvrtc_version() / 1000, kt_nvrtc_version() % 1000 / 10, kt_cache_dir());
+    printf("NVRTC %d.%d, JIT cache %s\n", kt_nvrtc_version() / 1000, kt_nvrtc_version() % 1000 / 10,
+           *kt_cache_dir() ? kt_cache_dir() : "(none: HOME unset)");
     if (kt_gpu_init()) return die("%s", kt_error());
     int n = kt_gpu_count();
     if (!n) return die("no CUDA devices found%s", "");
@@ -274,6 +275,7 @@ static int cmd_compile(int argc, char **argv) {
     printf("%s for %s: %d variants (%d rejected by constraints before compiling)\n", c.family->name,
            kt_arch_name(arch), n, rejected);
     printf("%-16s %5s %6s %6s %9s %6s  %s\n", "variant", "regs", "spill", "stack", "compile", "cached", "config");
+    fflush(stdout); /* the plan shows before minutes of compiling */
     kt_compile_pool *pool = kt_compile_pool_start(c.family, list, n, arch, c.threads);
     int failed = 0;
     double t0 = kt_now();

@@ -229,7 +229,8 @@ typedef struct kt_cubin {
 
 /* NVRTC version as major*1000+minor*10 (e.g. 13000); -1 if NVRTC is unusable. */
 int kt_nvrtc_version(void);
-/* Cache folder: $KT_CACHE_DIR or ~/.cache/kt. */
+/* Cache folder: $KT_CACHE_DIR or ~/.cache/kt; "" (no cache) when neither is set. A folder
+ * that cannot be used, or an entry that fails its checksum, is said once on stderr. */
 const char *kt_cache_dir(void);
 /* Computes the variant id of (family, config, arch) without compiling. */
 void kt_variant_id(const kt_family *f, const kt_config *c, int arch, char out[17]);

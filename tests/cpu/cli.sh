@@ -83,6 +83,52 @@ rows=$("$KT" db export --format csv --db "$tmp/random.db" 2>/dev/null | tail -n 
 if [ "$rows" -eq 10 ]; then passed=$((passed + 1)); else
     failed=$((failed + 1)); echo "FAIL cli: random budget: $rows rows, expected 10: $(tail -c 300 "$tmp/err")"; fi
 
+# check "what" 'CONDITION': evaluates the shell condition and counts it.
+check() {
+    if eval "$2"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL cli: $1: $(head -c 300 "$tmp/err")"; fi
+}
+
+# Errors about the user's files name the file: a folder given as --db, a truncated database.
+expect_fail "--db a folder" "$tmp is a folder, not a database file" db show --db "$tmp"
+head -c 8192 "$tmp/random.db" >"$tmp/trunc.db"
+expect_fail "a truncated database" "trunc.db is damaged: database disk image is malformed" db show --db "$tmp/trunc.db"
+# A failed merge leaves nothing (a new OUT) or the previous file (an existing OUT), and no temp file.
+expect_fail "merge of a damaged input" "trunc.db is damaged" db merge --db "$tmp/merged.db" "$tmp/random.db" "$tmp/trunc.db"
+check "a failed merge into a new file leaves nothing" '[ ! -e "$tmp/merged.db" ] && ! ls "$tmp" | grep -q merge-'
+cp "$tmp/random.db" "$tmp/out.db" && cp "$tmp/random.db" "$tmp/out.before"
+expect_fail "merge into an existing file, an input damaged" "damaged" db merge --db "$tmp/out.db" "$tmp/random.db" "$tmp/trunc.db"
+check "a failed merge leaves the previous file" 'cmp -s "$tmp/out.db" "$tmp/out.before" && ! ls "$tmp" | grep -q merge-'
+"$KT" db merge --db "$tmp/merged.db" "$tmp/random.db" >/dev/null 2>"$tmp/err"
+check "a merge into a new file" '[ $? -eq 0 ] && [ "$("$KT" db export --format csv --db "$tmp/merged.db" | tail -n +2 | wc -l)" -eq 10 ]'
+
+# A deployed database: read-only file in a folder this user cannot write (owned by root, read
+# as nobody when the suite runs as root, as CI does). show, export and the runtime's open work
+# and leave no -wal/-shm beside it (before: "attempt to write a readonly database").
+as_user() { if [ "$(id -u)" -eq 0 ]; then setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$@"; else "$@"; fi; }
+chmod 755 "$tmp"
+mkdir "$tmp/deploy" && cp "$tmp/random.db" "$tmp/deploy/kt.db" && cp "$KT" "$tmp/kt" && chmod 755 "$tmp/kt"
+chmod 444 "$tmp/deploy/kt.db" && chmod 555 "$tmp/deploy"
+as_user "$tmp/kt" db show --db "$tmp/deploy/kt.db" >"$tmp/out" 2>"$tmp/err"
+check "db show of a read-only deployment" '[ $? -eq 0 ] && grep -q "^winners" "$tmp/out"'
+as_user "$tmp/kt" db export --format csv --db "$tmp/deploy/kt.db" >"$tmp/out" 2>"$tmp/err"
+check "db export of a read-only deployment" '[ $? -eq 0 ] && [ "$(tail -n +2 "$tmp/out" | wc -l)" -eq 10 ]'
+check "no -wal/-shm created beside a read-only deployment" '[ "$(ls "$tmp/deploy")" = kt.db ]'
+mkdir -m 777 "$tmp/usercache"
+as_user env KT_FAKE_GPU=1 KT_CACHE_DIR="$tmp/usercache" "$tmp/kt" tune --family selftest --shape N=4096 --m 1 \
+    --db "$tmp/deploy/kt.db" >/dev/null 2>"$tmp/err"
+check "tuning into a read-only deployment fails naming it" '[ $? -ne 0 ] && grep -q "deploy/kt.db" "$tmp/err"'
+# An unusable JIT cache folder is said once, and compiling goes on without it.
+printf x >"$tmp/afile"
+KT_CACHE_DIR="$tmp/afile" "$KT" compile --family act_quant --sample 2 >"$tmp/out" 2>"$tmp/err"
+check "KT_CACHE_DIR a file: said once, compiled anyway" '[ $? -eq 0 ] && grep -q "^2 compiled, 0 failed" "$tmp/out" &&
+    [ "$(grep -c "JIT cache folder .*afile is unusable (not a folder)" "$tmp/err")" -eq 1 ]'
+env -u HOME -u KT_CACHE_DIR "$KT" compile --family act_quant --sample 2 >"$tmp/out" 2>"$tmp/err"
+check "HOME unset: said once, compiled anyway" '[ $? -eq 0 ] && [ "$(grep -c "HOME and KT_CACHE_DIR are unset" "$tmp/err")" -eq 1 ]'
+mkdir "$tmp/rocache" && chmod 555 "$tmp/rocache"
+as_user env KT_CACHE_DIR="$tmp/rocache" "$tmp/kt" compile --family act_quant --sample 2 >"$tmp/out" 2>"$tmp/err"
+check "a read-only cache folder: said once, compiled anyway" '[ $? -eq 0 ] && [ "$(grep -c "JIT cache" "$tmp/err")" -eq 1 ]'
+chmod 755 "$tmp/deploy" "$tmp/rocache"
+
 expect_ok "help" "usage: kt COMMAND" --help
 expect_ok "list" "fp8_gemm" list
 expect_ok "list family" "TILE_N" list fp8_gemm
