@@ -53,6 +53,30 @@ build/test_cpu: $(TEST_OBJ) lib/libkt.a
 test: build/test_cpu bin/kt
 	bash tests/cpu/run.sh
 
+# Fuzz targets (clang's libFuzzer + AddressSanitizer): the library rebuilt instrumented under
+# build/fuzz, one binary per parser (tests/fuzz/targets.c); `make fuzz` runs each for
+# KT_FUZZ_S seconds (default 20). make test runs them too where clang is installed.
+FUZZ_CC ?= clang
+FUZZ_TARGETS = shape config where int_list db_header
+FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -O1 -g -Wall -I$(CUDA)/include -Iruntime -pthread -fsanitize=fuzzer-no-link,address
+FUZZ_OBJ = $(LIB_SRC:%.c=build/fuzz/%.o) build/fuzz/embedded.o
+
+build/fuzz/%.o: %.c $(HEADERS)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
+
+build/fuzz/embedded.o: build/embedded.c
+	@mkdir -p $(@D)
+	$(FUZZ_CC) -c -o $@ $<
+
+build/fuzz/fuzz_%: tests/fuzz/targets.c $(FUZZ_OBJ)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -DKT_FUZZ_$* $(LDFLAGS) -o $@ $< $(FUZZ_OBJ) $(LDLIBS)
+
+fuzz-targets: $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
+
+fuzz: fuzz-targets
+	bash tests/fuzz/run.sh
+
 # The main job: sweep the five target shapes into kt.db (compile-only for sm_120 without a GPU).
 demo: bin/kt
 	bash tools/demo.sh
@@ -64,7 +88,7 @@ gpu-test: bin/kt
 clean:
 	rm -rf build bin lib
 
-.PHONY: all test demo gpu-test clean FORCE
+.PHONY: all test demo gpu-test clean fuzz fuzz-targets FORCE
 
 # The commit a binary is built from, "-dirty" when tracked files differ from it (runs record
 # it in the database): build/commit holds the last one, and kt.o is rebuilt when it changes.

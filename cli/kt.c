@@ -6,6 +6,7 @@
 #include "kt.h"
 
 #include <getopt.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -17,6 +18,14 @@
 static int die(const char *fmt, const char *arg) {
     fprintf(stderr, "kt: ");
     fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n");
+    return 1;
+}
+
+/* die() with two strings. */
+static int die2(const char *fmt, const char *a, const char *b) {
+    fprintf(stderr, "kt: ");
+    fprintf(stderr, fmt, a, b);
     fprintf(stderr, "\n");
     return 1;
 }
@@ -62,7 +71,6 @@ static int parse_common(int argc, char **argv, common *c) {
     optind = 1;
     opterr = 0;
     for (int o; (o = getopt_long(argc, argv, "h", long_options, NULL)) != -1;) {
-        char *end;
         switch (o) {
         case O_FAMILY:
             if (!(c->family = kt_family_find(optarg))) return die("%s", kt_error());
@@ -85,26 +93,40 @@ static int parse_common(int argc, char **argv, common *c) {
         case O_BUDGET:
         case O_SAMPLE:
         case O_THREADS: {
-            long v = strtol(optarg, &end, 10);
-            if (*end || v <= 0 || v > 1000000) return die("expected a positive integer, got '%s'", optarg);
+            const char *name = o == O_BUDGET ? "--budget" : o == O_SAMPLE ? "--sample" : "--threads";
+            long v = INT_MAX - 1; /* all: more than any space has (verify adds the default) */
+            if ((o != O_SAMPLE || strcmp(optarg, "all")) && kt_parse_long(optarg, 1, 1000000, &v))
+                return die2("%s: %s", name, kt_error());
             *(o == O_BUDGET ? &c->budget : o == O_SAMPLE ? &c->sample : &c->threads) = (int)v;
             break;
         }
-        case O_SEED: c->seed = strtoull(optarg, &end, 10); if (*end) return die("bad --seed '%s'", optarg); break;
+        case O_SEED: {
+            long v;
+            if (kt_parse_long(optarg, 0, LONG_MAX, &v)) return die("--seed: %s", kt_error());
+            c->seed = (uint64_t)v;
+            break;
+        }
         case O_ARCH: c->arch = optarg; break;
         case O_FORMAT: c->format = optarg; break;
         case O_EMIT: c->emit = optarg; break;
         case O_WHERE: c->where = optarg; break;
         case O_SHARD: {
-            char tail;
-            if (sscanf(optarg, "%d/%d%c", &c->shard_index, &c->shard_count, &tail) != 2 || c->shard_count < 1 ||
-                c->shard_index < 0 || c->shard_index >= c->shard_count)
+            char i[32] = "", n[32] = "";
+            const char *slash = strchr(optarg, '/');
+            long vi = -1, vn = 0;
+            if (slash && slash - optarg < (long)sizeof i && strlen(slash + 1) < sizeof n) {
+                snprintf(i, sizeof i, "%.*s", (int)(slash - optarg), optarg);
+                snprintf(n, sizeof n, "%s", slash + 1);
+            }
+            if (kt_parse_long(n, 1, 1000000, &vn) || kt_parse_long(i, 0, vn - 1, &vi))
                 return die("--shard wants i/n with 0 <= i < n (e.g. 0/4), not '%s'", optarg);
+            c->shard_index = (int)vi;
+            c->shard_count = (int)vn;
             break;
         }
         case O_WORKERS: {
-            long v = strtol(optarg, &end, 10);
-            if (*end || v <= 0 || v > 64) return die("--workers wants 1 to 64 GPUs, not '%s'", optarg);
+            long v;
+            if (kt_parse_long(optarg, 1, 64, &v)) return die("--workers wants 1 to 64 GPUs, not '%s'", optarg);
             c->workers = (int)v;
             break;
         }
@@ -113,6 +135,8 @@ static int parse_common(int argc, char **argv, common *c) {
         }
     }
     if (optind < argc) return die("unexpected argument '%s' (see --help)", argv[optind]);
+    if (c->config && c->sample) return die("--sample and --config contradict each other: give one%s", "");
+    if (c->config && c->where) return die("--where and --config contradict each other: give one%s", "");
     if (n_shape_args && !c->family) return die("--shape needs --family%s", "");
     for (int i = 0; i < n_shape_args; i++) {
         if (!strcmp(shape_args[i], "targets")) {
@@ -133,7 +157,8 @@ static int parse_common(int argc, char **argv, common *c) {
             kt_problem p = c->shapes[s];
             p.m = c->ms[j];
             char why[256];
-            if (c->family->check_problem(&p, why, sizeof why)) return die("%s", why);
+            if (c->family->check_problem(&p, why, sizeof why) || kt_check_problem_size(c->family, &p, why, sizeof why))
+                return die("%s", why);
         }
     return 0;
 }
@@ -148,7 +173,8 @@ static int cmd_devices(int argc, char **argv) {
         printf("usage: kt devices\n  Lists the CUDA devices and the NVRTC version (needs a GPU driver).\n");
         return 0;
     }
-    printf("NVRTC %d.%d, JIT cache %s\n", kt_nvrtc_version() / 1000, kt_nvrtc_version() % 1000 / 10, kt_cache_dir());
+    printf("NVRTC %d.%d, JIT cache %s\n", kt_nvrtc_version() / 1000, kt_nvrtc_version() % 1000 / 10,
+           *kt_cache_dir() ? kt_cache_dir() : "(none: HOME unset)");
     if (kt_gpu_init()) return die("%s", kt_error());
     int n = kt_gpu_count();
     if (!n) return die("no CUDA devices found%s", "");
@@ -233,13 +259,21 @@ static int cmd_list(int argc, char **argv) {
     return 0;
 }
 
+/* Variants `kt compile` builds when given neither --sample nor --config: a whole space is
+ * minutes of NVRTC and a large cache, which nobody should get without asking. */
+#define COMPILE_SAMPLE 16
+
 static int cmd_compile(int argc, char **argv) {
     common c;
     if (parse_common(argc, argv, &c)) return 1;
     if (c.help) {
-        printf("usage: kt compile --family F --arch sm_120|sm_120a|sm_90 [--sample N | --config C] [--seed S]\n"
+        printf("usage: kt compile --family F [--arch sm_120|sm_120a|sm_90] [--sample N|all | --config C] [--seed S]\n"
                "                  [--where P=V,...] [--emit DIR]\n"
-               "  NVRTC-compiles variants (no GPU needed) and prints ptxas's registers, spills and stack;\n"
+               "  NVRTC-compiles variants (no GPU needed) and prints ptxas's registers, spills and stack.\n"
+               "  --arch defaults to sm_120 (sm_89 and older are not supported: the kernels need sm_90's\n"
+               "  griddepcontrol and clusters); --sample defaults to %d seeded configs of the space (or\n"
+               "  of its --where part), --sample all compiles every one (fp8_gemm: ~10,000, minutes);\n", COMPILE_SAMPLE);
+        printf(
                "  --where keeps the part of the space with those params at those values (e.g. DIRECT=1);\n"
                "  --emit writes each cubin to DIR/VARIANT.cubin (for cuobjdump -sass).\n"
                "  Exits non-zero if any variant fails to compile.\n");
@@ -248,7 +282,7 @@ static int cmd_compile(int argc, char **argv) {
     if (!c.family) return die("compile needs --family (see kt list)%s", "");
     if (c.family->n_stages) return die("%s is a pipeline: compile its stages' families", c.family->name);
     int arch = kt_arch_parse(c.arch ? c.arch : "sm_120");
-    if (arch < 0) return die("unknown --arch '%s' (sm_120, sm_120a, sm_90)", c.arch);
+    if (arch < 0) return die("unknown --arch '%s' (sm_120, sm_120a or sm_90; sm_89 and older lack griddepcontrol)", c.arch);
     kt_config *list = NULL;
     int rejected = 0, n;
     if (c.config) {
@@ -259,11 +293,16 @@ static int cmd_compile(int argc, char **argv) {
         n = 1;
     } else {
         if ((n = kt_space_enumerate(c.family, arch, NULL, c.where, &list, &rejected)) < 0) return die("%s", kt_error());
-        if (c.sample) n = kt_space_sample(c.family, list, n, c.sample, c.seed);
+        int space = n;
+        n = kt_space_sample(c.family, list, n, c.sample ? c.sample : COMPILE_SAMPLE, c.seed);
+        if (!c.sample && n < space)
+            fprintf(stderr, "kt: compiling a seeded sample of %d of the %d variants (--sample all for every one)\n",
+                    n, space);
     }
     printf("%s for %s: %d variants (%d rejected by constraints before compiling)\n", c.family->name,
            kt_arch_name(arch), n, rejected);
     printf("%-16s %5s %6s %6s %9s %6s  %s\n", "variant", "regs", "spill", "stack", "compile", "cached", "config");
+    fflush(stdout); /* the plan shows before minutes of compiling */
     kt_compile_pool *pool = kt_compile_pool_start(c.family, list, n, arch, c.threads);
     int failed = 0;
     double t0 = kt_now();
@@ -559,7 +598,7 @@ static int cmd_bench(int argc, char **argv) {
 /* kt db merge --db OUT IN...: the inputs are positional, so it parses its own argv. */
 static int cmd_db_merge(int argc, char **argv) {
     const char *out = NULL, *in[256];
-    int n_in = 0, rc = 0;
+    int n_in = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--db") && i + 1 < argc) out = argv[++i];
         else if (!strncmp(argv[i], "--db=", 5)) out = argv[i] + 5;
@@ -568,14 +607,9 @@ static int cmd_db_merge(int argc, char **argv) {
         else in[n_in++] = argv[i];
     }
     if (!out || !n_in) return die("usage: kt db merge --db OUT.db IN.db [IN.db ...]%s", "");
-    kt_db *db;
-    if (kt_db_open(out, 0, &db)) return die("%s", kt_error());
-    for (int i = 0; i < n_in && !rc; i++) {
-        if (kt_db_merge(db, in[i])) rc = die("%s", kt_error());
-        else printf("merged %s into %s\n", in[i], out);
-    }
-    kt_db_close(db);
-    return rc;
+    if (kt_db_merge_files(out, in, n_in)) return die("merge failed, %s", kt_error());
+    for (int i = 0; i < n_in; i++) printf("merged %s into %s\n", in[i], out);
+    return 0;
 }
 
 static int cmd_db(int argc, char **argv) {

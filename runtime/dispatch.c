@@ -20,7 +20,8 @@ static kt_config default_for(const kt_family *f, const kt_problem *p, int sms, i
 int kt_dispatch(kt_db *db, const kt_family *f, const kt_problem *p, kt_module *out, kt_lookup_level *level) {
     char why[256], shape[128];
     if (f->n_stages) return kt_fail("%s is a pipeline: its stages are dispatched (kt_pipeline_dispatch)", f->name);
-    if (f->check_problem(p, why, sizeof why)) return kt_fail("%s", why);
+    if (f->check_problem(p, why, sizeof why) || kt_check_problem_size(f, p, why, sizeof why))
+        return kt_fail("%s", why);
     kt_db_device dev;
     kt_gpu_db_device(kt_gpu_current(), &dev);
     kt_winner w = {0};

@@ -2,7 +2,6 @@
  * shapes and configs that the CLI, the database and the JIT share. */
 #include "kt.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,13 +108,11 @@ double kt_family_work(const kt_family *f, const kt_problem *p) {
 }
 
 int kt_parse_size(const char *s, size_t len, long *v) {
-    char buf[32], *end;
-    if (len == 0 || len >= sizeof buf) return -1;
+    char buf[32];
+    if (len >= sizeof buf) return -1;
     memcpy(buf, s, len);
     buf[len] = 0;
-    errno = 0;
-    *v = strtol(buf, &end, 10);
-    return *end || errno || *v < 0 || buf[0] == '-' || buf[0] == '+' || buf[0] == ' ' ? -1 : 0;
+    return kt_parse_long(buf, 0, KT_MAX_INT_VALUE, v);
 }
 
 /* Index of the name s[0..len) in a NULL-terminated list, or -1. */
@@ -145,6 +142,7 @@ static int parse_assignments(const char *what, const char *s, const char *const 
             }
             return kt_fail("bad %s '%s': unknown name '%.*s' (expected %s)", what, s, (int)(eq - p), p, known);
         }
+        if (seen[i]) return kt_fail("bad %s '%s': %s given twice", what, s, names[i]);
         const char *value = eq + 1, *end = strchr(value, ',');
         if (!end) end = value + strlen(value);
         if (categories && categories[i]) {
@@ -160,9 +158,10 @@ static int parse_assignments(const char *what, const char *s, const char *const 
             }
             values[i] = c;
         } else if (kt_parse_size(value, (size_t)(end - value), &values[i])) {
-            return kt_fail("bad %s '%s': '%s' needs a non-negative integer", what, s, names[i]);
+            return kt_fail("bad %s '%s': %s needs an integer from 0 to %ld", what, s, names[i], KT_MAX_INT_VALUE);
         }
         seen[i] = 1;
+        if (*end && !end[1]) return kt_fail("bad %s '%s': nothing after the last ','", what, s);
         p = *end ? end + 1 : end;
     }
     return 0;
@@ -256,4 +255,32 @@ void kt_config_defines(const kt_family *f, const kt_config *c, char *out, size_t
     out[0] = 0;
     for (int i = 0; i < f->n_params && used < n; i++)
         used += snprintf(out + used, n - used, "%s-DKT_%s=%d", i ? " " : "", f->params[i].name, c->v[i]);
+}
+
+int kt_check_problem_size(const kt_family *f, const kt_problem *p, char *why, size_t n) {
+    char shape[128];
+    kt_format_shape(f, p, shape, sizeof shape);
+    /* The families size their tensors with products of dims and M: refuse any problem whose
+     * full product does not fit 63 bits before one of them is computed. */
+    uint64_t all = (uint64_t)(p->m > 0 ? p->m : 1);
+    for (int i = 0; i < f->n_keys; i++) {
+        if (f->keys[i].kind == KT_KEY_CATEGORY) continue; /* an index, not a size */
+        if (p->dim[i] < 1 || __builtin_mul_overflow(all, (uint64_t)p->dim[i], &all) || all > INT64_MAX) {
+            snprintf(why, n, "%s M=%ld: the product of its sizes overflows 64 bits", shape, p->m);
+            return -1;
+        }
+    }
+    kt_tensor_desc t[KT_MAX_TENSORS];
+    int nt = f->tensors(p, t);
+    uint64_t bytes = 0, b;
+    for (int i = 0; i < nt; i++)
+        if (__builtin_mul_overflow((uint64_t)t[i].count, (uint64_t)kt_dtype_size(t[i].dtype), &b) ||
+            __builtin_add_overflow(bytes, b, &bytes))
+            bytes = UINT64_MAX;
+    if (bytes > KT_MAX_PROBLEM_BYTES) {
+        snprintf(why, n, "%s M=%ld: its tensors take %.3g GB, more than a GPU holds (kt's limit: %.0f GB)", shape,
+                 p->m, (double)bytes / 1e9, KT_MAX_PROBLEM_BYTES / 1e9);
+        return -1;
+    }
+    return 0;
 }

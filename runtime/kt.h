@@ -47,7 +47,13 @@ double kt_now(void);
 /* Seeded generator (splitmix64): next 64 bits, and a uniform float in [-1, 1). */
 uint64_t kt_rng_next(uint64_t *state);
 float kt_rng_uniform(uint64_t *state);
-/* Parses a comma list of positive integers ("1,16,64") into out[max]; returns the count or -1. */
+/* Parses a whole decimal integer in [lo, hi] into *out: no blanks, no sign but a leading '-',
+ * nothing after the digits, no overflow; -1 with the reason otherwise. */
+int kt_parse_long(const char *s, long lo, long hi, long *out);
+/* The largest integer a list element, shape key or config value may be: what an int holds. */
+#define KT_MAX_INT_VALUE 2147483647L
+/* Parses a comma list of positive integers ("1,16,64") into out[max]; returns the count or -1
+ * (an empty element, e.g. "1,", is an error). */
 int kt_parse_int_list(const char *s, long *out, int max);
 /* Makes room for element n of a malloc'd array of `size`-byte elements, *cap of them (doubled,
  * from 64, once n reaches it). Returns the array, moved or not; NULL with the error set if out
@@ -263,6 +269,11 @@ int kt_parse_shape(const kt_family *f, const char *s, kt_problem *p);
 /* Parses a size value (a non-negative decimal integer, the whole of s[0..len)) into *v; -1 if
  * it is not one. The one place kt reads a number of a shape or config. */
 int kt_parse_size(const char *s, size_t len, long *v);
+/* The most bytes a problem's tensors may take: more than any GPU's memory (192 GB today). */
+#define KT_MAX_PROBLEM_BYTES (256.0 * (1 << 30))
+/* 0 if problem p's sizes multiply without overflow and its tensors fit KT_MAX_PROBLEM_BYTES,
+ * else -1 with the reason in why (checked after f->check_problem, before any tensor is sized). */
+int kt_check_problem_size(const kt_family *f, const kt_problem *p, char *why, size_t n);
 /* Formats p's shape as "N=1536,K=4096" (categories by name) into out. */
 void kt_format_shape(const kt_family *f, const kt_problem *p, char *out, size_t n);
 /* Index of value in p's value list; -1 if it is not there. */
@@ -326,7 +337,8 @@ typedef struct kt_cubin {
 
 /* NVRTC version as major*1000+minor*10 (e.g. 13000); -1 if NVRTC is unusable. */
 int kt_nvrtc_version(void);
-/* Cache folder: $KT_CACHE_DIR or ~/.cache/kt. */
+/* Cache folder: $KT_CACHE_DIR or ~/.cache/kt; "" (no cache) when neither is set. A folder
+ * that cannot be used, or an entry that fails its checksum, is said once on stderr. */
 const char *kt_cache_dir(void);
 /* Computes the variant id of (family, config, arch) without compiling. */
 void kt_variant_id(const kt_family *f, const kt_config *c, int arch, char out[17]);
@@ -417,10 +429,13 @@ int kt_launch_kernel_pdl(const kt_module *m, int k, unsigned gx, unsigned gy, un
 typedef struct kt_db kt_db;
 
 /* Schema version this build writes and reads. */
-#define KT_SCHEMA_VERSION 2
+#define KT_SCHEMA_VERSION 3
 
-/* Opens (creating and migrating when writable) a winners DB. Read-only fails if absent.
- * A file that is not a kt database gives -1 with a clear message. */
+/* Opens (creating and migrating when writable) a winners DB. Read-only fails if absent;
+ * read-only in a folder this user cannot write (a deployed DB) it opens the file immutable,
+ * creating no -wal/-shm beside it. A folder, a file that is not a kt database or a damaged
+ * one gives -1 with a message naming the file. Every writer waits for the others (and
+ * retries when SQLite says busy), so any number of processes may share one file. */
 int kt_db_open(const char *path, int read_only, kt_db **out);
 void kt_db_close(kt_db *db);
 
@@ -453,7 +468,9 @@ typedef struct kt_measurement {
     double compile_ms;
 } kt_measurement;
 
-/* Appends a measurement in its own transaction (committed when it returns). */
+/* Appends a measurement in its own transaction (committed when it returns): 0 when stored,
+ * 1 when its unit (device, family, source hash, variant, shape, m) already had a row (another
+ * process measured it first; that row stays), -1 on error. */
 int kt_db_add_measurement(kt_db *db, const kt_measurement *m);
 /* 1 if (device, family, source hash, variant, shape, m) already has a measurement, 0 if not,
  * -1 on error. When found, *status and *median_us (each may be NULL) get its first row's
@@ -496,6 +513,11 @@ int kt_db_add_retimes(kt_db *db, long long run_id, long long device_id, const ch
  * (device, family, source hash, variant, shape, m), and the winner of every merged
  * (shape, M bucket) recomputed, all in one transaction. Refuses dst itself. */
 int kt_db_merge(kt_db *dst, const char *src_path);
+/* kt db merge: merges the n databases in[] into the file out, created if absent, all or
+ * nothing: every input is checked first, the merge is made in a temp copy, and only a
+ * complete one replaces out (renamed into place, or copied over the old out with SQLite's
+ * backup in one transaction). On failure out is left as it was, or absent. */
+int kt_db_merge_files(const char *out, const char *const *in, int n);
 
 
 typedef enum kt_lookup_level { KT_EXACT, KT_NEAREST_M, KT_NEAREST_SHAPE, KT_DEFAULT } kt_lookup_level;
