@@ -8,6 +8,7 @@
 #include "bench.h"
 
 #include "../runtime/cu.h"
+#include "../runtime/nvtx.h"
 #include "../tuner/tuner.h"
 
 #include <cublasLt.h>
@@ -646,7 +647,7 @@ static int bench_case(bench_run *run, const kt_problem *p, bench_row *row) {
     char label[192];
     snprintf(label, sizeof label, "%s %s=%ld", m->shape, f->m_name, p->m);
     /* The tuner's seed for this case, so bench and sweep see the same inputs. */
-    uint64_t seed = run->o->seed ^ kt_hash(m->shape, strlen(m->shape), (uint64_t)p->m);
+    uint64_t seed = kt_problem_seed(run->o->seed, m->shape, p->m);
 
     kt_module served = {0};
     const kt_module *mod = NULL;
@@ -682,13 +683,25 @@ static int bench_case(bench_run *run, const kt_problem *p, bench_row *row) {
         rc = context_alive() ? 0 : kt_fail("the GPU context is lost after: %s", m->error);
     } else {
         if (mod) rc = kt_bench_variant(b, mod, m);
-        if (!rc && run->has_baselines)
-            rc = report_baseline(baseline_lt_fp8(run, b, p, label, seed ^ 0x1, &row->lt_fp8), "cublaslt_fp8", label);
-        if (!rc && run->has_baselines)
-            rc = report_baseline(baseline_bf16(run, b, p, seed ^ 0x2, &row->bf16), "cublas_bf16", label);
-        if (!rc && run->has_baselines && mod && m->status == KT_OK)
-            rc = report_baseline(time_quant_gemm(run, b, p, mod, seed ^ 0x3, &row->quant_gemm), "act_quant+fp8_gemm",
-                                 label);
+        /* Each baseline inside the NVTX ranges kt/<family>/<key>/<baseline> (runtime/nvtx.h). */
+        if (!rc && run->has_baselines) {
+            kt_nvtx_push(f, p, "cublaslt_fp8");
+            int e = baseline_lt_fp8(run, b, p, label, seed ^ 0x1, &row->lt_fp8);
+            kt_nvtx_pop();
+            rc = report_baseline(e, "cublaslt_fp8", label);
+        }
+        if (!rc && run->has_baselines) {
+            kt_nvtx_push(f, p, "cublas_bf16");
+            int e = baseline_bf16(run, b, p, seed ^ 0x2, &row->bf16);
+            kt_nvtx_pop();
+            rc = report_baseline(e, "cublas_bf16", label);
+        }
+        if (!rc && run->has_baselines && mod && m->status == KT_OK) {
+            kt_nvtx_push(f, p, "act_quant+fp8_gemm");
+            int e = time_quant_gemm(run, b, p, mod, seed ^ 0x3, &row->quant_gemm);
+            kt_nvtx_pop();
+            rc = report_baseline(e, "act_quant+fp8_gemm", label);
+        }
         if (!rc && run->has_baselines)
             rc = report_baseline(time_fused(run, p, seed ^ 0x4, &row->fused), "quant_fp8_gemm", label);
     }

@@ -261,7 +261,7 @@ static int plan_problems(sweep *s) {
         if (rank % shards != (shards > 1 ? o->shard_index : 0)) continue;
         problem *pb = &s->problems[s->n_problems];
         *pb = all[k];
-        pb->seed = o->seed ^ kt_hash(pb->shape, strlen(pb->shape), (uint64_t)pb->p.m);
+        pb->seed = kt_problem_seed(o->seed, pb->shape, pb->p.m);
         pb->group = fast ? groups : 0;
         for (int i = 0; i < s->n_problems; i++)
             if (!strcmp(s->problems[i].shape, pb->shape)) pb->group = s->problems[i].group;

@@ -46,13 +46,19 @@ typedef struct kt_timing {
     int repeats;
 } kt_timing;
 
-/* Verifies mod on b (output poisoned first) and, when it passes, times it. Fills status,
+/* Verifies mod on b (output poisoned first) and, when it passes, times it, inside the NVTX
+ * ranges kt/<family>/<key>/<config> (runtime/nvtx.h; kt_bench_time_variant too). Fills status,
  * error, rel_err and the times of m; returns 0 unless the GPU itself failed. */
 int kt_bench_variant(kt_bench *b, const kt_module *mod, kt_measurement *m);
 /* Times an arbitrary enqueue function over the same rotation (for baselines): fn(ctx, copy,
  * stream), median of at most max_repeats replays (0: the default, 15 or KT_REPEATS). */
 int kt_bench_time(kt_bench *b, int (*enqueue)(void *ctx, int copy, void *stream), void *ctx, int max_repeats,
                   kt_timing *t);
+/* The inputs' seed of problem (shape text, m) in a sweep or bench of seed: the tuner, `kt bench`
+ * and `kt profile` fill the same inputs for the same problem. */
+uint64_t kt_problem_seed(uint64_t seed, const char *shape, long m);
+/* Enqueues one run of mod on b's stream over rotation copy `copy` (mod copies), unchecked. */
+int kt_bench_launch(kt_bench *b, const kt_module *mod, int copy);
 /* Times mod on b by the same method without verifying it (re-timing a verified variant). */
 int kt_bench_time_variant(kt_bench *b, const kt_module *mod, int max_repeats, kt_timing *t);
 /* Device address of tensor i in rotation copy r (inputs) or its only copy (others). */
