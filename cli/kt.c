@@ -316,7 +316,7 @@ static int cmd_tune(int argc, char **argv) {
                           .strategy = c.strategy, .budget = budget, .seed = c.seed,
                           .compile_threads = c.threads, .commit = KT_COMMIT, .cmdline = cmdline,
                           .shard_index = c.shard_index, .shard_count = c.shard_count, .max_workers = c.workers,
-                          .where = c.where};
+                          .where = c.where, .quiet = c.quiet};
     memcpy(o.shapes, c.shapes, sizeof o.shapes);
     memcpy(o.ms, c.ms, sizeof o.ms);
     double t0 = kt_now();
