@@ -143,17 +143,24 @@ static double first_of(const kt_ncu_kernel *k, const char *const *names) {
     return NAN;
 }
 
-/* A value in unit scaled by SI prefix to base (e.g. "Kbyte" -> x1e3); time to microseconds. */
-static double scaled(const kt_ncu_metric *m, double to_us) {
+/* 1 if unit is a time ("ns", "usecond", "s", ...), with its length in seconds in *s. */
+static int time_unit(const char *u, double *s) {
+    int prefixed = strchr("num", u[0]) && u[0];
+    const char *rest = u + prefixed;
+    if (strcmp(rest, "s") && strcmp(rest, "second")) return 0;
+    *s = !prefixed ? 1 : u[0] == 'n' ? 1e-9 : u[0] == 'u' ? 1e-6 : 1e-3;
+    return 1;
+}
+
+/* A metric's value in base units: a time in microseconds, else scaled by its SI prefix
+ * ("Kbyte" x1e3; ncu's prefixes are decimal). */
+static double scaled(const kt_ncu_metric *m) {
     if (!m) return NAN;
-    double v = m->value;
+    double s;
+    if (time_unit(m->unit, &s)) return m->value * s * 1e6;
     const char *u = m->unit;
-    if (strstr(u, "second")) {
-        double s = u[0] == 'n' ? 1e-9 : u[0] == 'u' ? 1e-6 : u[0] == 'm' ? 1e-3 : 1;
-        return v * s * to_us;
-    }
-    double s = u[0] == 'K' ? 1e3 : u[0] == 'M' ? 1e6 : u[0] == 'G' ? 1e9 : u[0] == 'T' ? 1e12 : 1;
-    return v * s;
+    s = u[0] == 'K' ? 1e3 : u[0] == 'M' ? 1e6 : u[0] == 'G' ? 1e9 : u[0] == 'T' ? 1e12 : 1;
+    return m->value * s;
 }
 
 /* The stall reasons (cycles per issued instruction), the largest four kept. */
@@ -192,20 +199,23 @@ void kt_ncu_summarize(const kt_ncu_kernel *k, kt_ncu_summary *s) {
     static const char *const occ[] = {"sm__warps_active.avg.pct_of_peak_sustained_active", NULL};
     static const char *const theo[] = {"sm__maximum_warps_per_active_cycle_pct", NULL};
     memset(s, 0, sizeof *s);
-    s->duration_us = scaled(find(k, "gpu__time_duration.sum"), 1e6);
+    s->duration_us = scaled(find(k, "gpu__time_duration.sum"));
     s->dram_pct = first_of(k, dram);
     s->l2_pct = first_of(k, l2);
     s->sm_pct = first_of(k, sm);
-    s->dram_bytes = scaled(find(k, "dram__bytes_read.sum"), 1) + scaled(find(k, "dram__bytes_write.sum"), 1);
+    s->dram_bytes = scaled(find(k, "dram__bytes_read.sum")) + scaled(find(k, "dram__bytes_write.sum"));
     s->occupancy_pct = first_of(k, occ);
     s->theoretical_pct = first_of(k, theo);
     s->registers = kt_ncu_value(k, "launch__registers_per_thread");
     s->grid = kt_ncu_value(k, "launch__grid_size");
     s->block = kt_ncu_value(k, "launch__block_size");
-    s->tensor_pct = NAN;
-    for (int i = 0; i < k->n_metrics; i++) { /* tensor pipes: hmma, imma, ... the busiest */
+    /* The tensor pipe, all its kinds, averaged over the SMs; else the busiest of its kinds. */
+    s->tensor_pct = kt_ncu_value(k, "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active");
+    if (!isnan(s->tensor_pct))
+        snprintf(s->tensor_metric, sizeof s->tensor_metric, "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active");
+    for (int i = 0, have_all = !isnan(s->tensor_pct); i < k->n_metrics && !have_all; i++) {
         const kt_ncu_metric *m = &k->metrics[i];
-        if (strstr(m->name, "pipe_tensor") && strstr(m->name, "pct_of_peak") && !isnan(m->value) &&
+        if (strstr(m->name, "pipe_tensor") && strstr(m->name, ".avg.pct_of_peak") && !isnan(m->value) &&
             (isnan(s->tensor_pct) || m->value > s->tensor_pct)) {
             s->tensor_pct = m->value;
             snprintf(s->tensor_metric, sizeof s->tensor_metric, "%s", m->name);
