@@ -3,6 +3,7 @@
  * a GPU say so on machines without one. */
 #include "../bench/bench.h"
 #include "../bench/profile.h"
+#include "../report/report.h"
 #include "../tuner/tuner.h"
 #include "kt.h"
 
@@ -473,6 +474,27 @@ static int cmd_profile(int argc, char **argv) {
     return 0;
 }
 
+static int cmd_report(int argc, char **argv) {
+    common c;
+    if (parse_common(argc, argv, &c)) return 1;
+    if (c.help) {
+        printf("usage: kt report [--db kt.db] -o DIR [--bench FILE.json ...]\n"
+               "  Writes DIR/index.html: one self-contained page (no scripts, no network) of SVG plots of the\n"
+               "  database: per problem every measured variant (failures with their reason), per family the\n"
+               "  winners against floor, roof and baselines, a roofline and the winner over the batch\n"
+               "  buckets, and the provenance of every run. Floors, roofs and baselines come from\n"
+               "  `kt bench --json` files (--bench, up to 8) and the families' bytes() and flops().\n");
+        return 0;
+    }
+    if (!c.out_dir) return die("report needs -o DIR (see --help)%s", "");
+    kt_report_options o = {.db_path = c.db_path, .out_dir = c.out_dir, .bench_json = c.bench_json,
+                           .n_bench_json = c.n_bench_json, .cmdline = cmdline};
+    int plots = 0;
+    if (kt_report_write(&o, &plots)) return die("%s", kt_error());
+    printf("wrote %s/index.html (%d plots)\n", c.out_dir, plots);
+    return 0;
+}
+
 /* kt db merge --db OUT IN...: the inputs are positional, so it parses its own argv. */
 static int cmd_db_merge(int argc, char **argv) {
     const char *out = NULL, *in[256];
@@ -528,6 +550,7 @@ static const struct {
     {"tune", "sweep variants on the GPU into the database", cmd_tune},
     {"bench", "time the tuned kernel against cuBLASLt/cuBLAS and the floor", cmd_bench},
     {"db", "show, export or merge databases", cmd_db},
+    {"report", "write an HTML page of SVG plots of a database (no GPU needed)", cmd_report},
     {"profile", "run one variant in NVTX ranges, or under Nsight Compute (--ncu), beside its roof", cmd_profile},
 };
 
