@@ -26,6 +26,11 @@ build/tools/embed: tools/embed.c
 	@mkdir -p $(@D)
 	$(CC) -O2 -o $@ $<
 
+# The report test's PNG reader (libpng: libpng-dev).
+build/tools/png_ink: tools/png_ink.c
+	@mkdir -p $(@D)
+	$(CC) -O2 -Wall -Wextra -Werror -o $@ $< -lpng
+
 build/embedded.c: build/tools/embed $(EMBEDDED)
 	build/tools/embed $(EMBEDDED) > $@.tmp && mv $@.tmp $@
 
@@ -48,7 +53,7 @@ build/test_cpu: $(TEST_OBJ) lib/libkt.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # CPU tests: everything that needs no GPU (CI runs this).
-test: build/test_cpu bin/kt
+test: build/test_cpu bin/kt build/tools/png_ink
 	bash tests/cpu/run.sh
 
 # The main job: sweep the five target shapes into kt.db (compile-only for sm_120 without a GPU).

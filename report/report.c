@@ -655,8 +655,8 @@ static void winners_table(report *r, const winner *ws, int n) {
         kt_html_escape(r->out, ws[i].config);
         fprintf(r->out, "</td>");
         num_cell(r->out, "%.3f", ws[i].us);
-        num_cell(r->out, "%.3f", b.floor_us);
-        num_cell(r->out, "%.3f", b.roof_us);
+        num_cell(r->out, "%.3g", b.floor_us);
+        num_cell(r->out, "%.3g", b.roof_us);
         num_cell(r->out, "%.2fx", ws[i].us / b.roof_us);
         num_cell(r->out, "%.3f", b.bytes / ws[i].us / 1e6);
         num_cell(r->out, "%.3g", b.flops / ws[i].us / 1e6);

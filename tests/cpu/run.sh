@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run.sh — the CPU suite (what CI runs): the C unit tests, the CLI's bad-input tests, and
-# whole sweeps through the CLI on the fake GPU, with one combined "N passed, N failed"
+# whole sweeps through the CLI on the fake GPU, kt report rendered by headless Chromium, with one combined "N passed, N failed"
 # line at the end.
 set -u
 cd "$(dirname "$0")/../.."
@@ -23,5 +23,6 @@ run() {
 run ./build/test_cpu
 run bash tests/cpu/cli.sh ./bin/kt
 run bash tests/cpu/sweep.sh ./bin/kt
+run bash tests/cpu/report.sh ./bin/kt ./build/tools/png_ink
 echo "TOTAL: $total_passed passed, $total_failed failed"
 [ "$total_failed" -eq 0 ]
