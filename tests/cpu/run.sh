@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# run.sh — the CPU suite (what CI runs): the C unit tests, the CLI's bad-input tests, and
-# whole sweeps through the CLI on the fake GPU, kt report rendered by headless Chromium, with one combined "N passed, N failed"
-# line at the end.
+# run.sh — the CPU suite (what CI runs): the C unit tests, the CLI's bad-input tests, whole
+# sweeps through the CLI on the fake GPU, and kt report rendered by headless Chromium, with one
+# combined "N passed, N failed" line at the end.
 set -u
 cd "$(dirname "$0")/../.."
 total_passed=0 total_failed=0
