@@ -31,6 +31,11 @@ build/tools/png_ink: tools/png_ink.c
 	@mkdir -p $(@D)
 	$(CC) -O2 -Wall -Wextra -Werror -o $@ $< -lpng
 
+# An NVTX injection library that records the ranges a program opens (the NVTX tests).
+build/tools/libnvtx_record.so: tools/nvtx_record.c
+	@mkdir -p $(@D)
+	$(CC) -O2 -std=c11 -Wall -Wextra -Werror -I$(CUDA)/include -shared -fPIC -o $@ $<
+
 build/embedded.c: build/tools/embed $(EMBEDDED)
 	build/tools/embed $(EMBEDDED) > $@.tmp && mv $@.tmp $@
 
@@ -53,7 +58,7 @@ build/test_cpu: $(TEST_OBJ) lib/libkt.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # CPU tests: everything that needs no GPU (CI runs this).
-test: build/test_cpu bin/kt build/tools/png_ink
+test: build/test_cpu bin/kt build/tools/png_ink build/tools/libnvtx_record.so
 	bash tests/cpu/run.sh
 
 # The main job: sweep the five target shapes into kt.db (compile-only for sm_120 without a GPU).

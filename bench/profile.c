@@ -205,6 +205,9 @@ static int run_ncu(const kt_profile_options *o, const kt_problem *p, const char 
         if (*l != '"') fprintf(stderr, "%.*s\n", ln, l);
         l += ln + (nl ? 1 : 0);
     }
+    /* KT_NCU_LOG=FILE keeps ncu's whole output (its raw CSV) for a closer look. */
+    if (getenv("KT_NCU_LOG") && kt_write_file_atomic(getenv("KT_NCU_LOG"), out, strlen(out)))
+        fprintf(stderr, "kt: KT_NCU_LOG: %s\n", kt_error());
     kt_ncu_report rep;
     int rc = kt_ncu_parse(out, &rep);
     free(out);

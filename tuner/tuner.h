@@ -22,6 +22,8 @@ kt_compile_pool *kt_compile_pool_start(const kt_family *f, const kt_config *list
 /* Appends config c as the next item and returns its index (-1 with error set if out of
  * memory); an urgent item compiles before every non-urgent one still waiting. */
 int kt_compile_pool_add(kt_compile_pool *pool, const kt_config *c, int urgent);
+/* How many items the pool has, how many finished compiling, and how many of those failed. */
+void kt_compile_pool_counts(kt_compile_pool *pool, int *items, int *compiled, int *failed);
 /* 1 when item i has finished compiling (or failed): kt_compile_pool_wait would not block. */
 int kt_compile_pool_ready(kt_compile_pool *pool, int i);
 /* Waits for item i; returns its cubin (NULL when it failed: *error gets the message). The

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run.sh — the CPU suite (what CI runs): the C unit tests, the CLI's bad-input tests, whole
-# sweeps through the CLI on the fake GPU, and kt report rendered by headless Chromium, with one
-# combined "N passed, N failed" line at the end.
+# sweeps through the CLI on the fake GPU, kt report rendered by headless Chromium, and the
+# profiling recipes with stand-ins, with one combined "N passed, N failed" line at the end.
 set -u
 cd "$(dirname "$0")/../.."
 total_passed=0 total_failed=0
@@ -24,5 +24,6 @@ run ./build/test_cpu
 run bash tests/cpu/cli.sh ./bin/kt
 run bash tests/cpu/sweep.sh ./bin/kt
 run bash tests/cpu/report.sh ./bin/kt ./build/tools/png_ink
+run bash tests/cpu/profiles.sh ./bin/kt
 echo "TOTAL: $total_passed passed, $total_failed failed"
 [ "$total_failed" -eq 0 ]

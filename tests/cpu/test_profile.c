@@ -5,6 +5,7 @@
 #include "test.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char report[] =
@@ -67,4 +68,37 @@ KT_TEST(nvtx_range_names) {
     char name[512];
     kt_nvtx_filter(f, &p, "TILE_N=64", name, sizeof name);
     EXPECT(!strcmp(name, "kt/fp8_gemm/N=1536,K=4096,M=16/TILE_N=64/"));
+}
+
+/* The ranges opened for real; tests/cpu/profiles.sh runs this with tools/nvtx_record.c
+ * injected and checks what a profiler receives. Without a tool attached they do nothing. */
+KT_TEST(nvtx_ranges_pushed) {
+    const kt_family *f = kt_family_find("act_quant");
+    kt_problem p = {.n_dims = 1, .dim = {4096}, .m = 16};
+    kt_nvtx_push(f, &p, "VEC=4,GROUPS_PER_BLOCK=4");
+    kt_nvtx_pop();
+    EXPECT(f != NULL);
+}
+
+/* The real thing: ncu 2025.3.1's raw CSV of kt profile --ncu on the fixture's fp8_gemm winner
+ * (N=1536,K=4096 M=16) on the H200: every quantity of the summary is found by its name. */
+KT_TEST(ncu_csv_from_the_h200) {
+    char *text = kt_read_file("tests/fixtures/ncu_h200_fp8_gemm.csv", NULL);
+    EXPECT(text != NULL);
+    if (!text) return;
+    kt_ncu_report r;
+    EXPECT(kt_ncu_parse(text, &r) == 0 && r.n_kernels == 1);
+    free(text);
+    if (r.n_kernels != 1) return;
+    kt_ncu_summary s;
+    kt_ncu_summarize(&r.kernels[0], &s);
+    EXPECT(!strcmp(r.kernels[0].name, "fp8_gemm"));
+    EXPECT(s.duration_us > 9 && s.duration_us < 11); /* 9.92 us: "ns" read as nanoseconds */
+    EXPECT(s.dram_bytes > 6.3e6 && s.dram_bytes < 6.5e6); /* bytes() is 6.41e6 */
+    EXPECT(s.dram_pct > 13 && s.dram_pct < 14 && s.l2_pct > 19 && s.l2_pct < 20 && s.sm_pct > 10 && s.sm_pct < 11);
+    EXPECT(!strcmp(s.tensor_metric, "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"));
+    EXPECT(s.occupancy_pct > 12 && s.occupancy_pct < 13 && s.theoretical_pct == 25);
+    EXPECT(s.grid == 48 && s.block == 256 && s.registers == 120);
+    EXPECT(s.n_stalls == 4 && !strcmp(s.stall[0], "long_scoreboard") && !strcmp(s.stall[1], "wait"));
+    kt_ncu_free(&r);
 }
