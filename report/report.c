@@ -55,6 +55,7 @@ typedef struct problem {
 
 typedef struct report {
     sqlite3 *db;
+    size_t cap_dev, cap_ms, cap_ws, cap_bench; /* the arrays' room (kt_grow) */
     device *dev;
     int n_dev;
     meas *ms;
@@ -108,8 +109,7 @@ static int query(report *r, const char *sql, int (*row)(report *, sqlite3_stmt *
 }
 
 static int device_row(report *r, sqlite3_stmt *st) {
-    size_t cap = (size_t)r->n_dev;
-    device *d = kt_grow(r->dev, &cap, (size_t)r->n_dev, sizeof *d);
+    device *d = kt_grow(r->dev, &r->cap_dev, (size_t)r->n_dev, sizeof *d);
     if (!d) return -1;
     r->dev = d;
     d += r->n_dev++;
@@ -124,8 +124,7 @@ static int device_row(report *r, sqlite3_stmt *st) {
 }
 
 static int meas_row(report *r, sqlite3_stmt *st) {
-    size_t cap = (size_t)r->n_ms;
-    meas *m = kt_grow(r->ms, &cap, (size_t)r->n_ms, sizeof *m);
+    meas *m = kt_grow(r->ms, &r->cap_ms, (size_t)r->n_ms, sizeof *m);
     if (!m) return -1;
     r->ms = m;
     m += r->n_ms++;
@@ -145,8 +144,7 @@ static int meas_row(report *r, sqlite3_stmt *st) {
 }
 
 static int winner_row(report *r, sqlite3_stmt *st) {
-    size_t cap = (size_t)r->n_ws;
-    winner *w = kt_grow(r->ws, &cap, (size_t)r->n_ws, sizeof *w);
+    winner *w = kt_grow(r->ws, &r->cap_ws, (size_t)r->n_ws, sizeof *w);
     if (!w) return -1;
     r->ws = w;
     w += r->n_ws++;
@@ -164,8 +162,7 @@ static int winner_row(report *r, sqlite3_stmt *st) {
 /* A bench file's row: its problem, device rates and every "*_us" field but kt's own
  * timing and the floors, which are its baselines. */
 static int bench_row_of(report *r, sqlite3_stmt *st) {
-    size_t cap = (size_t)r->n_bench;
-    bench_row *b = kt_grow(r->bench, &cap, (size_t)r->n_bench, sizeof *b);
+    bench_row *b = kt_grow(r->bench, &r->cap_bench, (size_t)r->n_bench, sizeof *b);
     if (!b) return -1;
     r->bench = b;
     b += r->n_bench;
@@ -219,7 +216,7 @@ static int read_bench(report *r, const char *path) {
         rc = sqlite3_prepare_v2(r->db,
                                 "SELECT json_extract(value, '$.device'), json_extract(value, '$.family'), "
                                 "json_extract(value, '$.shape'), COALESCE(json_extract(value, '$.M'), "
-                                "json_extract(value, '$.m')), json_extract(value, '$.copy_bytes_per_s'), "
+                                "json_extract(value, '$.B'), json_extract(value, '$.m')), json_extract(value, '$.copy_bytes_per_s'), "
                                 "json_extract(value, '$.mma_flops_per_s'), value FROM json_each(?1)",
                                 -1, &st, NULL);
     int failed = rc != SQLITE_OK;
