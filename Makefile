@@ -15,18 +15,28 @@ ifeq ($(wildcard $(CUDA)/include/nvrtc.h),)
 $(error CUDA toolkit not found at $(CUDA) (no include/nvrtc.h): install it or run make CUDA=/path/to/cuda)
 endif
 
-EMBEDDED = $(wildcard kernels/*.cu) $(wildcard kernels/common/*.cuh) $(wildcard kernels/common/*.h) runtime/check.cu bench/ceiling.cu bench/memory.cu $(wildcard db/*.sql)
-LIB_SRC = $(wildcard runtime/*.c db/*.c tuner/*.c bench/*.c kernels/*.c)
+EMBEDDED = $(wildcard kernels/*.cu) $(wildcard kernels/common/*.cuh) $(wildcard kernels/common/*.h) runtime/check.cu bench/ceiling.cu bench/memory.cu $(wildcard db/*.sql) profiles/why_slow.ncu
+LIB_SRC = $(wildcard runtime/*.c db/*.c tuner/*.c bench/*.c report/*.c kernels/*.c)
 LIB_OBJ = $(LIB_SRC:%.c=build/%.o) build/embedded.o
 TEST_SRC = $(wildcard tests/cpu/*.c)
 TEST_OBJ = $(TEST_SRC:%.c=build/%.o)
-HEADERS = $(wildcard runtime/*.h kernels/*.h kernels/common/*.h tuner/*.h bench/*.h db/*.h tests/cpu/*.h)
+HEADERS = $(wildcard runtime/*.h kernels/*.h kernels/common/*.h tuner/*.h bench/*.h report/*.h db/*.h tests/cpu/*.h)
 
 all: bin/kt lib/libkt.a
 
 build/tools/embed: tools/embed.c
 	@mkdir -p $(@D)
 	$(CC) -O2 -o $@ $<
+
+# The report test's PNG reader (libpng: libpng-dev).
+build/tools/png_ink: tools/png_ink.c
+	@mkdir -p $(@D)
+	$(CC) -O2 -Wall -Wextra -Werror -o $@ $< -lpng
+
+# An NVTX injection library that records the ranges a program opens (the NVTX tests).
+build/tools/libnvtx_record.so: tools/nvtx_record.c
+	@mkdir -p $(@D)
+	$(CC) -O2 -std=c11 -Wall -Wextra -Werror -I$(CUDA)/include -shared -fPIC -o $@ $<
 
 build/embedded.c: build/tools/embed $(EMBEDDED)
 	build/tools/embed $(EMBEDDED) > $@.tmp && mv $@.tmp $@
@@ -50,7 +60,7 @@ build/test_cpu: $(TEST_OBJ) lib/libkt.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # CPU tests: everything that needs no GPU (CI runs this).
-test: build/test_cpu bin/kt
+test: build/test_cpu bin/kt build/tools/png_ink build/tools/libnvtx_record.so
 	bash tests/cpu/run.sh
 
 # Fuzz targets (clang's libFuzzer + AddressSanitizer): the library rebuilt instrumented under

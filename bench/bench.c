@@ -9,6 +9,7 @@
 #include "bench.h"
 
 #include "../runtime/cu.h"
+#include "../runtime/nvtx.h"
 #include "../tuner/tuner.h"
 
 #include <math.h>
@@ -435,7 +436,7 @@ static int bench_case(bench_run *run, const kt_problem *p, bench_row *row) {
     char label[192];
     snprintf(label, sizeof label, "%s %s=%ld", m->shape, f->m_name, p->m);
     /* The tuner's seed for this case, so bench and sweep see the same inputs. */
-    uint64_t seed = run->o->seed ^ kt_hash(m->shape, strlen(m->shape), (uint64_t)p->m);
+    uint64_t seed = kt_problem_seed(run->o->seed, m->shape, p->m);
 
     kt_module served = {0}, stages[KT_MAX_STAGES];
     const kt_module *mod = NULL;
@@ -488,12 +489,19 @@ static int bench_case(bench_run *run, const kt_problem *p, bench_row *row) {
         rc = context_alive() ? 0 : kt_fail("the GPU context is lost after: %s", m->error);
     } else {
         if (mod) rc = kt_bench_variant(b, mod, m);
-        for (int i = 0; i < run->n_baselines && !rc && run->has_baselines; i++)
-            rc = report_baseline(time_baseline(run, b, p, f->baselines[i], &row->base[i]), f->baselines[i]->name,
-                                 label);
-        if (!rc && run->pipeline && mod && m->status == KT_OK)
-            rc = report_baseline(time_pipeline(run, p, mod, seed ^ 0x3, &row->quant_gemm), run->pipeline->name,
-                                 label);
+        /* Each baseline inside the NVTX ranges kt/<family>/<key>/<baseline> (runtime/nvtx.h). */
+        for (int i = 0; i < run->n_baselines && !rc && run->has_baselines; i++) {
+            kt_nvtx_push(f, p, f->baselines[i]->name);
+            int e = time_baseline(run, b, p, f->baselines[i], &row->base[i]);
+            kt_nvtx_pop();
+            rc = report_baseline(e, f->baselines[i]->name, label);
+        }
+        if (!rc && run->pipeline && mod && m->status == KT_OK) {
+            kt_nvtx_push(f, p, run->pipeline->name);
+            int e = time_pipeline(run, p, mod, seed ^ 0x3, &row->quant_gemm);
+            kt_nvtx_pop();
+            rc = report_baseline(e, run->pipeline->name, label);
+        }
         if (!rc && run->pipeline && run->pipeline->reference_family)
             rc = report_baseline(time_fused(run, p, seed ^ 0x4, &row->fused), run->pipeline->reference_family->name,
                                  label);

@@ -2,6 +2,8 @@
  * checks its input and fails with one clear line and a non-zero exit; commands that need
  * a GPU say so on machines without one. */
 #include "../bench/bench.h"
+#include "../bench/profile.h"
+#include "../report/report.h"
 #include "../tuner/tuner.h"
 #include "kt.h"
 
@@ -40,11 +42,14 @@ typedef struct common {
     const char *db_path, *config, *json, *strategy, *arch, *format, *emit, *where;
     int budget, sample, threads, help;
     int shard_index, shard_count, workers; /* tune: --shard i/n, --workers N */
+    int iters, ncu, quiet;                 /* profile: --iters N, --ncu; tune: --quiet */
+    const char *out_dir, *bench_json[8];   /* report: -o DIR, --bench FILE... */
+    int n_bench_json;
     uint64_t seed;
 } common;
 
 enum { O_FAMILY = 1000, O_SHAPE, O_M, O_DB, O_CONFIG, O_JSON, O_STRATEGY, O_BUDGET, O_ARCH, O_SAMPLE, O_SEED,
-       O_THREADS, O_FORMAT, O_EMIT, O_SHARD, O_WORKERS, O_WHERE };
+       O_THREADS, O_FORMAT, O_EMIT, O_SHARD, O_WORKERS, O_WHERE, O_ITERS, O_NCU, O_QUIET, O_BENCH };
 
 static const struct option long_options[] = {
     {"family", required_argument, 0, O_FAMILY}, {"shape", required_argument, 0, O_SHAPE},
@@ -56,6 +61,8 @@ static const struct option long_options[] = {
     {"format", required_argument, 0, O_FORMAT}, {"emit", required_argument, 0, O_EMIT},
     {"shard", required_argument, 0, O_SHARD}, {"workers", required_argument, 0, O_WORKERS},
     {"where", required_argument, 0, O_WHERE},
+    {"iters", required_argument, 0, O_ITERS}, {"ncu", no_argument, 0, O_NCU},
+    {"quiet", no_argument, 0, O_QUIET},       {"bench", required_argument, 0, O_BENCH},
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0}};
 
@@ -70,7 +77,7 @@ static int parse_common(int argc, char **argv, common *c) {
     c->threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     optind = 1;
     opterr = 0;
-    for (int o; (o = getopt_long(argc, argv, "h", long_options, NULL)) != -1;) {
+    for (int o; (o = getopt_long(argc, argv, "ho:", long_options, NULL)) != -1;) {
         switch (o) {
         case O_FAMILY:
             if (!(c->family = kt_family_find(optarg))) return die("%s", kt_error());
@@ -92,14 +99,22 @@ static int parse_common(int argc, char **argv, common *c) {
             break;
         case O_BUDGET:
         case O_SAMPLE:
+        case O_ITERS:
         case O_THREADS: {
-            const char *name = o == O_BUDGET ? "--budget" : o == O_SAMPLE ? "--sample" : "--threads";
+            const char *name = o == O_BUDGET ? "--budget" : o == O_SAMPLE ? "--sample" : o == O_ITERS ? "--iters" : "--threads";
             long v = INT_MAX - 1; /* all: more than any space has (verify adds the default) */
             if ((o != O_SAMPLE || strcmp(optarg, "all")) && kt_parse_long(optarg, 1, 1000000, &v))
                 return die2("%s: %s", name, kt_error());
-            *(o == O_BUDGET ? &c->budget : o == O_SAMPLE ? &c->sample : &c->threads) = (int)v;
+            *(o == O_BUDGET ? &c->budget : o == O_SAMPLE ? &c->sample : o == O_ITERS ? &c->iters : &c->threads) = (int)v;
             break;
         }
+        case O_NCU: c->ncu = 1; break;
+        case O_QUIET: c->quiet = 1; break;
+        case 'o': c->out_dir = optarg; break;
+        case O_BENCH:
+            if (c->n_bench_json == 8) return die("too many --bench files (max %s)", "8");
+            c->bench_json[c->n_bench_json++] = optarg;
+            break;
         case O_SEED: {
             long v;
             if (kt_parse_long(optarg, 0, LONG_MAX, &v)) return die("--seed: %s", kt_error());
@@ -368,7 +383,7 @@ static int cmd_tune(int argc, char **argv) {
                           .strategy = c.strategy, .budget = budget, .seed = c.seed,
                           .compile_threads = c.threads, .commit = KT_COMMIT, .cmdline = cmdline,
                           .shard_index = c.shard_index, .shard_count = c.shard_count, .max_workers = c.workers,
-                          .where = c.where};
+                          .where = c.where, .quiet = c.quiet};
     memcpy(o.shapes, c.shapes, sizeof o.shapes);
     memcpy(o.ms, c.ms, sizeof o.ms);
     double t0 = kt_now();
@@ -595,6 +610,54 @@ static int cmd_bench(int argc, char **argv) {
     return 0;
 }
 
+static int cmd_profile(int argc, char **argv) {
+    common c;
+    if (parse_common(argc, argv, &c)) return 1;
+    if (c.help) {
+        printf("usage: kt profile --family F --shape N=..,K=.. --m B [--config C | --db kt.db] [--iters N] [--ncu]\n"
+               "                  [--seed S]\n"
+               "  Verifies and times one variant (--config, else the DB winner as dispatch serves it) on the\n"
+               "  tuner's seeded inputs, measures its floor and roof, then runs it N times (100) inside the\n"
+               "  NVTX ranges kt/<family>/<key>/<config> (profiles/README.md). --ncu re-runs the loop once\n"
+               "  under Nsight Compute (KT_NCU or ncu on PATH; clocks left alone; the metric set of\n"
+               "  profiles/why_slow.ncu) and prints DRAM and L2 throughput against peak, tensor pipe\n"
+               "  utilisation, occupancy and the top warp stalls beside the floor and roof.\n");
+        return 0;
+    }
+    if (!c.family || c.n_shapes != 1 || c.n_ms != 1)
+        return die("profile needs --family, one --shape and one --m (see --help)%s", "");
+    kt_profile_options o = {.family = c.family, .problem = c.shapes[0], .db_path = c.db_path, .config = c.config,
+                            .iters = c.iters, .ncu = c.ncu, .seed = c.seed};
+    o.problem.m = c.ms[0];
+    kt_config probe;
+    if (c.config && kt_parse_config(c.family, c.config, &probe)) return die("%s", kt_error());
+    kt_device_info info;
+    if (need_gpu(&info)) return 1;
+    if (kt_profile_run(&o)) return die("profile failed: %s", kt_error());
+    return 0;
+}
+
+static int cmd_report(int argc, char **argv) {
+    common c;
+    if (parse_common(argc, argv, &c)) return 1;
+    if (c.help) {
+        printf("usage: kt report [--db kt.db] -o DIR [--bench FILE.json ...]\n"
+               "  Writes DIR/index.html: one self-contained page (no scripts, no network) of SVG plots of the\n"
+               "  database: per problem every measured variant (failures with their reason), per family the\n"
+               "  winners against floor, roof and baselines, a roofline and the winner over the batch\n"
+               "  buckets, and the provenance of every run. Floors, roofs and baselines come from\n"
+               "  `kt bench --json` files (--bench, up to 8) and the families' bytes() and flops().\n");
+        return 0;
+    }
+    if (!c.out_dir) return die("report needs -o DIR (see --help)%s", "");
+    kt_report_options o = {.db_path = c.db_path, .out_dir = c.out_dir, .bench_json = c.bench_json,
+                           .n_bench_json = c.n_bench_json, .cmdline = cmdline};
+    int plots = 0;
+    if (kt_report_write(&o, &plots)) return die("%s", kt_error());
+    printf("wrote %s/index.html (%d plots)\n", c.out_dir, plots);
+    return 0;
+}
+
 /* kt db merge --db OUT IN...: the inputs are positional, so it parses its own argv. */
 static int cmd_db_merge(int argc, char **argv) {
     const char *out = NULL, *in[256];
@@ -645,6 +708,8 @@ static const struct {
     {"tune", "sweep variants on the GPU into the database", cmd_tune},
     {"bench", "time the tuned kernel against cuBLASLt/cuBLAS and the floor", cmd_bench},
     {"db", "show, export or merge databases", cmd_db},
+    {"report", "write an HTML page of SVG plots of a database (no GPU needed)", cmd_report},
+    {"profile", "run one variant in NVTX ranges, or under Nsight Compute (--ncu), beside its roof", cmd_profile},
 };
 
 int main(int argc, char **argv) {

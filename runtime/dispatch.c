@@ -2,6 +2,7 @@
  * by exact -> nearest M bucket -> nearest shape -> family default, compiled through the
  * JIT cache and loaded; the level used is logged so a fallback is never silent. */
 #include "kt.h"
+#include "nvtx.h"
 
 #include <string.h>
 
@@ -39,10 +40,16 @@ int kt_dispatch(kt_db *db, const kt_family *f, const kt_problem *p, kt_module *o
     char cfg[256];
     kt_format_config(f, &c, cfg, sizeof cfg);
     fprintf(stderr, "kt: %s %s M=%ld -> %s (%s)\n", f->name, shape, p->m, cfg, kt_lookup_level_name(w.level));
+    /* Compiling and loading inside kt/<family>/<key>/dispatch (nvtx.h): a timeline shows
+     * what start-up spends per kernel. */
+    kt_nvtx_push(f, p, "dispatch");
     kt_cubin cubin;
-    if (kt_compile(f, &c, kt_gpu_arch(), &cubin)) return -1;
-    int rc = kt_module_load(f, &c, &cubin, out);
-    kt_cubin_free(&cubin);
+    int rc = kt_compile(f, &c, kt_gpu_arch(), &cubin);
+    if (!rc) {
+        rc = kt_module_load(f, &c, &cubin, out);
+        kt_cubin_free(&cubin);
+    }
+    kt_nvtx_pop();
     if (level) *level = w.level;
     return rc;
 }

@@ -7,6 +7,7 @@
  * instead of the outputs; KT_CHECK_ON_GPU=0 copies them back and compares on the CPU (the
  * cross-check in tests/gpu/run.sh step check_gpu_vs_cpu). */
 #include "../runtime/cu.h"
+#include "../runtime/nvtx.h"
 #include "tuner.h"
 
 #include <math.h>
@@ -387,9 +388,24 @@ static int enqueue_variant(void *ctx, int copy, void *stream) {
     return f->n_stages ? kt_pipeline_launch(f, v->mod, &l) : f->launch(&l);
 }
 
+int kt_bench_enqueue(kt_bench *b, const kt_module *mod, int copy) {
+    variant_ctx v = {b, mod};
+    return enqueue_variant(&v, copy % b->copies, b->stream);
+}
+
+/* Opens the NVTX ranges of mod's config on b's problem (runtime/nvtx.h). */
+static void push_variant(const kt_bench *b, const kt_module *mod) {
+    char cfg[256];
+    kt_format_config(b->f, &mod->config, cfg, sizeof cfg);
+    kt_nvtx_push(b->f, &b->p, cfg);
+}
+
 int kt_bench_time_variant(kt_bench *b, const kt_module *mod, int max_repeats, kt_timing *t) {
     variant_ctx v = {b, mod};
-    return kt_bench_time(b, enqueue_variant, &v, max_repeats, t);
+    push_variant(b, mod);
+    int rc = kt_bench_time(b, enqueue_variant, &v, max_repeats, t);
+    kt_nvtx_pop();
+    return rc;
 }
 
 /* Records a failure of kind s; returns -1 when the context itself is lost (a fault). */
@@ -401,7 +417,7 @@ static int failed(kt_measurement *m, kt_status s, const char *what) {
     return 0;
 }
 
-int kt_bench_variant(kt_bench *b, const kt_module *mod, kt_measurement *m) {
+static int verify_and_time(kt_bench *b, const kt_module *mod, kt_measurement *m) {
     m->status = KT_OK;
     m->error[0] = 0;
     m->rel_err = NAN;
@@ -424,4 +440,15 @@ int kt_bench_variant(kt_bench *b, const kt_module *mod, kt_measurement *m) {
     m->min_us = t.min_us;
     m->max_us = t.max_us;
     return 0;
+}
+
+int kt_bench_variant(kt_bench *b, const kt_module *mod, kt_measurement *m) {
+    push_variant(b, mod);
+    int rc = verify_and_time(b, mod, m);
+    kt_nvtx_pop();
+    return rc;
+}
+
+uint64_t kt_problem_seed(uint64_t seed, const char *shape, long m) {
+    return seed ^ kt_hash(shape, strlen(shape), (uint64_t)m);
 }

@@ -76,6 +76,7 @@ struct kt_compile_pool {
     int arch, n_threads, closing;
     pool_item **items;
     int n;
+    int compiled, failed; /* items done, and of those, failed */
     size_t cap;
     pool_queue urgent, normal; /* threads take urgent items first */
     pthread_mutex_t lock;
@@ -126,6 +127,8 @@ static void *compile_worker(void *arg) {
         item->cubin = c;
         item->error = err;
         item->done = rc ? -1 : 1;
+        pool->compiled++;
+        pool->failed += rc != 0;
         pthread_cond_broadcast(&pool->changed);
     }
     pthread_mutex_unlock(&pool->lock);
@@ -169,6 +172,14 @@ int kt_compile_pool_add(kt_compile_pool *pool, const kt_config *c, int urgent) {
     pthread_cond_signal(&pool->work);
     pthread_mutex_unlock(&pool->lock);
     return i;
+}
+
+void kt_compile_pool_counts(kt_compile_pool *pool, int *items, int *compiled, int *failed) {
+    pthread_mutex_lock(&pool->lock);
+    *items = pool->n;
+    *compiled = pool->compiled;
+    *failed = pool->failed;
+    pthread_mutex_unlock(&pool->lock);
 }
 
 int kt_compile_pool_ready(kt_compile_pool *pool, int i) {

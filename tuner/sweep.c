@@ -88,22 +88,45 @@ typedef struct sweep {
     double start;
     int tty;            /* stderr is a terminal: one progress line redrawn in place */
     double last_line;   /* otherwise: when the last progress line was written */
+    double period;      /* and how often one is */
+    long failures;      /* units of this run that did not measure ok */
+    int settled;        /* problems whose winner is chosen */
 } sweep;
 
-#define PROGRESS_LOG_S 10.0
+#define PROGRESS_LOG_S 10.0 /* a log's progress period (KT_PROGRESS_S overrides) */
 
-static void progress(sweep *s, const problem *pb, const char *config) {
+static double progress_period(void) {
+    const char *e = getenv("KT_PROGRESS_S");
+    char *end;
+    double v = e ? strtod(e, &end) : 0;
+    return e && end != e && v >= 0 ? v : PROGRESS_LOG_S;
+}
+
+/* Writes where the sweep stands: units done of those chosen so far, problems settled,
+ * variants compiled, units measured and how many failed, what it is on, and the ETA. A
+ * terminal's line is redrawn in place (last: ended); a log's is a whole line. */
+static void progress_line(sweep *s, const char *on, double eta, int last) {
+    int items, compiled, failed;
+    kt_compile_pool_counts(s->pool, &items, &compiled, &failed);
+    fprintf(stderr, "%s[%ld/%ld] problems %d/%d, compiled %d/%d (%d failed), measured %ld (%ld failed); %s; "
+            "%.1fs elapsed, ETA %.1fs%s", s->tty ? "\r" : "", s->done, s->total, s->settled, s->n_problems, compiled,
+            items, failed, s->rep->measured, s->failures, on, kt_now() - s->start, eta,
+            s->tty ? (last ? "\033[K\n" : "\033[K") : "\n");
+}
+
+/* Counts unit u's result; shows the progress line on a terminal each time, in a log every
+ * period (--quiet: never). */
+static void progress(sweep *s, const problem *pb, const kt_measurement *m) {
     s->done++;
+    s->failures += m->status != KT_OK;
     if (s->o->quiet) return;
     double el = kt_now() - s->start;
     long now = s->done - s->done_before;
-    double eta = now ? el / now * (s->total - s->done) : 0;
-    /* A log (stderr not a terminal) gets a line every PROGRESS_LOG_S and the last one, not a
-     * carriage return per unit. */
-    if (!s->tty && s->done < s->total && el - s->last_line < PROGRESS_LOG_S) return;
+    if (!s->tty && el - s->last_line < s->period) return;
     s->last_line = el;
-    fprintf(stderr, "%s[%ld/%ld] %s M=%ld %-60.60s %5.1fs elapsed, ETA %5.1fs%s", s->tty ? "\r" : "", s->done,
-            s->total, pb->shape, pb->p.m, config, el, eta, !s->tty || s->done == s->total ? "\n" : "");
+    char on[192];
+    snprintf(on, sizeof on, "%s %s=%ld", pb->shape, s->f->m_name, pb->p.m);
+    progress_line(s, on, now ? el / now * (s->total - s->done) : 0, 0);
 }
 
 /* A line of its own under the progress line (faults, restarts). */
@@ -262,7 +285,7 @@ static int plan_problems(sweep *s) {
         if (rank % shards != (shards > 1 ? o->shard_index : 0)) continue;
         problem *pb = &s->problems[s->n_problems];
         *pb = all[k];
-        pb->seed = o->seed ^ kt_hash(pb->shape, strlen(pb->shape), (uint64_t)pb->p.m);
+        pb->seed = kt_problem_seed(o->seed, pb->shape, pb->p.m);
         pb->group = fast ? groups : 0;
         for (int i = 0; i < s->n_problems; i++)
             if (!strcmp(s->problems[i].shape, pb->shape)) pb->group = s->problems[i].group;
@@ -341,7 +364,8 @@ static int committed_elsewhere(sweep *s, unit u) {
                                       pb->p.m, &status, &median_us);
     if (have <= 0) return have;
     s->rep->already++;
-    progress(s, pb, "(measured by another process)");
+    kt_measurement theirs = {.status = status}; /* counted as done, as its row says */
+    progress(s, pb, &theirs);
     return kt_search_answer(s->search, u.problem, u.choice, status, median_us) ? -1 : 1;
 }
 
@@ -353,7 +377,7 @@ static int record(sweep *s, unit u, const kt_measurement *m) {
     if (existed) return existed < 0 || committed_elsewhere(s, u) < 0 ? -1 : 0;
     s->rep->measured++;
     s->rep->by_phase[u.phase - 1]++;
-    progress(s, &s->problems[u.problem], m->config);
+    progress(s, &s->problems[u.problem], m);
     return kt_search_answer(s->search, u.problem, u.choice, m->status, m->median_us);
 }
 
@@ -368,6 +392,7 @@ static int record_fault(sweep *s, unit u, const char *why) {
 }
 
 static int update_winner(sweep *s, const problem *pb) {
+    s->settled++;
     return kt_db_update_winner(s->db, s->device_id, s->f->name, s->source_hash, pb->shape, pb->p.m);
 }
 
@@ -671,6 +696,8 @@ int kt_sweep(const kt_sweep_options *o, kt_sweep_report *report) {
     s->watchdog_s = watchdog_seconds();
     s->start = kt_now();
     s->tty = isatty(STDERR_FILENO);
+    s->period = progress_period();
+    s->last_line = -s->period; /* a log gets its first line at once */
     kt_hex64(kt_family_source_hash(s->f), s->source_hash);
     char why[256];
     int rc = 0;
@@ -723,7 +750,7 @@ int kt_sweep(const kt_sweep_options *o, kt_sweep_report *report) {
     double run_start = kt_now();
     if (!rc) rc = run(s);
     s->rep->worker_s = (kt_now() - run_start) * s->n_slots;
-    if (!o->quiet && s->done != s->total) fprintf(stderr, "\n");
+    if (!o->quiet && s->pool && s->n_problems) progress_line(s, rc ? "stopped" : "done", 0, 1);
     for (int i = 0; i < s->n_slots; i++) {
         kt_worker_stop(s->slots[i].w, NULL, 0);
         free(s->slots[i].loaded);

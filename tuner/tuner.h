@@ -23,6 +23,8 @@ kt_compile_pool *kt_compile_pool_start(const kt_family *f, const kt_config *list
 /* Appends config c as the next item and returns its index (-1 with error set if out of
  * memory); an urgent item compiles before every non-urgent one still waiting. */
 int kt_compile_pool_add(kt_compile_pool *pool, const kt_config *c, int urgent);
+/* How many items the pool has, how many finished compiling, and how many of those failed. */
+void kt_compile_pool_counts(kt_compile_pool *pool, int *items, int *compiled, int *failed);
 /* 1 when item i has finished compiling (or failed): kt_compile_pool_wait would not block. */
 int kt_compile_pool_ready(kt_compile_pool *pool, int i);
 /* Waits for item i; returns its cubin (NULL when it failed: *error gets the message). The
@@ -53,7 +55,8 @@ typedef struct kt_timing {
     int repeats;
 } kt_timing;
 
-/* Verifies mod on b (output poisoned first) and, when it passes, times it. Fills status,
+/* Verifies mod on b (output poisoned first) and, when it passes, times it, inside the NVTX
+ * ranges kt/<family>/<key>/<config> (runtime/nvtx.h; kt_bench_time_variant too). Fills status,
  * error, rel_err and the times of m; returns 0 unless the GPU itself failed. For a pipeline
  * family, mod points to its stages' modules, n_stages of them in order (kt_pipeline_dispatch). */
 int kt_bench_variant(kt_bench *b, const kt_module *mod, kt_measurement *m);
@@ -61,6 +64,11 @@ int kt_bench_variant(kt_bench *b, const kt_module *mod, kt_measurement *m);
  * stream), median of at most max_repeats replays (0: the default, 15 or KT_REPEATS). */
 int kt_bench_time(kt_bench *b, int (*enqueue)(void *ctx, int copy, void *stream), void *ctx, int max_repeats,
                   kt_timing *t);
+/* The inputs' seed of problem (shape text, m) in a sweep or bench of seed: the tuner, `kt bench`
+ * and `kt profile` fill the same inputs for the same problem. */
+uint64_t kt_problem_seed(uint64_t seed, const char *shape, long m);
+/* Enqueues one run of mod on b's stream over rotation copy `copy` (mod copies), unchecked. */
+int kt_bench_enqueue(kt_bench *b, const kt_module *mod, int copy);
 /* Times mod on b by the same method without verifying it (re-timing a verified variant). */
 int kt_bench_time_variant(kt_bench *b, const kt_module *mod, int max_repeats, kt_timing *t);
 /* Device address of tensor i in rotation copy r (inputs) or its only copy (others). */

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # run.sh — the CPU suite (what CI runs): the C unit tests, the CLI's bad-input tests, whole
-# sweeps through the CLI on the fake GPU, and the fuzz targets (when clang's libFuzzer is
+# sweeps through the CLI on the fake GPU, kt report rendered by headless Chromium, the
+# profiling recipes with stand-ins, and the fuzz targets (when clang's libFuzzer is
 # installed; .ci/run installs it). Each suite's result is printed as it finishes (its FAIL
 # lines, then "suite NAME: N passed, N failed (S s)"), and the last line is the combined
 # "N passed, N failed". The suites get a scratch JIT cache and a scratch HOME, never the
@@ -33,6 +34,8 @@ run() {
 run unit ./build/test_cpu
 run cli bash tests/cpu/cli.sh ./bin/kt
 run sweep bash tests/cpu/sweep.sh ./bin/kt
+run report bash tests/cpu/report.sh ./bin/kt ./build/tools/png_ink
+run profiles bash tests/cpu/profiles.sh ./bin/kt
 if command -v clang >/dev/null && ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
     if make -s fuzz-targets >"$scratch/fuzz-build.log" 2>&1; then
         run fuzz bash tests/fuzz/run.sh

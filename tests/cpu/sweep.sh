@@ -95,7 +95,7 @@ kill_resume_shard() {
     check "$name: merged winners equal the unsharded sweep's" 'cmp -s "$tmp/$name.winners" <(winners "$tmp/$name-merged.db")'
 }
 
-"$KT" "${TUNE[@]}" --db "$tmp/ref.db" 2>"$tmp/ref.log"
+KT_PROGRESS_S=1 "$KT" "${TUNE[@]}" --db "$tmp/ref.db" 2>"$tmp/ref.log"
 rc=$?
 check "uninterrupted sweep" '[ $rc -eq 0 ]'
 units "$tmp/ref.db" >"$tmp/ref.units"
@@ -108,6 +108,19 @@ check "a winner per (shape, M), all honest variants" \
 # carriage return per unit.
 check "a log gets whole progress lines, not one carriage return per unit" \
     '! grep -q "$(printf "\r")" "$tmp/ref.log" && grep -q "^\[$UNITS/$UNITS\] " "$tmp/ref.log"'
+# Every KT_PROGRESS_S (1 s here; the sweep takes 10 s or more) a line of units, problems,
+# compiles, measurements and failures, and ETA; the last one says done.
+check "a log gets periodic progress lines with problems, compiles, failures and ETA" \
+    '[ "$(grep -cE "^\[[0-9]+/[0-9]+\] problems [0-9]/4, compiled [0-9]+/12 \(0 failed\), measured [0-9]+ \([0-9]+ failed\); N=[0-9]+ M=(1|64); [0-9.]+s elapsed, ETA [0-9.]+s$" "$tmp/ref.log")" -ge 3 ] &&
+     grep -q "^\[48/48\] problems 4/4, compiled 12/12 (0 failed), measured 48 (36 failed); done; .*, ETA 0.0s$" "$tmp/ref.log"'
+# KT_PROGRESS_S=0: a line per unit and the last; --quiet: none.
+small=(tune --family selftest --strategy exhaustive --shape N=4096 --m 1 --where FAULT=0,HANG=0 --threads 2)
+KT_PROGRESS_S=0 "$KT" "${small[@]}" --db "$tmp/small.db" 2>"$tmp/small.log"
+check "a line per unit at KT_PROGRESS_S=0" \
+    '[ "$(grep -c "^\[[1-3]/3\] problems" "$tmp/small.log")" -eq 4 ] && grep -q "^\[3/3\] problems 1/1, .*; done;" "$tmp/small.log"'
+KT_PROGRESS_S=0 "$KT" "${small[@]}" --db "$tmp/small-quiet.db" --quiet 2>"$tmp/small-quiet.log"
+rc=$?
+check "--quiet silences the progress" '[ $rc -eq 0 ] && ! grep -q "^\[\|ETA" "$tmp/small-quiet.log" && [ -s "$tmp/small-quiet.db" ]'
 kill_resume_shard ref 5 "${TUNE[@]}"
 
 # Three sweeps started together on a database that does not exist yet (a sweep per GPU or
