@@ -222,6 +222,7 @@ typedef struct bench_row {
     baseline_result lt_fp8, bf16;
     baseline_result quant_gemm; /* kt's act_quant then this variant: the real decode cost */
     baseline_result fused;      /* kt's quant_fp8_gemm: the same step in one kernel */
+    baseline_result family;     /* the family's first in-run baseline (kt_family.baselines) */
 } bench_row;
 
 typedef struct bench_run {
@@ -631,6 +632,38 @@ static int report_baseline(int rc, const char *what, const char *label) {
     return context_alive() ? 0 : kt_fail("the GPU context is lost after %s failed", what);
 }
 
+typedef struct family_baseline_ctx {
+    const kt_baseline *base;
+    void *state;
+    kt_bench *b;
+    const kt_module *mod;
+    const kt_problem *p;
+    int n_tensors;
+} family_baseline_ctx;
+
+static int enqueue_family_baseline(void *ctx, int copy, void *stream) {
+    family_baseline_ctx *c = ctx;
+    kt_launch l = {.mod = c->mod, .ref_mod = c->mod, .config = &c->mod->config, .problem = c->p, .stream = stream};
+    for (int i = 0; i < c->n_tensors; i++) l.ptr[i] = kt_bench_ptr(c->b, i, copy);
+    return c->base->enqueue(c->state, &l);
+}
+
+/* Times the family's first baseline (a kernel of mod's module, e.g. its naive one) over b's
+ * rotation of input copies, like kt's variant. */
+static int time_family_baseline(kt_bench *b, const kt_family *f, const kt_problem *p, const kt_module *mod,
+                                baseline_result *r) {
+    kt_tensor_desc t[KT_MAX_TENSORS];
+    family_baseline_ctx c = {.base = f->baselines[0], .b = b, .mod = mod, .p = p, .n_tensors = f->tensors(p, t)};
+    if (c.base->prepare && c.base->prepare(p, &c.state)) return -1;
+    kt_timing tm;
+    int rc = kt_bench_time(b, enqueue_family_baseline, &c, 0, &tm);
+    if (c.base->release) c.base->release(c.state);
+    if (rc) return -1;
+    r->name = c.base->name;
+    r->us = tm.median_us;
+    return 0;
+}
+
 /* Measures one (shape, M) into row; returns -1 only when the GPU can no longer be used. */
 static int bench_case(bench_run *run, const kt_problem *p, bench_row *row) {
     const kt_family *f = run->f;
@@ -642,7 +675,7 @@ static int bench_case(bench_run *run, const kt_problem *p, bench_row *row) {
     kt_format_shape(f, p, m->shape, sizeof m->shape);
     row->floor_us = f->bytes(p) / run->copy_bytes_per_s * 1e6;
     row->mma_floor_us = f->flops ? f->flops(p) / run->mma_flops_per_s * 1e6 : NAN;
-    row->lt_fp8 = row->bf16 = row->quant_gemm = row->fused = (baseline_result){NULL, NAN, -1};
+    row->lt_fp8 = row->bf16 = row->quant_gemm = row->fused = row->family = (baseline_result){NULL, NAN, -1};
     char label[192];
     snprintf(label, sizeof label, "%s %s=%ld", m->shape, f->m_name, p->m);
     /* The tuner's seed for this case, so bench and sweep see the same inputs. */
@@ -691,6 +724,8 @@ static int bench_case(bench_run *run, const kt_problem *p, bench_row *row) {
                                  label);
         if (!rc && run->has_baselines)
             rc = report_baseline(time_fused(run, p, seed ^ 0x4, &row->fused), "quant_fp8_gemm", label);
+        if (!rc && f->baselines && f->baselines[0] && mod)
+            rc = report_baseline(time_family_baseline(b, f, p, mod, &row->family), f->baselines[0]->name, label);
     }
     if (m->status != KT_OK) fprintf(stderr, "kt bench: %s: kt %s: %s\n", label, kt_status_name(m->status), m->error);
     kt_bench_free(b);
@@ -740,6 +775,8 @@ static void print_row(const bench_run *run, const bench_row *row) {
     }
     printf("%-20s %6ld %10s %9.2f %9s %9s %16s %15s %13s %13s %9s %9s  %s\n", m->shape, m->m, kt, row->floor_us,
            ratio, mma, lt, bf16, speedup, pair, fused, err, m->config[0] ? m->config : "-");
+    if (row->family.name) printf("%-20s %6s baseline %s (kt's own straightforward kernel; no C library has one): %.2f us\n", "",
+                                 "", row->family.name, row->family.us);
     fflush(stdout);
 }
 
@@ -819,6 +856,8 @@ static void json_row(text *t, const bench_run *run, const bench_row *row) {
     json_number(t, "best_baseline_over_kt", best_baseline_us(row) / kt_us(row));
     json_number(t, "kt_quant_gemm_us", row->quant_gemm.us);
     json_number(t, "kt_fused_us", row->fused.us);
+    json_string(t, "baseline", row->family.name);
+    json_number(t, "baseline_us", row->family.us);
     json_number(t, "rel_err", m->rel_err);
     json_string(t, "config", m->config);
     json_string(t, "variant_id", m->variant_id);

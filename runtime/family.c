@@ -43,9 +43,9 @@ const char *kt_source_text(const char *name, size_t *len) {
     return NULL;
 }
 
-static int is_header(const char *name) {
+int kt_source_is_header(const char *name) {
     size_t n = strlen(name);
-    return n > 4 && !strcmp(name + n - 4, ".cuh");
+    return (n > 4 && !strcmp(name + n - 4, ".cuh")) || (n > 2 && !strcmp(name + n - 2, ".h"));
 }
 
 uint64_t kt_source_hash(const char *file) {
@@ -54,7 +54,7 @@ uint64_t kt_source_hash(const char *file) {
     uint64_t h = kt_hash(file, strlen(file), 0);
     if (src) h = kt_hash(src, len, h);
     for (int i = 0; kt_embedded[i].name; i++)
-        if (is_header(kt_embedded[i].name)) {
+        if (kt_source_is_header(kt_embedded[i].name)) {
             h = kt_hash(kt_embedded[i].name, strlen(kt_embedded[i].name), h);
             h = kt_hash(kt_embedded[i].text, kt_embedded[i].len, h);
         }

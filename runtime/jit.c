@@ -146,8 +146,7 @@ static int nvrtc_compile(const char *name, const char *file, const char *defines
     const char *hdr_text[32], *hdr_name[32];
     int n_hdr = 0;
     for (int i = 0; kt_embedded[i].name && n_hdr < 32; i++) {
-        size_t n = strlen(kt_embedded[i].name);
-        if (n > 4 && !strcmp(kt_embedded[i].name + n - 4, ".cuh")) {
+        if (kt_source_is_header(kt_embedded[i].name)) {
             hdr_text[n_hdr] = kt_embedded[i].text;
             hdr_name[n_hdr++] = kt_embedded[i].name;
         }

@@ -65,7 +65,7 @@ uint16_t kt_float_to_bf16(float x);
 #define KT_MAX_DIMS 6
 #define KT_MAX_PARAMS 12
 #define KT_MAX_TENSORS 12
-#define KT_MAX_KERNELS 4
+#define KT_MAX_KERNELS 8
 
 /* A problem: the family's shape key values (e.g. N, K) plus the batch size m (tokens). */
 typedef struct kt_problem {
@@ -83,13 +83,23 @@ typedef enum kt_role {
     KT_INPUT,    /* read-only, filled by the family from a seed, rotated over copies when timing */
     KT_OUTPUT,   /* poisoned with NaN before each run, compared with the reference */
     KT_SCRATCH,  /* workspace zeroed once at allocation; kernels must leave it zeroed */
+    KT_TEMP,     /* an intermediate or a kernel's workspace that needs no zeroing: allocated
+                    once, never filled, poisoned or compared */
 } kt_role;
+
+/* How an output is compared with its reference (CONTRACT.md). Infinities: a reference
+ * +inf/-inf must be matched by the same infinity; an infinite output where the reference is
+ * finite fails; REL_L2 sums only the finite pairs. */
+typedef enum kt_compare { KT_CMP_REL_L2 = 0, KT_CMP_EXACT, KT_CMP_SET } kt_compare;
 
 typedef struct kt_tensor_desc {
     const char *name;
     kt_dtype dtype;
     size_t count; /* elements */
     kt_role role;
+    kt_compare compare; /* outputs: REL_L2 (default); EXACT and SET are the contract's, not here yet */
+    double tolerance;   /* REL_L2: ||out-ref||/||ref|| bound; 0 = the family's tolerance */
+    size_t set_len;     /* SET: rows of set_len elements compared as multisets */
 } kt_tensor_desc;
 
 /* A family's tuning parameter: name and the values the sweep may take. */
@@ -106,6 +116,17 @@ typedef struct kt_config {
 
 struct kt_module;
 struct kt_launch;
+
+/* A baseline kt times next to a family's kernel in `kt bench` (CONTRACT.md). */
+typedef struct kt_baseline {
+    const char *name; /* "cublaslt_fp8", "cublas_bf16", "naive" */
+    /* Optional state for the problem (may leave *state NULL). */
+    int (*prepare)(const struct kt_problem *p, void **state);
+    /* Enqueues one run on l->stream over the problem's tensors; l->mod is the family's module
+     * (default config), so a naive kernel in the family's own .cu can be launched. */
+    int (*enqueue)(void *state, const struct kt_launch *l);
+    void (*release)(void *state);
+} kt_baseline;
 
 /* A kernel family: everything the tuner, bench, tests and runtime know about it. */
 typedef struct kt_family {
@@ -153,6 +174,8 @@ typedef struct kt_family {
     int (*launch)(const struct kt_launch *l);
     /* Relative tolerance of ||out - ref|| / ||ref||. */
     double tolerance;
+    /* In-run baselines `kt bench` times (NULL-terminated; NULL: none). */
+    const kt_baseline *const *baselines;
     /* Bytes that must move and flops that must be done (the floor). */
     double (*bytes)(const kt_problem *p);
     double (*flops)(const kt_problem *p);
@@ -184,6 +207,8 @@ void kt_config_defines(const kt_family *f, const kt_config *c, char *out, size_t
 /* Embedded file by base name (kernels/NAME, kernels/common/NAME, runtime/check.cu,
  * bench/ceiling.cu, db/NAME); NULL if absent. */
 const char *kt_source_text(const char *name, size_t *len);
+/* 1 if an embedded file is a header kernels may include (kernels/common/NAME.cuh or .h). */
+int kt_source_is_header(const char *name);
 /* Hash of an embedded source file plus every common header it may include. */
 uint64_t kt_source_hash(const char *file);
 /* kt_source_hash of a family's source. */
