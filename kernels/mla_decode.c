@@ -229,7 +229,7 @@ static int smem_of(const kt_config *c, int layout) {
     int dqk = kt_mla_dqk(layout);
     int raw_row = layout == KT_MLA_V32 ? KT_MLA_V32_TOKEN : KT_MLA_V4_DATA + 16;
     return v[P_STAGES] * v[P_CHUNK] * raw_row + v[P_CHUNK] * (dqk * 2 + 16) + 4 * v[P_HPC] * (v[P_CHUNK] + 4) * 4 +
-           v[P_HPC] * (v[P_CHUNK] + 8) * 2 + v[P_HPC] * 4;
+           v[P_HPC] * (v[P_CHUNK] + 8) * 2 + v[P_HPC] * 4 + v[P_SPLIT] * 4;
 }
 
 static int check_config(const kt_config *c, int arch, char *why, size_t n) {

@@ -51,13 +51,13 @@ template <int L> struct lay {
     static constexpr int KSTEPS = KSLICE / 16;
     static_assert(KSLICE % 16 == 0, "the head dim splits into 16-wide k-steps per warp");
     // shared memory: raw ring | bf16 tile | partial scores [WPM][HPC][CHUNK+4] f32 |
-    // p [HPC][CHUNK+8] bf16 | the rescale factor per head
+    // p [HPC][CHUNK+8] bf16 | the rescale factor per head | the split's slot ids
     static constexpr int RAW_BYTES = STAGES * CHUNK * RAW_ROW;
     static constexpr int TILE_BYTES = CHUNK * KT_LD;
     static constexpr int SP_LD = CHUNK + 4, P_LD = CHUNK + 8;
     static constexpr int SP_BYTES = WPM * HPC * SP_LD * 4;
     static constexpr int P_BYTES = HPC * P_LD * 2;
-    static constexpr int SMEM = RAW_BYTES + TILE_BYTES + SP_BYTES + P_BYTES + HPC * 4;
+    static constexpr int SMEM = RAW_BYTES + TILE_BYTES + SP_BYTES + P_BYTES + HPC * 4 + SPLIT * 4;
 };
 
 // D = A(16x16 bf16, row) * B(16x8 bf16, col) + D, f32 accumulators.
@@ -91,6 +91,10 @@ __device__ __forceinline__ kt_u32 bf16x2(float lo, float hi) {
     return r;
 }
 
+// A CTA's slot list in shared memory: the token id, WINDOW_BIT set for V4's window cache, or
+// -1 for an unused slot; read once, so that the gather and the softmax wait on no global load.
+constexpr int WINDOW_BIT = 1 << 30;
+
 // Slot `slot` of query bs (= b * SQ + s): its token id and cache, or -1 if the slot is unused
 // (past its list's length, or a -1 entry).
 template <int L> __device__ __forceinline__ long slot_token(const kt_mla_args &a, int bs, int slot, const kt_u8 *&cache) {
@@ -116,14 +120,15 @@ template <int L> __device__ __forceinline__ bool any_in_length(const kt_mla_args
     return hi > a.TOPK && lo < a.TOPK + n2;
 }
 
-// Starts the copies of chunk slots [base, base + CHUNK) (clipped at end) into raw buffer dst;
-// unused slots are zero-filled (their scores are masked, their values then add nothing).
-template <int L> __device__ __forceinline__ void gather(const kt_mla_args &a, int bs, int base, int end, kt_u8 *dst) {
+// Starts the copies of the chunk whose slot ids are ids[0, CHUNK) into raw buffer dst; unused
+// slots are zero-filled (their scores are masked, their values then add nothing).
+template <int L> __device__ __forceinline__ void gather(const kt_mla_args &a, const int *ids, kt_u8 *dst) {
     using T = lay<L>;
     for (int i = threadIdx.x; i < CHUNK * T::COPIES; i += THREADS) {
         const int j = i / T::COPIES, part = i % T::COPIES;
-        const kt_u8 *cache = (const kt_u8 *)a.kv;
-        const long id = base + j < end ? slot_token<L>(a, bs, base + j, cache) : -1;
+        const int e = ids[j];
+        const kt_u8 *cache = (const kt_u8 *)(L == KT_MLA_V4 && e >= 0 && (e & WINDOW_BIT) ? a.kv2 : a.kv);
+        const long id = e < 0 ? -1 : e & (WINDOW_BIT - 1);
         const kt_u32 row = kt_smem_addr(dst + j * T::RAW_ROW);
         if (part < T::DATA / 16) {
             const kt_u8 *src = id >= 0 ? cache + kt_mla_token_at(L, id) + part * 16 : cache;
@@ -196,8 +201,8 @@ __device__ __forceinline__ void qk_partial(const kt_u32 (&qf)[lay<L>::KSTEPS][4]
 // CPT columns, updates the row's running max m and sum l (log2 domain), writes p as bf16 and
 // the factor the row's accumulators are rescaled by.
 template <int L>
-__device__ __forceinline__ void softmax_chunk(const kt_mla_args &a, int bs, int base, int end, const float *sp,
-                                              kt_u16 *p, float *alpha, float &m, float &l) {
+__device__ __forceinline__ void softmax_chunk(const int *ids, const float *sp, kt_u16 *p, float *alpha, float &m,
+                                              float &l) {
     using T = lay<L>;
     const int row = threadIdx.x >> 3, sub = threadIdx.x & 7;
     const float scale = kt_mla_sm_scale(L) * 1.4426950408889634f;
@@ -205,8 +210,7 @@ __device__ __forceinline__ void softmax_chunk(const kt_mla_args &a, int bs, int 
 #pragma unroll
     for (int j = 0; j < CPT; j++) {
         const int col = sub * CPT + j;
-        const kt_u8 *cache;
-        const bool used = base + col < end && slot_token<L>(a, bs, base + col, cache) >= 0;
+        const bool used = ids[col] >= 0;
         float v = 0.f;
 #pragma unroll
         for (int k = 0; k < WPM; k++) v += sp[(k * HPC + row) * T::SP_LD + col];
@@ -271,6 +275,7 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
     float *sp = (float *)(tile + T::TILE_BYTES);
     kt_u16 *p = (kt_u16 *)((kt_u8 *)sp + T::SP_BYTES);
     float *alpha = (float *)((kt_u8 *)p + T::P_BYTES);
+    int *ids = (int *)(alpha + HPC);
     const int split = blockIdx.x, h0 = blockIdx.y * HPC, bs = blockIdx.z;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int mf = warp / WPM, ks = warp % WPM;
@@ -282,6 +287,12 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
     kt_allow_consumer();
     float m = -INFINITY, l = 0.f;
     if (any_in_length<L>(a, bs, begin, end)) {
+        for (int j = threadIdx.x; j < SPLIT; j += THREADS) {
+            const kt_u8 *cache;
+            const long id = begin + j < end ? slot_token<L>(a, bs, begin + j, cache) : -1;
+            ids[j] = id < 0 ? -1 : (int)id | (L == KT_MLA_V4 && begin + j >= a.TOPK ? WINDOW_BIT : 0);
+        }
+        __syncthreads();
         // q's A fragments of this warp's 16 heads and head-dim slice, kept in registers
         kt_u32 qf[T::KSTEPS][4];
         const kt_u32 *q = (const kt_u32 *)((const kt_u16 *)a.q + ((long)bs * a.HQ + h0 + mf * 16) * T::DQK);
@@ -299,12 +310,12 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
         const int chunks = (end - begin + CHUNK - 1) / CHUNK;
 #pragma unroll
         for (int c = 0; c < STAGES - 1; c++) {
-            if (c < chunks) gather<L>(a, bs, begin + c * CHUNK, end, raw + c * CHUNK * T::RAW_ROW);
+            if (c < chunks) gather<L>(a, ids + c * CHUNK, raw + c * CHUNK * T::RAW_ROW);
             kt_cp_async_commit();
         }
         for (int c = 0; c < chunks; c++) {
             const int next = c + STAGES - 1;
-            if (next < chunks) gather<L>(a, bs, begin + next * CHUNK, end, raw + (next % STAGES) * CHUNK * T::RAW_ROW);
+            if (next < chunks) gather<L>(a, ids + next * CHUNK, raw + (next % STAGES) * CHUNK * T::RAW_ROW);
             kt_cp_async_commit();
             kt_cp_async_wait<STAGES - 1>();
             __syncthreads();
@@ -312,7 +323,7 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
             __syncthreads();
             qk_partial<L>(qf, tile, sp + ks * HPC * T::SP_LD, mf, ks);
             __syncthreads();
-            softmax_chunk<L>(a, bs, begin + c * CHUNK, end, sp, p, alpha, m, l);
+            softmax_chunk<L>(ids + c * CHUNK, sp, p, alpha, m, l);
             __syncthreads();
             pv_chunk<L>(acc, tile, p, alpha, mf, ks);
         }

@@ -2,8 +2,8 @@
 # mla.sh — the GPU tests of the sparse MLA decode family (tests/gpu/run.sh calls it; it also
 # runs alone): kt verify on fresh seeded inputs over B in {1,3,8,64,128}, HQ {16,64,128},
 # SQ 1 and 2, both layouts, odd top-k, with the fill's -1 holes, empty requests, rows with no
-# valid slot, short contexts and (V4) sinks; the GPU compare against the CPU compare; then the
-# bench of the target cases. Prints "N passed, N failed".
+# valid slot, short contexts and (V4) sinks; the GPU compare against the CPU compare; then a
+# fast tune of the target cases and the bench of its winners. Prints "N passed, N failed".
 #   usage: tests/gpu/mla.sh [KT] [LOGS]
 set -u
 cd "$(dirname "$0")/../.."
@@ -41,7 +41,11 @@ compare() {
         END { printf "%d compared, %d differ\n", n, bad; exit !(n >= 4 && bad == 0) }'
 }
 step mla_check_gpu_vs_cpu compare
-step mla_bench $KT bench --family mla_decode --shape targets --m 1,8,64 --json "$LOGS/mla_bench.json"
+# The toolkit end to end: a fast tune of the target cases into a fresh DB, then the bench of
+# its winners (dispatch from the DB; the naive kernel as the in-run baseline).
+rm -f "$LOGS/mla.db"*
+step mla_tune $KT tune --family mla_decode --shape targets --m 1,64 --budget "${KT_MLA_BUDGET:-8}" --db "$LOGS/mla.db"
+step mla_bench $KT bench --family mla_decode --shape targets --m 1,8,64 --db "$LOGS/mla.db" --json "$LOGS/mla_bench.json"
 cat "$LOGS/mla_bench.log"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
