@@ -13,7 +13,7 @@
 #include "mla_decode.h"
 
 enum { D_LAYOUT, D_HQ, D_TOPK, D_SQ };
-enum { P_HPC, P_CHUNK, P_SPLIT, P_STAGES, P_PATH };
+enum { P_HPC, P_CHUNK, P_SPLIT, P_STAGES, P_PATH, P_WPM };
 enum { K_SPLIT_V32, K_SPLIT_V4, K_COMBINE, K_REF_V32, K_REF_V4, K_NAIVE_V32, K_NAIVE_V4 };
 
 #define SMEM_LIMIT (99 * 1024) /* sm_120's shared memory per block; kept on every arch */
@@ -232,11 +232,19 @@ static int smem_of(const kt_config *c, int layout) {
            v[P_HPC] * (v[P_CHUNK] + 8) * 2 + v[P_HPC] * 4 + v[P_SPLIT] * 4;
 }
 
+/* Threads of the split kernel: WPM warps per 16 heads. */
+static int threads_of(const kt_config *c) { return c->v[P_HPC] / 16 * c->v[P_WPM] * 32; }
+
 static int check_config(const kt_config *c, int arch, char *why, size_t n) {
     const int *v = c->v;
     if (v[P_SPLIT] % v[P_CHUNK]) return snprintf(why, n, "SPLIT=%d is not whole chunks of %d", v[P_SPLIT], v[P_CHUNK]), -1;
-    if (v[P_PATH] != 0) return snprintf(why, n, "PATH=%d is not built yet", v[P_PATH]), -1;
-    (void)arch;
+    if (v[P_PATH] == 1 && arch != 1201)
+        return snprintf(why, n, "PATH=1 (the block-scaled mma) exists on sm_120a only, not %s", kt_arch_name(arch)), -1;
+    /* q's fragments (36 registers at V3.2), the p . v sums (512 / WPM / 2) and ~60 more must fit
+     * the registers a thread gets: 512 threads get 128 */
+    if (threads_of(c) > 256)
+        return snprintf(why, n, "HPC=%d with WPM=%d is %d threads: too few registers each", v[P_HPC], v[P_WPM],
+                        threads_of(c)), -1;
     /* the smaller layout's need: a config that fits neither is refused before compiling */
     if (smem_of(c, KT_MLA_V4) > SMEM_LIMIT)
         return snprintf(why, n, "needs %d bytes of shared memory (> %d)", smem_of(c, KT_MLA_V4), SMEM_LIMIT), -1;
@@ -246,12 +254,15 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
 static int config_fits(const kt_config *c, const kt_problem *p) {
     const int *v = c->v;
     long nsplit = (slots_of(p) + v[P_SPLIT] - 1) / v[P_SPLIT];
-    return p->dim[D_HQ] % v[P_HPC] == 0 && nsplit <= max_splits(p) && smem_of(c, layout_of(p)) <= SMEM_LIMIT;
+    /* PATH 1 takes V4's ue8m0 scales as the mma's block scales */
+    return p->dim[D_HQ] % v[P_HPC] == 0 && nsplit <= max_splits(p) && smem_of(c, layout_of(p)) <= SMEM_LIMIT &&
+           (v[P_PATH] == 0 || layout_of(p) == KT_MLA_V4);
 }
 
 static int hopeless(const kt_config *c, const kt_problem *p) {
-    /* a split longer than the list is the list */
-    return c->v[P_SPLIT] > 2 * slots_of(p) && c->v[P_SPLIT] > 64;
+    const int *v = c->v;
+    /* a split longer than the list is the list; raw buffers beyond a split's chunks stay empty */
+    return (v[P_SPLIT] > 2 * slots_of(p) && v[P_SPLIT] > 64) || (v[P_STAGES] > 2 && v[P_STAGES] > v[P_SPLIT] / v[P_CHUNK]);
 }
 
 /* HPC 16 at small batches (more CTAs), 32 where the head groups alone fill the SMs; the
@@ -262,6 +273,7 @@ static void default_for(const kt_problem *p, int sms, kt_config *c) {
     v[P_CHUNK] = 32;
     v[P_STAGES] = 2;
     v[P_PATH] = 0;
+    v[P_WPM] = 4;
     long rows = queries(p) * (p->dim[D_HQ] / v[P_HPC]);
     v[P_SPLIT] = 32;
     while (v[P_SPLIT] < 2048 && (rows * ((slots_of(p) + v[P_SPLIT] - 1) / v[P_SPLIT]) > 2 * sms ||
@@ -314,7 +326,7 @@ static int launch(const kt_launch *l) {
     void *args[] = {&a};
     int v4 = layout_of(p) == KT_MLA_V4;
     if (kt_launch_kernel_pdl(l->mod, v4 ? K_SPLIT_V4 : K_SPLIT_V32, (unsigned)a.nsplit, (unsigned)(a.HQ / v[P_HPC]),
-                             (unsigned)queries(p), (unsigned)(v[P_HPC] * 8), (unsigned)smem_of(l->config, layout_of(p)),
+                             (unsigned)queries(p), (unsigned)threads_of(l->config), (unsigned)smem_of(l->config, layout_of(p)),
                              l->stream, args))
         return -1;
     return kt_launch_kernel_pdl(l->mod, K_COMBINE, (unsigned)a.HQ, (unsigned)queries(p), 1, 128, 0, l->stream, args);
@@ -367,14 +379,15 @@ const kt_family kt_family_mla_decode = {
     .n_dims = 4,
     .dim_names = {"LAYOUT", "HQ", "TOPK", "SQ"},
     .m_name = "B",
-    .n_params = 5,
+    .n_params = 6,
     .params = {{"HPC", 2, {16, 32}},
                {"CHUNK", 3, {16, 32, 64}},
                {"SPLIT", 7, {32, 64, 128, 256, 512, 1024, 2048}},
-               {"STAGES", 3, {1, 2, 3}},
-               {"PATH", 1, {0}}},
+               {"STAGES", 5, {1, 2, 3, 4, 6}},
+               {"PATH", 2, {0, 1}},
+               {"WPM", 2, {4, 8}}},
     .strata_params = 3,
-    .default_config = {{16, 32, 256, 2, 0}},
+    .default_config = {{16, 32, 256, 2, 0, 4}},
     .target_shapes = target_shapes,
     .n_target_shapes = 4,
     .check_problem = check_problem,

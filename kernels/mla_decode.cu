@@ -9,9 +9,9 @@
 // kernel, launched as a programmatic dependent, merges the splits by LSE. Inside a CTA the
 // slots go CHUNK at a time: all threads gather the chunk's token rows with cp.async into a
 // ring of STAGES raw buffers, dequantise the oldest into a bf16 tile (each token read once
-// for all HPC heads), and four warps per 16 heads run bf16 mma.sync m16n8k16: q . k split
+// for all HPC heads), and WPM (4 or 8) warps per 16 heads run bf16 mma.sync m16n8k16: q . k split
 // along the head dim (partial scores summed through shared memory), the online softmax by
-// 8 threads a head, then p . v split along the output dims.
+// 2 * WPM threads a head, then p . v split along the output dims.
 #include "kt_device.cuh"
 #include "mla_layout.h"
 
@@ -23,16 +23,26 @@
 #define KT_SPLIT 128
 #define KT_STAGES 2
 #define KT_PATH 0
+#define KT_WPM 4
 #endif
 
 constexpr int HPC = KT_HPC, CHUNK = KT_CHUNK, SPLIT = KT_SPLIT, STAGES = KT_STAGES;
-constexpr int MF = HPC / 16;            // 16-head m-fragments per CTA
-constexpr int WPM = 4;                  // warps per m-fragment
-constexpr int THREADS = MF * WPM * 32;  // = HPC * 8: eight softmax threads per head
-constexpr int CPT = CHUNK / 8;          // softmax columns per thread
+// PATH 0: the portable path (bf16 mma.sync on the dequantised tile; sm_90 and sm_120). PATH 1
+// (sm_120a, V4 only): q . k's nope dims by the block-scaled e4m3 mma on the gathered codes.
+static_assert(KT_PATH == 0 || KT_PATH == 1, "PATH 0 or 1");
+constexpr int MF = HPC / 16;             // 16-head m-fragments per CTA
+constexpr int WPM = KT_WPM;              // warps per m-fragment: 4 or 8
+constexpr int KSPLIT = 4;                // q . k: the head dim in 4 slices...
+constexpr int TSPLIT = WPM / KSPLIT;     // ...times 1 or 2 groups of the chunk's tokens
+constexpr int THREADS = MF * WPM * 32;
+constexpr int TPR = 2 * WPM;             // softmax threads per head row (THREADS / HPC)
+constexpr int CPT = CHUNK / TPR;         // softmax columns per thread
+constexpr int DPW = KT_MLA_DV / WPM;     // p . v: output dims per warp
+static_assert(WPM == 4 || WPM == 8, "4 or 8 warps per 16 heads");
+static_assert(CPT >= 1 && CHUNK % (8 * TSPLIT) == 0, "the chunk covers every softmax thread and token group");
 static_assert(HPC % 16 == 0 && HPC <= 64, "heads per CTA: 16, 32 or 64");
 static_assert(CHUNK % 16 == 0 && CHUNK <= 64 && SPLIT % CHUNK == 0, "chunks of 16-64 slots tile a split");
-static_assert(STAGES >= 1 && STAGES <= 3, "1-3 raw buffers");
+static_assert(STAGES >= 1 && STAGES <= 6, "1-6 raw buffers");
 
 // The layouts as compile-time constants: head dim, codes, scale tile, the raw row a token
 // takes in shared memory (V32: its 656 bytes; V4: 576 data bytes, then its 8 scale bytes),
@@ -47,7 +57,7 @@ template <int L> struct lay {
     static constexpr int ROPE_AT = L == KT_MLA_V32 ? KT_MLA_V32_ROPE_AT : KT_MLA_V4_ROPE_AT;
     static constexpr int COPIES = DATA / 16 + (L == KT_MLA_V4 ? 1 : 0); // V4: + the scales
     static constexpr int KT_LD = DQK * 2 + 16;    // bf16 tile row: an odd number of 16-byte units
-    static constexpr int KSLICE = DQK / WPM;      // head dims of a warp's q . k
+    static constexpr int KSLICE = DQK / KSPLIT;   // head dims of a warp's q . k
     static constexpr int KSTEPS = KSLICE / 16;
     static_assert(KSLICE % 16 == 0, "the head dim splits into 16-wide k-steps per warp");
     // shared memory: raw ring | bf16 tile | partial scores [WPM][HPC][CHUNK+4] f32 |
@@ -55,7 +65,7 @@ template <int L> struct lay {
     static constexpr int RAW_BYTES = STAGES * CHUNK * RAW_ROW;
     static constexpr int TILE_BYTES = CHUNK * KT_LD;
     static constexpr int SP_LD = CHUNK + 4, P_LD = CHUNK + 8;
-    static constexpr int SP_BYTES = WPM * HPC * SP_LD * 4;
+    static constexpr int SP_BYTES = KSPLIT * HPC * SP_LD * 4;
     static constexpr int P_BYTES = HPC * P_LD * 2;
     static constexpr int SMEM = RAW_BYTES + TILE_BYTES + SP_BYTES + P_BYTES + HPC * 4 + SPLIT * 4;
 };
@@ -67,6 +77,21 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const kt_u32 (&a)[4], kt
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+
+#if KT_PATH == 1
+// D = (A * 2^(sa-127)) (16x32 e4m3, row) * (B * 2^(sb-127)) (32x8 e4m3, col) + D: sm_120a's
+// block-scaled mma with one ue8m0 scale per A row and per B column for the 32-wide k-block.
+// Scale bytes: A row g in lane (g, t=0), row g+8 in lane (g, t=1); B column g in lane (g, 0)
+// (byte 0 of each register; the others' registers are ignored).
+__device__ __forceinline__ void mma_mx(float (&d)[4], const kt_u32 (&a)[4], kt_u32 b0, kt_u32 b1, kt_u32 sa,
+                                       kt_u32 sb) {
+    asm volatile("mma.sync.aligned.kind::mxf8f6f4.block_scale.scale_vec::1X.m16n8k32.row.col.f32.e4m3.e4m3.f32.ue8m0 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3}, {%10}, {%11,%12}, {%13}, {%14,%15};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(sa), "h"((kt_u16)0),
+                   "h"((kt_u16)0), "r"(sb), "h"((kt_u16)0), "h"((kt_u16)0));
+}
+#endif
 
 __device__ __forceinline__ void ldmatrix_x4_trans(kt_u32 addr, kt_u32 &r0, kt_u32 &r1, kt_u32 &r2, kt_u32 &r3) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -98,16 +123,17 @@ constexpr int WINDOW_BIT = 1 << 30;
 // Slot `slot` of query bs (= b * SQ + s): its token id and cache, or -1 if the slot is unused
 // (past its list's length, or a -1 entry).
 template <int L> __device__ __forceinline__ long slot_token(const kt_mla_args &a, int bs, int slot, const kt_u8 *&cache) {
+    // the entry and the length are loaded together (no load waits on the other)
     const int b = bs / a.SQ;
     if (L == KT_MLA_V4 && slot >= a.TOPK) {
         const int j = slot - a.TOPK;
         cache = (const kt_u8 *)a.kv2;
-        if (j >= ((const int *)a.len2)[b]) return -1;
-        return ((const int *)a.idx2)[(long)bs * KT_MLA_V4_WINDOW + j];
+        const int id = ((const int *)a.idx2)[(long)bs * KT_MLA_V4_WINDOW + j], n = ((const int *)a.len2)[b];
+        return j < n ? id : -1;
     }
     cache = (const kt_u8 *)a.kv;
-    if (slot >= ((const int *)a.len)[b]) return -1;
-    return ((const int *)a.idx)[(long)bs * a.TOPK + slot];
+    const int id = ((const int *)a.idx)[(long)bs * a.TOPK + slot], n = ((const int *)a.len)[b];
+    return slot < n ? id : -1;
 }
 
 // Whether slots [lo, hi) of query bs hold any slot within its lists' lengths.
@@ -174,16 +200,16 @@ template <int L> __device__ __forceinline__ void dequantise(const kt_u8 *raw, kt
     }
 }
 
-// This warp's q . k partial scores over its head-dim slice, for the chunk's CHUNK tokens,
-// into sp [HPC][SP_LD] (its slice's plane).
+// This warp's q . k partial scores over its head-dim slice, for its token group of the
+// chunk, into sp [HPC][SP_LD] (its slice's plane).
 template <int L>
 __device__ __forceinline__ void qk_partial(const kt_u32 (&qf)[lay<L>::KSTEPS][4], const kt_u8 *tile, float *sp, int mf,
-                                           int ks) {
+                                           int ks, int tg) {
     using T = lay<L>;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const kt_u32 base = kt_smem_addr(tile) + (lane & 7) * T::KT_LD + (ks * T::KSLICE + ((lane >> 3) & 1) * 8) * 2;
 #pragma unroll
-    for (int nf = 0; nf < CHUNK / 8; nf++) {
+    for (int nf = tg * (CHUNK / 8 / TSPLIT); nf < (tg + 1) * (CHUNK / 8 / TSPLIT); nf++) {
         float s[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
         for (int kk = 0; kk < T::KSTEPS; kk++) {
@@ -197,14 +223,107 @@ __device__ __forceinline__ void qk_partial(const kt_u32 (&qf)[lay<L>::KSTEPS][4]
     }
 }
 
-// Thread (head row, sub) of the online softmax over the chunk: sums the partial scores of its
-// CPT columns, updates the row's running max m and sum l (log2 domain), writes p as bf16 and
+#if KT_PATH == 1
+// PATH 1 (sm_120a, V4): q's nope dims quantised to e4m3 with a ue8m0 scale per head row and
+// 64 dims (FlashMLA's rule, as the cache's), in the m16n8k32 A layout, with the scale bytes
+// each lane supplies; the rope dims stay bf16 A fragments.
+constexpr int MX_STEPS = 4;   // 32-wide k-steps of a warp's 128-dim slice
+struct q_mx {
+    kt_u32 a[MX_STEPS][4];    // e4m3 codes
+    kt_u32 sa[MX_STEPS / 2];  // ue8m0 scale byte of this lane's row (t = 0: row g, t = 1: row g+8)
+    kt_u32 rope[4][4];        // slice 3: the 64 rope dims as bf16 m16n8k16 A fragments
+};
+
+// Quantises this warp's slice (dims ks * 128 ...) of its 16 heads' q from global memory.
+__device__ __forceinline__ void load_q_mx(const kt_u16 *q, int ks, q_mx &f) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    constexpr int D = KT_MLA_V4_DQK;
+#pragma unroll
+    for (int blk = 0; blk < MX_STEPS / 2; blk++) { // 64-dim scale blocks of the slice
+        const int d0 = ks * 128 + blk * 64;
+        float v[2][16], amax[2] = {0.f, 0.f};
+#pragma unroll
+        for (int r = 0; r < 2; r++) // rows g and g + 8: dims d0 + 32 h + 16 u + 4 t + e
+#pragma unroll
+            for (int i = 0; i < 16; i++) {
+                const int d = d0 + (i / 8) * 32 + ((i / 4) % 2) * 16 + 4 * t + i % 4;
+                v[r][i] = d < KT_MLA_V4_NOPE ? kt_bf16_to_f32(q[(g + 8 * r) * D + d]) : 0.f;
+                amax[r] = fmaxf(amax[r], fabsf(v[r][i]));
+            }
+        kt_u32 e[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            amax[r] = fmaxf(amax[r], __shfl_xor_sync(0xffffffffu, amax[r], 1));
+            amax[r] = fmaxf(amax[r], __shfl_xor_sync(0xffffffffu, amax[r], 2));
+            // 2^ceil(log2(max(amax / 448, 1e-4))) by its exponent bits
+            const float sc = fmaxf(amax[r] / 448.f, KT_MLA_MIN_SCALE);
+            const kt_u32 bits = __float_as_uint(sc);
+            e[r] = (bits >> 23) + ((bits & 0x7fffffu) ? 1u : 0u);
+            const float inv = __uint_as_float((254u - e[r]) << 23); // 1 / 2^(e - 127)
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+#pragma unroll
+                for (int u = 0; u < 2; u++) {
+                    const float *x = &v[r][h * 8 + u * 4];
+                    f.a[blk * 2 + h][r + 2 * u] = kt_f32x2_to_e4m3x2(x[0] * inv, x[1] * inv) |
+                                                  (kt_u32)kt_f32x2_to_e4m3x2(x[2] * inv, x[3] * inv) << 16;
+                }
+        }
+        f.sa[blk] = t == 0 ? e[0] : t == 1 ? e[1] : 127u;
+    }
+    const kt_u32 *q32 = (const kt_u32 *)q;
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+        const int c = (KT_MLA_V4_NOPE + kk * 16 + 2 * t) / 2;
+        f.rope[kk][0] = q32[g * D / 2 + c];
+        f.rope[kk][1] = q32[(g + 8) * D / 2 + c];
+        f.rope[kk][2] = q32[g * D / 2 + c + 4];
+        f.rope[kk][3] = q32[(g + 8) * D / 2 + c + 4];
+    }
+}
+
+// PATH 1's q . k partial scores: the nope dims by the block-scaled mma straight from the
+// chunk's raw rows (codes and footer scales as gathered: no dequantisation for q . k), the
+// rope dims (slice 3) by bf16 mma from the tile.
+__device__ __forceinline__ void qk_partial_mx(const q_mx &f, const kt_u8 *raw, const kt_u8 *tile, float *sp, int mf,
+                                              int ks, int tg) {
+    using T = lay<KT_MLA_V4>;
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const kt_u32 rope_base = kt_smem_addr(tile) + (lane & 7) * T::KT_LD + (KT_MLA_V4_NOPE + ((lane >> 3) & 1) * 8) * 2;
+#pragma unroll
+    for (int nf = tg * (CHUNK / 8 / TSPLIT); nf < (tg + 1) * (CHUNK / 8 / TSPLIT); nf++) {
+        float s[4] = {0.f, 0.f, 0.f, 0.f};
+        const kt_u8 *row = raw + (nf * 8 + g) * T::RAW_ROW;
+#pragma unroll
+        for (int kk = 0; kk < MX_STEPS; kk++) {
+            const int d = ks * 128 + kk * 32;
+            if (d >= KT_MLA_V4_NOPE) break;
+            const kt_u32 b0 = *(const kt_u32 *)(row + d + 4 * t), b1 = *(const kt_u32 *)(row + d + 16 + 4 * t);
+            const kt_u32 sb = t == 0 ? row[T::SCALE_AT + d / KT_MLA_V4_TILE] : 127u;
+            mma_mx(s, f.a[kk], b0, b1, f.sa[kk / 2], sb);
+        }
+        if (ks == KSPLIT - 1)
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) {
+                kt_u32 b0, b1;
+                kt_ldmatrix_x2(rope_base + nf * 8 * T::KT_LD + kk * 32, b0, b1);
+                mma_bf16(s, f.rope[kk], b0, b1);
+            }
+        float *r0 = sp + (mf * 16 + g) * T::SP_LD + nf * 8 + 2 * t;
+        *(float2 *)r0 = make_float2(s[0], s[1]);
+        *(float2 *)(r0 + 8 * T::SP_LD) = make_float2(s[2], s[3]);
+    }
+}
+#endif
+
+// Thread (head row, sub) of the online softmax over the chunk (TPR threads a row): sums the
+// partial scores of its CPT columns, updates the row's running max m and sum l (log2 domain), writes p as bf16 and
 // the factor the row's accumulators are rescaled by.
 template <int L>
 __device__ __forceinline__ void softmax_chunk(const int *ids, const float *sp, kt_u16 *p, float *alpha, float &m,
                                               float &l) {
     using T = lay<L>;
-    const int row = threadIdx.x >> 3, sub = threadIdx.x & 7;
+    const int row = threadIdx.x / TPR, sub = threadIdx.x % TPR;
     const float scale = kt_mla_sm_scale(L) * 1.4426950408889634f;
     float s[CPT], cmax = -INFINITY;
 #pragma unroll
@@ -213,13 +332,12 @@ __device__ __forceinline__ void softmax_chunk(const int *ids, const float *sp, k
         const bool used = ids[col] >= 0;
         float v = 0.f;
 #pragma unroll
-        for (int k = 0; k < WPM; k++) v += sp[(k * HPC + row) * T::SP_LD + col];
+        for (int k = 0; k < KSPLIT; k++) v += sp[(k * HPC + row) * T::SP_LD + col];
         s[j] = used ? v * scale : -INFINITY;
         cmax = fmaxf(cmax, s[j]);
     }
-    cmax = fmaxf(cmax, __shfl_xor_sync(0xffffffffu, cmax, 1));
-    cmax = fmaxf(cmax, __shfl_xor_sync(0xffffffffu, cmax, 2));
-    cmax = fmaxf(cmax, __shfl_xor_sync(0xffffffffu, cmax, 4));
+#pragma unroll
+    for (int o = 1; o < TPR; o *= 2) cmax = fmaxf(cmax, __shfl_xor_sync(0xffffffffu, cmax, o));
     const float m_new = fmaxf(m, cmax);
     const float f = m_new == -INFINITY ? 1.f : exp2f(m - m_new); // exp2(-inf) = 0: the first slots
     float sum = 0.f;
@@ -229,36 +347,35 @@ __device__ __forceinline__ void softmax_chunk(const int *ids, const float *sp, k
         sum += e;
         p[row * T::P_LD + sub * CPT + j] = kt_f32_to_bf16(e);
     }
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 4);
+#pragma unroll
+    for (int o = 1; o < TPR; o *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
     l = l * f + sum;
     m = m_new;
     if (sub == 0) alpha[row] = f;
 }
 
-// This warp's p . v over the chunk: its 16 heads x 128 output dims, rescaled first.
+// This warp's p . v over the chunk: its 16 heads x DPW output dims, rescaled first.
 template <int L>
-__device__ __forceinline__ void pv_chunk(float (&acc)[16][4], const kt_u8 *tile, const kt_u16 *p, const float *alpha,
-                                         int mf, int ds) {
+__device__ __forceinline__ void pv_chunk(float (&acc)[DPW / 8][4], const kt_u8 *tile, const kt_u16 *p,
+                                         const float *alpha, int mf, int ds) {
     using T = lay<L>;
     const int lane = threadIdx.x & 31, g = lane >> 2, mat = lane >> 3;
     const float f0 = alpha[mf * 16 + g], f1 = alpha[mf * 16 + g + 8];
 #pragma unroll
-    for (int nf = 0; nf < 16; nf++) {
+    for (int nf = 0; nf < DPW / 8; nf++) {
         acc[nf][0] *= f0;
         acc[nf][1] *= f0;
         acc[nf][2] *= f1;
         acc[nf][3] *= f1;
     }
     const kt_u32 pa = kt_smem_addr(p) + (mf * 16 + (mat & 1) * 8 + (lane & 7)) * T::P_LD * 2 + (mat >> 1) * 16;
-    const kt_u32 va = kt_smem_addr(tile) + ((mat & 1) * 8 + (lane & 7)) * T::KT_LD + (ds * 128 + (mat >> 1) * 8) * 2;
+    const kt_u32 va = kt_smem_addr(tile) + ((mat & 1) * 8 + (lane & 7)) * T::KT_LD + (ds * DPW + (mat >> 1) * 8) * 2;
 #pragma unroll
     for (int kk = 0; kk < CHUNK / 16; kk++) {
         kt_u32 af[4];
         kt_ldmatrix_x4(pa + kk * 32, af[0], af[1], af[2], af[3]);
 #pragma unroll
-        for (int nf = 0; nf < 16; nf += 2) {
+        for (int nf = 0; nf < DPW / 8; nf += 2) {
             kt_u32 b0, b1, b2, b3;
             ldmatrix_x4_trans(va + kk * 16 * T::KT_LD + nf * 16, b0, b1, b2, b3);
             mma_bf16(acc[nf], af, b0, b1);
@@ -278,7 +395,8 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
     int *ids = (int *)(alpha + HPC);
     const int split = blockIdx.x, h0 = blockIdx.y * HPC, bs = blockIdx.z;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int mf = warp / WPM, ks = warp % WPM;
+    const int mf = warp / WPM, wi = warp % WPM, ks = wi % KSPLIT, tg = wi / KSPLIT;
+    constexpr bool MX = KT_PATH == 1 && L == KT_MLA_V4; // sm_120a's block-scaled q . k
     const int slots = kt_mla_slots(L, a.TOPK);
     const int begin = split * SPLIT, end = min(begin + SPLIT, slots);
     const long prow = ((long)bs * a.HQ + h0) * a.nsplit + split; // partial row of head h0
@@ -287,6 +405,7 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
     kt_allow_consumer();
     float m = -INFINITY, l = 0.f;
     if (any_in_length<L>(a, bs, begin, end)) {
+#pragma unroll 4
         for (int j = threadIdx.x; j < SPLIT; j += THREADS) {
             const kt_u8 *cache;
             const long id = begin + j < end ? slot_token<L>(a, bs, begin + j, cache) : -1;
@@ -294,19 +413,24 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
         }
         __syncthreads();
         // q's A fragments of this warp's 16 heads and head-dim slice, kept in registers
+        const kt_u16 *q16 = (const kt_u16 *)a.q + ((long)bs * a.HQ + h0 + mf * 16) * T::DQK;
+#if KT_PATH == 1
+        q_mx qm;
+        if (L == KT_MLA_V4) load_q_mx(q16, ks, qm);
+#endif
         kt_u32 qf[T::KSTEPS][4];
-        const kt_u32 *q = (const kt_u32 *)((const kt_u16 *)a.q + ((long)bs * a.HQ + h0 + mf * 16) * T::DQK);
+        const kt_u32 *q = (const kt_u32 *)q16;
 #pragma unroll
-        for (int kk = 0; kk < T::KSTEPS; kk++) {
+        for (int kk = 0; kk < T::KSTEPS && !MX; kk++) {
             const int c = (ks * T::KSLICE + kk * 16 + 2 * t) / 2;
             qf[kk][0] = q[g * T::DQK / 2 + c];
             qf[kk][1] = q[(g + 8) * T::DQK / 2 + c];
             qf[kk][2] = q[g * T::DQK / 2 + c + 4];
             qf[kk][3] = q[(g + 8) * T::DQK / 2 + c + 4];
         }
-        float acc[16][4];
+        float acc[DPW / 8][4];
 #pragma unroll
-        for (int nf = 0; nf < 16; nf++) acc[nf][0] = acc[nf][1] = acc[nf][2] = acc[nf][3] = 0.f;
+        for (int nf = 0; nf < DPW / 8; nf++) acc[nf][0] = acc[nf][1] = acc[nf][2] = acc[nf][3] = 0.f;
         const int chunks = (end - begin + CHUNK - 1) / CHUNK;
 #pragma unroll
         for (int c = 0; c < STAGES - 1; c++) {
@@ -321,24 +445,28 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
             __syncthreads();
             dequantise<L>(raw + (c % STAGES) * CHUNK * T::RAW_ROW, tile);
             __syncthreads();
-            qk_partial<L>(qf, tile, sp + ks * HPC * T::SP_LD, mf, ks);
+#if KT_PATH == 1
+            if (MX) qk_partial_mx(qm, raw + (c % STAGES) * CHUNK * T::RAW_ROW, tile, sp + ks * HPC * T::SP_LD, mf, ks, tg);
+            else
+#endif
+                qk_partial<L>(qf, tile, sp + ks * HPC * T::SP_LD, mf, ks, tg);
             __syncthreads();
             softmax_chunk<L>(ids + c * CHUNK, sp, p, alpha, m, l);
             __syncthreads();
-            pv_chunk<L>(acc, tile, p, alpha, mf, ks);
+            pv_chunk<L>(acc, tile, p, alpha, mf, wi);
         }
         // (the combine reads a row's sums only where its l > 0)
 #pragma unroll
-        for (int nf = 0; nf < 16; nf++) {
-            const int d = ks * 128 + nf * 8 + 2 * t;
+        for (int nf = 0; nf < DPW / 8; nf++) {
+            const int d = wi * DPW + nf * 8 + 2 * t;
             float *r0 = part + (prow + (long)(mf * 16 + g) * a.nsplit) * KT_MLA_DV + d;
             *(float2 *)r0 = make_float2(acc[nf][0], acc[nf][1]);
             *(float2 *)(r0 + 8L * a.nsplit * KT_MLA_DV) = make_float2(acc[nf][2], acc[nf][3]);
         }
     }
-    // every thread of a head row holds its (m, l); the first of its 8 writes them
-    const int row = threadIdx.x >> 3;
-    if ((threadIdx.x & 7) == 0) *(float2 *)(ml + (prow + (long)row * a.nsplit) * 2) = make_float2(m, l);
+    // every softmax thread of a head row holds its (m, l); the first writes them
+    const int row = threadIdx.x / TPR;
+    if (threadIdx.x % TPR == 0) *(float2 *)(ml + (prow + (long)row * a.nsplit) * 2) = make_float2(m, l);
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_split_v32(const kt_mla_args a) {
@@ -348,26 +476,43 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_split_v4(const kt_m
     split_kernel<KT_MLA_V4>(a);
 }
 
-// Merges the splits of head row (bs, h) by LSE into out and lse, with V4's sink.
-// Block: 128 threads, 4 output dims each; grid (HQ, B * SQ). Launched as a programmatic
-// dependent of the split kernel.
+// Merges the splits of head row (bs, h) by LSE into out and lse, with V4's sink. Block: 128
+// threads, 4 output dims each; grid (HQ, B * SQ). The splits' (m, l) are loaded by one
+// thread each into shared memory first, so no thread waits on a chain of dependent loads.
+// Launched as a programmatic dependent of the split kernel.
+constexpr int COMBINE_MAX_SPLITS = 128;
 extern "C" __global__ void __launch_bounds__(128) mla_combine(const kt_mla_args a) {
-    const int h = blockIdx.x, bs = blockIdx.y, d = threadIdx.x * 4;
+    __shared__ float w[COMBINE_MAX_SPLITS], red[2][4];
+    const int h = blockIdx.x, bs = blockIdx.y, tid = threadIdx.x, d = tid * 4;
     const float *part = (const float *)a.part;
     const float *ml = part + (long)a.B * a.SQ * a.HQ * a.nsplit * KT_MLA_DV;
     const long row = ((long)bs * a.HQ + h) * a.nsplit;
     kt_wait_producer();
-    float mx = -INFINITY;
-    for (int k = 0; k < a.nsplit; k++)
-        if (ml[(row + k) * 2 + 1] > 0.f) mx = fmaxf(mx, ml[(row + k) * 2]);
-    float sum = 0.f, o[4] = {0.f, 0.f, 0.f, 0.f};
+    // thread k < nsplit: split k's max (-inf where it saw no slot) and sum
+    float mk = -INFINITY, lk = 0.f;
+    if (tid < a.nsplit) {
+        const float2 v = *(const float2 *)(ml + (row + tid) * 2);
+        if (v.y > 0.f) mk = v.x, lk = v.y;
+    }
+    float mx = mk;
+    for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    if ((tid & 31) == 0) red[0][tid >> 5] = mx;
+    __syncthreads();
+    mx = fmaxf(fmaxf(red[0][0], red[0][1]), fmaxf(red[0][2], red[0][3]));
+    const float wk = lk > 0.f ? exp2f(mk - mx) : 0.f;
+    float sum = wk * lk;
+    for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if ((tid & 31) == 0) red[1][tid >> 5] = sum;
+    if (tid < a.nsplit) w[tid] = wk;
+    __syncthreads();
+    sum = red[1][0] + red[1][1] + red[1][2] + red[1][3];
+    float o[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 4
     for (int k = 0; k < a.nsplit; k++) {
-        const float l = ml[(row + k) * 2 + 1];
-        if (!(l > 0.f)) continue;
-        const float w = exp2f(ml[(row + k) * 2] - mx);
-        sum += w * l;
+        const float wk2 = w[k];
+        if (wk2 == 0.f) continue; // a split without slots left its sums unwritten
         const float4 v = *(const float4 *)(part + (row + k) * KT_MLA_DV + d);
-        o[0] += w * v.x, o[1] += w * v.y, o[2] += w * v.z, o[3] += w * v.w;
+        o[0] += wk2 * v.x, o[1] += wk2 * v.y, o[2] += wk2 * v.z, o[3] += wk2 * v.w;
     }
     const int b = bs / a.SQ, s = bs % a.SQ;
     float lse = INFINITY, f = 0.f;
@@ -378,7 +523,7 @@ extern "C" __global__ void __launch_bounds__(128) mla_combine(const kt_mla_args 
     }
     kt_u16 *out = (kt_u16 *)a.out + ((long)bs * a.HQ + h) * KT_MLA_DV + d;
     *(uint2 *)out = make_uint2(bf16x2(o[0] * f, o[1] * f), bf16x2(o[2] * f, o[3] * f));
-    if (threadIdx.x == 0) ((float *)a.lse)[((long)b * a.HQ + h) * a.SQ + s] = lse;
+    if (tid == 0) ((float *)a.lse)[((long)b * a.HQ + h) * a.SQ + s] = lse;
 }
 
 // ---------------------------------------------------------------- references and baseline

@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* A V4 page and a V32 page written byte by byte at FlashMLA's offsets decode to the values
  * put there, and the offsets are the documented ones. */
@@ -120,4 +121,58 @@ KT_TEST(mla_reference_special_rows) {
     EXPECT(f->check_problem(&bad, why, sizeof why) == -1 && strstr(why, "HQ"));
     bad = p, bad.dim[2] = 4096;
     EXPECT(f->check_problem(&bad, why, sizeof why) == -1 && strstr(why, "TOPK"));
+}
+
+/* The sm_120a path (PATH=1) compiles and its SASS holds the block-scaled e4m3 mma
+ * (QMMA.SF ... E4M3.E4M3.E8), with no spills; the portable build for sm_120 has none of it
+ * and no spills either; PATH=1 is refused on sm_120 and sm_90 and on V3.2's f32 scales. */
+KT_TEST(mla_sm120a_path_has_block_scaled_mma) {
+    const kt_family *f = kt_family_find("mla_decode");
+    char tool[512] = "", why[256];
+    FILE *p = popen("bash tools/cuobjdump.sh", "r");
+    if (p) {
+        if (!fgets(tool, sizeof tool, p)) tool[0] = 0;
+        pclose(p);
+    }
+    tool[strcspn(tool, "\n")] = 0;
+    if (!tool[0]) fprintf(stderr, "no cuobjdump (tools/cuobjdump.sh): pip3 install nvidia-cuda-cuobjdump\n");
+    EXPECT(tool[0] != 0);
+    kt_config c;
+    EXPECT(kt_parse_config(f, "PATH=1", &c) == 0);
+    EXPECT(f->check_config(&c, 120, why, sizeof why) == -1 && strstr(why, "sm_120a"));
+    EXPECT(f->check_config(&c, 90, why, sizeof why) == -1);
+    EXPECT(f->check_config(&c, 1201, why, sizeof why) == 0);
+    kt_problem v32, v4;
+    EXPECT(kt_parse_shape(f, "LAYOUT=32,HQ=16,TOPK=2048,SQ=1", &v32) == 0 &&
+           kt_parse_shape(f, "LAYOUT=4,HQ=16,TOPK=512,SQ=1", &v4) == 0);
+    v32.m = v4.m = 1;
+    EXPECT(!f->config_fits(&c, &v32) && f->config_fits(&c, &v4));
+    const char *want[2] = {"QMMA.SF.16832.F32.E4M3.E4M3.E8", NULL};
+    for (int path = 1; path >= 0 && tool[0]; path--) {
+        EXPECT(kt_parse_config(f, path ? "PATH=1" : "PATH=0", &c) == 0);
+        kt_cubin cubin;
+        int arch = path ? 1201 : 120;
+        EXPECT(kt_compile(f, &c, arch, &cubin) == 0);
+        EXPECT(cubin.report.spill_bytes == 0);
+        char file[] = "/tmp/kt_mla_sass_XXXXXX", cmd[1024], line[512];
+        int fd = mkstemp(file);
+        EXPECT(fd >= 0 && write(fd, cubin.image, cubin.size) == (ssize_t)cubin.size);
+        close(fd);
+        snprintf(cmd, sizeof cmd, "'%s' -sass '%s' | grep -c 'QMMA.SF'", tool, file);
+        long qmma = -1;
+        if ((p = popen(cmd, "r"))) {
+            if (fgets(line, sizeof line, p)) qmma = atol(line);
+            pclose(p);
+        }
+        snprintf(cmd, sizeof cmd, "'%s' -sass '%s' | grep -c '%s'", tool, file, path ? want[0] : "HMMA.16816.F32.BF16");
+        long hits = -1;
+        if ((p = popen(cmd, "r"))) {
+            if (fgets(line, sizeof line, p)) hits = atol(line);
+            pclose(p);
+        }
+        if (path) EXPECT(qmma > 0 && hits > 0); /* the split kernel's q . k on the block-scaled mma */
+        else EXPECT(qmma == 0 && hits > 0);    /* the portable build: bf16 mma only */
+        unlink(file);
+        kt_cubin_free(&cubin);
+    }
 }
