@@ -4,6 +4,7 @@
 #include "../../kernels/common/mla_layout.h"
 #include "../../kernels/mla_decode.h"
 #include "../../runtime/kt.h"
+#include "../../tuner/tuner.h"
 #include "test.h"
 
 #include <math.h>
@@ -175,4 +176,25 @@ KT_TEST(mla_sm120a_path_has_block_scaled_mma) {
         unlink(file);
         kt_cubin_free(&cubin);
     }
+}
+
+/* The compare's infinities (CONTRACT.md; mla_decode's lse is +inf for a row with no slot): a
+ * reference infinity matched by the same infinity is left out of the sums, anything else
+ * where either side is infinite counts as a failure, like a NaN. */
+KT_TEST(mla_compare_judges_infinities_as_values) {
+    const float inf = INFINITY;
+    const float out_ok[4] = {1.0f, inf, 2.0f, -inf};
+    const double ref[4] = {1.0, INFINITY, 2.5, -INFINITY};
+    kt_check_sums s;
+    kt_check_host(KT_F32, out_ok, ref, 4, &s);
+    EXPECT(s.nans == 0 && s.diff2 == 0.25 && s.ref2 == 1.0 + 6.25);
+    const float finite_for_inf[4] = {1.0f, 3.0f, 2.0f, -inf}; /* lse written finite where +inf is due */
+    kt_check_host(KT_F32, finite_for_inf, ref, 4, &s);
+    EXPECT(s.nans == 1 && s.nan_rank == 3);
+    const float wrong_sign[4] = {1.0f, -inf, 2.0f, -inf};
+    kt_check_host(KT_F32, wrong_sign, ref, 4, &s);
+    EXPECT(s.nans == 1);
+    const float inf_for_finite[4] = {inf, inf, 2.0f, -inf};
+    kt_check_host(KT_F32, inf_for_finite, ref, 4, &s);
+    EXPECT(s.nans == 1 && s.nan_rank == 4);
 }
