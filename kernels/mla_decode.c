@@ -312,7 +312,7 @@ static kt_mla_args args_of(const kt_launch *l, int split) {
     kt_mla_args a = {.q = l->ptr[ix.q], .kv = l->ptr[ix.kv], .idx = l->ptr[ix.idx], .len = l->ptr[ix.len],
                      .part = l->ptr[ix.part], .out = l->ptr[ix.out], .lse = l->ptr[ix.lse],
                      .B = (int)p->m, .SQ = (int)p->dim[D_SQ], .HQ = (int)p->dim[D_HQ], .TOPK = (int)p->dim[D_TOPK],
-                     .nsplit = (slots_of(p) + split - 1) / split, .split_slots = split};
+                     .nsplit = (slots_of(p) + split - 1) / split};
     if (ix.kv2 >= 0) {
         a.kv2 = l->ptr[ix.kv2], a.idx2 = l->ptr[ix.idx2], a.len2 = l->ptr[ix.len2], a.sink = l->ptr[ix.sink];
     }

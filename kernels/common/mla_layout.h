@@ -138,7 +138,7 @@ typedef struct kt_mla_args {
     unsigned long long part;        /* f32 partials: [B*SQ*HQ*nsplit][512] sums, then (m, l) pairs */
     unsigned long long out;         /* bf16 [B, SQ, HQ, 512] */
     unsigned long long lse;         /* f32 [B, HQ, SQ], natural log; +inf for a row with no slot */
-    int B, SQ, HQ, TOPK, nsplit, split_slots;
+    int B, SQ, HQ, TOPK, nsplit;    /* nsplit: splits a query's slots are cut into */
 } kt_mla_args;
 
 /* Slots a request's query attends over: the top-k list, then V4's window. */
