@@ -71,7 +71,7 @@ uint16_t kt_float_to_bf16(float x);
 #define KT_MAX_DIMS 6
 #define KT_MAX_PARAMS 12
 #define KT_MAX_TENSORS 12
-#define KT_MAX_KERNELS 4
+#define KT_MAX_KERNELS 8
 #define KT_MAX_STAGES 8
 
 /* A problem: the family's key values (e.g. N, K; a category as the index of its name in the

@@ -66,6 +66,9 @@ compare_check() {
         END { printf "%d variants compared, %d differ\n", n, bad; exit !(n >= 20 && bad == 0) }'
 }
 step check_gpu_vs_cpu compare_check
+# sparse MLA decode's own suite (both layouts, B 1-128, HQ 16-128, SQ 1 and 2, holes, empty
+# rows, short contexts, sinks; the bench of its target cases), counted as one step
+step mla bash tests/gpu/mla.sh "$KT" "$LOGS/mla"
 fi
 
 if want sweep; then

@@ -1,0 +1,637 @@
+// mla_decode.cu — sparse MLA decode over FlashMLA-compatible FP8 caches (kernels/common/
+// mla_layout.h): for each request b, query s and head h, softmax(scale * q . k) over the
+// slots its index lists choose, times V, and the natural-log LSE; V4 adds the window cache to
+// the same softmax and scales the output by the head's attention sink.
+//   kt verify --family mla_decode --shape LAYOUT=V4,HQ=64,TOPK=512,SQ=1 --m 1,64
+//   kt verify --family mla_decode --shape LAYOUT=V32,HQ=128,TOPK=2048,SQ=1 --m 1,64
+// Split-KV: CTA (split, head group, b*SQ+s) takes SPLIT slots of the list and HPC heads, and
+// writes unnormalised partial sums with their (max, sum) to the partials buffer; the combine
+// kernel, launched as a programmatic dependent, merges the splits by LSE. Inside a CTA the
+// slots go CHUNK at a time: all threads gather the chunk's token rows with cp.async into a
+// ring of STAGES raw buffers, dequantise the oldest into a bf16 tile (each token read once
+// for all HPC heads), and WPM (4 or 8) warps per 16 heads run bf16 mma.sync m16n8k16: q . k split
+// along the head dim (partial scores summed through shared memory), the online softmax by
+// 2 * WPM threads a head, then p . v split along the output dims.
+#include "kt_device.cuh"
+#include "mla_layout.h"
+
+#define INFINITY __int_as_float(0x7f800000)
+
+#ifndef KT_HPC
+#define KT_HPC 16
+#define KT_CHUNK 32
+#define KT_SPLIT 128
+#define KT_STAGES 2
+#define KT_PATH 0
+#define KT_WPM 4
+#endif
+
+constexpr int HPC = KT_HPC, CHUNK = KT_CHUNK, SPLIT = KT_SPLIT, STAGES = KT_STAGES;
+// PATH 0: the portable path (bf16 mma.sync on the dequantised tile; sm_90 and sm_120). PATH 1
+// (sm_120a, V4 only): q . k's nope dims by the block-scaled e4m3 mma on the gathered codes.
+static_assert(KT_PATH == 0 || KT_PATH == 1, "PATH 0 or 1");
+constexpr int MF = HPC / 16;             // 16-head m-fragments per CTA
+constexpr int WPM = KT_WPM;              // warps per m-fragment: 4 or 8
+constexpr int KSPLIT = 4;                // q . k: the head dim in 4 slices...
+constexpr int TSPLIT = WPM / KSPLIT;     // ...times 1 or 2 groups of the chunk's tokens
+constexpr int THREADS = MF * WPM * 32;
+constexpr int TPR = 2 * WPM;             // softmax threads per head row (THREADS / HPC)
+constexpr int CPT = CHUNK / TPR;         // softmax columns per thread
+constexpr int DPW = KT_MLA_DV / WPM;     // p . v: output dims per warp
+static_assert(WPM == 4 || WPM == 8, "4 or 8 warps per 16 heads");
+static_assert(CPT >= 1 && CHUNK % (8 * TSPLIT) == 0, "the chunk covers every softmax thread and token group");
+static_assert(HPC % 16 == 0 && HPC <= 64, "heads per CTA: 16, 32 or 64");
+static_assert(CHUNK % 16 == 0 && CHUNK <= 64 && SPLIT % CHUNK == 0, "chunks of 16-64 slots tile a split");
+static_assert(STAGES >= 1 && STAGES <= 6, "1-6 raw buffers");
+
+// The layouts as compile-time constants: head dim, codes, scale tile, the raw row a token
+// takes in shared memory (V32: its 656 bytes; V4: 576 data bytes, then its 8 scale bytes),
+// and the 16-byte copies that gather it.
+template <int L> struct lay {
+    static constexpr int DQK = L == KT_MLA_V32 ? KT_MLA_V32_DQK : KT_MLA_V4_DQK;
+    static constexpr int NOPE = L == KT_MLA_V32 ? KT_MLA_V32_NOPE : KT_MLA_V4_NOPE;
+    static constexpr int TILE = L == KT_MLA_V32 ? KT_MLA_V32_TILE : KT_MLA_V4_TILE;
+    static constexpr int DATA = L == KT_MLA_V32 ? KT_MLA_V32_TOKEN : KT_MLA_V4_DATA;
+    static constexpr int RAW_ROW = L == KT_MLA_V32 ? KT_MLA_V32_TOKEN : KT_MLA_V4_DATA + 16;
+    static constexpr int SCALE_AT = L == KT_MLA_V32 ? KT_MLA_V32_SCALE_AT : KT_MLA_V4_DATA;
+    static constexpr int ROPE_AT = L == KT_MLA_V32 ? KT_MLA_V32_ROPE_AT : KT_MLA_V4_ROPE_AT;
+    static constexpr int COPIES = DATA / 16 + (L == KT_MLA_V4 ? 1 : 0); // V4: + the scales
+    static constexpr int KT_LD = DQK * 2 + 16;    // bf16 tile row: an odd number of 16-byte units
+    static constexpr int KSLICE = DQK / KSPLIT;   // head dims of a warp's q . k
+    static constexpr int KSTEPS = KSLICE / 16;
+    static_assert(KSLICE % 16 == 0, "the head dim splits into 16-wide k-steps per warp");
+    // shared memory: raw ring | bf16 tile | partial scores [WPM][HPC][CHUNK+4] f32 |
+    // p [HPC][CHUNK+8] bf16 | the rescale factor per head | the split's slot ids
+    static constexpr int RAW_BYTES = STAGES * CHUNK * RAW_ROW;
+    static constexpr int TILE_BYTES = CHUNK * KT_LD;
+    static constexpr int SP_LD = CHUNK + 4, P_LD = CHUNK + 8;
+    static constexpr int SP_BYTES = KSPLIT * HPC * SP_LD * 4;
+    static constexpr int P_BYTES = HPC * P_LD * 2;
+    static constexpr int SMEM = RAW_BYTES + TILE_BYTES + SP_BYTES + P_BYTES + HPC * 4 + SPLIT * 4;
+};
+
+// D = A(16x16 bf16, row) * B(16x8 bf16, col) + D, f32 accumulators.
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const kt_u32 (&a)[4], kt_u32 b0, kt_u32 b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+#if KT_PATH == 1
+// D = (A * 2^(sa-127)) (16x32 e4m3, row) * (B * 2^(sb-127)) (32x8 e4m3, col) + D: sm_120a's
+// block-scaled mma with one ue8m0 scale per A row and per B column for the 32-wide k-block.
+// Scale bytes: A row g in lane (g, t=0), row g+8 in lane (g, t=1); B column g in lane (g, 0)
+// (byte 0 of each register; the others' registers are ignored).
+__device__ __forceinline__ void mma_mx(float (&d)[4], const kt_u32 (&a)[4], kt_u32 b0, kt_u32 b1, kt_u32 sa,
+                                       kt_u32 sb) {
+    asm volatile("mma.sync.aligned.kind::mxf8f6f4.block_scale.scale_vec::1X.m16n8k32.row.col.f32.e4m3.e4m3.f32.ue8m0 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3}, {%10}, {%11,%12}, {%13}, {%14,%15};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(sa), "h"((kt_u16)0),
+                   "h"((kt_u16)0), "r"(sb), "h"((kt_u16)0), "h"((kt_u16)0));
+}
+#endif
+
+__device__ __forceinline__ void ldmatrix_x4_trans(kt_u32 addr, kt_u32 &r0, kt_u32 &r1, kt_u32 &r2, kt_u32 &r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
+}
+
+// Two e4m3 codes (low byte first) -> floats, exactly (through f16, which holds every e4m3).
+__device__ __forceinline__ float2 e4m3x2_to_f32(kt_u16 v) {
+    kt_u32 h;
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(h) : "h"(v));
+    float2 f;
+    asm("{\n.reg .f16 lo, hi;\nmov.b32 {lo, hi}, %2;\ncvt.f32.f16 %0, lo;\ncvt.f32.f16 %1, hi;\n}\n"
+        : "=f"(f.x), "=f"(f.y)
+        : "r"(h));
+    return f;
+}
+
+__device__ __forceinline__ kt_u32 bf16x2(float lo, float hi) {
+    kt_u32 r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+// A CTA's slot list in shared memory: the token id, WINDOW_BIT set for V4's window cache, or
+// -1 for an unused slot; read once, so that the gather and the softmax wait on no global load.
+constexpr int WINDOW_BIT = 1 << 30;
+
+// Slot `slot` of query bs (= b * SQ + s): its token id and cache, or -1 if the slot is unused
+// (past its list's length, or a -1 entry).
+template <int L> __device__ __forceinline__ long slot_token(const kt_mla_args &a, int bs, int slot, const kt_u8 *&cache) {
+    // the entry and the length are loaded together (no load waits on the other)
+    const int b = bs / a.SQ;
+    if (L == KT_MLA_V4 && slot >= a.TOPK) {
+        const int j = slot - a.TOPK;
+        cache = (const kt_u8 *)a.kv2;
+        const int id = ((const int *)a.idx2)[(long)bs * KT_MLA_V4_WINDOW + j], n = ((const int *)a.len2)[b];
+        return j < n ? id : -1;
+    }
+    cache = (const kt_u8 *)a.kv;
+    const int id = ((const int *)a.idx)[(long)bs * a.TOPK + slot], n = ((const int *)a.len)[b];
+    return slot < n ? id : -1;
+}
+
+// Whether slots [lo, hi) of query bs hold any slot within its lists' lengths.
+template <int L> __device__ __forceinline__ bool any_in_length(const kt_mla_args &a, int bs, int lo, int hi) {
+    const int b = bs / a.SQ;
+    const int n1 = min(((const int *)a.len)[b], a.TOPK);
+    if (lo < n1) return true;
+    if (L != KT_MLA_V4) return false;
+    const int n2 = min(((const int *)a.len2)[b], KT_MLA_V4_WINDOW);
+    return hi > a.TOPK && lo < a.TOPK + n2;
+}
+
+// Starts the copies of the chunk whose slot ids are ids[0, CHUNK) into raw buffer dst; unused
+// slots are zero-filled (their scores are masked, their values then add nothing).
+template <int L> __device__ __forceinline__ void gather(const kt_mla_args &a, const int *ids, kt_u8 *dst) {
+    using T = lay<L>;
+    for (int i = threadIdx.x; i < CHUNK * T::COPIES; i += THREADS) {
+        const int j = i / T::COPIES, part = i % T::COPIES;
+        const int e = ids[j];
+        const kt_u8 *cache = (const kt_u8 *)(L == KT_MLA_V4 && e >= 0 && (e & WINDOW_BIT) ? a.kv2 : a.kv);
+        const long id = e < 0 ? -1 : e & (WINDOW_BIT - 1);
+        const kt_u32 row = kt_smem_addr(dst + j * T::RAW_ROW);
+        if (part < T::DATA / 16) {
+            const kt_u8 *src = id >= 0 ? cache + kt_mla_token_at(L, id) + part * 16 : cache;
+            kt_cp_async16(row + part * 16, src, id >= 0 ? 16 : 0);
+        } else { // V4: the token's 7 scale bytes + pad from the page footer
+            const kt_u8 *src = id >= 0 ? cache + kt_mla_scales_at(L, id) : cache;
+            kt_cp_async4(row + T::SCALE_AT, src, id >= 0 ? 4 : 0);
+            kt_cp_async4(row + T::SCALE_AT + 4, src + (id >= 0 ? 4 : 0), id >= 0 ? 4 : 0);
+        }
+    }
+}
+
+// The scale of code group g (8 codes) of a raw row.
+template <int L> __device__ __forceinline__ float raw_scale(const kt_u8 *row, int g) {
+    using T = lay<L>;
+    const int tile = g * 8 / T::TILE;
+    if (L == KT_MLA_V32) return ((const float *)(row + T::SCALE_AT))[tile];
+    return kt_mla_ue8m0(row[T::SCALE_AT + tile]);
+}
+
+// Raw chunk -> the bf16 tile [CHUNK][DQK]: codes times their scale, rope copied.
+template <int L> __device__ __forceinline__ void dequantise(const kt_u8 *raw, kt_u8 *tile) {
+    using T = lay<L>;
+    constexpr int GROUPS = T::NOPE / 8, ITEMS = GROUPS + KT_MLA_ROPE * 2 / 16;
+    for (int i = threadIdx.x; i < CHUNK * ITEMS; i += THREADS) {
+        const int j = i / ITEMS, g = i % ITEMS;
+        const kt_u8 *row = raw + j * T::RAW_ROW;
+        uint4 *dst = (uint4 *)(tile + j * T::KT_LD + g * 16);
+        if (g >= GROUPS) { // rope: 8 bf16
+            *dst = *(const uint4 *)(row + T::ROPE_AT + (g - GROUPS) * 16);
+            continue;
+        }
+        const uint2 c = *(const uint2 *)(row + g * 8);
+        const float s = raw_scale<L>(row, g);
+        const kt_u32 w[2] = {c.x, c.y};
+        kt_u32 o[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const float2 f = e4m3x2_to_f32((kt_u16)(w[k / 2] >> (16 * (k % 2))));
+            o[k] = bf16x2(f.x * s, f.y * s);
+        }
+        *dst = make_uint4(o[0], o[1], o[2], o[3]);
+    }
+}
+
+// This warp's q . k partial scores over its head-dim slice, for its token group of the
+// chunk, into sp [HPC][SP_LD] (its slice's plane).
+template <int L>
+__device__ __forceinline__ void qk_partial(const kt_u32 (&qf)[lay<L>::KSTEPS][4], const kt_u8 *tile, float *sp, int mf,
+                                           int ks, int tg) {
+    using T = lay<L>;
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const kt_u32 base = kt_smem_addr(tile) + (lane & 7) * T::KT_LD + (ks * T::KSLICE + ((lane >> 3) & 1) * 8) * 2;
+#pragma unroll
+    for (int nf = tg * (CHUNK / 8 / TSPLIT); nf < (tg + 1) * (CHUNK / 8 / TSPLIT); nf++) {
+        float s[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int kk = 0; kk < T::KSTEPS; kk++) {
+            kt_u32 b0, b1;
+            kt_ldmatrix_x2(base + nf * 8 * T::KT_LD + kk * 32, b0, b1);
+            mma_bf16(s, qf[kk], b0, b1);
+        }
+        float *r0 = sp + (mf * 16 + g) * T::SP_LD + nf * 8 + 2 * t;
+        *(float2 *)r0 = make_float2(s[0], s[1]);
+        *(float2 *)(r0 + 8 * T::SP_LD) = make_float2(s[2], s[3]);
+    }
+}
+
+#if KT_PATH == 1
+// PATH 1 (sm_120a, V4): q's nope dims quantised to e4m3 with a ue8m0 scale per head row and
+// 64 dims (FlashMLA's rule, as the cache's), in the m16n8k32 A layout, with the scale bytes
+// each lane supplies; the rope dims stay bf16 A fragments.
+constexpr int MX_STEPS = 4;   // 32-wide k-steps of a warp's 128-dim slice
+struct q_mx {
+    kt_u32 a[MX_STEPS][4];    // e4m3 codes
+    kt_u32 sa[MX_STEPS / 2];  // ue8m0 scale byte of this lane's row (t = 0: row g, t = 1: row g+8)
+    kt_u32 rope[4][4];        // slice 3: the 64 rope dims as bf16 m16n8k16 A fragments
+};
+
+// Quantises this warp's slice (dims ks * 128 ...) of its 16 heads' q from global memory.
+__device__ __forceinline__ void load_q_mx(const kt_u16 *q, int ks, q_mx &f) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    constexpr int D = KT_MLA_V4_DQK;
+#pragma unroll
+    for (int blk = 0; blk < MX_STEPS / 2; blk++) { // 64-dim scale blocks of the slice
+        const int d0 = ks * 128 + blk * 64;
+        float v[2][16], amax[2] = {0.f, 0.f};
+#pragma unroll
+        for (int r = 0; r < 2; r++) // rows g and g + 8: dims d0 + 32 h + 16 u + 4 t + e
+#pragma unroll
+            for (int i = 0; i < 16; i++) {
+                const int d = d0 + (i / 8) * 32 + ((i / 4) % 2) * 16 + 4 * t + i % 4;
+                v[r][i] = d < KT_MLA_V4_NOPE ? kt_bf16_to_f32(q[(g + 8 * r) * D + d]) : 0.f;
+                amax[r] = fmaxf(amax[r], fabsf(v[r][i]));
+            }
+        kt_u32 e[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            amax[r] = fmaxf(amax[r], __shfl_xor_sync(0xffffffffu, amax[r], 1));
+            amax[r] = fmaxf(amax[r], __shfl_xor_sync(0xffffffffu, amax[r], 2));
+            // 2^ceil(log2(max(amax / 448, 1e-4))) by its exponent bits
+            const float sc = fmaxf(amax[r] / 448.f, KT_MLA_MIN_SCALE);
+            const kt_u32 bits = __float_as_uint(sc);
+            e[r] = (bits >> 23) + ((bits & 0x7fffffu) ? 1u : 0u);
+            const float inv = __uint_as_float((254u - e[r]) << 23); // 1 / 2^(e - 127)
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+#pragma unroll
+                for (int u = 0; u < 2; u++) {
+                    const float *x = &v[r][h * 8 + u * 4];
+                    f.a[blk * 2 + h][r + 2 * u] = kt_f32x2_to_e4m3x2(x[0] * inv, x[1] * inv) |
+                                                  (kt_u32)kt_f32x2_to_e4m3x2(x[2] * inv, x[3] * inv) << 16;
+                }
+        }
+        f.sa[blk] = t == 0 ? e[0] : t == 1 ? e[1] : 127u;
+    }
+    const kt_u32 *q32 = (const kt_u32 *)q;
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+        const int c = (KT_MLA_V4_NOPE + kk * 16 + 2 * t) / 2;
+        f.rope[kk][0] = q32[g * D / 2 + c];
+        f.rope[kk][1] = q32[(g + 8) * D / 2 + c];
+        f.rope[kk][2] = q32[g * D / 2 + c + 4];
+        f.rope[kk][3] = q32[(g + 8) * D / 2 + c + 4];
+    }
+}
+
+// PATH 1's q . k partial scores: the nope dims by the block-scaled mma straight from the
+// chunk's raw rows (codes and footer scales as gathered: no dequantisation for q . k), the
+// rope dims (slice 3) by bf16 mma from the tile.
+__device__ __forceinline__ void qk_partial_mx(const q_mx &f, const kt_u8 *raw, const kt_u8 *tile, float *sp, int mf,
+                                              int ks, int tg) {
+    using T = lay<KT_MLA_V4>;
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const kt_u32 rope_base = kt_smem_addr(tile) + (lane & 7) * T::KT_LD + (KT_MLA_V4_NOPE + ((lane >> 3) & 1) * 8) * 2;
+#pragma unroll
+    for (int nf = tg * (CHUNK / 8 / TSPLIT); nf < (tg + 1) * (CHUNK / 8 / TSPLIT); nf++) {
+        float s[4] = {0.f, 0.f, 0.f, 0.f};
+        const kt_u8 *row = raw + (nf * 8 + g) * T::RAW_ROW;
+#pragma unroll
+        for (int kk = 0; kk < MX_STEPS; kk++) {
+            const int d = ks * 128 + kk * 32;
+            if (d >= KT_MLA_V4_NOPE) break;
+            const kt_u32 b0 = *(const kt_u32 *)(row + d + 4 * t), b1 = *(const kt_u32 *)(row + d + 16 + 4 * t);
+            const kt_u32 sb = t == 0 ? row[T::SCALE_AT + d / KT_MLA_V4_TILE] : 127u;
+            mma_mx(s, f.a[kk], b0, b1, f.sa[kk / 2], sb);
+        }
+        if (ks == KSPLIT - 1)
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) {
+                kt_u32 b0, b1;
+                kt_ldmatrix_x2(rope_base + nf * 8 * T::KT_LD + kk * 32, b0, b1);
+                mma_bf16(s, f.rope[kk], b0, b1);
+            }
+        float *r0 = sp + (mf * 16 + g) * T::SP_LD + nf * 8 + 2 * t;
+        *(float2 *)r0 = make_float2(s[0], s[1]);
+        *(float2 *)(r0 + 8 * T::SP_LD) = make_float2(s[2], s[3]);
+    }
+}
+#endif
+
+// Thread (head row, sub) of the online softmax over the chunk (TPR threads a row): sums the
+// partial scores of its CPT columns, updates the row's running max m and sum l (log2 domain), writes p as bf16 and
+// the factor the row's accumulators are rescaled by.
+template <int L>
+__device__ __forceinline__ void softmax_chunk(const int *ids, const float *sp, kt_u16 *p, float *alpha, float &m,
+                                              float &l) {
+    using T = lay<L>;
+    const int row = threadIdx.x / TPR, sub = threadIdx.x % TPR;
+    const float scale = kt_mla_sm_scale(L) * 1.4426950408889634f;
+    float s[CPT], cmax = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < CPT; j++) {
+        const int col = sub * CPT + j;
+        const bool used = ids[col] >= 0;
+        float v = 0.f;
+#pragma unroll
+        for (int k = 0; k < KSPLIT; k++) v += sp[(k * HPC + row) * T::SP_LD + col];
+        s[j] = used ? v * scale : -INFINITY;
+        cmax = fmaxf(cmax, s[j]);
+    }
+#pragma unroll
+    for (int o = 1; o < TPR; o *= 2) cmax = fmaxf(cmax, __shfl_xor_sync(0xffffffffu, cmax, o));
+    const float m_new = fmaxf(m, cmax);
+    const float f = m_new == -INFINITY ? 1.f : exp2f(m - m_new); // exp2(-inf) = 0: the first slots
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < CPT; j++) {
+        const float e = s[j] == -INFINITY ? 0.f : exp2f(s[j] - m_new);
+        sum += e;
+        p[row * T::P_LD + sub * CPT + j] = kt_f32_to_bf16(e);
+    }
+#pragma unroll
+    for (int o = 1; o < TPR; o *= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    l = l * f + sum;
+    m = m_new;
+    if (sub == 0) alpha[row] = f;
+}
+
+// This warp's p . v over the chunk: its 16 heads x DPW output dims, rescaled first.
+template <int L>
+__device__ __forceinline__ void pv_chunk(float (&acc)[DPW / 8][4], const kt_u8 *tile, const kt_u16 *p,
+                                         const float *alpha, int mf, int ds) {
+    using T = lay<L>;
+    const int lane = threadIdx.x & 31, g = lane >> 2, mat = lane >> 3;
+    const float f0 = alpha[mf * 16 + g], f1 = alpha[mf * 16 + g + 8];
+#pragma unroll
+    for (int nf = 0; nf < DPW / 8; nf++) {
+        acc[nf][0] *= f0;
+        acc[nf][1] *= f0;
+        acc[nf][2] *= f1;
+        acc[nf][3] *= f1;
+    }
+    const kt_u32 pa = kt_smem_addr(p) + (mf * 16 + (mat & 1) * 8 + (lane & 7)) * T::P_LD * 2 + (mat >> 1) * 16;
+    const kt_u32 va = kt_smem_addr(tile) + ((mat & 1) * 8 + (lane & 7)) * T::KT_LD + (ds * DPW + (mat >> 1) * 8) * 2;
+#pragma unroll
+    for (int kk = 0; kk < CHUNK / 16; kk++) {
+        kt_u32 af[4];
+        kt_ldmatrix_x4(pa + kk * 32, af[0], af[1], af[2], af[3]);
+#pragma unroll
+        for (int nf = 0; nf < DPW / 8; nf += 2) {
+            kt_u32 b0, b1, b2, b3;
+            ldmatrix_x4_trans(va + kk * 16 * T::KT_LD + nf * 16, b0, b1, b2, b3);
+            mma_bf16(acc[nf], af, b0, b1);
+            mma_bf16(acc[nf + 1], af, b2, b3);
+        }
+    }
+}
+
+// The split kernel's body for layout L.
+template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args &a) {
+    using T = lay<L>;
+    extern __shared__ __align__(128) kt_u8 smem[];
+    kt_u8 *raw = smem, *tile = smem + T::RAW_BYTES;
+    float *sp = (float *)(tile + T::TILE_BYTES);
+    kt_u16 *p = (kt_u16 *)((kt_u8 *)sp + T::SP_BYTES);
+    float *alpha = (float *)((kt_u8 *)p + T::P_BYTES);
+    int *ids = (int *)(alpha + HPC);
+    const int split = blockIdx.x, h0 = blockIdx.y * HPC, bs = blockIdx.z;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int mf = warp / WPM, wi = warp % WPM, ks = wi % KSPLIT, tg = wi / KSPLIT;
+    constexpr bool MX = KT_PATH == 1 && L == KT_MLA_V4; // sm_120a's block-scaled q . k
+    const int slots = kt_mla_slots(L, a.TOPK);
+    const int begin = split * SPLIT, end = min(begin + SPLIT, slots);
+    const long prow = ((long)bs * a.HQ + h0) * a.nsplit + split; // partial row of head h0
+    float *part = (float *)a.part, *ml = part + (long)a.B * a.SQ * a.HQ * a.nsplit * KT_MLA_DV;
+    kt_wait_producer(); // q and the index lists come from the kernels before
+    kt_allow_consumer();
+    float m = -INFINITY, l = 0.f;
+    if (any_in_length<L>(a, bs, begin, end)) {
+#pragma unroll 4
+        for (int j = threadIdx.x; j < SPLIT; j += THREADS) {
+            const kt_u8 *cache;
+            const long id = begin + j < end ? slot_token<L>(a, bs, begin + j, cache) : -1;
+            ids[j] = id < 0 ? -1 : (int)id | (L == KT_MLA_V4 && begin + j >= a.TOPK ? WINDOW_BIT : 0);
+        }
+        __syncthreads();
+        // q's A fragments of this warp's 16 heads and head-dim slice, kept in registers
+        const kt_u16 *q16 = (const kt_u16 *)a.q + ((long)bs * a.HQ + h0 + mf * 16) * T::DQK;
+#if KT_PATH == 1
+        q_mx qm;
+        if (L == KT_MLA_V4) load_q_mx(q16, ks, qm);
+#endif
+        kt_u32 qf[T::KSTEPS][4];
+        const kt_u32 *q = (const kt_u32 *)q16;
+#pragma unroll
+        for (int kk = 0; kk < T::KSTEPS && !MX; kk++) {
+            const int c = (ks * T::KSLICE + kk * 16 + 2 * t) / 2;
+            qf[kk][0] = q[g * T::DQK / 2 + c];
+            qf[kk][1] = q[(g + 8) * T::DQK / 2 + c];
+            qf[kk][2] = q[g * T::DQK / 2 + c + 4];
+            qf[kk][3] = q[(g + 8) * T::DQK / 2 + c + 4];
+        }
+        float acc[DPW / 8][4];
+#pragma unroll
+        for (int nf = 0; nf < DPW / 8; nf++) acc[nf][0] = acc[nf][1] = acc[nf][2] = acc[nf][3] = 0.f;
+        const int chunks = (end - begin + CHUNK - 1) / CHUNK;
+#pragma unroll
+        for (int c = 0; c < STAGES - 1; c++) {
+            if (c < chunks) gather<L>(a, ids + c * CHUNK, raw + c * CHUNK * T::RAW_ROW);
+            kt_cp_async_commit();
+        }
+        for (int c = 0; c < chunks; c++) {
+            const int next = c + STAGES - 1;
+            if (next < chunks) gather<L>(a, ids + next * CHUNK, raw + (next % STAGES) * CHUNK * T::RAW_ROW);
+            kt_cp_async_commit();
+            kt_cp_async_wait<STAGES - 1>();
+            __syncthreads();
+            dequantise<L>(raw + (c % STAGES) * CHUNK * T::RAW_ROW, tile);
+            __syncthreads();
+#if KT_PATH == 1
+            if (MX) qk_partial_mx(qm, raw + (c % STAGES) * CHUNK * T::RAW_ROW, tile, sp + ks * HPC * T::SP_LD, mf, ks, tg);
+            else
+#endif
+                qk_partial<L>(qf, tile, sp + ks * HPC * T::SP_LD, mf, ks, tg);
+            __syncthreads();
+            softmax_chunk<L>(ids + c * CHUNK, sp, p, alpha, m, l);
+            __syncthreads();
+            pv_chunk<L>(acc, tile, p, alpha, mf, wi);
+        }
+        // (the combine reads a row's sums only where its l > 0)
+#pragma unroll
+        for (int nf = 0; nf < DPW / 8; nf++) {
+            const int d = wi * DPW + nf * 8 + 2 * t;
+            float *r0 = part + (prow + (long)(mf * 16 + g) * a.nsplit) * KT_MLA_DV + d;
+            *(float2 *)r0 = make_float2(acc[nf][0], acc[nf][1]);
+            *(float2 *)(r0 + 8L * a.nsplit * KT_MLA_DV) = make_float2(acc[nf][2], acc[nf][3]);
+        }
+    }
+    // every softmax thread of a head row holds its (m, l); the first writes them
+    const int row = threadIdx.x / TPR;
+    if (threadIdx.x % TPR == 0) *(float2 *)(ml + (prow + (long)row * a.nsplit) * 2) = make_float2(m, l);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_split_v32(const kt_mla_args a) {
+    split_kernel<KT_MLA_V32>(a);
+}
+extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_split_v4(const kt_mla_args a) {
+    split_kernel<KT_MLA_V4>(a);
+}
+
+// Merges the splits of head row (bs, h) by LSE into out and lse, with V4's sink. Block: 128
+// threads, 4 output dims each; grid (HQ, B * SQ). The splits' (m, l) are loaded by one
+// thread each into shared memory first, so no thread waits on a chain of dependent loads.
+// Launched as a programmatic dependent of the split kernel.
+constexpr int COMBINE_MAX_SPLITS = 128;
+extern "C" __global__ void __launch_bounds__(128) mla_combine(const kt_mla_args a) {
+    __shared__ float w[COMBINE_MAX_SPLITS], red[2][4];
+    const int h = blockIdx.x, bs = blockIdx.y, tid = threadIdx.x, d = tid * 4;
+    const float *part = (const float *)a.part;
+    const float *ml = part + (long)a.B * a.SQ * a.HQ * a.nsplit * KT_MLA_DV;
+    const long row = ((long)bs * a.HQ + h) * a.nsplit;
+    kt_wait_producer();
+    // thread k < nsplit: split k's max (-inf where it saw no slot) and sum
+    float mk = -INFINITY, lk = 0.f;
+    if (tid < a.nsplit) {
+        const float2 v = *(const float2 *)(ml + (row + tid) * 2);
+        if (v.y > 0.f) mk = v.x, lk = v.y;
+    }
+    float mx = mk;
+    for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    if ((tid & 31) == 0) red[0][tid >> 5] = mx;
+    __syncthreads();
+    mx = fmaxf(fmaxf(red[0][0], red[0][1]), fmaxf(red[0][2], red[0][3]));
+    const float wk = lk > 0.f ? exp2f(mk - mx) : 0.f;
+    float sum = wk * lk;
+    for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if ((tid & 31) == 0) red[1][tid >> 5] = sum;
+    if (tid < a.nsplit) w[tid] = wk;
+    __syncthreads();
+    sum = red[1][0] + red[1][1] + red[1][2] + red[1][3];
+    float o[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 4
+    for (int k = 0; k < a.nsplit; k++) {
+        const float wk2 = w[k];
+        if (wk2 == 0.f) continue; // a split without slots left its sums unwritten
+        const float4 v = *(const float4 *)(part + (row + k) * KT_MLA_DV + d);
+        o[0] += wk2 * v.x, o[1] += wk2 * v.y, o[2] += wk2 * v.z, o[3] += wk2 * v.w;
+    }
+    const int b = bs / a.SQ, s = bs % a.SQ;
+    float lse = INFINITY, f = 0.f;
+    if (sum > 0.f) {
+        lse = (mx + log2f(sum)) * 0.6931471805599453f;
+        f = 1.f / sum;
+        if (a.sink) f /= 1.f + expf(((const float *)a.sink)[h] - lse);
+    }
+    kt_u16 *out = (kt_u16 *)a.out + ((long)bs * a.HQ + h) * KT_MLA_DV + d;
+    *(uint2 *)out = make_uint2(bf16x2(o[0] * f, o[1] * f), bf16x2(o[2] * f, o[3] * f));
+    if (tid == 0) ((float *)a.lse)[((long)b * a.HQ + h) * a.SQ + s] = lse;
+}
+
+// ---------------------------------------------------------------- references and baseline
+
+// The float64 reference of head row (bs, h), written into ref (out [B,SQ,HQ,512], then lse
+// [B,HQ,SQ]): every slot's score exactly, the LSE, then the weighted values. Block of 128
+// threads per row; grid (HQ, B * SQ).
+template <int L> __device__ __forceinline__ void reference_row(const kt_mla_args &a, double *ref) {
+    constexpr int MAX_SLOTS = 2048 + KT_MLA_V4_WINDOW;
+    __shared__ double sc[MAX_SLOTS], red[128];
+    const int h = blockIdx.x, bs = blockIdx.y, tid = threadIdx.x, dqk = kt_mla_dqk(L);
+    const int slots = kt_mla_slots(L, a.TOPK);
+    const kt_u16 *qb = (const kt_u16 *)a.q + ((long)bs * a.HQ + h) * dqk;
+    double mx = -INFINITY;
+    for (int j = tid; j < slots; j += 128) {
+        const kt_u8 *cache;
+        const long id = slot_token<L>(a, bs, j, cache);
+        double s = -INFINITY;
+        if (id >= 0) {
+            s = 0;
+            for (int d = 0; d < dqk; d++) s += (double)kt_bf16_to_f32(qb[d]) * kt_mla_value(L, cache, id, d);
+            s *= (double)kt_mla_sm_scale(L);
+        }
+        sc[j] = s;
+        mx = fmax(mx, s);
+    }
+    red[tid] = mx;
+    __syncthreads();
+    for (int k = 64; k > 0; k /= 2) {
+        if (tid < k) red[tid] = fmax(red[tid], red[tid + k]);
+        __syncthreads();
+    }
+    mx = red[0];
+    __syncthreads();
+    double sum = 0;
+    for (int j = tid; j < slots; j += 128) sum += sc[j] == -INFINITY ? 0.0 : exp(sc[j] - mx);
+    red[tid] = sum;
+    __syncthreads();
+    for (int k = 64; k > 0; k /= 2) {
+        if (tid < k) red[tid] += red[tid + k];
+        __syncthreads();
+    }
+    sum = red[0];
+    const double lse = sum > 0 ? mx + log(sum) : INFINITY;
+    double f = sum > 0 ? 1 / sum : 0;
+    if (sum > 0 && a.sink) f /= 1 + exp((double)((const float *)a.sink)[h] - lse);
+    for (int d = tid; d < KT_MLA_DV; d += 128) {
+        double o = 0;
+        for (int j = 0; j < slots; j++) {
+            if (sc[j] == -INFINITY) continue;
+            const kt_u8 *cache;
+            const long id = slot_token<L>(a, bs, j, cache);
+            o += exp(sc[j] - mx) * kt_mla_value(L, cache, id, d);
+        }
+        ref[((long)bs * a.HQ + h) * KT_MLA_DV + d] = o * f;
+    }
+    const int b = bs / a.SQ, s = bs % a.SQ;
+    if (tid == 0) ref[(long)a.B * a.SQ * a.HQ * KT_MLA_DV + ((long)b * a.HQ + h) * a.SQ + s] = lse;
+}
+
+extern "C" __global__ void __launch_bounds__(128) mla_reference_v32(const kt_mla_args a, double *ref) {
+    reference_row<KT_MLA_V32>(a, ref);
+}
+extern "C" __global__ void __launch_bounds__(128) mla_reference_v4(const kt_mla_args a, double *ref) {
+    reference_row<KT_MLA_V4>(a, ref);
+}
+
+// The straightforward kernel `kt bench` times as the in-run baseline (no C library has
+// sparse MLA decode): one block per (request, query, head) like the per-(batch, head) peers,
+// the slots one after another, each score a block-wide sum, an online softmax in f32. Block
+// of 128 threads; grid (HQ, B * SQ).
+template <int L> __device__ __forceinline__ void naive_row(const kt_mla_args &a) {
+    __shared__ float red[4];
+    const int h = blockIdx.x, bs = blockIdx.y, tid = threadIdx.x, dqk = kt_mla_dqk(L);
+    const kt_u16 *q = (const kt_u16 *)a.q + ((long)bs * a.HQ + h) * dqk;
+    const int slots = kt_mla_slots(L, a.TOPK);
+    float m = -INFINITY, l = 0.f, o[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int j = 0; j < slots; j++) {
+        const kt_u8 *cache;
+        const long id = slot_token<L>(a, bs, j, cache);
+        if (id < 0) continue;
+        float v[5], s = 0.f;
+        for (int k = 0; k < 5; k++) {
+            const int d = tid + 128 * k;
+            v[k] = d < dqk ? (float)kt_mla_value(L, cache, id, d) : 0.f;
+            if (d < dqk) s += kt_bf16_to_f32(q[d]) * v[k];
+        }
+        for (int off = 16; off > 0; off /= 2) s += __shfl_xor_sync(0xffffffffu, s, off);
+        __syncthreads();
+        if ((tid & 31) == 0) red[tid >> 5] = s;
+        __syncthreads();
+        s = (red[0] + red[1] + red[2] + red[3]) * kt_mla_sm_scale(L);
+        const float m_new = fmaxf(m, s), f = expf(m - m_new), e = expf(s - m_new);
+        l = l * f + e;
+        for (int k = 0; k < 4; k++) o[k] = o[k] * f + e * v[k];
+        m = m_new;
+    }
+    float lse = INFINITY, f = 0.f;
+    if (l > 0.f) {
+        lse = m + logf(l);
+        f = 1.f / l;
+        if (a.sink) f /= 1.f + expf(((const float *)a.sink)[h] - lse);
+    }
+    kt_u16 *out = (kt_u16 *)a.out + ((long)bs * a.HQ + h) * KT_MLA_DV;
+    for (int k = 0; k < 4; k++) out[tid + 128 * k] = kt_f32_to_bf16(o[k] * f);
+    const int b = bs / a.SQ, s = bs % a.SQ;
+    if (tid == 0) ((float *)a.lse)[((long)b * a.HQ + h) * a.SQ + s] = lse;
+}
+
+extern "C" __global__ void __launch_bounds__(128) mla_naive_v32(const kt_mla_args a) { naive_row<KT_MLA_V32>(a); }
+extern "C" __global__ void __launch_bounds__(128) mla_naive_v4(const kt_mla_args a) { naive_row<KT_MLA_V4>(a); }
