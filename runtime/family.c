@@ -43,9 +43,10 @@ const char *kt_source_text(const char *name, size_t *len) {
     return NULL;
 }
 
+/* Device headers (.cuh) and the layout headers shared with C (kernels/common, .h). */
 static int is_header(const char *name) {
     size_t n = strlen(name);
-    return n > 4 && !strcmp(name + n - 4, ".cuh");
+    return (n > 4 && !strcmp(name + n - 4, ".cuh")) || (n > 2 && !strcmp(name + n - 2, ".h"));
 }
 
 uint64_t kt_source_hash(const char *file) {

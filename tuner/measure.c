@@ -166,10 +166,15 @@ void kt_bench_free(kt_bench *b) {
     free(b);
 }
 
+/* NaN bytes (0xff) for the float types; INT32_MIN for int32, where 0xff bytes would be -1, a
+ * legal value (the unused slot). */
 int kt_bench_poison(kt_bench *b) {
-    for (int i = 0; i < b->n_t; i++)
-        if (b->t[i].role == KT_OUTPUT)
-            KT_CHECK(CU, kt_cu.cuMemsetD8Async(b->dev[i], 0xff, tensor_bytes(&b->t[i]), b->stream));
+    for (int i = 0; i < b->n_t; i++) {
+        if (b->t[i].role != KT_OUTPUT) continue;
+        if (b->t[i].dtype == KT_I32)
+            KT_CHECK(CU, kt_cu.cuMemsetD32Async(b->dev[i], 0x80000000u, b->t[i].count, b->stream));
+        else KT_CHECK(CU, kt_cu.cuMemsetD8Async(b->dev[i], 0xff, tensor_bytes(&b->t[i]), b->stream));
+    }
     return 0;
 }
 
@@ -178,7 +183,7 @@ static double element(const void *base, kt_dtype t, size_t i) {
     case KT_E4M3: return kt_e4m3_to_float(((const uint8_t *)base)[i]);
     case KT_BF16: return kt_bf16_to_float(((const uint16_t *)base)[i]);
     case KT_F32: return ((const float *)base)[i];
-    case KT_I32: return ((const int32_t *)base)[i];
+    case KT_I32: return ((const int32_t *)base)[i] == INT32_MIN ? NAN : ((const int32_t *)base)[i]; /* the poison */
     case KT_U8: return ((const uint8_t *)base)[i];
     }
     return NAN;

@@ -1,0 +1,261 @@
+// moe_route.cu — MoE routing and alignment for decode (kt verify --family moe_route
+//   --shape ROUTER=0,E=256,TOPK=6,TM=16,DIST=0 --m 1,16,256):
+//   router: f32 gate logits [M, E] + correction bias [E] -> topk_ids [M, TOPK], topk_weights
+//     (kernels/common/moe_router.h: V4 sqrt(softplus), V3 sigmoid with the best 4 of 8 groups);
+//   align: topk_ids -> the alignment record of kernels/common/moe_layout.h (slots sorted by
+//     expert, each expert padded to TM rows, the tiles' experts, the tile count).
+// Fixed sizes, no host sync: capturable in a CUDA graph. A warp routes a token (an expert per
+// lane and j: e = lane + 32 j); one block aligns, each warp ranking a contiguous run of slots
+// so the order within an expert is the slot order (deterministic, compared exactly).
+// FUSED=1: one kernel, one block (route then align: the small-M path, one launch);
+// FUSED=0: moe_route_tokens over ceil(M / WARPS) blocks, then moe_align in one block.
+// All are programmatic dependents (PDL): they let the next kernel launch at once and wait for
+// the previous one (the gate GEMM, or moe_route_tokens) before reading what it wrote.
+#include "kt_device.cuh"
+#include "moe_layout.h"
+#include "moe_router.h"
+
+#ifndef KT_WARPS
+#define KT_WARPS 8
+#define KT_FUSED 1
+#endif
+
+constexpr int WARPS = KT_WARPS, THREADS = 32 * WARPS;
+constexpr int PER_LANE = KT_MOE_MAX_E / 32;
+constexpr int HIST_INTS = 8192; // WARPS * E per-warp expert counts (moe_route.c: config_fits)
+#define NEG_INF __int_as_float(0xff800000)
+static_assert(WARPS >= 1 && WARPS <= 32, "1 to 32 warps");
+
+// A choice value and its expert as one ordered key: the larger value wins, then the lower
+// expert. 0 is below every key of a number (the smallest, -inf, maps to 0x007fffff << 32).
+__device__ __forceinline__ kt_u64 choice_key(float v, int e) {
+    kt_u32 u = __float_as_uint(v);
+    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    return ((kt_u64)u << 32) | (kt_u32)(0x7fffffff - e);
+}
+__device__ __forceinline__ int key_expert(kt_u64 k) { return 0x7fffffff - (int)(kt_u32)k; }
+
+__device__ __forceinline__ kt_u64 warp_max_key(kt_u64 k) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+        kt_u64 o = __shfl_xor_sync(0xffffffffu, k, off);
+        k = o > k ? o : k;
+    }
+    return k;
+}
+
+// The sum of the two largest of a group's values, the group spread over the warp's lanes
+// (each lane's two largest in a >= b, merged pairwise).
+__device__ __forceinline__ float warp_top2_sum(float a, float b) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+        float oa = __shfl_xor_sync(0xffffffffu, a, off), ob = __shfl_xor_sync(0xffffffffu, b, off);
+        float hi = fmaxf(a, oa), lo = fmaxf(fminf(a, oa), fmaxf(b, ob));
+        a = hi;
+        b = lo;
+    }
+    return KT_MR_ADD(a, b);
+}
+
+// V3's group limit: keeps key[j] of the experts in the best KT_MOE_V3_TOPK_GROUPS groups
+// (group score: its two largest choice values summed) and gives the others the value 0, as
+// transformers' masked_fill(0.0) does (so they still compete, at 0). Needs E % 256 == 0: a
+// group is E/8 experts = E/256 consecutive j of every lane.
+__device__ __forceinline__ void v3_group_limit(kt_u64 (&key)[PER_LANE], const float (&choice)[PER_LANE], int E,
+                                               int lane) {
+    const int per_group = E / 256;
+    float gscore[KT_MOE_V3_GROUPS];
+#pragma unroll
+    for (int g = 0; g < KT_MOE_V3_GROUPS; g++) {
+        float a = NEG_INF, b = NEG_INF;
+#pragma unroll
+        for (int j = 0; j < PER_LANE; j++)
+            if (j / per_group == g && j < E / 32) {
+                float v = choice[j];
+                b = fmaxf(b, fminf(a, v));
+                a = fmaxf(a, v);
+            }
+        gscore[g] = warp_top2_sum(a, b);
+    }
+    unsigned chosen = 0; // every lane computes the same groups
+#pragma unroll
+    for (int r = 0; r < KT_MOE_V3_TOPK_GROUPS; r++) {
+        int best = -1;
+#pragma unroll
+        for (int g = 0; g < KT_MOE_V3_GROUPS; g++)
+            if (!(chosen >> g & 1) && (best < 0 || gscore[g] > gscore[best])) best = g;
+        chosen |= 1u << best;
+    }
+#pragma unroll
+    for (int j = 0; j < PER_LANE; j++)
+        if (j < E / 32 && !(chosen >> (j / per_group) & 1)) key[j] = choice_key(0.0f, lane + 32 * j);
+}
+
+// One warp routes token t: topk_ids[t, 0..K) in choice order (descending, ties to the lower
+// expert), topk_weights = score / (sum of the K scores + 1e-20) * routed_scaling_factor.
+__device__ __forceinline__ void route_token(const float *logits, const float *bias, int *ids, float *weights, int t,
+                                            int E, int K, int router) {
+    const int lane = threadIdx.x % 32;
+    float score[PER_LANE], choice[PER_LANE];
+    kt_u64 key[PER_LANE];
+#pragma unroll
+    for (int j = 0; j < PER_LANE; j++) {
+        const int e = lane + 32 * j;
+        score[j] = j < E / 32 ? kt_moe_score(router, logits[(long)t * E + e]) : 0.0f;
+        choice[j] = j < E / 32 ? kt_moe_choice(score[j], bias[e]) : NEG_INF;
+        key[j] = j < E / 32 ? choice_key(choice[j], e) : 0;
+    }
+    if (router == KT_MOE_ROUTER_V3) v3_group_limit(key, choice, E, lane);
+    int my_e = 0;
+    float my_s = 0.0f;
+    for (int k = 0; k < K; k++) {
+        kt_u64 best = 0;
+        float best_s = 0.0f;
+#pragma unroll
+        for (int j = 0; j < PER_LANE; j++)
+            if (key[j] > best) {
+                best = key[j];
+                best_s = score[j];
+            }
+        const kt_u64 top = warp_max_key(best);
+        const int e = key_expert(top);
+        const float s = __shfl_sync(0xffffffffu, best_s, e % 32);
+#pragma unroll
+        for (int j = 0; j < PER_LANE; j++)
+            if (key[j] == top) key[j] = 0;
+        if (lane == k) {
+            my_e = e;
+            my_s = s;
+        }
+    }
+    float sum = lane < K ? my_s : 0.0f;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    if (lane < K) {
+        ids[(long)t * K + lane] = my_e;
+        weights[(long)t * K + lane] = KT_MR_MUL(KT_MR_DIV(my_s, KT_MR_ADD(sum, KT_MOE_NORM_EPS)), kt_moe_scale(router));
+    }
+}
+
+// Per-expert shared state of the alignment.
+struct align_smem {
+    int hist[HIST_INTS];           // [warp][expert]: slots of the warp's run, then its base within the expert
+    int count[KT_MOE_MAX_E];
+    int start[KT_MOE_MAX_E + 1];   // exclusive scan of the padded counts; start[E] = rows in use
+};
+
+// The warp's run of slots [begin, end): calls f(slot, expert, peers) 32 slots at a time in
+// slot order, peers = the lanes of this step holding the same expert.
+template <typename F> __device__ __forceinline__ void warp_run(const int *ids, long begin, long end, F f) {
+    const int lane = threadIdx.x % 32;
+    for (long base = begin; base < end; base += 32) {
+        const long s = base + lane;
+        const int e = s < end ? ids[s] : -1;
+        const unsigned peers = __match_any_sync(0xffffffffu, e);
+        if (e >= 0) f(s, e, peers);
+        __syncwarp();
+    }
+}
+
+// The last expert whose padded rows start at or before row i (start[] ascending).
+__device__ __forceinline__ int expert_of_row(const int *start, int E, long i) {
+    int lo = 0, hi = E - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (start[mid] <= i) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+// Exclusive scan of the experts' padded counts into s.start (warp 0; E <= 256).
+__device__ __forceinline__ void scan_padded(align_smem &s, int E, int TM) {
+    const int lane = threadIdx.x % 32, per = (E + 31) / 32;
+    int local = 0;
+    for (int i = lane * per; i < (lane + 1) * per && i < E; i++) local += (s.count[i] + TM - 1) / TM * TM;
+    int incl = local;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+        int o = __shfl_up_sync(0xffffffffu, incl, off);
+        if (lane >= off) incl += o;
+    }
+    int run = incl - local;
+    for (int i = lane * per; i < (lane + 1) * per && i < E; i++) {
+        s.start[i] = run;
+        run += (s.count[i] + TM - 1) / TM * TM;
+    }
+    if (lane == 31) s.start[E] = incl;
+}
+
+// One block writes the alignment record of topk_ids [M*K] (written before the block's
+// __syncthreads or by the previous grid: plain loads, not the read-only path).
+__device__ void align_block(const int *ids, int *rec, int M, int K, int E, int TM, align_smem &s) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const long n = (long)M * K, run = (n + WARPS - 1) / WARPS;
+    const long begin = warp * run < n ? warp * run : n, end = begin + run < n ? begin + run : n;
+    const long padded = kt_moe_max_padded(M, K, E, TM), tiles = padded / TM;
+    int *sorted = rec + KT_MOE_SORTED(M, K, E, TM), *tile_expert = rec + KT_MOE_TILES(M, K, E, TM);
+    int *hist = s.hist + warp * E;
+    for (int i = threadIdx.x; i < WARPS * E; i += THREADS) s.hist[i] = 0;
+    __syncthreads();
+    warp_run(ids, begin, end, [&](long, int e, unsigned peers) {
+        if (lane == __ffs(peers) - 1) hist[e] += __popc(peers);
+    });
+    __syncthreads();
+    for (int e = threadIdx.x; e < E; e += THREADS) { // each warp's base within the expert
+        int total = 0;
+        for (int w = 0; w < WARPS; w++) {
+            int h = s.hist[w * E + e];
+            s.hist[w * E + e] = total;
+            total += h;
+        }
+        s.count[e] = total;
+    }
+    __syncthreads();
+    if (warp == 0) scan_padded(s, E, TM);
+    __syncthreads();
+    warp_run(ids, begin, end, [&](long slot, int e, unsigned peers) {
+        const int rank = __popc(peers & ((1u << lane) - 1));
+        sorted[s.start[e] + hist[e] + rank] = (int)slot;
+        __syncwarp(peers);
+        if (lane == __ffs(peers) - 1) hist[e] += __popc(peers);
+    });
+    const long used = s.start[E];
+    for (long i = threadIdx.x; i < padded; i += THREADS) { // the padding rows (the scatter wrote the rest)
+        const int e = expert_of_row(s.start, E, i);
+        if (i >= used || i - s.start[e] >= s.count[e]) sorted[i] = KT_MOE_PAD;
+    }
+    for (long t = threadIdx.x; t < tiles; t += THREADS)
+        tile_expert[t] = t * TM < used ? expert_of_row(s.start, E, t * TM) : KT_MOE_PAD;
+    if (threadIdx.x == 0) rec[KT_MOE_NTILES(M, K, E, TM)] = (int)(used / TM);
+}
+
+// FUSED=1: one block routes every token (a warp a token) and aligns.
+extern "C" __global__ void __launch_bounds__(THREADS)
+moe_route_fused(const float *__restrict__ logits, const float *__restrict__ bias, int *ids, float *weights, int *rec,
+                int M, int E, int K, int TM, int router) {
+    __shared__ align_smem s;
+    kt_allow_consumer();
+    kt_wait_producer();
+    for (int t = threadIdx.x / 32; t < M; t += WARPS) route_token(logits, bias, ids, weights, t, E, K, router);
+    __syncthreads(); // the block's ids are visible to the whole block
+    align_block(ids, rec, M, K, E, TM, s);
+}
+
+// FUSED=0, first kernel: a warp per token over ceil(M / WARPS) blocks.
+extern "C" __global__ void __launch_bounds__(THREADS)
+moe_route_tokens(const float *__restrict__ logits, const float *__restrict__ bias, int *ids, float *weights, int M,
+                 int E, int K, int router) {
+    kt_allow_consumer();
+    kt_wait_producer();
+    const int t = blockIdx.x * WARPS + threadIdx.x / 32;
+    if (t < M) route_token(logits, bias, ids, weights, t, E, K, router);
+}
+
+// FUSED=0, second kernel: one block aligns what moe_route_tokens wrote.
+extern "C" __global__ void __launch_bounds__(THREADS) moe_align(const int *ids, int *rec, int M, int E, int K, int TM) {
+    __shared__ align_smem s;
+    kt_allow_consumer();
+    kt_wait_producer();
+    align_block(ids, rec, M, K, E, TM, s);
+}
