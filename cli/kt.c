@@ -119,7 +119,7 @@ static int parse_common(int argc, char **argv, common *c) {
             for (int t = 0; t < c->family->n_target_shapes && c->n_shapes < 32; t++) {
                 kt_problem *p = &c->shapes[c->n_shapes++];
                 memset(p, 0, sizeof *p);
-                p->n_dims = c->family->n_dims;
+                p->n_dims = c->family->n_keys;
                 memcpy(p->dim, c->family->target_shapes[t], sizeof p->dim);
             }
             continue;
@@ -162,7 +162,28 @@ static int cmd_devices(int argc, char **argv) {
     return 0;
 }
 
+/* A pipeline's line and, verbose, its stages and target shapes. */
+static void print_pipeline(const kt_family *f, int verbose) {
+    printf("%-15s %s\n", f->name, f->summary);
+    if (!verbose) return;
+    printf("  stages:");
+    for (int s = 0; s < f->n_stages; s++) printf("%s %s", s ? " ->" : "", f->stages[s].family->name);
+    printf("  (each its family's winner)\n  target shapes:");
+    char shape[128];
+    for (int t = 0; t < f->n_target_shapes; t++) {
+        kt_problem p = {.n_dims = f->n_keys};
+        memcpy(p.dim, f->target_shapes[t], sizeof p.dim);
+        kt_format_shape(f, &p, shape, sizeof shape);
+        printf(" %s", shape);
+    }
+    printf("\n");
+}
+
 static void print_family(const kt_family *f, int verbose) {
+    if (f->n_stages) {
+        print_pipeline(f, verbose);
+        return;
+    }
     long total = 1;
     for (int i = 0; i < f->n_params; i++) total *= f->params[i].n_values;
     kt_config *list = NULL;
@@ -171,7 +192,12 @@ static void print_family(const kt_family *f, int verbose) {
     printf("%-15s %s\n", f->name, f->summary);
     if (!verbose) return;
     printf("  shape keys:");
-    for (int i = 0; i < f->n_dims; i++) printf(" %s", f->dim_names[i]);
+    for (int i = 0; i < f->n_keys; i++) {
+        printf(" %s", f->keys[i].name);
+        for (int j = 0; f->keys[i].kind == KT_KEY_CATEGORY && f->keys[i].categories[j]; j++)
+            printf("%s%s", j ? "|" : "={", f->keys[i].categories[j]);
+        if (f->keys[i].kind == KT_KEY_CATEGORY) printf("}");
+    }
     printf("  (batch: %s)\n  parameters:\n", f->m_name);
     for (int i = 0; i < f->n_params; i++) {
         printf("    %-18s", f->params[i].name);
@@ -183,7 +209,7 @@ static void print_family(const kt_family *f, int verbose) {
     printf("  space: %ld points, %d valid for sm_120\n  default: %s%s\n  target shapes:", total, n120, cfg,
            f->default_for ? "\n           (an untuned problem gets one chosen for its M and the GPU's SMs; this where that one does not fit)" : "");
     for (int t = 0; t < f->n_target_shapes; t++) {
-        kt_problem p = {.n_dims = f->n_dims};
+        kt_problem p = {.n_dims = f->n_keys};
         memcpy(p.dim, f->target_shapes[t], sizeof p.dim);
         kt_format_shape(f, &p, cfg, sizeof cfg);
         printf(" %s", cfg);
@@ -220,6 +246,7 @@ static int cmd_compile(int argc, char **argv) {
         return 0;
     }
     if (!c.family) return die("compile needs --family (see kt list)%s", "");
+    if (c.family->n_stages) return die("%s is a pipeline: compile its stages' families", c.family->name);
     int arch = kt_arch_parse(c.arch ? c.arch : "sm_120");
     if (arch < 0) return die("unknown --arch '%s' (sm_120, sm_120a, sm_90)", c.arch);
     kt_config *list = NULL;
@@ -344,6 +371,39 @@ static int verify_one(const kt_family *f, kt_bench *b, const kt_config *cfg, con
     return 0;
 }
 
+/* Verifies pipeline f's stages, each its family's winner in the DB (or default), run in order
+ * on each (shape, M); prints a line each; returns how many failed, or -1 if the GPU failed. */
+static int verify_pipeline(const kt_family *f, const common *c, kt_db *db, const kt_module *ref) {
+    int failures = 0;
+    for (int s = 0; s < c->n_shapes; s++)
+        for (int j = 0; j < c->n_ms; j++) {
+            kt_problem p = c->shapes[s];
+            p.m = c->ms[j];
+            char shape[128], stages[512] = "", cs[256];
+            kt_format_shape(f, &p, shape, sizeof shape);
+            kt_module mods[KT_MAX_STAGES];
+            kt_bench *b = NULL;
+            if (kt_pipeline_dispatch(db, f, &p, mods)) return -1;
+            for (int i = 0; i < f->n_stages; i++) {
+                kt_format_config(f->stages[i].family, &mods[i].config, cs, sizeof cs);
+                snprintf(stages + strlen(stages), sizeof stages - strlen(stages), "%s%s %s", i ? " -> " : "",
+                         f->stages[i].family->name, cs);
+            }
+            kt_measurement r = {0};
+            int lost = kt_bench_setup(f, &p, c->seed + (uint64_t)(s * 131 + j), ref, &b) || kt_bench_variant(b, mods, &r);
+            kt_bench_free(b);
+            kt_pipeline_unload(f, mods);
+            if (lost || r.status != KT_OK) {
+                printf("FAIL %s M=%ld %s: %s: %s\n", shape, p.m, stages, kt_status_name(r.status), lost ? kt_error() : r.error);
+                if (lost) return -1;
+                failures++;
+                continue;
+            }
+            printf("ok   %s M=%ld %s: rel_err %.6e, %.2f us\n", shape, p.m, stages, r.rel_err, r.median_us);
+        }
+    return failures;
+}
+
 static int cmd_verify(int argc, char **argv) {
     common c;
     if (parse_common(argc, argv, &c)) return 1;
@@ -361,6 +421,18 @@ static int cmd_verify(int argc, char **argv) {
     if (c.config && kt_parse_config(f, c.config, &one)) return die("%s", kt_error());
     kt_device_info info;
     if (need_gpu(&info)) return 1;
+    if (f->n_stages) {
+        kt_db *db = NULL;
+        kt_module ref = {0};
+        if (c.db_path && kt_db_open(c.db_path, 1, &db)) return die("%s", kt_error());
+        if (f->launch_reference && kt_reference_module(f, &ref)) return die("%s", kt_error());
+        int failed = verify_pipeline(f, &c, db, f->launch_reference ? &ref : NULL);
+        kt_module_unload(&ref);
+        kt_db_close(db);
+        if (failed < 0) return die("%s", kt_error());
+        printf("%d verified, %d failed\n", c.n_shapes * c.n_ms - failed, failed);
+        return failed ? 1 : 0;
+    }
     int arch = kt_gpu_arch(), failures = 0, checks = 0;
     kt_cubin ref_cubin;
     kt_module ref_mod;

@@ -107,21 +107,21 @@ static int transaction(kt_db *db, int (*body)(kt_db *, const void *), const void
 
 /* ------------------------------------------------------------------ buckets */
 
-long kt_m_bucket(long m) {
-    static const long bounds[] = {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512,
-                                  1024, 1536, 2048, 3072, 4096};
-    int n = (int)(sizeof bounds / sizeof *bounds);
-    for (int i = 0; i < n; i++)
-        if (m <= bounds[i]) return bounds[i];
-    long b = bounds[n - 1];
-    while (b < m && b <= LONG_MAX / 2) b *= 2;
-    return b;
+/* The registered family called name, or NULL (no error: an unknown family of a merged DB
+ * buckets by the GEMM ladder). */
+static const kt_family *family_named(const char *name) {
+    for (int i = 0; name && i < kt_family_count(); i++)
+        if (!strcmp(kt_family_at(i)->name, name)) return kt_family_at(i);
+    return NULL;
 }
 
-/* kt_m_bucket() as the SQL function kt_m_bucket(m), so winner queries bucket in SQL. */
-static void sql_m_bucket(sqlite3_context *c, int argc, sqlite3_value **argv) {
+/* The bucket of batch size m in family's ladder. */
+static long bucket_of(const char *family, long m) { return kt_family_bucket(family_named(family), m); }
+
+/* bucket_of() as the SQL function kt_bucket(family, m), so winner queries bucket in SQL. */
+static void sql_bucket(sqlite3_context *c, int argc, sqlite3_value **argv) {
     (void)argc;
-    sqlite3_result_int64(c, kt_m_bucket((long)sqlite3_value_int64(argv[0])));
+    sqlite3_result_int64(c, bucket_of((const char *)sqlite3_value_text(argv[0]), (long)sqlite3_value_int64(argv[1])));
 }
 
 /* --------------------------------------------------------- open, migrations */
@@ -183,8 +183,8 @@ static int open_handle(kt_db *db, int read_only) {
     int flags = read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
     KT_CHECK(SQL, sqlite3_open_v2(db->path, &db->h, flags, NULL));
     KT_CHECK(SQL, sqlite3_busy_timeout(db->h, 10000));
-    KT_CHECK(SQL, sqlite3_create_function_v2(db->h, "kt_m_bucket", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC,
-                                             NULL, sql_m_bucket, NULL, NULL, NULL));
+    KT_CHECK(SQL, sqlite3_create_function_v2(db->h, "kt_bucket", 2, SQLITE_UTF8 | SQLITE_DETERMINISTIC,
+                                             NULL, sql_bucket, NULL, NULL, NULL));
     return 0;
 }
 
@@ -328,7 +328,7 @@ typedef struct winner_key {
 
 /* The measurements of one winner key (?1..?5 = device, family, source hash, shape, bucket). */
 #define WINNER_ROWS \
-    "device_id = ?1 AND family = ?2 AND source_hash = ?3 AND shape = ?4 AND kt_m_bucket(m) = ?5"
+    "device_id = ?1 AND family = ?2 AND source_hash = ?3 AND shape = ?4 AND kt_bucket(family, m) = ?5"
 /* The variants with a failure in the bucket: they cannot win (nor be re-timed). */
 #define FAILED_IN_BUCKET \
     "(SELECT variant_id FROM measurements WHERE " WINNER_ROWS " AND status IN ('wrong-result', 'launch-error'))"
@@ -409,7 +409,7 @@ static int replace_winner(kt_db *db, const void *ctx) {
                  "SELECT m.id, m.variant_id, m.median_us, m.min_us, m.max_us, g.median_us, g.min_us, g.max_us "
                  "FROM measurements m LEFT JOIN groups g ON g.m = m.m AND g.variant_id = m.variant_id "
                  "WHERE m.device_id = ?1 AND m.family = ?2 AND m.source_hash = ?3 AND m.shape = ?4 "
-                 "AND kt_m_bucket(m.m) = ?5 AND m.status = 'ok' AND m.variant_id NOT IN " FAILED_IN_BUCKET
+                 "AND kt_bucket(m.family, m.m) = ?5 AND m.status = 'ok' AND m.variant_id NOT IN " FAILED_IN_BUCKET
                  " AND (g.variant_id IS NOT NULL OR m.m NOT IN (SELECT m FROM latest))",
                  args, n, candidate_row, &cs);
     const candidate *w = rc || !cs.n ? NULL : choose(&cs);
@@ -428,7 +428,7 @@ static int replace_winner(kt_db *db, const void *ctx) {
 
 int kt_db_update_winner(kt_db *db, long long device_id, const char *family,
                         const char *source_hash, const char *shape, long m) {
-    winner_key k = {device_id, family, source_hash, shape, kt_m_bucket(m)};
+    winner_key k = {device_id, family, source_hash, shape, bucket_of(family, m)};
     return transaction(db, replace_winner, &k);
 }
 
@@ -455,7 +455,7 @@ static int has_id(const id_list *l, const char *id) {
 int kt_db_finalists(kt_db *db, long long device_id, const char *family, const char *source_hash,
                     const char *shape, long m, int max, char (*variant_ids)[17], int *retimed) {
     const sql_arg args[] = {INT_ARG(device_id), TEXT_ARG(family), TEXT_ARG(source_hash), TEXT_ARG(shape),
-                            INT_ARG(kt_m_bucket(m)), INT_ARG(m), INT_ARG(max)};
+                            INT_ARG(bucket_of(family, m)), INT_ARG(m), INT_ARG(max)};
     int n = (int)(sizeof args / sizeof *args);
     id_list finalists = {variant_ids, 0, max};
     char (*group)[17] = calloc((size_t)max + 1, sizeof *group);
@@ -523,12 +523,19 @@ typedef struct lookup_ctx {
     kt_winner *w;
 } lookup_ctx;
 
-/* Sum over dims of |log(stored / query)|; -1 if the stored shape does not parse. */
+/* Sum over the size fields of |log(stored / query)|; -1 if the stored shape does not parse or
+ * a category differs (never served across categories). */
 static double shape_distance(const lookup_ctx *c, const char *stored) {
     kt_problem s;
     if (kt_parse_shape(c->f, stored, &s)) return -1;
     double d = 0;
-    for (int i = 0; i < c->f->n_dims; i++) d += fabs(log((double)s.dim[i] / (double)c->p->dim[i]));
+    for (int i = 0; i < c->f->n_keys; i++) {
+        if (c->f->keys[i].kind == KT_KEY_CATEGORY) {
+            if (s.dim[i] != c->p->dim[i]) return -1;
+            continue;
+        }
+        d += fabs(log((double)s.dim[i] / (double)c->p->dim[i]));
+    }
     return d;
 }
 
@@ -569,12 +576,13 @@ int kt_db_lookup(kt_db *db, const kt_db_device *dev, const kt_family *f, const k
                  kt_winner *w) {
     char shape[128], hash[17];
     if (p->m < 1) return kt_fail("%s: lookup needs a positive %s (got %ld)", f->name, f->m_name, p->m);
-    for (int i = 0; i < f->n_dims; i++)
-        if (p->dim[i] < 1) return kt_fail("%s: lookup needs positive dims (%s = %ld)", f->name, f->dim_names[i], p->dim[i]);
+    for (int i = 0; i < f->n_keys; i++)
+        if (f->keys[i].kind == KT_KEY_SIZE && p->dim[i] < 1)
+            return kt_fail("%s: lookup needs positive sizes (%s = %ld)", f->name, f->keys[i].name, p->dim[i]);
     kt_format_shape(f, p, shape, sizeof shape);
     kt_hex64(kt_family_source_hash(f), hash);
     memset(w, 0, sizeof *w);
-    lookup_ctx c = {.f = f, .p = p, .bucket = kt_m_bucket(p->m), .w = w};
+    lookup_ctx c = {.f = f, .p = p, .bucket = kt_family_bucket(f, p->m), .w = w};
     /* any driver / NVRTC version of the device; the current source hash only (others are stale) */
     if (sql(db,
             "SELECT w.shape, w.m_bucket, w.config, w.variant_id, w.median_us FROM winners w "
@@ -663,7 +671,7 @@ static int merge_body(kt_db *db, const void *unused) {
         if (sql(db, merge_steps[i], NO_ARGS, NULL, NULL)) return -1;
     merge_keys mk = {0};
     int rc = sql(db,
-                 "SELECT DISTINCT md.dst_id, s.family, s.source_hash, s.shape, kt_m_bucket(s.m) "
+                 "SELECT DISTINCT md.dst_id, s.family, s.source_hash, s.shape, kt_bucket(s.family, s.m) "
                  "FROM src.measurements s JOIN temp.merge_devices md ON md.src_id = s.device_id",
                  NO_ARGS, merge_key_row, &mk);
     for (int i = 0; !rc && i < mk.n; i++) rc = replace_winner(db, &mk.k[i]);

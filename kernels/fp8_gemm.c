@@ -3,6 +3,7 @@
  * reference, launch geometry and the bytes that set the floor. The parts quant_fp8_gemm
  * (the same kernel quantising its activations) shares are the kt_fp8_gemm_* functions. */
 #include "../runtime/kt.h"
+#include "common/kt_arch.h"
 #include "fp8_gemm.h"
 
 #include <math.h>
@@ -11,7 +12,8 @@
 
 enum { T_A, T_AS, T_B, T_BS, T_C };
 
-#define SMEM_LIMIT (99 * 1024) /* sm_120's shared memory per block; kept on every arch */
+/* sm_120's limits on every arch: the H200 stand-in's winners must build where kt ships. */
+#define SHIP_LIMITS kt_arch_limits_of(KT_SHIP_ARCH)
 
 /* Warp layout and shared memory of a config, as kernels/common/fp8_gemm.cuh derives them
  * (quant_a: the A tile holds bf16 activations and no per-token scales; smem: the split-K
@@ -78,8 +80,8 @@ int kt_fp8_gemm_check_config(const kt_config *c, int quant_a, char *why, size_t 
     if (l.threads > 1024) return snprintf(why, n, "%d threads per block", l.threads), -1;
     if (v[P_DIRECT] && (v[P_WARPS_M] != 1 || v[P_TILE_K] != 128))
         return snprintf(why, n, "DIRECT=1 takes WARPS_M=1, TILE_K=128"), -1;
-    if (l.smem > SMEM_LIMIT)
-        return snprintf(why, n, "needs %d bytes of shared memory (> %d)", l.smem, SMEM_LIMIT), -1;
+    if (l.smem > SHIP_LIMITS.smem_per_block)
+        return snprintf(why, n, "needs %d bytes of shared memory (> %d)", l.smem, SHIP_LIMITS.smem_per_block), -1;
     /* The running sums, this k-block's sums and the fragments feeding them, plus ~40 for
      * addresses, must fit the registers a thread gets at this block size, or ptxas spills.
      * PROMOTE=0 holds the whole warp tile's k-block sums (empirically ~16 per fragment all
@@ -93,7 +95,8 @@ int kt_fp8_gemm_check_config(const kt_config *c, int quant_a, char *why, size_t 
                               : 16 * frags + 40;
     /* the k-block's token operands and their scales; DIRECT: a batch of staged activations */
     if (quant_a) need += v[P_DIRECT] ? 24 : 10 * l.frag_m;
-    int have = 65536 / l.threads < 255 ? 65536 / l.threads : 255;
+    const kt_arch_limits lim = SHIP_LIMITS;
+    int have = lim.regs_per_block / l.threads < lim.regs_per_thread ? lim.regs_per_block / l.threads : lim.regs_per_thread;
     if (need > have)
         return snprintf(why, n, "needs ~%d registers per thread, %d threads get %d", need, l.threads, have), -1;
     return 0;
@@ -107,7 +110,7 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
 int kt_fp8_gemm_config_fits(const kt_config *c, const kt_problem *p) {
     const int *v = c->v;
     long K = p->dim[1];
-    return K % v[P_TILE_K] == 0 && v[P_SPLIT_K] <= K / v[P_TILE_K] && kt_fp8_gemm_smem(c, 0, p) <= SMEM_LIMIT;
+    return K % v[P_TILE_K] == 0 && v[P_SPLIT_K] <= K / v[P_TILE_K] && kt_fp8_gemm_smem(c, 0, p) <= SHIP_LIMITS.smem_per_block;
 }
 
 int kt_fp8_gemm_hopeless(const kt_config *c, const kt_problem *p) {

@@ -27,7 +27,7 @@ enum { P_TILE_N, P_TILE_M, P_DIRECT, P_TILE_K, P_WARPS, P_WARPS_M, P_WARPS_K, P_
 
 /* The descriptor fields both families share (a kt_family initializer fragment). */
 #define KT_FP8_GEMM_FAMILY                                                                     \
-    .n_dims = 2, .dim_names = {"N", "K"}, .m_name = "M", KT_FP8_GEMM_SPACE,                   \
+    .n_keys = 2, .keys = {{"N"}, {"K"}}, .m_name = "M", KT_FP8_GEMM_SPACE,                   \
     .target_shapes = kt_fp8_gemm_targets, .n_target_shapes = KT_FP8_GEMM_TARGETS,              \
     .config_fits = kt_fp8_gemm_config_fits, .hopeless = kt_fp8_gemm_hopeless,                  \
     .gpu_reference_above = 1 << 22, .tolerance = 1e-2, .flops = kt_fp8_gemm_flops

@@ -1,8 +1,7 @@
 /* moe_route.c — host descriptor of the MoE routing + alignment family (kernels/moe_route.cu):
  * f32 gate logits [M, E] and the correction bias [E] in; topk_ids, topk_weights and the
  * alignment record of kernels/common/moe_layout.h out. Key: ROUTER (V4, V3), E, TOPK, TM (the
- * grouped GEMM's token tile), DIST (uniform, zipf, hot: what the fill's routing follows).
- * Until the contract's category keys land, ROUTER and DIST are sizes (kernels/moe_route.h). */
+ * grouped GEMM's token tile), DIST (uniform, zipf, hot: what the fill's routing follows). */
 #include "../runtime/kt.h"
 #include "common/moe_layout.h"
 #include "common/moe_router.h"
@@ -23,11 +22,7 @@ const char *const kt_moe_dist_names[] = {"uniform", "zipf", "hot", NULL};
 
 static int check_problem(const kt_problem *p, char *why, size_t n) {
     long E = p->dim[KT_MR_E], K = p->dim[KT_MR_TOPK], TM = p->dim[KT_MR_TM];
-    if (p->dim[KT_MR_ROUTER] != 3 && p->dim[KT_MR_ROUTER] != 4)
-        return snprintf(why, n, "ROUTER=%ld: moe_route has 4 (V4) and 3 (V3)", p->dim[KT_MR_ROUTER]), -1;
-    if (p->dim[KT_MR_DIST] < 1 || p->dim[KT_MR_DIST] > 3)
-        return snprintf(why, n, "DIST=%ld: moe_route has 1 (uniform), 2 (zipf), 3 (hot)", p->dim[KT_MR_DIST]), -1;
-    const int router = kt_moe_router_of(p);
+    const int router = (int)p->dim[KT_MR_ROUTER];
     if (E % 32 || E < 32 || E > KT_MOE_MAX_E)
         return snprintf(why, n, "E=%ld: moe_route needs a multiple of 32 experts up to %d", E, KT_MOE_MAX_E), -1;
     if (router == KT_MOE_ROUTER_V3 && E % 256)
@@ -69,10 +64,10 @@ static int tensors(const kt_problem *p, kt_tensor_desc *t) {
     size_t M = p->m, E = p->dim[KT_MR_E], K = p->dim[KT_MR_TOPK];
     t[T_LOGITS] = (kt_tensor_desc){"logits", KT_F32, M * E, KT_INPUT};
     t[T_BIAS] = (kt_tensor_desc){"bias", KT_F32, E, KT_INPUT};
-    /* contract: .compare = KT_CMP_EXACT on the three int32 outputs */
-    t[T_IDS] = (kt_tensor_desc){"topk_ids", KT_I32, M * K, KT_OUTPUT};
+    /* ids in choice order and the record in its defined order: both exact */
+    t[T_IDS] = (kt_tensor_desc){"topk_ids", KT_I32, M * K, KT_OUTPUT, KT_CMP_EXACT};
     t[T_WEIGHTS] = (kt_tensor_desc){"topk_weights", KT_F32, M * K, KT_OUTPUT};
-    t[T_REC] = (kt_tensor_desc){"align", KT_I32, (size_t)record_ints(p), KT_OUTPUT};
+    t[T_REC] = (kt_tensor_desc){"align", KT_I32, (size_t)record_ints(p), KT_OUTPUT, KT_CMP_EXACT};
     return 5;
 }
 
@@ -149,7 +144,7 @@ void kt_moe_route_fill(int router, long E, long topk, int dist, long M, uint64_t
 }
 
 static void fill(const kt_problem *p, uint64_t seed, void *const *host) {
-    kt_moe_route_fill(kt_moe_router_of(p), p->dim[KT_MR_E], p->dim[KT_MR_TOPK], kt_moe_dist_of(p), p->m, seed,
+    kt_moe_route_fill((int)p->dim[KT_MR_ROUTER], p->dim[KT_MR_E], p->dim[KT_MR_TOPK], (int)p->dim[KT_MR_DIST], p->m, seed,
                       host[T_LOGITS], host[T_BIAS]);
 }
 
@@ -205,7 +200,7 @@ void kt_moe_route_token_ref(int router, long E, long topk, const float *logits, 
 /* Expected outputs: the reference routing, then moe_layout.h's reference alignment of it. */
 static void reference(const kt_problem *p, void *const *host, double *ref) {
     const long M = p->m, E = p->dim[KT_MR_E], K = p->dim[KT_MR_TOPK], TM = p->dim[KT_MR_TM];
-    const int router = kt_moe_router_of(p);
+    const int router = (int)p->dim[KT_MR_ROUTER];
     const float *logits = host[T_LOGITS], *bias = host[T_BIAS];
     int *ids = malloc(sizeof(int) * M * K), *rec = malloc(sizeof(int) * record_ints(p)), *count = malloc(sizeof(int) * E);
     double *w = malloc(sizeof(double) * K);
@@ -226,7 +221,7 @@ static void reference(const kt_problem *p, void *const *host, double *ref) {
 static int launch(const kt_launch *l) {
     const kt_problem *p = l->problem;
     int M = (int)p->m, E = (int)p->dim[KT_MR_E], K = (int)p->dim[KT_MR_TOPK], TM = (int)p->dim[KT_MR_TM];
-    int router = kt_moe_router_of(p), warps = l->config->v[P_WARPS];
+    int router = (int)p->dim[KT_MR_ROUTER], warps = l->config->v[P_WARPS];
     uint64_t ptr[5];
     memcpy(ptr, l->ptr, sizeof ptr);
     unsigned threads = (unsigned)(32 * warps);
@@ -251,16 +246,22 @@ static double bytes(const kt_problem *p) {
 
 static const char *const kernel_names[] = {"moe_route_fused", "moe_route_tokens", "moe_align", NULL};
 /* V4-Flash (top-6) and V3 (top-8) over 256 experts, a 16-token GEMM tile, each distribution. */
-static const long target_shapes[][KT_MAX_DIMS] = {{4, 256, 6, 16, 1}, {4, 256, 6, 16, 2}, {4, 256, 6, 16, 3},
-                                                   {3, 256, 8, 16, 1}, {3, 256, 8, 16, 2}, {3, 256, 8, 16, 3}};
+static const long target_shapes[][KT_MAX_DIMS] = {
+    {KT_MOE_ROUTER_V4, 256, 6, 16, KT_MOE_DIST_UNIFORM}, {KT_MOE_ROUTER_V4, 256, 6, 16, KT_MOE_DIST_ZIPF},
+    {KT_MOE_ROUTER_V4, 256, 6, 16, KT_MOE_DIST_HOT},     {KT_MOE_ROUTER_V3, 256, 8, 16, KT_MOE_DIST_UNIFORM},
+    {KT_MOE_ROUTER_V3, 256, 8, 16, KT_MOE_DIST_ZIPF},    {KT_MOE_ROUTER_V3, 256, 8, 16, KT_MOE_DIST_HOT}};
 
 const kt_family kt_family_moe_route = {
     .name = "moe_route",
     .summary = "MoE router (V4 sqrt-softplus top-6, V3 sigmoid group-limited top-8) + alignment to the GEMM tile",
     .source = "moe_route.cu",
     .kernels = kernel_names,
-    .n_dims = KT_MR_KEYS,
-    .dim_names = {"ROUTER", "E", "TOPK", "TM", "DIST"},
+    .n_keys = KT_MR_KEYS,
+    .keys = {{"ROUTER", KT_KEY_CATEGORY, kt_moe_router_names},
+             {"E"},
+             {"TOPK"},
+             {"TM"},
+             {"DIST", KT_KEY_CATEGORY, kt_moe_dist_names}},
     .m_name = "M",
     .n_params = 2,
     .params = {{"WARPS", 4, {4, 8, 16, 32}}, {"FUSED", 2, {0, 1}}},
@@ -275,8 +276,6 @@ const kt_family kt_family_moe_route = {
     .fill = fill,
     .reference = reference,
     .launch = launch,
-    /* f32 weights against float64 (a few ulp); until the contract's EXACT compare, the int32
-     * outputs pass this only when exact for M * TOPK <= 8192 (one unit off is >= 3e-6 there) */
-    .tolerance = 2e-6,
+    .tolerance = 2e-6, /* the f32 weights against float64: a few ulp */
     .bytes = bytes,
 };

@@ -6,20 +6,12 @@
 
 #include "../runtime/kt.h"
 
-/* moe_route's key fields in kt_problem.dim order (ROUTER and DIST are categories:
- * kt_moe_router_names, kt_moe_dist_names; see kernels/common/moe_router.h). */
+/* moe_route's key fields in kt_problem.dim order; ROUTER and DIST are categories whose indices
+ * are kernels/common/moe_router.h's KT_MOE_ROUTER_* and KT_MOE_DIST_*. */
 enum { KT_MR_ROUTER, KT_MR_E, KT_MR_TOPK, KT_MR_TM, KT_MR_DIST, KT_MR_KEYS };
 extern const char *const kt_moe_router_names[]; /* "V4", "V3", NULL */
 extern const char *const kt_moe_dist_names[];   /* "uniform", "zipf", "hot", NULL */
 
-/* Shim until the contract's category keys land (kt_parse_shape takes positive sizes only):
- * ROUTER holds the DeepSeek version, 4 or 3, and DIST the category's index + 1 (1 uniform,
- * 2 zipf, 3 hot). With the contract these two return p->dim[KT_MR_ROUTER] and
- * p->dim[KT_MR_DIST], the category indices, and the shims' values go. */
-#define KT_MR_SHIM_ROUTER(router) ((router) == KT_MOE_ROUTER_V3 ? 3 : 4)
-#define KT_MR_SHIM_DIST(dist) ((dist) + 1)
-static inline int kt_moe_router_of(const kt_problem *p) { return p->dim[KT_MR_ROUTER] == 3; /* V3 is 1 */ }
-static inline int kt_moe_dist_of(const kt_problem *p) { return (int)p->dim[KT_MR_DIST] - 1; }
 
 /* Seeded f32 gate logits [M, E] and correction bias [E] shaped so that the routing follows
  * distribution dist: each token's top-k are drawn (uniform; Zipf s = 1.1 over a seeded

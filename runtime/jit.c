@@ -142,7 +142,7 @@ static int nvrtc_compile(const char *name, const char *file, const char *defines
     size_t src_len;
     const char *src = kt_source_text(file, &src_len);
     if (!src) return kt_fail("%s: source %s is not embedded in this binary", name, file);
-    extern const struct { const char *name; const char *text; size_t len; } kt_embedded[];
+    const kt_source_file *kt_embedded = kt_sources();
     const char *hdr_text[32], *hdr_name[32];
     int n_hdr = 0;
     for (int i = 0; kt_embedded[i].name && n_hdr < 32; i++) {

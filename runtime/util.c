@@ -224,3 +224,22 @@ const char *kt_dtype_name(kt_dtype t) {
                                  [KT_I32] = "i32", [KT_U8] = "u8"};
     return name[t];
 }
+
+void kt_poison_fill(kt_dtype t, void *p, size_t n) {
+    if (t == KT_I32) {
+        for (size_t i = 0; i < n; i++) ((int32_t *)p)[i] = KT_POISON_I32;
+        return;
+    }
+    memset(p, 0xff, n * kt_dtype_size(t));
+}
+
+int kt_is_poison(kt_dtype t, const void *p, size_t i) {
+    switch (t) {
+    case KT_E4M3: return (((const uint8_t *)p)[i] & 0x7f) == 0x7f;
+    case KT_BF16: return (((const uint16_t *)p)[i] & 0x7fff) > 0x7f80;
+    case KT_F32: return isnan(((const float *)p)[i]);
+    case KT_I32: return ((const int32_t *)p)[i] == KT_POISON_I32;
+    case KT_U8: return 0;
+    }
+    return 0;
+}

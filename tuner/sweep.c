@@ -628,6 +628,7 @@ static double watchdog_seconds(void) {
 
 int kt_sweep(const kt_sweep_options *o, kt_sweep_report *report) {
     kt_sweep_report unused;
+    if (o->family->n_stages) return kt_fail("%s is a pipeline: tune its stages' families", o->family->name);
     sweep *s = calloc(1, sizeof *s);
     if (!s) return kt_fail("out of memory");
     s->o = o;

@@ -59,6 +59,19 @@ rows=$("$KT" db export --format csv --db "$tmp/random.db" 2>/dev/null | tail -n 
 if [ "$rows" -eq 10 ]; then passed=$((passed + 1)); else
     failed=$((failed + 1)); echo "FAIL cli: random budget: $rows rows, expected 10: $(tail -c 300 "$tmp/err")"; fi
 
+# The probe family (the contract's test family) end to end on the fake GPU: an exhaustive
+# sweep over shapes with a categorical key, its own batch ladder (B 10 -> bucket 16), then
+# the DB's show and export.
+expect_fail "bad category" "LAYOUT is one of V3,V4, not 'V9'" tune --family probe --shape LAYOUT=V9,N=64 --m 1
+KT_FAKE_GPU=1 KT_CACHE_DIR="$tmp/cache" "$KT" tune --family probe --shape LAYOUT=V4,N=4096 --shape LAYOUT=V3,N=512 \
+    --m 1,10 --strategy exhaustive --db "$tmp/probe.db" >"$tmp/out" 2>"$tmp/err"
+rows=$("$KT" db export --format csv --db "$tmp/probe.db" 2>/dev/null | grep -c 'LAYOUT=V[34],N=')
+if [ "$rows" -eq 24 ]; then passed=$((passed + 1)); else
+    failed=$((failed + 1)); echo "FAIL cli: probe sweep: $rows rows, expected 24: $(tail -c 300 "$tmp/err")"; fi
+expect_ok "probe winners in its own buckets" "probe.*LAYOUT=V4,N=4096.* 16 " db show --db "$tmp/probe.db"
+expect_ok "probe export names the category" '"shape": "LAYOUT=V3,N=512"' db export --format json --db "$tmp/probe.db"
+expect_ok "list probe shows the key kinds" "LAYOUT={V3|V4} N  (batch: B)" list probe
+
 expect_ok "help" "usage: kt COMMAND" --help
 expect_ok "list" "fp8_gemm" list
 expect_ok "list family" "TILE_N" list fp8_gemm

@@ -98,19 +98,21 @@ static int add(const fixture *fx, const char *family, const char *hash, const ch
 
 static int error_has(const char *s) { return strstr(kt_error(), s) != NULL; }
 
-KT_TEST(db_m_bucket) {
-    EXPECT(kt_m_bucket(1) == 1);
-    EXPECT(kt_m_bucket(2) == 2);
-    EXPECT(kt_m_bucket(3) == 4);
-    EXPECT(kt_m_bucket(17) == 24);
-    EXPECT(kt_m_bucket(24) == 24);
-    EXPECT(kt_m_bucket(25) == 32);
-    EXPECT(kt_m_bucket(100) == 128);
-    EXPECT(kt_m_bucket(1025) == 1536);
-    EXPECT(kt_m_bucket(4096) == 4096);
-    EXPECT(kt_m_bucket(4097) == 8192);
-    EXPECT(kt_m_bucket(5000) == 8192);
-    EXPECT(kt_m_bucket(70000) == 131072);
+/* fp8_gemm has no ladder of its own: the GEMM ladder, then powers of two. */
+KT_TEST(db_gemm_buckets) {
+    const kt_family *gemm = kt_family_find("fp8_gemm");
+    EXPECT(kt_family_bucket(gemm, 1) == 1);
+    EXPECT(kt_family_bucket(gemm, 2) == 2);
+    EXPECT(kt_family_bucket(gemm, 3) == 4);
+    EXPECT(kt_family_bucket(gemm, 17) == 24);
+    EXPECT(kt_family_bucket(gemm, 24) == 24);
+    EXPECT(kt_family_bucket(gemm, 25) == 32);
+    EXPECT(kt_family_bucket(gemm, 100) == 128);
+    EXPECT(kt_family_bucket(gemm, 1025) == 1536);
+    EXPECT(kt_family_bucket(gemm, 4096) == 4096);
+    EXPECT(kt_family_bucket(gemm, 4097) == 8192);
+    EXPECT(kt_family_bucket(gemm, 5000) == 8192);
+    EXPECT(kt_family_bucket(gemm, 70000) == 131072);
 }
 
 KT_TEST(db_names) {
@@ -599,5 +601,47 @@ KT_TEST(db_show) {
     EXPECT(text && strstr(text, "CFG_v1") && strstr(text, "1.50"));
     EXPECT(text && strstr(text, "wrong-result"));
     free(text);
+    cleanup(&fx);
+}
+
+/* Looks up probe at (LAYOUT, N, B) on the H200. */
+static int probe_lookup(kt_db *db, const kt_family *f, const char *shape, long b, kt_winner *w) {
+    kt_problem p;
+    if (kt_parse_shape(f, shape, &p)) return -2;
+    p.m = b;
+    return kt_db_lookup(db, &h200, f, &p, w);
+}
+
+/* A categorical key field must match exactly (never the nearest); sizes go by distance
+ * among rows of the same category; the batch buckets are the family's own (probe: 1, 4, 16,
+ * 64, ...), in the winner rows too. */
+KT_TEST(db_lookup_categories_and_family_buckets) {
+    fixture fx;
+    kt_winner w;
+    char hash[17];
+    const kt_family *f = kt_family_find("probe");
+    EXPECT(f != NULL);
+    if (!f) return;
+    kt_hex64(kt_family_source_hash(f), hash);
+    SETUP(fx);
+    EXPECT(add(&fx, "probe", hash, "v4", "LAYOUT=V4,N=4096", 10, KT_OK, 3.0) == 0);
+    EXPECT(kt_db_update_winner(fx.db, fx.device_id, "probe", hash, "LAYOUT=V4,N=4096", 10) == 0);
+    EXPECT(kt_test_query_long(fx.path, "SELECT m_bucket FROM winners WHERE variant_id = 'v4'") == 16);
+    EXPECT(probe_lookup(fx.db, f, "LAYOUT=V4,N=4096", 13, &w) == 0);
+    EXPECT(w.level == KT_EXACT && !strcmp(w.variant_id, "v4") && w.m_bucket == 16);
+    EXPECT(probe_lookup(fx.db, f, "LAYOUT=V4,N=4096", 30, &w) == 0); /* bucket 64: the nearest M */
+    EXPECT(w.level == KT_NEAREST_M && !strcmp(w.variant_id, "v4"));
+    EXPECT(probe_lookup(fx.db, f, "LAYOUT=V4,N=512", 16, &w) == 0);
+    EXPECT(w.level == KT_NEAREST_SHAPE && !strcmp(w.variant_id, "v4"));
+    /* the other layout at the very same sizes: never served, the default */
+    EXPECT(probe_lookup(fx.db, f, "LAYOUT=V3,N=4096", 16, &w) == 1);
+    EXPECT(w.level == KT_DEFAULT && strcmp(w.variant_id, "v4") != 0);
+    /* with a V3 row far away in N, V3 is served that one, and V4 still its own */
+    EXPECT(add(&fx, "probe", hash, "v3", "LAYOUT=V3,N=64", 16, KT_OK, 9.0) == 0);
+    EXPECT(kt_db_update_winner(fx.db, fx.device_id, "probe", hash, "LAYOUT=V3,N=64", 16) == 0);
+    EXPECT(probe_lookup(fx.db, f, "LAYOUT=V3,N=4096", 16, &w) == 0);
+    EXPECT(w.level == KT_NEAREST_SHAPE && !strcmp(w.variant_id, "v3"));
+    EXPECT(probe_lookup(fx.db, f, "LAYOUT=V4,N=64", 16, &w) == 0);
+    EXPECT(w.level == KT_NEAREST_SHAPE && !strcmp(w.variant_id, "v4"));
     cleanup(&fx);
 }

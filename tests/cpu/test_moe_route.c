@@ -2,11 +2,10 @@
  * float64 (kernels/common/moe_router.h), the tie rule and V3's group limit on crafted tokens,
  * that the fill's routing follows its distribution, the invariants of the reference routing
  * and alignment (every slot once, padding -1, counts and tiles exact) over every router,
- * distribution and M of the GPU test, the int32 poison of the harness, and bad keys. */
+ * distribution and M of the GPU test, and bad keys. */
 #include "../../kernels/common/moe_layout.h"
 #include "../../kernels/common/moe_router.h"
 #include "../../kernels/moe_route.h"
-#include "../../tuner/tuner.h"
 #include "test.h"
 
 #include <math.h>
@@ -101,7 +100,7 @@ typedef struct routed {
 
 static routed route_problem(int router, long K, long TM, int dist, long M, uint64_t seed) {
     const kt_family *f = kt_family_find("moe_route");
-    routed r = {.p = {.n_dims = KT_MR_KEYS, .dim = {KT_MR_SHIM_ROUTER(router), 256, K, TM, KT_MR_SHIM_DIST(dist)}, .m = M}};
+    routed r = {.p = {.n_dims = KT_MR_KEYS, .dim = {router, 256, K, TM, dist}, .m = M}};
     kt_tensor_desc t[KT_MAX_TENSORS];
     int n = f->tensors(&r.p, t);
     for (int i = 0; i < n; i++)
@@ -155,7 +154,7 @@ KT_TEST(moe_route_fill_follows_its_distribution) {
 /* The invariants of a routing and its alignment record; 0 if all hold. */
 static int check_routing(const routed *r) {
     const long M = r->p.m, K = r->p.dim[KT_MR_TOPK], E = 256, TM = r->p.dim[KT_MR_TM];
-    const int router = kt_moe_router_of(&r->p);
+    const int router = (int)r->p.dim[KT_MR_ROUTER];
     const double *ids = r->ref, *w = r->ref + M * K, *rec = r->ref + 2 * M * K;
     const long padded = kt_moe_max_padded(M, K, E, TM), tiles = padded / TM;
     long count[256] = {0}, seen_slot = 0, pads = 0;
@@ -216,30 +215,26 @@ KT_TEST(moe_route_reference_invariants) {
     routed_free(&r);
 }
 
-KT_TEST(moe_route_int32_poison_is_unwritten) {
-    int32_t out[4] = {-1, 7, INT32_MIN, 3};
-    double ref[4] = {-1, 7, 5, 3};
-    kt_check_sums s;
-    kt_check_host(KT_I32, out, ref, 4, &s);
-    EXPECT(s.nans == 1 && s.nan_rank == 2 && s.diff2 == 0);
-}
-
 KT_TEST(moe_route_rejects_bad_keys) {
     const kt_family *f = kt_family_find("moe_route");
     kt_problem p = {0};
     char why[256];
-    EXPECT(kt_parse_shape(f, "ROUTER=3,E=128,TOPK=8,TM=16,DIST=1", &p) == 0);
+    EXPECT(kt_parse_shape(f, "ROUTER=V3,E=128,TOPK=8,TM=16,DIST=uniform", &p) == 0);
     p.m = 4;
     EXPECT(f->check_problem(&p, why, sizeof why) < 0 && strstr(why, "multiple of 256"));
-    EXPECT(kt_parse_shape(f, "ROUTER=2,E=256,TOPK=8,TM=16,DIST=1", &p) == 0);
-    EXPECT(f->check_problem(&p, why, sizeof why) < 0 && strstr(why, "ROUTER=2"));
-    EXPECT(kt_parse_shape(f, "ROUTER=4,E=256,TOPK=17,TM=16,DIST=1", &p) == 0);
+    EXPECT(kt_parse_shape(f, "ROUTER=V5,E=256,TOPK=8,TM=16,DIST=uniform", &p) < 0);
+    EXPECT(kt_parse_shape(f, "ROUTER=V4,E=256,TOPK=17,TM=16,DIST=uniform", &p) == 0);
     EXPECT(f->check_problem(&p, why, sizeof why) < 0 && strstr(why, "TOPK=17"));
-    EXPECT(kt_parse_shape(f, "ROUTER=4,E=256,TOPK=6,TM=16,DIST=4", &p) == 0);
-    EXPECT(f->check_problem(&p, why, sizeof why) < 0 && strstr(why, "DIST=4"));
-    EXPECT(kt_parse_shape(f, "ROUTER=4,E=256,TOPK=6,TM=16,DIST=2", &p) == 0);
+    EXPECT(kt_parse_shape(f, "ROUTER=V4,E=256,TOPK=6,TM=16,DIST=pareto", &p) < 0);
+    EXPECT(kt_parse_shape(f, "ROUTER=V4,E=512,TOPK=6,TM=16,DIST=zipf", &p) == 0);
+    p.m = 4;
+    EXPECT(f->check_problem(&p, why, sizeof why) < 0 && strstr(why, "E=512"));
+    EXPECT(kt_parse_shape(f, "ROUTER=V4,E=256,TOPK=6,TM=16,DIST=zipf", &p) == 0);
     p.m = 9000;
     EXPECT(f->check_problem(&p, why, sizeof why) < 0 && strstr(why, "M=9000"));
     p.m = 256;
     EXPECT(f->check_problem(&p, why, sizeof why) == 0);
+    char s[128];
+    kt_format_shape(f, &p, s, sizeof s);
+    EXPECT(!strcmp(s, "ROUTER=V4,E=256,TOPK=6,TM=16,DIST=zipf"));
 }
