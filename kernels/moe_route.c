@@ -1,7 +1,8 @@
 /* moe_route.c — host descriptor of the MoE routing + alignment family (kernels/moe_route.cu):
  * f32 gate logits [M, E] and the correction bias [E] in; topk_ids, topk_weights and the
- * alignment record of kernels/common/moe_layout.h out. Key: ROUTER (V4, V3), E, TOPK, TM (the
- * grouped GEMM's token tile), DIST (uniform, zipf, hot: what the fill's routing follows). */
+ * alignment records of kernels/common/moe_layout.h out. Key: ROUTER (V4, V3), E, TOPK, TM and
+ * NTM (records for the grouped GEMM's token tiles TM, 2 TM, ..., 2^(NTM-1) TM: the GEMM tunes
+ * its tile and reads its own), DIST (uniform, zipf, hot: what the fill's routing follows). */
 #include "../runtime/kt.h"
 #include "common/moe_layout.h"
 #include "common/moe_router.h"
@@ -11,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { P_WARPS, P_FUSED };
+enum { P_WARPS, P_FUSED, P_BLOCKS };
 enum { T_LOGITS, T_BIAS, T_IDS, T_WEIGHTS, T_REC };
 enum { K_FUSED, K_TOKENS, K_ALIGN };
 #define HIST_INTS 8192 /* the kernel's per-warp expert counts: WARPS * E of them */
@@ -31,7 +32,11 @@ static int check_problem(const kt_problem *p, char *why, size_t n) {
     if (K < 1 || K > KT_MOE_MAX_TOPK || K > most)
         return snprintf(why, n, "TOPK=%ld: moe_route takes 1 to %ld experts a token here", K,
                         most < KT_MOE_MAX_TOPK ? most : KT_MOE_MAX_TOPK), -1;
-    if (TM < 1 || TM > 256) return snprintf(why, n, "TM=%ld: moe_route pads to token tiles of 1 to 256 rows", TM), -1;
+    long NTM = p->dim[KT_MR_NTM];
+    if (NTM < 1 || NTM > KT_MOE_MAX_NTM)
+        return snprintf(why, n, "NTM=%ld: moe_route writes 1 to %d alignment records", NTM, KT_MOE_MAX_NTM), -1;
+    if (TM < 1 || TM << (NTM - 1) > 256)
+        return snprintf(why, n, "TM=%ld, NTM=%ld: moe_route pads to token tiles of 1 to 256 rows", TM, NTM), -1;
     if (p->m < 1 || p->m > MAX_M) return snprintf(why, n, "M=%ld: moe_route supports M from 1 to %d", p->m, MAX_M), -1;
     return 0;
 }
@@ -44,21 +49,24 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
     return 0; /* 1 to 32 warps and either path build everywhere */
 }
 
-/* The block's per-warp expert counts fit its shared memory. */
-static int config_fits(const kt_config *c, const kt_problem *p) { return c->v[P_WARPS] * p->dim[KT_MR_E] <= HIST_INTS; }
+/* The block's per-warp expert counts fit its shared memory, and the one-kernel path's slots. */
+static int config_fits(const kt_config *c, const kt_problem *p) {
+    return c->v[P_WARPS] * p->dim[KT_MR_E] <= HIST_INTS && (!c->v[P_FUSED] || p->m * p->dim[KT_MR_TOPK] <= KT_MOE_FUSED_SLOTS);
+}
 
-/* One launch for small M, where a block routes every token in a few passes; two above, where
- * routing spreads over the GPU. */
+/* One launch while a block's warps route every token in one pass; two above, where routing
+ * spreads over the GPU. 16 aligning blocks share the padding rows, most of the records. */
 static void default_for(const kt_problem *p, int sms, kt_config *c) {
     (void)sms;
-    c->v[P_FUSED] = p->m <= 64;
-    c->v[P_WARPS] = p->m <= 64 ? 8 : 16;
-    if (!config_fits(c, p)) c->v[P_WARPS] = (int)(HIST_INTS / p->dim[KT_MR_E]);
+    *c = (kt_config){{8, p->m <= 8, 16}};
+    if (!config_fits(c, p)) c->v[P_FUSED] = 0;
 }
 
-static long record_ints(const kt_problem *p) {
-    return kt_moe_align_ints(p->m, p->dim[KT_MR_TOPK], p->dim[KT_MR_E], p->dim[KT_MR_TM]);
+/* Offset of record r of p's alignment output (r = NTM: its size). */
+static long record_offset(const kt_problem *p, int r) {
+    return kt_moe_align_multi_offset(p->m, p->dim[KT_MR_TOPK], p->dim[KT_MR_E], p->dim[KT_MR_TM], r);
 }
+static long record_ints(const kt_problem *p) { return record_offset(p, (int)p->dim[KT_MR_NTM]); }
 
 static int tensors(const kt_problem *p, kt_tensor_desc *t) {
     size_t M = p->m, E = p->dim[KT_MR_E], K = p->dim[KT_MR_TOPK];
@@ -210,7 +218,7 @@ static void reference(const kt_problem *p, void *const *host, double *ref) {
         for (long k = 0; k < K; k++) ref[M * K + t * K + k] = w[k];
     }
     for (long i = 0; i < M * K; i++) ref[i] = ids[i];
-    kt_moe_align_ref(ids, M, K, E, TM, rec, count);
+    for (int r = 0; r < p->dim[KT_MR_NTM]; r++) kt_moe_align_ref(ids, M, K, E, TM << r, rec + record_offset(p, r), count);
     for (long i = 0; i < record_ints(p); i++) ref[2 * M * K + i] = rec[i];
     free(ids);
     free(rec);
@@ -221,19 +229,20 @@ static void reference(const kt_problem *p, void *const *host, double *ref) {
 static int launch(const kt_launch *l) {
     const kt_problem *p = l->problem;
     int M = (int)p->m, E = (int)p->dim[KT_MR_E], K = (int)p->dim[KT_MR_TOPK], TM = (int)p->dim[KT_MR_TM];
-    int router = (int)p->dim[KT_MR_ROUTER], warps = l->config->v[P_WARPS];
+    int NTM = (int)p->dim[KT_MR_NTM], router = (int)p->dim[KT_MR_ROUTER], warps = l->config->v[P_WARPS];
+    unsigned blocks = (unsigned)l->config->v[P_BLOCKS], threads = (unsigned)(32 * warps);
     uint64_t ptr[5];
     memcpy(ptr, l->ptr, sizeof ptr);
-    unsigned threads = (unsigned)(32 * warps);
     if (l->config->v[P_FUSED]) {
-        void *args[] = {&ptr[T_LOGITS], &ptr[T_BIAS], &ptr[T_IDS], &ptr[T_WEIGHTS], &ptr[T_REC], &M, &E, &K, &TM, &router};
-        return kt_launch_kernel_pdl(l->mod, K_FUSED, 1, 1, 1, threads, 0, l->stream, args);
+        void *args[] = {&ptr[T_LOGITS], &ptr[T_BIAS], &ptr[T_IDS], &ptr[T_WEIGHTS], &ptr[T_REC], &M, &E, &K, &TM, &NTM,
+                        &router};
+        return kt_launch_kernel_pdl(l->mod, K_FUSED, blocks, 1, 1, threads, 0, l->stream, args);
     }
     void *route[] = {&ptr[T_LOGITS], &ptr[T_BIAS], &ptr[T_IDS], &ptr[T_WEIGHTS], &M, &E, &K, &router};
-    void *align[] = {&ptr[T_IDS], &ptr[T_REC], &M, &E, &K, &TM};
+    void *align[] = {&ptr[T_IDS], &ptr[T_REC], &M, &E, &K, &TM, &NTM};
     return kt_launch_kernel_pdl(l->mod, K_TOKENS, (unsigned)((M + warps - 1) / warps), 1, 1, threads, 0, l->stream,
                                 route) ||
-                   kt_launch_kernel_pdl(l->mod, K_ALIGN, 1, 1, 1, threads, 0, l->stream, align)
+                   kt_launch_kernel_pdl(l->mod, K_ALIGN, blocks, 1, 1, threads, 0, l->stream, align)
                ? -1
                : 0;
 }
@@ -245,11 +254,12 @@ static double bytes(const kt_problem *p) {
 }
 
 static const char *const kernel_names[] = {"moe_route_fused", "moe_route_tokens", "moe_align", NULL};
-/* V4-Flash (top-6) and V3 (top-8) over 256 experts, a 16-token GEMM tile, each distribution. */
+/* V4-Flash (top-6) and V3 (top-8) over 256 experts, records for moe_gemm's tiles 8-64, each
+ * distribution. */
 static const long target_shapes[][KT_MAX_DIMS] = {
-    {KT_MOE_ROUTER_V4, 256, 6, 16, KT_MOE_DIST_UNIFORM}, {KT_MOE_ROUTER_V4, 256, 6, 16, KT_MOE_DIST_ZIPF},
-    {KT_MOE_ROUTER_V4, 256, 6, 16, KT_MOE_DIST_HOT},     {KT_MOE_ROUTER_V3, 256, 8, 16, KT_MOE_DIST_UNIFORM},
-    {KT_MOE_ROUTER_V3, 256, 8, 16, KT_MOE_DIST_ZIPF},    {KT_MOE_ROUTER_V3, 256, 8, 16, KT_MOE_DIST_HOT}};
+    {KT_MOE_ROUTER_V4, 256, 6, 8, 4, KT_MOE_DIST_UNIFORM}, {KT_MOE_ROUTER_V4, 256, 6, 8, 4, KT_MOE_DIST_ZIPF},
+    {KT_MOE_ROUTER_V4, 256, 6, 8, 4, KT_MOE_DIST_HOT},     {KT_MOE_ROUTER_V3, 256, 8, 8, 4, KT_MOE_DIST_UNIFORM},
+    {KT_MOE_ROUTER_V3, 256, 8, 8, 4, KT_MOE_DIST_ZIPF},    {KT_MOE_ROUTER_V3, 256, 8, 8, 4, KT_MOE_DIST_HOT}};
 
 const kt_family kt_family_moe_route = {
     .name = "moe_route",
@@ -261,11 +271,12 @@ const kt_family kt_family_moe_route = {
              {"E"},
              {"TOPK"},
              {"TM"},
+             {"NTM"},
              {"DIST", KT_KEY_CATEGORY, kt_moe_dist_names}},
     .m_name = "M",
-    .n_params = 2,
-    .params = {{"WARPS", 4, {4, 8, 16, 32}}, {"FUSED", 2, {0, 1}}},
-    .default_config = {{8, 1}},
+    .n_params = 3,
+    .params = {{"WARPS", 4, {4, 8, 16, 32}}, {"FUSED", 2, {0, 1}}, {"BLOCKS", 3, {1, 4, 16}}},
+    .default_config = {{8, 0, 16}},
     .target_shapes = target_shapes,
     .n_target_shapes = 6,
     .check_problem = check_problem,

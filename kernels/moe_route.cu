@@ -1,14 +1,17 @@
 // moe_route.cu — MoE routing and alignment for decode (kt verify --family moe_route
-//   --shape ROUTER=0,E=256,TOPK=6,TM=16,DIST=0 --m 1,16,256):
+//   --shape ROUTER=V4,E=256,TOPK=6,TM=8,NTM=4,DIST=zipf --m 1,16,256):
 //   router: f32 gate logits [M, E] + correction bias [E] -> topk_ids [M, TOPK], topk_weights
 //     (kernels/common/moe_router.h: V4 sqrt(softplus), V3 sigmoid with the best 4 of 8 groups);
-//   align: topk_ids -> the alignment record of kernels/common/moe_layout.h (slots sorted by
-//     expert, each expert padded to TM rows, the tiles' experts, the tile count).
+//   align: topk_ids -> alignment records of kernels/common/moe_layout.h (slots sorted by
+//     expert, each expert padded to the tile, the tiles' experts, the tile count).
 // Fixed sizes, no host sync: capturable in a CUDA graph. A warp routes a token (an expert per
-// lane and j: e = lane + 32 j); one block aligns, each warp ranking a contiguous run of slots
-// so the order within an expert is the slot order (deterministic, compared exactly).
-// FUSED=1: one kernel, one block (route then align: the small-M path, one launch);
-// FUSED=0: moe_route_tokens over ceil(M / WARPS) blocks, then moe_align in one block.
+// lane and j: e = lane + 32 j). The aligning blocks count; each warp ranks a contiguous run
+// of slots, so the order within an expert is the slot order (deterministic, compared exactly).
+// NTM records for the tiles TM, 2 TM, ... (moe_gemm tunes its tile: it reads the one it uses).
+// FUSED=1: one kernel of BLOCKS blocks, each routing every token into shared memory and
+// aligning from there (the small-M path: one launch); FUSED=0: moe_route_tokens over
+// ceil(M / WARPS) blocks, then moe_align over BLOCKS blocks. Block 0 sorts the slots; all
+// blocks share the writes of the padding rows and tiles, most of the record at small M.
 // All are programmatic dependents (PDL): they let the next kernel launch at once and wait for
 // the previous one (the gate GEMM, or moe_route_tokens) before reading what it wrote.
 #include "kt_device.cuh"
@@ -16,15 +19,14 @@
 #include "moe_router.h"
 
 #ifndef KT_WARPS
-#define KT_WARPS 8
-#define KT_FUSED 1
+#define KT_WARPS 8 // FUSED and BLOCKS only change the launch (kernels/moe_route.c)
 #endif
 
 constexpr int WARPS = KT_WARPS, THREADS = 32 * WARPS;
 constexpr int PER_LANE = KT_MOE_MAX_E / 32;
 constexpr int HIST_INTS = 8192; // WARPS * E per-warp expert counts (moe_route.c: config_fits)
 #define NEG_INF __int_as_float(0xff800000)
-static_assert(WARPS >= 1 && WARPS <= 32, "1 to 32 warps");
+static_assert(WARPS >= KT_MOE_MAX_NTM && WARPS <= 32, "a warp per record scans; at most 32 warps");
 
 // A choice value and its expert as one ordered key: the larger value wins, then the lower
 // expert. 0 is below every key of a number (the smallest, -inf, maps to 0x007fffff << 32).
@@ -139,9 +141,9 @@ __device__ __forceinline__ void route_token(const float *logits, const float *bi
 
 // Per-expert shared state of the alignment.
 struct align_smem {
-    int hist[HIST_INTS];           // [warp][expert]: slots of the warp's run, then its base within the expert
+    int hist[HIST_INTS];         // [warp][expert]: slots of the warp's run, then its base within the expert
     int count[KT_MOE_MAX_E];
-    int start[KT_MOE_MAX_E + 1];   // exclusive scan of the padded counts; start[E] = rows in use
+    int start[KT_MOE_MAX_NTM][KT_MOE_MAX_E + 1]; // per record: exclusive scan of the padded counts; [E] = rows in use
 };
 
 // The warp's run of slots [begin, end): calls f(slot, expert, peers) 32 slots at a time in
@@ -168,11 +170,11 @@ __device__ __forceinline__ int expert_of_row(const int *start, int E, long i) {
     return lo;
 }
 
-// Exclusive scan of the experts' padded counts into s.start (warp 0; E <= 256).
-__device__ __forceinline__ void scan_padded(align_smem &s, int E, int TM) {
+// Exclusive scan of the experts' counts padded to TM into start[0..E] (one warp; E <= 256).
+__device__ __forceinline__ void scan_padded(const int *count, int *start, int E, int TM) {
     const int lane = threadIdx.x % 32, per = (E + 31) / 32;
     int local = 0;
-    for (int i = lane * per; i < (lane + 1) * per && i < E; i++) local += (s.count[i] + TM - 1) / TM * TM;
+    for (int i = lane * per; i < (lane + 1) * per && i < E; i++) local += (count[i] + TM - 1) / TM * TM;
     int incl = local;
 #pragma unroll
     for (int off = 1; off < 32; off <<= 1) {
@@ -181,20 +183,16 @@ __device__ __forceinline__ void scan_padded(align_smem &s, int E, int TM) {
     }
     int run = incl - local;
     for (int i = lane * per; i < (lane + 1) * per && i < E; i++) {
-        s.start[i] = run;
-        run += (s.count[i] + TM - 1) / TM * TM;
+        start[i] = run;
+        run += (count[i] + TM - 1) / TM * TM;
     }
-    if (lane == 31) s.start[E] = incl;
+    if (lane == 31) start[E] = incl;
 }
 
-// One block writes the alignment record of topk_ids [M*K] (written before the block's
-// __syncthreads or by the previous grid: plain loads, not the read-only path).
-__device__ void align_block(const int *ids, int *rec, int M, int K, int E, int TM, align_smem &s) {
+// Counts, each warp's base within every expert (its run's slots go after the earlier runs'),
+// and the padded starts of every record, in every block of the grid.
+__device__ void align_counts(const int *ids, long begin, long end, int E, int TM, int NTM, align_smem &s) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const long n = (long)M * K, run = (n + WARPS - 1) / WARPS;
-    const long begin = warp * run < n ? warp * run : n, end = begin + run < n ? begin + run : n;
-    const long padded = kt_moe_max_padded(M, K, E, TM), tiles = padded / TM;
-    int *sorted = rec + KT_MOE_SORTED(M, K, E, TM), *tile_expert = rec + KT_MOE_TILES(M, K, E, TM);
     int *hist = s.hist + warp * E;
     for (int i = threadIdx.x; i < WARPS * E; i += THREADS) s.hist[i] = 0;
     __syncthreads();
@@ -202,7 +200,7 @@ __device__ void align_block(const int *ids, int *rec, int M, int K, int E, int T
         if (lane == __ffs(peers) - 1) hist[e] += __popc(peers);
     });
     __syncthreads();
-    for (int e = threadIdx.x; e < E; e += THREADS) { // each warp's base within the expert
+    for (int e = threadIdx.x; e < E; e += THREADS) {
         int total = 0;
         for (int w = 0; w < WARPS; w++) {
             int h = s.hist[w * E + e];
@@ -212,34 +210,62 @@ __device__ void align_block(const int *ids, int *rec, int M, int K, int E, int T
         s.count[e] = total;
     }
     __syncthreads();
-    if (warp == 0) scan_padded(s, E, TM);
+    if (warp < NTM) scan_padded(s.count, s.start[warp], E, TM << warp); // WARPS >= 4 >= NTM
     __syncthreads();
-    warp_run(ids, begin, end, [&](long slot, int e, unsigned peers) {
-        const int rank = __popc(peers & ((1u << lane) - 1));
-        sorted[s.start[e] + hist[e] + rank] = (int)slot;
-        __syncwarp(peers);
-        if (lane == __ffs(peers) - 1) hist[e] += __popc(peers);
-    });
-    const long used = s.start[E];
-    for (long i = threadIdx.x; i < padded; i += THREADS) { // the padding rows (the scatter wrote the rest)
-        const int e = expert_of_row(s.start, E, i);
-        if (i >= used || i - s.start[e] >= s.count[e]) sorted[i] = KT_MOE_PAD;
-    }
-    for (long t = threadIdx.x; t < tiles; t += THREADS)
-        tile_expert[t] = t * TM < used ? expert_of_row(s.start, E, t * TM) : KT_MOE_PAD;
-    if (threadIdx.x == 0) rec[KT_MOE_NTILES(M, K, E, TM)] = (int)(used / TM);
 }
 
-// FUSED=1: one block routes every token (a warp a token) and aligns.
+// The alignment records of topk_ids [M*K] (shared memory, or global memory written by the
+// previous grid) into rec: NTM records for the tiles TM << r (kernels/common/moe_router.h).
+// Every block of the grid counts; block 0 scatters the slots; all write the padding rows and
+// tiles, a grid-strided share each.
+__device__ void align_grid(const int *ids, int *rec, int M, int K, int E, int TM, int NTM, align_smem &s) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const long n = (long)M * K, run = (n + WARPS - 1) / WARPS;
+    const long begin = warp * run < n ? warp * run : n, end = begin + run < n ? begin + run : n;
+    align_counts(ids, begin, end, E, TM, NTM, s);
+    if (blockIdx.x == 0) {
+        int *hist = s.hist + warp * E;
+        warp_run(ids, begin, end, [&](long slot, int e, unsigned peers) {
+            const int at = hist[e] + __popc(peers & ((1u << lane) - 1));
+            for (int r = 0; r < NTM; r++) rec[kt_moe_align_multi_offset(M, K, E, TM, r) + s.start[r][e] + at] = (int)slot;
+            __syncwarp(peers);
+            if (lane == __ffs(peers) - 1) hist[e] += __popc(peers);
+        });
+    }
+    const long first = (long)blockIdx.x * THREADS + threadIdx.x, stride = (long)gridDim.x * THREADS;
+    for (int r = 0; r < NTM; r++) {
+        const int tm = TM << r;
+        const int *start = s.start[r];
+        const long padded = kt_moe_max_padded(M, K, E, tm), tiles = padded / tm, used = start[E];
+        int *sorted = rec + kt_moe_align_multi_offset(M, K, E, TM, r);
+        int *tile_expert = sorted + KT_MOE_TILES(M, K, E, tm);
+        for (long i = first; i < padded; i += stride) { // the padding rows (the scatter writes the rest)
+            const int e = expert_of_row(start, E, i);
+            if (i >= used || i - start[e] >= s.count[e]) sorted[i] = KT_MOE_PAD;
+        }
+        for (long t = first; t < tiles; t += stride)
+            tile_expert[t] = t * tm < used ? expert_of_row(start, E, t * tm) : KT_MOE_PAD;
+        if (first == 0) sorted[KT_MOE_NTILES(M, K, E, tm)] = (int)(used / tm);
+    }
+}
+
+// FUSED=1 (M * K <= KT_MOE_FUSED_SLOTS): every block routes every token into shared memory
+// (block 0 also writes ids and weights) and aligns from there: one launch, no round trip.
 extern "C" __global__ void __launch_bounds__(THREADS)
 moe_route_fused(const float *__restrict__ logits, const float *__restrict__ bias, int *ids, float *weights, int *rec,
-                int M, int E, int K, int TM, int router) {
+                int M, int E, int K, int TM, int NTM, int router) {
     __shared__ align_smem s;
+    __shared__ int ids_s[KT_MOE_FUSED_SLOTS];
+    __shared__ float weights_s[KT_MOE_FUSED_SLOTS];
     kt_allow_consumer();
     kt_wait_producer();
-    for (int t = threadIdx.x / 32; t < M; t += WARPS) route_token(logits, bias, ids, weights, t, E, K, router);
-    __syncthreads(); // the block's ids are visible to the whole block
-    align_block(ids, rec, M, K, E, TM, s);
+    for (int t = threadIdx.x / 32; t < M; t += WARPS) route_token(logits, bias, ids_s, weights_s, t, E, K, router);
+    __syncthreads();
+    for (int i = threadIdx.x; blockIdx.x == 0 && i < M * K; i += THREADS) {
+        ids[i] = ids_s[i];
+        weights[i] = weights_s[i];
+    }
+    align_grid(ids_s, rec, M, K, E, TM, NTM, s);
 }
 
 // FUSED=0, first kernel: a warp per token over ceil(M / WARPS) blocks.
@@ -252,10 +278,11 @@ moe_route_tokens(const float *__restrict__ logits, const float *__restrict__ bia
     if (t < M) route_token(logits, bias, ids, weights, t, E, K, router);
 }
 
-// FUSED=0, second kernel: one block aligns what moe_route_tokens wrote.
-extern "C" __global__ void __launch_bounds__(THREADS) moe_align(const int *ids, int *rec, int M, int E, int K, int TM) {
+// FUSED=0, second kernel: BLOCKS blocks align what moe_route_tokens wrote.
+extern "C" __global__ void __launch_bounds__(THREADS)
+moe_align(const int *ids, int *rec, int M, int E, int K, int TM, int NTM) {
     __shared__ align_smem s;
     kt_allow_consumer();
     kt_wait_producer();
-    align_block(ids, rec, M, K, E, TM, s);
+    align_grid(ids, rec, M, K, E, TM, NTM, s);
 }

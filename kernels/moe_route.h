@@ -7,8 +7,9 @@
 #include "../runtime/kt.h"
 
 /* moe_route's key fields in kt_problem.dim order; ROUTER and DIST are categories whose indices
- * are kernels/common/moe_router.h's KT_MOE_ROUTER_* and KT_MOE_DIST_*. */
-enum { KT_MR_ROUTER, KT_MR_E, KT_MR_TOPK, KT_MR_TM, KT_MR_DIST, KT_MR_KEYS };
+ * are kernels/common/moe_router.h's KT_MOE_ROUTER_* and KT_MOE_DIST_*; TM the smallest token
+ * tile and NTM the number of alignment records (tiles TM, 2 TM, ...). */
+enum { KT_MR_ROUTER, KT_MR_E, KT_MR_TOPK, KT_MR_TM, KT_MR_NTM, KT_MR_DIST, KT_MR_KEYS };
 extern const char *const kt_moe_router_names[]; /* "V4", "V3", NULL */
 extern const char *const kt_moe_dist_names[];   /* "uniform", "zipf", "hot", NULL */
 

@@ -46,6 +46,8 @@ enum { KT_MOE_DIST_UNIFORM = 0, KT_MOE_DIST_ZIPF = 1, KT_MOE_DIST_HOT = 2 };
 
 #define KT_MOE_MAX_E 256          /* experts a router handles: 8 per lane of its warp */
 #define KT_MOE_MAX_TOPK 16
+#define KT_MOE_MAX_NTM 4          /* alignment records one router writes (token tiles TM..8TM) */
+#define KT_MOE_FUSED_SLOTS 1024   /* M * TOPK the one-kernel path keeps in shared memory */
 #define KT_MOE_V3_GROUPS 8        /* DeepSeek-V3's n_group */
 #define KT_MOE_V3_TOPK_GROUPS 4   /* and topk_group */
 #define KT_MOE_V4_SCALE 1.5f      /* routed_scaling_factor */
@@ -106,5 +108,15 @@ KT_MR_FN float kt_moe_score(int router, float logit) {
 }
 KT_MR_FN float kt_moe_choice(float score, float bias) { return KT_MR_ADD(KT_MR_ADD(score, bias), 0.0f); }
 KT_MR_FN float kt_moe_scale(int router) { return router == KT_MOE_ROUTER_V4 ? KT_MOE_V4_SCALE : KT_MOE_V3_SCALE; }
+
+/* The router's alignment output for a grouped GEMM that tunes its token tile: NTM records of
+ * kernels/common/moe_layout.h for the tiles TM, 2 TM, ..., 2^(NTM-1) TM, one after the other
+ * (moe_gemm tunes TM over 8, 16, 32, 64: TM=8, NTM=4). The offset (in int32) of record r, and
+ * with r = NTM the size of them all. Needs moe_layout.h included first. */
+KT_MR_FN long kt_moe_align_multi_offset(long M, long topk, long E, long TM, int r) {
+    long off = 0;
+    for (int q = 0; q < r; q++) off += kt_moe_align_ints(M, topk, E, TM << q);
+    return off;
+}
 
 #endif

@@ -98,9 +98,9 @@ typedef struct routed {
     long n_ref;
 } routed;
 
-static routed route_problem(int router, long K, long TM, int dist, long M, uint64_t seed) {
+static routed route_problem(int router, long K, long TM, long NTM, int dist, long M, uint64_t seed) {
     const kt_family *f = kt_family_find("moe_route");
-    routed r = {.p = {.n_dims = KT_MR_KEYS, .dim = {router, 256, K, TM, dist}, .m = M}};
+    routed r = {.p = {.n_dims = KT_MR_KEYS, .dim = {router, 256, K, TM, NTM, dist}, .m = M}};
     kt_tensor_desc t[KT_MAX_TENSORS];
     int n = f->tensors(&r.p, t);
     for (int i = 0; i < n; i++)
@@ -136,9 +136,9 @@ static long busiest(const routed *r) {
 KT_TEST(moe_route_fill_follows_its_distribution) {
     for (int router = 0; router < 2; router++) {
         long K = router ? 8 : 6, M = 256;
-        routed u = route_problem(router, K, 16, KT_MOE_DIST_UNIFORM, M, 11);
-        routed z = route_problem(router, K, 16, KT_MOE_DIST_ZIPF, M, 11);
-        routed h = route_problem(router, K, 16, KT_MOE_DIST_HOT, M, 11);
+        routed u = route_problem(router, K, 16, 1, KT_MOE_DIST_UNIFORM, M, 11);
+        routed z = route_problem(router, K, 16, 1, KT_MOE_DIST_ZIPF, M, 11);
+        routed h = route_problem(router, K, 16, 1, KT_MOE_DIST_HOT, M, 11);
         long ties = M / 16; /* the all-equal tokens route by bias alone */
         printf("  %s: busiest expert %ld (uniform), %ld (zipf), %ld (hot) of %ld tokens\n", kt_moe_router_names[router],
                busiest(&u), busiest(&z), busiest(&h), M);
@@ -151,11 +151,11 @@ KT_TEST(moe_route_fill_follows_its_distribution) {
     }
 }
 
-/* The invariants of a routing and its alignment record; 0 if all hold. */
-static int check_routing(const routed *r) {
-    const long M = r->p.m, K = r->p.dim[KT_MR_TOPK], E = 256, TM = r->p.dim[KT_MR_TM];
+/* The invariants of a routing and its alignment record for tile TM at rec; 0 if all hold. */
+static int check_record(const routed *r, long TM, const double *rec) {
+    const long M = r->p.m, K = r->p.dim[KT_MR_TOPK], E = 256;
     const int router = (int)r->p.dim[KT_MR_ROUTER];
-    const double *ids = r->ref, *w = r->ref + M * K, *rec = r->ref + 2 * M * K;
+    const double *ids = r->ref, *w = r->ref + M * K;
     const long padded = kt_moe_max_padded(M, K, E, TM), tiles = padded / TM;
     long count[256] = {0}, seen_slot = 0, pads = 0;
     int bad = 0;
@@ -192,24 +192,33 @@ static int check_routing(const routed *r) {
     return bad;
 }
 
+/* check_record on every record of r's output (tiles TM << i), each at its offset. */
+static int check_routing(const routed *r) {
+    const long M = r->p.m, K = r->p.dim[KT_MR_TOPK], TM = r->p.dim[KT_MR_TM];
+    int bad = 0;
+    for (int i = 0; i < r->p.dim[KT_MR_NTM]; i++)
+        bad |= check_record(r, TM << i, r->ref + 2 * M * K + kt_moe_align_multi_offset(M, K, 256, TM, i));
+    return bad;
+}
+
 KT_TEST(moe_route_reference_invariants) {
     static const long ms[] = {1, 4, 16, 64, 256};
     int bad = 0, cases = 0;
     for (int router = 0; router < 2; router++)
         for (int dist = 0; dist < 3; dist++)
             for (int i = 0; i < 5; i++)
-                for (long TM = 16; TM <= 64; TM *= 4) {
-                    routed r = route_problem(router, router ? 8 : 6, TM, dist, ms[i], 100 + i);
+                for (long TM = 8; TM <= 64; TM *= 8) { /* TM 8 with moe_gemm's 4 records, TM 64 alone */
+                    routed r = route_problem(router, router ? 8 : 6, TM, TM == 8 ? 4 : 1, dist, ms[i], 100 + i);
                     bad += check_routing(&r);
                     cases++;
                     routed_free(&r);
                 }
     EXPECT(cases == 60 && bad == 0);
     /* the check catches a broken record: one slot moved into a padding row */
-    routed r = route_problem(KT_MOE_ROUTER_V4, 6, 16, KT_MOE_DIST_UNIFORM, 16, 3);
-    double *rec = r.ref + 2 * 16 * 6;
+    routed r = route_problem(KT_MOE_ROUTER_V4, 6, 8, 4, KT_MOE_DIST_UNIFORM, 16, 3);
+    double *rec = r.ref + 2 * 16 * 6 + kt_moe_align_multi_offset(16, 6, 256, 8, 3); /* the last record */
     EXPECT(check_routing(&r) == 0);
-    rec[15] = rec[0];
+    rec[63] = rec[0];
     rec[0] = KT_MOE_PAD;
     EXPECT(check_routing(&r) != 0);
     routed_free(&r);
@@ -219,22 +228,24 @@ KT_TEST(moe_route_rejects_bad_keys) {
     const kt_family *f = kt_family_find("moe_route");
     kt_problem p = {0};
     char why[256];
-    EXPECT(kt_parse_shape(f, "ROUTER=V3,E=128,TOPK=8,TM=16,DIST=uniform", &p) == 0);
+    EXPECT(kt_parse_shape(f, "ROUTER=V3,E=128,TOPK=8,TM=16,NTM=1,DIST=uniform", &p) == 0);
     p.m = 4;
     EXPECT(f->check_problem(&p, why, sizeof why) < 0 && strstr(why, "multiple of 256"));
-    EXPECT(kt_parse_shape(f, "ROUTER=V5,E=256,TOPK=8,TM=16,DIST=uniform", &p) < 0);
-    EXPECT(kt_parse_shape(f, "ROUTER=V4,E=256,TOPK=17,TM=16,DIST=uniform", &p) == 0);
+    EXPECT(kt_parse_shape(f, "ROUTER=V5,E=256,TOPK=8,TM=16,NTM=1,DIST=uniform", &p) < 0);
+    EXPECT(kt_parse_shape(f, "ROUTER=V4,E=256,TOPK=17,TM=16,NTM=1,DIST=uniform", &p) == 0);
     EXPECT(f->check_problem(&p, why, sizeof why) < 0 && strstr(why, "TOPK=17"));
-    EXPECT(kt_parse_shape(f, "ROUTER=V4,E=256,TOPK=6,TM=16,DIST=pareto", &p) < 0);
-    EXPECT(kt_parse_shape(f, "ROUTER=V4,E=512,TOPK=6,TM=16,DIST=zipf", &p) == 0);
+    EXPECT(kt_parse_shape(f, "ROUTER=V4,E=256,TOPK=6,TM=16,NTM=1,DIST=pareto", &p) < 0);
+    EXPECT(kt_parse_shape(f, "ROUTER=V4,E=512,TOPK=6,TM=16,NTM=1,DIST=zipf", &p) == 0);
     p.m = 4;
     EXPECT(f->check_problem(&p, why, sizeof why) < 0 && strstr(why, "E=512"));
-    EXPECT(kt_parse_shape(f, "ROUTER=V4,E=256,TOPK=6,TM=16,DIST=zipf", &p) == 0);
+    EXPECT(kt_parse_shape(f, "ROUTER=V4,E=256,TOPK=6,TM=64,NTM=4,DIST=zipf", &p) == 0);
+    EXPECT(f->check_problem(&p, why, sizeof why) < 0 && strstr(why, "NTM=4"));
+    EXPECT(kt_parse_shape(f, "ROUTER=V4,E=256,TOPK=6,TM=8,NTM=4,DIST=zipf", &p) == 0);
     p.m = 9000;
     EXPECT(f->check_problem(&p, why, sizeof why) < 0 && strstr(why, "M=9000"));
     p.m = 256;
     EXPECT(f->check_problem(&p, why, sizeof why) == 0);
     char s[128];
     kt_format_shape(f, &p, s, sizeof s);
-    EXPECT(!strcmp(s, "ROUTER=V4,E=256,TOPK=6,TM=16,DIST=zipf"));
+    EXPECT(!strcmp(s, "ROUTER=V4,E=256,TOPK=6,TM=8,NTM=4,DIST=zipf"));
 }

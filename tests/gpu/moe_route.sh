@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # moe_route.sh — the moe_route family on the GPU: kt verify of the default config and 3 seeded
 # random ones on fresh inputs (a new seed each run) at M = 1, 4, 16, 64, 256, 1024, both routers
-# (V4 top-6, V3 top-8 of 256), every routing distribution, GEMM tiles TM = 16 and 64; then the
+# (V4 top-6, V3 top-8 of 256), every routing distribution, the records for moe_gemm's tiles
+# (TM = 8, NTM = 4: tiles 8, 16, 32, 64) and one record for TM = 16; then the
 # route + align time per M of both paths (kt bench, one fused block / two kernels). Logs in
 # $LOGS (default /tmp/kt-moe-route). Ends with "N passed, N failed".
 #   usage: tests/gpu/moe_route.sh            (KT: the kt binary, default ./bin/kt)
@@ -26,16 +27,18 @@ step() {
 # shapes ROUTER TOPK: the --shape options of every distribution and tile for that router.
 shapes() {
     local d tm
-    for d in uniform zipf hot; do for tm in 16 64; do printf -- '--shape ROUTER=%s,E=256,TOPK=%s,TM=%s,DIST=%s ' "$1" "$2" $tm $d; done; done
+    for d in uniform zipf hot; do for tm in TM=8,NTM=4 TM=16,NTM=1; do
+        printf -- '--shape ROUTER=%s,E=256,TOPK=%s,%s,DIST=%s ' "$1" "$2" $tm $d
+    done; done
 }
 MS=1,4,16,64,256,1024
 # shellcheck disable=SC2046
 step verify_v4 $KT verify --family moe_route $(shapes V4 6) --m $MS --sample 3 --seed $RANDOM
 # shellcheck disable=SC2046
 step verify_v3 $KT verify --family moe_route $(shapes V3 8) --m $MS --sample 3 --seed $RANDOM
-step bench_fused $KT bench --family moe_route --shape targets --m 1,16,64,256 --config WARPS=8,FUSED=1 \
+step bench_fused $KT bench --family moe_route --shape targets --m 1,4,8 --config WARPS=8,FUSED=1,BLOCKS=16 \
     --json "$LOGS/bench_fused.json"
-step bench_split $KT bench --family moe_route --shape targets --m 1,16,64,256,1024 --config WARPS=16,FUSED=0 \
+step bench_split $KT bench --family moe_route --shape targets --m 1,16,64,256,1024 --config WARPS=8,FUSED=0,BLOCKS=16 \
     --json "$LOGS/bench_split.json"
 cat "$LOGS/bench_fused.log" "$LOGS/bench_split.log" | grep -E '^ROUTER|shape'
 echo "$passed passed, $failed failed"
