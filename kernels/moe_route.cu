@@ -25,7 +25,7 @@
 constexpr int WARPS = KT_WARPS, THREADS = 32 * WARPS;
 constexpr int PER_LANE = KT_MOE_MAX_E / 32;
 constexpr int HIST_INTS = 8192; // WARPS * E per-warp expert counts (moe_route.c: config_fits)
-#define NEG_INF __int_as_float(0xff800000)
+#define NEG_INF __uint_as_float(0xff800000u)
 static_assert(WARPS >= KT_MOE_MAX_NTM && WARPS <= 32, "a warp per record scans; at most 32 warps");
 
 // A choice value and its expert as one ordered key: the larger value wins, then the lower
