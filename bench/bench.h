@@ -24,13 +24,25 @@ typedef struct kt_bench_options {
  * rows; returns -1 if any case failed (after measuring the others) or the GPU failed. */
 int kt_bench_run(const kt_bench_options *o);
 
+/* The handles and workspace the vendor baselines (bench/baselines.c) share, for one run. */
+int kt_bench_baselines_open(void);
+void kt_bench_baselines_close(void);
+/* fp8_gemm's vendor baselines (kt_baseline hooks; kernels/fp8_gemm.c lists them). */
+int kt_baseline_cublaslt_fp8_prepare(const kt_problem *p, void **state);
+int kt_baseline_cublaslt_fp8_choose(void *state, int i, int ran, const char **label, int *algo);
+int kt_baseline_cublaslt_fp8_enqueue(void *state, const kt_launch *l);
+void kt_baseline_cublaslt_fp8_release(void *state);
+int kt_baseline_cublas_bf16_prepare(const kt_problem *p, void **state);
+int kt_baseline_cublas_bf16_enqueue(void *state, const kt_launch *l);
+void kt_baseline_cublas_bf16_release(void *state);
+
 /* Measured device-to-device copy bandwidth in bytes/s, counting bytes read + written. */
 int kt_bench_copy_bandwidth(double *bytes_per_s);
 
-/* Measured rate of the e4m3 mma (bench/ceiling.cu) in flop/s: the best over warp tiles of
- * 2x2 and 4x2 fragments and 8, 16 and 32 warps per SM, and the best at 8 warps per SM (the
- * occupancy of kt's decode tiles). */
-int kt_bench_mma_ceiling(double *best, double *at_8_warps);
+/* Measured rate of the e4m3 (KT_MMA_E4M3) or bf16 (KT_MMA_BF16) mma (bench/ceiling.cu) in
+ * flop/s: the best over warp tiles of 2x2 and 4x2 fragments and 8, 16 and 32 warps per SM,
+ * and the best at 8 warps per SM (the occupancy of kt's decode tiles). */
+int kt_bench_mma_ceiling(kt_mma_kind kind, double *best, double *at_8_warps);
 
 /* Measured rates of on-chip reads in bytes/s (bench/memory.cu): all SMs reading a buffer L2
  * holds, and reading other CTAs' shared memory in clusters of 2, 4 and 8 (dsmem[0..2]; left

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { T_A, T_AS, T_B, T_BS, T_C };
+enum { T_A = KT_FP8_GEMM_A, T_AS = KT_FP8_GEMM_AS, T_B = KT_FP8_GEMM_B, T_BS = KT_FP8_GEMM_BS, T_C = KT_FP8_GEMM_C };
 
 /* sm_120's limits on every arch: the H200 stand-in's winners must build where kt ships. */
 #define SHIP_LIMITS kt_arch_limits_of(KT_SHIP_ARCH)
@@ -271,6 +271,26 @@ double kt_fp8_gemm_flops(const kt_problem *p) { return 2.0 * p->m * p->dim[0] * 
 
 static void default_for(const kt_problem *p, int sms, kt_config *c) { kt_fp8_gemm_default_for(p, sms, 0, c); }
 
+/* The vendor baselines of bench/baselines.c, by weak reference: a program without bench (the
+ * runtime library) links without cuBLAS, and there they are NULL (bench says n/a). */
+int kt_baseline_cublaslt_fp8_prepare(const kt_problem *p, void **state) __attribute__((weak));
+int kt_baseline_cublaslt_fp8_choose(void *state, int i, int ran, const char **label, int *algo) __attribute__((weak));
+int kt_baseline_cublaslt_fp8_enqueue(void *state, const kt_launch *l) __attribute__((weak));
+void kt_baseline_cublaslt_fp8_release(void *state) __attribute__((weak));
+int kt_baseline_cublas_bf16_prepare(const kt_problem *p, void **state) __attribute__((weak));
+int kt_baseline_cublas_bf16_enqueue(void *state, const kt_launch *l) __attribute__((weak));
+void kt_baseline_cublas_bf16_release(void *state) __attribute__((weak));
+static const kt_baseline cublaslt_fp8 = {.name = "cublaslt_fp8",
+                                         .prepare = kt_baseline_cublaslt_fp8_prepare,
+                                         .choose = kt_baseline_cublaslt_fp8_choose,
+                                         .enqueue = kt_baseline_cublaslt_fp8_enqueue,
+                                         .release = kt_baseline_cublaslt_fp8_release};
+static const kt_baseline cublas_bf16 = {.name = "cublas_bf16",
+                                        .prepare = kt_baseline_cublas_bf16_prepare,
+                                        .enqueue = kt_baseline_cublas_bf16_enqueue,
+                                        .release = kt_baseline_cublas_bf16_release};
+static const kt_baseline *const baselines[] = {&cublaslt_fp8, &cublas_bf16, NULL};
+
 static const char *const kernel_names[] = {"fp8_gemm", "fp8_gemm_reference", NULL};
 const long kt_fp8_gemm_targets[KT_FP8_GEMM_TARGETS][KT_MAX_DIMS] = {
     {1536, 4096}, {8192, 1024}, {1024, 4096}, {4096, 2048}, {4096, 512}};
@@ -290,4 +310,5 @@ const kt_family kt_family_fp8_gemm = {
     .launch_reference = launch_reference,
     .launch = launch,
     .bytes = bytes,
+    .baselines = baselines,
 };
