@@ -37,13 +37,13 @@ __device__ __forceinline__ kt_u64 choice_key(float v, int e) {
 }
 __device__ __forceinline__ int key_expert(kt_u64 k) { return 0x7fffffff - (int)(kt_u32)k; }
 
+// The warp's largest key in two warp reductions (redux.sync, sm_80+) instead of five rounds of
+// 64-bit shuffles: the largest value, then the largest low half (the lowest expert) among the
+// lanes holding that value.
 __device__ __forceinline__ kt_u64 warp_max_key(kt_u64 k) {
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) {
-        kt_u64 o = __shfl_xor_sync(0xffffffffu, k, off);
-        k = o > k ? o : k;
-    }
-    return k;
+    const kt_u32 hi = (kt_u32)(k >> 32), top_hi = __reduce_max_sync(0xffffffffu, hi);
+    const kt_u32 top_lo = __reduce_max_sync(0xffffffffu, hi == top_hi ? (kt_u32)k : 0u);
+    return ((kt_u64)top_hi << 32) | top_lo;
 }
 
 // The sum of the two largest of a group's values, the group spread over the warp's lanes
@@ -240,8 +240,12 @@ __device__ void align_grid(const int *ids, int *rec, int M, int K, int E, int TM
         int *sorted = rec + kt_moe_align_multi_offset(M, K, E, TM, r);
         int *tile_expert = sorted + KT_MOE_TILES(M, K, E, tm);
         for (long i = first; i < padded; i += stride) { // the padding rows (the scatter writes the rest)
+            if (i >= used) {
+                sorted[i] = KT_MOE_PAD;
+                continue;
+            }
             const int e = expert_of_row(start, E, i);
-            if (i >= used || i - start[e] >= s.count[e]) sorted[i] = KT_MOE_PAD;
+            if (i - start[e] >= s.count[e]) sorted[i] = KT_MOE_PAD;
         }
         for (long t = first; t < tiles; t += stride)
             tile_expert[t] = t * tm < used ? expert_of_row(start, E, t * tm) : KT_MOE_PAD;
