@@ -275,7 +275,8 @@ const kt_family kt_family_moe_route = {
              {"DIST", KT_KEY_CATEGORY, kt_moe_dist_names}},
     .m_name = "M",
     .n_params = 3,
-    .params = {{"WARPS", 4, {4, 8, 16, 32}}, {"FUSED", 2, {0, 1}}, {"BLOCKS", 3, {1, 4, 16}}},
+    /* 32 warps cap a thread at 64 registers: the router's 8 keys a lane spill there */
+    .params = {{"WARPS", 3, {4, 8, 16}}, {"FUSED", 2, {0, 1}}, {"BLOCKS", 3, {1, 4, 16}}},
     .default_config = {{8, 0, 16}},
     .target_shapes = target_shapes,
     .n_target_shapes = 6,

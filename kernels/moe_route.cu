@@ -27,6 +27,8 @@ constexpr int PER_LANE = KT_MOE_MAX_E / 32;
 constexpr int HIST_INTS = 8192; // WARPS * E per-warp expert counts (moe_route.c: config_fits)
 #define NEG_INF __uint_as_float(0xff800000u)
 static_assert(WARPS >= KT_MOE_MAX_NTM && WARPS <= 32, "a warp per record scans; at most 32 warps");
+// __launch_bounds__(THREADS, 1): one block an SM is all the registers need (without it ptxas
+// held 16 warps to 64 registers and spilled the router's keys)
 
 // A choice value and its expert as one ordered key: the larger value wins, then the lower
 // expert. 0 is below every key of a number (the smallest, -inf, maps to 0x007fffff << 32).
@@ -255,7 +257,7 @@ __device__ void align_grid(const int *ids, int *rec, int M, int K, int E, int TM
 
 // FUSED=1 (M * K <= KT_MOE_FUSED_SLOTS): every block routes every token into shared memory
 // (block 0 also writes ids and weights) and aligns from there: one launch, no round trip.
-extern "C" __global__ void __launch_bounds__(THREADS)
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
 moe_route_fused(const float *__restrict__ logits, const float *__restrict__ bias, int *ids, float *weights, int *rec,
                 int M, int E, int K, int TM, int NTM, int router) {
     __shared__ align_smem s;
@@ -273,7 +275,7 @@ moe_route_fused(const float *__restrict__ logits, const float *__restrict__ bias
 }
 
 // FUSED=0, first kernel: a warp per token over ceil(M / WARPS) blocks.
-extern "C" __global__ void __launch_bounds__(THREADS)
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
 moe_route_tokens(const float *__restrict__ logits, const float *__restrict__ bias, int *ids, float *weights, int M,
                  int E, int K, int router) {
     kt_allow_consumer();
@@ -283,7 +285,7 @@ moe_route_tokens(const float *__restrict__ logits, const float *__restrict__ bia
 }
 
 // FUSED=0, second kernel: BLOCKS blocks align what moe_route_tokens wrote.
-extern "C" __global__ void __launch_bounds__(THREADS)
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
 moe_align(const int *ids, int *rec, int M, int E, int K, int TM, int NTM) {
     __shared__ align_smem s;
     kt_allow_consumer();
