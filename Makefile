@@ -13,12 +13,12 @@ ifeq ($(wildcard $(CUDA)/include/nvrtc.h),)
 $(error CUDA toolkit not found at $(CUDA) (no include/nvrtc.h): install it or run make CUDA=/path/to/cuda)
 endif
 
-EMBEDDED = $(wildcard kernels/*.cu) $(wildcard kernels/common/*.cuh) runtime/check.cu bench/ceiling.cu bench/memory.cu $(wildcard db/*.sql)
+EMBEDDED = $(wildcard kernels/*.cu) $(wildcard kernels/common/*.cuh) $(wildcard kernels/common/*.h) runtime/check.cu bench/ceiling.cu bench/memory.cu $(wildcard db/*.sql)
 LIB_SRC = $(wildcard runtime/*.c db/*.c tuner/*.c bench/*.c kernels/*.c)
 LIB_OBJ = $(LIB_SRC:%.c=build/%.o) build/embedded.o
 TEST_SRC = $(wildcard tests/cpu/*.c)
 TEST_OBJ = $(TEST_SRC:%.c=build/%.o)
-HEADERS = $(wildcard runtime/*.h kernels/*.h tuner/*.h bench/*.h db/*.h tests/cpu/*.h)
+HEADERS = $(wildcard runtime/*.h kernels/*.h kernels/common/*.h tuner/*.h bench/*.h db/*.h tests/cpu/*.h)
 
 all: bin/kt lib/libkt.a
 

@@ -62,10 +62,10 @@ uint16_t kt_float_to_bf16(float x);
 
 /* ------------------------------------------------------ shapes, problems */
 
-#define KT_MAX_DIMS 6
+#define KT_MAX_DIMS 8
 #define KT_MAX_PARAMS 12
 #define KT_MAX_TENSORS 12
-#define KT_MAX_KERNELS 4
+#define KT_MAX_KERNELS 8
 
 /* A problem: the family's shape key values (e.g. N, K) plus the batch size m (tokens). */
 typedef struct kt_problem {
@@ -83,6 +83,8 @@ typedef enum kt_role {
     KT_INPUT,    /* read-only, filled by the family from a seed, rotated over copies when timing */
     KT_OUTPUT,   /* poisoned with NaN before each run, compared with the reference */
     KT_SCRATCH,  /* workspace zeroed once at allocation; kernels must leave it zeroed */
+    KT_TEMP,     /* an intermediate or workspace that needs no zeroing: allocated once, never
+                    filled, poisoned or compared */
 } kt_role;
 
 typedef struct kt_tensor_desc {
@@ -156,6 +158,11 @@ typedef struct kt_family {
     /* Bytes that must move and flops that must be done (the floor). */
     double (*bytes)(const kt_problem *p);
     double (*flops)(const kt_problem *p);
+    /* Optional: the input bytes one run reads, which sizes the rotation of input copies so
+     * that L2 cannot serve them (NULL: all the inputs; MoE reads only the touched experts). */
+    double (*rotation_bytes)(const kt_problem *p);
+    /* Optional: extra `, "key": value` JSON fields of a bench row (e.g. touched experts). */
+    void (*bench_fields)(const kt_problem *p, char *json, size_t n);
 } kt_family;
 
 /* The registry: number of families and the i-th; lookup by name (NULL with error set). */
