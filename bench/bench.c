@@ -652,6 +652,15 @@ static void json_row(text *t, const bench_run *run, const bench_row *row) {
     json_number(t, "best_baseline_over_kt", best_baseline_us(run, row) / kt_us(row));
     json_number(t, "kt_quant_gemm_us", row->quant_gemm.us);
     json_number(t, "kt_fused_us", row->fused.us);
+    if (run->f->bench_fields) {
+        char extra[256] = "";
+        kt_problem p = run->o->shapes[0];
+        if (kt_parse_shape(run->f, m->shape, &p) == 0) {
+            p.m = m->m;
+            run->f->bench_fields(&p, extra, sizeof extra);
+            text_add(t, "%s", extra);
+        }
+    }
     json_number(t, "rel_err", m->rel_err);
     json_string(t, "config", m->config);
     json_string(t, "variant_id", m->variant_id);

@@ -23,5 +23,6 @@ run() {
 run ./build/test_cpu
 run bash tests/cpu/cli.sh ./bin/kt
 run bash tests/cpu/sweep.sh ./bin/kt
+run bash tests/cpu/moe_sass.sh ./bin/kt
 echo "TOTAL: $total_passed passed, $total_failed failed"
 [ "$total_failed" -eq 0 ]
