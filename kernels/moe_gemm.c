@@ -16,8 +16,6 @@
 #include <string.h>
 
 enum { P_TM, P_TN, P_WN, P_WK, P_RING, P_SPLIT, P_NATIVE };
-/* Tensors, the same order for both stages; the ones a stage does not use are one-element inputs. */
-enum { T_X, T_XS, T_W, T_WS, T_IDS, T_TOPW, T_SHARED, T_ALIGN, T_OUT, T_OUTS, T_PART, T_CNT, T_COUNT };
 /* Kernels: the grouped GEMM per (format, stage), then the float64 references. */
 enum { K_FP8_GATEUP, K_FP8_DOWN, K_MXFP4_GATEUP, K_MXFP4_DOWN, K_REF_GATEUP, K_REF_QUANT, K_REF_DOWN };
 
@@ -145,24 +143,24 @@ static int tensors(const kt_problem *p, kt_tensor_desc *t) {
     moe_dims d = dims_of(p);
     int gu = d.stage == KT_MOE_GATEUP;
     size_t rows = (size_t)(gu ? d.M : d.MT), MT = (size_t)d.MT;
-    t[T_X] = (kt_tensor_desc){"x", KT_E4M3, rows * d.K, KT_INPUT};
-    t[T_XS] = (kt_tensor_desc){"xs", KT_F32, rows * d.KB, KT_INPUT};
-    t[T_W] = (kt_tensor_desc){"w", KT_U8, weight_bytes(&d), KT_INPUT};
-    t[T_WS] = (kt_tensor_desc){"ws", d.fmt == KT_MOE_FP8 ? KT_F32 : KT_U8, weight_scales(&d), KT_INPUT};
-    t[T_IDS] = (kt_tensor_desc){"topk_ids", KT_I32, MT, KT_INPUT};
-    t[T_TOPW] = (kt_tensor_desc){"topk_weights", KT_F32, gu ? 1 : MT, KT_INPUT};
-    t[T_SHARED] = (kt_tensor_desc){"shared", KT_BF16, gu ? 1 : (size_t)(d.M * d.N), KT_INPUT};
-    t[T_ALIGN] = (kt_tensor_desc){"align", KT_I32, (size_t)align_offset(&d, KT_MOE_N_TM), KT_INPUT};
+    t[KT_MOE_T_X] = (kt_tensor_desc){"x", KT_E4M3, rows * d.K, KT_INPUT};
+    t[KT_MOE_T_XS] = (kt_tensor_desc){"xs", KT_F32, rows * d.KB, KT_INPUT};
+    t[KT_MOE_T_W] = (kt_tensor_desc){"w", KT_U8, weight_bytes(&d), KT_INPUT};
+    t[KT_MOE_T_WS] = (kt_tensor_desc){"ws", d.fmt == KT_MOE_FP8 ? KT_F32 : KT_U8, weight_scales(&d), KT_INPUT};
+    t[KT_MOE_T_IDS] = (kt_tensor_desc){"topk_ids", KT_I32, MT, KT_INPUT};
+    t[KT_MOE_T_TOPW] = (kt_tensor_desc){"topk_weights", KT_F32, gu ? 1 : MT, KT_INPUT};
+    t[KT_MOE_T_SHARED] = (kt_tensor_desc){"shared", KT_BF16, gu ? 1 : (size_t)(d.M * d.N), KT_INPUT};
+    t[KT_MOE_T_ALIGN] = (kt_tensor_desc){"align", KT_I32, (size_t)align_offset(&d, KT_MOE_N_TM), KT_INPUT};
     if (gu) {
-        t[T_OUT] = (kt_tensor_desc){"h", KT_E4M3, MT * (d.N / 2), KT_OUTPUT};
-        t[T_OUTS] = (kt_tensor_desc){"hs", KT_F32, MT * (d.N / 256), KT_OUTPUT};
+        t[KT_MOE_T_OUT] = (kt_tensor_desc){"h", KT_E4M3, MT * (d.N / 2), KT_OUTPUT};
+        t[KT_MOE_T_OUTS] = (kt_tensor_desc){"hs", KT_F32, MT * (d.N / 256), KT_OUTPUT};
     } else {
-        t[T_OUT] = (kt_tensor_desc){"out", KT_BF16, (size_t)(d.M * d.N), KT_OUTPUT};
-        t[T_OUTS] = (kt_tensor_desc){"unused", KT_F32, 1, KT_INPUT};
+        t[KT_MOE_T_OUT] = (kt_tensor_desc){"out", KT_BF16, (size_t)(d.M * d.N), KT_OUTPUT};
+        t[KT_MOE_T_OUTS] = (kt_tensor_desc){"unused", KT_F32, 1, KT_INPUT};
     }
-    t[T_PART] = (kt_tensor_desc){"partials", KT_F32, 8 * MT * d.N, KT_TEMP};
-    t[T_CNT] = (kt_tensor_desc){"counters", KT_I32, counters(&d), KT_SCRATCH};
-    return T_COUNT;
+    t[KT_MOE_T_PART] = (kt_tensor_desc){"partials", KT_F32, 8 * MT * d.N, KT_TEMP};
+    t[KT_MOE_T_CNT] = (kt_tensor_desc){"counters", KT_I32, counters(&d), KT_SCRATCH};
+    return KT_MOE_T_COUNT;
 }
 
 /* Seeded e4m3 codes over every non-NaN code, eight from each draw (the weights are large). */
@@ -208,30 +206,36 @@ static void fill_expert(const moe_dims *d, int touched, long e, uint8_t *w, void
     }
 }
 
-static void fill(const kt_problem *p, uint64_t seed, void *const *host) {
+void kt_moe_fill_inputs(const kt_problem *p, const int *ids, uint64_t seed, void *const *host) {
     moe_dims d = dims_of(p);
     int gu = d.stage == KT_MOE_GATEUP;
     uint64_t rng = seed;
-    int *ids = host[T_IDS];
-    float *topw = host[T_TOPW];
-    kt_moe_draw_routing(d.M, d.topk, d.E, d.dist, routing_seed(p), ids, gu ? NULL : topw);
-    if (gu) topw[0] = 0;
     size_t rows = (size_t)(gu ? d.M : d.MT);
-    fill_codes_fast(host[T_X], rows * d.K, &rng);
-    kt_fp8_gemm_fill_scales(host[T_XS], rows * d.KB, &rng);
+    if (host[KT_MOE_T_X]) fill_codes_fast(host[KT_MOE_T_X], rows * d.K, &rng);
+    if (host[KT_MOE_T_XS]) kt_fp8_gemm_fill_scales(host[KT_MOE_T_XS], rows * d.KB, &rng);
     char *seen = calloc((size_t)d.E, 1);
     if (!seen) abort();
     for (long i = 0; i < d.MT; i++) seen[ids[i]] = 1;
-    for (long e = 0; e < d.E; e++) fill_expert(&d, seen[e], e, host[T_W], host[T_WS], &rng);
+    for (long e = 0; e < d.E; e++) fill_expert(&d, seen[e], e, host[KT_MOE_T_W], host[KT_MOE_T_WS], &rng);
     free(seen);
-    uint16_t *shared = host[T_SHARED];
+    uint16_t *shared = host[KT_MOE_T_SHARED];
     for (size_t i = 0; i < (gu ? 1 : (size_t)(d.M * d.N)); i++) shared[i] = kt_float_to_bf16(32.0f * kt_rng_uniform(&rng));
+}
+
+static void fill(const kt_problem *p, uint64_t seed, void *const *host) {
+    moe_dims d = dims_of(p);
+    int gu = d.stage == KT_MOE_GATEUP;
+    int *ids = host[KT_MOE_T_IDS];
+    float *topw = host[KT_MOE_T_TOPW];
+    kt_moe_draw_routing(d.M, d.topk, d.E, d.dist, routing_seed(p), ids, gu ? NULL : topw);
+    if (gu) topw[0] = 0;
+    kt_moe_fill_inputs(p, ids, seed, host);
     int *count = malloc(sizeof(int) * (size_t)d.E);
     if (!count) abort();
     for (int i = 0; i < KT_MOE_N_TM; i++)
-        kt_moe_align_ref(ids, d.M, d.topk, d.E, kt_moe_tm_values[i], (int *)host[T_ALIGN] + align_offset(&d, i), count);
+        kt_moe_align_ref(ids, d.M, d.topk, d.E, kt_moe_tm_values[i], (int *)host[KT_MOE_T_ALIGN] + align_offset(&d, i), count);
     free(count);
-    if (!gu) ((float *)host[T_OUTS])[0] = 0;
+    if (!gu) ((float *)host[KT_MOE_T_OUTS])[0] = 0;
 }
 
 /* ------------------------------------------------------------ references */
@@ -277,9 +281,9 @@ static double swiglu(double g, double u) {
 
 static void reference(const kt_problem *p, void *const *host, double *ref) {
     moe_dims d = dims_of(p);
-    const uint8_t *x = host[T_X], *w = host[T_W];
-    const float *xs = host[T_XS];
-    const int *ids = host[T_IDS];
+    const uint8_t *x = host[KT_MOE_T_X], *w = host[KT_MOE_T_W];
+    const float *xs = host[KT_MOE_T_XS];
+    const int *ids = host[KT_MOE_T_IDS];
     double lut[256];
     for (int i = 0; i < 256; i++) lut[i] = kt_e4m3_to_float((uint8_t)i);
     if (d.stage == KT_MOE_GATEUP) {
@@ -292,8 +296,8 @@ static void reference(const kt_problem *p, void *const *host, double *ref) {
             for (long g = 0; g < G; g++) {
                 for (int c = 0; c < 128; c++) {
                     long col = g * 128 + c;
-                    double gate = expert_dot(&d, xr, xsr, w, host[T_WS], ids[s], col, lut);
-                    double up = expert_dot(&d, xr, xsr, w, host[T_WS], ids[s], inter + col, lut);
+                    double gate = expert_dot(&d, xr, xsr, w, host[KT_MOE_T_WS], ids[s], col, lut);
+                    double up = expert_dot(&d, xr, xsr, w, host[KT_MOE_T_WS], ids[s], inter + col, lut);
                     h[c] = kt_float_to_bf16((float)swiglu(gate, up));
                 }
                 ref[d.MT * inter + s * G + g] = kt_act_quant_group(h, q);
@@ -302,14 +306,14 @@ static void reference(const kt_problem *p, void *const *host, double *ref) {
         }
         return;
     }
-    const float *topw = host[T_TOPW];
-    const uint16_t *shared = host[T_SHARED];
+    const float *topw = host[KT_MOE_T_TOPW];
+    const uint16_t *shared = host[KT_MOE_T_SHARED];
     for (long m = 0; m < d.M; m++)
         for (long n = 0; n < d.N; n++) {
             double v = kt_bf16_to_float(shared[m * d.N + n]);
             for (long k = 0; k < d.topk; k++) {
                 long s = m * d.topk + k;
-                v += (double)topw[s] * expert_dot(&d, x + s * d.K, xs + s * d.KB, w, host[T_WS], ids[s], n, lut);
+                v += (double)topw[s] * expert_dot(&d, x + s * d.K, xs + s * d.KB, w, host[KT_MOE_T_WS], ids[s], n, lut);
             }
             ref[m * d.N + n] = v;
         }
@@ -411,12 +415,12 @@ static int launch(const kt_launch *l) {
     layout lay = layout_of(l->config);
     int tm_index = 0;
     while (tm_index < KT_MOE_N_TM - 1 && kt_moe_tm_values[tm_index] != v[P_TM]) tm_index++;
-    uint64_t p[T_COUNT];
+    uint64_t p[KT_MOE_T_COUNT];
     memcpy(p, l->ptr, sizeof p);
-    p[T_ALIGN] += (uint64_t)align_offset(&d, tm_index) * 4;
+    p[KT_MOE_T_ALIGN] += (uint64_t)align_offset(&d, tm_index) * 4;
     int M = (int)d.M, topk = (int)d.topk, E = (int)d.E, N = (int)d.N, K = (int)d.K;
-    void *args[] = {&p[T_X], &p[T_XS], &p[T_W], &p[T_WS], &p[T_TOPW], &p[T_SHARED], &p[T_ALIGN],
-                    &p[T_OUT], &p[T_OUTS], &p[T_PART], &p[T_CNT], &M, &topk, &E, &N, &K};
+    void *args[] = {&p[KT_MOE_T_X], &p[KT_MOE_T_XS], &p[KT_MOE_T_W], &p[KT_MOE_T_WS], &p[KT_MOE_T_TOPW], &p[KT_MOE_T_SHARED], &p[KT_MOE_T_ALIGN],
+                    &p[KT_MOE_T_OUT], &p[KT_MOE_T_OUTS], &p[KT_MOE_T_PART], &p[KT_MOE_T_CNT], &M, &topk, &E, &N, &K};
     long tiles = kt_moe_max_tiles(d.M, d.topk, d.E, v[P_TM]);
     if (tiles > d.MT) tiles = d.MT; /* a used tile holds a slot at least */
     int kernel = (d.fmt == KT_MOE_FP8 ? K_FP8_GATEUP : K_MXFP4_GATEUP) + (d.stage == KT_MOE_DOWN);
@@ -426,10 +430,10 @@ static int launch(const kt_launch *l) {
 
 static int launch_reference(const kt_launch *l, uint64_t ref) {
     moe_dims d = dims_of(l->problem);
-    uint64_t p[T_COUNT];
+    uint64_t p[KT_MOE_T_COUNT];
     memcpy(p, l->ptr, sizeof p);
     int M = (int)d.M, topk = (int)d.topk, E = (int)d.E, N = (int)d.N, K = (int)d.K, fmt = d.fmt;
-    void *args[] = {&p[T_X], &p[T_XS], &p[T_W], &p[T_WS], &p[T_IDS], &p[T_TOPW], &p[T_SHARED], &ref,
+    void *args[] = {&p[KT_MOE_T_X], &p[KT_MOE_T_XS], &p[KT_MOE_T_W], &p[KT_MOE_T_WS], &p[KT_MOE_T_IDS], &p[KT_MOE_T_TOPW], &p[KT_MOE_T_SHARED], &ref,
                     &M, &topk, &E, &N, &K, &fmt};
     if (d.stage == KT_MOE_DOWN)
         return kt_launch_kernel(l->ref_mod, K_REF_DOWN, (unsigned)((d.M * d.N + 127) / 128), 1, 1, 128, 0, l->stream, args);

@@ -17,6 +17,19 @@ extern const char *const kt_moe_stage_names[];  /* "gateup", "down", NULL */
 extern const char *const kt_moe_dist_names[];   /* "uniform", "zipf", "hot", NULL */
 static inline int kt_moe_cat(const kt_problem *p, int key) { return (int)p->dim[key]; }
 
+/* moe_gemm's tensors, the same order for both stages; the ones a stage does not use are
+ * one-element inputs (the MoE step pipeline, kernels/moe_step.c, maps them). */
+enum {
+    KT_MOE_T_X, KT_MOE_T_XS, KT_MOE_T_W, KT_MOE_T_WS, KT_MOE_T_IDS, KT_MOE_T_TOPW, KT_MOE_T_SHARED,
+    KT_MOE_T_ALIGN, KT_MOE_T_OUT, KT_MOE_T_OUTS, KT_MOE_T_PART, KT_MOE_T_CNT, KT_MOE_T_COUNT
+};
+
+/* Seeded inputs of stage problem p for the routing ids [M*topk] into host (moe_gemm's tensor
+ * order): the activations x, xs (skipped where host[] is NULL), the weights of the experts
+ * ids touches (NaN elsewhere, so reading an untouched expert fails the check), and the down
+ * stage's shared-expert output. */
+void kt_moe_fill_inputs(const kt_problem *p, const int *ids, uint64_t seed, void *const *host);
+
 /* The token tiles the fill builds an alignment record for (moe_gemm's TM values). */
 #define KT_MOE_N_TM 4
 extern const int kt_moe_tm_values[KT_MOE_N_TM];
