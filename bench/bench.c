@@ -351,11 +351,13 @@ static int time_fused(bench_run *run, const kt_problem *p, uint64_t seed, baseli
 
 /* ------------------------------------------------------------ the run */
 
-/* The registered pipeline whose last stage is f (the first), or NULL. */
+/* The registered pipeline whose last stage is f on f's own problem (the first), or NULL. A
+ * pipeline that maps its problem to the stage's (moe_step's last stage is moe_gemm's down GEMM)
+ * cannot be run on f's problem. */
 static const kt_family *pipeline_ending_in(const kt_family *f) {
     for (int i = 0; i < kt_family_count(); i++) {
         const kt_family *g = kt_family_at(i);
-        if (g->n_stages && g->stages[g->n_stages - 1].family == f) return g;
+        if (g->n_stages && g->stages[g->n_stages - 1].family == f && !g->stages[g->n_stages - 1].problem) return g;
     }
     return NULL;
 }
