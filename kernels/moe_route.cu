@@ -30,14 +30,6 @@ static_assert(WARPS >= KT_MOE_MAX_NTM && WARPS <= 32, "a warp per record scans; 
 // __launch_bounds__(THREADS, 1): one block an SM is all the registers need (without it ptxas
 // held 16 warps to 64 registers and spilled the router's keys)
 
-// A choice value and its expert as one ordered key: the larger value wins, then the lower
-// expert. 0 is below every key of a number (the smallest, -inf, maps to 0x007fffff << 32).
-__device__ __forceinline__ kt_u64 choice_key(float v, int e) {
-    kt_u32 u = __float_as_uint(v);
-    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-    return ((kt_u64)u << 32) | (kt_u32)(0x7fffffff - e);
-}
-__device__ __forceinline__ int key_expert(kt_u64 k) { return 0x7fffffff - (int)(kt_u32)k; }
 
 // The warp's largest key in two warp reductions (redux.sync, sm_80+) instead of five rounds of
 // 64-bit shuffles: the largest value, then the largest low half (the lowest expert) among the
@@ -92,7 +84,7 @@ __device__ __forceinline__ void v3_group_limit(kt_u64 (&key)[PER_LANE], const fl
     }
 #pragma unroll
     for (int j = 0; j < PER_LANE; j++)
-        if (j < E / 32 && !(chosen >> (j / per_group) & 1)) key[j] = choice_key(0.0f, lane + 32 * j);
+        if (j < E / 32 && !(chosen >> (j / per_group) & 1)) key[j] = kt_moe_choice_key(0.0f, lane + 32 * j);
 }
 
 // One warp routes token t: topk_ids[t, 0..K) in choice order (descending, ties to the lower
@@ -107,7 +99,7 @@ __device__ __forceinline__ void route_token(const float *logits, const float *bi
         const int e = lane + 32 * j;
         score[j] = j < E / 32 ? kt_moe_score(router, logits[(long)t * E + e]) : 0.0f;
         choice[j] = j < E / 32 ? kt_moe_choice(score[j], bias[e]) : NEG_INF;
-        key[j] = j < E / 32 ? choice_key(choice[j], e) : 0;
+        key[j] = j < E / 32 ? kt_moe_choice_key(choice[j], e) : 0;
     }
     if (router == KT_MOE_ROUTER_V3) v3_group_limit(key, choice, E, lane);
     int my_e = 0;
@@ -122,7 +114,7 @@ __device__ __forceinline__ void route_token(const float *logits, const float *bi
                 best_s = score[j];
             }
         const kt_u64 top = warp_max_key(best);
-        const int e = key_expert(top);
+        const int e = kt_moe_key_expert(top);
         const float s = __shfl_sync(0xffffffffu, best_s, e % 32);
 #pragma unroll
         for (int j = 0; j < PER_LANE; j++)
@@ -159,17 +151,6 @@ template <typename F> __device__ __forceinline__ void warp_run(const int *ids, l
         if (e >= 0) f(s, e, peers);
         __syncwarp();
     }
-}
-
-// The last expert whose padded rows start at or before row i (start[] ascending).
-__device__ __forceinline__ int expert_of_row(const int *start, int E, long i) {
-    int lo = 0, hi = E - 1;
-    while (lo < hi) {
-        int mid = (lo + hi + 1) / 2;
-        if (start[mid] <= i) lo = mid;
-        else hi = mid - 1;
-    }
-    return lo;
 }
 
 // Exclusive scan of the experts' counts padded to TM into start[0..E] (one warp; E <= 256).
@@ -246,11 +227,11 @@ __device__ void align_grid(const int *ids, int *rec, int M, int K, int E, int TM
                 sorted[i] = KT_MOE_PAD;
                 continue;
             }
-            const int e = expert_of_row(start, E, i);
+            const int e = kt_moe_expert_of_row(start, E, i);
             if (i - start[e] >= s.count[e]) sorted[i] = KT_MOE_PAD;
         }
         for (long t = first; t < tiles; t += stride)
-            tile_expert[t] = t * tm < used ? expert_of_row(start, E, t * tm) : KT_MOE_PAD;
+            tile_expert[t] = t * tm < used ? kt_moe_expert_of_row(start, E, t * tm) : KT_MOE_PAD;
         if (first == 0) sorted[KT_MOE_NTILES(M, K, E, tm)] = (int)(used / tm);
     }
 }

@@ -4,7 +4,8 @@
 # fused act_quant + GEMM (quant_fp8_gemm) at the decode batch sizes, then bench the winners
 # (kt_bench.json) and judge them against the targets; then the MoE router + alignment
 # (moe_route) for V4 (top-6 of 256) and V3 (top-8 of 256) under uniform and Zipf routing at
-# the decode batch sizes (kt_bench_moe_route.json). Extra arguments go to `kt tune`.
+# the decode batch sizes (kt_bench_moe_route.json), and the whole MoE step from the winners
+# (moe_step, kt_bench_moe_step.json). Extra arguments go to `kt tune`.
 # Without a GPU it runs the compile-only sweep for sm_120 instead, and says so.
 set -eu
 cd "$(dirname "$0")/.."
@@ -23,6 +24,10 @@ if $KT devices >/dev/null 2>&1; then
     $KT tune --family moe_route $MOE_ROUTE --m 1,16,64,256 --db "${KT_DB:-kt.db}" "$@"
     # shellcheck disable=SC2086
     $KT bench --family moe_route $MOE_ROUTE --m 1,16,64,256 --db "${KT_DB:-kt.db}" --json kt_bench_moe_route.json
+    # the whole MoE step (route, align, gate+up, down + shared) in one graph, from the DB's winners
+    $KT bench --family moe_step --shape ROUTER=V4,FORMAT=fp8,E=256,HIDDEN=4096,INTER=512,DIST=uniform \
+        --shape ROUTER=V4,FORMAT=fp8,E=256,HIDDEN=4096,INTER=512,DIST=zipf --m 1,16,64,256 --db "${KT_DB:-kt.db}" \
+        --json kt_bench_moe_step.json
 else
     echo "kt demo: no NVIDIA GPU here, so this is the compile-only sweep for sm_120:"
     echo "every variant is NVRTC-compiled and ptxas-checked; timing and winners need a GPU."

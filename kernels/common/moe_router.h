@@ -22,6 +22,7 @@
 #define KT_MR_DIV(a, b) __fdiv_rn(a, b)
 #define KT_MR_SQRT(a) __fsqrt_rn(a)
 KT_MR_FN float kt_mr_bits_to_float(unsigned u) { return __uint_as_float(u); }
+KT_MR_FN unsigned kt_mr_float_bits(float f) { return __float_as_uint(f); }
 #else
 #include <math.h>
 #include <string.h>
@@ -36,6 +37,11 @@ KT_MR_FN float kt_mr_bits_to_float(unsigned u) {
     float f;
     memcpy(&f, &u, sizeof f);
     return f;
+}
+KT_MR_FN unsigned kt_mr_float_bits(float f) {
+    unsigned u;
+    memcpy(&u, &f, sizeof u);
+    return u;
 }
 #endif
 
@@ -108,6 +114,28 @@ KT_MR_FN float kt_moe_score(int router, float logit) {
 }
 KT_MR_FN float kt_moe_choice(float score, float bias) { return KT_MR_ADD(KT_MR_ADD(score, bias), 0.0f); }
 KT_MR_FN float kt_moe_scale(int router) { return router == KT_MOE_ROUTER_V4 ? KT_MOE_V4_SCALE : KT_MOE_V3_SCALE; }
+
+/* A choice value (not NaN) and its expert as one 64-bit key whose order is the choice order:
+ * the larger value first, then the lower expert (-0 must be made +0 first: kt_moe_choice).
+ * 0 is below every key of a number (the smallest, -inf, maps to 0x007fffff << 32). */
+KT_MR_FN unsigned long long kt_moe_choice_key(float v, int e) {
+    unsigned u = kt_mr_float_bits(v);
+    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    return ((unsigned long long)u << 32) | (unsigned)(0x7fffffff - e);
+}
+KT_MR_FN int kt_moe_key_expert(unsigned long long k) { return 0x7fffffff - (int)(unsigned)k; }
+
+/* The expert of padded row i of an alignment: the last expert whose rows start at or before
+ * i (start[0..E) ascending, experts without slots starting where the next one does). */
+KT_MR_FN int kt_moe_expert_of_row(const int *start, int E, long i) {
+    int lo = 0, hi = E - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (start[mid] <= i) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
 
 /* The router's alignment output for a grouped GEMM that tunes its token tile: NTM records of
  * kernels/common/moe_layout.h for the tiles TM, 2 TM, ..., 2^(NTM-1) TM, one after the other

@@ -32,6 +32,44 @@ KT_TEST(moe_router_scores_within_4_ulp) {
     EXPECT(worst_sig <= 4 && worst_sp <= 4 && worst_exp <= 4);
 }
 
+/* The kernel's 64-bit choice keys order (value, expert) pairs as the reference's comparator
+ * does: larger values first, equal values by the lower expert, -0 (made +0) equal to +0. */
+KT_TEST(moe_router_choice_keys_order_as_the_tie_rule) {
+    static const float values[] = {0.0f, -0.0f, 1.0f, -1.0f, 0.5f, 0.5f, 1e-30f, -1e-30f, 3.0e38f, -INFINITY};
+    uint64_t rng = 9;
+    int bad = 0;
+    for (int i = 0; i < 200000; i++) {
+        float a = values[kt_rng_next(&rng) % 10], b = values[kt_rng_next(&rng) % 10];
+        if (i % 2) a = kt_rng_uniform(&rng), b = i % 4 == 1 ? a : kt_rng_uniform(&rng);
+        a = kt_moe_choice(a, 0.0f), b = kt_moe_choice(b, 0.0f); /* -0 -> +0, as the router does */
+        int ea = (int)(kt_rng_next(&rng) % 256), eb = (int)(kt_rng_next(&rng) % 256);
+        if (ea == eb) continue;
+        int first = a > b || (a == b && ea < eb);
+        bad += first != (kt_moe_choice_key(a, ea) > kt_moe_choice_key(b, eb));
+        bad += kt_moe_key_expert(kt_moe_choice_key(a, ea)) != ea || kt_moe_choice_key(a, ea) == 0;
+    }
+    EXPECT(bad == 0);
+}
+
+/* The kernel's row -> expert search of an alignment (experts without slots included) finds the
+ * expert whose padded rows hold the row. */
+KT_TEST(moe_align_row_search_finds_the_owner) {
+    uint64_t rng = 21;
+    int bad = 0;
+    for (int trial = 0; trial < 200; trial++) {
+        int E = 32 + (int)(kt_rng_next(&rng) % 225), TM = 1 << (kt_rng_next(&rng) % 7), count[256], start[257];
+        for (int e = 0; e < E; e++) count[e] = kt_rng_next(&rng) % 3 ? 0 : (int)(kt_rng_next(&rng) % 40);
+        count[trial % E] = 1 + trial % 5; /* at least one expert with slots */
+        start[0] = 0;
+        for (int e = 0; e < E; e++) start[e + 1] = start[e] + (count[e] + TM - 1) / TM * TM;
+        for (long i = 0; i < start[E]; i++) {
+            int e = kt_moe_expert_of_row(start, E, i);
+            bad += !(count[e] > 0 && start[e] <= i && i < start[e + 1]);
+        }
+    }
+    EXPECT(bad == 0);
+}
+
 /* Routes one token by the reference; ids and weights into the caller's arrays. */
 static void route(int router, const float *logits, const float *bias, long topk, int *ids, double *w) {
     kt_moe_route_token_ref(router, 256, topk, logits, bias, ids, w);
