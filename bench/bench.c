@@ -352,11 +352,13 @@ static int time_fused(bench_run *run, const kt_problem *p, uint64_t seed, baseli
 
 /* ------------------------------------------------------------ the run */
 
-/* The registered pipeline whose last stage is f (the first), or NULL. */
+/* The registered pipeline whose last stage is f on f's own problem (the first), or NULL. A
+ * pipeline that maps its problem to the stage's (moe_step's last stage is moe_gemm's down GEMM)
+ * cannot be run on f's problem. */
 static const kt_family *pipeline_ending_in(const kt_family *f) {
     for (int i = 0; i < kt_family_count(); i++) {
         const kt_family *g = kt_family_at(i);
-        if (g->n_stages && g->stages[g->n_stages - 1].family == f) return g;
+        if (g->n_stages && g->stages[g->n_stages - 1].family == f && !g->stages[g->n_stages - 1].problem) return g;
     }
     return NULL;
 }
@@ -660,6 +662,15 @@ static void json_row(text *t, const bench_run *run, const bench_row *row) {
     json_number(t, "best_baseline_over_kt", best_baseline_us(run, row) / kt_us(row));
     json_number(t, "kt_quant_gemm_us", row->quant_gemm.us);
     json_number(t, "kt_fused_us", row->fused.us);
+    if (run->f->bench_fields) {
+        char extra[256] = "";
+        kt_problem p = run->o->shapes[0];
+        if (kt_parse_shape(run->f, m->shape, &p) == 0) {
+            p.m = m->m;
+            run->f->bench_fields(&p, extra, sizeof extra);
+            text_add(t, "%s", extra);
+        }
+    }
     json_number(t, "rel_err", m->rel_err);
     json_string(t, "config", m->config);
     json_string(t, "variant_id", m->variant_id);

@@ -68,9 +68,9 @@ uint16_t kt_float_to_bf16(float x);
 
 /* ------------------------------------------------------ shapes, problems */
 
-#define KT_MAX_DIMS 6
+#define KT_MAX_DIMS 8
 #define KT_MAX_PARAMS 12
-#define KT_MAX_TENSORS 12
+#define KT_MAX_TENSORS 20 /* moe_step: 17 (inputs, output, the intermediates of three stages) */
 #define KT_MAX_KERNELS 8
 #define KT_MAX_STAGES 8
 
@@ -250,6 +250,11 @@ typedef struct kt_family {
      * bench run each stage's dispatched winner in order, in one CUDA graph. */
     int n_stages;
     kt_stage stages[KT_MAX_STAGES];
+    /* Optional: the input bytes one run reads, which sizes the rotation of input copies so
+     * that L2 cannot serve them (NULL: all the inputs; MoE reads only the touched experts). */
+    double (*rotation_bytes)(const kt_problem *p);
+    /* Optional: extra `, "key": value` JSON fields of a bench row (e.g. touched experts). */
+    void (*bench_fields)(const kt_problem *p, char *json, size_t n);
 } kt_family;
 
 /* The bucket batch size m falls in for family f: the least upper bound of its ladder at or

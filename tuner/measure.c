@@ -140,7 +140,9 @@ int kt_bench_setup(const kt_family *f, const kt_problem *p, uint64_t seed, const
         if (b->t[i].role == KT_OUTPUT) b->n_ref += b->t[i].count;
     }
     size_t l2 = kt_gpu_current()->l2_bytes ? kt_gpu_current()->l2_bytes : (64u << 20);
-    b->copies = (int)((ROTATE_BYTES_FACTOR * l2 + input_bytes - 1) / input_bytes);
+    size_t read = f->rotation_bytes ? (size_t)f->rotation_bytes(p) : input_bytes;
+    if (read < 1 || read > input_bytes) read = input_bytes;
+    b->copies = (int)((ROTATE_BYTES_FACTOR * l2 + read - 1) / read);
     if (b->copies < 1) b->copies = 1;
     if (b->copies > MAX_COPIES) b->copies = MAX_COPIES;
     KT_CHECK(CU, kt_cu.cuStreamCreate(&b->stream, CU_STREAM_NON_BLOCKING));

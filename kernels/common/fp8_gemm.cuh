@@ -98,21 +98,6 @@ constexpr int SMEM_RED = TILE_M * RED_LD * 4;
 constexpr int SMEM_BYTES = RECV_BYTES + (SMEM_PIPE > SMEM_RED ? SMEM_PIPE : SMEM_RED);
 static_assert(SMEM_BYTES <= 99 * 1024, "sm_120 gives a block at most 99 KB of shared memory");
 
-// act_quant's rule for a 128-group (both quantising paths): its scale from its max |x|, and
-// the codes e4m3(x / scale) of four of its values packed low to high, x / scale by one Newton
-// step on x * inv (inv = 1 / scale): the correctly rounded quotient but for rare last-bit
-// cases, without the division's slow-path call.
-__device__ __forceinline__ float quant_scale(float amax) { return fmaxf(amax, 1e-10f) / 448.0f; }
-__device__ __forceinline__ kt_u32 quant_codes4(const float *x, float scale, float inv) {
-    float q[4];
-#pragma unroll
-    for (int e = 0; e < 4; e++) {
-        const float q0 = x[e] * inv;
-        q[e] = fmaf(fmaf(-q0, scale, x[e]), inv, q0);
-    }
-    return kt_f32x2_to_e4m3x2(q[0], q[1]) | ((kt_u32)kt_f32x2_to_e4m3x2(q[2], q[3]) << 16);
-}
-
 // Byte offset of 16-byte chunk `chunk` of row `row` in a tile with ROW bytes per row.
 // XOR-ing the low three chunk bits with the row spreads 8 consecutive rows over all banks.
 template <int ROW = TILE_K> __device__ __forceinline__ int swizzle(int row, int chunk) {
@@ -311,8 +296,8 @@ KT_GEMM_ENTRY(const void *__restrict__ A_, const float *__restrict__ As, const k
                     }
 #pragma unroll
                     for (int off = LANES_PER_GROUP / 2; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-                    const float scale = quant_scale(amax), inv = __frcp_rn(scale);
-                    const kt_u32 code[2] = {quant_codes4(x, scale, inv), quant_codes4(x + 4, scale, inv)};
+                    const float scale = kt_quant_scale(amax), inv = __frcp_rn(scale);
+                    const kt_u32 code[2] = {kt_quant_codes4(x, scale, inv), kt_quant_codes4(x + 4, scale, inv)};
                     if (grp < nkb * TILE_M) {
                         const bool live = grp < live_groups;
                         const int pad = grp - live_groups, kbl = live ? grp / rows : pad / pad_rows;
@@ -438,11 +423,11 @@ KT_GEMM_ENTRY(const void *__restrict__ A_, const float *__restrict__ As, const k
                             }
                         amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
                         amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-                        const float scale = quant_scale(amax), inv = __frcp_rn(scale);
+                        const float scale = kt_quant_scale(amax), inv = __frcp_rn(scale);
 #pragma unroll
                         for (int s = 0; s < 4; s++)
 #pragma unroll
-                            for (int h = 0; h < 2; h++) quant_b[j][s][h] = quant_codes4(x[s][h], scale, inv);
+                            for (int h = 0; h < 2; h++) quant_b[j][s][h] = kt_quant_codes4(x[s][h], scale, inv);
                         quant_s[j][0] = __shfl_sync(0xffffffffu, scale, 8 * t) * bscale;
                         quant_s[j][1] = __shfl_sync(0xffffffffu, scale, 8 * t + 4) * bscale;
                     }

@@ -34,6 +34,18 @@ __device__ __forceinline__ uint4 kt_ldg_stream16(const void *p) {
     return v;
 }
 
+// 8 and 4 bytes the same way (MoE's weight fragments: one mma k-step of a row per lane).
+__device__ __forceinline__ uint2 kt_ldg_stream8(const void *p) {
+    uint2 v;
+    asm volatile("ld.global.L1::no_allocate.v2.u32 {%0,%1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ kt_u32 kt_ldg_stream4(const void *p) {
+    kt_u32 v;
+    asm volatile("ld.global.L1::no_allocate.u32 %0, [%1];\n" : "=r"(v) : "l"(p));
+    return v;
+}
+
 // Non-binding prefetch of the 128-byte line at p into L2.
 __device__ __forceinline__ void kt_prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
 
@@ -88,6 +100,21 @@ __device__ __forceinline__ kt_u16 kt_f32x2_to_e4m3x2(float lo, float hi) {
     kt_u16 r;
     asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(r) : "f"(hi), "f"(lo));
     return r;
+}
+
+// act_quant's rule for a 128-group (the fused quantising GEMM and MoE's gate+up epilogue): its scale from its max |x|, and
+// the codes e4m3(x / scale) of four of its values packed low to high, x / scale by one Newton
+// step on x * inv (inv = 1 / scale): the correctly rounded quotient but for rare last-bit
+// cases, without the division's slow-path call.
+__device__ __forceinline__ float kt_quant_scale(float amax) { return fmaxf(amax, 1e-10f) / 448.0f; }
+__device__ __forceinline__ kt_u32 kt_quant_codes4(const float *x, float scale, float inv) {
+    float q[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        const float q0 = x[e] * inv;
+        q[e] = fmaf(fmaf(-q0, scale, x[e]), inv, q0);
+    }
+    return kt_f32x2_to_e4m3x2(q[0], q[1]) | ((kt_u32)kt_f32x2_to_e4m3x2(q[2], q[3]) << 16);
 }
 
 // Exact e4m3 -> double by its definition (the reference path: no hardware conversion).

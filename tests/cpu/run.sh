@@ -36,6 +36,7 @@ run cli bash tests/cpu/cli.sh ./bin/kt
 run sweep bash tests/cpu/sweep.sh ./bin/kt
 run report bash tests/cpu/report.sh ./bin/kt ./build/tools/png_ink
 run profiles bash tests/cpu/profiles.sh ./bin/kt
+run moe_sass bash tests/cpu/moe_sass.sh ./bin/kt
 if command -v clang >/dev/null && ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
     if make -s fuzz-targets >"$scratch/fuzz-build.log" 2>&1; then
         run fuzz bash tests/fuzz/run.sh

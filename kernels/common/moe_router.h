@@ -1,0 +1,150 @@
+/* moe_router.h — the router's arithmetic, shared by kernels/moe_route.cu and the host
+ * reference (kernels/moe_route.c); valid C11 and CUDA C++ (NVRTC).
+ *
+ * Both DeepSeek routers choose experts by comparing f32 scores (transformers computes them in
+ * f32 too). For the kernel and the reference to choose the same experts, ties and near-ties
+ * included, the f32 scores must be the same bits on both sides, so they are computed here from
+ * IEEE operations that round the same everywhere (mul, add, fma, div, sqrt with explicit
+ * round-to-nearest; no contraction): exp, log1p, sigmoid and sqrt(softplus) to within a few
+ * ulp of the exact functions (tests/cpu/test_moe_route.c measures it), for |x| <= 87.
+ *
+ * Tie rule (torch.topk documents none; its CUDA kernel takes the elements equal to the k-th
+ * value in index order): among equal values the lower index wins, for experts and for V3's
+ * groups; -0 and +0 are equal. */
+#ifndef KT_MOE_ROUTER_H
+#define KT_MOE_ROUTER_H
+
+#ifdef __CUDACC_RTC__
+#define KT_MR_FN __device__ __forceinline__
+#define KT_MR_MUL(a, b) __fmul_rn(a, b)
+#define KT_MR_ADD(a, b) __fadd_rn(a, b)
+#define KT_MR_FMA(a, b, c) __fmaf_rn(a, b, c)
+#define KT_MR_DIV(a, b) __fdiv_rn(a, b)
+#define KT_MR_SQRT(a) __fsqrt_rn(a)
+KT_MR_FN float kt_mr_bits_to_float(unsigned u) { return __uint_as_float(u); }
+KT_MR_FN unsigned kt_mr_float_bits(float f) { return __float_as_uint(f); }
+#else
+#include <math.h>
+#include <string.h>
+/* Host C11 (-std=c11: no contraction of a * b + c; SSE float arithmetic rounds each op). */
+#define KT_MR_FN static inline
+#define KT_MR_MUL(a, b) ((float)(a) * (float)(b))
+#define KT_MR_ADD(a, b) ((float)(a) + (float)(b))
+#define KT_MR_FMA(a, b, c) fmaf(a, b, c)
+#define KT_MR_DIV(a, b) ((float)(a) / (float)(b))
+#define KT_MR_SQRT(a) sqrtf(a)
+KT_MR_FN float kt_mr_bits_to_float(unsigned u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+KT_MR_FN unsigned kt_mr_float_bits(float f) {
+    unsigned u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+#endif
+
+/* The routers (the ROUTER key's values, in this order). */
+enum { KT_MOE_ROUTER_V4 = 0, KT_MOE_ROUTER_V3 = 1 };
+/* The routing distributions of the fill (the DIST key's values). */
+enum { KT_MOE_DIST_UNIFORM = 0, KT_MOE_DIST_ZIPF = 1, KT_MOE_DIST_HOT = 2 };
+
+#define KT_MOE_MAX_E 256          /* experts a router handles: 8 per lane of its warp */
+#define KT_MOE_MAX_TOPK 16
+#define KT_MOE_MAX_NTM 4          /* alignment records one router writes (token tiles TM..8TM) */
+#define KT_MOE_FUSED_SLOTS 1024   /* M * TOPK the one-kernel path keeps in shared memory */
+#define KT_MOE_V3_GROUPS 8        /* DeepSeek-V3's n_group */
+#define KT_MOE_V3_TOPK_GROUPS 4   /* and topk_group */
+#define KT_MOE_V4_SCALE 1.5f      /* routed_scaling_factor */
+#define KT_MOE_V3_SCALE 2.5f
+#define KT_MOE_NORM_EPS 1e-20f    /* the weights' denominator: sum + eps, as transformers */
+
+/* e^x for |x| <= 87: x = n ln2 + r (|r| <= ln2 / 2), e^r by its Taylor polynomial of degree 7
+ * (truncation below 1e-8 relative), times 2^n built from its bits. */
+KT_MR_FN float kt_mr_exp(float x) {
+    x = x < -87.0f ? -87.0f : x > 87.0f ? 87.0f : x;
+    const float shifter = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+    float n = KT_MR_ADD(KT_MR_FMA(x, 1.44269502f, shifter), -shifter);
+    float r = KT_MR_FMA(n, -0.693145751953125f, x); /* ln2's high part: n * it is exact */
+    r = KT_MR_FMA(n, -1.42860677e-06f, r);          /* ln2's low part */
+    float p = 1.98412698e-04f;                      /* 1/7!, then 1/6! ... 1/1!, 1/0! */
+    p = KT_MR_FMA(p, r, 1.38888889e-03f);
+    p = KT_MR_FMA(p, r, 8.33333333e-03f);
+    p = KT_MR_FMA(p, r, 4.16666667e-02f);
+    p = KT_MR_FMA(p, r, 1.66666667e-01f);
+    p = KT_MR_FMA(p, r, 0.5f);
+    p = KT_MR_FMA(p, r, 1.0f);
+    p = KT_MR_FMA(p, r, 1.0f);
+    return KT_MR_MUL(p, kt_mr_bits_to_float((unsigned)((int)n + 127) << 23));
+}
+
+/* log(1 + z) for z in [0, 1]: u = 1 + z rounded, log u = k ln2 + log m (m = u or u / 2 in
+ * [0.707, 1.415]) by the atanh series in s = (m - 1) / (m + 1), |s| <= 0.172, then the rounding
+ * error of 1 + z (exact: z - (u - 1)) added back divided by u. */
+KT_MR_FN float kt_mr_log1p_unit(float z) {
+    float u = KT_MR_ADD(1.0f, z);
+    int k = u > 1.41421356f;
+    float m = k ? KT_MR_MUL(u, 0.5f) : u;
+    float s = KT_MR_DIV(KT_MR_ADD(m, -1.0f), KT_MR_ADD(m, 1.0f)), s2 = KT_MR_MUL(s, s);
+    float q = KT_MR_FMA(s2, 0.111111111f, 0.142857143f); /* 1/9, 1/7, 1/5, 1/3 */
+    q = KT_MR_FMA(q, s2, 0.2f);
+    q = KT_MR_FMA(q, s2, 0.333333333f);
+    float two_s = KT_MR_ADD(s, s);
+    float log_m = KT_MR_FMA(KT_MR_MUL(two_s, s2), q, two_s);
+    float log_u = k ? KT_MR_ADD(KT_MR_ADD(log_m, 1.42860677e-06f), 0.693145751953125f) : log_m;
+    return KT_MR_ADD(log_u, KT_MR_DIV(KT_MR_ADD(z, -KT_MR_ADD(u, -1.0f)), u));
+}
+
+/* sigmoid(x) = 1 / (1 + e^-x): the V3 router's score. */
+KT_MR_FN float kt_moe_sigmoid(float x) { return KT_MR_DIV(1.0f, KT_MR_ADD(1.0f, kt_mr_exp(-x))); }
+
+/* sqrt(softplus(x)), softplus(x) = x above 20 (torch's threshold), else max(x, 0) +
+ * log1p(e^-|x|): the V4 router's score. */
+KT_MR_FN float kt_moe_sqrt_softplus(float x) {
+    float ax = x < 0 ? -x : x;
+    float sp = x > 20.0f ? x : KT_MR_ADD(x > 0 ? x : 0.0f, kt_mr_log1p_unit(kt_mr_exp(-ax)));
+    return KT_MR_SQRT(sp);
+}
+
+/* The score of a logit under router r, and the value experts are chosen by: score + bias,
+ * with -0 made +0 (the tie rule treats them as equal; +0 is the canonical one). */
+KT_MR_FN float kt_moe_score(int router, float logit) {
+    return router == KT_MOE_ROUTER_V4 ? kt_moe_sqrt_softplus(logit) : kt_moe_sigmoid(logit);
+}
+KT_MR_FN float kt_moe_choice(float score, float bias) { return KT_MR_ADD(KT_MR_ADD(score, bias), 0.0f); }
+KT_MR_FN float kt_moe_scale(int router) { return router == KT_MOE_ROUTER_V4 ? KT_MOE_V4_SCALE : KT_MOE_V3_SCALE; }
+
+/* A choice value (not NaN) and its expert as one 64-bit key whose order is the choice order:
+ * the larger value first, then the lower expert (-0 must be made +0 first: kt_moe_choice).
+ * 0 is below every key of a number (the smallest, -inf, maps to 0x007fffff << 32). */
+KT_MR_FN unsigned long long kt_moe_choice_key(float v, int e) {
+    unsigned u = kt_mr_float_bits(v);
+    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    return ((unsigned long long)u << 32) | (unsigned)(0x7fffffff - e);
+}
+KT_MR_FN int kt_moe_key_expert(unsigned long long k) { return 0x7fffffff - (int)(unsigned)k; }
+
+/* The expert of padded row i of an alignment: the last expert whose rows start at or before
+ * i (start[0..E) ascending, experts without slots starting where the next one does). */
+KT_MR_FN int kt_moe_expert_of_row(const int *start, int E, long i) {
+    int lo = 0, hi = E - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (start[mid] <= i) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+/* The router's alignment output for a grouped GEMM that tunes its token tile: NTM records of
+ * kernels/common/moe_layout.h for the tiles TM, 2 TM, ..., 2^(NTM-1) TM, one after the other
+ * (moe_gemm tunes TM over 8, 16, 32, 64: TM=8, NTM=4). The offset (in int32) of record r, and
+ * with r = NTM the size of them all. Needs moe_layout.h included first. */
+KT_MR_FN long kt_moe_align_multi_offset(long M, long topk, long E, long TM, int r) {
+    long off = 0;
+    for (int q = 0; q < r; q++) off += kt_moe_align_ints(M, topk, E, TM << q);
+    return off;
+}
+
+#endif

@@ -1,0 +1,428 @@
+// moe_gemm.cu — the MoE grouped GEMM family's kernels (host side: kernels/moe_gemm.c), e.g.
+//   kt verify --family moe_gemm --shape FORMAT=1,STAGE=1,E=256,N=1024,K=4096,TOPK=6,DIST=1 --m 16
+// A CTA owns one TM-slot tile of the alignment record (kernels/common/moe_layout.h: all its
+// slots routed to one expert), TN of that expert's weight rows and a 1/SPLIT share of K; CTAs
+// past the record's n_tiles exit. As in fp8_gemm's DIRECT path, the MMA runs swapped (weights
+// the 16-row A operand of m16n8k32, tokens the 8-column B operand) and each warp streams its
+// weight fragments from global memory into a ring of STAGES k-blocks of registers, while the
+// CTA's tokens of its k-range are gathered by slot into shared memory once.
+// Lane (g, t) feeds k-step j of a k-block with the 8 bytes (FP8) or 4 bytes (MXFP4: 8 e2m1) of
+// k 32j+8t..32j+8t+7 of rows g and g+8, and the tokens' bytes of the same k: each mma k-step is
+// one 32-wide group, the granularity of MXFP4's scales. MXFP4 runs on every arch by turning
+// each code into the e4m3 code of its value / 64 (exact) and scaling each k-step's sums by the
+// group's ue8m0 scale, or (NATIVE, sm_120a) as the 8-bit container of the block-scaled
+// `mma.kind::mxf8f6f4` that applies the scales itself.
+// Epilogues. GATEUP (weights [E, 2*inter, K]: a CTA's first TN/2 rows are gate columns c0.., the
+// others the same up columns): SiLU(min(gate, 10)) * clamp(up, +-10), rounded to bf16 and
+// requantised by act_quant's rule per 128 columns into h [slot, inter] e4m3 and hs [slot,
+// inter/128]. DOWN: out[m] = shared[m] + sum_k w[m, k] * y[m*topk+k], y the slot's row.
+// A CTA whose sums are not the whole of what its epilogue needs (split-K, GATEUP tiles under
+// 128 columns, DOWN's k slots of a token in other experts' tiles) writes them to f32 partials
+// [split][slot][row] and counts itself on a counter; the last CTA to arrive reads them back (in
+// a fixed order: deterministic) and runs the epilogue, then resets the counter to zero.
+#include "kt_device.cuh"
+#include "moe_layout.h"
+
+#ifndef KT_TM
+#define KT_TM 8
+#define KT_TN 64
+#define KT_WARPS_N 2
+#define KT_WARPS_K 2
+#define KT_STAGES 2
+#define KT_SPLIT 1
+#define KT_NATIVE 0
+#endif
+
+constexpr int TM = KT_TM, TN = KT_TN, WARPS_N = KT_WARPS_N, WARPS_K = KT_WARPS_K, STAGES = KT_STAGES;
+constexpr int SPLIT = KT_SPLIT, WARPS = WARPS_N * WARPS_K, THREADS = WARPS * 32;
+constexpr int WN = TN / WARPS_N, FRAG_N = WN / 16, FRAG_M = TM / 8;
+constexpr int RED_LD = TN + 4; // the epilogue tile [TM][RED_LD] f32; the pad spreads its banks
+constexpr float SWIGLU_LIMIT = 10.0f;
+static_assert(TN % (16 * WARPS_N) == 0 && FRAG_N >= 1 && FRAG_N <= 4, "warps tile TN in fragments of 16");
+static_assert(TM % 8 == 0 && THREADS <= 512, "token fragments of 8, at most 16 warps");
+
+#if KT_NATIVE && !defined(__CUDA_ARCH_FEAT_SM120_ALL)
+#error "NATIVE=1 is the block-scaled mma of sm_120a"
+#endif
+
+enum { FMT_FP8, FMT_MXFP4 };
+
+// ---------------------------------------------------------------- MXFP4 operands
+
+// Four e2m1 codes (the low 16 bits, k ascending from the lowest nibble) -> one a byte, low nibble.
+__device__ __forceinline__ kt_u32 e2m1x4_spread(kt_u32 x) {
+    x &= 0xffffu;
+    const kt_u32 t = (x | (x << 8)) & 0x00ff00ffu;
+    return (t | (t << 4)) & 0x0f0f0f0fu;
+}
+// The e4m3 codes of the four values / 64: e2m1 s.e1e0.m is e4m3 s.000e1e0.m00 scaled by 2^-6
+// (subnormals included), so the magnitude bits move up by two and the sign to bit 7.
+__device__ __forceinline__ kt_u32 e2m1x4_as_e4m3(kt_u32 b) { return ((b & 0x07070707u) << 2) | ((b & 0x08080808u) << 4); }
+// ue8m0 byte `j` of s as a float, times 64 (undoing the 2^-6 above): 2^(s-127+6).
+__device__ __forceinline__ float ue8m0_x64(kt_u32 s, int j) { return __uint_as_float(((s >> (8 * j)) & 0xffu) << 23) * 64.0f; }
+
+#if KT_NATIVE
+// D = A (16x32 e2m1 in 8-bit containers, code in bits 5:2) * B (32x8 e4m3) + D, A's rows scaled
+// by ue8m0 byte `j` of sa (lanes 4g and 4g+1 hold rows g and g+8: thread-id 0), B's by 1.
+template <int J>
+__device__ __forceinline__ void mma_mxf8f6f4(float (&d)[4], const kt_u32 (&a)[4], kt_u32 b0, kt_u32 b1, kt_u32 sa) {
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e2m1.e4m3.f32.ue8m0 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3}, {%10}, {%11, 0}, {%12}, {0, 0};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(sa), "n"(J), "r"(0x7f7f7f7fu));
+}
+#endif
+
+// Reads f32 partials other CTAs wrote, from L2 (never a stale L1 line).
+__device__ __forceinline__ float ld_cg(const float *p) {
+    float v;
+    asm volatile("ld.global.cg.f32 %0, [%1];\n" : "=f"(v) : "l"(p));
+    return v;
+}
+
+// ---------------------------------------------------------------- the kernel
+
+// One warp's k-block of weight fragments: FP8 w8[i][j][r] (k-step j, rows g / g+8) and the
+// fragment's block scale; MXFP4 w4[i][j][r] and the rows' four ue8m0 scales sc[i][r].
+template <int FMT> struct kblock {
+    uint2 w8[FMT == FMT_FP8 ? FRAG_N : 1][4][2];
+    float bs[FRAG_N];
+    kt_u32 w4[FMT == FMT_MXFP4 ? FRAG_N : 1][4][2];
+    kt_u32 sc[FMT == FMT_MXFP4 ? FRAG_N : 1][2];
+};
+
+template <int FMT, bool GATEUP>
+__device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const float *__restrict__ Xs,
+                                         const kt_u8 *__restrict__ W, const void *__restrict__ Ws,
+                                         const float *__restrict__ topw, const kt_u16 *__restrict__ shared,
+                                         const int *__restrict__ rec, void *__restrict__ out_,
+                                         float *__restrict__ out_s, float *__restrict__ part, int *__restrict__ counter,
+                                         int M, int topk, int E, int N, int K) {
+    extern __shared__ __align__(128) kt_u8 smem[];
+    __shared__ int slot_s[TM];
+    __shared__ int last_s[TM + 1];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+    const int wk = warp / WARPS_N, wn = warp % WARPS_N;
+    const int tile = blockIdx.y, z = blockIdx.z, KB = K / 128, MT = M * topk;
+    const long padded = kt_moe_max_padded(M, topk, E, TM);
+    kt_wait_producer(); // the record and the tokens come from the kernels before
+    kt_allow_consumer();
+    if (tile >= rec[padded + padded / TM]) return; // past n_tiles
+    const int e = rec[padded + tile];
+    const int kb0 = (int)((long)z * KB / SPLIT), nkb = (int)((long)(z + 1) * KB / SPLIT) - kb0;
+    const int inter = N / 2;
+    // CTA row r -> the expert's weight row (GATEUP: gate columns c0.., then the same up columns).
+    const int c0 = GATEUP ? blockIdx.x * (TN / 2) : blockIdx.x * TN;
+    auto wrow = [&](int r) { return GATEUP ? (r < TN / 2 ? c0 + r : inter + c0 + r - TN / 2) : c0 + r; };
+    if (tid < TM) slot_s[tid] = rec[tile * TM + tid];
+
+    // Each warp's first STAGES k-blocks of weights (k-blocks wk, wk + WARPS_K, ... of the range).
+    const long KH = FMT == FMT_FP8 ? K : K / 2; // bytes per weight row
+    auto load = [&](kblock<FMT> &kb, int kbl) {
+        const int kbg = kb0 + kbl;
+#pragma unroll
+        for (int i = 0; i < FRAG_N; i++) {
+            const int r0 = wrow(wn * WN + i * 16);
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                const kt_u8 *row = W + ((long)e * N + r0 + g + 8 * r) * KH;
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    if constexpr (FMT == FMT_FP8) kb.w8[i][j][r] = kt_ldg_stream8(row + kbg * 128 + 32 * j + 8 * t);
+                    else kb.w4[i][j][r] = kt_ldg_stream4(row + kbg * 64 + 16 * j + 4 * t);
+                }
+                if constexpr (FMT == FMT_MXFP4)
+                    kb.sc[i][r] = *(const kt_u32 *)((const kt_u8 *)Ws + ((long)e * N + r0 + g + 8 * r) * (K / 32) + kbg * 4);
+            }
+            if constexpr (FMT == FMT_FP8) kb.bs[i] = ((const float *)Ws)[((long)e * (N / 128) + r0 / 128) * KB + kbg];
+        }
+    };
+    kblock<FMT> ring[STAGES];
+#pragma unroll
+    for (int s = 0; s < STAGES; s++)
+        if (wk + s * WARPS_K < nkb) load(ring[s], wk + s * WARPS_K);
+
+    // The tile's tokens of this k-range: [k-block][k-step][token][32 bytes], padding rows zero,
+    // then their scales [k-block][token].
+    __syncthreads();
+    kt_u8 *xs = smem;
+    float *xs_s = (float *)(smem + nkb * TM * 128);
+    for (int i = tid; i < nkb * TM * 8; i += THREADS) {
+        const int kbl = i / (TM * 8), m = i / 8 % TM, piece = i % 8, slot = slot_s[m];
+        const long row = GATEUP ? slot / topk : slot;
+        kt_cp_async16(kt_smem_addr(xs + ((kbl * 4 + piece / 2) * TM + m) * 32 + piece % 2 * 16),
+                      slot >= 0 ? X + row * K + (long)(kb0 + kbl) * 128 + piece * 16 : X, slot >= 0 ? 16 : 0);
+    }
+    for (int i = tid; i < nkb * TM; i += THREADS) {
+        const int kbl = i / TM, m = i % TM, slot = slot_s[m];
+        const long row = GATEUP ? slot / topk : slot;
+        kt_cp_async4(kt_smem_addr(xs_s + i), slot >= 0 ? Xs + row * KB + kb0 + kbl : Xs, slot >= 0 ? 4 : 0);
+    }
+    kt_cp_async_commit();
+    kt_cp_async_wait<0>();
+    __syncthreads();
+
+    float acc[FRAG_N][FRAG_M][4];
+#pragma unroll
+    for (int i = 0; i < FRAG_N; i++)
+#pragma unroll
+        for (int j = 0; j < FRAG_M; j++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) acc[i][j][q] = 0.f;
+
+    // One k-block: the weight operands of every fragment (MXFP4: converted once), then for each
+    // token fragment its four k-steps into part, promoted with the scales.
+    auto compute = [&](const kblock<FMT> &kb, int kbl) {
+        kt_u32 a[FRAG_N][4][4];
+#pragma unroll
+        for (int i = 0; i < FRAG_N; i++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                if constexpr (FMT == FMT_FP8) {
+                    a[i][j][0] = kb.w8[i][j][0].x, a[i][j][1] = kb.w8[i][j][1].x;
+                    a[i][j][2] = kb.w8[i][j][0].y, a[i][j][3] = kb.w8[i][j][1].y;
+                } else {
+#pragma unroll
+                    for (int h = 0; h < 2; h++)
+#pragma unroll
+                        for (int r = 0; r < 2; r++) {
+                            const kt_u32 b = e2m1x4_spread(kb.w4[i][j][r] >> (16 * h));
+                            a[i][j][2 * h + r] = KT_NATIVE ? b << 2 : e2m1x4_as_e4m3(b); // NATIVE: the container
+                        }
+                }
+            }
+#pragma unroll
+        for (int jm = 0; jm < FRAG_M; jm++) {
+            float sum[FRAG_N][4];
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const uint2 x = *(const uint2 *)(xs + ((kbl * 4 + j) * TM + jm * 8 + g) * 32 + 8 * t);
+#pragma unroll
+                for (int i = 0; i < FRAG_N; i++) {
+#if KT_NATIVE
+                    if constexpr (FMT == FMT_MXFP4) {
+                        if (j == 0) sum[i][0] = sum[i][1] = sum[i][2] = sum[i][3] = 0.f;
+                        const kt_u32 sa = t & 1 ? kb.sc[i][1] : kb.sc[i][0];
+                        if (j == 0) mma_mxf8f6f4<0>(sum[i], a[i][j], x.x, x.y, sa);
+                        else if (j == 1) mma_mxf8f6f4<1>(sum[i], a[i][j], x.x, x.y, sa);
+                        else if (j == 2) mma_mxf8f6f4<2>(sum[i], a[i][j], x.x, x.y, sa);
+                        else mma_mxf8f6f4<3>(sum[i], a[i][j], x.x, x.y, sa);
+                    } else
+#endif
+                    if constexpr (FMT == FMT_FP8) {
+                        if (j == 0) kt_mma_e4m3_first(sum[i], a[i][j], x.x, x.y);
+                        else kt_mma_e4m3(sum[i], a[i][j], x.x, x.y);
+                    } else {
+                        float d[4];
+                        kt_mma_e4m3_first(d, a[i][j], x.x, x.y);
+                        const float s0 = ue8m0_x64(kb.sc[i][0], j), s1 = ue8m0_x64(kb.sc[i][1], j);
+#pragma unroll
+                        for (int q = 0; q < 4; q++) sum[i][q] = j ? fmaf(d[q], q < 2 ? s0 : s1, sum[i][q]) : d[q] * (q < 2 ? s0 : s1);
+                    }
+                }
+            }
+            const float2 sx = *(const float2 *)(xs_s + kbl * TM + jm * 8 + 2 * t);
+#pragma unroll
+            for (int i = 0; i < FRAG_N; i++) {
+                const float b = FMT == FMT_FP8 ? kb.bs[i] : 1.f;
+#pragma unroll
+                for (int q = 0; q < 4; q++) acc[i][jm][q] += sum[i][q] * (q & 1 ? sx.y : sx.x) * b;
+            }
+        }
+    };
+    for (int base = wk; base < nkb; base += STAGES * WARPS_K) {
+#pragma unroll
+        for (int s = 0; s < STAGES; s++) {
+            const int kbl = base + s * WARPS_K;
+            if (kbl >= nkb) break;
+            compute(ring[s], kbl);
+            if (kbl + STAGES * WARPS_K < nkb) load(ring[s], kbl + STAGES * WARPS_K);
+        }
+    }
+    __syncthreads(); // the token slab becomes the epilogue's tile
+
+    // red[m][r]: warp groups add their sums one after another (a fixed order). Element q of
+    // fragment (i, jm) is CTA row wn*WN + i*16 + g + (q>>1)*8 and token jm*8 + 2t + (q&1).
+    float *red = (float *)smem;
+#pragma unroll
+    for (int kg = 0; kg < WARPS_K; kg++) {
+        if (wk == kg) {
+#pragma unroll
+            for (int i = 0; i < FRAG_N; i++)
+#pragma unroll
+                for (int jm = 0; jm < FRAG_M; jm++)
+#pragma unroll
+                    for (int q = 0; q < 4; q++) {
+                        float *dst = red + (jm * 8 + 2 * t + (q & 1)) * RED_LD + wn * WN + i * 16 + g + (q >> 1) * 8;
+                        *dst = kg ? *dst + acc[i][jm][q] : acc[i][jm][q];
+                    }
+        }
+        __syncthreads();
+    }
+
+    // GATEUP: the SwiGLU and requantisation of slot m's 128 columns [c128, c128 + 128), from
+    // sum(m, r) = the sums of weight row r; a warp per slot, 4 columns a lane.
+    auto swiglu_quant = [&](int c128, auto sum) {
+        for (int m = warp; m < TM; m += WARPS) {
+            const int slot = slot_s[m];
+            if (slot < 0) continue; // warp-uniform
+            float h[4], amax = 0.f;
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                const int c = c128 + lane * 4 + q;
+                const float gate = fminf(sum(m, c), SWIGLU_LIMIT);
+                const float up = fminf(fmaxf(sum(m, inter + c), -SWIGLU_LIMIT), SWIGLU_LIMIT);
+                h[q] = kt_bf16_to_f32(kt_f32_to_bf16(gate / (1.0f + __expf(-gate)) * up));
+                amax = fmaxf(amax, fabsf(h[q]));
+            }
+#pragma unroll
+            for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+            const float scale = kt_quant_scale(amax), inv = __frcp_rn(scale);
+            *(kt_u32 *)((kt_u8 *)out_ + (long)slot * inter + c128 + lane * 4) = kt_quant_codes4(h, scale, inv);
+            if (lane == 0) out_s[(long)slot * (inter / 128) + c128 / 128] = scale;
+        }
+    };
+    if constexpr (GATEUP && TN == 256 && SPLIT == 1) {
+        // the CTA has all 128 columns of gate and up: no trip through the partials
+        swiglu_quant(c0, [&](int m, int r) { return red[m * RED_LD + (r < inter ? r - c0 : TN / 2 + r - inter - c0)]; });
+        return;
+    }
+    // Partials [z][slot][weight row], then count this CTA in.
+    for (int i = tid; i < TM * (TN / 4); i += THREADS) {
+        const int m = i / (TN / 4), r = i % (TN / 4) * 4, slot = slot_s[m];
+        if (slot >= 0)
+            *(float4 *)(part + ((long)z * MT + slot) * N + wrow(r)) = *(const float4 *)(red + m * RED_LD + r);
+    }
+    __threadfence();
+    __syncthreads();
+    if constexpr (GATEUP) {
+        const int group = 256 / TN * SPLIT, c128 = c0 / 128 * 128;
+        int *cnt = counter + tile * (inter / 128) + c0 / 128;
+        if (tid == 0) last_s[0] = atomicAdd(cnt, 1) == group - 1;
+        __syncthreads();
+        if (!last_s[0]) return;
+        __threadfence();
+        swiglu_quant(c128, [&](int m, int r) {
+            float v = 0.f;
+            for (int s = 0; s < SPLIT; s++) v += ld_cg(part + ((long)s * MT + slot_s[m]) * N + r);
+            return v;
+        });
+        if (tid == 0) *cnt = 0;
+    } else {
+        // A token's output columns [c0, c0 + TN) are complete when its topk slots' tiles of
+        // all SPLIT k-ranges have arrived.
+        if (tid < TM) {
+            const int slot = slot_s[tid];
+            int *cnt = counter + (long)(slot / topk) * (N / TN) + blockIdx.x;
+            last_s[tid] = slot >= 0 && atomicAdd(cnt, 1) == topk * SPLIT - 1;
+        }
+        __syncthreads();
+        __threadfence();
+        kt_u16 *out = (kt_u16 *)out_;
+        for (int m = 0; m < TM; m++) {
+            if (!last_s[m]) continue;
+            const int token = slot_s[m] / topk;
+            for (int n = tid; n < TN; n += THREADS) {
+                float v = kt_bf16_to_f32(shared[(long)token * N + c0 + n]);
+                for (int k = 0; k < topk; k++) {
+                    const int s = token * topk + k;
+                    float y = 0.f;
+                    for (int zz = 0; zz < SPLIT; zz++) y += ld_cg(part + ((long)zz * MT + s) * N + c0 + n);
+                    v = fmaf(topw[s], y, v);
+                }
+                out[(long)token * N + c0 + n] = kt_f32_to_bf16(v);
+            }
+            if (tid == 0) counter[(long)token * (N / TN) + blockIdx.x] = 0;
+        }
+    }
+}
+
+#define KT_MOE_ENTRY(NAME, FMT, GATEUP)                                                                          \
+    extern "C" __global__ void __launch_bounds__(THREADS, 1)                                                    \
+        NAME(const kt_u8 *X, const float *Xs, const kt_u8 *W, const void *Ws, const float *topw,                \
+             const kt_u16 *shared, const int *rec, void *out, float *out_s, float *part, int *counter, int M,   \
+             int topk, int E, int N, int K) {                                                                   \
+        moe_gemm<FMT, GATEUP>(X, Xs, W, Ws, topw, shared, rec, out, out_s, part, counter, M, topk, E, N, K);    \
+    }
+KT_MOE_ENTRY(moe_gemm_fp8_gateup, FMT_FP8, true)
+KT_MOE_ENTRY(moe_gemm_fp8_down, FMT_FP8, false)
+KT_MOE_ENTRY(moe_gemm_mxfp4_gateup, FMT_MXFP4, true)
+KT_MOE_ENTRY(moe_gemm_mxfp4_down, FMT_MXFP4, false)
+
+// ---------------------------------------------------------------- float64 references
+
+// x [K] . row n of expert e, exact products summed in double per scale block.
+__device__ double ref_dot(const kt_u8 *x, const float *xs, const kt_u8 *W, const void *Ws, int fmt, long e, long n,
+                          int N, int K) {
+    const int KB = K / 128;
+    double total = 0;
+    for (int kb = 0; kb < KB; kb++) {
+        double blk = 0;
+        if (fmt == FMT_FP8) {
+            const kt_u8 *row = W + (e * N + n) * K + kb * 128;
+            for (int k = 0; k < 128; k++) blk += kt_e4m3_to_f64(x[kb * 128 + k]) * kt_e4m3_to_f64(row[k]);
+            blk *= (double)((const float *)Ws)[(e * (N / 128) + n / 128) * KB + kb];
+        } else {
+            const kt_u8 *row = W + ((e * N + n) * K + kb * 128) / 2;
+            const kt_u8 *sc = (const kt_u8 *)Ws + (e * N + n) * (K / 32) + kb * 4;
+            for (int gi = 0; gi < 4; gi++) {
+                double s = 0;
+                for (int k = 0; k < 32; k++) {
+                    const int kk = gi * 32 + k, code = (row[kk / 2] >> (kk % 2 * 4)) & 15;
+                    const int c = code & 7; // e2m1: c < 2 subnormal c/2, else 2^(c/2-1) * (1 + (c&1)/2)
+                    const double mag = c < 2 ? c * 0.5 : (double)(1 << ((c >> 1) - 1)) * (c & 1 ? 1.5 : 1.0);
+                    s += kt_e4m3_to_f64(x[kb * 128 + kk]) * (code & 8 ? -mag : mag);
+                }
+                blk += s * ldexp(1.0, sc[gi] - 127);
+            }
+        }
+        total += blk * (double)xs[kb];
+    }
+    return total;
+}
+
+// GATEUP, first pass: ref[slot * inter + c] = the bf16 SwiGLU of slot's column c.
+extern "C" __global__ void moe_ref_gateup(const kt_u8 *X, const float *Xs, const kt_u8 *W, const void *Ws,
+                                          const int *ids, const float *topw, const kt_u16 *shared, double *ref, int M,
+                                          int topk, int E, int N, int K, int fmt) {
+    (void)topw, (void)shared, (void)E;
+    const int inter = N / 2;
+    const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (long)M * topk * inter) return;
+    const long s = idx / inter, c = idx % inter, e = ids[s], tok = s / topk;
+    double gate = ref_dot(X + tok * K, Xs + tok * (K / 128), W, Ws, fmt, e, c, N, K);
+    double up = ref_dot(X + tok * K, Xs + tok * (K / 128), W, Ws, fmt, e, inter + c, N, K);
+    gate = fmin(gate, (double)SWIGLU_LIMIT);
+    up = fmin(fmax(up, -(double)SWIGLU_LIMIT), (double)SWIGLU_LIMIT);
+    ref[idx] = kt_bf16_to_f32(kt_f32_to_bf16((float)(gate / (1.0 + exp(-gate)) * up)));
+}
+
+// GATEUP, second pass: each 128-group by act_quant's rule into code values and the scales after them.
+extern "C" __global__ void moe_ref_quant(double *ref, int M, int topk, int N) {
+    const int inter = N / 2, G = inter / 128;
+    const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x, MT = (long)M * topk;
+    if (idx >= MT * G) return;
+    double *h = ref + idx * 128; // group idx = slot * G + g covers columns [128 g, 128 g + 128) of the slot
+    float amax = 0.f;
+    for (int c = 0; c < 128; c++) amax = fmaxf(amax, fabsf((float)h[c]));
+    const float scale = fmaxf(amax, 1e-10f) / 448.0f;
+    for (int c = 0; c < 128; c++)
+        h[c] = kt_e4m3_to_f64((kt_u8)(kt_f32x2_to_e4m3x2((float)h[c] / scale, 0.f) & 0xff));
+    ref[MT * inter + idx] = scale;
+}
+
+// DOWN: ref[m * N + n] = shared + sum_k w * (slot's row . expert row n).
+extern "C" __global__ void moe_ref_down(const kt_u8 *X, const float *Xs, const kt_u8 *W, const void *Ws,
+                                        const int *ids, const float *topw, const kt_u16 *shared, double *ref, int M,
+                                        int topk, int E, int N, int K, int fmt) {
+    (void)E;
+    const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (long)M * N) return;
+    const long m = idx / N, n = idx % N;
+    double v = kt_bf16_to_f32(shared[idx]);
+    for (int k = 0; k < topk; k++) {
+        const long s = m * topk + k;
+        v += (double)topw[s] * ref_dot(X + s * K, Xs + s * (K / 128), W, Ws, fmt, ids[s], n, N, K);
+    }
+    ref[idx] = v;
+}

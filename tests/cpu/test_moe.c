@@ -1,0 +1,216 @@
+/* test_moe.c — CPU tests of the MoE layout and moe_gemm's host side: the reference alignment's
+ * invariants, the routing distributions, the float64 reference on hand-made inputs, and the
+ * configs an untuned problem gets (they build and fit). */
+#include "../../kernels/common/moe_layout.h"
+#include "../../kernels/moe_gemm.h"
+#include "../../tuner/tuner.h"
+#include "test.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Every slot exactly once, in its expert's group, ascending; groups in expert order, padded with
+ * -1 to whole tiles; tile_expert and n_tiles exact; nothing past the used tiles. */
+static int alignment_ok(const int *ids, long M, long topk, long E, long TM, const int *rec) {
+    const long padded = kt_moe_max_padded(M, topk, E, TM), tiles = padded / TM;
+    const int *sorted = rec, *tile_expert = rec + KT_MOE_TILES(M, topk, E, TM);
+    const int n_tiles = rec[KT_MOE_NTILES(M, topk, E, TM)];
+    int ok = padded % TM == 0 && n_tiles >= 0 && n_tiles <= tiles;
+    int *seen = calloc((size_t)(M * topk), sizeof(int)), *count = calloc((size_t)E, sizeof(int));
+    long want_tiles = 0;
+    for (long s = 0; s < M * topk; s++) count[ids[s]]++;
+    for (long e = 0; e < E; e++) want_tiles += (count[e] + TM - 1) / TM;
+    ok &= n_tiles == want_tiles;
+    for (long t = 0; ok && t < tiles; t++) {
+        if (t >= n_tiles) {
+            ok &= tile_expert[t] == KT_MOE_PAD;
+            for (long i = 0; i < TM; i++) ok &= sorted[t * TM + i] == KT_MOE_PAD;
+            continue;
+        }
+        ok &= t == 0 || tile_expert[t] >= tile_expert[t - 1];
+        ok &= sorted[t * TM] >= 0; /* a used tile starts with a slot */
+        for (long i = 0; i < TM; i++) {
+            int s = sorted[t * TM + i];
+            if (s == KT_MOE_PAD) continue;
+            ok &= s >= 0 && s < M * topk && ids[s] == tile_expert[t] && !seen[s]++;
+            ok &= i == 0 || (sorted[t * TM + i - 1] != KT_MOE_PAD && sorted[t * TM + i - 1] < s);
+        }
+    }
+    for (long s = 0; s < M * topk; s++) ok &= seen[s] == 1;
+    free(seen);
+    free(count);
+    return ok;
+}
+
+KT_TEST(moe_alignment_reference_invariants) {
+    const long Ms[] = {1, 5, 64, 300}, TMs[] = {8, 16, 64};
+    for (int dist = 0; dist < 3; dist++)
+        for (int mi = 0; mi < 4; mi++)
+            for (int ti = 0; ti < 3; ti++) {
+                long M = Ms[mi], topk = 6, E = 32, TM = TMs[ti];
+                int *ids = malloc(sizeof(int) * (size_t)(M * topk));
+                int *rec = malloc(sizeof(int) * (size_t)kt_moe_align_ints(M, topk, E, TM)), count[32];
+                kt_moe_draw_routing(M, topk, E, dist, 7 + (uint64_t)mi, ids, NULL);
+                int n = kt_moe_align_ref(ids, M, topk, E, TM, rec, count);
+                EXPECT(n == rec[KT_MOE_NTILES(M, topk, E, TM)]);
+                EXPECT(alignment_ok(ids, M, topk, E, TM, rec));
+                /* the check can fail: a slot moved into a padding place, a tile's expert changed */
+                int t0 = rec[0];
+                rec[0] = KT_MOE_PAD;
+                EXPECT(!alignment_ok(ids, M, topk, E, TM, rec));
+                rec[0] = t0;
+                rec[KT_MOE_TILES(M, topk, E, TM)] ^= 1;
+                EXPECT(!alignment_ok(ids, M, topk, E, TM, rec));
+                free(ids);
+                free(rec);
+            }
+}
+
+KT_TEST(moe_routing_distributions) {
+    const long M = 4000, E = 256;
+    int *ids = malloc(sizeof(int) * (size_t)(M * 6));
+    float *w = malloc(sizeof(float) * (size_t)(M * 6));
+    long top_share[3] = {0};
+    for (int dist = 0; dist < 3; dist++) {
+        kt_moe_draw_routing(M, 6, E, dist, 99, ids, w);
+        int distinct = 1, weights_ok = 1;
+        long count[256] = {0};
+        for (long m = 0; m < M; m++)
+            for (int k = 0; k < 6; k++) {
+                count[ids[m * 6 + k]]++;
+                weights_ok &= w[m * 6 + k] >= 0.1f && w[m * 6 + k] < 0.4f;
+                for (int j = 0; j < k; j++) distinct &= ids[m * 6 + j] != ids[m * 6 + k];
+            }
+        EXPECT(distinct && weights_ok);
+        for (long e = 0; e < E; e++)
+            if (count[e] > top_share[dist]) top_share[dist] = count[e];
+    }
+    /* uniform: the busiest expert near 6M/E = 94; Zipf 1.1: several times that; hot: every token */
+    EXPECT(top_share[0] < 150);
+    EXPECT(top_share[1] > 1000);
+    EXPECT(top_share[2] == M);
+    /* with top-2 the hot expert takes 25% of the slots */
+    kt_moe_draw_routing(M, 2, E, KT_MOE_HOT, 5, ids, NULL);
+    long count[256] = {0}, hot = 0;
+    for (long s = 0; s < 2 * M; s++) count[ids[s]]++;
+    for (long e = 0; e < E; e++) hot = count[e] > hot ? count[e] : hot;
+    EXPECT(hot > 0.23 * 2 * M && hot < 0.28 * 2 * M);
+    free(ids);
+    free(w);
+}
+
+/* A problem's host tensors, zeroed, then filled by the family. */
+typedef struct moe_case {
+    const kt_family *f;
+    kt_problem p;
+    kt_tensor_desc t[KT_MAX_TENSORS];
+    void *h[KT_MAX_TENSORS];
+    int n;
+    double *ref;
+} moe_case;
+
+static void case_open(moe_case *c, const long dims[7], long m) {
+    c->f = kt_family_find("moe_gemm");
+    c->p = (kt_problem){.n_dims = 7, .m = m};
+    memcpy(c->p.dim, dims, 7 * sizeof(long));
+    c->n = c->f->tensors(&c->p, c->t);
+    size_t n_ref = 0;
+    for (int i = 0; i < c->n; i++) {
+        c->h[i] = calloc(c->t[i].count, kt_dtype_size(c->t[i].dtype));
+        if (c->t[i].role == KT_OUTPUT) n_ref += c->t[i].count;
+    }
+    c->f->fill(&c->p, 1, c->h);
+    c->ref = calloc(n_ref, sizeof(double));
+}
+
+static void case_close(moe_case *c) {
+    for (int i = 0; i < c->n; i++) free(c->h[i]);
+    free(c->ref);
+}
+
+/* Tensor order of moe_gemm (kernels/moe_gemm.c). */
+enum { X, XS, W, WS, IDS, TOPW, SHARED };
+
+KT_TEST(moe_gemm_reference_on_known_values) {
+    /* MXFP4 down, one token, top-1: x = 1.0 at k = 1 only (scale 0.5); the expert's row 5 holds
+     * 1.0 at k = 1 (the high nibble of byte 0) with the group's scale 2^1; the shared output 3 at
+     * column 5; routing weight w: out[5] = 3 + w * 1 * 0.5 * 1 * 2, out elsewhere 0. */
+    moe_case c;
+    case_open(&c, (const long[7]){1, 1, 2, 128, 128, 1, 0}, 1);
+    int e = ((int *)c.h[IDS])[0];
+    memset(c.h[X], 0, 128);
+    ((uint8_t *)c.h[X])[1] = kt_float_to_e4m3(1.0f);
+    ((float *)c.h[XS])[0] = 0.5f;
+    memset(c.h[W], 0, c.t[W].count);
+    memset(c.h[WS], 127, c.t[WS].count);
+    ((uint8_t *)c.h[W])[(e * 128 + 5) * 64] = 0x20;
+    ((uint8_t *)c.h[WS])[(e * 128 + 5) * 4] = 128;
+    memset(c.h[SHARED], 0, 128 * 2);
+    ((uint16_t *)c.h[SHARED])[5] = kt_float_to_bf16(3.0f);
+    float w = ((float *)c.h[TOPW])[0];
+    c.f->reference(&c.p, c.h, c.ref);
+    EXPECT(fabs(c.ref[5] - (3.0 + w)) < 1e-12);
+    EXPECT(c.ref[4] == 0 && c.ref[6] == 0);
+    case_close(&c);
+
+    /* FP8 gate+up, one token, top-1, inter 128: x = 1.0 at k = 0 (scale 1); gate column 3 is 448
+     * there (clipped to 10), up column 3 is 2 (block scales 1): h[3] = SiLU(10) * 2, alone in its
+     * group, so its code is 448 and the group's scale bf16(h[3]) / 448; the others are 0. */
+    case_open(&c, (const long[7]){0, 0, 2, 256, 128, 1, 0}, 1);
+    e = ((int *)c.h[IDS])[0];
+    memset(c.h[X], 0, 128);
+    ((uint8_t *)c.h[X])[0] = kt_float_to_e4m3(1.0f);
+    ((float *)c.h[XS])[0] = 1.0f;
+    memset(c.h[W], 0, c.t[W].count);
+    for (size_t i = 0; i < c.t[WS].count; i++) ((float *)c.h[WS])[i] = 1.0f;
+    ((uint8_t *)c.h[W])[(e * 256 + 3) * 128] = kt_float_to_e4m3(448.0f);
+    ((uint8_t *)c.h[W])[(e * 256 + 128 + 3) * 128] = kt_float_to_e4m3(2.0f);
+    c.f->reference(&c.p, c.h, c.ref);
+    double h = kt_bf16_to_float(kt_float_to_bf16((float)(10.0 / (1.0 + exp(-10.0)) * 2.0)));
+    EXPECT(c.ref[3] == 448.0 && c.ref[2] == 0 && c.ref[4] == 0);
+    EXPECT(fabs(c.ref[128] - (float)(h / 448.0)) < 1e-9);
+    case_close(&c);
+}
+
+/* What an untuned problem gets (default_for) fits it, passes check_config on sm_120 and sm_90,
+ * and builds there without spills; NATIVE=1 is refused off sm_120a. */
+KT_TEST(moe_gemm_untuned_configs_fit_and_build) {
+    const kt_family *f = kt_family_find("moe_gemm");
+    static const long ms[] = {1, 2, 4, 16, 64, 100, 256, 1024, 4096};
+    kt_config distinct[64];
+    int n = 0;
+    char why[256];
+    for (int s = 0; s < f->n_target_shapes; s++)
+        for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++)
+            for (int sms = 132; sms <= 188; sms += 56) {
+                kt_problem p = {.n_dims = 7, .m = ms[mi]};
+                memcpy(p.dim, f->target_shapes[s], sizeof p.dim);
+                kt_config c;
+                f->default_for(&p, sms, &c);
+                int ok = !f->check_config(&c, 120, why, sizeof why) && !f->check_config(&c, 90, why, sizeof why) &&
+                         f->config_fits(&c, &p);
+                EXPECT(ok);
+                int seen = 0;
+                for (int i = 0; i < n; i++) seen |= !memcmp(&distinct[i], &c, sizeof c);
+                if (!seen && n < 64) distinct[n++] = c;
+            }
+    kt_config native = f->default_config;
+    native.v[6] = 1;
+    EXPECT(f->check_config(&native, 120, why, sizeof why) && f->check_config(&native, 90, why, sizeof why));
+    EXPECT(!f->check_config(&native, 1201, why, sizeof why));
+    char *dir = strdup("/tmp/kt-moe-test-XXXXXX");
+    EXPECT(mkdtemp(dir) != NULL);
+    setenv("KT_CACHE_DIR", dir, 1);
+    kt_compile_pool *pool = kt_compile_pool_start(f, distinct, n, 90, 2);
+    for (int i = 0; i < n; i++) {
+        const kt_cubin *cb = kt_compile_pool_wait(pool, i, NULL);
+        EXPECT(cb && cb->report.spill_bytes == 0 && cb->ship_spill_bytes == 0);
+    }
+    kt_compile_pool_free(pool);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    EXPECT(system(cmd) == 0);
+    unsetenv("KT_CACHE_DIR");
+    free(dir);
+}

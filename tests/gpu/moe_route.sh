@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# moe_route.sh — the moe_route family on the GPU: kt verify of the default config and 2 seeded
+# random ones on fresh inputs (a new seed each run) at M = 1, 4, 16, 64, 256, both routers
+# (V4 top-6, V3 top-8 of 256), every routing distribution, the records for moe_gemm's tiles
+# (TM = 8, NTM = 4: tiles 8, 16, 32, 64) and one record for TM = 16; then the
+# route + align time per M of both paths (kt bench, one fused block / two kernels). Logs in
+# $LOGS (default /tmp/kt-moe-route). Ends with "N passed, N failed".
+#   usage: tests/gpu/moe_route.sh            (KT: the kt binary, default ./bin/kt)
+set -u
+cd "$(dirname "$0")/../.."
+KT=${KT:-./bin/kt}
+LOGS=${LOGS:-/tmp/kt-moe-route}
+mkdir -p "$LOGS"
+passed=0 failed=0
+
+# step NAME CMD...: runs CMD with its output in $LOGS/NAME.log; counts it.
+step() {
+    local name=$1; shift
+    local t0=$SECONDS
+    if "$@" >"$LOGS/$name.log" 2>&1; then
+        passed=$((passed + 1)); echo "ok   $name ($((SECONDS - t0))s): $(tail -n 1 "$LOGS/$name.log")"
+    else
+        failed=$((failed + 1)); echo "FAIL $name ($((SECONDS - t0))s): see $name.log"; grep -v '^ok ' "$LOGS/$name.log" | tail -n 15
+    fi
+}
+
+# shapes ROUTER TOPK: the --shape options of every distribution and tile for that router.
+shapes() {
+    local d tm
+    for d in uniform zipf hot; do for tm in TM=8,NTM=4 TM=16,NTM=1; do
+        printf -- '--shape ROUTER=%s,E=256,TOPK=%s,%s,DIST=%s ' "$1" "$2" $tm $d
+    done; done
+}
+MS=1,4,16,64,256
+# shellcheck disable=SC2046
+step verify_v4 $KT verify --family moe_route $(shapes V4 6) --m $MS --sample 2 --seed $RANDOM
+# shellcheck disable=SC2046
+step verify_v3 $KT verify --family moe_route $(shapes V3 8) --m $MS --sample 2 --seed $RANDOM
+TARGETS="--shape ROUTER=V4,E=256,TOPK=6,TM=8,NTM=4,DIST=uniform --shape ROUTER=V4,E=256,TOPK=6,TM=8,NTM=4,DIST=zipf
+    --shape ROUTER=V3,E=256,TOPK=8,TM=8,NTM=4,DIST=uniform --shape ROUTER=V3,E=256,TOPK=8,TM=8,NTM=4,DIST=zipf"
+# shellcheck disable=SC2086
+step bench_fused $KT bench --family moe_route $TARGETS --m 1,4,8 --config WARPS=8,FUSED=1,BLOCKS=16 \
+    --json "$LOGS/bench_fused.json"
+# shellcheck disable=SC2086
+step bench_split $KT bench --family moe_route $TARGETS --m 1,16,64,256,1024 --config WARPS=8,FUSED=0,BLOCKS=16 \
+    --json "$LOGS/bench_split.json"
+cat "$LOGS/bench_fused.log" "$LOGS/bench_split.log" | grep -E '^ROUTER|shape'
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
