@@ -5,8 +5,11 @@ CC ?= gcc
 CFLAGS ?= -O2 -g
 CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I$(CUDA)/include -Iruntime -pthread
 # NVRTC and cuBLAS(Lt) come from the CUDA toolkit (found at run time through the rpath);
-# SQLite is linked statically so the binary runs where only the shared library differs.
-LDLIBS = -L$(CUDA)/lib64 -lnvrtc -lcublasLt -lcublas -Wl,-Bstatic -lsqlite3 -Wl,-Bdynamic -ldl -lm -pthread
+# SQLite is linked statically so the binary runs where only the shared library differs. Debian's
+# libcjson-dev ships no static library: lib/ gets a copy of libcjson.so.1, found through the
+# $ORIGIN/../lib rpath, so bin/kt runs on machines without it (the GPU machine).
+LDLIBS = -L$(CUDA)/lib64 -lnvrtc -lcublasLt -lcublas -Wl,-Bstatic -lsqlite3 -Wl,-Bdynamic -lcjson -ldl -lm -pthread
+CJSON_SO = $(firstword $(wildcard /usr/lib/*/libcjson.so.1 /usr/lib/libcjson.so.1))
 LDFLAGS += -Wl,-rpath,'$$ORIGIN/../lib' -Wl,-rpath,$(CUDA)/lib64
 
 ifeq ($(wildcard $(CUDA)/include/nvrtc.h),)
@@ -40,12 +43,16 @@ lib/libkt.a: $(LIB_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
-bin/kt: build/cli/kt.o lib/libkt.a
+lib/libcjson.so.1: $(CJSON_SO)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	cp -L $< $@
 
-build/test_cpu: $(TEST_OBJ) lib/libkt.a
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+bin/kt: build/cli/kt.o lib/libkt.a lib/libcjson.so.1
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ build/cli/kt.o lib/libkt.a $(LDLIBS)
+
+build/test_cpu: $(TEST_OBJ) lib/libkt.a lib/libcjson.so.1
+	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) lib/libkt.a $(LDLIBS)
 
 # CPU tests: everything that needs no GPU (CI runs this).
 test: build/test_cpu bin/kt

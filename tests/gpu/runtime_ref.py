@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""runtime_ref.py — the independent reference for `kt run` (tests/gpu/runtime.sh): builds a tiny
+random DeepseekV4 config with Hugging Face transformers, saves it with save_pretrained, and runs
+transformers' own forward token by token (B sequences, a seeded prompt, then greedy steps),
+twice: on the saved weights in float32 ("fp32"), and with kt's quantisation emulated ("qdq":
+FP8 e4m3 weights in 128x128 blocks, activations in 1x128 groups before every FP8 GEMM, GEMM
+outputs rounded to bf16, the sliding/compressed KV nope part in e4m3 with power-of-two scales
+per 64 and its rope part in bf16, as kt's KV layout stores them). Writes DIR/ref_fp32.bin and
+DIR/ref_qdq.bin (float32 logits [steps, B, vocab]) and DIR/ref.json (prompt, tokens fed,
+greedy tokens of each run).
+  usage: runtime_ref.py DIR [--prompt P] [--steps S] [--batch B] [--seed N]
+"""
+import argparse
+import json
+import os
+import shutil
+import sys
+
+import torch
+import transformers
+from transformers import DeepseekV4Config, DeepseekV4ForCausalLM
+
+FP8_LINEARS = ("self_attn.q_a_proj", "self_attn.q_b_proj", "self_attn.kv_proj", "self_attn.o_a_proj",
+               "self_attn.o_b_proj", "compressor.indexer.q_b_proj", "shared_experts.gate_proj",
+               "shared_experts.up_proj", "shared_experts.down_proj")
+
+
+def tiny_config():
+    kw = dict(vocab_size=512, hidden_size=256, moe_intermediate_size=128, num_hidden_layers=4,
+              num_attention_heads=2, num_key_value_heads=1, head_dim=512, q_lora_rank=128,
+              num_experts_per_tok=2, n_routed_experts=8, n_shared_experts=1,
+              layer_types=["sliding_attention", "compressed_sparse_attention",
+                           "heavily_compressed_attention", "compressed_sparse_attention"],
+              compress_rates={"compressed_sparse_attention": 4, "heavily_compressed_attention": 16},
+              sliding_window=16, o_groups=2, o_lora_rank=128, index_n_heads=4, index_head_dim=128,
+              index_topk=4, mlp_layer_types=["hash_moe", "moe", "moe", "moe"], max_position_embeddings=4096,
+              tie_word_embeddings=False, initializer_range=0.05)
+    return DeepseekV4Config(**kw)
+
+
+def randomise(model, g):
+    """HF initialises sinks, position biases, HC biases and tid2eid to constants; a test needs
+    them random so every term of the math is exercised."""
+    cfg = model.config
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("sinks") or name.endswith("position_bias"):
+                p.copy_(torch.randn(p.shape, generator=g) * 0.5)
+            elif name.endswith(".base") or name.endswith("hc_base"):
+                p.copy_(torch.randn(p.shape, generator=g) * 0.2)
+            elif name.endswith(".scale") or name.endswith("hc_scale"):
+                p.copy_(0.5 + torch.rand(p.shape, generator=g))
+            elif name.endswith("norm.weight") or name.endswith("layernorm.weight"):
+                p.copy_(1 + 0.2 * torch.randn(p.shape, generator=g))
+            elif name == "lm_head.weight":
+                p.copy_(torch.randn(p.shape, generator=g) * 0.1)
+        for name, b in model.named_buffers():
+            if name.endswith("tid2eid"):
+                rows = [torch.randperm(cfg.n_routed_experts, generator=g)[: cfg.num_experts_per_tok]
+                        for _ in range(cfg.vocab_size)]
+                b.copy_(torch.stack(rows).to(b.dtype))
+            elif name.endswith("e_score_correction_bias"):
+                b.copy_(torch.randn(b.shape, generator=g) * 0.05)
+
+
+def e4m3(x):
+    return x.clamp(-448, 448).to(torch.float8_e4m3fn).float()
+
+
+def qdq_weight(w):
+    """kt's load-time rule: per 128x128 block s = amax / 448, code = e4m3(w / s)."""
+    shape = w.shape
+    w2 = w.float().reshape(-1, shape[-1])
+    n, k = w2.shape
+    b = w2.view(n // 128, 128, k // 128, 128)
+    s = (b.abs().amax(dim=(1, 3), keepdim=True).clamp(min=1e-10) / 448).float()
+    return (e4m3(b / s) * s).view(shape)
+
+
+def qdq_act(x):
+    """act_quant's rule on bf16 input: per 128 s = max(amax, 1e-10) / 448, code = e4m3(x / s)."""
+    xb = x.to(torch.bfloat16).float()
+    g = xb.view(*xb.shape[:-1], xb.shape[-1] // 128, 128)
+    s = g.abs().amax(dim=-1, keepdim=True).clamp(min=1e-10) / 448
+    return (e4m3(g / s) * s).view(x.shape).to(x.dtype)
+
+
+def qdq_kv(y, rope):
+    """kt's KV layout: nope in e4m3 with a power-of-two scale per 64, rope in bf16."""
+    nope, r = y[..., :-rope].float(), y[..., -rope:]
+    g = nope.view(*nope.shape[:-1], nope.shape[-1] // 64, 64)
+    amax = g.abs().amax(dim=-1, keepdim=True).clamp(min=1e-30)
+    s = torch.exp2(torch.ceil(torch.log2(amax / 448)))
+    nope = (e4m3(g / s) * s).view(nope.shape)
+    return torch.cat([nope, r.to(torch.bfloat16).float()], dim=-1).to(y.dtype)
+
+
+def emulate_kt(model):
+    cfg = model.config
+    rope = int(cfg.head_dim * cfg.partial_rotary_factor)
+    with torch.no_grad():
+        for name, mod in model.named_modules():
+            if name.endswith(FP8_LINEARS):
+                mod.weight.copy_(qdq_weight(mod.weight))
+                mod.register_forward_pre_hook(lambda m, a: (qdq_act(a[0]),) + tuple(a[1:]))
+                mod.register_forward_hook(lambda m, a, y: y.to(torch.bfloat16).to(y.dtype))
+            elif name.endswith("mlp.experts"):
+                mod.gate_up_proj.copy_(qdq_weight(mod.gate_up_proj))
+                mod.down_proj.copy_(qdq_weight(mod.down_proj))
+                mod.register_forward_pre_hook(lambda m, a: (qdq_act(a[0]),) + tuple(a[1:]))
+                gate = mod._apply_gate
+                mod._apply_gate = lambda x, gate=gate: qdq_act(gate(x))
+            elif name.endswith("self_attn.kv_norm") or (name.endswith("compressor.kv_norm")):
+                mod.register_forward_hook(lambda m, a, y: qdq_kv(y, rope))
+
+
+def run(model, prompt, steps):
+    """Token-by-token forward with the model's own cache; returns logits [steps, B, V] and the
+    tokens fed at each step."""
+    B, P = prompt.shape
+    logits, fed, pkv = [], [], None
+    tok = prompt[:, :1]
+    with torch.no_grad():
+        for t in range(P + steps):
+            out = model(input_ids=tok, past_key_values=pkv, use_cache=True)
+            pkv = out.past_key_values
+            lg = out.logits[:, -1, :].float()
+            logits.append(lg.cpu())
+            fed.append(tok[:, 0].tolist())
+            tok = prompt[:, t + 1:t + 2] if t + 1 < P else lg.argmax(-1, keepdim=True)
+    return torch.stack(logits), fed
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dir")
+    ap.add_argument("--prompt", type=int, default=40)
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--batch", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=1234)
+    a = ap.parse_args()
+    print("transformers", transformers.__version__, "torch", torch.__version__)
+    torch.manual_seed(a.seed)
+    g = torch.Generator().manual_seed(a.seed)
+    cfg = tiny_config()
+    model = DeepseekV4ForCausalLM(cfg).eval()
+    randomise(model, g)
+    os.makedirs(a.dir, exist_ok=True)
+    model.to(torch.bfloat16).save_pretrained(a.dir)
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    prompt = torch.randint(0, cfg.vocab_size, (a.batch, a.prompt), generator=g).to(dev)
+    result = {"prompt": prompt.tolist(), "transformers": transformers.__version__}
+    for kind in ("fp32", "qdq"):
+        m = DeepseekV4ForCausalLM.from_pretrained(a.dir, torch_dtype=torch.float32).to(dev).eval()
+        if kind == "qdq":
+            emulate_kt(m)
+        lg, fed = run(m, prompt, a.steps)
+        lg.numpy().astype("float32").tofile(os.path.join(a.dir, f"ref_{kind}.bin"))
+        result[kind] = {"fed": fed, "greedy": [r for r in fed[a.prompt:]] + [lg[-1].argmax(-1).tolist()]}
+        result[kind + "_logits"] = lg
+    a32, aq = result.pop("fp32_logits"), result.pop("qdq_logits")
+    rel = ((a32 - aq).norm(dim=-1) / a32.norm(dim=-1)).max().item()
+    print(f"qdq vs fp32: max per-step relative L2 of the logits {rel:.4f}; greedy same:",
+          result["fp32"]["greedy"] == result["qdq"]["greedy"])
+    result["shape"] = list(a32.shape)
+    with open(os.path.join(a.dir, "ref.json"), "w") as f:
+        json.dump(result, f)
+    src = os.path.dirname(sys.modules[DeepseekV4Config.__module__].__file__)
+    os.makedirs(os.path.join(a.dir, "hf_src"), exist_ok=True)
+    for f in os.listdir(src):
+        if f.endswith(".py"):
+            shutil.copy(os.path.join(src, f), os.path.join(a.dir, "hf_src", f))
+
+
+if __name__ == "__main__":
+    main()
