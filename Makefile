@@ -66,10 +66,17 @@ demo: bin/kt
 gpu-test: bin/kt
 	bash tests/gpu/run.sh
 
+# libFuzzer over the safetensors header and config.json parsers (clang; not part of `make test`).
+build/fuzz_safetensors: tests/fuzz/fuzz_safetensors.c runtime/safetensors.c runtime/model.c lib/libkt.a lib/libcjson.so.1
+	@mkdir -p $(@D)
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -std=c11 -D_GNU_SOURCE -I$(CUDA)/include -Iruntime $(LDFLAGS) \
+	    -o $@ tests/fuzz/fuzz_safetensors.c runtime/safetensors.c runtime/model.c lib/libkt.a $(LDLIBS)
+fuzz-safetensors: build/fuzz_safetensors
+
 clean:
 	rm -rf build bin lib
 
-.PHONY: all test demo gpu-test clean FORCE
+.PHONY: all test demo gpu-test clean fuzz-safetensors FORCE
 
 # The commit a binary is built from, "-dirty" when tracked files differ from it (runs record
 # it in the database): build/commit holds the last one, and kt.o is rebuilt when it changes.
