@@ -16,7 +16,7 @@ ifeq ($(wildcard $(CUDA)/include/nvrtc.h),)
 $(error CUDA toolkit not found at $(CUDA) (no include/nvrtc.h): install it or run make CUDA=/path/to/cuda)
 endif
 
-EMBEDDED = $(wildcard kernels/*.cu) $(wildcard kernels/common/*.cuh) runtime/check.cu bench/ceiling.cu bench/memory.cu $(wildcard db/*.sql)
+EMBEDDED = $(wildcard kernels/*.cu) $(wildcard kernels/common/*.cuh) runtime/check.cu runtime/model.cu bench/ceiling.cu bench/memory.cu $(wildcard db/*.sql)
 LIB_SRC = $(wildcard runtime/*.c db/*.c tuner/*.c bench/*.c kernels/*.c)
 LIB_OBJ = $(LIB_SRC:%.c=build/%.o) build/embedded.o
 TEST_SRC = $(wildcard tests/cpu/*.c)

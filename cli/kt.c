@@ -486,7 +486,8 @@ static int cmd_run(int argc, char **argv) {
         {"tp-shapes", required_argument, 0, 't'}, {"db", required_argument, 0, 'd'},
         {"json", required_argument, 0, 'j'},    {"prompt", required_argument, 0, 'p'},
         {"dump", required_argument, 0, 'u'},    {"reference", required_argument, 0, 'r'},
-        {"seed", required_argument, 0, 'e'},    {"help", no_argument, 0, 'h'},
+        {"seed", required_argument, 0, 'e'},    {"tp", required_argument, 0, 'n'},
+        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     kt_run_options o = {.batch = 1, .context = 4096, .steps = 8, .tp_shapes = 1, .seed = 20261201};
     optind = 1;
@@ -504,6 +505,11 @@ static int cmd_run(int argc, char **argv) {
         case 'l': if (bad_num || v < 1) return die("--layers: expected a positive integer, got '%s'", optarg); o.layers = v; break;
         case 't': if (bad_num || v < 1 || v > 64) return die("--tp-shapes: expected 1 to 64, got '%s'", optarg); o.tp_shapes = (int)v; break;
         case 'e': if (bad_num) return die("--seed: expected an integer, got '%s'", optarg); o.seed = (uint64_t)v; break;
+        case 'n':
+            if (bad_num || v != 1)
+                return die("--tp: only world size 1 runs in one process today (2-8 GPUs are a separate issue), got '%s'", optarg);
+            o.tp = 1;
+            break;
         case 'd': o.db_path = optarg; break;
         case 'j': o.json_path = optarg; break;
         case 'p': o.prompt_path = optarg; break;
@@ -515,11 +521,12 @@ static int cmd_run(int argc, char **argv) {
         case 'h':
             printf("usage: kt run --model DIR [--synthetic] [--batch B] [--context L] [--steps S] [--layers N]\n"
                    "              [--tp-shapes N] [--db FILE] [--json FILE] [--prompt FILE] [--dump FILE]\n"
-                   "              [--reference exact|kt] [--seed N]\n"
+                   "              [--reference exact|kt] [--seed N] [--tp 1]\n"
                    "  Decodes B sequences: the prompt file's token ids (one line each; default token 0), then S\n"
                    "  greedy tokens, one step at a time, on the GPU from the DB's winners (family defaults\n"
                    "  without --db), or with --reference on the float64 host reference (exact: the weights as\n"
-                   "  they are; kt: kt's FP8 formats). --dump writes every step's logits (f32 [step][B][vocab]).\n");
+                   "  they are; kt: kt's FP8 formats). --dump writes every step's logits (f32 [step][B][vocab]).\n"
+                   "  --tp 1 adds the tensor-parallel all-reduces over NCCL (loaded at run time; $KT_NCCL).\n");
             return 0;
         default: return die("unknown or incomplete option '%s' (see kt run --help)", argv[optind - 1]);
         }

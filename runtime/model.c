@@ -55,7 +55,7 @@ static int parse_layer_types(const char *file, const cJSON *o, kt_model_config *
     const cJSON *list = lt && !cJSON_IsNull(lt) ? lt : cr && !cJSON_IsNull(cr) ? cr : NULL;
     const char *key = list == lt ? "layer_types" : "compress_ratios";
     if (!list) {
-        for (long i = 0; i < c->n_layers; i++) c->attn[i] = i < 2 ? KT_ATTN_HCA : i % 2 ? KT_ATTN_HCA : KT_ATTN_CSA;
+        for (long i = 0; i < c->n_layers; i++) c->attn[i] = i < 2 || i % 2 == 0 ? KT_ATTN_HCA : KT_ATTN_CSA;
         return 0;
     }
     if (!cJSON_IsArray(list)) return kt_fail("%s: %s: expected a list", file, key);

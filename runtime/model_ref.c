@@ -455,22 +455,21 @@ static double *inv_freq(const kt_rope *r, long rope_dim) {
     return inv;
 }
 
-/* One tensor from the checkpoint into t: f32 (FP8 weights dequantised with weight_scale_inv) or
- * int32; kt's formats applied to GEMM weights in KT_REF_KT. */
-static int load_tensor(kt_model_ref *m, const kt_st_set *w, const kt_model_tensor *d, named *t) {
+int kt_model_weight(const kt_model_config *c, const kt_st_set *w, const kt_model_tensor *d, float **v, int32_t **iv) {
     const kt_st_tensor *st;
     long n = d->shape[0], k = d->ndim == 2 ? d->shape[1] : 1;
     const char *name = d->name;
-    char alt[96];
+    char alt[128];
+    *v = NULL, *iv = NULL;
     if (!kt_st_find(w, name) && !strncmp(name, "model.", 6) && kt_st_find(w, name + 6)) name = name + 6;
     if (kt_st_get(w, name, d->ndim, d->shape, &st)) return -1;
     if (d->kind == KT_W_INDEX) {
-        t->i = malloc((size_t)(n * k) * sizeof *t->i);
-        if (kt_st_to_i32(w, st, t->i)) return -1;
+        *iv = malloc((size_t)(n * k) * sizeof **iv);
+        if (kt_st_to_i32(w, st, *iv)) return -1;
         for (long j = 0; j < n * k; j++)
-            if (t->i[j] < 0 || t->i[j] >= m->c.n_experts)
-                return kt_fail("%s: tensor %s: expert id %d outside 0..%ld", kt_st_file_of(w, st), name, t->i[j],
-                               m->c.n_experts - 1);
+            if ((*iv)[j] < 0 || (*iv)[j] >= c->n_experts)
+                return kt_fail("%s: tensor %s: expert id %d outside 0..%ld", kt_st_file_of(w, st), name, (*iv)[j],
+                               c->n_experts - 1);
         return 0;
     }
     if (st->dtype == KT_ST_F8_E4M3 && d->kind != KT_W_GEMM)
@@ -478,19 +477,24 @@ static int load_tensor(kt_model_ref *m, const kt_st_set *w, const kt_model_tenso
     if (st->dtype == KT_ST_U8 || st->dtype == KT_ST_I8)
         return kt_fail("%s: tensor %s: %s (MXFP4 experts?): kt does not load MXFP4 weights yet", kt_st_file_of(w, st),
                        name, kt_st_dtype_name(st->dtype));
-    t->v = malloc((size_t)(n * k) * sizeof *t->v);
-    if (kt_st_to_f32(w, st, t->v)) return -1;
-    if (st->dtype == KT_ST_F8_E4M3) {
+    *v = malloc((size_t)(n * k) * sizeof **v);
+    if (kt_st_to_f32(w, st, *v)) return -1;
+    if (st->dtype == KT_ST_F8_E4M3) { /* value = code * weight_scale_inv of its 128x128 block */
         const kt_st_tensor *sc;
         long sh[2] = {(n + 127) / 128, (k + 127) / 128};
         snprintf(alt, sizeof alt, "%.*sweight_scale_inv", (int)(strlen(name) - 6), name);
         float *s = malloc((size_t)(sh[0] * sh[1]) * sizeof *s);
         if (kt_st_get(w, alt, 2, sh, &sc) || kt_st_to_f32(w, sc, s)) return free(s), -1;
         for (long r = 0; r < n; r++)
-            for (long col = 0; col < k; col++) t->v[r * k + col] *= s[(r / 128) * sh[1] + col / 128];
+            for (long col = 0; col < k; col++) (*v)[r * k + col] *= s[(r / 128) * sh[1] + col / 128];
         free(s);
     }
-    if (d->kind == KT_W_GEMM && m->mode == KT_REF_KT) kt_quant_blocks(t->v, n, k, NULL, NULL);
+    return 0;
+}
+
+static int load_tensor(kt_model_ref *m, const kt_st_set *w, const kt_model_tensor *d, named *t) {
+    if (kt_model_weight(&m->c, w, d, &t->v, &t->i)) return -1;
+    if (d->kind == KT_W_GEMM && m->mode == KT_REF_KT) kt_quant_blocks(t->v, d->shape[0], d->shape[1], NULL, NULL);
     return 0;
 }
 

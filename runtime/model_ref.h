@@ -26,6 +26,11 @@ int kt_model_ref_open(const kt_model_config *c, const kt_st_set *w, uint64_t see
 int kt_model_ref_step(kt_model_ref *m, const int32_t *token, long pos, double *logits);
 void kt_model_ref_close(kt_model_ref *m);
 
+/* One tensor of the checkpoint as f32 (*v; an FP8 one dequantised with its weight_scale_inv)
+ * or int32 (*iv, expert ids checked): checked against d (name, with or without the "model."
+ * prefix; shape; dtype). malloc'd; -1 naming the file and tensor. */
+int kt_model_weight(const kt_model_config *c, const kt_st_set *w, const kt_model_tensor *d, float **v, int32_t **iv);
+
 /* The formats kt stores numbers in (shared by the reference, the loader and the tests):
  * e4m3 block quantisation of a [n, k] matrix in 128x128 blocks (in place: the values become
  * code * scale; scales[(n/128) * ceil(k/128)] written when not NULL, codes when not NULL). */

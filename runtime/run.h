@@ -13,6 +13,7 @@ typedef struct kt_run_options {
     long steps;              /* greedy tokens generated after the prompt */
     long layers;             /* 0: all of the config's layers, else the first N */
     int tp_shapes;           /* run one rank's shapes of an N-way tensor-parallel deployment */
+    int tp;                  /* NCCL world size of the all-reduces (0: none; only 1 runs today) */
     const char *db_path;     /* winners DB (read-only); NULL: family defaults */
     const char *json_path;   /* figures for the bench log */
     const char *prompt_path; /* token ids, one line per sequence; NULL: token 0 */

@@ -218,3 +218,18 @@ KT_TEST(model_ref_formats) {
     EXPECT(fabs(kv[0] - kv0[0]) <= fabs(kv0[0]) / 16 + 1e-12 && kv[500] == (double)kt_bf16_to_float(kt_float_to_bf16((float)kv0[500])));
     free(w), free(w0);
 }
+
+KT_TEST(model_cu_compiles) {
+    /* the runtime's plain kernels build for the ship arch and the H200 stand-in, spilling nothing */
+    int archs[] = {120, 90};
+    for (int i = 0; i < 2; i++) {
+        kt_cubin c;
+        int rc = kt_compile_source("model.cu", archs[i], &c);
+        if (rc) fprintf(stderr, "%s\n", kt_error());
+        EXPECT(rc == 0);
+        if (!rc) {
+            EXPECT(c.report.spill_bytes == 0);
+            kt_cubin_free(&c);
+        }
+    }
+}

@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
-"""runtime_ref.py — the independent reference for `kt run` (tests/gpu/runtime.sh): builds a tiny
-random DeepseekV4 config with Hugging Face transformers, saves it with save_pretrained, and runs
-transformers' own forward token by token (B sequences, a seeded prompt, then greedy steps),
-twice: on the saved weights in float32 ("fp32"), and with kt's quantisation emulated ("qdq":
+"""runtime_ref.py — the independent reference for `kt run` (tests/gpu/runtime.sh): `make` builds a
+tiny random DeepseekV4 config with Hugging Face transformers, saves it with save_pretrained and
+writes a seeded prompt; `compare` runs transformers' own forward token by token on the tokens
+`kt run` fed (teacher-forced, B sequences), twice: on the saved weights in float32 ("fp32"), and
+with kt's quantisation emulated ("qdq":
 FP8 e4m3 weights in 128x128 blocks, activations in 1x128 groups before every FP8 GEMM, GEMM
 outputs rounded to bf16, the sliding/compressed KV nope part in e4m3 with power-of-two scales
-per 64 and its rope part in bf16, as kt's KV layout stores them). Writes DIR/ref_fp32.bin and
-DIR/ref_qdq.bin (float32 logits [steps, B, vocab]) and DIR/ref.json (prompt, tokens fed,
-greedy tokens of each run).
-  usage: runtime_ref.py DIR [--prompt P] [--steps S] [--batch B] [--seed N]
+per 64 and its rope part in bf16, as kt's KV layout stores them), and prints the per-step
+relative L2 of every pair of logits (kt's dumps and transformers') and the greedy agreement.
+  usage: runtime_ref.py make DIR [--smooth] [--prompt P] [--batch B] [--seed N]
+         runtime_ref.py compare DIR --kt-log LOG --dump NAME=FILE... [--limits JSON] [--require-greedy]
+         runtime_ref.py fed LOG (the tokens kt fed, as a prompt file); runtime_ref.py flash DIR
 """
 import argparse
 import json
@@ -25,7 +27,7 @@ FP8_LINEARS = ("self_attn.q_a_proj", "self_attn.q_b_proj", "self_attn.kv_proj", 
                "shared_experts.up_proj", "shared_experts.down_proj")
 
 
-def tiny_config():
+def tiny_config(smooth=False):
     kw = dict(vocab_size=512, hidden_size=256, moe_intermediate_size=128, num_hidden_layers=4,
               num_attention_heads=2, num_key_value_heads=1, head_dim=512, q_lora_rank=128,
               num_experts_per_tok=2, n_routed_experts=8, n_shared_experts=1,
@@ -35,6 +37,8 @@ def tiny_config():
               sliding_window=16, o_groups=2, o_lora_rank=128, index_n_heads=4, index_head_dim=128,
               index_topk=4, mlp_layer_types=["hash_moe", "moe", "moe", "moe"], max_position_embeddings=4096,
               tie_word_embeddings=False, initializer_range=0.05)
+    if smooth:  # no discrete choice can flip: every expert routed, every compressed entry kept
+        kw.update(n_routed_experts=2, num_experts_per_tok=2, index_topk=64)
     return DeepseekV4Config(**kw)
 
 
@@ -115,8 +119,8 @@ def emulate_kt(model):
 
 
 def run(model, prompt, steps):
-    """Token-by-token forward with the model's own cache; returns logits [steps, B, V] and the
-    tokens fed at each step."""
+    """Token-by-token forward with the model's own cache over the prompt, then `steps` greedy
+    tokens; returns logits [steps, B, V] and the tokens fed at each step."""
     B, P = prompt.shape
     logits, fed, pkv = [], [], None
     tok = prompt[:, :1]
@@ -131,45 +135,118 @@ def run(model, prompt, steps):
     return torch.stack(logits), fed
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("dir")
-    ap.add_argument("--prompt", type=int, default=40)
-    ap.add_argument("--steps", type=int, default=8)
-    ap.add_argument("--batch", type=int, default=2)
-    ap.add_argument("--seed", type=int, default=1234)
-    a = ap.parse_args()
-    print("transformers", transformers.__version__, "torch", torch.__version__)
+def read_kt_log(path, batch):
+    """The tokens `kt run` fed at each step and its argmax, from its "step t: a->b ..." lines."""
+    fed, picks = [], []
+    for line in open(path):
+        if not line.startswith("step "):
+            continue
+        pairs = [p.rstrip("*").split("->") for p in line.split(":", 1)[1].split()]
+        fed.append([int(a) for a, _ in pairs])
+        picks.append([int(b) for _, b in pairs])
+    return fed, picks
+
+
+def rel(a, b):
+    """Per-step relative L2 of logits a against b, [steps] (max over the batch)."""
+    return ((a - b).norm(dim=-1) / b.norm(dim=-1)).max(dim=-1).values
+
+
+def cmd_make(a):
     torch.manual_seed(a.seed)
     g = torch.Generator().manual_seed(a.seed)
-    cfg = tiny_config()
+    cfg = tiny_config(a.smooth)
     model = DeepseekV4ForCausalLM(cfg).eval()
     randomise(model, g)
     os.makedirs(a.dir, exist_ok=True)
     model.to(torch.bfloat16).save_pretrained(a.dir)
+    prompt = torch.randint(0, cfg.vocab_size, (a.batch, a.prompt), generator=g)
+    with open(os.path.join(a.dir, "prompt.txt"), "w") as f:
+        for row in prompt.tolist():
+            f.write(" ".join(map(str, row)) + "\n")
+    print("made", a.dir, "transformers", transformers.__version__)
+
+
+def cmd_compare(a):
+    """transformers on the tokens kt fed (teacher-forced), fp32 and with kt's formats emulated,
+    against kt's dumps; greedy agreement on the generated steps."""
     dev = "cuda" if torch.cuda.is_available() else "cpu"
-    prompt = torch.randint(0, cfg.vocab_size, (a.batch, a.prompt), generator=g).to(dev)
-    result = {"prompt": prompt.tolist(), "transformers": transformers.__version__}
+    fed, picks = read_kt_log(a.kt_log, a.batch)
+    tokens = torch.tensor(fed).t().contiguous().to(dev)  # [B, steps]
+    V = json.load(open(os.path.join(a.dir, "config.json")))["vocab_size"]
+    dumps = {}
+    for spec in a.dump:
+        name, path = spec.split("=", 1)
+        dumps[name] = torch.tensor(
+            list(memoryview(open(path, "rb").read()).cast("f"))).view(len(fed), a.batch, V)
+    hf = {}
     for kind in ("fp32", "qdq"):
         m = DeepseekV4ForCausalLM.from_pretrained(a.dir, torch_dtype=torch.float32).to(dev).eval()
         if kind == "qdq":
             emulate_kt(m)
-        lg, fed = run(m, prompt, a.steps)
-        lg.numpy().astype("float32").tofile(os.path.join(a.dir, f"ref_{kind}.bin"))
-        result[kind] = {"fed": fed, "greedy": [r for r in fed[a.prompt:]] + [lg[-1].argmax(-1).tolist()]}
-        result[kind + "_logits"] = lg
-    a32, aq = result.pop("fp32_logits"), result.pop("qdq_logits")
-    rel = ((a32 - aq).norm(dim=-1) / a32.norm(dim=-1)).max().item()
-    print(f"qdq vs fp32: max per-step relative L2 of the logits {rel:.4f}; greedy same:",
-          result["fp32"]["greedy"] == result["qdq"]["greedy"])
-    result["shape"] = list(a32.shape)
-    with open(os.path.join(a.dir, "ref.json"), "w") as f:
-        json.dump(result, f)
-    src = os.path.dirname(sys.modules[DeepseekV4Config.__module__].__file__)
-    os.makedirs(os.path.join(a.dir, "hf_src"), exist_ok=True)
-    for f in os.listdir(src):
-        if f.endswith(".py"):
-            shutil.copy(os.path.join(src, f), os.path.join(a.dir, "hf_src", f))
+        lg, _ = run(m, tokens, 0)
+        hf[kind] = lg[: len(fed)]
+    P = a.prompt
+    ok = True
+    print(f"{'pair':34s} {'median':>8s} {'max':>8s}  (per-step relative L2 of the logits, max over the batch)")
+    rows = [(k, "hf_" + h, dumps[k], hf[h]) for k in dumps for h in hf] + \
+           [(k, j, dumps[k], dumps[j]) for k in dumps for j in dumps if k < j]
+    for k, j, x, y in rows:
+        r = rel(x, y)
+        print(f"{k + ' vs ' + j:34s} {r.median().item():8.4f} {r.max().item():8.4f}")
+    for name, (lim_med, ref) in json.loads(a.limits).items():
+        k, j = name.split(":")
+        y = hf[j[3:]] if j.startswith("hf_") else dumps[j]
+        r = rel(dumps[k], y).median().item()
+        good = r <= lim_med
+        ok &= good
+        print(f"{'PASS' if good else 'FAIL'} {name}: median {r:.4f} <= {lim_med} ({ref})")
+    for h in hf:
+        agree = sum(int(hf[h][t, b].argmax()) == picks[t][b] for t in range(P - 1, len(fed)) for b in range(a.batch))
+        total = (len(fed) - P + 1) * a.batch
+        print(f"greedy: kt's {total} generated tokens vs transformers {h} argmax on the same inputs: {agree} agree")
+        if h == "qdq" and a.require_greedy:
+            good = agree == total
+            ok &= good
+            print(f"{'PASS' if good else 'FAIL'} greedy tokens equal to transformers (kt formats emulated)")
+    sys.exit(0 if ok else 1)
+
+
+def cmd_fed(a):
+    """The tokens kt fed, one line per sequence: the prompt for a teacher-forced host reference."""
+    fed, _ = read_kt_log(a.kt_log, 0)
+    for b in range(len(fed[0])):
+        print(" ".join(str(step[b]) for step in fed))
+
+
+def cmd_flash(a):
+    """DeepSeek-V4-Flash's config.json (transformers' defaults) for `kt run --synthetic`."""
+    os.makedirs(a.dir, exist_ok=True)
+    DeepseekV4Config().save_pretrained(a.dir)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    fd = sub.add_parser("fed")
+    fd.add_argument("kt_log")
+    fl = sub.add_parser("flash")
+    fl.add_argument("dir")
+    mk = sub.add_parser("make")
+    mk.add_argument("dir")
+    mk.add_argument("--smooth", action="store_true", help="every expert and every entry selected (no top-k flips)")
+    cp = sub.add_parser("compare")
+    cp.add_argument("dir")
+    cp.add_argument("--kt-log", required=True)
+    cp.add_argument("--dump", action="append", default=[], help="NAME=FILE of kt run --dump")
+    cp.add_argument("--limits", default="{}", help='{"gpu:hf_qdq": [median, "why"], ...}')
+    cp.add_argument("--require-greedy", action="store_true")
+    for p in (mk, cp):
+        p.add_argument("--prompt", type=int, default=40)
+        p.add_argument("--batch", type=int, default=2)
+        p.add_argument("--seed", type=int, default=1234)
+    a = ap.parse_args()
+    {"make": cmd_make, "compare": cmd_compare, "fed": cmd_fed, "flash": cmd_flash}[a.cmd](a)
 
 
 if __name__ == "__main__":
