@@ -3,7 +3,7 @@
 CUDA ?= /usr/local/cuda
 CC ?= gcc
 CFLAGS ?= -O2 -g
-CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I$(CUDA)/include -Iruntime -pthread
+CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC -I$(CUDA)/include -Iruntime -pthread
 # NVRTC and cuBLAS(Lt) come from the CUDA toolkit (found at run time through the rpath);
 # SQLite is linked statically so the binary runs where only the shared library differs. Debian's
 # libcjson-dev ships no static library: lib/ gets a copy of libcjson.so.1, found through the
@@ -23,7 +23,7 @@ TEST_SRC = $(wildcard tests/cpu/*.c)
 TEST_OBJ = $(TEST_SRC:%.c=build/%.o)
 HEADERS = $(wildcard runtime/*.h kernels/*.h tuner/*.h bench/*.h db/*.h tests/cpu/*.h)
 
-all: bin/kt lib/libkt.a
+all: bin/kt lib/libkt.a lib/libkt.so
 
 build/tools/embed: tools/embed.c
 	@mkdir -p $(@D)
@@ -43,6 +43,18 @@ lib/libkt.a: $(LIB_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
+# The embedding API's shared library (runtime/kt_api.h; python/kt_embed.py loads it). Debian's
+# libsqlite3.a is not position-independent, so the shared library takes SQLite's shared one,
+# copied into lib/ like cJSON's.
+SQLITE_SO = $(firstword $(wildcard /usr/lib/*/libsqlite3.so.0 /usr/lib/libsqlite3.so.0))
+lib/libsqlite3.so.0: $(SQLITE_SO)
+	@mkdir -p $(@D)
+	cp -L $< $@
+
+lib/libkt.so: $(LIB_OBJ) lib/libcjson.so.1 lib/libsqlite3.so.0
+	@mkdir -p $(@D)
+	$(CC) -shared $(LDFLAGS) -o $@ $(LIB_OBJ) -L$(CUDA)/lib64 -lnvrtc -lcublasLt -lcublas -l:libsqlite3.so.0 -lcjson -ldl -lm -pthread
+
 lib/libcjson.so.1: $(CJSON_SO)
 	@mkdir -p $(@D)
 	cp -L $< $@
@@ -55,7 +67,7 @@ build/test_cpu: $(TEST_OBJ) lib/libkt.a lib/libcjson.so.1
 	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) lib/libkt.a $(LDLIBS)
 
 # CPU tests: everything that needs no GPU (CI runs this).
-test: build/test_cpu bin/kt
+test: build/test_cpu bin/kt lib/libkt.so
 	bash tests/cpu/run.sh
 
 # The main job: sweep the five target shapes into kt.db (compile-only for sm_120 without a GPU).

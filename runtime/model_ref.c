@@ -435,24 +435,22 @@ int kt_model_ref_step(kt_model_ref *m, const int32_t *token, long pos, double *l
 
 /* ------------------------------------------------------------ loading */
 
-/* Inverse frequencies of a rope (YaRN blends interpolated and extrapolated ones by a ramp). */
-static double *inv_freq(const kt_rope *r, long rope_dim) {
+/* Inverse frequencies of a rope (YaRN blends interpolated and extrapolated ones by a ramp, as
+ * transformers' _compute_yarn_parameters does), in float32 steps like transformers. */
+void kt_rope_inv_freq(const kt_rope *r, long rope_dim, double *inv) {
     long n = rope_dim / 2;
-    double *inv = malloc((size_t)n * sizeof *inv);
     for (long i = 0; i < n; i++) inv[i] = (double)(float)(1.0 / pow(r->theta, (double)(2 * i) / (double)rope_dim));
-    if (r->factor > 0) {
-        double L = (double)r->original_max_position, d = (double)rope_dim;
-        double lo = floor(d * log(L / (r->beta_fast * 2 * M_PI)) / (2 * log(r->theta)));
-        double hi = ceil(d * log(L / (r->beta_slow * 2 * M_PI)) / (2 * log(r->theta)));
-        if (lo < 0) lo = 0;
-        if (hi > d - 1) hi = d - 1;
-        if (hi == lo) hi += 0.001;
-        for (long i = 0; i < n; i++) {
-            double ramp = fmin(fmax(((double)i - lo) / (hi - lo), 0), 1), extra = 1 - ramp;
-            inv[i] = inv[i] / r->factor * (1 - extra) + inv[i] * extra;
-        }
+    if (r->factor <= 0) return;
+    double L = (double)r->original_max_position, d = (double)rope_dim;
+    double lo = floor(d * log(L / (r->beta_fast * 2 * M_PI)) / (2 * log(r->theta)));
+    double hi = ceil(d * log(L / (r->beta_slow * 2 * M_PI)) / (2 * log(r->theta)));
+    if (lo < 0) lo = 0;
+    if (hi > d - 1) hi = d - 1;
+    if (hi == lo) hi += 0.001;
+    for (long i = 0; i < n; i++) {
+        double ramp = fmin(fmax(((double)i - lo) / (hi - lo), 0), 1);
+        inv[i] = inv[i] / r->factor * ramp + inv[i] * (1 - ramp);
     }
-    return inv;
 }
 
 int kt_model_weight(const kt_model_config *c, const kt_st_set *w, const kt_model_tensor *d, float **v, int32_t **iv) {
@@ -546,8 +544,10 @@ int kt_model_ref_open(const kt_model_config *c, const kt_st_set *w, uint64_t see
     }
     free(list);
     qsort(m->w, (size_t)n, sizeof *m->w, by_name);
-    m->inv_main = inv_freq(&c->rope_main, c->rope_dim);
-    m->inv_comp = inv_freq(&c->rope_compress, c->rope_dim);
+    m->inv_main = malloc((size_t)(c->rope_dim / 2) * sizeof(double));
+    m->inv_comp = malloc((size_t)(c->rope_dim / 2) * sizeof(double));
+    kt_rope_inv_freq(&c->rope_main, c->rope_dim, m->inv_main);
+    kt_rope_inv_freq(&c->rope_compress, c->rope_dim, m->inv_comp);
     m->state = calloc((size_t)(batch * c->n_layers), sizeof *m->state);
     for (long s = 0; s < batch * c->n_layers; s++) {
         long l = s % c->n_layers;

@@ -31,6 +31,9 @@ void kt_model_ref_close(kt_model_ref *m);
  * prefix; shape; dtype). malloc'd; -1 naming the file and tensor. */
 int kt_model_weight(const kt_model_config *c, const kt_st_set *w, const kt_model_tensor *d, float **v, int32_t **iv);
 
+/* The rope_dim / 2 inverse frequencies of rope r (YaRN when r->factor > 0). */
+void kt_rope_inv_freq(const kt_rope *r, long rope_dim, double *inv);
+
 /* The formats kt stores numbers in (shared by the reference, the loader and the tests):
  * e4m3 block quantisation of a [n, k] matrix in 128x128 blocks (in place: the values become
  * code * scale; scales[(n/128) * ceil(k/128)] written when not NULL, codes when not NULL). */

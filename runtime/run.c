@@ -68,15 +68,14 @@ static int run_config(const kt_run_options *o, kt_model_config *c) {
         return kt_fail("--layers %ld: the model has %ld layers", o->layers, c->n_layers);
     if (o->layers) c->n_layers = o->layers;
     if (o->tp_shapes > 1) {
-        if (c->n_heads % o->tp_shapes || (c->n_heads / o->tp_shapes) % (c->o_groups / o->tp_shapes ? 1 : 1) ||
-            c->o_groups % o->tp_shapes || c->moe_inter % (128 * o->tp_shapes))
+        if (c->n_heads % o->tp_shapes || c->o_groups % o->tp_shapes || c->moe_inter % (128 * o->tp_shapes))
             return kt_fail("--tp-shapes %d does not divide the heads (%ld), o_groups (%ld) and experts' width (%ld)",
                            o->tp_shapes, c->n_heads, c->o_groups, c->moe_inter);
         c->n_heads /= o->tp_shapes;
         c->o_groups /= o->tp_shapes;
         c->moe_inter /= o->tp_shapes;
-        fprintf(stderr, "kt run: --tp-shapes %d: one rank's shapes (%ld heads, %ld o-groups, expert width %ld); the "
-                        "all-reduce after attention and MoE is left out\n",
+        fprintf(stderr, "kt run: --tp-shapes %d: one rank's shapes (%ld heads, %ld o-groups, expert width %ld; the "
+                        "indexer, compressors and head whole); the all-reduce after attention and MoE is left out\n",
                 o->tp_shapes, c->n_heads, c->o_groups, c->moe_inter);
     }
     return 0;

@@ -523,23 +523,13 @@ static int alloc_acts(kt_step *s) {
     return 0;
 }
 
-/* Inverse RoPE frequencies (YaRN blended as the host reference does) on the device. */
+/* The rope's inverse frequencies on the device (f32). */
 static int upload_inv(const kt_rope *r, long rope_dim, dptr *out) {
-    long n = rope_dim / 2;
-    float v[512];
-    double L = (double)r->original_max_position, d = (double)rope_dim;
-    double lo = r->factor > 0 ? fmax(floor(d * log(L / (r->beta_fast * 2 * M_PI)) / (2 * log(r->theta))), 0) : 0;
-    double hi = r->factor > 0 ? fmin(ceil(d * log(L / (r->beta_slow * 2 * M_PI)) / (2 * log(r->theta))), d - 1) : 1;
-    if (hi == lo) hi += 0.001;
-    for (long i = 0; i < n; i++) {
-        double inv = (double)(float)(1.0 / pow(r->theta, (double)(2 * i) / d));
-        if (r->factor > 0) {
-            double ramp = fmin(fmax(((double)i - lo) / (hi - lo), 0), 1);
-            inv = inv / r->factor * ramp + inv * (1 - ramp);
-        }
-        v[i] = (float)inv;
-    }
-    return upload(out, v, (size_t)n * 4);
+    double inv[256];
+    float v[256];
+    kt_rope_inv_freq(r, rope_dim, inv);
+    for (long i = 0; i < rope_dim / 2; i++) v[i] = (float)inv[i];
+    return upload(out, v, (size_t)(rope_dim / 2) * 4);
 }
 
 static int load_rt(kt_step *s) {

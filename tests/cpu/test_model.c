@@ -1,8 +1,10 @@
 /* test_model.c — CPU tests of the runtime's model input: the safetensors reader (a good file
  * read back; each kind of malformed file refused with the file and tensor named), the
  * config.json reader (strict fields), and the float64 host reference on a tiny synthetic
- * config (sequences independent within a batch, kt's formats close to the exact math). */
+ * config (sequences independent within a batch, kt's formats close to the exact math), YaRN's
+ * frequencies, model.cu's build, and the embedding API's answer without a GPU. */
 #include "kt.h"
+#include "kt_api.h"
 #include "model_ref.h"
 #include "safetensors.h"
 #include "test.h"
@@ -232,4 +234,26 @@ KT_TEST(model_cu_compiles) {
             kt_cubin_free(&c);
         }
     }
+}
+
+KT_TEST(model_rope_yarn) {
+    /* V4-Flash's compress rope: theta 160000, YaRN factor 16 from 65536 positions; high
+     * frequencies (low i) kept, low frequencies divided by the factor, a ramp between */
+    kt_rope plain = {.theta = 160000, .attention_factor = 1}, yarn = plain;
+    yarn.factor = 16, yarn.beta_fast = 32, yarn.beta_slow = 1, yarn.original_max_position = 65536;
+    double a[32], b[32];
+    kt_rope_inv_freq(&plain, 64, a);
+    kt_rope_inv_freq(&yarn, 64, b);
+    EXPECT(fabs(a[0] - 1.0) < 1e-7 && fabs(a[1] - pow(160000, -2.0 / 64)) < 1e-7);
+    EXPECT(b[0] == a[0] && fabs(b[31] - a[31] / 16) < 1e-12 * a[31]);
+    int monotone = 1;
+    for (int i = 1; i < 32; i++) monotone &= b[i] / a[i] <= b[i - 1] / a[i - 1] + 1e-12;
+    EXPECT(monotone && b[16] / a[16] < 1 && b[16] / a[16] > 1.0 / 16);
+}
+
+KT_TEST(api_without_gpu) {
+    /* the embedding API says why it cannot open a session on a machine without a GPU */
+    if (!access("/dev/nvidiactl", F_OK)) return;
+    kt_session *s = NULL;
+    EXPECT(kt_session_open(NULL, 0, &s) == -1 && strstr(kt_api_error(), "needs an NVIDIA GPU") && s == NULL);
 }

