@@ -3,26 +3,29 @@
 CUDA ?= /usr/local/cuda
 CC ?= gcc
 CFLAGS ?= -O2 -g
-CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-missing-field-initializers -I$(CUDA)/include -Iruntime -pthread
+CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC -Wno-missing-field-initializers -I$(CUDA)/include -Iruntime -pthread
 # (-Wno-missing-field-initializers: positional kt_tensor_desc initializers leave compare,
 # tolerance and set_len at their defaults, 0.)
 # NVRTC and cuBLAS(Lt) come from the CUDA toolkit (found at run time through the rpath);
-# SQLite is linked statically so the binary runs where only the shared library differs.
-LDLIBS = -L$(CUDA)/lib64 -lnvrtc -lcublasLt -lcublas -Wl,-Bstatic -lsqlite3 -Wl,-Bdynamic -ldl -lm -pthread
+# SQLite is linked statically so the binary runs where only the shared library differs. Debian's
+# libcjson-dev ships no static library: lib/ gets a copy of libcjson.so.1, found through the
+# $ORIGIN/../lib rpath, so bin/kt runs on machines without it (the GPU machine).
+LDLIBS = -L$(CUDA)/lib64 -lnvrtc -lcublasLt -lcublas -Wl,-Bstatic -lsqlite3 -Wl,-Bdynamic -lcjson -ldl -lm -pthread
+CJSON_SO = $(firstword $(wildcard /usr/lib/*/libcjson.so.1 /usr/lib/libcjson.so.1))
 LDFLAGS += -Wl,-rpath,'$$ORIGIN/../lib' -Wl,-rpath,$(CUDA)/lib64
 
 ifeq ($(wildcard $(CUDA)/include/nvrtc.h),)
 $(error CUDA toolkit not found at $(CUDA) (no include/nvrtc.h): install it or run make CUDA=/path/to/cuda)
 endif
 
-EMBEDDED = $(wildcard kernels/*.cu) $(wildcard kernels/common/*.cuh) $(wildcard kernels/common/*.h) runtime/check.cu bench/ceiling.cu bench/memory.cu $(wildcard db/*.sql) profiles/why_slow.ncu
+EMBEDDED = $(wildcard kernels/*.cu) $(wildcard kernels/common/*.cuh) $(wildcard kernels/common/*.h) runtime/check.cu runtime/model.cu bench/ceiling.cu bench/memory.cu $(wildcard db/*.sql) profiles/why_slow.ncu
 LIB_SRC = $(wildcard runtime/*.c db/*.c tuner/*.c bench/*.c report/*.c kernels/*.c)
 LIB_OBJ = $(LIB_SRC:%.c=build/%.o) build/embedded.o
 TEST_SRC = $(wildcard tests/cpu/*.c)
 TEST_OBJ = $(TEST_SRC:%.c=build/%.o)
 HEADERS = $(wildcard runtime/*.h kernels/*.h kernels/common/*.h tuner/*.h bench/*.h report/*.h db/*.h tests/cpu/*.h)
 
-all: bin/kt lib/libkt.a
+all: bin/kt lib/libkt.a lib/libkt.so
 
 build/tools/embed: tools/embed.c
 	@mkdir -p $(@D)
@@ -52,15 +55,31 @@ lib/libkt.a: $(LIB_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
-bin/kt: build/cli/kt.o lib/libkt.a
+# The embedding API's shared library (runtime/kt_api.h; python/kt_embed.py loads it). Debian's
+# libsqlite3.a is not position-independent, so the shared library takes SQLite's shared one,
+# copied into lib/ like cJSON's.
+SQLITE_SO = $(firstword $(wildcard /usr/lib/*/libsqlite3.so.0 /usr/lib/libsqlite3.so.0))
+lib/libsqlite3.so.0: $(SQLITE_SO)
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	cp -L $< $@
 
-build/test_cpu: $(TEST_OBJ) lib/libkt.a
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+lib/libkt.so: $(LIB_OBJ) lib/libcjson.so.1 lib/libsqlite3.so.0
+	@mkdir -p $(@D)
+	$(CC) -shared $(LDFLAGS) -o $@ $(LIB_OBJ) -L$(CUDA)/lib64 -lnvrtc -lcublasLt -lcublas -l:libsqlite3.so.0 -lcjson -ldl -lm -pthread
+
+lib/libcjson.so.1: $(CJSON_SO)
+	@mkdir -p $(@D)
+	cp -L $< $@
+
+bin/kt: build/cli/kt.o lib/libkt.a lib/libcjson.so.1
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ build/cli/kt.o lib/libkt.a $(LDLIBS)
+
+build/test_cpu: $(TEST_OBJ) lib/libkt.a lib/libcjson.so.1
+	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) lib/libkt.a $(LDLIBS)
 
 # CPU tests: everything that needs no GPU (CI runs this).
-test: build/test_cpu bin/kt build/tools/png_ink build/tools/libnvtx_record.so
+test: build/test_cpu bin/kt lib/libkt.so build/tools/png_ink build/tools/libnvtx_record.so
 	bash tests/cpu/run.sh
 
 # Fuzz targets (clang's libFuzzer + AddressSanitizer): the library rebuilt instrumented under
@@ -95,10 +114,17 @@ demo: bin/kt
 gpu-test: bin/kt
 	bash tests/gpu/run.sh
 
+# libFuzzer over the safetensors header and config.json parsers (clang; not part of `make test`).
+build/fuzz_safetensors: tests/fuzz/fuzz_safetensors.c runtime/safetensors.c runtime/model.c lib/libkt.a lib/libcjson.so.1
+	@mkdir -p $(@D)
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -std=c11 -D_GNU_SOURCE -I$(CUDA)/include -Iruntime $(LDFLAGS) \
+	    -o $@ tests/fuzz/fuzz_safetensors.c runtime/safetensors.c runtime/model.c lib/libkt.a $(LDLIBS)
+fuzz-safetensors: build/fuzz_safetensors
+
 clean:
 	rm -rf build bin lib
 
-.PHONY: all test demo gpu-test clean fuzz fuzz-targets FORCE
+.PHONY: all test demo gpu-test clean fuzz fuzz-targets fuzz-safetensors FORCE
 
 # The commit a binary is built from, "-dirty" when tracked files differ from it (runs record
 # it in the database): build/commit holds the last one, and kt.o is rebuilt when it changes.

@@ -6,6 +6,7 @@
 #include "../report/report.h"
 #include "../tuner/tuner.h"
 #include "kt.h"
+#include "run.h"
 
 #include <getopt.h>
 #include <limits.h>
@@ -697,6 +698,66 @@ static int cmd_db(int argc, char **argv) {
     return rc ? die("%s", kt_error()) : 0;
 }
 
+/* kt run: the bundled runtime's decode loop (runtime/run.c). */
+static int cmd_run(int argc, char **argv) {
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'},   {"synthetic", no_argument, 0, 'y'},
+        {"batch", required_argument, 0, 'b'},   {"context", required_argument, 0, 'c'},
+        {"steps", required_argument, 0, 's'},   {"layers", required_argument, 0, 'l'},
+        {"tp-shapes", required_argument, 0, 't'}, {"db", required_argument, 0, 'd'},
+        {"json", required_argument, 0, 'j'},    {"prompt", required_argument, 0, 'p'},
+        {"dump", required_argument, 0, 'u'},    {"reference", required_argument, 0, 'r'},
+        {"seed", required_argument, 0, 'e'},    {"tp", required_argument, 0, 'n'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    kt_run_options o = {.batch = 1, .context = 4096, .steps = 8, .tp_shapes = 1, .seed = 20261201};
+    optind = 1;
+    opterr = 0;
+    for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
+        char *end = NULL;
+        long v = optarg ? strtol(optarg, &end, 10) : 0;
+        int bad_num = optarg && (*end || end == optarg);
+        switch (c) {
+        case 'm': o.model_dir = optarg; break;
+        case 'y': o.synthetic = 1; break;
+        case 'b': if (bad_num || v < 1 || v > 4096) return die("--batch: expected 1 to 4096, got '%s'", optarg); o.batch = (int)v; break;
+        case 'c': if (bad_num || v < 1) return die("--context: expected a positive integer, got '%s'", optarg); o.context = v; break;
+        case 's': if (bad_num || v < 0) return die("--steps: expected a non-negative integer, got '%s'", optarg); o.steps = v; break;
+        case 'l': if (bad_num || v < 1) return die("--layers: expected a positive integer, got '%s'", optarg); o.layers = v; break;
+        case 't': if (bad_num || v < 1 || v > 64) return die("--tp-shapes: expected 1 to 64, got '%s'", optarg); o.tp_shapes = (int)v; break;
+        case 'e': if (bad_num) return die("--seed: expected an integer, got '%s'", optarg); o.seed = (uint64_t)v; break;
+        case 'n':
+            if (bad_num || v != 1)
+                return die("--tp: only world size 1 runs in one process today (2-8 GPUs are a separate issue), got '%s'", optarg);
+            o.tp = 1;
+            break;
+        case 'd': o.db_path = optarg; break;
+        case 'j': o.json_path = optarg; break;
+        case 'p': o.prompt_path = optarg; break;
+        case 'u': o.dump_path = optarg; break;
+        case 'r':
+            if (strcmp(optarg, "exact") && strcmp(optarg, "kt")) return die("--reference: expected exact or kt, got '%s'", optarg);
+            o.reference = optarg;
+            break;
+        case 'h':
+            printf("usage: kt run --model DIR [--synthetic] [--batch B] [--context L] [--steps S] [--layers N]\n"
+                   "              [--tp-shapes N] [--db FILE] [--json FILE] [--prompt FILE] [--dump FILE]\n"
+                   "              [--reference exact|kt] [--seed N] [--tp 1]\n"
+                   "  Decodes B sequences: the prompt file's token ids (one line each; default token 0), then S\n"
+                   "  greedy tokens, one step at a time, on the GPU from the DB's winners (family defaults\n"
+                   "  without --db), or with --reference on the float64 host reference (exact: the weights as\n"
+                   "  they are; kt: kt's FP8 formats). --dump writes every step's logits (f32 [step][B][vocab]).\n"
+                   "  --tp 1 adds the tensor-parallel all-reduces over NCCL (loaded at run time; $KT_NCCL).\n");
+            return 0;
+        default: return die("unknown or incomplete option '%s' (see kt run --help)", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) return die("unexpected argument '%s' (see kt run --help)", argv[optind]);
+    if (!o.model_dir) return die("kt run needs --model DIR (a folder with config.json)%s", "");
+    if (o.db_path && access(o.db_path, R_OK)) return die("cannot read database '%s': no such file", o.db_path);
+    return kt_run(&o) ? die("%s", kt_error()) : 0;
+}
+
 static const struct {
     const char *name, *help;
     int (*run)(int, char **);
@@ -710,6 +771,7 @@ static const struct {
     {"db", "show, export or merge databases", cmd_db},
     {"report", "write an HTML page of SVG plots of a database (no GPU needed)", cmd_report},
     {"profile", "run one variant in NVTX ranges, or under Nsight Compute (--ncu), beside its roof", cmd_profile},
+    {"run", "decode a DeepSeek-V4 model folder from tuned winners (needs a GPU; --reference: host)", cmd_run},
 };
 
 int main(int argc, char **argv) {

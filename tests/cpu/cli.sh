@@ -144,6 +144,39 @@ mkdir "$tmp/rocache" && chmod 555 "$tmp/rocache"
 as_user env KT_CACHE_DIR="$tmp/rocache" "$tmp/kt" compile --family act_quant --sample 2 >"$tmp/out" 2>"$tmp/err"
 check "a read-only cache folder: said once, compiled anyway" '[ $? -eq 0 ] && [ "$(grep -c "JIT cache" "$tmp/err")" -eq 1 ]'
 chmod 755 "$tmp/deploy" "$tmp/rocache"
+# kt run: bad input, and the float64 host reference on a tiny synthetic model (no GPU needed)
+mkdir -p "$tmp/m" "$tmp/bad"
+cat >"$tmp/m/config.json" <<'JSON'
+{"model_type": "deepseek_v4", "vocab_size": 256, "hidden_size": 128, "num_hidden_layers": 3,
+ "num_attention_heads": 1, "head_dim": 512, "q_lora_rank": 128, "o_groups": 1, "o_lora_rank": 128,
+ "sliding_window": 8, "index_n_heads": 2, "index_head_dim": 128, "index_topk": 2, "n_routed_experts": 4,
+ "num_experts_per_tok": 2, "moe_intermediate_size": 128, "partial_rotary_factor": 0.125,
+ "compress_rates": {"compressed_sparse_attention": 4, "heavily_compressed_attention": 8},
+ "layer_types": ["sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"],
+ "mlp_layer_types": ["hash_moe", "moe", "moe"]}
+JSON
+printf '{"model_type": "deepseek_v4", "hidden_size": 128}' >"$tmp/bad/config.json"
+printf '1 2 3\n4 5\n' >"$tmp/m/ragged.txt"
+expect_fail "run without --model" "needs --model" run
+expect_fail "run: no config.json" "cannot read $tmp/none/config.json" run --model "$tmp/none" --reference kt
+expect_fail "run: config missing a field" "config.json: missing field vocab_size" run --model "$tmp/bad" --reference kt
+expect_fail "run: no safetensors" "no .safetensors files" run --model "$tmp/m" --reference kt
+expect_fail "run: bad batch" "--batch: expected 1 to 4096" run --model "$tmp/m" --batch 0
+expect_fail "run: tp 2" "only world size 1" run --model "$tmp/m" --tp 2
+expect_fail "run: ragged prompt" "line 2 has 2 tokens" run --model "$tmp/m" --synthetic --reference kt --batch 2 --prompt "$tmp/m/ragged.txt"
+expect_fail "run: context too short" "exceed --context 4" run --model "$tmp/m" --synthetic --reference kt --steps 8 --context 4
+expect_ok "run: host reference, synthetic weights" "step 11:" run --model "$tmp/m" --synthetic --reference kt --batch 2 --steps 11 --context 16
+if ! ldconfig -p 2>/dev/null | grep -q 'libcuda.so.1'; then
+    expect_fail "run without a GPU" "needs an NVIDIA GPU" run --model "$tmp/m" --synthetic
+    # the embedding API through ctypes: the library loads, its calls bind, errors come back
+    if python3 -c "import sys; sys.path.insert(0, 'python'); import kt_embed
+try:
+    kt_embed.Session()
+except kt_embed.KtError as e:
+    sys.exit(0 if 'needs an NVIDIA GPU' in str(e) else 1)
+sys.exit(1)" 2>"$tmp/py.err"; then passed=$((passed + 1)); else
+        failed=$((failed + 1)); echo "FAIL cli: kt_embed without a GPU: $(tail -c 300 "$tmp/py.err")"; fi
+fi
 
 expect_ok "help" "usage: kt COMMAND" --help
 expect_ok "list" "fp8_gemm" list

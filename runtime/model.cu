@@ -1,0 +1,532 @@
+// model.cu — the plain kernels of the runtime's decode step (runtime/step.c), one per layer part
+// that no kt family covers yet: embedding, hyper-connections, norms, RoPE, the KV append in the
+// V4 byte layout, the compressors, the indexer's scores and top-k, sparse attention with sinks,
+// the router, the routed experts, the HC head and the LM head. Correct and simple: one block
+// per (sequence[, head]) or warps per output row, f32 math; the float64 reference they match is
+// runtime/model_ref.c (`kt run --reference kt`). Compiled at run time by NVRTC through the JIT
+// cache (kt_compile_source("model.cu")); exercised by tests/gpu/runtime.sh.
+// The decode position comes from device memory (*pos) so one captured graph serves every step.
+#include "kt_device.cuh"
+#include "kv_v4.cuh"
+
+#define RT_THREADS 256
+#define INFINITY __int_as_float(0x7f800000)
+
+__device__ __forceinline__ float rt_e4m3(kt_u8 c) {
+    int e = (c >> 3) & 15, m = c & 7;
+    float v = e ? ldexpf(1.0f + m / 8.0f, e - 7) : ldexpf(m / 8.0f, -6);
+    return (c & 0x80) ? -v : v;
+}
+__device__ __forceinline__ kt_u8 rt_to_e4m3(float x) { return (kt_u8)(kt_f32x2_to_e4m3x2(x, 0.f) & 0xff); }
+
+// Sum over the block (every thread gets it); red: 32 floats of shared memory.
+__device__ float rt_block_sum(float v, float *red) {
+    for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+    __syncthreads();
+    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
+    __syncthreads();
+    float t = 0;
+    for (int i = 0; i < (int)(blockDim.x / 32); i++) t += red[i];
+    return t;
+}
+__device__ float rt_block_max(float v, float *red) {
+    for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    __syncthreads();
+    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
+    __syncthreads();
+    float t = -INFINITY;
+    for (int i = 0; i < (int)(blockDim.x / 32); i++) t = fmaxf(t, red[i]);
+    return t;
+}
+// Dot of a warp over n: a[i] * b[i] (lane-strided), the total in every lane.
+__device__ float rt_warp_dot(const float *a, const float *b, int n) {
+    float s = 0;
+    for (int i = threadIdx.x % 32; i < n; i += 32) s += a[i] * b[i];
+    for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+    return s;
+}
+
+// Interleaved RoPE of the trailing R channels of x[dim] (in shared memory) at position p;
+// sign -1 rotates back. Threads of the block take pairs.
+__device__ void rt_rope(float *x, int dim, int R, const float *inv, float p, float sign) {
+    for (int i = threadIdx.x; i < R / 2; i += blockDim.x) {
+        float f = p * inv[i], c = cosf(f), s = sign * sinf(f);
+        float a = x[dim - R + 2 * i], b = x[dim - R + 2 * i + 1];
+        x[dim - R + 2 * i] = a * c - b * s;
+        x[dim - R + 2 * i + 1] = b * c + a * s;
+    }
+    __syncthreads();
+}
+
+// x * rsqrt(mean(x^2) + eps) * (w or 1), in place over n values in shared memory.
+__device__ void rt_rmsnorm(float *x, int n, const float *w, float eps, float *red) {
+    float ss = 0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) ss += x[i] * x[i];
+    float r = rsqrtf(rt_block_sum(ss, red) / n + eps);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) x[i] = x[i] * r * (w ? w[i] : 1.0f);
+    __syncthreads();
+}
+
+// Stores a 512 vector in the V4 layout at token slot t of cache (rounding as kt_quant_kv).
+__device__ void rt_kv_store(const float *x, kt_u8 *cache, long t, float *red) {
+    kt_u8 *data = cache + kt_kv_data(t), *sc = cache + kt_kv_scales(t);
+    for (int g = 0; g < KT_KV_NOPE / 64; g++) {
+        float a = 0;
+        for (int i = threadIdx.x; i < 64; i += blockDim.x) a = fmaxf(a, fabsf(x[g * 64 + i]));
+        a = rt_block_max(a, red);
+        int e = a > 0 ? (int)ceilf(log2f(a / 448.0f)) : 0;
+        float s = ldexpf(1.0f, e);
+        for (int i = threadIdx.x; i < 64; i += blockDim.x) data[g * 64 + i] = rt_to_e4m3(x[g * 64 + i] / s);
+        if (threadIdx.x == 0) sc[g] = (kt_u8)(e + 127);
+    }
+    kt_u16 *rope = (kt_u16 *)(data + KT_KV_NOPE);
+    for (int i = threadIdx.x; i < KT_KV_ROPE; i += blockDim.x) rope[i] = kt_f32_to_bf16(x[KT_KV_NOPE + i]);
+    if (threadIdx.x == 0) sc[7] = 0;
+}
+// Element j of the 512 vector at slot t.
+__device__ __forceinline__ float rt_kv_load(const kt_u8 *cache, long t, int j) {
+    const kt_u8 *data = cache + kt_kv_data(t);
+    if (j >= KT_KV_NOPE) return kt_bf16_to_f32(((const kt_u16 *)(data + KT_KV_NOPE))[j - KT_KV_NOPE]);
+    return rt_e4m3(data[j]) * ldexpf(1.0f, (int)cache[kt_kv_scales(t) + j / 64] - 127);
+}
+
+// x[b][k][d] = E[tok[b]][d]: every stream starts as the token's embedding.
+extern "C" __global__ void rt_embed(const float *E, const int *tok, float *x, int D, int H) {
+    int b = blockIdx.x;
+    for (int i = threadIdx.x; i < H * D; i += blockDim.x) x[(long)b * H * D + i] = E[(long)tok[b] * D + i % D];
+}
+
+// The HC module before a block, one block per sequence: mix = fn . rmsnorm(flatten(x)); pre,
+// post, the Sinkhorn-projected comb (postcomb[b] = post[H] | comb[H*H]); the collapsed input
+// rmsnorm'd with w into h (f32) and hb (bf16). Dynamic shared memory: D floats.
+extern "C" __global__ void rt_hc_pre(const float *x, const float *fn, const float *base, const float *scale,
+                                     const float *w, float *postcomb, float *h, kt_u16 *hb, int D, int H, int iters,
+                                     float eps, float hc_eps) {
+    extern __shared__ float col[];
+    __shared__ float red[32], mix[80], pre[8];
+    int b = blockIdx.x, HD = H * D, nmix = (2 + H) * H;
+    const float *xb = x + (long)b * HD;
+    float ss = 0;
+    for (int i = threadIdx.x; i < HD; i += blockDim.x) ss += xb[i] * xb[i];
+    float r = rsqrtf(rt_block_sum(ss, red) / HD + eps);
+    for (int j = threadIdx.x / 32; j < nmix; j += blockDim.x / 32) {
+        float d = rt_warp_dot(fn + (long)j * HD, xb, HD);
+        if (threadIdx.x % 32 == 0) mix[j] = d * r;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float *pc = postcomb + (long)b * (H + H * H), comb[64];
+        for (int i = 0; i < H; i++) {
+            pre[i] = 1.0f / (1.0f + expf(-(mix[i] * scale[0] + base[i]))) + hc_eps;
+            pc[i] = 2.0f / (1.0f + expf(-(mix[H + i] * scale[1] + base[H + i])));
+        }
+        for (int i = 0; i < H; i++) {
+            float mx = -INFINITY, sum = 0;
+            for (int j = 0; j < H; j++) mx = fmaxf(mx, mix[2 * H + i * H + j] * scale[2] + base[2 * H + i * H + j]);
+            for (int j = 0; j < H; j++) sum += comb[i * H + j] = expf(mix[2 * H + i * H + j] * scale[2] + base[2 * H + i * H + j] - mx);
+            for (int j = 0; j < H; j++) comb[i * H + j] = comb[i * H + j] / sum + hc_eps;
+        }
+        for (int it = 0; it < 2 * iters - 1; it++) { // column pass first, then row and column passes
+            for (int a = 0; a < H; a++) {
+                float sum = 0;
+                for (int c = 0; c < H; c++) sum += it % 2 == 0 ? comb[c * H + a] : comb[a * H + c];
+                for (int c = 0; c < H; c++) (it % 2 == 0 ? comb[c * H + a] : comb[a * H + c]) /= sum + hc_eps;
+            }
+        }
+        for (int i = 0; i < H * H; i++) pc[H + i] = comb[i];
+    }
+    __syncthreads();
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        float v = 0;
+        for (int k = 0; k < H; k++) v += pre[k] * xb[k * D + d];
+        col[d] = v;
+    }
+    __syncthreads();
+    rt_rmsnorm(col, D, w, eps, red);
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        h[(long)b * D + d] = col[d];
+        hb[(long)b * D + d] = kt_f32_to_bf16(col[d]);
+    }
+}
+
+// The HC module after a block: x[k] = post[k] * y + sum_j comb[j][k] x[j]; y bf16 (yb) or f32 (yf).
+extern "C" __global__ void rt_hc_post(float *x, const float *postcomb, const kt_u16 *yb, const float *yf, int D, int H) {
+    int b = blockIdx.y, d = blockIdx.x * blockDim.x + threadIdx.x;
+    if (d >= D) return;
+    const float *pc = postcomb + (long)b * (H + H * H);
+    float old[8], y = yb ? kt_bf16_to_f32(yb[(long)b * D + d]) : yf[(long)b * D + d];
+    for (int j = 0; j < H; j++) old[j] = x[((long)b * H + j) * D + d];
+    for (int k = 0; k < H; k++) {
+        float v = pc[k] * y;
+        for (int j = 0; j < H; j++) v += pc[H + j * H + k] * old[j];
+        x[((long)b * H + k) * D + d] = v;
+    }
+}
+
+// out = rmsnorm(in) * w over rows of n (bf16 in and out), a block per row.
+extern "C" __global__ void rt_rmsnorm_bf16(const kt_u16 *in, const float *w, kt_u16 *out, int n, float eps) {
+    extern __shared__ float v[];
+    __shared__ float red[32];
+    long row = blockIdx.x;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) v[i] = kt_bf16_to_f32(in[row * n + i]);
+    __syncthreads();
+    rt_rmsnorm(v, n, w, eps, red);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) out[row * n + i] = kt_f32_to_bf16(v[i]);
+}
+
+// Query heads: unweighted rmsnorm and RoPE at *pos; grid (heads, batch), q bf16 -> qf f32.
+extern "C" __global__ void rt_q_prep(const kt_u16 *q, float *qf, const float *inv, const int *pos, int HD, int R, float eps) {
+    __shared__ float v[512], red[32];
+    long row = (long)blockIdx.y * gridDim.x + blockIdx.x;
+    for (int i = threadIdx.x; i < HD; i += blockDim.x) v[i] = kt_bf16_to_f32(q[row * HD + i]);
+    __syncthreads();
+    rt_rmsnorm(v, HD, 0, eps, red);
+    rt_rope(v, HD, R, inv, (float)*pos, 1.0f);
+    for (int i = threadIdx.x; i < HD; i += blockDim.x) qf[row * HD + i] = v[i];
+}
+
+// The new token's KV: rmsnorm * w, RoPE at *pos, stored in the sequence's window cache at slot
+// *pos % W (cache: `stride` bytes per sequence). A block per sequence.
+extern "C" __global__ void rt_kv_append(const kt_u16 *kv, const float *w, const float *inv, const int *pos, kt_u8 *cache,
+                                        unsigned long long stride, int W, int R, float eps) {
+    __shared__ float v[KT_KV_DIM], red[32];
+    int b = blockIdx.x;
+    for (int i = threadIdx.x; i < KT_KV_DIM; i += blockDim.x) v[i] = kt_bf16_to_f32(kv[(long)b * KT_KV_DIM + i]);
+    __syncthreads();
+    rt_rmsnorm(v, KT_KV_DIM, w, eps, red);
+    rt_rope(v, KT_KV_DIM, R, inv, (float)*pos, 1.0f);
+    rt_kv_store(v, cache + b * stride, *pos % W, red);
+}
+
+// A compressor's projections of the token: buf_kv/buf_g[b][slot][j] = wkv/wg[j] . h[b]
+// (+ ape[slot][j] on the gate), slot = *pos % rate; OW = overlap * width rows; a warp per row.
+extern "C" __global__ void rt_comp_proj(const float *h, const float *wkv, const float *wg, const float *ape, float *buf_kv,
+                                        float *buf_g, const int *pos, int D, int OW, int rate) {
+    int b = blockIdx.y, j = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, slot = *pos % rate;
+    if (j >= OW) return;
+    float kv = rt_warp_dot(wkv + (long)j * D, h + (long)b * D, D), g = rt_warp_dot(wg + (long)j * D, h + (long)b * D, D);
+    if (threadIdx.x % 32 == 0) {
+        long o = ((long)b * rate + slot) * OW + j;
+        buf_kv[o] = kv;
+        buf_g[o] = g + ape[(long)slot * OW + j];
+    }
+}
+
+// When *pos closes a window (every `rate` tokens), the compressor's entry e = (*pos+1)/rate - 1:
+// per channel a softmax over the window's gates (CSA, overlap 2: also the previous window's
+// first series, kept in prev_*), the gated sum, rmsnorm * w, RoPE at e * rate; stored in the
+// V4 layout (kv_cache) or as f32 keys. A block per sequence; `cstride` bytes or floats per sequence.
+extern "C" __global__ void rt_comp_emit(const float *buf_kv, const float *buf_g, float *prev_kv, float *prev_g,
+                                        const float *w, const float *inv, const int *pos, kt_u8 *kv_cache,
+                                        float *keys, unsigned long long cstride, int width, int overlap, int rate,
+                                        int R, float eps) {
+    __shared__ float e[KT_KV_DIM], red[32];
+    int b = blockIdx.x, p = *pos, OW = overlap * width;
+    if ((p + 1) % rate) return;
+    long entry = (p + 1) / rate - 1;
+    const float *kv = buf_kv + (long)b * rate * OW, *g = buf_g + (long)b * rate * OW;
+    float *pk = prev_kv + (long)b * rate * width, *pg = prev_g + (long)b * rate * width;
+    int has_prev = overlap == 2 && entry > 0;
+    for (int ch = threadIdx.x; ch < width; ch += blockDim.x) {
+        int cur = overlap == 2 ? width + ch : ch;
+        float mx = -INFINITY, sum = 0, v = 0;
+        for (int s = 0; s < rate; s++) mx = fmaxf(mx, g[s * OW + cur]);
+        if (has_prev)
+            for (int s = 0; s < rate; s++) mx = fmaxf(mx, pg[s * width + ch]);
+        for (int s = 0; s < rate; s++) {
+            float q = expf(g[s * OW + cur] - mx);
+            sum += q, v += q * kv[s * OW + cur];
+        }
+        if (has_prev)
+            for (int s = 0; s < rate; s++) {
+                float q = expf(pg[s * width + ch] - mx);
+                sum += q, v += q * pk[s * width + ch];
+            }
+        e[ch] = v / sum;
+    }
+    __syncthreads();
+    if (overlap == 2) // this window's first series joins the next window's entry
+        for (int i = threadIdx.x; i < rate * width; i += blockDim.x) {
+            pk[i] = kv[(i / width) * OW + i % width];
+            pg[i] = g[(i / width) * OW + i % width];
+        }
+    rt_rmsnorm(e, width, w, eps, red);
+    rt_rope(e, width, R, inv, (float)(entry * rate), 1.0f);
+    if (kv_cache) rt_kv_store(e, kv_cache + b * cstride, entry, red);
+    else
+        for (int i = threadIdx.x; i < width; i += blockDim.x) keys[b * cstride + entry * width + i] = e[i];
+}
+
+// The lightning indexer's scores of every compressed entry for the token: w = wproj . h /
+// sqrt(IH), q = RoPE(iq heads), score[s] = sum_h w_h relu(q_h . k_s) / sqrt(ID). A block per
+// sequence; dynamic shared memory IH * ID floats.
+extern "C" __global__ void rt_index_score(const kt_u16 *iq, const float *h, const float *wproj, const float *keys,
+                                          const float *inv, const int *pos, float *scores, unsigned long long kstride,
+                                          int IH, int ID, int D, int rate, int R, int max_entries) {
+    extern __shared__ float q[];
+    __shared__ float wt[64];
+    int b = blockIdx.x, n = (*pos + 1) / rate;
+    for (int i = threadIdx.x; i < IH * ID; i += blockDim.x) q[i] = kt_bf16_to_f32(iq[(long)b * IH * ID + i]);
+    for (int j = threadIdx.x / 32; j < IH; j += blockDim.x / 32) {
+        float d = rt_warp_dot(wproj + (long)j * D, h + (long)b * D, D);
+        if (threadIdx.x % 32 == 0) wt[j] = d * rsqrtf((float)IH);
+    }
+    __syncthreads();
+    for (int hh = 0; hh < IH; hh++) rt_rope(q + hh * ID, ID, R, inv, (float)*pos, 1.0f);
+    const float *kb = keys + b * kstride;
+    for (int s = threadIdx.x / 32; s < n; s += blockDim.x / 32) {
+        float t = 0;
+        for (int hh = 0; hh < IH; hh++) t += fmaxf(rt_warp_dot(q + hh * ID, kb + (long)s * ID, ID), 0.f) * wt[hh];
+        if (threadIdx.x % 32 == 0) scores[(long)b * max_entries + s] = t * rsqrtf((float)ID);
+    }
+}
+
+// The top k of the n = (*pos+1)/rate scores (ties: the lower index), idx[b][0..k) and -1 after.
+extern "C" __global__ void rt_topk(float *scores, int *idx, const int *pos, int rate, int k, int max_entries) {
+    __shared__ float bv[RT_THREADS];
+    __shared__ int bi[RT_THREADS];
+    int b = blockIdx.x, n = (*pos + 1) / rate;
+    float *sc = scores + (long)b * max_entries;
+    for (int j = 0; j < k; j++) {
+        float best = -INFINITY;
+        int at = -1;
+        for (int s = threadIdx.x; s < n; s += blockDim.x)
+            if (sc[s] > best || (at < 0 && sc[s] > -INFINITY)) best = sc[s], at = s;
+        bv[threadIdx.x] = best, bi[threadIdx.x] = at;
+        __syncthreads();
+        for (int o = blockDim.x / 2; o > 0; o /= 2) {
+            if (threadIdx.x < o) {
+                float v2 = bv[threadIdx.x + o];
+                int i2 = bi[threadIdx.x + o];
+                if (i2 >= 0 && (bi[threadIdx.x] < 0 || v2 > bv[threadIdx.x] || (v2 == bv[threadIdx.x] && i2 < bi[threadIdx.x])))
+                    bv[threadIdx.x] = v2, bi[threadIdx.x] = i2;
+            }
+            __syncthreads();
+        }
+        if (threadIdx.x == 0) {
+            idx[(long)b * k + j] = bi[0];
+            if (bi[0] >= 0) sc[bi[0]] = -INFINITY;
+        }
+        __syncthreads();
+    }
+}
+
+// Attention of one (head, sequence): the window's tokens, then the compressed entries (mode 1
+// CSA: those idx lists; mode 2 HCA: all (*pos+1)/rate), softmax with the head's sink, the
+// weighted sum of the (K = V) vectors, RoPE back at *pos; written bf16 in group order
+// og[g][b][GI]. Dynamic shared memory: (W + max_keys) floats of logits.
+extern "C" __global__ void rt_attention(const float *qf, const kt_u8 *win, unsigned long long wstride, const kt_u8 *comp,
+                                        unsigned long long cstride, const int *idx, const float *sink, const float *inv,
+                                        const int *pos, kt_u16 *og, int W, int mode, int rate, int topk, int R, int GI,
+                                        int B) {
+    extern __shared__ float lg[];
+    __shared__ float q[KT_KV_DIM], o[KT_KV_DIM], red[32];
+    int hh = blockIdx.x, b = blockIdx.y, H = gridDim.x, p = *pos;
+    const kt_u8 *wb = win + b * wstride, *cb = comp ? comp + b * cstride : 0;
+    for (int i = threadIdx.x; i < KT_KV_DIM; i += blockDim.x) q[i] = qf[((long)b * H + hh) * KT_KV_DIM + i];
+    int nw = p + 1 < W ? p + 1 : W, nc = mode == 2 ? (p + 1) / rate : mode == 1 ? topk : 0;
+    __syncthreads();
+    // key s < nw: window token p - nw + 1 + s; else compressed entry (CSA: idx, -1 = none)
+    for (int s = threadIdx.x / 32; s < nw + nc; s += blockDim.x / 32) {
+        const kt_u8 *cache = s < nw ? wb : cb;
+        long t = s < nw ? (long)(p - nw + 1 + s) % W : mode == 1 ? idx[(long)b * topk + s - nw] : s - nw;
+        float d = 0;
+        if (t >= 0)
+            for (int j = threadIdx.x % 32; j < KT_KV_DIM; j += 32) d += q[j] * rt_kv_load(cache, t, j);
+        for (int off = 16; off > 0; off /= 2) d += __shfl_xor_sync(0xffffffffu, d, off);
+        if (threadIdx.x % 32 == 0) lg[s] = t >= 0 ? d * rsqrtf((float)KT_KV_DIM) : -INFINITY;
+    }
+    __syncthreads();
+    float mx = sink[hh];
+    for (int s = threadIdx.x; s < nw + nc; s += blockDim.x) mx = fmaxf(mx, lg[s]);
+    mx = rt_block_max(mx, red);
+    float sum = 0;
+    for (int s = threadIdx.x; s < nw + nc; s += blockDim.x) sum += lg[s] = expf(lg[s] - mx);
+    sum = rt_block_sum(sum, red) + expf(sink[hh] - mx);
+    for (int j = threadIdx.x; j < KT_KV_DIM; j += blockDim.x) {
+        float v = 0;
+        for (int s = 0; s < nw + nc; s++) {
+            if (lg[s] == 0.f) continue;
+            long t = s < nw ? (long)(p - nw + 1 + s) % W : mode == 1 ? idx[(long)b * topk + s - nw] : s - nw;
+            v += lg[s] * rt_kv_load(s < nw ? wb : cb, t, j);
+        }
+        o[j] = v / sum;
+    }
+    __syncthreads();
+    rt_rope(o, KT_KV_DIM, R, inv, (float)p, -1.0f);
+    for (int j = threadIdx.x; j < KT_KV_DIM; j += blockDim.x) {
+        long f = (long)hh * KT_KV_DIM + j;
+        og[((f / GI) * B + b) * GI + f % GI] = kt_f32_to_bf16(o[j]);
+    }
+}
+
+// out[b][g*L + i] = in[g][b][i]: the grouped projection's outputs back in token order.
+extern "C" __global__ void rt_ungroup(const kt_u16 *in, kt_u16 *out, int G, int B, int L) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (long)G * B * L) return;
+    long g = i / ((long)B * L), b = i / L % B, j = i % L;
+    out[b * G * L + g * L + j] = in[i];
+}
+
+// The router, a block per sequence: scores = sqrtsoftplus(wg . h); experts = tid2eid[tok] (hash
+// layers, bias NULL) or the top K of scores + bias; weights = scores normalised * scale.
+extern "C" __global__ void rt_router(const float *h, const float *wg, const float *bias, const int *tid2eid, const int *tok,
+                                     int *eidx, float *ew, int E, int K, int D, float scale) {
+    extern __shared__ float sc[];
+    int b = blockIdx.x;
+    for (int e = threadIdx.x / 32; e < E; e += blockDim.x / 32) {
+        float l = rt_warp_dot(wg + (long)e * D, h + (long)b * D, D);
+        if (threadIdx.x % 32 == 0) sc[e] = sqrtf(l > 20.f ? l : log1pf(expf(l)));
+    }
+    __syncthreads();
+    if (threadIdx.x) return;
+    int sel[64];
+    float wsum = 0;
+    for (int k = 0; k < K; k++) {
+        if (!bias) sel[k] = tid2eid[(long)tok[b] * K + k];
+        else {
+            int best = -1;
+            for (int e = 0; e < E; e++) {
+                int taken = 0;
+                for (int j = 0; j < k; j++) taken |= sel[j] == e;
+                if (!taken && (best < 0 || sc[e] + bias[e] > sc[best] + bias[best])) best = e;
+            }
+            sel[k] = best;
+        }
+        wsum += sc[sel[k]];
+    }
+    for (int k = 0; k < K; k++) {
+        eidx[b * K + k] = sel[k];
+        ew[b * K + k] = sc[sel[k]] / (wsum + 1e-20f) * scale;
+    }
+}
+
+// Dot of a warp between FP8 weight row `row` of an [N, Kd] matrix (128x128 block scales ws)
+// and the act_quant'ed vector (codes xq, scales xs per 128).
+__device__ float rt_warp_dot_fp8(const kt_u8 *w, const float *ws, long row, int Kd, const kt_u8 *xq, const float *xs) {
+    float s = 0;
+    int kb = Kd / 128;
+    for (int i = threadIdx.x % 32; i < Kd; i += 32)
+        s += rt_e4m3(w[row * Kd + i]) * ws[(row / 128) * kb + i / 128] * rt_e4m3(xq[i]) * xs[i / 128];
+    for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+    return s;
+}
+
+// Routed experts, gate and up: for slot (b, k) of grid.y, a = silu(min(g, L)) * clamp(u, L) with
+// g, u = w13[e] rows i and I + i . x (FP8 weights [E][2I][D], act_quant'ed x); a bf16 [B*K][I].
+extern "C" __global__ void rt_moe_up(const kt_u8 *w13, const float *s13, const kt_u8 *xq, const float *xs, const int *eidx,
+                                     kt_u16 *a, int I, int D, int K, float limit) {
+    int slot = blockIdx.y, b = slot / K, i = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (i >= I) return;
+    long e = eidx[slot];
+    const kt_u8 *w = w13 + e * 2 * I * D;
+    const float *ws = s13 + e * (2 * I / 128) * (D / 128);
+    float g = rt_warp_dot_fp8(w, ws, i, D, xq + (long)b * D, xs + (long)b * (D / 128));
+    float u = rt_warp_dot_fp8(w, ws, I + i, D, xq + (long)b * D, xs + (long)b * (D / 128));
+    g = fminf(g, limit), u = fminf(fmaxf(u, -limit), limit);
+    if (threadIdx.x % 32 == 0) a[(long)slot * I + i] = kt_f32_to_bf16(g / (1.f + expf(-g)) * u);
+}
+
+// Routed experts, down: y[slot][d] = w2[e] row d . a (FP8 [E][D][I], act_quant'ed a), f32.
+extern "C" __global__ void rt_moe_down(const kt_u8 *w2, const float *s2, const kt_u8 *aq, const float *as, const int *eidx,
+                                       float *y, int I, int D) {
+    int slot = blockIdx.y, d = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (d >= D) return;
+    long e = eidx[slot];
+    float v = rt_warp_dot_fp8(w2 + e * (long)D * I, s2 + e * (D / 128) * (I / 128), d, I, aq + (long)slot * I,
+                              as + (long)slot * (I / 128));
+    if (threadIdx.x % 32 == 0) y[(long)slot * D + d] = v;
+}
+
+// The MoE output: out[b][d] = sum_k ew[b][k] y[b*K+k][d] + shared[b][d] (bf16, may be NULL).
+extern "C" __global__ void rt_moe_combine(const float *y, const float *ew, const kt_u16 *shared, float *out, int K, int D) {
+    int b = blockIdx.y, d = blockIdx.x * blockDim.x + threadIdx.x;
+    if (d >= D) return;
+    float v = 0;
+    for (int k = 0; k < K; k++) v += ew[b * K + k] * y[((long)b * K + k) * D + d];
+    out[(long)b * D + d] = v + (shared ? kt_bf16_to_f32(shared[(long)b * D + d]) : 0.f);
+}
+
+// The shared expert's activation: a[b][i] = silu(min(g, L)) * clamp(u, L), gu = [g | u] bf16 [B][2I].
+extern "C" __global__ void rt_swiglu(const kt_u16 *gu, kt_u16 *a, int I, float limit) {
+    int b = blockIdx.y, i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= I) return;
+    float g = fminf(kt_bf16_to_f32(gu[(long)b * 2 * I + i]), limit);
+    float u = fminf(fmaxf(kt_bf16_to_f32(gu[(long)b * 2 * I + I + i]), -limit), limit);
+    a[(long)b * I + i] = kt_f32_to_bf16(g / (1.f + expf(-g)) * u);
+}
+
+// The HC head and the final norm, a block per sequence: y = rmsnorm(sum_k pre_k x_k) * w.
+extern "C" __global__ void rt_hc_head(const float *x, const float *fn, const float *base, const float *scale, const float *w,
+                                      float *y, int D, int H, float eps, float hc_eps) {
+    extern __shared__ float col[];
+    __shared__ float red[32], pre[8];
+    int b = blockIdx.x, HD = H * D;
+    const float *xb = x + (long)b * HD;
+    float ss = 0;
+    for (int i = threadIdx.x; i < HD; i += blockDim.x) ss += xb[i] * xb[i];
+    float r = rsqrtf(rt_block_sum(ss, red) / HD + eps);
+    for (int j = threadIdx.x / 32; j < H; j += blockDim.x / 32) {
+        float d = rt_warp_dot(fn + (long)j * HD, xb, HD) * r;
+        if (threadIdx.x % 32 == 0) pre[j] = 1.f / (1.f + expf(-(d * scale[0] + base[j]))) + hc_eps;
+    }
+    __syncthreads();
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        float v = 0;
+        for (int k = 0; k < H; k++) v += pre[k] * xb[k * D + d];
+        col[d] = v;
+    }
+    __syncthreads();
+    rt_rmsnorm(col, D, w, eps, red);
+    for (int d = threadIdx.x; d < D; d += blockDim.x) y[(long)b * D + d] = col[d];
+}
+
+// The LM head: logits[b][v] = W[v] . y[b], a warp per vocabulary row (f32 weights).
+extern "C" __global__ void rt_head(const float *y, const float *W, float *logits, int D, int V) {
+    int b = blockIdx.y, v = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (v >= V) return;
+    float d = rt_warp_dot(W + (long)v * D, y + (long)b * D, D);
+    if (threadIdx.x % 32 == 0) logits[(long)b * V + v] = d;
+}
+
+// Greedy sampling: tok[b] = argmax_v logits[b][v] (ties: the lower id).
+extern "C" __global__ void rt_argmax(const float *logits, int *tok, int V) {
+    __shared__ float bv[RT_THREADS];
+    __shared__ int bi[RT_THREADS];
+    int b = blockIdx.x;
+    float best = -INFINITY;
+    int at = 0;
+    for (int v = threadIdx.x; v < V; v += blockDim.x)
+        if (logits[(long)b * V + v] > best) best = logits[(long)b * V + v], at = v;
+    bv[threadIdx.x] = best, bi[threadIdx.x] = at;
+    __syncthreads();
+    for (int o = blockDim.x / 2; o > 0; o /= 2) {
+        if (threadIdx.x < o && (bv[threadIdx.x + o] > bv[threadIdx.x] ||
+                                (bv[threadIdx.x + o] == bv[threadIdx.x] && bi[threadIdx.x + o] < bi[threadIdx.x])))
+            bv[threadIdx.x] = bv[threadIdx.x + o], bi[threadIdx.x] = bi[threadIdx.x + o];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) tok[b] = bi[0];
+}
+
+// Seeded synthetic weights on the device (--synthetic): f32 values base + amp * u[-1, 1), or
+// e4m3 codes of u * 448 (with scales set by the host), from a hash of (seed, index).
+__device__ __forceinline__ float rt_hash_uniform(unsigned long long seed, unsigned long long i) {
+    unsigned long long z = seed + i * 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return (float)(z >> 40) / (float)(1ull << 23) - 1.0f;
+}
+extern "C" __global__ void rt_fill_f32(float *x, unsigned long long n, unsigned long long seed, float base, float amp) {
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (unsigned long long)gridDim.x * blockDim.x)
+        x[i] = base + amp * rt_hash_uniform(seed, i);
+}
+extern "C" __global__ void rt_fill_e4m3(kt_u8 *x, unsigned long long n, unsigned long long seed) {
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (unsigned long long)gridDim.x * blockDim.x)
+        x[i] = rt_to_e4m3(rt_hash_uniform(seed, i) * 448.0f);
+}
+extern "C" __global__ void rt_fill_i32(int *x, unsigned long long n, unsigned long long seed, int mod) {
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (unsigned long long)gridDim.x * blockDim.x)
+        x[i] = (int)((rt_hash_uniform(seed, i) + 1.0f) * 0.5f * mod) % mod;
+}

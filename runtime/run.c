@@ -1,0 +1,142 @@
+/* run.c — `kt run` (run.h): reads the model folder, feeds each sequence its prompt then its
+ * greedy tokens one step at a time, and reports what the steps cost. The step itself is the
+ * GPU step (runtime/step.c) or, with --reference, the float64 host reference (model_ref.c). */
+#include "run.h"
+
+#include "kt.h"
+#include "model_ref.h"
+#include "step.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Reads the prompt file: one line of token ids per sequence, all lines the same length. */
+static int read_prompt(const char *path, int batch, long vocab, int32_t **out, long *len) {
+    *len = 1;
+    *out = calloc((size_t)batch, sizeof **out);
+    if (!path) return 0;
+    size_t n;
+    char *text = kt_read_file(path, &n);
+    if (!text) return -1;
+    int32_t *t = NULL;
+    size_t cap = 0;
+    long count = 0, lines = 0, per = -1;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        long here = 0;
+        for (char *p = line, *end; *p; p = end) {
+            long v = strtol(p, &end, 10);
+            if (end == p) {
+                if (*p == ' ' || *p == '\t' || *p == '\r' || *p == ',') { end = p + 1; continue; }
+                free(text), free(t);
+                return kt_fail("%s: line %ld: '%c' is not a token id", path, lines + 1, *p);
+            }
+            if (v < 0 || v >= vocab) {
+                free(text), free(t);
+                return kt_fail("%s: line %ld: token %ld outside the vocabulary (%ld)", path, lines + 1, v, vocab);
+            }
+            int32_t *g = kt_grow(t, &cap, (size_t)count, sizeof *t);
+            if (!g) return free(text), free(t), -1;
+            t = g;
+            t[count++] = (int32_t)v;
+            here++;
+        }
+        if (!here) continue;
+        if (per >= 0 && here != per) {
+            free(text), free(t);
+            return kt_fail("%s: line %ld has %ld tokens, line 1 has %ld", path, lines + 1, here, per);
+        }
+        per = here;
+        lines++;
+    }
+    free(text);
+    if (lines != batch) {
+        free(t);
+        return kt_fail("%s: %ld prompt lines for --batch %d", path, lines, batch);
+    }
+    free(*out);
+    *out = t;
+    *len = per;
+    return 0;
+}
+
+/* The config the run uses: the folder's, cut to --layers and to one rank's shapes. */
+static int run_config(const kt_run_options *o, kt_model_config *c) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", o->model_dir);
+    if (kt_model_config_read(path, c)) return -1;
+    if (o->layers < 0 || o->layers > c->n_layers)
+        return kt_fail("--layers %ld: the model has %ld layers", o->layers, c->n_layers);
+    if (o->layers) c->n_layers = o->layers;
+    if (o->tp_shapes > 1) {
+        if (c->n_heads % o->tp_shapes || c->o_groups % o->tp_shapes || c->moe_inter % (128 * o->tp_shapes))
+            return kt_fail("--tp-shapes %d does not divide the heads (%ld), o_groups (%ld) and experts' width (%ld)",
+                           o->tp_shapes, c->n_heads, c->o_groups, c->moe_inter);
+        c->n_heads /= o->tp_shapes;
+        c->o_groups /= o->tp_shapes;
+        c->moe_inter /= o->tp_shapes;
+        fprintf(stderr, "kt run: --tp-shapes %d: one rank's shapes (%ld heads, %ld o-groups, expert width %ld; the "
+                        "indexer, compressors and head whole); the all-reduce after attention and MoE is left out\n",
+                o->tp_shapes, c->n_heads, c->o_groups, c->moe_inter);
+    }
+    return 0;
+}
+
+static long argmax(const double *x, long n) {
+    long best = 0;
+    for (long i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+int kt_run(const kt_run_options *o) {
+    kt_model_config c;
+    if (run_config(o, &c)) return -1;
+    int32_t *prompt;
+    long plen;
+    if (read_prompt(o->prompt_path, o->batch, c.vocab, &prompt, &plen)) return -1;
+    long total = plen + o->steps;
+    if (total > o->context) {
+        free(prompt);
+        return kt_fail("prompt (%ld) + steps (%ld) exceed --context %ld", plen, o->steps, o->context);
+    }
+    kt_st_set w = {0};
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", o->model_dir);
+    if (!o->synthetic && kt_st_open_dir(&w, dir)) return free(prompt), -1;
+    FILE *dump = o->dump_path ? fopen(o->dump_path, "wb") : NULL;
+    if (o->dump_path && !dump) return free(prompt), kt_st_close(&w), kt_fail("cannot write %s", o->dump_path);
+    int rc = 0;
+    kt_model_ref *ref = NULL;
+    kt_step *gpu = NULL;
+    if (o->reference) {
+        kt_ref_mode mode = !strcmp(o->reference, "exact") ? KT_REF_EXACT : KT_REF_KT;
+        rc = kt_model_ref_open(&c, o->synthetic ? NULL : &w, o->seed, mode, o->batch, o->context, &ref);
+    } else {
+        rc = kt_step_open(&c, o->synthetic ? NULL : &w, o, &gpu);
+    }
+    double *logits = malloc((size_t)(o->batch * c.vocab) * sizeof *logits);
+    float *f = malloc((size_t)(o->batch * c.vocab) * sizeof *f);
+    int32_t *tok = malloc((size_t)o->batch * sizeof *tok);
+    for (int b = 0; b < o->batch; b++) tok[b] = prompt[b * plen];
+    for (long t = 0; t < total && !rc; t++) {
+        rc = ref ? kt_model_ref_step(ref, tok, t, logits) : kt_step_run(gpu, tok, t, logits);
+        if (rc) break;
+        for (long i = 0; i < o->batch * c.vocab; i++) f[i] = (float)logits[i];
+        if (dump && fwrite(f, sizeof *f, (size_t)(o->batch * c.vocab), dump) != (size_t)(o->batch * c.vocab))
+            rc = kt_fail("writing %s failed", o->dump_path);
+        printf("step %ld:", t);
+        for (int b = 0; b < o->batch; b++) {
+            long next = t + 1 < plen ? prompt[b * plen + t + 1] : argmax(logits + b * c.vocab, c.vocab);
+            printf(" %d->%ld%s", tok[b], argmax(logits + b * c.vocab, c.vocab), t + 1 < plen ? "" : "*");
+            tok[b] = (int32_t)next;
+        }
+        printf("\n");
+    }
+    if (!rc && gpu) rc = kt_step_report(gpu, o);
+    if (dump) fclose(dump);
+    kt_model_ref_close(ref);
+    kt_step_close(gpu);
+    kt_st_close(&w);
+    free(prompt), free(logits), free(f), free(tok);
+    return rc;
+}

@@ -1,0 +1,724 @@
+/* step.c — the GPU decode step (step.h). Weights go to the device in kt's formats (GEMM weights
+ * FP8 e4m3 with 128x128 scales, quantised at load from bf16/f32; the rest f32); each layer part
+ * is a kt family's kernel served by kt_dispatch (fp8_gemm, act_quant) or a plain kernel of
+ * runtime/model.cu (the README's "kt family vs simple kernel" table says which); the step is
+ * captured once as a CUDA graph that reads the position and tokens from device memory, and
+ * replayed every step. A second graph from the family defaults gives the tuned-vs-default gain. */
+#include "step.h"
+
+#include "../kernels/common/kv_v4.cuh"
+#include "cu.h"
+#include "kt.h"
+#include "model_ref.h"
+#include "tp.h"
+
+#include <math.h>
+#include <nvtx3/nvToolsExt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RT_KERNELS(X)                                                                                      \
+    X(EMBED, rt_embed) X(HC_PRE, rt_hc_pre) X(HC_POST, rt_hc_post) X(RMSNORM, rt_rmsnorm_bf16)             \
+    X(Q_PREP, rt_q_prep) X(KV_APPEND, rt_kv_append) X(COMP_PROJ, rt_comp_proj) X(COMP_EMIT, rt_comp_emit) \
+    X(INDEX_SCORE, rt_index_score) X(TOPK, rt_topk) X(ATTENTION, rt_attention) X(UNGROUP, rt_ungroup)      \
+    X(ROUTER, rt_router) X(MOE_UP, rt_moe_up) X(MOE_DOWN, rt_moe_down) X(MOE_COMBINE, rt_moe_combine)      \
+    X(SWIGLU, rt_swiglu) X(HC_HEAD, rt_hc_head) X(HEAD, rt_head) X(ARGMAX, rt_argmax)                      \
+    X(FILL_F32, rt_fill_f32) X(FILL_E4M3, rt_fill_e4m3) X(FILL_I32, rt_fill_i32)
+#define RT_ENUM(e, n) K_##e,
+#define RT_NAME(e, n) #n,
+enum { RT_KERNELS(RT_ENUM) N_RT };
+static const char *const rt_names[N_RT] = {RT_KERNELS(RT_NAME)};
+
+typedef unsigned long long dptr; /* CUdeviceptr */
+
+typedef struct gemm_w {
+    dptr codes, scales; /* e4m3 [n, k], f32 [n/128, k/128] */
+    long n, k;
+} gemm_w;
+
+typedef struct comp_dev {
+    dptr ape, norm, wg, wkv, buf_kv, buf_g, prev_kv, prev_g;
+    long rate, width;
+    int overlap;
+} comp_dev;
+
+typedef struct layer_dev {
+    dptr hc_fn[2], hc_base[2], hc_scale[2], attn_norm, ffn_norm, q_norm, kv_norm, sink, gate, gate_bias, tid2eid, iwproj;
+    gemm_w wq_a, wq_b, wkv, wo_a, wo_b, iwq_b, sh13, sh2;
+    dptr e13, e13s, e2, e2s; /* routed experts: [E][2I][D] (w1 | w3) and [E][D][I], FP8 + scales */
+    comp_dev comp, index;
+    dptr win, ccache, ikeys, scores, idx;
+    unsigned long long wstride, cstride, kstride; /* per sequence: bytes, bytes, floats */
+    long max_entries;
+} layer_dev;
+
+/* A family kernel the step launches: (family, problem) resolved once per graph. */
+typedef struct fam_k {
+    const kt_family *f;
+    kt_problem p;
+    kt_module mod;
+    kt_lookup_level level;
+} fam_k;
+
+/* Time of one op name in the profiled pass. */
+typedef struct prof_row {
+    const char *name;
+    double ms;
+    int calls;
+} prof_row;
+
+#define MAX_FAMS 96
+#define MAX_EVENTS 8192
+
+struct kt_step {
+    kt_model_config c;
+    int B;
+    long ctx;
+    kt_db *db;
+    CUstream stream;
+    kt_module rt[N_RT];
+    layer_dev *L;
+    kt_model_tensor *list;
+    int n_list;
+    const kt_st_set *w;
+    uint64_t seed;
+    dptr embed, hh_fn, hh_base, hh_scale, norm, head, inv_main, inv_comp;
+    dptr tok, pos, x, postcomb, h, hb, hq, hs, qa, qr, qrq, qrs, q, qf, kvraw, iq, og, ogq, ogs, oa_g, oa, oaq, oas,
+        y_attn, eidx, ew, a_e, aq_e, as_e, y_e, gu, a_sh, aq_sh, as_sh, y_sh, moe_out, yfin, logits, next;
+    fam_k fams[2][MAX_FAMS];
+    int n_fams[2], set;
+    CUgraphExec graph[2];
+    int n_graphs;
+    int profiling, n_events;
+    CUevent ev[MAX_EVENTS];
+    const char *ev_name[MAX_EVENTS];
+    kt_tp *tp; /* NULL: no all-reduces */
+    double weight_bytes, expert_bytes, resolve_ms;
+    float *host_logits;
+};
+
+/* ------------------------------------------------------------ device memory */
+
+static int dalloc(dptr *p, size_t bytes) {
+    CUdeviceptr d;
+    KT_CHECK(CU, kt_cu.cuMemAlloc(&d, bytes ? bytes : 16));
+    KT_CHECK(CU, kt_cu.cuMemsetD8(d, 0, bytes ? bytes : 16));
+    *p = d;
+    return 0;
+}
+
+static int upload(dptr *p, const void *host, size_t bytes) {
+    if (dalloc(p, bytes)) return -1;
+    KT_CHECK(CU, kt_cu.cuMemcpyHtoD(*p, host, bytes));
+    return 0;
+}
+
+/* Launches plain kernel k (a profiled op when profiling). */
+static int prof_mark(kt_step *s, const char *name) {
+    if (!s->profiling) return 0;
+    if (s->n_events == MAX_EVENTS) return kt_fail("too many ops to profile");
+    s->ev_name[s->n_events] = name;
+    KT_CHECK(CU, kt_cu.cuEventRecord(s->ev[s->n_events++], s->stream));
+    return 0;
+}
+
+static int rt(kt_step *s, int k, unsigned gx, unsigned gy, unsigned block, unsigned smem, void **args) {
+    if (prof_mark(s, rt_names[k])) return -1;
+    nvtxRangePushA(rt_names[k]);
+    int rc = kt_launch_kernel(&s->rt[k], 0, gx, gy, 1, block, smem, s->stream, args);
+    nvtxRangePop();
+    return rc;
+}
+
+/* The current set's kernel for (family, d0, d1, m), dispatched (and logged) the first time. */
+static fam_k *fam(kt_step *s, const char *family, long d0, long d1, long m) {
+    fam_k *set = s->fams[s->set];
+    for (int i = 0; i < s->n_fams[s->set]; i++)
+        if (!strcmp(set[i].f->name, family) && set[i].p.dim[0] == d0 && set[i].p.dim[1] == d1 && set[i].p.m == m)
+            return &set[i];
+    if (s->n_fams[s->set] == MAX_FAMS) return kt_fail("too many distinct kernels"), NULL;
+    fam_k *k = &set[s->n_fams[s->set]];
+    memset(k, 0, sizeof *k);
+    if (!(k->f = kt_family_find(family))) return NULL;
+    k->p.n_dims = k->f->n_keys;
+    k->p.dim[0] = d0;
+    k->p.dim[1] = d1;
+    k->p.m = m;
+    if (kt_dispatch(s->set == 0 ? s->db : NULL, k->f, &k->p, &k->mod, &k->level)) {
+        char msg[2048];
+        snprintf(msg, sizeof msg, "%s", kt_error());
+        kt_fail("%s has no valid variant for this model's shape: %s", family, msg);
+        return NULL;
+    }
+    s->n_fams[s->set]++;
+    return k;
+}
+
+/* Launches a family kernel on ptr[] (the family's tensor order), named kt/<family>/<key>/<config>. */
+static int fam_launch(kt_step *s, fam_k *k, const dptr *ptr, int n) {
+    if (!k) return -1;
+    char name[512], shape[128], cfg[256];
+    kt_format_shape(k->f, &k->p, shape, sizeof shape);
+    kt_format_config(k->f, &k->mod.config, cfg, sizeof cfg);
+    snprintf(name, sizeof name, "kt/%s/%s,M=%ld/%s", k->f->name, shape, k->p.m, cfg);
+    if (prof_mark(s, k->f->name)) return -1;
+    nvtxRangePushA(name);
+    kt_launch l = {.mod = &k->mod, .config = &k->mod.config, .problem = &k->p, .stream = s->stream};
+    for (int i = 0; i < n; i++) l.ptr[i] = ptr[i];
+    int rc = k->f->launch(&l);
+    nvtxRangePop();
+    return rc;
+}
+
+/* act_quant: x bf16 [M, K] -> q e4m3, sc f32 [M, K/128]. */
+static int quant(kt_step *s, dptr x, dptr q, dptr sc, long M, long K) {
+    dptr p[3] = {x, q, sc};
+    return fam_launch(s, fam(s, "act_quant", K, 0, M), p, 3);
+}
+
+/* fp8_gemm: C bf16 [M, n] = A (codes, scales) x rows row0.. row0+n of w. */
+static int gemm(kt_step *s, const gemm_w *w, long row0, long n, dptr A, dptr As, dptr C, long M) {
+    long kb = w->k / 128;
+    dptr p[5] = {A, As, w->codes + (dptr)(row0 * w->k), w->scales + (dptr)((row0 / 128) * kb * 4), C};
+    return fam_launch(s, fam(s, "fp8_gemm", n, w->k, M), p, 5);
+}
+
+/* ------------------------------------------------------------------ the step */
+
+static int compressor(kt_step *s, const comp_dev *cd, dptr kvcache, dptr keys, unsigned long long stride) {
+    const kt_model_config *c = &s->c;
+    int D = (int)c->hidden, OW = (int)(cd->overlap * cd->width), rate = (int)cd->rate, width = (int)cd->width;
+    int overlap = cd->overlap, R = (int)c->rope_dim;
+    float eps = (float)c->rms_eps;
+    void *a1[] = {&s->h, (void *)&cd->wkv, (void *)&cd->wg, (void *)&cd->ape, (void *)&cd->buf_kv, (void *)&cd->buf_g,
+                  &s->pos, &D, &OW, &rate};
+    if (rt(s, K_COMP_PROJ, (unsigned)(OW + 7) / 8, (unsigned)s->B, 256, 0, a1)) return -1;
+    void *a2[] = {(void *)&cd->buf_kv, (void *)&cd->buf_g, (void *)&cd->prev_kv, (void *)&cd->prev_g, (void *)&cd->norm,
+                  &s->inv_comp, &s->pos, &kvcache, &keys, &stride, &width, &overlap, &rate, &R, &eps};
+    return rt(s, K_COMP_EMIT, (unsigned)s->B, 1, 256, 0, a2);
+}
+
+/* The HC module before block `which` (0 attention, 1 MoE), into h / hb, then act_quant. */
+static int hc_pre(kt_step *s, layer_dev *L, int which, dptr norm) {
+    const kt_model_config *c = &s->c;
+    int D = (int)c->hidden, H = (int)c->hc_mult, it = (int)c->hc_iters;
+    float eps = (float)c->rms_eps, hc_eps = (float)c->hc_eps;
+    void *a[] = {&s->x, &L->hc_fn[which], &L->hc_base[which], &L->hc_scale[which], &norm, &s->postcomb, &s->h, &s->hb,
+                 &D, &H, &it, &eps, &hc_eps};
+    if (rt(s, K_HC_PRE, (unsigned)s->B, 1, 256, (unsigned)(D * 4), a)) return -1;
+    return quant(s, s->hb, s->hq, s->hs, s->B, D);
+}
+
+static int hc_post(kt_step *s, dptr yb, dptr yf) {
+    int D = (int)s->c.hidden, H = (int)s->c.hc_mult;
+    void *a[] = {&s->x, &s->postcomb, &yb, &yf, &D, &H};
+    return rt(s, K_HC_POST, (unsigned)(D + 255) / 256, (unsigned)s->B, 256, 0, a);
+}
+
+static int attention(kt_step *s, long l) {
+    const kt_model_config *c = &s->c;
+    layer_dev *L = &s->L[l];
+    int B = s->B, D = (int)c->hidden, HD = (int)c->head_dim, R = (int)c->rope_dim, QL = (int)c->q_lora;
+    int W = (int)c->window, G = (int)c->o_groups, GI = (int)kt_model_group_in(c), OL = (int)c->o_lora;
+    int mode = c->attn[l] == KT_ATTN_CSA ? 1 : c->attn[l] == KT_ATTN_HCA ? 2 : 0;
+    int rate = (int)(mode == 2 ? c->hca_rate : c->csa_rate), topk = (int)c->index_topk, maxe = (int)L->max_entries;
+    float eps = (float)c->rms_eps;
+    dptr inv = mode ? s->inv_comp : s->inv_main;
+    if (hc_pre(s, L, 0, L->attn_norm) || gemm(s, &L->wq_a, 0, QL, s->hq, s->hs, s->qa, B)) return -1;
+    void *an[] = {&s->qa, &L->q_norm, &s->qr, &QL, &eps};
+    if (rt(s, K_RMSNORM, (unsigned)B, 1, 256, (unsigned)(QL * 4), an) || quant(s, s->qr, s->qrq, s->qrs, B, QL) ||
+        gemm(s, &L->wq_b, 0, c->n_heads * HD, s->qrq, s->qrs, s->q, B) || gemm(s, &L->wkv, 0, HD, s->hq, s->hs, s->kvraw, B))
+        return -1;
+    void *aq[] = {&s->q, &s->qf, &inv, &s->pos, &HD, &R, &eps};
+    void *ak[] = {&s->kvraw, &L->kv_norm, &inv, &s->pos, &L->win, &L->wstride, &W, &R, &eps};
+    if (rt(s, K_Q_PREP, (unsigned)c->n_heads, (unsigned)B, 128, 0, aq) || rt(s, K_KV_APPEND, (unsigned)B, 1, 256, 0, ak))
+        return -1;
+    if (mode && compressor(s, &L->comp, L->ccache, 0, L->cstride)) return -1;
+    if (mode == 1) {
+        int IH = (int)c->index_heads, ID = (int)c->index_dim;
+        if (compressor(s, &L->index, 0, L->ikeys, L->kstride) ||
+            gemm(s, &L->iwq_b, 0, (long)IH * ID, s->qrq, s->qrs, s->iq, B))
+            return -1;
+        void *as[] = {&s->iq, &s->h, &L->iwproj, &L->ikeys, &s->inv_comp, &s->pos, &L->scores, &L->kstride, &IH, &ID, &D,
+                      &rate, &R, &maxe};
+        void *at[] = {&L->scores, &L->idx, &s->pos, &rate, &topk, &maxe};
+        if (rt(s, K_INDEX_SCORE, (unsigned)B, 1, 256, (unsigned)(IH * ID * 4), as) || rt(s, K_TOPK, (unsigned)B, 1, 256, 0, at))
+            return -1;
+    }
+    void *aa[] = {&s->qf, &L->win, &L->wstride, &L->ccache, &L->cstride, &L->idx, &L->sink, &inv, &s->pos, &s->og,
+                  &W, &mode, &rate, &topk, &R, &GI, &B};
+    unsigned keys = (unsigned)(W + (maxe > topk ? maxe : topk));
+    if (rt(s, K_ATTENTION, (unsigned)c->n_heads, (unsigned)B, 256, keys * 4, aa) || quant(s, s->og, s->ogq, s->ogs, (long)G * B, GI))
+        return -1;
+    for (int g = 0; g < G; g++)
+        if (gemm(s, &L->wo_a, (long)g * OL, OL, s->ogq + (dptr)g * B * GI, s->ogs + (dptr)g * B * (GI / 128) * 4,
+                 s->oa_g + (dptr)g * B * OL * 2, B))
+            return -1;
+    int total = G * B * OL;
+    void *au[] = {&s->oa_g, &s->oa, &G, &B, &OL};
+    if (rt(s, K_UNGROUP, (unsigned)(total + 255) / 256, 1, 256, 0, au) || quant(s, s->oa, s->oaq, s->oas, B, (long)G * OL) ||
+        gemm(s, &L->wo_b, 0, D, s->oaq, s->oas, s->y_attn, B))
+        return -1;
+    if (s->tp && (prof_mark(s, "nccl_all_reduce") || kt_tp_all_reduce(s->tp, s->y_attn, (size_t)B * D, 1, s->stream)))
+        return -1;
+    return hc_post(s, s->y_attn, 0);
+}
+
+static int moe(kt_step *s, long l) {
+    const kt_model_config *c = &s->c;
+    layer_dev *L = &s->L[l];
+    int B = s->B, D = (int)c->hidden, E = (int)c->n_experts, K = (int)c->top_k, I = (int)c->moe_inter;
+    float scale = (float)c->routed_scale, limit = (float)c->swiglu_limit;
+    dptr bias = c->mlp[l] == KT_MLP_HASH ? 0 : L->gate_bias, t2e = c->mlp[l] == KT_MLP_HASH ? L->tid2eid : 0;
+    if (hc_pre(s, L, 1, L->ffn_norm)) return -1;
+    void *ar[] = {&s->h, &L->gate, &bias, &t2e, &s->tok, &s->eidx, &s->ew, &E, &K, &D, &scale};
+    void *au[] = {&L->e13, &L->e13s, &s->hq, &s->hs, &s->eidx, &s->a_e, &I, &D, &K, &limit};
+    void *ad[] = {&L->e2, &L->e2s, &s->aq_e, &s->as_e, &s->eidx, &s->y_e, &I, &D};
+    if (rt(s, K_ROUTER, (unsigned)B, 1, 256, (unsigned)(E * 4), ar) ||
+        rt(s, K_MOE_UP, (unsigned)(I + 7) / 8, (unsigned)(B * K), 256, 0, au) ||
+        quant(s, s->a_e, s->aq_e, s->as_e, (long)B * K, I) || rt(s, K_MOE_DOWN, (unsigned)(D + 7) / 8, (unsigned)(B * K), 256, 0, ad))
+        return -1;
+    dptr shared = 0;
+    if (c->n_shared) {
+        void *as[] = {&s->gu, &s->a_sh, &I, &limit};
+        if (gemm(s, &L->sh13, 0, 2L * I, s->hq, s->hs, s->gu, B) || rt(s, K_SWIGLU, (unsigned)(I + 255) / 256, (unsigned)B, 256, 0, as) ||
+            quant(s, s->a_sh, s->aq_sh, s->as_sh, B, I) || gemm(s, &L->sh2, 0, D, s->aq_sh, s->as_sh, s->y_sh, B))
+            return -1;
+        shared = s->y_sh;
+    }
+    void *ac[] = {&s->y_e, &s->ew, &shared, &s->moe_out, &K, &D};
+    if (rt(s, K_MOE_COMBINE, (unsigned)(D + 255) / 256, (unsigned)B, 256, 0, ac)) return -1;
+    if (s->tp && (prof_mark(s, "nccl_all_reduce") || kt_tp_all_reduce(s->tp, s->moe_out, (size_t)B * D, 0, s->stream)))
+        return -1;
+    return hc_post(s, 0, s->moe_out);
+}
+
+/* Enqueues the whole step on s->stream. */
+static int enqueue(kt_step *s) {
+    const kt_model_config *c = &s->c;
+    int D = (int)c->hidden, H = (int)c->hc_mult, V = (int)c->vocab;
+    float eps = (float)c->rms_eps, hc_eps = (float)c->hc_eps;
+    void *ae[] = {&s->embed, &s->tok, &s->x, &D, &H};
+    if (rt(s, K_EMBED, (unsigned)s->B, 1, 256, 0, ae)) return -1;
+    for (long l = 0; l < c->n_layers; l++) {
+        char name[32];
+        snprintf(name, sizeof name, "kt/layer/%ld", l);
+        nvtxRangePushA(name);
+        int rc = attention(s, l) || moe(s, l);
+        nvtxRangePop();
+        if (rc) return -1;
+    }
+    void *ah[] = {&s->x, &s->hh_fn, &s->hh_base, &s->hh_scale, &s->norm, &s->yfin, &D, &H, &eps, &hc_eps};
+    void *al[] = {&s->yfin, &s->head, &s->logits, &D, &V};
+    void *am[] = {&s->logits, &s->next, &V};
+    if (rt(s, K_HC_HEAD, (unsigned)s->B, 1, 256, (unsigned)(D * 4), ah) ||
+        rt(s, K_HEAD, (unsigned)(V + 7) / 8, (unsigned)s->B, 256, 0, al) || rt(s, K_ARGMAX, (unsigned)s->B, 1, 256, 0, am))
+        return -1;
+    return prof_mark(s, "end");
+}
+
+/* Resolves every kernel of set `set` with one eager step, then captures the step as a graph. */
+static int build_graph(kt_step *s, int set) {
+    s->set = set;
+    if (enqueue(s)) return -1;
+    KT_CHECK(CU, kt_cu.cuStreamSynchronize(s->stream));
+    CUgraph g = NULL;
+    KT_CHECK(CU, kt_cu.cuStreamBeginCapture(s->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    int rc = enqueue(s);
+    CUresult end = kt_cu.cuStreamEndCapture(s->stream, &g);
+    if (rc) return g ? kt_cu.cuGraphDestroy(g), -1 : -1;
+    KT_CHECK(CU, end);
+    rc = kt_status_CU(kt_cu.cuGraphInstantiate(&s->graph[set], g, 0), "cuGraphInstantiate", __FILE__, __LINE__);
+    kt_cu.cuGraphDestroy(g);
+    if (rc) return -1;
+    s->n_graphs = set + 1;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- weights */
+
+static int by_name(const void *a, const void *b) {
+    return strcmp(((const kt_model_tensor *)a)->name, ((const kt_model_tensor *)b)->name);
+}
+
+static const kt_model_tensor *desc(const kt_step *s, const char *fmt, long l, long e) {
+    kt_model_tensor key;
+    snprintf(key.name, sizeof key.name, fmt, l, e);
+    const kt_model_tensor *d = bsearch(&key, s->list, (size_t)s->n_list, sizeof key, by_name);
+    if (!d) kt_fail("internal: %s is not in the model's tensor list", key.name);
+    return d;
+}
+
+static int fill(kt_step *s, int k, dptr p, unsigned long long n, float base, float amp, int mod) {
+    unsigned long long seed = s->seed++;
+    void *af[] = {&p, &n, &seed, &base, &amp};
+    void *ai[] = {&p, &n, &seed, &mod};
+    unsigned blocks = (unsigned)(n / 256 + 1 < 4096 ? n / 256 + 1 : 4096);
+    if (kt_launch_kernel(&s->rt[k], 0, blocks, 1, 1, 256, 0, s->stream, k == K_FILL_I32 ? ai : af)) return -1;
+    return 0;
+}
+
+/* A plain tensor (f32 on the device; int32 for expert tables), from the file or seeded. */
+static int plain(kt_step *s, dptr *out, const char *fmt, long l) {
+    const kt_model_tensor *d = desc(s, fmt, l, 0);
+    if (!d) return -1;
+    long n = d->shape[0] * (d->ndim == 2 ? d->shape[1] : 1), k = d->ndim == 2 ? d->shape[1] : 1;
+    s->weight_bytes += 4.0 * n;
+    if (!s->w) {
+        if (dalloc(out, (size_t)n * 4)) return -1;
+        if (d->kind == KT_W_INDEX) return fill(s, K_FILL_I32, *out, (unsigned long long)n, 0, 0, (int)s->c.n_experts);
+        int is_norm = d->ndim == 1 && strstr(d->name, "weight");
+        return fill(s, K_FILL_F32, *out, (unsigned long long)n, is_norm ? 1.0f : 0.0f,
+                    d->ndim == 1 ? 0.3f : (float)(1.0 / sqrt((double)k)), 0);
+    }
+    float *v;
+    int32_t *iv;
+    if (kt_model_weight(&s->c, s->w, d, &v, &iv)) return -1;
+    int rc = upload(out, v ? (void *)v : (void *)iv, (size_t)n * 4);
+    free(v), free(iv);
+    return rc;
+}
+
+/* A GEMM weight into rows row0.. of g (allocated by the caller when row0 > 0): FP8 codes and
+ * 128x128 scales, quantised here from the checkpoint's values, or seeded codes with scales of
+ * 1/(448 sqrt(k)). */
+static int gemm_part(kt_step *s, gemm_w *g, long row0, const kt_model_tensor *d) {
+    long n = d->shape[0], k = d->shape[1], kb = (k + 127) / 128;
+    if (n % 128 || k % 128) return kt_fail("%s: [%ld, %ld] is not in 128x128 blocks", d->name, n, k);
+    dptr codes = g->codes + (dptr)(row0 * k), scales = g->scales + (dptr)((row0 / 128) * kb * 4);
+    if (!s->w)
+        return fill(s, K_FILL_E4M3, codes, (unsigned long long)(n * k), 0, 0, 0) ||
+                       fill(s, K_FILL_F32, scales, (unsigned long long)(n / 128 * kb), (float)(1.0 / (448 * sqrt((double)k))), 0, 0)
+                   ? -1
+                   : 0;
+    float *v;
+    int32_t *iv;
+    if (kt_model_weight(&s->c, s->w, d, &v, &iv)) return -1;
+    uint8_t *q = malloc((size_t)(n * k));
+    float *sc = malloc((size_t)(n / 128 * kb) * sizeof *sc);
+    kt_quant_blocks(v, n, k, q, sc);
+    int rc = kt_status_CU(kt_cu.cuMemcpyHtoD(codes, q, (size_t)(n * k)), "cuMemcpyHtoD", __FILE__, __LINE__) ||
+             kt_status_CU(kt_cu.cuMemcpyHtoD(scales, sc, (size_t)(n / 128 * kb) * 4), "cuMemcpyHtoD", __FILE__, __LINE__);
+    free(v), free(q), free(sc);
+    return rc ? -1 : 0;
+}
+
+/* Allocates g for n rows of k and loads the listed parts (NULL-terminated formats) one below the other. */
+static int gemm_load(kt_step *s, gemm_w *g, long n, long k, long l, const char *const *parts, int count_bytes) {
+    g->n = n, g->k = k;
+    if (dalloc(&g->codes, (size_t)(n * k)) || dalloc(&g->scales, (size_t)(n / 128 * (k / 128)) * 4)) return -1;
+    if (count_bytes) s->weight_bytes += (double)n * k + n / 128.0 * (k / 128) * 4;
+    long row = 0;
+    for (int i = 0; parts[i]; i++) {
+        const kt_model_tensor *d = desc(s, parts[i], l, 0);
+        if (!d || gemm_part(s, g, row, d)) return -1;
+        row += d->shape[0];
+    }
+    return 0;
+}
+
+static int load_comp(kt_step *s, comp_dev *cd, long l, const char *prefix, long rate, long width, int overlap) {
+    char f[4][96];
+    const char *names[4] = {"compressor.ape", "compressor.norm.weight", "compressor.wgate.weight", "compressor.wkv.weight"};
+    for (int i = 0; i < 4; i++) snprintf(f[i], sizeof f[i], "model.layers.%%ld.%s%s", prefix, names[i]);
+    cd->rate = rate, cd->width = width, cd->overlap = overlap;
+    size_t buf = (size_t)(s->B * rate * overlap * width) * 4, prev = (size_t)(s->B * rate * width) * 4;
+    return plain(s, &cd->ape, f[0], l) || plain(s, &cd->norm, f[1], l) || plain(s, &cd->wg, f[2], l) ||
+                   plain(s, &cd->wkv, f[3], l) || dalloc(&cd->buf_kv, buf) || dalloc(&cd->buf_g, buf) ||
+                   dalloc(&cd->prev_kv, prev) || dalloc(&cd->prev_g, prev)
+               ? -1
+               : 0;
+}
+
+/* The routed experts of layer l packed for rt_moe_up / rt_moe_down. */
+static int load_experts(kt_step *s, layer_dev *L, long l) {
+    const kt_model_config *c = &s->c;
+    long E = c->n_experts, I = c->moe_inter, D = c->hidden;
+    gemm_w up = {0, 0, 2 * I, D}, down = {0, 0, D, I};
+    if (dalloc(&L->e13, (size_t)(E * 2 * I * D)) || dalloc(&L->e13s, (size_t)(E * (2 * I / 128) * (D / 128)) * 4) ||
+        dalloc(&L->e2, (size_t)(E * D * I)) || dalloc(&L->e2s, (size_t)(E * (D / 128) * (I / 128)) * 4))
+        return -1;
+    s->expert_bytes = 3.0 * I * D + 3.0 * I * D / 16384 * 4;
+    for (long e = 0; e < E; e++) {
+        up.codes = L->e13 + (dptr)(e * 2 * I * D), up.scales = L->e13s + (dptr)(e * (2 * I / 128) * (D / 128) * 4);
+        down.codes = L->e2 + (dptr)(e * D * I), down.scales = L->e2s + (dptr)(e * (D / 128) * (I / 128) * 4);
+        const kt_model_tensor *w1 = desc(s, "model.layers.%ld.ffn.experts.%ld.w1.weight", l, e);
+        const kt_model_tensor *w3 = desc(s, "model.layers.%ld.ffn.experts.%ld.w3.weight", l, e);
+        const kt_model_tensor *w2 = desc(s, "model.layers.%ld.ffn.experts.%ld.w2.weight", l, e);
+        if (!w1 || !w2 || !w3 || gemm_part(s, &up, 0, w1) || gemm_part(s, &up, I, w3) || gemm_part(s, &down, 0, w2))
+            return -1;
+    }
+    return 0;
+}
+
+static int load_layer(kt_step *s, long l) {
+    const kt_model_config *c = &s->c;
+    layer_dev *L = &s->L[l];
+    long D = c->hidden, HD = c->head_dim;
+    static const char *const wq_a[] = {"model.layers.%ld.attn.wq_a.weight", NULL};
+    static const char *const wq_b[] = {"model.layers.%ld.attn.wq_b.weight", NULL};
+    static const char *const wkv[] = {"model.layers.%ld.attn.wkv.weight", NULL};
+    static const char *const wo_a[] = {"model.layers.%ld.attn.wo_a.weight", NULL};
+    static const char *const wo_b[] = {"model.layers.%ld.attn.wo_b.weight", NULL};
+    static const char *const iwq_b[] = {"model.layers.%ld.attn.indexer.wq_b.weight", NULL};
+    static const char *const sh13[] = {"model.layers.%ld.ffn.shared_experts.w1.weight", "model.layers.%ld.ffn.shared_experts.w3.weight", NULL};
+    static const char *const sh2[] = {"model.layers.%ld.ffn.shared_experts.w2.weight", NULL};
+    if (plain(s, &L->hc_fn[0], "model.layers.%ld.hc_attn_fn", l) || plain(s, &L->hc_base[0], "model.layers.%ld.hc_attn_base", l) ||
+        plain(s, &L->hc_scale[0], "model.layers.%ld.hc_attn_scale", l) || plain(s, &L->hc_fn[1], "model.layers.%ld.hc_ffn_fn", l) ||
+        plain(s, &L->hc_base[1], "model.layers.%ld.hc_ffn_base", l) || plain(s, &L->hc_scale[1], "model.layers.%ld.hc_ffn_scale", l) ||
+        plain(s, &L->attn_norm, "model.layers.%ld.attn_norm.weight", l) || plain(s, &L->ffn_norm, "model.layers.%ld.ffn_norm.weight", l) ||
+        plain(s, &L->q_norm, "model.layers.%ld.attn.q_norm.weight", l) || plain(s, &L->kv_norm, "model.layers.%ld.attn.norm.weight", l) ||
+        plain(s, &L->sink, "model.layers.%ld.attn.attn_sink", l) || plain(s, &L->gate, "model.layers.%ld.ffn.gate.weight", l))
+        return -1;
+    if (c->mlp[l] == KT_MLP_HASH ? plain(s, &L->tid2eid, "model.layers.%ld.ffn.gate.tid2eid", l)
+                                 : plain(s, &L->gate_bias, "model.layers.%ld.ffn.gate.bias", l))
+        return -1;
+    if (gemm_load(s, &L->wq_a, c->q_lora, D, l, wq_a, 1) || gemm_load(s, &L->wq_b, kt_model_q_dim(c), c->q_lora, l, wq_b, 1) ||
+        gemm_load(s, &L->wkv, HD, D, l, wkv, 1) || gemm_load(s, &L->wo_a, c->o_groups * c->o_lora, kt_model_group_in(c), l, wo_a, 1) ||
+        gemm_load(s, &L->wo_b, D, c->o_groups * c->o_lora, l, wo_b, 1) || load_experts(s, L, l))
+        return -1;
+    if (c->n_shared && (gemm_load(s, &L->sh13, 2 * c->moe_inter, D, l, sh13, 1) || gemm_load(s, &L->sh2, D, c->moe_inter, l, sh2, 1)))
+        return -1;
+    /* caches: the window ring, the compressed entries, the indexer's keys and its choices */
+    L->wstride = kt_kv_bytes(c->window);
+    if (dalloc(&L->win, L->wstride * (size_t)s->B)) return -1;
+    long rate = c->attn[l] == KT_ATTN_HCA ? c->hca_rate : c->csa_rate;
+    L->max_entries = s->ctx / rate + 1;
+    if (c->attn[l] != KT_ATTN_SLIDING) {
+        L->cstride = kt_kv_bytes(L->max_entries);
+        if (dalloc(&L->ccache, L->cstride * (size_t)s->B) ||
+            load_comp(s, &L->comp, l, "attn.", rate, HD, c->attn[l] == KT_ATTN_CSA ? 2 : 1))
+            return -1;
+    }
+    if (c->attn[l] == KT_ATTN_CSA) {
+        L->kstride = (unsigned long long)(L->max_entries * c->index_dim);
+        if (load_comp(s, &L->index, l, "attn.indexer.", rate, c->index_dim, 2) ||
+            gemm_load(s, &L->iwq_b, c->index_heads * c->index_dim, c->q_lora, l, iwq_b, 1) ||
+            plain(s, &L->iwproj, "model.layers.%ld.attn.indexer.weights_proj.weight", l) ||
+            dalloc(&L->ikeys, L->kstride * 4 * (size_t)s->B) || dalloc(&L->scores, (size_t)(s->B * L->max_entries) * 4) ||
+            dalloc(&L->idx, (size_t)(s->B * c->index_topk) * 4))
+            return -1;
+    }
+    return 0;
+}
+
+/* Activation buffers for B sequences. */
+static int alloc_acts(kt_step *s) {
+    const kt_model_config *c = &s->c;
+    size_t B = (size_t)s->B, D = (size_t)c->hidden, H = (size_t)c->hc_mult, QL = (size_t)c->q_lora;
+    size_t QD = (size_t)kt_model_q_dim(c), HD = (size_t)c->head_dim, G = (size_t)c->o_groups, OL = (size_t)c->o_lora;
+    size_t K = (size_t)c->top_k, I = (size_t)c->moe_inter, ID = (size_t)(c->index_heads * c->index_dim);
+    struct { dptr *p; size_t bytes; } a[] = {
+        {&s->tok, B * 4}, {&s->pos, 4}, {&s->x, B * H * D * 4}, {&s->postcomb, B * (H + H * H) * 4}, {&s->h, B * D * 4},
+        {&s->hb, B * D * 2}, {&s->hq, B * D}, {&s->hs, B * D / 128 * 4}, {&s->qa, B * QL * 2}, {&s->qr, B * QL * 2},
+        {&s->qrq, B * QL}, {&s->qrs, B * QL / 128 * 4}, {&s->q, B * QD * 2}, {&s->qf, B * QD * 4}, {&s->kvraw, B * HD * 2},
+        {&s->iq, B * ID * 2}, {&s->og, B * QD * 2}, {&s->ogq, B * QD}, {&s->ogs, B * QD / 128 * 4},
+        {&s->oa_g, B * G * OL * 2}, {&s->oa, B * G * OL * 2}, {&s->oaq, B * G * OL}, {&s->oas, B * G * OL / 128 * 4},
+        {&s->y_attn, B * D * 2}, {&s->eidx, B * K * 4}, {&s->ew, B * K * 4}, {&s->a_e, B * K * I * 2},
+        {&s->aq_e, B * K * I}, {&s->as_e, B * K * I / 128 * 4}, {&s->y_e, B * K * D * 4}, {&s->gu, B * 2 * I * 2},
+        {&s->a_sh, B * I * 2}, {&s->aq_sh, B * I}, {&s->as_sh, B * I / 128 * 4}, {&s->y_sh, B * D * 2},
+        {&s->moe_out, B * D * 4}, {&s->yfin, B * D * 4}, {&s->logits, B * (size_t)c->vocab * 4}, {&s->next, B * 4}};
+    for (size_t i = 0; i < sizeof a / sizeof a[0]; i++)
+        if (dalloc(a[i].p, a[i].bytes)) return -1;
+    return 0;
+}
+
+/* The rope's inverse frequencies on the device (f32). */
+static int upload_inv(const kt_rope *r, long rope_dim, dptr *out) {
+    double inv[256];
+    float v[256];
+    kt_rope_inv_freq(r, rope_dim, inv);
+    for (long i = 0; i < rope_dim / 2; i++) v[i] = (float)inv[i];
+    return upload(out, v, (size_t)(rope_dim / 2) * 4);
+}
+
+static int load_rt(kt_step *s) {
+    kt_cubin cubin;
+    if (kt_compile_source("model.cu", kt_gpu_arch(), &cubin)) return -1;
+    int rc = 0;
+    for (int k = 0; k < N_RT && !rc; k++) {
+        const char *names[] = {rt_names[k], NULL};
+        rc = kt_module_load_kernels("model.cu", names, &cubin, &s->rt[k]);
+    }
+    kt_cubin_free(&cubin);
+    if (!rc) fprintf(stderr, "kt: model.cu: %d plain kernels loaded (runtime/model.cu)\n", N_RT);
+    return rc;
+}
+
+int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_options *o, kt_step **out) {
+    if (c->index_heads > 64 || c->hc_mult > 8 || c->top_k > 64)
+        return kt_fail("kt's plain kernels take index_n_heads <= 64, hc_mult <= 8, num_experts_per_tok <= 64");
+    kt_device_info info;
+    if (kt_gpu_open(0, &info)) return -1;
+    kt_step *s = calloc(1, sizeof *s);
+    *out = s;
+    s->c = *c;
+    s->B = o->batch;
+    s->ctx = o->context;
+    s->w = w;
+    s->seed = o->seed;
+    if (o->db_path && kt_db_open(o->db_path, 1, &s->db)) return -1;
+    KT_CHECK(CU, kt_cu.cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING));
+    for (int i = 0; i < MAX_EVENTS; i++) KT_CHECK(CU, kt_cu.cuEventCreate(&s->ev[i], CU_EVENT_DEFAULT));
+    if (load_rt(s)) return -1;
+    if (o->tp && kt_tp_open(o->tp, 0, NULL, &s->tp)) return -1;
+    if (s->tp) fprintf(stderr, "kt run: NCCL world of %d: the step all-reduces after attention and MoE\n", o->tp);
+    s->n_list = kt_model_tensors(c, NULL, 0);
+    s->list = malloc((size_t)s->n_list * sizeof *s->list);
+    kt_model_tensors(c, s->list, s->n_list);
+    qsort(s->list, (size_t)s->n_list, sizeof *s->list, by_name);
+    s->L = calloc((size_t)c->n_layers, sizeof *s->L);
+    double t0 = kt_now();
+    for (long l = 0; l < c->n_layers; l++)
+        if (load_layer(s, l)) return -1;
+    if (plain(s, &s->embed, "model.embed_tokens.weight", 0) || plain(s, &s->hh_fn, "model.hc_head.hc_fn", 0) ||
+        plain(s, &s->hh_base, "model.hc_head.hc_base", 0) || plain(s, &s->hh_scale, "model.hc_head.hc_scale", 0) ||
+        plain(s, &s->norm, "model.norm.weight", 0) || plain(s, &s->head, "head.weight", 0) ||
+        upload_inv(&c->rope_main, c->rope_dim, &s->inv_main) || upload_inv(&c->rope_compress, c->rope_dim, &s->inv_comp) ||
+        alloc_acts(s))
+        return -1;
+    s->weight_bytes -= 4.0 * c->vocab * c->hidden; /* the embedding: only B rows are read */
+    KT_CHECK(CU, kt_cu.cuStreamSynchronize(s->stream));
+    fprintf(stderr, "kt run: weights on the device in %.1f s (%.2f GB touched a step besides the routed experts)\n",
+            kt_now() - t0, s->weight_bytes / 1e9);
+    double t1 = kt_now();
+    if (build_graph(s, 0)) return -1;
+    s->resolve_ms = (kt_now() - t1) * 1e3;
+    if (s->db && build_graph(s, 1)) return -1;
+    fprintf(stderr, "kt run: %d kernels resolved and the step captured as one CUDA graph in %.0f ms%s\n",
+            s->n_fams[0] + N_RT, s->resolve_ms, s->db ? " (and the family defaults' graph)" : "");
+    return 0;
+}
+
+int kt_step_run(kt_step *s, const int32_t *token, long pos, double *logits) {
+    int p = (int)pos;
+    long n = s->B * s->c.vocab;
+    KT_CHECK(CU, kt_cu.cuMemcpyHtoD(s->tok, token, (size_t)s->B * 4));
+    KT_CHECK(CU, kt_cu.cuMemcpyHtoD(s->pos, &p, 4));
+    KT_CHECK(CU, kt_cu.cuGraphLaunch(s->graph[0], s->stream));
+    KT_CHECK(CU, kt_cu.cuStreamSynchronize(s->stream));
+    if (!s->host_logits) s->host_logits = malloc((size_t)n * sizeof(float));
+    KT_CHECK(CU, kt_cu.cuMemcpyDtoH(s->host_logits, s->logits, (size_t)n * 4));
+    for (long i = 0; i < n; i++) logits[i] = s->host_logits[i];
+    return 0;
+}
+
+/* ------------------------------------------------------------------ report */
+
+/* Mean ms of `reps` replays of graph g. */
+static int time_graph(kt_step *s, CUgraphExec g, int reps, double *ms) {
+    KT_CHECK(CU, kt_cu.cuGraphLaunch(g, s->stream));
+    KT_CHECK(CU, kt_cu.cuEventRecord(s->ev[0], s->stream));
+    for (int i = 0; i < reps; i++) KT_CHECK(CU, kt_cu.cuGraphLaunch(g, s->stream));
+    KT_CHECK(CU, kt_cu.cuEventRecord(s->ev[1], s->stream));
+    KT_CHECK(CU, kt_cu.cuEventSynchronize(s->ev[1]));
+    float t;
+    KT_CHECK(CU, kt_cu.cuEventElapsedTime(&t, s->ev[0], s->ev[1]));
+    *ms = t / reps;
+    return 0;
+}
+
+/* One eager step with an event between ops: ms per op name into rows. */
+static int profile(kt_step *s, prof_row *rows, int *n_rows) {
+    s->profiling = 1;
+    s->n_events = 0;
+    s->set = 0;
+    int rc = enqueue(s);
+    s->profiling = 0;
+    if (rc) return -1;
+    KT_CHECK(CU, kt_cu.cuStreamSynchronize(s->stream));
+    *n_rows = 0;
+    for (int i = 0; i + 1 < s->n_events; i++) {
+        float ms;
+        KT_CHECK(CU, kt_cu.cuEventElapsedTime(&ms, s->ev[i], s->ev[i + 1]));
+        int r = 0;
+        while (r < *n_rows && strcmp(rows[r].name, s->ev_name[i])) r++;
+        if (r == *n_rows) rows[(*n_rows)++] = (prof_row){s->ev_name[i], 0, 0};
+        rows[r].ms += ms;
+        rows[r].calls++;
+    }
+    return 0;
+}
+
+/* Bytes a step at position pos must move: the weights it reads, the routed experts its tokens
+ * pick (at most B*K distinct), and the KV it reads. */
+static double step_bytes(const kt_step *s, long pos) {
+    const kt_model_config *c = &s->c;
+    double experts = (double)(s->B * c->top_k < c->n_experts ? s->B * c->top_k : c->n_experts);
+    double kv = 0;
+    for (long l = 0; l < c->n_layers; l++) {
+        long win = pos + 1 < c->window ? pos + 1 : c->window, comp = 0;
+        if (c->attn[l] == KT_ATTN_HCA) comp = (pos + 1) / c->hca_rate;
+        if (c->attn[l] == KT_ATTN_CSA) {
+            long n = (pos + 1) / c->csa_rate;
+            comp = n < c->index_topk ? n : c->index_topk;
+            kv += (double)n * c->index_dim * 4; /* the indexer reads every key */
+        }
+        kv += (double)(win + comp) * KT_KV_TOKEN_BYTES;
+    }
+    return s->weight_bytes + experts * s->expert_bytes * c->n_layers + kv * s->B;
+}
+
+/* Device copy bandwidth (bytes read + written per second) over a 256 MB buffer. */
+static int copy_bandwidth(double *bw) {
+    size_t n = 256u << 20;
+    dptr a, b;
+    if (dalloc(&a, n) || dalloc(&b, n)) return -1;
+    KT_CHECK(CU, kt_cu.cuMemcpyDtoD(b, a, n));
+    KT_CHECK(CU, kt_cu.cuCtxSynchronize());
+    double t0 = kt_now();
+    for (int i = 0; i < 10; i++) KT_CHECK(CU, kt_cu.cuMemcpyDtoD(b, a, n));
+    KT_CHECK(CU, kt_cu.cuCtxSynchronize());
+    *bw = 2.0 * n * 10 / (kt_now() - t0);
+    kt_cu.cuMemFree(a), kt_cu.cuMemFree(b);
+    return 0;
+}
+
+int kt_step_report(kt_step *s, const kt_run_options *o) {
+    int p = (int)(s->ctx - 1), reps = 20;
+    KT_CHECK(CU, kt_cu.cuMemcpyHtoD(s->pos, &p, 4)); /* time the step at the context's last position */
+    double ms[2] = {0, 0}, bw;
+    prof_row rows[64];
+    int n_rows;
+    for (int g = 0; g < s->n_graphs; g++)
+        if (time_graph(s, s->graph[g], reps, &ms[g])) return -1;
+    if (profile(s, rows, &n_rows) || copy_bandwidth(&bw)) return -1;
+    double bytes = step_bytes(s, p), floor_ms = bytes / bw * 1e3;
+    int levels[4] = {0};
+    for (int i = 0; i < s->n_fams[0]; i++) levels[s->fams[0][i].level]++;
+    printf("kt run: B=%d context=%ld layers=%ld tp_shapes=%d: TPOT %.3f ms, %.0f tokens/s; floor %.3f ms (%.1f MB at "
+           "%.0f GB/s), %.2fx the floor\n",
+           s->B, s->ctx, s->c.n_layers, o->tp_shapes, ms[0], s->B * 1e3 / ms[0], floor_ms, bytes / 1e6, bw / 1e9,
+           ms[0] / floor_ms);
+    if (s->n_graphs == 2)
+        printf("kt run: tuned winners %.3f ms vs family defaults %.3f ms: %.1f%% saved\n", ms[0], ms[1],
+               100 * (ms[1] - ms[0]) / ms[1]);
+    else printf("kt run: no --db: every family ran its default (no tuned-vs-default figure)\n");
+    printf("kt run: lookup levels: exact %d, nearest M %d, nearest shape %d, default %d\n", levels[0], levels[1],
+           levels[2], levels[3]);
+    printf("kt run: per-op time of one eager step (events between ops):\n");
+    for (int r = 0; r < n_rows; r++) printf("  %-16s %8.3f ms  %5d calls\n", rows[r].name, rows[r].ms, rows[r].calls);
+    if (!o->json_path) return 0;
+    FILE *f = fopen(o->json_path, "w");
+    if (!f) return kt_fail("cannot write %s", o->json_path);
+    fprintf(f, "{\"tpot_ms\": %.4f, \"default_tpot_ms\": %.4f, \"floor_ms\": %.4f, \"bytes\": %.0f, \"batch\": %d, "
+               "\"context\": %ld, \"layers\": %ld, \"tp_shapes\": %d, \"lookup\": {\"exact\": %d, \"nearest_m\": %d, "
+               "\"nearest_shape\": %d, \"default\": %d}, \"per_op_ms\": {",
+            ms[0], s->n_graphs == 2 ? ms[1] : ms[0], floor_ms, bytes, s->B, s->ctx, s->c.n_layers, o->tp_shapes, levels[0],
+            levels[1], levels[2], levels[3]);
+    for (int r = 0; r < n_rows; r++) fprintf(f, "%s\"%s\": %.4f", r ? ", " : "", rows[r].name, rows[r].ms);
+    fprintf(f, "}}\n");
+    fclose(f);
+    return 0;
+}
+
+void kt_step_close(kt_step *s) {
+    if (!s) return;
+    for (int g = 0; g < s->n_graphs; g++) kt_cu.cuGraphExecDestroy(s->graph[g]);
+    for (int set = 0; set < 2; set++)
+        for (int i = 0; i < s->n_fams[set]; i++) kt_module_unload(&s->fams[set][i].mod);
+    for (int k = 0; k < N_RT; k++) kt_module_unload(&s->rt[k]);
+    if (s->db) kt_db_close(s->db);
+    kt_tp_close(s->tp);
+    free(s->L), free(s->list), free(s->host_logits), free(s);
+}

@@ -1,0 +1,274 @@
+#!/usr/bin/env python3
+"""runtime_ref.py — the independent reference for `kt run` (tests/gpu/runtime.sh): `make` builds a
+tiny random DeepseekV4 config with Hugging Face transformers, saves it with save_pretrained and
+writes a seeded prompt; `compare` runs transformers' own forward token by token on the tokens
+`kt run` fed (teacher-forced, B sequences), twice: on the saved weights in float32 ("fp32"), and
+with kt's quantisation emulated ("qdq":
+FP8 e4m3 weights in 128x128 blocks, activations in 1x128 groups before every FP8 GEMM, GEMM
+outputs rounded to bf16, the sliding/compressed KV nope part in e4m3 with power-of-two scales
+per 64 and its rope part in bf16, as kt's KV layout stores them), and prints the per-step
+relative L2 of every pair of logits (kt's dumps and transformers') and the greedy agreement.
+  usage: runtime_ref.py make DIR [--smooth] [--prompt P] [--batch B] [--seed N]
+         runtime_ref.py compare DIR --kt-log LOG --dump NAME=FILE... [--limits JSON] [--require-greedy]
+         runtime_ref.py fed LOG (the tokens kt fed, as a prompt file); runtime_ref.py flash DIR
+"""
+import argparse
+import json
+import os
+import shutil
+import sys
+
+import torch
+import transformers
+from transformers import DeepseekV4Config, DeepseekV4ForCausalLM
+
+FP8_LINEARS = ("self_attn.q_a_proj", "self_attn.q_b_proj", "self_attn.kv_proj", "self_attn.o_a_proj",
+               "self_attn.o_b_proj", "compressor.indexer.q_b_proj", "shared_experts.gate_proj",
+               "shared_experts.up_proj", "shared_experts.down_proj")
+
+
+def tiny_config(smooth=False):
+    kw = dict(vocab_size=512, hidden_size=256, moe_intermediate_size=128, num_hidden_layers=4,
+              num_attention_heads=2, num_key_value_heads=1, head_dim=512, q_lora_rank=128,
+              num_experts_per_tok=2, n_routed_experts=8, n_shared_experts=1,
+              layer_types=["sliding_attention", "compressed_sparse_attention",
+                           "heavily_compressed_attention", "compressed_sparse_attention"],
+              compress_rates={"compressed_sparse_attention": 4, "heavily_compressed_attention": 16},
+              sliding_window=16, o_groups=2, o_lora_rank=128, index_n_heads=4, index_head_dim=128,
+              index_topk=4, mlp_layer_types=["hash_moe", "moe", "moe", "moe"], max_position_embeddings=4096,
+              tie_word_embeddings=False, initializer_range=0.05)
+    if smooth:  # no discrete choice can flip: every expert routed, every compressed entry kept
+        kw.update(n_routed_experts=2, num_experts_per_tok=2, index_topk=64)
+    return DeepseekV4Config(**kw)
+
+
+def randomise(model, g):
+    """HF initialises sinks, position biases, HC biases and tid2eid to constants; a test needs
+    them random so every term of the math is exercised."""
+    cfg = model.config
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("sinks") or name.endswith("position_bias"):
+                p.copy_(torch.randn(p.shape, generator=g) * 0.5)
+            elif name.endswith(".base") or name.endswith("hc_base"):
+                p.copy_(torch.randn(p.shape, generator=g) * 0.2)
+            elif name.endswith(".scale") or name.endswith("hc_scale"):
+                p.copy_(0.5 + torch.rand(p.shape, generator=g))
+            elif name.endswith("norm.weight") or name.endswith("layernorm.weight"):
+                p.copy_(1 + 0.2 * torch.randn(p.shape, generator=g))
+            elif name == "lm_head.weight":
+                p.copy_(torch.randn(p.shape, generator=g) * 0.1)
+        for name, b in model.named_buffers():
+            if name.endswith("tid2eid"):
+                rows = [torch.randperm(cfg.n_routed_experts, generator=g)[: cfg.num_experts_per_tok]
+                        for _ in range(cfg.vocab_size)]
+                b.copy_(torch.stack(rows).to(b.dtype))
+            elif name.endswith("e_score_correction_bias"):
+                b.copy_(torch.randn(b.shape, generator=g) * 0.05)
+
+
+def e4m3(x):
+    return x.clamp(-448, 448).to(torch.float8_e4m3fn).float()
+
+
+def qdq_weight(w):
+    """kt's load-time rule: per 128x128 block s = amax / 448, code = e4m3(w / s)."""
+    shape = w.shape
+    w2 = w.float().reshape(-1, shape[-1])
+    n, k = w2.shape
+    b = w2.view(n // 128, 128, k // 128, 128)
+    s = (b.abs().amax(dim=(1, 3), keepdim=True).clamp(min=1e-10) / 448).float()
+    return (e4m3(b / s) * s).view(shape)
+
+
+def qdq_act(x):
+    """act_quant's rule on bf16 input: per 128 s = max(amax, 1e-10) / 448, code = e4m3(x / s)."""
+    xb = x.to(torch.bfloat16).float()
+    g = xb.view(*xb.shape[:-1], xb.shape[-1] // 128, 128)
+    s = g.abs().amax(dim=-1, keepdim=True).clamp(min=1e-10) / 448
+    return (e4m3(g / s) * s).view(x.shape).to(x.dtype)
+
+
+def qdq_kv(y, rope):
+    """kt's KV layout: nope in e4m3 with a power-of-two scale per 64, rope in bf16."""
+    nope, r = y[..., :-rope].float(), y[..., -rope:]
+    g = nope.view(*nope.shape[:-1], nope.shape[-1] // 64, 64)
+    amax = g.abs().amax(dim=-1, keepdim=True).clamp(min=1e-30)
+    s = torch.exp2(torch.ceil(torch.log2(amax / 448)))
+    nope = (e4m3(g / s) * s).view(nope.shape)
+    return torch.cat([nope, r.to(torch.bfloat16).float()], dim=-1).to(y.dtype)
+
+
+def emulate_kt(model):
+    cfg = model.config
+    rope = int(cfg.head_dim * cfg.partial_rotary_factor)
+    with torch.no_grad():
+        for name, mod in model.named_modules():
+            if name.endswith(FP8_LINEARS):
+                mod.weight.copy_(qdq_weight(mod.weight))
+                mod.register_forward_pre_hook(lambda m, a: (qdq_act(a[0]),) + tuple(a[1:]))
+                mod.register_forward_hook(lambda m, a, y: y.to(torch.bfloat16).to(y.dtype))
+            elif name.endswith("mlp.experts"):
+                mod.gate_up_proj.copy_(qdq_weight(mod.gate_up_proj))
+                mod.down_proj.copy_(qdq_weight(mod.down_proj))
+                mod.register_forward_pre_hook(lambda m, a: (qdq_act(a[0]),) + tuple(a[1:]))
+                gate = mod._apply_gate
+                mod._apply_gate = lambda x, gate=gate: qdq_act(gate(x))
+            elif name.endswith("self_attn.kv_norm") or (name.endswith("compressor.kv_norm")):
+                mod.register_forward_hook(lambda m, a, y: qdq_kv(y, rope))
+
+
+def run(model, prompt, steps):
+    """Token-by-token forward with the model's own cache over the prompt, then `steps` greedy
+    tokens; returns logits [steps, B, V] and the tokens fed at each step."""
+    B, P = prompt.shape
+    logits, fed, pkv = [], [], None
+    tok = prompt[:, :1]
+    with torch.no_grad():
+        for t in range(P + steps):
+            out = model(input_ids=tok, past_key_values=pkv, use_cache=True)
+            pkv = out.past_key_values
+            lg = out.logits[:, -1, :].float()
+            logits.append(lg.cpu())
+            fed.append(tok[:, 0].tolist())
+            tok = prompt[:, t + 1:t + 2] if t + 1 < P else lg.argmax(-1, keepdim=True)
+    return torch.stack(logits), fed
+
+
+def read_kt_log(path, batch):
+    """The tokens `kt run` fed at each step and its argmax, from its "step t: a->b ..." lines."""
+    fed, picks = [], []
+    for line in open(path):
+        if not line.startswith("step "):
+            continue
+        pairs = [p.rstrip("*").split("->") for p in line.split(":", 1)[1].split()]
+        fed.append([int(a) for a, _ in pairs])
+        picks.append([int(b) for _, b in pairs])
+    return fed, picks
+
+
+def rel(a, b):
+    """Per-step relative L2 of logits a against b, [steps] (max over the batch)."""
+    return ((a - b).norm(dim=-1) / b.norm(dim=-1)).max(dim=-1).values
+
+
+def cmd_make(a):
+    torch.manual_seed(a.seed)
+    g = torch.Generator().manual_seed(a.seed)
+    cfg = tiny_config(a.smooth)
+    model = DeepseekV4ForCausalLM(cfg).eval()
+    randomise(model, g)
+    os.makedirs(a.dir, exist_ok=True)
+    model.to(torch.bfloat16).save_pretrained(a.dir)
+    prompt = torch.randint(0, cfg.vocab_size, (a.batch, a.prompt), generator=g)
+    with open(os.path.join(a.dir, "prompt.txt"), "w") as f:
+        for row in prompt.tolist():
+            f.write(" ".join(map(str, row)) + "\n")
+    print("made", a.dir, "transformers", transformers.__version__)
+
+
+def cmd_compare(a):
+    """transformers on the tokens kt fed (teacher-forced), fp32 and with kt's formats emulated,
+    against kt's dumps; greedy agreement on the generated steps."""
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    fed, picks = read_kt_log(a.kt_log, a.batch)
+    tokens = torch.tensor(fed).t().contiguous().to(dev)  # [B, steps]
+    V = json.load(open(os.path.join(a.dir, "config.json")))["vocab_size"]
+    dumps = {}
+    for spec in a.dump:
+        name, path = spec.split("=", 1)
+        dumps[name] = torch.tensor(
+            list(memoryview(open(path, "rb").read()).cast("f"))).view(len(fed), a.batch, V)
+    hf = {}
+    for kind in ("fp32", "qdq"):
+        m = DeepseekV4ForCausalLM.from_pretrained(a.dir, torch_dtype=torch.float32).to(dev).eval()
+        if kind == "qdq":
+            emulate_kt(m)
+        lg, _ = run(m, tokens, 0)
+        hf[kind] = lg[: len(fed)]
+    P = a.prompt
+    ok = True
+    print(f"{'pair':34s} {'median':>8s} {'max':>8s}  (per-step relative L2 of the logits, max over the batch)")
+    rows = [(k, "hf_" + h, dumps[k], hf[h]) for k in dumps for h in hf] + \
+           [(k, j, dumps[k], dumps[j]) for k in dumps for j in dumps if k < j]
+    for k, j, x, y in rows:
+        r = rel(x, y)
+        print(f"{k + ' vs ' + j:34s} {r.median().item():8.4f} {r.max().item():8.4f}")
+    for name, (lim_med, ref) in json.loads(a.limits).items():
+        k, j = name.split(":")
+        y = hf[j[3:]] if j.startswith("hf_") else dumps[j]
+        r = rel(dumps[k], y).median().item()
+        good = r <= lim_med
+        ok &= good
+        print(f"{'PASS' if good else 'FAIL'} {name}: median {r:.4f} <= {lim_med} ({ref})")
+    if "ktref" in dumps and "exact" in dumps and "gpu" in dumps:
+        # FP8's share: the host reference's kt formats vs its exact math on the same tokens
+        budget = rel(dumps["ktref"], dumps["exact"]).median().item()
+        r = rel(dumps["gpu"], hf["fp32"]).median().item()
+        good = r <= 1.15 * budget + 0.01
+        ok &= good
+        print(f"{'PASS' if good else 'FAIL'} gpu vs transformers fp32: median {r:.4f} <= 1.15 x {budget:.4f} + 0.01 "
+              f"(what kt's formats explain: the host reference's kt-vs-exact on the same tokens)")
+    for h in hf:
+        steps = range(P - 1, len(fed))
+        agree = sum(int(hf[h][t, b].argmax()) == picks[t][b] for t in steps for b in range(a.batch))
+        total = len(steps) * a.batch
+        # decisive steps: transformers' top-1 leads by more than 3x the RMS of kt's logit error
+        # there (about 2 sigma of the difference of two logits' errors), so FP8 noise cannot
+        # explain a different pick; on the first GPU run every step that differed had a lead
+        # under 2.2x, and every step over 2.7x agreed
+        decisive = wrong = 0
+        for t in steps:
+            for b in range(a.batch):
+                top = hf[h][t, b].topk(2).values
+                noise = (dumps["gpu"][t, b] - hf[h][t, b]).pow(2).mean().sqrt() if "gpu" in dumps else 0
+                if top[0] - top[1] > 3 * noise:
+                    decisive += 1
+                    wrong += int(hf[h][t, b].argmax()) != picks[t][b]
+        print(f"greedy: kt's {total} generated tokens vs transformers {h} argmax on the same inputs: {agree} agree; "
+              f"{decisive} decisive steps (top-1 lead > 3x kt's logit error RMS), {wrong} of them differ")
+        if a.require_greedy and h == "fp32":  # the reference no one here wrote; qdq is reported
+            ok &= wrong == 0
+            print(f"{'PASS' if wrong == 0 else 'FAIL'} greedy tokens equal to transformers {h} at every decisive step")
+    sys.exit(0 if ok else 1)
+
+
+def cmd_fed(a):
+    """The tokens kt fed, one line per sequence: the prompt for a teacher-forced host reference."""
+    fed, _ = read_kt_log(a.kt_log, 0)
+    for b in range(len(fed[0])):
+        print(" ".join(str(step[b]) for step in fed))
+
+
+def cmd_flash(a):
+    """DeepSeek-V4-Flash's config.json (transformers' defaults) for `kt run --synthetic`."""
+    os.makedirs(a.dir, exist_ok=True)
+    DeepseekV4Config().save_pretrained(a.dir)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    fd = sub.add_parser("fed")
+    fd.add_argument("kt_log")
+    fl = sub.add_parser("flash")
+    fl.add_argument("dir")
+    mk = sub.add_parser("make")
+    mk.add_argument("dir")
+    mk.add_argument("--smooth", action="store_true", help="every expert and every entry selected (no top-k flips)")
+    cp = sub.add_parser("compare")
+    cp.add_argument("dir")
+    cp.add_argument("--kt-log", required=True)
+    cp.add_argument("--dump", action="append", default=[], help="NAME=FILE of kt run --dump")
+    cp.add_argument("--limits", default="{}", help='{"gpu:hf_qdq": [median, "why"], ...}')
+    cp.add_argument("--require-greedy", action="store_true", help="fail if a decisive step's token differs")
+    for p in (mk, cp):
+        p.add_argument("--prompt", type=int, default=40)
+        p.add_argument("--batch", type=int, default=2)
+        p.add_argument("--seed", type=int, default=1234)
+    a = ap.parse_args()
+    {"make": cmd_make, "compare": cmd_compare, "fed": cmd_fed, "flash": cmd_flash}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    main()
