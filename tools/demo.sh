@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # demo.sh — the main job (`make demo`): sweep the five target shapes of fp8_gemm at the 18
 # batch sizes of the reference tuners into kt.db (kt tune's default fast search), and the
-# fused act_quant + GEMM (quant_fp8_gemm) at the decode batch sizes, then bench the winners
+# fused act_quant + GEMM (quant_fp8_gemm) and the MoE grouped GEMMs (moe_gemm) at the decode batch
+# sizes, then bench the winners
 # (kt_bench.json) and judge them against the targets. Extra arguments go to `kt tune`.
 # Without a GPU it runs the compile-only sweep for sm_120 instead, and says so.
 set -eu
@@ -12,7 +13,11 @@ if $KT devices >/dev/null 2>&1; then
     $KT devices
     $KT tune --family fp8_gemm --shape targets --m "$MS" --db "${KT_DB:-kt.db}" "$@"
     $KT tune --family quant_fp8_gemm --shape targets --m 1,16,64,256 --db "${KT_DB:-kt.db}" "$@"
+    # MoE: V4-Flash TP4 per rank (E 256, top-6; gate+up N 1024 K 4096, down N 4096 K 512), FP8
+    # and MXFP4, uniform and Zipf routing
+    $KT tune --family moe_gemm --shape targets --m 1,16,64,256 --db "${KT_DB:-kt.db}" "$@"
     $KT bench --family fp8_gemm --shape targets --m 1,16,64,256 --db "${KT_DB:-kt.db}" --json kt_bench.json
+    $KT bench --family moe_gemm --shape targets --m 1,16,64,256 --db "${KT_DB:-kt.db}" --json kt_bench_moe.json
     # the verdict on TARGETS.md's GEMM targets: a report, so a missed target does not fail the job
     bash tools/targets.sh kt_bench.json || true
 else
@@ -21,4 +26,6 @@ else
     $KT compile --family fp8_gemm --arch sm_120 --sample "${KT_DEMO_SAMPLE:-48}"
     $KT compile --family quant_fp8_gemm --arch sm_120 --sample "${KT_DEMO_SAMPLE:-48}"
     $KT compile --family act_quant --arch sm_120
+    $KT compile --family moe_gemm --arch sm_120 --sample "${KT_DEMO_SAMPLE:-48}"
+    $KT compile --family moe_gemm --arch sm_120a --where NATIVE=1 --sample 8
 fi
