@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # demo.sh — the main job (`make demo`): sweep the five target shapes of fp8_gemm at the 18
 # batch sizes of the reference tuners into kt.db (kt tune's default fast search), and the
-# fused act_quant + GEMM (quant_fp8_gemm) at the decode batch sizes, and sparse MLA decode's
+# fused act_quant + GEMM (quant_fp8_gemm) and the MoE grouped GEMMs (moe_gemm) at the decode
+# batch sizes, and sparse MLA decode's
 # target cases (mla_decode), then bench the winners (kt_bench.json) and judge them against the
 # targets; then the MoE router + alignment (moe_route) for V4 (top-6 of 256) and V3 (top-8 of
 # 256) under uniform and Zipf routing at the decode batch sizes (kt_bench_moe_route.json), and
@@ -19,8 +20,12 @@ if $KT devices >/dev/null 2>&1; then
     # sparse MLA decode: TARGETS.md's cases (V3.2 HQ 128 and 16, top-k 2048; V4 HQ 64 and 16,
     # top-k 512 + the window of 128), B 1 to 64
     $KT tune --family mla_decode --shape targets --m 1,8,64 --db "${KT_DB:-kt.db}" "$@"
+    # MoE: V4-Flash TP4 per rank (E 256, top-6; gate+up N 1024 K 4096, down N 4096 K 512), FP8
+    # and MXFP4, uniform and Zipf routing
+    $KT tune --family moe_gemm --shape targets --m 1,16,64,256 --db "${KT_DB:-kt.db}" "$@"
     $KT bench --family fp8_gemm --shape targets --m 1,16,64,256 --db "${KT_DB:-kt.db}" --json kt_bench.json
     $KT bench --family mla_decode --shape targets --m 1,4,8,16,64 --db "${KT_DB:-kt.db}" --json kt_bench_mla.json
+    $KT bench --family moe_gemm --shape targets --m 1,16,64,256 --db "${KT_DB:-kt.db}" --json kt_bench_moe.json
     # the verdict on TARGETS.md's GEMM targets: a report, so a missed target does not fail the job
     bash tools/targets.sh kt_bench.json || true
     MOE_ROUTE="--shape ROUTER=V4,E=256,TOPK=6,TM=8,NTM=4,DIST=uniform --shape ROUTER=V4,E=256,TOPK=6,TM=8,NTM=4,DIST=zipf
@@ -41,4 +46,6 @@ else
     $KT compile --family act_quant --arch sm_120
     $KT compile --family mla_decode --arch sm_120 --sample "${KT_DEMO_SAMPLE:-48}"
     $KT compile --family moe_route --arch sm_120
+    $KT compile --family moe_gemm --arch sm_120 --sample "${KT_DEMO_SAMPLE:-48}"
+    $KT compile --family moe_gemm --arch sm_120a --where NATIVE=1 --sample 8
 fi

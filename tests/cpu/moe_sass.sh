@@ -2,14 +2,18 @@
 # moe_sass.sh — moe_gemm's sm_120a path uses the block-scaled tensor-core instruction: the
 # NATIVE=1 variant NVRTC builds for sm_120a must hold QMMA.SF (e2m1 x e4m3, ue8m0 scales) in
 # its SASS, the dequantising variant must not, and NATIVE=1 is refused for sm_120 and sm_90.
-# cuobjdump (with nvdisasm) comes from $CUDA/bin, PATH, or $KT_CUOBJDUMP. Ends with "N passed, N failed".
+# cuobjdump (with nvdisasm beside it) comes from $KT_CUOBJDUMP, PATH, $CUDA/bin or NVIDIA's PyPI
+# wheel (.ci/run installs it). Ends with "N passed, N failed".
 set -u
 KT=${1:?usage: moe_sass.sh path/to/kt}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 passed=0 failed=0
 check() { if eval "$2"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL moe_sass: $1"; fi; }
-CUOBJDUMP=${KT_CUOBJDUMP:-$(command -v cuobjdump || echo "${CUDA:-/usr/local/cuda}/bin/cuobjdump")}
+# the toolkit's, PATH's, or NVIDIA's PyPI wheel (nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm)
+wheel=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null)/nvidia/cu13/bin/cuobjdump
+CUOBJDUMP=${KT_CUOBJDUMP:-$(command -v cuobjdump || { [ -x "${CUDA:-/usr/local/cuda}/bin/cuobjdump" ] &&
+    echo "${CUDA:-/usr/local/cuda}/bin/cuobjdump"; } || echo "$wheel")}
 if [ ! -x "$CUOBJDUMP" ]; then
     echo "FAIL moe_sass: no cuobjdump (install the CUDA toolkit's, or pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm and set KT_CUOBJDUMP)"
     echo "0 passed, 1 failed"; exit 1

@@ -4,7 +4,7 @@
 #   1. the default config at M in {1, 4, 16, 64, 256}, both weight formats, both stages, all
 #      three routing distributions (E 32, top-6: gate+up N 512 K 2048, down N 1024 K 512);
 #   2. configs that cover every path (split-K 2-8, gate+up tiles under 128 columns and the
-#      one-CTA gate+up epilogue, token tiles 8-64, warp groups along K, rings of 1-4) at M 1 and
+#      one-CTA gate+up epilogue, token tiles 8-64, warp groups along K, rings of 1, 2 and 4) at M 1 and
 #      64 (uniform) and 256 (hot expert);
 #   3. the V4-Flash TP4 shapes (E 256) at M 1 and 256.
 # Logs in $LOGS (default /tmp/kt-moe); ends with "N passed, N failed".
@@ -42,12 +42,12 @@ for fmt in fp8 mxfp4; do
 done
 
 GU_CONFIGS="TM=16,TN=32,WARPS_N=1,WARPS_K=4,STAGES=1,SPLIT=2
-TM=32,TN=128,WARPS_N=4,WARPS_K=1,STAGES=3,SPLIT=1
+TM=32,TN=128,WARPS_N=4,WARPS_K=1,STAGES=1,SPLIT=1
 TM=16,TN=256,WARPS_N=8,WARPS_K=1,STAGES=2,SPLIT=1
 TM=8,TN=256,WARPS_N=8,WARPS_K=2,STAGES=1,SPLIT=4
 TM=64,TN=32,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=8"
 DN_CONFIGS="TM=16,TN=32,WARPS_N=1,WARPS_K=2,STAGES=1,SPLIT=2
-TM=32,TN=128,WARPS_N=4,WARPS_K=1,STAGES=3,SPLIT=1
+TM=32,TN=128,WARPS_N=4,WARPS_K=1,STAGES=1,SPLIT=1
 TM=64,TN=16,WARPS_N=1,WARPS_K=4,STAGES=1,SPLIT=1
 TM=8,TN=256,WARPS_N=8,WARPS_K=1,STAGES=2,SPLIT=4"
 i=0
