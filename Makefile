@@ -3,7 +3,7 @@
 CUDA ?= /usr/local/cuda
 CC ?= gcc
 CFLAGS ?= -O2 -g
-CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I$(CUDA)/include -Iruntime -pthread
+CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-missing-field-initializers -I$(CUDA)/include -Iruntime -pthread
 # NVRTC and cuBLAS(Lt) come from the CUDA toolkit (found at run time through the rpath);
 # SQLite is linked statically so the binary runs where only the shared library differs.
 LDLIBS = -L$(CUDA)/lib64 -lnvrtc -lcublasLt -lcublas -Wl,-Bstatic -lsqlite3 -Wl,-Bdynamic -ldl -lm -pthread
@@ -13,12 +13,12 @@ ifeq ($(wildcard $(CUDA)/include/nvrtc.h),)
 $(error CUDA toolkit not found at $(CUDA) (no include/nvrtc.h): install it or run make CUDA=/path/to/cuda)
 endif
 
-EMBEDDED = $(wildcard kernels/*.cu) $(wildcard kernels/common/*.cuh) runtime/check.cu bench/ceiling.cu bench/memory.cu $(wildcard db/*.sql)
+EMBEDDED = $(wildcard kernels/*.cu) $(wildcard kernels/common/*.cuh) $(wildcard kernels/common/*.h) runtime/check.cu bench/ceiling.cu bench/memory.cu $(wildcard db/*.sql)
 LIB_SRC = $(wildcard runtime/*.c db/*.c tuner/*.c bench/*.c kernels/*.c)
 LIB_OBJ = $(LIB_SRC:%.c=build/%.o) build/embedded.o
 TEST_SRC = $(wildcard tests/cpu/*.c)
 TEST_OBJ = $(TEST_SRC:%.c=build/%.o)
-HEADERS = $(wildcard runtime/*.h kernels/*.h tuner/*.h bench/*.h db/*.h tests/cpu/*.h)
+HEADERS = $(wildcard runtime/*.h kernels/*.h kernels/common/*.h tuner/*.h bench/*.h db/*.h tests/cpu/*.h)
 
 all: bin/kt lib/libkt.a
 

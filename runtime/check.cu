@@ -25,7 +25,10 @@ __device__ __forceinline__ double kt_output_element(const void *out, int dtype, 
     }
     case 1: return kt_bf16_to_f32(((const kt_u16 *)out)[i]);
     case 2: return ((const float *)out)[i];
-    case 3: return ((const int *)out)[i];
+    case 3: { // INT32_MIN is the poison (CONTRACT.md): unwritten
+        int v = ((const int *)out)[i];
+        return v == (int)0x80000000 ? __longlong_as_double(0x7ff8000000000000LL) : (double)v;
+    }
     default: return ((const kt_u8 *)out)[i];
     }
 }

@@ -45,7 +45,7 @@ const char *kt_source_text(const char *name, size_t *len) {
 
 static int is_header(const char *name) {
     size_t n = strlen(name);
-    return n > 4 && !strcmp(name + n - 4, ".cuh");
+    return (n > 4 && !strcmp(name + n - 4, ".cuh")) || (n > 2 && !strcmp(name + n - 2, ".h"));
 }
 
 uint64_t kt_source_hash(const char *file) {

@@ -147,7 +147,9 @@ static int nvrtc_compile(const char *name, const char *file, const char *defines
     int n_hdr = 0;
     for (int i = 0; kt_embedded[i].name && n_hdr < 32; i++) {
         size_t n = strlen(kt_embedded[i].name);
-        if (n > 4 && !strcmp(kt_embedded[i].name + n - 4, ".cuh")) {
+        /* kernels/common's headers: .cuh (CUDA) and .h (layouts shared with the host C) */
+        if ((n > 4 && !strcmp(kt_embedded[i].name + n - 4, ".cuh")) ||
+            (n > 2 && !strcmp(kt_embedded[i].name + n - 2, ".h"))) {
             hdr_text[n_hdr] = kt_embedded[i].text;
             hdr_name[n_hdr++] = kt_embedded[i].name;
         }

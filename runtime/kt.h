@@ -85,11 +85,18 @@ typedef enum kt_role {
     KT_SCRATCH,  /* workspace zeroed once at allocation; kernels must leave it zeroed */
 } kt_role;
 
+/* How an output is compared with its reference (CONTRACT.md; the mla_indexer branch's shim
+ * implements REL_L2 and EXACT, i32 outputs poisoned with INT32_MIN). */
+typedef enum kt_compare { KT_CMP_REL_L2 = 0, KT_CMP_EXACT, KT_CMP_SET } kt_compare;
+
 typedef struct kt_tensor_desc {
     const char *name;
     kt_dtype dtype;
     size_t count; /* elements */
     kt_role role;
+    kt_compare compare; /* outputs: REL_L2 (default), EXACT (ints, ids, counts), SET */
+    double tolerance;   /* REL_L2: ||out-ref||/||ref|| bound; 0 = the family's tolerance */
+    size_t set_len;     /* SET: rows of set_len elements, each compared as a multiset */
 } kt_tensor_desc;
 
 /* A family's tuning parameter: name and the values the sweep may take. */
@@ -106,6 +113,17 @@ typedef struct kt_config {
 
 struct kt_module;
 struct kt_launch;
+
+/* An in-run baseline a family can time beside its variant (CONTRACT.md): enqueue one run on
+ * l->stream over the problem's tensors (l->ptr as the family's); l->mod is the family's
+ * module (default config), so a kernel of the family's own .cu can be launched; state from
+ * prepare (may be NULL). */
+typedef struct kt_baseline {
+    const char *name;
+    int (*prepare)(const kt_problem *p, void **state);
+    int (*enqueue)(void *state, const struct kt_launch *l);
+    void (*release)(void *state);
+} kt_baseline;
 
 /* A kernel family: everything the tuner, bench, tests and runtime know about it. */
 typedef struct kt_family {
@@ -156,6 +174,8 @@ typedef struct kt_family {
     /* Bytes that must move and flops that must be done (the floor). */
     double (*bytes)(const kt_problem *p);
     double (*flops)(const kt_problem *p);
+    /* In-run baselines `kt bench` times beside the variant; NULL-terminated, may be NULL. */
+    const kt_baseline *const *baselines;
 } kt_family;
 
 /* The registry: number of families and the i-th; lookup by name (NULL with error set). */

@@ -168,7 +168,9 @@ void kt_bench_free(kt_bench *b) {
 
 int kt_bench_poison(kt_bench *b) {
     for (int i = 0; i < b->n_t; i++)
-        if (b->t[i].role == KT_OUTPUT)
+        if (b->t[i].role == KT_OUTPUT && b->t[i].dtype == KT_I32) /* -1 is a legal id: INT32_MIN */
+            KT_CHECK(CU, kt_cu.cuMemsetD32Async(b->dev[i], 0x80000000u, b->t[i].count, b->stream));
+        else if (b->t[i].role == KT_OUTPUT)
             KT_CHECK(CU, kt_cu.cuMemsetD8Async(b->dev[i], 0xff, tensor_bytes(&b->t[i]), b->stream));
     return 0;
 }
@@ -178,7 +180,7 @@ static double element(const void *base, kt_dtype t, size_t i) {
     case KT_E4M3: return kt_e4m3_to_float(((const uint8_t *)base)[i]);
     case KT_BF16: return kt_bf16_to_float(((const uint16_t *)base)[i]);
     case KT_F32: return ((const float *)base)[i];
-    case KT_I32: return ((const int32_t *)base)[i];
+    case KT_I32: return ((const int32_t *)base)[i] == INT32_MIN ? NAN : ((const int32_t *)base)[i];
     case KT_U8: return ((const uint8_t *)base)[i];
     }
     return NAN;
@@ -256,10 +258,18 @@ int kt_bench_check(kt_bench *b, double *rel_err, char *why, size_t n) {
             *rel_err = NAN;
             return 0;
         }
+        if (b->t[i].compare == KT_CMP_EXACT) { /* integers: any difference is a wrong result */
+            if (s->diff2 > 0 && !why[0])
+                snprintf(why, n, "%s: differs from the reference (exact compare; sum of squared differences %.6g)",
+                         b->t[i].name, s->diff2);
+            off += b->t[i].count;
+            continue;
+        }
         double rel = s->ref2 > 0 ? sqrt(s->diff2 / s->ref2) : sqrt(s->diff2);
+        double tol = b->t[i].tolerance > 0 ? b->t[i].tolerance : b->f->tolerance;
         if (rel > worst) worst = rel;
-        if (rel > b->f->tolerance && !why[0])
-            snprintf(why, n, "%s: relative error %.3g > tolerance %.1g", b->t[i].name, rel, b->f->tolerance);
+        if (rel > tol && !why[0])
+            snprintf(why, n, "%s: relative error %.3g > tolerance %.1g", b->t[i].name, rel, tol);
         off += b->t[i].count;
     }
     *rel_err = worst;

@@ -78,7 +78,7 @@ typedef struct kt_check_sums {
 } kt_check_sums;
 /* The CPU compare: the sums of out[n] (dtype t, host memory) against ref[n]. */
 void kt_check_host(kt_dtype t, const void *out, const double *ref, size_t n, kt_check_sums *s);
-/* Fills every output tensor with NaN bytes. */
+/* Fills every output tensor with its poison: NaN bytes, i32 INT32_MIN (-1 is a legal id). */
 int kt_bench_poison(kt_bench *b);
 /* The stream the bench runs on (CUstream). */
 void *kt_bench_stream(const kt_bench *b);
