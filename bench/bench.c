@@ -24,6 +24,7 @@
 #define COPY_REPEATS 5
 #define WORKSPACE_BYTES ((size_t)32 << 20)
 #define LT_MAX_ALGOS 8
+#define KT_MAX_BASELINES 4 /* a family's own baselines bench times (kt_family.baselines) */
 
 /* ------------------------------------------------------------ probes: copy and mma floors */
 
@@ -222,6 +223,7 @@ typedef struct bench_row {
     baseline_result lt_fp8, bf16;
     baseline_result quant_gemm; /* kt's act_quant then this variant: the real decode cost */
     baseline_result fused;      /* kt's quant_fp8_gemm: the same step in one kernel */
+    baseline_result family[KT_MAX_BASELINES]; /* the family's own baselines (kt_family.baselines) */
 } bench_row;
 
 typedef struct bench_run {
@@ -631,6 +633,41 @@ static int report_baseline(int rc, const char *what, const char *label) {
     return context_alive() ? 0 : kt_fail("the GPU context is lost after %s failed", what);
 }
 
+/* ------------------------------------------------- the family's own baselines */
+
+typedef struct family_baseline_case {
+    const kt_baseline *base;
+    void *state;
+    kt_bench *bench;
+    const kt_module *mod;
+    const kt_problem *p;
+    int n_tensors;
+} family_baseline_case;
+
+static int enqueue_family_baseline(void *ctx, int copy, void *stream) {
+    family_baseline_case *c = ctx;
+    kt_launch l = {.mod = c->mod, .ref_mod = c->mod, .config = &c->mod->config, .problem = c->p, .stream = stream};
+    for (int i = 0; i < c->n_tensors; i++) l.ptr[i] = kt_bench_ptr(c->bench, i, copy);
+    return c->base->enqueue(c->state, &l);
+}
+
+/* Times baseline i of the family over b's rotation, on mod: the served variant's module, so
+ * that a family can time its variant's kernels one by one (CONTRACT.md says the default
+ * config's; mla_indexer's scan and select baselines are the served kernels alone), or the
+ * default config's (run->ref) when none was served. */
+static int time_family_baseline(bench_run *run, kt_bench *b, const kt_problem *p, const kt_module *mod, int i,
+                                baseline_result *r) {
+    kt_tensor_desc t[KT_MAX_TENSORS];
+    if (!mod && !run->have_ref) return kt_fail("the family's default module is not loaded");
+    family_baseline_case c = {run->f->baselines[i], NULL, b, mod ? mod : &run->ref, p, run->f->tensors(p, t)};
+    if (c.base->prepare && c.base->prepare(p, &c.state)) return -1;
+    kt_timing tm;
+    int rc = kt_bench_time(b, enqueue_family_baseline, &c, 0, &tm);
+    if (!rc) *r = (baseline_result){c.base->name, tm.median_us, -1};
+    if (c.base->release) c.base->release(c.state);
+    return rc;
+}
+
 /* Measures one (shape, M) into row; returns -1 only when the GPU can no longer be used. */
 static int bench_case(bench_run *run, const kt_problem *p, bench_row *row) {
     const kt_family *f = run->f;
@@ -643,6 +680,7 @@ static int bench_case(bench_run *run, const kt_problem *p, bench_row *row) {
     row->floor_us = f->bytes(p) / run->copy_bytes_per_s * 1e6;
     row->mma_floor_us = f->flops ? f->flops(p) / run->mma_flops_per_s * 1e6 : NAN;
     row->lt_fp8 = row->bf16 = row->quant_gemm = row->fused = (baseline_result){NULL, NAN, -1};
+    for (int i = 0; i < KT_MAX_BASELINES; i++) row->family[i] = (baseline_result){NULL, NAN, -1};
     char label[192];
     snprintf(label, sizeof label, "%s %s=%ld", m->shape, f->m_name, p->m);
     /* The tuner's seed for this case, so bench and sweep see the same inputs. */
@@ -691,6 +729,9 @@ static int bench_case(bench_run *run, const kt_problem *p, bench_row *row) {
                                  label);
         if (!rc && run->has_baselines)
             rc = report_baseline(time_fused(run, p, seed ^ 0x4, &row->fused), "quant_fp8_gemm", label);
+        for (int i = 0; !rc && f->baselines && f->baselines[i] && i < KT_MAX_BASELINES; i++)
+            rc = report_baseline(time_family_baseline(run, b, p, m->status == KT_OK ? mod : NULL, i, &row->family[i]),
+                                 f->baselines[i]->name, label);
     }
     if (m->status != KT_OK) fprintf(stderr, "kt bench: %s: kt %s: %s\n", label, kt_status_name(m->status), m->error);
     kt_bench_free(b);
@@ -740,6 +781,9 @@ static void print_row(const bench_run *run, const bench_row *row) {
     }
     printf("%-20s %6ld %10s %9.2f %9s %9s %16s %15s %13s %13s %9s %9s  %s\n", m->shape, m->m, kt, row->floor_us,
            ratio, mma, lt, bf16, speedup, pair, fused, err, m->config[0] ? m->config : "-");
+    for (int i = 0; i < KT_MAX_BASELINES && row->family[i].name; i++)
+        printf("%s  %s_us %.2f", i ? "," : "    baselines (served config):", row->family[i].name, row->family[i].us);
+    if (row->family[0].name) printf("\n");
     fflush(stdout);
 }
 
@@ -810,6 +854,18 @@ static void json_row(text *t, const bench_run *run, const bench_row *row) {
     json_number(t, "floor_us", row->floor_us);
     json_number(t, "kt_over_floor", kt_us(row) / row->floor_us);
     json_number(t, "mma_floor_us", row->mma_floor_us);
+    json_number(t, "roof_us", isnan(row->mma_floor_us) ? row->floor_us : fmax(row->floor_us, row->mma_floor_us));
+    json_number(t, "kt_over_roof",
+                kt_us(row) / (isnan(row->mma_floor_us) ? row->floor_us : fmax(row->floor_us, row->mma_floor_us)));
+    if (strcmp(run->f->m_name, "M")) text_add(t, ", \"%s\": %ld", run->f->m_name, m->m);
+    kt_problem key;
+    if (kt_parse_shape(run->f, m->shape, &key) == 0)
+        for (int i = 0; i < run->f->n_dims; i++) text_add(t, ", \"%s\": %ld", run->f->dim_names[i], key.dim[i]);
+    for (int i = 0; i < KT_MAX_BASELINES && row->family[i].name; i++) {
+        char name[96];
+        snprintf(name, sizeof name, "%s_us", row->family[i].name);
+        json_number(t, name, row->family[i].us);
+    }
     json_number(t, "kt_over_mma_floor", kt_us(row) / row->mma_floor_us);
     json_number(t, "cublaslt_fp8_us", row->lt_fp8.us);
     json_string(t, "cublaslt_fp8_baseline", row->lt_fp8.name);

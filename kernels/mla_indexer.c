@@ -15,12 +15,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { P_WARPS, P_NT, P_CTAS_PER_SM, P_SEL_THREADS, P_SEL_ELEMS };
+extern const kt_family kt_family_mla_indexer;
+
+enum { P_WARPS, P_NT, P_CTAS_PER_SM, P_SEL_THREADS, P_SEL_CLUSTER };
 enum { T_Q, T_W, T_CACHE, T_LENS, T_TABLE, T_LOGITS, T_INDEX };
 enum { K_SCAN, K_SELECT, K_NAIVE, K_REFERENCE };
 #define MAX_B 1024        /* the kernels' shared prefix arrays */
 #define MAX_TOKENS (1L << 30)
-#define REF_THREADS 256
+#define REF_THREADS 256 /* the reference kernel: a CTA per 64 tokens of a request */
+#define REF_TOKENS 64
 
 static long topk_of(const kt_problem *p) { return p->dim[KT_IDX_KEY_TOPK]; }
 static long ctx_of(const kt_problem *p) { return p->dim[KT_IDX_KEY_CTX]; }
@@ -50,8 +53,18 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
     int threads = v[P_WARPS] * 32, per_sm = threads * v[P_CTAS_PER_SM];
     int need = 100 + 20 * v[P_NT], have = 65536 / per_sm < 255 ? 65536 / per_sm : 255;
     if (per_sm > 1536) return snprintf(why, n, "%d threads per SM (sm_120 holds 1536)", per_sm), -1;
+    if (v[P_SEL_CLUSTER] > 1 && v[P_SEL_THREADS] > 512) /* ptxas gives it 32 registers: it spills */
+        return snprintf(why, n, "SEL_THREADS=%d in a cluster of %d: 512 at most", v[P_SEL_THREADS], v[P_SEL_CLUSTER]), -1;
     if (need > have) return snprintf(why, n, "needs ~%d registers per thread, %d threads an SM get %d", need, per_sm, have), -1;
     return 0;
+}
+
+/* The default config with the selection's cluster the largest that keeps B x cluster CTAs
+ * within one wave: a request's selection then spreads over 8 SMs at B <= 16. */
+static void default_for(const kt_problem *p, int sms, kt_config *c) {
+    *c = kt_family_mla_indexer.default_config;
+    while (c->v[P_SEL_CLUSTER] < 8 && p->m * 2 * c->v[P_SEL_CLUSTER] <= sms) c->v[P_SEL_CLUSTER] *= 2;
+    if (c->v[P_SEL_CLUSTER] > 1) c->v[P_SEL_THREADS] = 512; /* check_config: clusters take 512 */
 }
 
 static int config_fits(const kt_config *c, const kt_problem *p) {
@@ -258,8 +271,8 @@ static int launch_reference(const kt_launch *l, uint64_t ref) {
     int B = (int)p->m, mp = (int)max_pages_of(p);
     uint64_t a[5] = {l->ptr[T_Q], l->ptr[T_W], l->ptr[T_CACHE], l->ptr[T_LENS], l->ptr[T_TABLE]};
     void *args[] = {&a[0], &a[1], &a[2], &a[3], &a[4], &mp, &B, &ref};
-    unsigned grid = (unsigned)kt_gpu_current()->sm_count * 4;
-    if (kt_launch_kernel(l->ref_mod, K_REFERENCE, grid, 1, 1, REF_THREADS, 0, l->stream, args)) return -1;
+    unsigned tiles = (unsigned)((2 * ctx_of(p) + REF_TOKENS - 1) / REF_TOKENS); /* L_b < 2 CTX */
+    if (kt_launch_kernel(l->ref_mod, K_REFERENCE, tiles, (unsigned)B, 1, REF_THREADS, 0, l->stream, args)) return -1;
     size_t n_logits = (size_t)tokens_of(p), n_index = (size_t)B * topk_of(p);
     void *host[KT_MAX_TENSORS] = {0};
     double *buf = malloc(sizeof(double) * (n_logits + n_index));
@@ -291,14 +304,16 @@ static int launch_scan(const kt_launch *l, int naive) {
                             l->stream, args);
 }
 
-/* The selection kernel, a CTA per request, over the logits output (PDL: it waits for the scan). */
+/* The selection kernel, a cluster of SEL_CLUSTER CTAs per request, over the logits output
+ * (PDL: it waits for the scan). */
 static int launch_select(const kt_launch *l) {
     const kt_problem *p = l->problem;
     int mp = (int)max_pages_of(p), k = (int)topk_of(p);
     uint64_t a[4] = {l->ptr[T_LOGITS], l->ptr[T_LENS], l->ptr[T_TABLE], l->ptr[T_INDEX]};
     void *args[] = {&a[0], &a[1], &a[2], &mp, &k, &a[3]};
-    return kt_launch_kernel_pdl(l->mod, K_SELECT, (unsigned)p->m, 1, 1, (unsigned)l->mod->config.v[P_SEL_THREADS], 0,
-                                l->stream, args);
+    const int *v = l->mod->config.v;
+    return kt_launch_kernel_pdl(l->mod, K_SELECT, (unsigned)(p->m * v[P_SEL_CLUSTER]), 1, 1, (unsigned)v[P_SEL_THREADS],
+                                0, l->stream, args);
 }
 
 static int launch(const kt_launch *l) { return launch_scan(l, 0) || launch_select(l) ? -1 : 0; }
@@ -347,15 +362,18 @@ const kt_family kt_family_mla_indexer = {
                {"NT", 3, {1, 2, 4}},
                {"CTAS_PER_SM", 3, {1, 2, 3}},
                {"SEL_THREADS", 2, {512, 1024}},
-               {"SEL_ELEMS", 2, {8, 16}}},
+               {"SEL_CLUSTER", 4, {1, 2, 4, 8}}},
     .strata_params = 3,
-    /* 4 warps, 2 n-tiles, 3 CTAs an SM: 12 warps of 136 registers, no spills on sm_120 */
-    .default_config = {{4, 2, 3, 1024, 16}},
+    /* 8 warps of one n-tile, 2 CTAs an SM: 16 warps of 118 registers, no spills on sm_120 or
+     * sm_90 (where the emulated e4m3 mma hoists q's conversions: 4 warps of 2 n-tiles at 3 CTAs
+     * spill 492 bytes there) */
+    .default_config = {{8, 1, 2, 1024, 1}},
     .target_shapes = target_shapes,
     .n_target_shapes = 7,
     .check_problem = check_problem,
     .check_config = check_config,
     .config_fits = config_fits,
+    .default_for = default_for,
     .tensors = tensors,
     .fill = fill,
     .reference = reference,

@@ -15,14 +15,17 @@
 //   token in two 16-byte loads (the same permutation applies to q, so the sum is unchanged).
 //   e4m3 mma.sync m16n8k32: 4 head tiles x 4 k-steps per 8 tokens; relu, the weights and the
 //   sum over heads in registers and three shuffles; the token's scale last.
-//  mla_indexer_select: a CTA per request, radix select over the order-preserving keys of its
-//   logits in three digits (11, 11, 10 bits; a 2048-counter histogram: 8 KB of shared memory),
-//   which finds the TOPK-th largest key T and how many of the keys equal to T to take; then
-//   one ordered pass writes every key > T and the first of those == T by position (a block
-//   scan gives each thread its output slots). No candidate buffer, so nothing can overflow:
-//   every pass reads the request's logits (L2-resident) again.
+//  mla_indexer_select: a cluster of SEL_CLUSTER CTAs per request (each a slice of its
+//   positions), radix select over the order-preserving keys of its logits in three digits
+//   (11, 11, 10 bits; 2048-counter histograms summed over the cluster through distributed
+//   shared memory: 24 KB of shared memory a CTA), which finds the TOPK-th largest key T and how
+//   many of the keys equal to T to take; then one ordered pass writes every key > T and the
+//   first of those == T by position (block scans, and the counts of the slices before, give
+//   each thread its output slots). No candidate buffer, so nothing can overflow: every pass
+//   reads the slice's logits (L2-resident) again.
 //  mla_indexer_naive: the straightforward scan (a thread per token, scalar f32), the in-run
-//   baseline; mla_indexer_reference: the float64 logits for the check of large problems.
+//   baseline (no C library has this kernel); mla_indexer_reference: the float64 logits (f64
+//   mma) for the check of large problems.
 #include "kt_device.cuh"
 #include "indexer_layout.h"
 
@@ -31,16 +34,22 @@
 #define KT_NT 4
 #define KT_CTAS_PER_SM 2
 #define KT_SEL_THREADS 1024
-#define KT_SEL_ELEMS 16
+#define KT_SEL_CLUSTER 1
+#endif
+#if KT_SEL_CLUSTER > 1
+#define KT_SEL_CLUSTER_DIMS __cluster_dims__(KT_SEL_CLUSTER, 1, 1)
+#else
+#define KT_SEL_CLUSTER_DIMS
 #endif
 
 constexpr int WARPS = KT_WARPS, NT = KT_NT, THREADS = WARPS * 32;
 constexpr int GROUP = 8 * NT; // tokens a warp takes at once (all in one page: GROUP divides 64)
-constexpr int ST = KT_SEL_THREADS, SE = KT_SEL_ELEMS, TILE = ST * SE;
+constexpr int ST = KT_SEL_THREADS, SE = 16 /* the ordered pass's positions a thread */, TILE = ST * SE, CLUSTER = KT_SEL_CLUSTER;
 constexpr int MAX_B = 1024; // kernels/mla_indexer.c checks B against it
 constexpr unsigned FULL = 0xffffffffu;
 static_assert(KT_IDX_PAGE % GROUP == 0, "a group of tokens must stay inside one page");
 static_assert(TILE < 65536, "the ordered pass packs two per-tile counts into 16 bits each");
+static_assert(CLUSTER >= 1 && CLUSTER <= 8, "a request's selection is a portable cluster of 1 to 8 CTAs");
 
 // Exclusive prefix sum of v over the block (NWARPS warps) and the block's total. Ends with a
 // barrier, so warp_sums[32] can be reused at once.
@@ -202,21 +211,36 @@ __device__ __forceinline__ int global_id(const int *bt_row, int p) {
 
 __device__ __forceinline__ unsigned key_of(float x) { return kt_idx_key(__float_as_uint(x)); }
 
-// Histogram of digit d over the keys that agree with prefix above it; lanes with the same
-// bin add once (ties and close logits all land in a few bins).
-__device__ void digit_histogram(const float *x, int n, unsigned prefix, int d, unsigned *hist) {
+// Histogram of digit d over the keys of x[lo, hi) that agree with prefix above it; lanes with
+// the same bin add once (ties and close logits all land in a few bins).
+__device__ void digit_histogram(const float *x, int lo, int hi, unsigned prefix, int d, unsigned *hist) {
     const int lane = threadIdx.x & 31;
     for (int i = threadIdx.x; i < KT_IDX_BINS; i += ST) hist[i] = 0;
     __syncthreads();
-    for (int base = 0; base < n; base += ST) { // uniform trip count: the warp stays converged
+    for (int base = lo; base < hi; base += ST) { // uniform trip count: the warp stays converged
         const int p = base + (int)threadIdx.x;
-        const unsigned key = p < n ? key_of(x[p]) : 0u;
-        const bool cand = p < n && kt_idx_matches(key, prefix, d);
+        const unsigned key = p < hi ? key_of(x[p]) : 0u;
+        const bool cand = p < hi && kt_idx_matches(key, prefix, d);
         const unsigned mask = __ballot_sync(FULL, cand);
         if (cand) {
             const unsigned bin = kt_idx_digit(key, d), peers = __match_any_sync(mask, bin);
             if (lane == __ffs(peers) - 1) atomicAdd(&hist[bin], (unsigned)__popc(peers));
         }
+    }
+    __syncthreads();
+}
+
+// The cluster's histogram: the sum of every CTA's (distributed shared memory), into merged.
+__device__ void merge_histograms(const unsigned *hist, unsigned *merged) {
+    kt_cluster_sync(); // every CTA's histogram is complete and visible
+    for (int i = threadIdx.x; i < KT_IDX_BINS / 4; i += ST) {
+        uint4 sum = make_uint4(0, 0, 0, 0);
+        for (int r = 0; r < CLUSTER; r++) {
+            const float4 v = kt_cluster_load4(kt_cluster_map(kt_smem_addr(hist + 4 * i), (kt_u32)r));
+            sum.x += __float_as_uint(v.x), sum.y += __float_as_uint(v.y);
+            sum.z += __float_as_uint(v.z), sum.w += __float_as_uint(v.w);
+        }
+        *(uint4 *)(merged + 4 * i) = sum;
     }
     __syncthreads();
 }
@@ -250,25 +274,40 @@ __device__ void choose_bin(const unsigned *hist, int d, unsigned &prefix, unsign
     __syncthreads();
 }
 
-// The ordered pass: every key > T, and the first `need` keys == T by position, into
-// out[0..k) in ascending position order (slots from a block scan of per-thread counts).
-__device__ void write_selected(const float *x, int n, unsigned T, unsigned need, const int *bt_row, int *out,
-                               unsigned *warp_sums) {
-    unsigned gt_run = 0, eq_run = 0;
-    for (int base = 0; base < n; base += TILE) {
+// How many keys of x[lo, hi) are > T and how many == T, over the CTA.
+__device__ void count_slice(const float *x, int lo, int hi, unsigned T, unsigned *warp_sums, unsigned &gt_total,
+                            unsigned &eq_total) {
+    unsigned gt = 0, eq = 0, total;
+    for (int p = lo + (int)threadIdx.x; p < hi; p += ST) {
+        const unsigned key = key_of(x[p]);
+        gt += key > T;
+        eq += key == T;
+    }
+    block_scan<ST / 32>(gt, total, warp_sums);
+    gt_total = total;
+    block_scan<ST / 32>(eq, total, warp_sums);
+    eq_total = total;
+}
+
+// The ordered pass over x[lo, hi), after gt_run keys > T and eq_run keys == T before lo: every
+// key > T and the first `need` keys == T by position, into out[0..k) in ascending position
+// order (slots from a block scan of per-thread counts).
+__device__ void write_selected(const float *x, int lo, int hi, unsigned T, unsigned need, unsigned gt_run,
+                               unsigned eq_run, const int *bt_row, int *out, unsigned *warp_sums) {
+    for (int base = lo; base < hi; base += TILE) {
         const int p0 = base + (int)threadIdx.x * SE;
         unsigned key[SE], gt = 0, eq = 0;
 #pragma unroll
         for (int j = 0; j < SE; j++) {
-            key[j] = p0 + j < n ? key_of(x[p0 + j]) : 0u;
-            gt += p0 + j < n && key[j] > T;
-            eq += p0 + j < n && key[j] == T;
+            key[j] = p0 + j < hi ? key_of(x[p0 + j]) : 0u;
+            gt += p0 + j < hi && key[j] > T;
+            eq += p0 + j < hi && key[j] == T;
         }
         unsigned total, before = block_scan<ST / 32>(gt << 16 | eq, total, warp_sums);
         unsigned gb = gt_run + (before >> 16), eb = eq_run + (before & 0xffffu);
 #pragma unroll
         for (int j = 0; j < SE; j++) {
-            if (p0 + j >= n) break;
+            if (p0 + j >= hi) break;
             if (key[j] > T) {
                 out[gb + (eb < need ? eb : need)] = global_id(bt_row, p0 + j);
                 gb++;
@@ -282,11 +321,15 @@ __device__ void write_selected(const float *x, int n, unsigned T, unsigned need,
     }
 }
 
-extern "C" __global__ void __launch_bounds__(ST)
+// A cluster of CLUSTER CTAs per request, rank r owning positions [n r / C, n (r + 1) / C):
+// each digit's histogram is the sum of the cluster's, every CTA then chooses the same bin;
+// the ordered pass starts each slice after the counts of the slices before it.
+extern "C" __global__ void __launch_bounds__(ST) KT_SEL_CLUSTER_DIMS
 mla_indexer_select(const float *__restrict__ logits, const int *__restrict__ lens, const int *__restrict__ block_table,
                    int max_pages, int topk, int *__restrict__ index) {
-    __shared__ unsigned hist[KT_IDX_BINS], warp_sums[32], chosen[2];
-    const int b = blockIdx.x, n = lens[b];
+    __shared__ __align__(16) unsigned hist[2][KT_IDX_BINS], merged[CLUSTER > 1 ? KT_IDX_BINS : 1];
+    __shared__ __align__(16) unsigned warp_sums[32], chosen[2], counts[4];
+    const int b = blockIdx.x / CLUSTER, rank = CLUSTER > 1 ? (int)kt_cluster_rank() : 0, n = lens[b];
     unsigned part = 0, off; // this request's logits start after those of requests 0..b-1
     for (int j = threadIdx.x; j < b; j += ST) part += (unsigned)lens[j];
     block_scan<ST / 32>(part, off, warp_sums);
@@ -294,16 +337,32 @@ mla_indexer_select(const float *__restrict__ logits, const int *__restrict__ len
     const float *x = logits + off;
     const int *bt_row = block_table + (long long)b * max_pages;
     int *out = index + (long long)b * topk;
-    if (n <= topk) { // every position is taken, in order, then -1
-        for (int p = threadIdx.x; p < topk; p += ST) out[p] = p < n ? global_id(bt_row, p) : -1;
+    if (n <= topk) { // every position is taken, in order, then -1 (the same branch in every rank)
+        for (int p = topk * rank / CLUSTER + threadIdx.x; p < topk * (rank + 1) / CLUSTER; p += ST)
+            out[p] = p < n ? global_id(bt_row, p) : -1;
         return;
     }
+    const int lo = (int)((long long)n * rank / CLUSTER), hi = (int)((long long)n * (rank + 1) / CLUSTER);
     unsigned prefix = 0, need = (unsigned)topk;
     for (int d = 0; d < KT_IDX_DIGITS; d++) {
-        digit_histogram(x, n, prefix, d, hist);
-        choose_bin(hist, d, prefix, need, warp_sums, chosen);
+        digit_histogram(x, lo, hi, prefix, d, hist[d & 1]); // two buffers: a peer may still read the last
+        if constexpr (CLUSTER > 1) merge_histograms(hist[d & 1], merged);
+        choose_bin(CLUSTER > 1 ? merged : hist[d & 1], d, prefix, need, warp_sums, chosen);
     }
-    write_selected(x, n, prefix, need, bt_row, out, warp_sums);
+    unsigned gt_before = 0, eq_before = 0;
+    if constexpr (CLUSTER > 1) {
+        unsigned gt, eq;
+        count_slice(x, lo, hi, prefix, warp_sums, gt, eq);
+        if (threadIdx.x == 0) counts[0] = gt, counts[1] = eq;
+        kt_cluster_sync(); // every slice's counts are visible
+        for (int r = 0; r < rank; r++) {
+            const float4 v = kt_cluster_load4(kt_cluster_map(kt_smem_addr(counts), (kt_u32)r));
+            gt_before += __float_as_uint(v.x);
+            eq_before += __float_as_uint(v.y);
+        }
+        kt_cluster_sync_relaxed(); // no CTA leaves while another still reads its shared memory
+    }
+    write_selected(x, lo, hi, prefix, need, gt_before, eq_before, bt_row, out, warp_sums);
 }
 
 // ------------------------------------------------------------------ baseline and reference
@@ -349,25 +408,59 @@ mla_indexer_naive(const kt_u8 *__restrict__ q, const float *__restrict__ w, cons
     }
 }
 
-// The float64 logits (the check's reference for problems too large for the CPU).
-extern "C" __global__ void __launch_bounds__(256)
+// D = A(8x4) * B(4x8) + D in float64 on the tensor cores (sm_80+): lane l holds A[l/4][l%4],
+// B[l%4][l/4] and D[l/4][2 (l%4) + 0, 1].
+__device__ __forceinline__ void mma_f64(double (&d)[2], double a, double b) {
+    asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
+                 : "+d"(d[0]), "+d"(d[1])
+                 : "d"(a), "d"(b));
+}
+
+constexpr int REF_THREADS = 256, REF_TOKENS = REF_THREADS / 4; // 8 tokens a warp
+
+// The float64 logits (the check's reference for problems too large for the CPU): a CTA per
+// (64 tokens, request), grid sized by the host's bound on L_b. Every e4m3 product is exact in
+// float64 and the sums are float64 mma (dims in 32 steps of 4, heads in 8 tiles of 8).
+extern "C" __global__ void __launch_bounds__(REF_THREADS)
 mla_indexer_reference(const kt_u8 *__restrict__ q, const float *__restrict__ w, const kt_u8 *__restrict__ cache,
                       const int *__restrict__ lens, const int *__restrict__ block_table, int max_pages, int B,
                       double *__restrict__ ref) {
-    __shared__ int cu_lens[MAX_B + 1], cu_groups[MAX_B + 1];
+    __shared__ float qs[KT_IDX_HEADS][KT_IDX_DIM];
     __shared__ unsigned warp_sums[32];
-    request_prefix<8>(lens, B, 1, cu_lens, cu_groups, warp_sums);
-    for (long long i = (long long)blockIdx.x * 256 + threadIdx.x; i < cu_lens[B]; i += (long long)gridDim.x * 256) {
-        const int b = request_of(cu_lens, B, i), t = (int)(i - cu_lens[b]);
-        const long long page = block_table[(long long)b * max_pages + t / KT_IDX_PAGE];
-        const kt_u8 *k = cache + kt_idx_code_offset(page, t % KT_IDX_PAGE);
-        double sum = 0;
-        for (int h = 0; h < KT_IDX_HEADS; h++) {
-            const kt_u8 *qh = q + ((long long)b * KT_IDX_HEADS + h) * KT_IDX_DIM;
-            double dot = 0;
-            for (int d = 0; d < KT_IDX_DIM; d++) dot += kt_e4m3_to_f64(qh[d]) * kt_e4m3_to_f64(k[d]);
-            sum += (double)w[b * KT_IDX_HEADS + h] * (dot > 0 ? dot : 0);
-        }
-        ref[i] = sum * *(const float *)(cache + kt_idx_scale_offset(page, t % KT_IDX_PAGE));
+    const int b = blockIdx.y, L = lens[b], lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+    unsigned part = 0, off;
+    for (int j = threadIdx.x; j < b; j += REF_THREADS) part += (unsigned)lens[j];
+    block_scan<REF_THREADS / 32>(part, off, warp_sums);
+    for (int i = threadIdx.x; i < KT_IDX_HEADS * KT_IDX_DIM; i += REF_THREADS)
+        qs[i / KT_IDX_DIM][i % KT_IDX_DIM] = e4m3_to_f32(q[(long long)b * KT_IDX_HEADS * KT_IDX_DIM + i]);
+    __syncthreads();
+    const int t0 = blockIdx.x * REF_TOKENS + (threadIdx.x >> 5) * 8;
+    if (t0 >= L) return;
+    const int tl = t0 + g < L ? t0 + g : L - 1; // this lane's token for the B fragments
+    const long long page = block_table[(long long)b * max_pages + tl / KT_IDX_PAGE];
+    const kt_u8 *k = cache + kt_idx_code_offset(page, tl % KT_IDX_PAGE);
+    double kd[KT_IDX_DIM / 4];
+#pragma unroll
+    for (int s = 0; s < KT_IDX_DIM / 4; s++) kd[s] = e4m3_to_f32(k[4 * s + c]);
+    double sum[2] = {0, 0};
+    for (int ht = 0; ht < KT_IDX_HEADS / 8; ht++) {
+        double d[2] = {0, 0};
+#pragma unroll
+        for (int s = 0; s < KT_IDX_DIM / 4; s++) mma_f64(d, qs[8 * ht + g][4 * s + c], kd[s]);
+        const double wh = w[b * KT_IDX_HEADS + 8 * ht + g];
+        sum[0] += wh * (d[0] > 0 ? d[0] : 0); // head 8 ht + g, tokens t0 + 2c and t0 + 2c + 1
+        sum[1] += wh * (d[1] > 0 ? d[1] : 0);
+    }
+#pragma unroll
+    for (int x = 4; x < 32; x <<= 1) {
+        sum[0] += __shfl_xor_sync(FULL, sum[0], x);
+        sum[1] += __shfl_xor_sync(FULL, sum[1], x);
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int t = t0 + 2 * c + i;
+        if (g != 0 || t >= L) continue;
+        const long long pg = block_table[(long long)b * max_pages + t / KT_IDX_PAGE];
+        ref[off + t] = sum[i] * *(const float *)(cache + kt_idx_scale_offset(pg, t % KT_IDX_PAGE));
     }
 }

@@ -41,6 +41,7 @@ if want verify; then
 step verify_fp8_gemm $KT verify --family fp8_gemm --shape targets --shape N=2304,K=7168 --shape N=128,K=128 \
     --m $MS --sample $SAMPLE --seed $RANDOM
 step verify_act_quant $KT verify --family act_quant --shape targets --shape K=7168 --m $MS --sample $SAMPLE --seed $RANDOM
+step verify_mla_indexer bash tests/gpu/indexer.sh $KT
 step verify_quant_fp8_gemm $KT verify --family quant_fp8_gemm --shape targets --shape N=2304,K=7168 --shape N=128,K=128 \
     --m $MS --sample $SAMPLE --seed $RANDOM
 # The GPU compare (runtime/check.cu, the default) against the CPU compare (KT_CHECK_ON_GPU=0) on the same
