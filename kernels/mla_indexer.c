@@ -364,10 +364,9 @@ const kt_family kt_family_mla_indexer = {
                {"SEL_THREADS", 2, {512, 1024}},
                {"SEL_CLUSTER", 4, {1, 2, 4, 8}}},
     .strata_params = 3,
-    /* 8 warps of one n-tile, 2 CTAs an SM: 16 warps of 118 registers, no spills on sm_120 or
-     * sm_90 (where the emulated e4m3 mma hoists q's conversions: 4 warps of 2 n-tiles at 3 CTAs
-     * spill 492 bytes there) */
-    .default_config = {{8, 1, 2, 1024, 1}},
+    /* 4 warps of one n-tile, 3 CTAs an SM: 12 warps, no spills on sm_120 (118 registers) or
+     * sm_90 (158: the emulated e4m3 mma keeps q's conversions; 8 warps at 2 CTAs spill there) */
+    .default_config = {{4, 1, 3, 1024, 1}},
     .target_shapes = target_shapes,
     .n_target_shapes = 7,
     .check_problem = check_problem,
