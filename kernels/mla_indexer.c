@@ -24,6 +24,7 @@ enum { K_SCAN, K_SELECT, K_NAIVE, K_REFERENCE };
 #define MAX_TOKENS (1L << 30)
 #define REF_THREADS 256 /* the reference kernel: a CTA per 64 tokens of a request */
 #define REF_TOKENS 64
+#define STAGE_KEYS 16384 /* keys a selection CTA stages: 64 KB, with its 24 KB fits sm_120's 99 KB */
 
 static long topk_of(const kt_problem *p) { return p->dim[KT_IDX_KEY_TOPK]; }
 static long ctx_of(const kt_problem *p) { return p->dim[KT_IDX_KEY_CTX]; }
@@ -45,13 +46,13 @@ static int check_problem(const kt_problem *p, char *why, size_t n) {
     return 0;
 }
 
-/* Threads of the scan kernel per SM and the registers a thread needs (ptxas for sm_120: 118,
- * 136 and 178 at NT 1, 2, 4: q's 64 fragments, the group's k fragments and the rest). */
+/* Threads of the scan kernel per SM and the registers a thread needs (ptxas for sm_120: 126
+ * at NT 1: q's 64 fragments, two groups' k fragments and the rest; ~20 more per n-tile). */
 static int check_config(const kt_config *c, int arch, char *why, size_t n) {
     (void)arch; /* sm_90 and sm_120 alike: e4m3 mma.sync, 16 KB of static shared memory */
     const int *v = c->v;
     int threads = v[P_WARPS] * 32, per_sm = threads * v[P_CTAS_PER_SM];
-    int need = 100 + 20 * v[P_NT], have = 65536 / per_sm < 255 ? 65536 / per_sm : 255;
+    int need = 106 + 20 * v[P_NT], have = 65536 / per_sm < 255 ? 65536 / per_sm : 255;
     if (per_sm > 1536) return snprintf(why, n, "%d threads per SM (sm_120 holds 1536)", per_sm), -1;
     if (v[P_SEL_CLUSTER] > 1 && v[P_SEL_THREADS] > 512) /* ptxas gives it 32 registers: it spills */
         return snprintf(why, n, "SEL_THREADS=%d in a cluster of %d: 512 at most", v[P_SEL_THREADS], v[P_SEL_CLUSTER]), -1;
@@ -308,12 +309,14 @@ static int launch_scan(const kt_launch *l, int naive) {
  * (PDL: it waits for the scan). */
 static int launch_select(const kt_launch *l) {
     const kt_problem *p = l->problem;
-    int mp = (int)max_pages_of(p), k = (int)topk_of(p);
-    uint64_t a[4] = {l->ptr[T_LOGITS], l->ptr[T_LENS], l->ptr[T_TABLE], l->ptr[T_INDEX]};
-    void *args[] = {&a[0], &a[1], &a[2], &mp, &k, &a[3]};
     const int *v = l->mod->config.v;
+    int mp = (int)max_pages_of(p), k = (int)topk_of(p);
+    long slice = (2 * ctx_of(p) + v[P_SEL_CLUSTER] - 1) / v[P_SEL_CLUSTER]; /* L_b < 2 CTX */
+    int stage = (int)(slice < STAGE_KEYS ? slice : STAGE_KEYS);
+    uint64_t a[4] = {l->ptr[T_LOGITS], l->ptr[T_LENS], l->ptr[T_TABLE], l->ptr[T_INDEX]};
+    void *args[] = {&a[0], &a[1], &a[2], &mp, &k, &stage, &a[3]};
     return kt_launch_kernel_pdl(l->mod, K_SELECT, (unsigned)(p->m * v[P_SEL_CLUSTER]), 1, 1, (unsigned)v[P_SEL_THREADS],
-                                0, l->stream, args);
+                                (unsigned)stage * 4, l->stream, args);
 }
 
 static int launch(const kt_launch *l) { return launch_scan(l, 0) || launch_select(l) ? -1 : 0; }
@@ -364,8 +367,8 @@ const kt_family kt_family_mla_indexer = {
                {"SEL_THREADS", 2, {512, 1024}},
                {"SEL_CLUSTER", 4, {1, 2, 4, 8}}},
     .strata_params = 3,
-    /* 4 warps of one n-tile, 3 CTAs an SM: 12 warps, no spills on sm_120 (118 registers) or
-     * sm_90 (158: the emulated e4m3 mma keeps q's conversions; 8 warps at 2 CTAs spill there) */
+    /* 4 warps of one n-tile, 3 CTAs an SM: 12 warps, no spills on sm_120 (126 registers) or
+     * sm_90 (166: the emulated e4m3 mma keeps q's conversions; NT=2 at 2 CTAs spills there) */
     .default_config = {{4, 1, 3, 1024, 1}},
     .target_shapes = target_shapes,
     .n_target_shapes = 7,

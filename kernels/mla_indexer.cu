@@ -14,15 +14,18 @@
 //   dot product's dims are permuted so that lane t of a quad holds dims [32t, 32t + 32) of a
 //   token in two 16-byte loads (the same permutation applies to q, so the sum is unchanged).
 //   e4m3 mma.sync m16n8k32: 4 head tiles x 4 k-steps per 8 tokens; relu, the weights and the
-//   sum over heads in registers and three shuffles; the token's scale last.
+//   sum over heads in registers and three shuffles; the token's scale last. The next group's
+//   loads are issued before this group's mma (two groups in flight a warp).
 //  mla_indexer_select: a cluster of SEL_CLUSTER CTAs per request (each a slice of its
 //   positions), radix select over the order-preserving keys of its logits in three digits
 //   (11, 11, 10 bits; 2048-counter histograms summed over the cluster through distributed
 //   shared memory: 24 KB of shared memory a CTA), which finds the TOPK-th largest key T and how
 //   many of the keys equal to T to take; then one ordered pass writes every key > T and the
 //   first of those == T by position (block scans, and the counts of the slices before, give
-//   each thread its output slots). No candidate buffer, so nothing can overflow: every pass
-//   reads the slice's logits (L2-resident) again.
+//   each thread its output slots). A slice that fits the launch's dynamic shared memory (the
+//   host sizes it by the longest possible slice, at most 16K keys: 64 KB) is read once into
+//   it; a longer one is read from the logits (L2) on every pass. Nothing is ever dropped:
+//   there is no candidate buffer to overflow.
 //  mla_indexer_naive: the straightforward scan (a thread per token, scalar f32), the in-run
 //   baseline (no C library has this kernel); mla_indexer_reference: the float64 logits (f64
 //   mma) for the check of large problems.
@@ -146,26 +149,37 @@ __device__ __forceinline__ float2 tile_logits(const kt_u32 (&qf)[4][2][8], const
     return make_float2(s0, s1);
 }
 
-// One group of GROUP tokens of request b starting at token t0 (< L), all in one page.
-__device__ __forceinline__ void scan_group(const kt_u8 *cache, const int *block_table, int max_pages, int b, int t0,
-                                           int L, float *out, const kt_u32 (&qf)[4][2][8], const float (&wf)[4][2]) {
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const long long page = block_table[(long long)b * max_pages + t0 / KT_IDX_PAGE];
-    const int slot0 = t0 % KT_IDX_PAGE;
+// The loads of one group of GROUP tokens (all in one page): this lane's 32 codes of token g
+// of each n-tile, and that token's scale.
+struct group_data {
     uint4 k[NT][2];
     float scale[NT];
-#pragma unroll
-    for (int j = 0; j < NT; j++) { // every load of the group in flight before the first mma
-        const int slot = slot0 + 8 * j + g; // rows past L are in the page: read, never written
-        const kt_u8 *src = cache + kt_idx_code_offset(page, slot) + 32 * t;
-        k[j][0] = kt_ldg_stream16(src);
-        k[j][1] = kt_ldg_stream16(src + 16);
-        scale[j] = *(const float *)(cache + kt_idx_scale_offset(page, slot));
-    }
+};
+
+// Issues the loads of the group of request b starting at token t0; rows past L_b are in
+// the page: read, never written.
+__device__ __forceinline__ void load_group(const kt_u8 *cache, const int *block_table, int max_pages, int b, int t0,
+                                           group_data &gd) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const long long page = block_table[(long long)b * max_pages + t0 / KT_IDX_PAGE];
 #pragma unroll
     for (int j = 0; j < NT; j++) {
-        float2 s = tile_logits(qf, wf, k[j]);
-        const float sc0 = __shfl_sync(FULL, scale[j], 8 * t), sc1 = __shfl_sync(FULL, scale[j], 8 * t + 4);
+        const int slot = t0 % KT_IDX_PAGE + 8 * j + g;
+        const kt_u8 *src = cache + kt_idx_code_offset(page, slot) + 32 * t;
+        gd.k[j][0] = kt_ldg_stream16(src);
+        gd.k[j][1] = kt_ldg_stream16(src + 16);
+        gd.scale[j] = *(const float *)(cache + kt_idx_scale_offset(page, slot));
+    }
+}
+
+// The logits of a loaded group (tokens t0 .. of a request of length L) into out[].
+__device__ __forceinline__ void group_logits(const group_data &gd, int t0, int L, float *out,
+                                             const kt_u32 (&qf)[4][2][8], const float (&wf)[4][2]) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        float2 s = tile_logits(qf, wf, gd.k[j]);
+        const float sc0 = __shfl_sync(FULL, gd.scale[j], 8 * t), sc1 = __shfl_sync(FULL, gd.scale[j], 8 * t + 4);
         const int tok = t0 + 8 * j + 2 * t;
         if (g == 0 && tok < L) out[tok] = s.x * sc0;
         if (g == 0 && tok + 1 < L) out[tok + 1] = s.y * sc1;
@@ -190,15 +204,20 @@ mla_indexer_scan(const kt_u8 *__restrict__ q, const float *__restrict__ w, const
         else hi = mid - 1;
     }
     int b = lo;
+    group_data cur, next;
+    load_group(cache, block_table, max_pages, b, (first - cu_groups[b]) * GROUP, cur);
     kt_u32 qf[4][2][8];
     float wf[4][2];
     load_query(q, w, b, qf, wf);
     for (int grp = first; grp < last; grp++) {
-        if (grp >= cu_groups[b + 1]) {
-            while (grp >= cu_groups[b + 1]) b++;
-            load_query(q, w, b, qf, wf);
-        }
-        scan_group(cache, block_table, max_pages, b, (grp - cu_groups[b]) * GROUP, lens[b], logits + cu_lens[b], qf, wf);
+        // the next group's loads in flight while this one's mma run (software pipelining)
+        int nb = b;
+        while (grp + 1 < last && grp + 1 >= cu_groups[nb + 1]) nb++;
+        if (grp + 1 < last) load_group(cache, block_table, max_pages, nb, (grp + 1 - cu_groups[nb]) * GROUP, next);
+        group_logits(cur, (grp - cu_groups[b]) * GROUP, lens[b], logits + cu_lens[b], qf, wf);
+        if (nb != b) load_query(q, w, nb, qf, wf);
+        b = nb;
+        cur = next;
     }
 }
 
@@ -211,15 +230,34 @@ __device__ __forceinline__ int global_id(const int *bt_row, int p) {
 
 __device__ __forceinline__ unsigned key_of(float x) { return kt_idx_key(__float_as_uint(x)); }
 
+// A CTA's positions [lo, hi) of a request: their keys from shared memory when the slice fit
+// there (staged: one read of the logits, then every pass at shared-memory latency), else
+// from the logits in global memory (L2) on every pass.
+struct slice {
+    const float *x;
+    const unsigned *keys;
+    int lo, hi;
+    bool staged;
+    __device__ __forceinline__ unsigned key(int p) const { return staged ? keys[p - lo] : key_of(x[p]); }
+};
+
+// Copies the slice's keys into shared memory (8 loads in flight a thread).
+__device__ void stage_keys(const float *x, int lo, int hi, unsigned *keys) {
+#pragma unroll 8
+    for (int p = lo + (int)threadIdx.x; p < hi; p += ST) keys[p - lo] = key_of(x[p]);
+    __syncthreads();
+}
+
 // Histogram of digit d over the keys of x[lo, hi) that agree with prefix above it; lanes with
 // the same bin add once (ties and close logits all land in a few bins).
-__device__ void digit_histogram(const float *x, int lo, int hi, unsigned prefix, int d, unsigned *hist) {
+__device__ void digit_histogram(const slice &sl, unsigned prefix, int d, unsigned *hist) {
+    const int lo = sl.lo, hi = sl.hi;
     const int lane = threadIdx.x & 31;
     for (int i = threadIdx.x; i < KT_IDX_BINS; i += ST) hist[i] = 0;
     __syncthreads();
     for (int base = lo; base < hi; base += ST) { // uniform trip count: the warp stays converged
         const int p = base + (int)threadIdx.x;
-        const unsigned key = p < hi ? key_of(x[p]) : 0u;
+        const unsigned key = p < hi ? sl.key(p) : 0u;
         const bool cand = p < hi && kt_idx_matches(key, prefix, d);
         const unsigned mask = __ballot_sync(FULL, cand);
         if (cand) {
@@ -275,11 +313,11 @@ __device__ void choose_bin(const unsigned *hist, int d, unsigned &prefix, unsign
 }
 
 // How many keys of x[lo, hi) are > T and how many == T, over the CTA.
-__device__ void count_slice(const float *x, int lo, int hi, unsigned T, unsigned *warp_sums, unsigned &gt_total,
-                            unsigned &eq_total) {
+__device__ void count_slice(const slice &sl, unsigned T, unsigned *warp_sums, unsigned &gt_total, unsigned &eq_total) {
     unsigned gt = 0, eq = 0, total;
-    for (int p = lo + (int)threadIdx.x; p < hi; p += ST) {
-        const unsigned key = key_of(x[p]);
+#pragma unroll 4
+    for (int p = sl.lo + (int)threadIdx.x; p < sl.hi; p += ST) {
+        const unsigned key = sl.key(p);
         gt += key > T;
         eq += key == T;
     }
@@ -292,14 +330,15 @@ __device__ void count_slice(const float *x, int lo, int hi, unsigned T, unsigned
 // The ordered pass over x[lo, hi), after gt_run keys > T and eq_run keys == T before lo: every
 // key > T and the first `need` keys == T by position, into out[0..k) in ascending position
 // order (slots from a block scan of per-thread counts).
-__device__ void write_selected(const float *x, int lo, int hi, unsigned T, unsigned need, unsigned gt_run,
-                               unsigned eq_run, const int *bt_row, int *out, unsigned *warp_sums) {
-    for (int base = lo; base < hi; base += TILE) {
+__device__ void write_selected(const slice &sl, unsigned T, unsigned need, unsigned gt_run, unsigned eq_run,
+                               const int *bt_row, int *out, unsigned *warp_sums) {
+    const int hi = sl.hi;
+    for (int base = sl.lo; base < hi; base += TILE) {
         const int p0 = base + (int)threadIdx.x * SE;
         unsigned key[SE], gt = 0, eq = 0;
 #pragma unroll
         for (int j = 0; j < SE; j++) {
-            key[j] = p0 + j < hi ? key_of(x[p0 + j]) : 0u;
+            key[j] = p0 + j < hi ? sl.key(p0 + j) : 0u;
             gt += p0 + j < hi && key[j] > T;
             eq += p0 + j < hi && key[j] == T;
         }
@@ -326,7 +365,8 @@ __device__ void write_selected(const float *x, int lo, int hi, unsigned T, unsig
 // the ordered pass starts each slice after the counts of the slices before it.
 extern "C" __global__ void __launch_bounds__(ST) KT_SEL_CLUSTER_DIMS
 mla_indexer_select(const float *__restrict__ logits, const int *__restrict__ lens, const int *__restrict__ block_table,
-                   int max_pages, int topk, int *__restrict__ index) {
+                   int max_pages, int topk, int stage_keys_max, int *__restrict__ index) {
+    extern __shared__ unsigned staged_keys[]; // stage_keys_max of them (the launch's dynamic shared memory)
     __shared__ __align__(16) unsigned hist[2][KT_IDX_BINS], merged[CLUSTER > 1 ? KT_IDX_BINS : 1];
     __shared__ __align__(16) unsigned warp_sums[32], chosen[2], counts[4];
     const int b = blockIdx.x / CLUSTER, rank = CLUSTER > 1 ? (int)kt_cluster_rank() : 0, n = lens[b];
@@ -343,16 +383,18 @@ mla_indexer_select(const float *__restrict__ logits, const int *__restrict__ len
         return;
     }
     const int lo = (int)((long long)n * rank / CLUSTER), hi = (int)((long long)n * (rank + 1) / CLUSTER);
+    const slice sl = {x, staged_keys, lo, hi, hi - lo <= stage_keys_max};
+    if (sl.staged) stage_keys(x, lo, hi, staged_keys);
     unsigned prefix = 0, need = (unsigned)topk;
     for (int d = 0; d < KT_IDX_DIGITS; d++) {
-        digit_histogram(x, lo, hi, prefix, d, hist[d & 1]); // two buffers: a peer may still read the last
+        digit_histogram(sl, prefix, d, hist[d & 1]); // two buffers: a peer may still read the last
         if constexpr (CLUSTER > 1) merge_histograms(hist[d & 1], merged);
         choose_bin(CLUSTER > 1 ? merged : hist[d & 1], d, prefix, need, warp_sums, chosen);
     }
     unsigned gt_before = 0, eq_before = 0;
     if constexpr (CLUSTER > 1) {
         unsigned gt, eq;
-        count_slice(x, lo, hi, prefix, warp_sums, gt, eq);
+        count_slice(sl, prefix, warp_sums, gt, eq);
         if (threadIdx.x == 0) counts[0] = gt, counts[1] = eq;
         kt_cluster_sync(); // every slice's counts are visible
         for (int r = 0; r < rank; r++) {
@@ -362,7 +404,7 @@ mla_indexer_select(const float *__restrict__ logits, const int *__restrict__ len
         }
         kt_cluster_sync_relaxed(); // no CTA leaves while another still reads its shared memory
     }
-    write_selected(x, lo, hi, prefix, need, gt_before, eq_before, bt_row, out, warp_sums);
+    write_selected(sl, prefix, need, gt_before, eq_before, bt_row, out, warp_sums);
 }
 
 // ------------------------------------------------------------------ baseline and reference
