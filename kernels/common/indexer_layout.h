@@ -23,8 +23,7 @@ static inline long long kt_idx_scale_offset(long long page, int slot) {
     return page * KT_IDX_PAGE_BYTES + KT_IDX_PAGE * KT_IDX_DIM + (long long)slot * 4;
 }
 
-/* Pages one request of length len takes, and the block table's row length for contexts up
- * to max_len. */
+/* Pages a request of len tokens takes (its block table row's used entries). */
 static inline long long kt_idx_pages(long long len) { return (len + KT_IDX_PAGE - 1) / KT_IDX_PAGE; }
 
 /* The order-preserving key of a logit's f32 bits: larger logit, larger key; -0 and +0 get
