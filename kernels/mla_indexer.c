@@ -26,6 +26,17 @@ enum { K_SCAN, K_SELECT, K_NAIVE, K_REFERENCE };
 #define REF_TOKENS 64
 #define STAGE_KEYS 16384 /* keys a selection CTA stages: 64 KB, with its 24 KB fits sm_120's 99 KB */
 
+/* malloc for the hooks that have no error path (fill, reference): out of memory is one line
+ * on stderr and exit 1 (the buffers they take are small beside the tensors they fill). */
+static void *must_alloc(size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) {
+        fprintf(stderr, "kt: mla_indexer: out of memory (%zu bytes)\n", bytes);
+        exit(1);
+    }
+    return p;
+}
+
 static long topk_of(const kt_problem *p) { return p->dim[KT_IDX_KEY_TOPK]; }
 static long ctx_of(const kt_problem *p) { return p->dim[KT_IDX_KEY_CTX]; }
 static long tokens_of(const kt_problem *p) { return p->m * ctx_of(p); } /* sum of L_b, by construction */
@@ -138,8 +149,7 @@ static void fill(const kt_problem *p, uint64_t seed, void *const *host) {
     uint64_t rng = seed;
     int *lens = host[T_LENS], *table = host[T_TABLE];
     kt_mla_indexer_lengths(p, seed, lens);
-    int *perm = malloc(sizeof(int) * (size_t)pages);
-    if (!perm) abort(); /* fill has no error path; the tensors it fills are far larger */
+    int *perm = must_alloc(sizeof(int) * (size_t)pages);
     for (long i = 0; i < pages; i++) perm[i] = (int)i;
     for (long i = pages - 1; i > 0; i--) { /* a shuffled pool: block tables must be followed */
         long j = (long)(kt_rng_next(&rng) % (uint64_t)(i + 1));
@@ -202,8 +212,7 @@ void kt_mla_indexer_topk_sort(const double *x, int n, int k, int *pos) {
         for (int i = 0; i < k; i++) pos[i] = i < n ? i : -1;
         return;
     }
-    ranked *r = malloc(sizeof *r * (size_t)n);
-    if (!r) abort();
+    ranked *r = must_alloc(sizeof *r * (size_t)n);
     for (int i = 0; i < n; i++) r[i] = (ranked){x[i] == 0 ? 0.0 : x[i], i}; /* -0 ties with +0 */
     qsort(r, (size_t)n, sizeof *r, by_value_then_position);
     for (int i = 0; i < k; i++) pos[i] = r[i].pos;
@@ -246,8 +255,7 @@ void kt_mla_indexer_topk_radix(const float *x, int n, int k, int *pos) {
 static void reference_index(const kt_problem *p, void *const *host, int b, const double *logits, double *ref) {
     int k = (int)topk_of(p), L = ((const int *)host[T_LENS])[b];
     const int *row = (const int *)host[T_TABLE] + (size_t)b * max_pages_of(p);
-    int *pos = malloc(sizeof(int) * (size_t)k);
-    if (!pos) abort();
+    int *pos = must_alloc(sizeof(int) * (size_t)k);
     kt_mla_indexer_topk_sort(logits, L, k, pos);
     for (int i = 0; i < k; i++)
         ref[i] = pos[i] < 0 ? -1 : (double)row[pos[i] / KT_IDX_PAGE] * KT_IDX_PAGE + pos[i] % KT_IDX_PAGE;
@@ -329,9 +337,9 @@ static int enqueue_naive(void *state, const kt_launch *l) {
     (void)state;
     return launch_scan(l, 1) || launch_select(l) ? -1 : 0;
 }
-static const kt_baseline scan_only = {"scan", NULL, enqueue_scan, NULL};
-static const kt_baseline select_only = {"select", NULL, enqueue_select, NULL};
-static const kt_baseline naive = {"naive", NULL, enqueue_naive, NULL};
+static const kt_baseline scan_only = {.name = "scan", .enqueue = enqueue_scan};
+static const kt_baseline select_only = {.name = "select", .enqueue = enqueue_select};
+static const kt_baseline naive = {.name = "naive", .enqueue = enqueue_naive};
 static const kt_baseline *const baselines[] = {&scan_only, &select_only, &naive, NULL};
 
 /* The floor's bytes: each token's 132 once, q and w, the block tables' used entries, the index
