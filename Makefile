@@ -4,6 +4,8 @@ CUDA ?= /usr/local/cuda
 CC ?= gcc
 CFLAGS ?= -O2 -g
 CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-missing-field-initializers -I$(CUDA)/include -Iruntime -pthread
+# (-Wno-missing-field-initializers: positional kt_tensor_desc initializers leave compare,
+# tolerance and set_len at their defaults, 0.)
 # NVRTC and cuBLAS(Lt) come from the CUDA toolkit (found at run time through the rpath);
 # SQLite is linked statically so the binary runs where only the shared library differs.
 LDLIBS = -L$(CUDA)/lib64 -lnvrtc -lcublasLt -lcublas -Wl,-Bstatic -lsqlite3 -Wl,-Bdynamic -ldl -lm -pthread
@@ -51,6 +53,30 @@ build/test_cpu: $(TEST_OBJ) lib/libkt.a
 test: build/test_cpu bin/kt
 	bash tests/cpu/run.sh
 
+# Fuzz targets (clang's libFuzzer + AddressSanitizer): the library rebuilt instrumented under
+# build/fuzz, one binary per parser (tests/fuzz/targets.c); `make fuzz` runs each for
+# KT_FUZZ_S seconds (default 20). make test runs them too where clang is installed.
+FUZZ_CC ?= clang
+FUZZ_TARGETS = shape config where int_list db_header
+FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -O1 -g -Wall -I$(CUDA)/include -Iruntime -pthread -fsanitize=fuzzer-no-link,address
+FUZZ_OBJ = $(LIB_SRC:%.c=build/fuzz/%.o) build/fuzz/embedded.o
+
+build/fuzz/%.o: %.c $(HEADERS)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
+
+build/fuzz/embedded.o: build/embedded.c
+	@mkdir -p $(@D)
+	$(FUZZ_CC) -c -o $@ $<
+
+build/fuzz/fuzz_%: tests/fuzz/targets.c $(FUZZ_OBJ)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -DKT_FUZZ_$* $(LDFLAGS) -o $@ $< $(FUZZ_OBJ) $(LDLIBS)
+
+fuzz-targets: $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
+
+fuzz: fuzz-targets
+	bash tests/fuzz/run.sh
+
 # The main job: sweep the five target shapes into kt.db (compile-only for sm_120 without a GPU).
 demo: bin/kt
 	bash tools/demo.sh
@@ -62,7 +88,7 @@ gpu-test: bin/kt
 clean:
 	rm -rf build bin lib
 
-.PHONY: all test demo gpu-test clean FORCE
+.PHONY: all test demo gpu-test clean fuzz fuzz-targets FORCE
 
 # The commit a binary is built from, "-dirty" when tracked files differ from it (runs record
 # it in the database): build/commit holds the last one, and kt.o is rebuilt when it changes.

@@ -1,18 +1,16 @@
-/* bench.c — `kt bench` (see bench.h). For each (shape, M): kt's variant verified and
- * timed by kt_bench_variant, the floor from the measured copy bandwidth, and for fp8_gemm
- * two vendor baselines timed by kt_bench_time over the same rotation of input copies:
- *   cublaslt_fp8: e4m3 x e4m3 -> bf16 with one f32 scale per token and one per output
- *                 feature (per-tensor scales where cuBLASLt has no row-wise algorithm);
- *   cublas_bf16:  the same GEMM in bf16 with f32 accumulation.
- * A baseline that cannot run is reported n/a and never stops the kt measurement. */
+/* bench.c — `kt bench` (see bench.h). For each (shape, M): kt's variant (a pipeline: its
+ * stages' winners) verified and timed by kt_bench_variant, the floor from the measured copy
+ * bandwidth, the mma floor from the measured rate of the family's mma, the family's
+ * baselines (kt_family.baselines; fp8_gemm's are bench/baselines.c) timed by kt_bench_time
+ * over the same rotation of input copies, and, where a registered pipeline ends in this
+ * family, that pipeline with this variant as its last stage (quant+kt_us) and its reference
+ * family (fused_us). A baseline that cannot run is reported n/a and never stops the kt
+ * measurement. */
 #include "bench.h"
 
 #include "../runtime/cu.h"
 #include "../tuner/tuner.h"
 
-#include <cublasLt.h>
-#include <cublas_v2.h>
-#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -22,9 +20,6 @@
 #define COPY_MIN_BYTES ((size_t)64 << 20)    /* still larger than any L2 */
 #define COPY_HEADROOM ((size_t)256 << 20)    /* left free for the context while probing */
 #define COPY_REPEATS 5
-#define WORKSPACE_BYTES ((size_t)32 << 20)
-#define LT_MAX_ALGOS 8
-#define KT_MAX_BASELINES 4 /* a family's own baselines bench times (kt_family.baselines) */
 
 /* ------------------------------------------------------------ probes: copy and mma floors */
 
@@ -110,9 +105,11 @@ static int ceiling_once(void *ctx) {
     return kt_launch_kernel(&c->mod, c->kernel, (unsigned)c->sms, 1, 1, (unsigned)c->threads, 0, NULL, args);
 }
 
-static int ceiling_run(ceiling_probe *c, probe_events *e, double *best, double *at_8_warps) {
-    static const char *const kernels[] = {"kt_mma_ceiling_2x2", "kt_mma_ceiling_4x2", NULL};
-    static const int chains[] = {4, 8}, warps[] = {8, 16, 32}; /* mmas per step of each kernel */
+static int ceiling_run(ceiling_probe *c, probe_events *e, kt_mma_kind kind, double *best, double *at_8_warps) {
+    static const char *const kernels[] = {"kt_mma_ceiling_2x2", "kt_mma_ceiling_4x2", "kt_mma_bf16_ceiling_2x2",
+                                          "kt_mma_bf16_ceiling_4x2", NULL};
+    static const int chains[] = {4, 8, 4, 8}, warps[] = {8, 16, 32}; /* mmas per step of each kernel */
+    const int first = kind == KT_MMA_BF16 ? 2 : 0, k = kind == KT_MMA_BF16 ? 16 : 32; /* the mma's K */
     c->sms = kt_gpu_current()->sm_count;
     kt_cubin cubin = {0};
     if (kt_compile_source("ceiling.cu", kt_gpu_arch(), &cubin)) return -1;
@@ -121,7 +118,7 @@ static int ceiling_run(ceiling_probe *c, probe_events *e, double *best, double *
     if (rc) return -1;
     KT_CHECK(CU, kt_cu.cuMemAlloc(&c->out, (size_t)c->sms * 1024 * sizeof(float)));
     *best = *at_8_warps = 0;
-    for (c->kernel = 0; c->kernel < 2; c->kernel++)
+    for (c->kernel = first; c->kernel < first + 2; c->kernel++)
         for (int w = 0; w < 3; w++) {
             int max_threads = 0;
             KT_CHECK(CU, kt_cu.cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
@@ -130,7 +127,7 @@ static int ceiling_run(ceiling_probe *c, probe_events *e, double *best, double *
             if (c->threads > max_threads) continue; /* too many registers for that block */
             float ms;
             if (probe_best_ms(e, CEILING_REPEATS, ceiling_once, c, &ms)) return -1;
-            double rate = (double)c->sms * warps[w] * CEILING_ITERS * chains[c->kernel] * (2.0 * 16 * 8 * 32) /
+            double rate = (double)c->sms * warps[w] * CEILING_ITERS * chains[c->kernel] * (2.0 * 16 * 8 * k) /
                           (ms * 1e-3);
             if (rate > *best) *best = rate;
             if (warps[w] == 8 && rate > *at_8_warps) *at_8_warps = rate;
@@ -138,10 +135,10 @@ static int ceiling_run(ceiling_probe *c, probe_events *e, double *best, double *
     return *best > 0 ? 0 : kt_fail("no mma ceiling kernel could be launched");
 }
 
-int kt_bench_mma_ceiling(double *best, double *at_8_warps) {
+int kt_bench_mma_ceiling(kt_mma_kind kind, double *best, double *at_8_warps) {
     ceiling_probe c = {0};
     probe_events e = {0};
-    int rc = ceiling_run(&c, &e, best, at_8_warps);
+    int rc = ceiling_run(&c, &e, kind, best, at_8_warps);
     kt_module_unload(&c.mod);
     if (c.out) kt_cu.cuMemFree(c.out);
     probe_events_free(&e);
@@ -207,6 +204,8 @@ int kt_bench_memory_rates(double *l2, double dsmem[3]) {
 
 /* ------------------------------------------------------------ run state */
 
+#define MAX_BASELINES 4
+
 /* One baseline's result for one case. */
 typedef struct baseline_result {
     const char *name; /* what ran ("cublaslt_fp8_rowwise", "cublaslt_fp8_tensor", "cublas_bf16"); NULL: n/a */
@@ -219,27 +218,26 @@ typedef struct bench_row {
     kt_measurement kt;
     const char *level; /* lookup level of the served variant, "explicit" for --config, NULL if none */
     double floor_us;
-    double mma_floor_us; /* flops at the measured mma ceiling; NAN: n/a */
-    baseline_result lt_fp8, bf16;
-    baseline_result quant_gemm; /* kt's act_quant then this variant: the real decode cost */
-    baseline_result fused;      /* kt's quant_fp8_gemm: the same step in one kernel */
-    baseline_result family[KT_MAX_BASELINES]; /* the family's own baselines (kt_family.baselines) */
+    double mma_floor_us; /* flops at the measured rate of the family's mma; NAN: n/a */
+    baseline_result base[MAX_BASELINES]; /* the family's baselines, in its order */
+    baseline_result quant_gemm; /* the pipeline ending in this family, this variant its last stage */
+    baseline_result fused;      /* that pipeline's reference family: the same step in one kernel */
 } bench_row;
 
 typedef struct bench_run {
     const kt_bench_options *o;
     const kt_family *f;
+    const kt_family *pipeline; /* a registered pipeline whose last stage is f, or NULL */
     kt_db *db;
     kt_module given;   /* the --config variant, compiled and loaded once */
     kt_module ref;     /* default config's module: its reference kernel checks large problems */
-    int have_ref;
-    int has_baselines; /* fp8_gemm with cuBLAS(Lt) initialised */
-    int a_tensor, b_tensor; /* fp8_gemm's e4m3 A [M,K] and B [N,K] in its tensor order */
-    cublasLtHandle_t lt;
-    cublasHandle_t blas;
-    CUdeviceptr workspace; /* shared: the baselines run one after another on one stream */
+    kt_module pipeline_ref; /* the same for the pipeline */
+    int have_ref, have_pipeline_ref;
+    int n_baselines;   /* the family's */
+    int has_baselines; /* the family has baselines and their libraries are initialised */
     double copy_bytes_per_s;
-    double mma_flops_per_s, mma_flops_per_s_8_warps; /* NAN: the family has no flops, or n/a */
+    double mma_flops_per_s, mma_flops_per_s_8_warps; /* e4m3; NAN: the family has no flops, or n/a */
+    double bf16_mma_flops_per_s;                     /* NAN as above */
     double l2_read_bytes_per_s, dsmem_read_bytes_per_s[3]; /* clusters of 2, 4, 8; NAN: n/a */
     bench_row *rows;
     int n_rows, n_failed, any_tensor_scales;
@@ -248,311 +246,102 @@ typedef struct bench_run {
 /* A failure poisons the context for good when it was a fault: then nothing more can run. */
 static int context_alive(void) { return kt_cu.cuCtxSynchronize() == CUDA_SUCCESS; }
 
-static void *dev_ptr(CUdeviceptr p) { return (void *)(uintptr_t)p; }
+/* ------------------------------------------------------------ baselines */
 
-/* Allocates and uploads n positive f32 scales around 2^-7 (the range of kt's own inputs). */
-static int upload_scales(CUdeviceptr *dev, size_t n, uint64_t *rng) {
-    float *host = malloc(sizeof(float) * n);
-    if (!host) return kt_fail("out of memory");
-    for (size_t i = 0; i < n; i++) host[i] = (1.25f + 0.75f * kt_rng_uniform(rng)) / 128.0f;
-    int rc = kt_status_CU(kt_cu.cuMemAlloc(dev, n * sizeof(float)), "cuMemAlloc", __FILE__, __LINE__) ||
-             kt_status_CU(kt_cu.cuMemcpyHtoD(*dev, host, n * sizeof(float)), "cuMemcpyHtoD", __FILE__, __LINE__);
-    free(host);
-    return rc ? -1 : 0;
+typedef struct baseline_case {
+    const kt_baseline *bl;
+    void *state;
+    kt_bench *b;
+    const kt_module *mod; /* the family's default module, for a naive kernel of its own */
+} baseline_case;
+
+static int enqueue_baseline(void *ctx, int copy, void *stream) {
+    baseline_case *g = ctx;
+    kt_launch l;
+    kt_bench_launch(g->b, g->mod, copy, &l);
+    l.stream = stream;
+    return g->bl->enqueue(g->state, &l);
 }
 
-/* ------------------------------------------------------- cuBLASLt FP8 */
-
-/* cuBLASLt is column-major, so it computes C^T[N,M] (ldc N), which is kt's row-major
- * C[M,N], as B[N,K] x A[M,K]^T. FP8 requires the "TN" form: its first operand is kt's B
- * read as a column-major K x N matrix (ld K) and transposed, its second is kt's A read as
- * K x M (ld K), not transposed. */
-typedef struct lt_fp8_case {
-    cublasLtHandle_t handle;
-    kt_bench *bench;
-    int a_tensor, b_tensor;
-    CUdeviceptr scale_n, scale_m; /* per output feature (N), per token (M) */
-    CUdeviceptr out, workspace;
-    cublasLtMatmulDesc_t op;
-    cublasLtMatrixLayout_t weights, acts, out_layout;
-    cublasLtMatmulPreference_t pref;
-    cublasLtMatmulAlgo_t algo;
-} lt_fp8_case;
-
-static int enqueue_lt_fp8(void *ctx, int copy, void *stream) {
-    lt_fp8_case *g = ctx;
-    const float one = 1.0f, zero = 0.0f;
-    const void *weights = dev_ptr(kt_bench_ptr(g->bench, g->b_tensor, copy));
-    const void *acts = dev_ptr(kt_bench_ptr(g->bench, g->a_tensor, copy));
-    /* CUstream and cudaStream_t are the same type (struct CUstream_st *). */
-    KT_CHECK(CUBLAS, cublasLtMatmul(g->handle, g->op, &one, weights, g->weights, acts, g->acts, &zero,
-                                    dev_ptr(g->out), g->out_layout, dev_ptr(g->out), g->out_layout, &g->algo,
-                                    dev_ptr(g->workspace), WORKSPACE_BYTES, (cudaStream_t)stream));
-    return 0;
-}
-
-/* Describes the case for a scale mode. Row-wise (OUTER_VEC_32F) reads N scales for
- * cuBLASLt's A (rows of op(A) = output features) and M for its B (columns = tokens);
- * per-tensor (SCALAR_32F) reads element 0 of the same vectors. Fast accumulation stays
- * off, as in torch._scaled_mm's default, the row-wise peer of TARGETS.md. */
-static int lt_fp8_describe(lt_fp8_case *g, const kt_problem *p, cublasLtMatmulMatrixScale_t mode) {
-    uint64_t M = (uint64_t)p->m, N = (uint64_t)p->dim[0], K = (uint64_t)p->dim[1];
-    int32_t transa = CUBLAS_OP_T, transb = CUBLAS_OP_N, scale_mode = mode;
-    const void *scale_n = dev_ptr(g->scale_n), *scale_m = dev_ptr(g->scale_m);
-    uint64_t workspace = WORKSPACE_BYTES;
-    KT_CHECK(CUBLAS, cublasLtMatmulDescCreate(&g->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    KT_CHECK(CUBLAS, cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof transa));
-    KT_CHECK(CUBLAS, cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof transb));
-    KT_CHECK(CUBLAS, cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &scale_mode,
-                                                    sizeof scale_mode));
-    KT_CHECK(CUBLAS, cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &scale_mode,
-                                                    sizeof scale_mode));
-    KT_CHECK(CUBLAS, cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale_n,
-                                                    sizeof scale_n));
-    KT_CHECK(CUBLAS, cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale_m,
-                                                    sizeof scale_m));
-    KT_CHECK(CUBLAS, cublasLtMatrixLayoutCreate(&g->weights, CUDA_R_8F_E4M3, K, N, (int64_t)K));
-    KT_CHECK(CUBLAS, cublasLtMatrixLayoutCreate(&g->acts, CUDA_R_8F_E4M3, K, M, (int64_t)K));
-    KT_CHECK(CUBLAS, cublasLtMatrixLayoutCreate(&g->out_layout, CUDA_R_16BF, N, M, (int64_t)N));
-    KT_CHECK(CUBLAS, cublasLtMatmulPreferenceCreate(&g->pref));
-    KT_CHECK(CUBLAS, cublasLtMatmulPreferenceSetAttribute(g->pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                          &workspace, sizeof workspace));
-    return 0;
-}
-
-static void lt_fp8_release_descriptors(lt_fp8_case *g) {
-    if (g->pref) cublasLtMatmulPreferenceDestroy(g->pref);
-    if (g->out_layout) cublasLtMatrixLayoutDestroy(g->out_layout);
-    if (g->acts) cublasLtMatrixLayoutDestroy(g->acts);
-    if (g->weights) cublasLtMatrixLayoutDestroy(g->weights);
-    if (g->op) cublasLtMatmulDescDestroy(g->op);
-    g->pref = NULL;
-    g->out_layout = g->acts = g->weights = NULL;
-    g->op = NULL;
-}
-
-/* Times each algorithm the heuristic proposes (best first) and keeps the fastest in r.
- * One that fails its untimed first run is skipped: the heuristic can propose algorithms
- * that cublasLtMatmul then refuses. Fails when none runs. */
-static int lt_fp8_time_algos(lt_fp8_case *g, baseline_result *r) {
-    cublasLtMatmulHeuristicResult_t found[LT_MAX_ALGOS];
-    int n_found = 0;
-    KT_CHECK(CUBLAS, cublasLtMatmulAlgoGetHeuristic(g->handle, g->op, g->weights, g->acts, g->out_layout,
-                                                    g->out_layout, g->pref, LT_MAX_ALGOS, found, &n_found));
-    if (n_found == 0) return kt_fail("the cuBLASLt heuristic returned no algorithm");
-    void *stream = kt_bench_stream(g->bench);
-    char last_error[512] = "no algorithm in a usable state";
-    for (int i = 0; i < n_found; i++) {
-        if (found[i].state != CUBLAS_STATUS_SUCCESS) continue;
-        g->algo = found[i].algo;
+/* Times each alternative of baseline g (one without choose()) on b's rotation and keeps the
+ * fastest in r. One that fails its untimed first run is skipped: the cuBLASLt heuristic
+ * can propose algorithms that cublasLtMatmul then refuses. Fails when none runs. */
+static int time_alternatives(baseline_case *g, baseline_result *r) {
+    char last_error[512] = "no alternative in a usable state";
+    void *stream = kt_bench_stream(g->b);
+    for (int i = 0;; i++) {
+        const char *label = g->bl->name;
+        int algo = -1, c = g->bl->choose ? g->bl->choose(g->state, i, !isnan(r->us), &label, &algo) : i > 0;
+        if (c > 0) break;
         kt_timing t;
-        /* The untimed run also does cuBLASLt's lazy set-up outside graph capture. */
-        if (enqueue_lt_fp8(g, 0, stream) ||
-            kt_status_CU(kt_cu.cuStreamSynchronize(stream), "cublasLtMatmul", __FILE__, __LINE__) ||
-            kt_bench_time(g->bench, enqueue_lt_fp8, g, 0, &t)) {
+        /* The untimed run also does the library's lazy set-up outside graph capture. */
+        if (c < 0 || enqueue_baseline(g, 0, stream) ||
+            kt_status_CU(kt_cu.cuStreamSynchronize(stream), g->bl->name, __FILE__, __LINE__) ||
+            kt_bench_time(g->b, enqueue_baseline, g, 0, &t)) {
             snprintf(last_error, sizeof last_error, "%s", kt_error());
+            if (!context_alive()) return kt_fail("the GPU context is lost after %s failed: %s", label, last_error);
             continue;
         }
         if (isnan(r->us) || t.median_us < r->us) {
             r->us = t.median_us;
-            r->algo = i;
+            r->name = label;
+            r->algo = algo;
         }
     }
-    if (isnan(r->us)) return kt_fail("none of %d cuBLASLt algorithms ran: %s", n_found, last_error);
+    if (isnan(r->us)) return kt_fail("none of its alternatives ran: %s", last_error);
     return 0;
 }
 
-static int lt_fp8_attempt(lt_fp8_case *g, const kt_problem *p, cublasLtMatmulMatrixScale_t mode,
-                          baseline_result *r) {
-    r->us = NAN;
-    r->algo = -1;
-    int rc = lt_fp8_describe(g, p, mode) || lt_fp8_time_algos(g, r) ? -1 : 0;
-    lt_fp8_release_descriptors(g);
-    return rc;
-}
-
-/* The cuBLASLt FP8 baseline on the bench's own A and B copies: row-wise scales, or
- * per-tensor scales (said in r->name) when no row-wise algorithm runs on this GPU. One
- * set of scale vectors serves every copy: N + M floats are noise next to the weights. */
-static int baseline_lt_fp8(bench_run *run, kt_bench *b, const kt_problem *p, const char *label, uint64_t seed,
-                           baseline_result *r) {
-    lt_fp8_case g = {.handle = run->lt, .bench = b, .a_tensor = run->a_tensor, .b_tensor = run->b_tensor,
-                     .workspace = run->workspace};
-    uint64_t rng = seed;
-    int rc = upload_scales(&g.scale_n, (size_t)p->dim[0], &rng) || upload_scales(&g.scale_m, (size_t)p->m, &rng) ||
-                     kt_status_CU(kt_cu.cuMemAlloc(&g.out, (size_t)p->m * (size_t)p->dim[0] * sizeof(uint16_t)),
-                                  "cuMemAlloc", __FILE__, __LINE__)
-                 ? -1
-                 : 0;
-    if (!rc) {
-        r->name = "cublaslt_fp8_rowwise";
-        rc = lt_fp8_attempt(&g, p, CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, r);
-        if (rc && context_alive()) {
-            fprintf(stderr, "kt bench: %s: cublaslt_fp8_rowwise unavailable (%s); timing cublaslt_fp8_tensor\n",
-                    label, kt_error());
-            r->name = "cublaslt_fp8_tensor";
-            rc = lt_fp8_attempt(&g, p, CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F, r);
-        }
-    }
+/* Baseline bl on the bench's own inputs, rotated as kt's variant's are. */
+static int time_baseline(bench_run *run, kt_bench *b, const kt_problem *p, const kt_baseline *bl,
+                         baseline_result *r) {
+    if (!bl->enqueue) return kt_fail("not linked into this program");
+    baseline_case g = {.bl = bl, .b = b, .mod = run->have_ref ? &run->ref : NULL};
+    int rc = bl->prepare ? bl->prepare(p, &g.state) : 0;
+    if (!rc) rc = time_alternatives(&g, r);
+    if (bl->release) bl->release(g.state);
     if (rc) r->name = NULL;
-    if (g.scale_n) kt_cu.cuMemFree(g.scale_n);
-    if (g.scale_m) kt_cu.cuMemFree(g.scale_m);
-    if (g.out) kt_cu.cuMemFree(g.out);
     return rc;
 }
 
-/* --------------------------------------------------------- cuBLAS bf16 */
-
-/* The same orientation as the FP8 baseline, on bf16 copies of random data rotated over
- * as many copies as the bench rotates its own inputs. */
-typedef struct bf16_case {
-    cublasHandle_t handle;
-    CUdeviceptr acts, weights, out, workspace;
-    size_t acts_stride, weights_stride; /* bytes between rotation copies */
-    int m, n, k;
-} bf16_case;
-
-static int enqueue_bf16(void *ctx, int copy, void *stream) {
-    bf16_case *g = ctx;
-    const float one = 1.0f, zero = 0.0f;
-    const void *weights = dev_ptr(g->weights + (size_t)copy * g->weights_stride);
-    const void *acts = dev_ptr(g->acts + (size_t)copy * g->acts_stride);
-    /* cublasSetStream resets the workspace to cuBLAS's own pool, which may allocate (not
-     * allowed during graph capture): hand it the preallocated one after every stream set. */
-    KT_CHECK(CUBLAS, cublasSetStream(g->handle, (cudaStream_t)stream));
-    KT_CHECK(CUBLAS, cublasSetWorkspace(g->handle, dev_ptr(g->workspace), WORKSPACE_BYTES));
-    KT_CHECK(CUBLAS, cublasGemmEx(g->handle, CUBLAS_OP_T, CUBLAS_OP_N, g->n, g->m, g->k, &one, weights, CUDA_R_16BF,
-                                  g->k, acts, CUDA_R_16BF, g->k, &zero, dev_ptr(g->out), CUDA_R_16BF, g->n,
-                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    return 0;
-}
-
-/* Allocates `copies` copies, *stride bytes apart, of count random bf16 values in [-1, 1). */
-static int upload_bf16_copies(CUdeviceptr *dev, size_t count, int copies, size_t *stride, uint64_t *rng) {
-    size_t bytes = count * sizeof(uint16_t);
-    *stride = (bytes + 255) / 256 * 256;
-    uint16_t *host = malloc(bytes);
-    if (!host) return kt_fail("out of memory");
-    for (size_t i = 0; i < count; i++) host[i] = kt_float_to_bf16(kt_rng_uniform(rng));
-    int rc = kt_status_CU(kt_cu.cuMemAlloc(dev, *stride * (size_t)copies), "cuMemAlloc", __FILE__, __LINE__) ||
-             kt_status_CU(kt_cu.cuMemcpyHtoD(*dev, host, bytes), "cuMemcpyHtoD", __FILE__, __LINE__);
-    for (int r = 1; r < copies && !rc; r++)
-        rc = kt_status_CU(kt_cu.cuMemcpyDtoD(*dev + (size_t)r * *stride, *dev, bytes), "cuMemcpyDtoD", __FILE__,
-                          __LINE__);
-    free(host);
+/* kt's decode step as a model runs it: the pipeline ending in this family (act_quant, the
+ * DB's winner for (K, M), then this variant), verified and timed in one graph. */
+static int time_pipeline(bench_run *run, const kt_problem *p, const kt_module *mod, uint64_t seed,
+                         baseline_result *r) {
+    const kt_family *g = run->pipeline;
+    kt_module mods[KT_MAX_STAGES];
+    kt_bench *b = NULL;
+    kt_measurement m = {0};
+    if (kt_pipeline_dispatch(run->db, g, p, mods)) return -1;
+    kt_module_unload(&mods[g->n_stages - 1]);
+    mods[g->n_stages - 1] = *mod; /* not unloaded here: the row's */
+    int rc = kt_bench_setup(g, p, seed, run->have_pipeline_ref ? &run->pipeline_ref : NULL, &b) ||
+             kt_bench_variant(b, mods, &m);
+    if (!rc && m.status != KT_OK) rc = kt_fail("%s: %s", kt_status_name(m.status), m.error);
+    if (!rc) {
+        r->name = g->name;
+        r->us = m.median_us;
+    }
+    kt_bench_free(b);
+    for (int s = 0; s + 1 < g->n_stages; s++) kt_module_unload(&mods[s]);
     return rc ? -1 : 0;
 }
 
-static int baseline_bf16(bench_run *run, kt_bench *b, const kt_problem *p, uint64_t seed, baseline_result *r) {
-    if (p->dim[0] > INT_MAX || p->dim[1] > INT_MAX || p->m > INT_MAX) return kt_fail("too large for cublasGemmEx");
-    bf16_case g = {.handle = run->blas, .workspace = run->workspace, .m = (int)p->m, .n = (int)p->dim[0],
-                   .k = (int)p->dim[1]};
-    uint64_t rng = seed;
-    int copies = kt_bench_copies(b);
-    void *stream = kt_bench_stream(b);
-    kt_timing t;
-    /* The untimed run also does cuBLAS's lazy set-up outside graph capture. */
-    int rc = upload_bf16_copies(&g.acts, (size_t)g.m * g.k, copies, &g.acts_stride, &rng) ||
-                     upload_bf16_copies(&g.weights, (size_t)g.n * g.k, copies, &g.weights_stride, &rng) ||
-                     kt_status_CU(kt_cu.cuMemAlloc(&g.out, (size_t)g.m * g.n * sizeof(uint16_t)), "cuMemAlloc",
-                                  __FILE__, __LINE__) ||
-                     enqueue_bf16(&g, 0, stream) ||
-                     kt_status_CU(kt_cu.cuStreamSynchronize(stream), "cublasGemmEx", __FILE__, __LINE__) ||
-                     kt_bench_time(b, enqueue_bf16, &g, 0, &t)
-                 ? -1
-                 : 0;
-    if (!rc) {
-        r->name = "cublas_bf16";
-        r->us = t.median_us;
-    }
-    /* The bench's stream dies with the bench: leave the handle on the NULL stream. */
-    cublasSetStream(run->blas, NULL);
-    if (g.acts) kt_cu.cuMemFree(g.acts);
-    if (g.weights) kt_cu.cuMemFree(g.weights);
-    if (g.out) kt_cu.cuMemFree(g.out);
-    return rc;
-}
-
-/* kt's decode step as a model runs it: act_quant (bf16 activations -> e4m3 + scales, the
- * DB's winner for (K, M)) then the GEMM variant, both in one graph, activations rotated. */
-typedef struct quant_gemm_case {
-    const kt_family *quant, *gemm;
-    const kt_module *quant_mod, *gemm_mod;
-    kt_problem quant_p, gemm_p;
-    kt_bench *b; /* the GEMM bench: its weights, scales and output */
-    int b_tensor, bs_tensor, c_tensor;
-    CUdeviceptr x, a, as;
-    size_t x_stride, a_stride, as_stride;
-} quant_gemm_case;
-
-static int enqueue_quant_gemm(void *ctx, int copy, void *stream) {
-    quant_gemm_case *g = ctx;
-    uint64_t a = g->a + (size_t)copy * g->a_stride, as = g->as + (size_t)copy * g->as_stride;
-    kt_launch q = {.mod = g->quant_mod, .config = &g->quant_mod->config, .problem = &g->quant_p, .stream = stream,
-                   .ptr = {g->x + (size_t)copy * g->x_stride, a, as}};
-    kt_launch m = {.mod = g->gemm_mod, .config = &g->gemm_mod->config, .problem = &g->gemm_p, .stream = stream,
-                   .ptr = {a, as, kt_bench_ptr(g->b, g->b_tensor, copy), kt_bench_ptr(g->b, g->bs_tensor, copy),
-                           kt_bench_ptr(g->b, g->c_tensor, copy)}};
-    return g->quant->launch(&q) || g->gemm->launch(&m) ? -1 : 0;
-}
-
-/* Index of the tensor called name in the family's order for p, or -1. */
-static int tensor_index(const kt_family *f, const kt_problem *p, const char *name) {
-    kt_tensor_desc t[KT_MAX_TENSORS];
-    int n = f->tensors(p, t);
-    for (int i = 0; i < n; i++)
-        if (!strcmp(t[i].name, name)) return i;
-    return -1;
-}
-
-static int time_quant_gemm(bench_run *run, kt_bench *b, const kt_problem *p, const kt_module *gemm, uint64_t seed,
-                           baseline_result *r) {
-    quant_gemm_case g = {.quant = kt_family_find("act_quant"), .gemm = run->f, .gemm_mod = gemm, .gemm_p = *p, .b = b,
-                         .b_tensor = tensor_index(run->f, p, "B"), .bs_tensor = tensor_index(run->f, p, "Bs"),
-                         .c_tensor = tensor_index(run->f, p, "C")};
-    if (!g.quant || g.b_tensor < 0 || g.bs_tensor < 0 || g.c_tensor < 0) return kt_fail("no act_quant + GEMM pair");
-    g.quant_p = (kt_problem){.n_dims = 1, .dim = {p->dim[1]}, .m = p->m};
-    kt_module quant = {0};
-    kt_lookup_level level;
-    size_t m = (size_t)p->m, k = (size_t)p->dim[1];
-    int copies = kt_bench_copies(b);
-    uint64_t rng = seed;
-    kt_timing t;
-    g.a_stride = (m * k + 255) / 256 * 256;
-    g.as_stride = (m * (k / 128) * sizeof(float) + 255) / 256 * 256;
-    int rc = kt_dispatch(run->db, g.quant, &g.quant_p, &quant, &level) ||
-             upload_bf16_copies(&g.x, m * k, copies, &g.x_stride, &rng) ||
-             kt_status_CU(kt_cu.cuMemAlloc(&g.a, g.a_stride * (size_t)copies), "cuMemAlloc", __FILE__, __LINE__) ||
-             kt_status_CU(kt_cu.cuMemAlloc(&g.as, g.as_stride * (size_t)copies), "cuMemAlloc", __FILE__, __LINE__);
-    g.quant_mod = &quant;
-    if (!rc) rc = enqueue_quant_gemm(&g, 0, kt_bench_stream(b)) ||
-                  kt_status_CU(kt_cu.cuStreamSynchronize(kt_bench_stream(b)), "act_quant + fp8_gemm", __FILE__, __LINE__) ||
-                  kt_bench_time(b, enqueue_quant_gemm, &g, 0, &t);
-    if (!rc) {
-        r->name = "kt_act_quant+fp8_gemm";
-        r->us = t.median_us;
-    }
-    if (g.x) kt_cu.cuMemFree(g.x);
-    if (g.a) kt_cu.cuMemFree(g.a);
-    if (g.as) kt_cu.cuMemFree(g.as);
-    kt_module_unload(&quant);
-    return rc ? -1 : 0;
-}
-
-/* kt's fused act_quant + GEMM (quant_fp8_gemm, the DB's winner for this (N, K, M)) on its
- * own inputs: verified against its reference, then timed like kt's own row. */
+/* The pipeline's reference family (quant_fp8_gemm: act_quant fused into the GEMM), the DB's
+ * winner for this (N, K, M), on its own inputs: verified against its reference, then timed
+ * like kt's own row. */
 static int time_fused(bench_run *run, const kt_problem *p, uint64_t seed, baseline_result *r) {
-    const kt_family *q = kt_family_find("quant_fp8_gemm");
+    const kt_family *q = run->pipeline->reference_family;
     kt_module mod = {0};
     kt_lookup_level level;
     kt_bench *b = NULL;
     kt_measurement m = {0};
     /* The variant's module holds the family's reference kernel too (index 1). */
-    int rc = !q || kt_dispatch(run->db, q, p, &mod, &level) || kt_bench_setup(q, p, seed, &mod, &b) ||
+    int rc = kt_dispatch(run->db, q, p, &mod, &level) || kt_bench_setup(q, p, seed, &mod, &b) ||
              kt_bench_variant(b, &mod, &m);
     if (!rc && m.status != KT_OK) rc = kt_fail("%s: %s", kt_status_name(m.status), m.error);
     if (!rc) {
-        r->name = "kt_quant_fp8_gemm";
+        r->name = q->name;
         r->us = m.median_us;
     }
     kt_bench_free(b);
@@ -562,29 +351,23 @@ static int time_fused(bench_run *run, const kt_problem *p, uint64_t seed, baseli
 
 /* ------------------------------------------------------------ the run */
 
-static int open_baselines(bench_run *run, const kt_problem *p) {
-    kt_tensor_desc t[KT_MAX_TENSORS];
-    int n = run->f->tensors(p, t);
-    run->a_tensor = run->b_tensor = -1;
-    for (int i = 0; i < n; i++) {
-        if (t[i].dtype != KT_E4M3) continue;
-        if (!strcmp(t[i].name, "A")) run->a_tensor = i;
-        if (!strcmp(t[i].name, "B")) run->b_tensor = i;
+/* The registered pipeline whose last stage is f (the first), or NULL. */
+static const kt_family *pipeline_ending_in(const kt_family *f) {
+    for (int i = 0; i < kt_family_count(); i++) {
+        const kt_family *g = kt_family_at(i);
+        if (g->n_stages && g->stages[g->n_stages - 1].family == f) return g;
     }
-    if (run->a_tensor < 0 || run->b_tensor < 0) return kt_fail("%s declares no e4m3 tensors A and B", run->f->name);
-    KT_CHECK(CUBLAS, cublasLtCreate(&run->lt));
-    KT_CHECK(CUBLAS, cublasCreate(&run->blas));
-    KT_CHECK(CU, kt_cu.cuMemAlloc(&run->workspace, WORKSPACE_BYTES));
-    return 0;
+    return NULL;
 }
 
-/* Loads what every case shares: the --config variant or the DB, the reference module and
+/* Loads what every case shares: the --config variant or the DB, the reference modules and
  * the baseline libraries. */
 static int open_run(bench_run *run) {
     const kt_bench_options *o = run->o;
     const kt_family *f = run->f;
     int arch = kt_gpu_arch();
     if (!kt_arch_name(arch)) return kt_fail("no JIT target for this GPU (compute capability %d)", arch);
+    if (o->config && f->n_stages) return kt_fail("--config: %s is a pipeline of its stages' winners", f->name);
     kt_cubin cubin;
     if (o->config) {
         char why[256];
@@ -601,27 +384,25 @@ static int open_run(bench_run *run) {
     /* As in the sweep: the reference kernel ships in every module; the default config's
      * serves, and without it large problems are checked on the CPU (slow, still exact). */
     if (f->launch_reference) {
-        if (kt_compile(f, &f->default_config, arch, &cubin) == 0) {
-            run->have_ref = kt_module_load(f, &f->default_config, &cubin, &run->ref) == 0;
-            kt_cubin_free(&cubin);
-        }
+        run->have_ref = kt_reference_module(f, &run->ref) == 0;
         if (!run->have_ref) fprintf(stderr, "kt bench: GPU reference unavailable (%s); checking on the CPU\n", kt_error());
     }
-    if (!strcmp(f->name, "fp8_gemm")) {
-        kt_problem p = o->shapes[0];
-        p.m = o->ms[0];
-        run->has_baselines = open_baselines(run, &p) == 0;
+    run->pipeline = pipeline_ending_in(f);
+    if (run->pipeline && run->pipeline->launch_reference)
+        run->have_pipeline_ref = kt_reference_module(run->pipeline, &run->pipeline_ref) == 0;
+    while (f->baselines && f->baselines[run->n_baselines] && run->n_baselines < MAX_BASELINES) run->n_baselines++;
+    if (run->n_baselines) {
+        run->has_baselines = kt_bench_baselines_open() == 0;
         if (!run->has_baselines) fprintf(stderr, "kt bench: baselines n/a: %s\n", kt_error());
     }
     return 0;
 }
 
 static void close_run(bench_run *run) {
-    if (run->blas) cublasDestroy(run->blas);
-    if (run->lt) cublasLtDestroy(run->lt);
-    if (run->workspace) kt_cu.cuMemFree(run->workspace);
+    kt_bench_baselines_close();
     kt_module_unload(&run->given);
     kt_module_unload(&run->ref);
+    kt_module_unload(&run->pipeline_ref);
     if (run->db) kt_db_close(run->db);
     free(run->rows);
 }
@@ -633,39 +414,9 @@ static int report_baseline(int rc, const char *what, const char *label) {
     return context_alive() ? 0 : kt_fail("the GPU context is lost after %s failed", what);
 }
 
-/* ------------------------------------------------- the family's own baselines */
-
-typedef struct family_baseline_case {
-    const kt_baseline *base;
-    void *state;
-    kt_bench *bench;
-    const kt_module *mod;
-    const kt_problem *p;
-    int n_tensors;
-} family_baseline_case;
-
-static int enqueue_family_baseline(void *ctx, int copy, void *stream) {
-    family_baseline_case *c = ctx;
-    kt_launch l = {.mod = c->mod, .ref_mod = c->mod, .config = &c->mod->config, .problem = c->p, .stream = stream};
-    for (int i = 0; i < c->n_tensors; i++) l.ptr[i] = kt_bench_ptr(c->bench, i, copy);
-    return c->base->enqueue(c->state, &l);
-}
-
-/* Times baseline i of the family over b's rotation, on mod: the served variant's module, so
- * that a family can time its variant's kernels one by one (CONTRACT.md says the default
- * config's; mla_indexer's scan and select baselines are the served kernels alone), or the
- * default config's (run->ref) when none was served. */
-static int time_family_baseline(bench_run *run, kt_bench *b, const kt_problem *p, const kt_module *mod, int i,
-                                baseline_result *r) {
-    kt_tensor_desc t[KT_MAX_TENSORS];
-    if (!mod && !run->have_ref) return kt_fail("the family's default module is not loaded");
-    family_baseline_case c = {run->f->baselines[i], NULL, b, mod ? mod : &run->ref, p, run->f->tensors(p, t)};
-    if (c.base->prepare && c.base->prepare(p, &c.state)) return -1;
-    kt_timing tm;
-    int rc = kt_bench_time(b, enqueue_family_baseline, &c, 0, &tm);
-    if (!rc) *r = (baseline_result){c.base->name, tm.median_us, -1};
-    if (c.base->release) c.base->release(c.state);
-    return rc;
+/* The flops per second of the family's mma (NAN: none). */
+static double mma_rate(const bench_run *run) {
+    return run->f->mma == KT_MMA_E4M3 ? run->mma_flops_per_s : run->f->mma == KT_MMA_BF16 ? run->bf16_mma_flops_per_s : NAN;
 }
 
 /* Measures one (shape, M) into row; returns -1 only when the GPU can no longer be used. */
@@ -678,17 +429,25 @@ static int bench_case(bench_run *run, const kt_problem *p, bench_row *row) {
     m->rel_err = m->median_us = m->min_us = m->max_us = NAN;
     kt_format_shape(f, p, m->shape, sizeof m->shape);
     row->floor_us = f->bytes(p) / run->copy_bytes_per_s * 1e6;
-    row->mma_floor_us = f->flops ? f->flops(p) / run->mma_flops_per_s * 1e6 : NAN;
-    row->lt_fp8 = row->bf16 = row->quant_gemm = row->fused = (baseline_result){NULL, NAN, -1};
-    for (int i = 0; i < KT_MAX_BASELINES; i++) row->family[i] = (baseline_result){NULL, NAN, -1};
+    row->mma_floor_us = f->flops ? f->flops(p) / mma_rate(run) * 1e6 : NAN;
+    for (int i = 0; i < MAX_BASELINES; i++) row->base[i] = (baseline_result){NULL, NAN, -1};
+    row->quant_gemm = row->fused = (baseline_result){NULL, NAN, -1};
     char label[192];
     snprintf(label, sizeof label, "%s %s=%ld", m->shape, f->m_name, p->m);
     /* The tuner's seed for this case, so bench and sweep see the same inputs. */
     uint64_t seed = run->o->seed ^ kt_hash(m->shape, strlen(m->shape), (uint64_t)p->m);
 
-    kt_module served = {0};
+    kt_module served = {0}, stages[KT_MAX_STAGES];
     const kt_module *mod = NULL;
-    if (run->o->config) {
+    if (f->n_stages) {
+        row->level = "stages";
+        if (kt_pipeline_dispatch(run->db, f, p, stages) == 0) {
+            mod = stages;
+        } else {
+            m->status = KT_COMPILE_ERROR;
+            snprintf(m->error, sizeof m->error, "%s", kt_error());
+        }
+    } else if (run->o->config) {
         row->level = "explicit";
         if (f->config_fits(&run->given.config, p)) {
             mod = &run->given;
@@ -707,8 +466,17 @@ static int bench_case(bench_run *run, const kt_problem *p, bench_row *row) {
         }
     }
     const kt_config *config = mod ? &mod->config : run->o->config ? &run->given.config : NULL;
-    if (config) kt_format_config(f, config, m->config, sizeof m->config);
-    if (mod) memcpy(m->variant_id, mod->variant_id, sizeof m->variant_id);
+    if (f->n_stages) {
+        for (int s = 0; mod && s < f->n_stages; s++) {
+            size_t used = strlen(m->config);
+            snprintf(m->config + used, sizeof m->config - used, "%s%s:", s ? ";" : "", f->stages[s].family->name);
+            used = strlen(m->config);
+            kt_format_config(f->stages[s].family, &mod[s].config, m->config + used, sizeof m->config - used);
+        }
+    } else if (config) {
+        kt_format_config(f, config, m->config, sizeof m->config);
+    }
+    if (mod && !f->n_stages) memcpy(m->variant_id, mod->variant_id, sizeof m->variant_id);
 
     kt_bench *b = NULL;
     int rc = 0;
@@ -720,70 +488,83 @@ static int bench_case(bench_run *run, const kt_problem *p, bench_row *row) {
         rc = context_alive() ? 0 : kt_fail("the GPU context is lost after: %s", m->error);
     } else {
         if (mod) rc = kt_bench_variant(b, mod, m);
-        if (!rc && run->has_baselines)
-            rc = report_baseline(baseline_lt_fp8(run, b, p, label, seed ^ 0x1, &row->lt_fp8), "cublaslt_fp8", label);
-        if (!rc && run->has_baselines)
-            rc = report_baseline(baseline_bf16(run, b, p, seed ^ 0x2, &row->bf16), "cublas_bf16", label);
-        if (!rc && run->has_baselines && mod && m->status == KT_OK)
-            rc = report_baseline(time_quant_gemm(run, b, p, mod, seed ^ 0x3, &row->quant_gemm), "act_quant+fp8_gemm",
+        for (int i = 0; i < run->n_baselines && !rc && run->has_baselines; i++)
+            rc = report_baseline(time_baseline(run, b, p, f->baselines[i], &row->base[i]), f->baselines[i]->name,
                                  label);
-        if (!rc && run->has_baselines)
-            rc = report_baseline(time_fused(run, p, seed ^ 0x4, &row->fused), "quant_fp8_gemm", label);
-        for (int i = 0; !rc && f->baselines && f->baselines[i] && i < KT_MAX_BASELINES; i++)
-            rc = report_baseline(time_family_baseline(run, b, p, m->status == KT_OK ? mod : NULL, i, &row->family[i]),
-                                 f->baselines[i]->name, label);
+        if (!rc && run->pipeline && mod && m->status == KT_OK)
+            rc = report_baseline(time_pipeline(run, p, mod, seed ^ 0x3, &row->quant_gemm), run->pipeline->name,
+                                 label);
+        if (!rc && run->pipeline && run->pipeline->reference_family)
+            rc = report_baseline(time_fused(run, p, seed ^ 0x4, &row->fused), run->pipeline->reference_family->name,
+                                 label);
     }
     if (m->status != KT_OK) fprintf(stderr, "kt bench: %s: kt %s: %s\n", label, kt_status_name(m->status), m->error);
     kt_bench_free(b);
     kt_module_unload(&served);
+    if (f->n_stages && mod) kt_pipeline_unload(f, stages);
     return rc;
 }
 
 /* --------------------------------------------------------------- output */
 
-static double best_baseline_us(const bench_row *row) {
-    double a = row->lt_fp8.us, b = row->bf16.us;
-    return isnan(a) ? b : isnan(b) ? a : fmin(a, b);
+static double best_baseline_us(const bench_run *run, const bench_row *row) {
+    double best = NAN;
+    for (int i = 0; i < run->n_baselines; i++)
+        if (isnan(best) || row->base[i].us < best) best = row->base[i].us;
+    return best;
 }
 
 static double kt_us(const bench_row *row) { return row->kt.status == KT_OK ? row->kt.median_us : NAN; }
+
+/* The roof: the copy floor or the mma floor, whichever is higher. */
+static double roof_us(const bench_row *row) {
+    return isnan(row->mma_floor_us) ? row->floor_us : fmax(row->floor_us, row->mma_floor_us);
+}
+
+/* A baseline column's width: its "NAME_us" and a space. */
+static int baseline_width(const kt_baseline *bl) { return (int)strlen(bl->name) + 4; }
+
+/* 1 when a baseline ran its per-tensor fallback ("T" in its column, see the legend). */
+static int tensor_scales(const baseline_result *r) {
+    size_t n = r->name ? strlen(r->name) : 0;
+    return n > 7 && !strcmp(r->name + n - 7, "_tensor");
+}
 
 static void format_value(char *out, size_t n, double v, const char *fmt) {
     if (isfinite(v)) snprintf(out, n, fmt, v);
     else snprintf(out, n, "n/a");
 }
 
-static void print_header(const kt_family *f) {
-    printf("%-20s %6s %10s %9s %9s %9s %16s %15s %13s %13s %9s %9s  %s\n", "shape", f->m_name, "kt_us", "floor_us",
-           "kt/floor", "mma_us", "cublaslt_fp8_us", "cublas_bf16_us", "best_base/kt", "quant+kt_us", "fused_us",
-           "rel_err", "config");
+static void print_header(const bench_run *run) {
+    const kt_family *f = run->f;
+    printf("%-20s %6s %10s %9s %9s %9s %9s", "shape", f->m_name, "kt_us", "floor_us", "kt/floor", "mma_us", "roof_us");
+    for (int i = 0; i < run->n_baselines; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s_us", f->baselines[i]->name);
+        printf(" %*s", baseline_width(f->baselines[i]), name);
+    }
+    printf(" %13s %13s %9s %9s  %s\n", "best_base/kt", "quant+kt_us", "fused_us", "rel_err", "config");
 }
 
 static void print_row(const bench_run *run, const bench_row *row) {
     const kt_measurement *m = &row->kt;
-    char kt[32], ratio[32], mma[32], lt[32], bf16[32], speedup[32], err[32], pair[32], fused[32];
+    char kt[32], ratio[32], mma[32], roof[32], speedup[32], err[32], pair[32], fused[32];
     if (m->status == KT_OK) snprintf(kt, sizeof kt, "%.2f", m->median_us);
     else snprintf(kt, sizeof kt, "%s", kt_status_name(m->status));
     format_value(ratio, sizeof ratio, kt_us(row) / row->floor_us, "%.2f");
     format_value(mma, sizeof mma, row->mma_floor_us, "%.2f");
-    format_value(speedup, sizeof speedup, best_baseline_us(row) / kt_us(row), "%.2fx");
+    format_value(roof, sizeof roof, roof_us(row), "%.2f");
+    format_value(speedup, sizeof speedup, best_baseline_us(run, row) / kt_us(row), "%.2fx");
     format_value(err, sizeof err, m->rel_err, "%.1e");
     format_value(pair, sizeof pair, row->quant_gemm.us, "%.2f");
     format_value(fused, sizeof fused, row->fused.us, "%.2f");
-    if (!run->has_baselines) {
-        snprintf(lt, sizeof lt, "-");
-        snprintf(bf16, sizeof bf16, "-");
-    } else {
-        /* "T": cuBLASLt ran with per-tensor scales (no row-wise algorithm), see the legend. */
-        int tensor = row->lt_fp8.name && !strcmp(row->lt_fp8.name, "cublaslt_fp8_tensor");
-        format_value(lt, sizeof lt, row->lt_fp8.us, tensor ? "%.2fT" : "%.2f");
-        format_value(bf16, sizeof bf16, row->bf16.us, "%.2f");
+    printf("%-20s %6ld %10s %9.2f %9s %9s %9s", m->shape, m->m, kt, row->floor_us, ratio, mma, roof);
+    for (int i = 0; i < run->n_baselines; i++) {
+        char v[32] = "-";
+        if (run->has_baselines) format_value(v, sizeof v, row->base[i].us, tensor_scales(&row->base[i]) ? "%.2fT" : "%.2f");
+        printf(" %*s", baseline_width(run->f->baselines[i]), v);
     }
-    printf("%-20s %6ld %10s %9.2f %9s %9s %16s %15s %13s %13s %9s %9s  %s\n", m->shape, m->m, kt, row->floor_us,
-           ratio, mma, lt, bf16, speedup, pair, fused, err, m->config[0] ? m->config : "-");
-    for (int i = 0; i < KT_MAX_BASELINES && row->family[i].name; i++)
-        printf("%s  %s_us %.2f", i ? "," : "    baselines (served config):", row->family[i].name, row->family[i].us);
-    if (row->family[0].name) printf("\n");
+    printf(" %13s %13s %9s %9s  %s\n", speedup, pair, fused, err, m->config[0] ? m->config : "-");
     fflush(stdout);
 }
 
@@ -854,25 +635,21 @@ static void json_row(text *t, const bench_run *run, const bench_row *row) {
     json_number(t, "floor_us", row->floor_us);
     json_number(t, "kt_over_floor", kt_us(row) / row->floor_us);
     json_number(t, "mma_floor_us", row->mma_floor_us);
-    json_number(t, "roof_us", isnan(row->mma_floor_us) ? row->floor_us : fmax(row->floor_us, row->mma_floor_us));
-    json_number(t, "kt_over_roof",
-                kt_us(row) / (isnan(row->mma_floor_us) ? row->floor_us : fmax(row->floor_us, row->mma_floor_us)));
-    if (strcmp(run->f->m_name, "M")) text_add(t, ", \"%s\": %ld", run->f->m_name, m->m);
-    kt_problem key;
-    if (kt_parse_shape(run->f, m->shape, &key) == 0)
-        for (int i = 0; i < run->f->n_dims; i++) text_add(t, ", \"%s\": %ld", run->f->dim_names[i], key.dim[i]);
-    for (int i = 0; i < KT_MAX_BASELINES && row->family[i].name; i++) {
-        char name[96];
-        snprintf(name, sizeof name, "%s_us", row->family[i].name);
-        json_number(t, name, row->family[i].us);
-    }
     json_number(t, "kt_over_mma_floor", kt_us(row) / row->mma_floor_us);
-    json_number(t, "cublaslt_fp8_us", row->lt_fp8.us);
-    json_string(t, "cublaslt_fp8_baseline", row->lt_fp8.name);
-    if (row->lt_fp8.algo >= 0) text_add(t, ", \"cublaslt_fp8_algo\": %d", row->lt_fp8.algo);
-    else text_add(t, ", \"cublaslt_fp8_algo\": null");
-    json_number(t, "cublas_bf16_us", row->bf16.us);
-    json_number(t, "best_baseline_over_kt", best_baseline_us(row) / kt_us(row));
+    json_number(t, "roof_us", roof_us(row));
+    for (int i = 0; i < run->n_baselines; i++) {
+        const kt_baseline *bl = run->f->baselines[i];
+        const baseline_result *r = &row->base[i];
+        char key[80];
+        snprintf(key, sizeof key, "%s_us", bl->name);
+        json_number(t, key, r->us);
+        if (!bl->choose) continue; /* what ran, of a baseline with alternatives */
+        snprintf(key, sizeof key, "%s_baseline", bl->name);
+        json_string(t, key, r->name);
+        if (r->algo >= 0) text_add(t, ", \"%s_algo\": %d", bl->name, r->algo);
+        else text_add(t, ", \"%s_algo\": null", bl->name);
+    }
+    json_number(t, "best_baseline_over_kt", best_baseline_us(run, row) / kt_us(row));
     json_number(t, "kt_quant_gemm_us", row->quant_gemm.us);
     json_number(t, "kt_fused_us", row->fused.us);
     json_number(t, "rel_err", m->rel_err);
@@ -884,6 +661,7 @@ static void json_row(text *t, const bench_run *run, const bench_row *row) {
     json_number(t, "copy_bytes_per_s", run->copy_bytes_per_s);
     json_number(t, "mma_flops_per_s", run->mma_flops_per_s);
     json_number(t, "mma_flops_per_s_8_warps", run->mma_flops_per_s_8_warps);
+    json_number(t, "bf16_mma_flops_per_s", run->bf16_mma_flops_per_s);
     json_number(t, "l2_read_bytes_per_s", run->l2_read_bytes_per_s);
     json_number(t, "dsmem_read_bytes_per_s_cluster_2", run->dsmem_read_bytes_per_s[0]);
     json_number(t, "dsmem_read_bytes_per_s_cluster_4", run->dsmem_read_bytes_per_s[1]);
@@ -922,11 +700,17 @@ int kt_bench_run(const kt_bench_options *o) {
     run.rows = calloc((size_t)(o->n_shapes * o->n_ms), sizeof *run.rows);
     if (!run.rows) return kt_fail("out of memory");
     int rc = open_run(&run) || kt_bench_copy_bandwidth(&run.copy_bytes_per_s) ? -1 : 0;
-    run.mma_flops_per_s = run.mma_flops_per_s_8_warps = NAN;
-    if (!rc && f->flops && kt_bench_mma_ceiling(&run.mma_flops_per_s, &run.mma_flops_per_s_8_warps)) {
+    run.mma_flops_per_s = run.mma_flops_per_s_8_warps = run.bf16_mma_flops_per_s = NAN;
+    if (!rc && f->flops && kt_bench_mma_ceiling(KT_MMA_E4M3, &run.mma_flops_per_s, &run.mma_flops_per_s_8_warps)) {
         fprintf(stderr, "kt bench: mma ceiling n/a: %s\n", kt_error());
         run.mma_flops_per_s = run.mma_flops_per_s_8_warps = NAN;
         if (!context_alive()) rc = kt_fail("the GPU context is lost after the mma ceiling failed");
+    }
+    double bf16_at_8_warps;
+    if (!rc && f->flops && kt_bench_mma_ceiling(KT_MMA_BF16, &run.bf16_mma_flops_per_s, &bf16_at_8_warps)) {
+        fprintf(stderr, "kt bench: bf16 mma ceiling n/a: %s\n", kt_error());
+        run.bf16_mma_flops_per_s = NAN;
+        if (!context_alive()) rc = kt_fail("the GPU context is lost after the bf16 mma ceiling failed");
     }
     double on_chip[4]; /* L2, then clusters of 2, 4, 8; NAN where not measured */
     for (int i = 0; i < 4; i++) on_chip[i] = NAN;
@@ -944,8 +728,11 @@ int kt_bench_run(const kt_bench_options *o) {
                dev->name, dev->cc_major, dev->cc_minor, run.copy_bytes_per_s / 1e12, COPY_REPEATS);
         if (f->flops)
             printf("e4m3 mma.sync m16n8k32 ceiling %.0f TFLOP/s (%.0f at 8 warps per SM; bench/ceiling.cu); "
-                   "mma_us = flops / ceiling\n",
-                   run.mma_flops_per_s / 1e12, run.mma_flops_per_s_8_warps / 1e12);
+                   "mma_us = flops / ceiling\n"
+                   "bf16 mma.sync m16n8k16 ceiling %.0f TFLOP/s; %s's flops run on the %s mma; "
+                   "roof_us = max(floor_us, mma_us)\n",
+                   run.mma_flops_per_s / 1e12, run.mma_flops_per_s_8_warps / 1e12, run.bf16_mma_flops_per_s / 1e12,
+                   f->name, f->mma == KT_MMA_E4M3 ? "e4m3" : f->mma == KT_MMA_BF16 ? "bf16" : "no");
         const double *dsmem = run.dsmem_read_bytes_per_s;
         printf("on-chip reads (bench/memory.cu): L2 %.2f TB/s (a 16 MB buffer, L1 bypassed); ",
                run.l2_read_bytes_per_s / 1e12);
@@ -953,7 +740,7 @@ int kt_bench_run(const kt_bench_options *o) {
         else
             printf("other CTAs' shared memory %.2f / %.2f / %.2f TB/s in clusters of 2 / 4 / 8\n", dsmem[0] / 1e12,
                    dsmem[1] / 1e12, dsmem[2] / 1e12);
-        print_header(f);
+        print_header(&run);
     }
     for (int s = 0; s < o->n_shapes && !rc; s++)
         for (int j = 0; j < o->n_ms && !rc; j++) {
@@ -963,7 +750,7 @@ int kt_bench_run(const kt_bench_options *o) {
             rc = bench_case(&run, &p, row);
             print_row(&run, row);
             if (row->kt.status != KT_OK) run.n_failed++;
-            if (row->lt_fp8.name && !strcmp(row->lt_fp8.name, "cublaslt_fp8_tensor")) run.any_tensor_scales = 1;
+            for (int i = 0; i < run.n_baselines; i++) run.any_tensor_scales |= tensor_scales(&row->base[i]);
         }
     if (run.any_tensor_scales)
         printf("T: cuBLASLt FP8 with per-tensor scales (cublaslt_fp8_tensor): no row-wise algorithm ran on this GPU\n");

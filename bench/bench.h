@@ -24,17 +24,55 @@ typedef struct kt_bench_options {
  * rows; returns -1 if any case failed (after measuring the others) or the GPU failed. */
 int kt_bench_run(const kt_bench_options *o);
 
+/* The handles and workspace the vendor baselines (bench/baselines.c) share, for one run. */
+int kt_bench_baselines_open(void);
+void kt_bench_baselines_close(void);
+/* fp8_gemm's vendor baselines (kt_baseline hooks; kernels/fp8_gemm.c lists them). */
+int kt_baseline_cublaslt_fp8_prepare(const kt_problem *p, void **state);
+int kt_baseline_cublaslt_fp8_choose(void *state, int i, int ran, const char **label, int *algo);
+int kt_baseline_cublaslt_fp8_enqueue(void *state, const kt_launch *l);
+void kt_baseline_cublaslt_fp8_release(void *state);
+int kt_baseline_cublas_bf16_prepare(const kt_problem *p, void **state);
+int kt_baseline_cublas_bf16_enqueue(void *state, const kt_launch *l);
+void kt_baseline_cublas_bf16_release(void *state);
+
 /* Measured device-to-device copy bandwidth in bytes/s, counting bytes read + written. */
 int kt_bench_copy_bandwidth(double *bytes_per_s);
 
-/* Measured rate of the e4m3 mma (bench/ceiling.cu) in flop/s: the best over warp tiles of
- * 2x2 and 4x2 fragments and 8, 16 and 32 warps per SM, and the best at 8 warps per SM (the
- * occupancy of kt's decode tiles). */
-int kt_bench_mma_ceiling(double *best, double *at_8_warps);
+/* Measured rate of the e4m3 (KT_MMA_E4M3) or bf16 (KT_MMA_BF16) mma (bench/ceiling.cu) in
+ * flop/s: the best over warp tiles of 2x2 and 4x2 fragments and 8, 16 and 32 warps per SM,
+ * and the best at 8 warps per SM (the occupancy of kt's decode tiles). */
+int kt_bench_mma_ceiling(kt_mma_kind kind, double *best, double *at_8_warps);
 
 /* Measured rates of on-chip reads in bytes/s (bench/memory.cu): all SMs reading a buffer L2
  * holds, and reading other CTAs' shared memory in clusters of 2, 4 and 8 (dsmem[0..2]; left
  * as they are on a GPU without clusters, sm_89). */
 int kt_bench_memory_rates(double *l2, double dsmem[3]);
+
+/* ---------------------------------------------------------- all-reduce (NCCL) */
+
+#define KT_ALLREDUCE_MAX_SIZES 32
+
+/* `kt bench allreduce`: world GPUs of this host, the message sizes in bytes (bf16). */
+typedef struct kt_allreduce_options {
+    int world;
+    long hidden;                           /* for the B column: bytes / 2 / hidden */
+    size_t bytes[KT_ALLREDUCE_MAX_SIZES];
+    int n_sizes;
+    uint64_t seed;
+} kt_allreduce_options;
+
+/* The best NCCL setting for one message size (proto/algo "" = NCCL's own choice). */
+typedef struct kt_allreduce_best {
+    size_t bytes;
+    char proto[16], algo[16];
+    double median_us, min_us, max_us, floor_us; /* floor 0 on one GPU */
+} kt_allreduce_best;
+
+/* Times every setting (a child process each), prints the table, fills best[n_sizes]. */
+int kt_bench_allreduce(const kt_allreduce_options *o, kt_allreduce_best *best);
+/* The child's part: times each size with the NCCL settings of its environment, checks the
+ * sums, prints "size BYTES MEDIAN MIN MAX" lines and one "busbw" line. */
+int kt_allreduce_child(int world, const size_t *bytes, int n_sizes, uint64_t seed);
 
 #endif

@@ -1,6 +1,6 @@
-// ceiling.cu — the e4m3 mma rate kt's GEMMs are built on, as this GPU runs it: `kt bench`
-// times it once per run and reports a compute floor (flops / this rate) beside the copy
-// floor. Compiled at run time by NVRTC like check.cu: kt_compile_source("ceiling.cu").
+// ceiling.cu — the mma rates kt's kernels are built on, as this GPU runs them: e4m3
+// m16n8k32 (the GEMMs) and bf16 m16n8k16 (attention-style kernels). `kt bench` times both
+// once per run and reports a compute floor (flops / the family's rate) beside the copy floor. Compiled at run time by NVRTC like check.cu: kt_compile_source("ceiling.cu").
 // Each warp runs a GEMM's inner loop on registers: every step, new weight and token fragments
 // (one XOR per operand register standing in for the ldmatrix that would bring them) and one
 // mma per pair, so no operand can be hoisted out of the loop or shared between accumulators.
@@ -10,9 +10,18 @@
 // times what any GEMM can reach.
 #include "kt_device.cuh"
 
+// bf16 mma.sync m16n8k16 with f32 accumulation: the same fragment registers as the e4m3 one.
+__device__ __forceinline__ void kt_mma_bf16(float (&d)[4], const kt_u32 (&a)[4], kt_u32 b0, kt_u32 b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
 // A GEMM's inner step: FN weight fragments meet FM token fragments (FN x FM independent
 // accumulators), each fragment new every step and converted once where the mma is emulated.
-template <int FN, int FM> __device__ __forceinline__ void mma_tile(float *out, int iters) {
+// BF16: the bf16 mma instead of the e4m3 one (0x3737 halves are finite bf16 too).
+template <int FN, int FM, bool BF16> __device__ __forceinline__ void mma_tile(float *out, int iters) {
     float acc[FN][FM][4];
     kt_u32 a[FN][4], b[FM][2];
     const kt_u32 seed = threadIdx.x * 0x9e3779b9u + blockIdx.x;
@@ -45,7 +54,10 @@ template <int FN, int FM> __device__ __forceinline__ void mma_tile(float *out, i
 #pragma unroll
         for (int i = 0; i < FN; i++)
 #pragma unroll
-            for (int j = 0; j < FM; j++) kt_mma_e4m3(acc[i][j], wa[i], wb[j][0], wb[j][1]);
+            for (int j = 0; j < FM; j++) {
+                if (BF16) kt_mma_bf16(acc[i][j], wa[i], wb[j][0], wb[j][1]);
+                else kt_mma_e4m3(acc[i][j], wa[i], wb[j][0], wb[j][1]);
+            }
     }
     float s = 0.f;
 #pragma unroll
@@ -56,5 +68,7 @@ template <int FN, int FM> __device__ __forceinline__ void mma_tile(float *out, i
 }
 
 // out[gridDim.x * blockDim.x]: each thread's sum, so no mma is dead code.
-extern "C" __global__ void kt_mma_ceiling_2x2(float *out, int iters) { mma_tile<2, 2>(out, iters); }
-extern "C" __global__ void kt_mma_ceiling_4x2(float *out, int iters) { mma_tile<4, 2>(out, iters); }
+extern "C" __global__ void kt_mma_ceiling_2x2(float *out, int iters) { mma_tile<2, 2, false>(out, iters); }
+extern "C" __global__ void kt_mma_ceiling_4x2(float *out, int iters) { mma_tile<4, 2, false>(out, iters); }
+extern "C" __global__ void kt_mma_bf16_ceiling_2x2(float *out, int iters) { mma_tile<2, 2, true>(out, iters); }
+extern "C" __global__ void kt_mma_bf16_ceiling_4x2(float *out, int iters) { mma_tile<4, 2, true>(out, iters); }

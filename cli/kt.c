@@ -6,6 +6,7 @@
 #include "kt.h"
 
 #include <getopt.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -17,6 +18,14 @@
 static int die(const char *fmt, const char *arg) {
     fprintf(stderr, "kt: ");
     fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n");
+    return 1;
+}
+
+/* die() with two strings. */
+static int die2(const char *fmt, const char *a, const char *b) {
+    fprintf(stderr, "kt: ");
+    fprintf(stderr, fmt, a, b);
     fprintf(stderr, "\n");
     return 1;
 }
@@ -62,7 +71,6 @@ static int parse_common(int argc, char **argv, common *c) {
     optind = 1;
     opterr = 0;
     for (int o; (o = getopt_long(argc, argv, "h", long_options, NULL)) != -1;) {
-        char *end;
         switch (o) {
         case O_FAMILY:
             if (!(c->family = kt_family_find(optarg))) return die("%s", kt_error());
@@ -85,26 +93,40 @@ static int parse_common(int argc, char **argv, common *c) {
         case O_BUDGET:
         case O_SAMPLE:
         case O_THREADS: {
-            long v = strtol(optarg, &end, 10);
-            if (*end || v <= 0 || v > 1000000) return die("expected a positive integer, got '%s'", optarg);
+            const char *name = o == O_BUDGET ? "--budget" : o == O_SAMPLE ? "--sample" : "--threads";
+            long v = INT_MAX - 1; /* all: more than any space has (verify adds the default) */
+            if ((o != O_SAMPLE || strcmp(optarg, "all")) && kt_parse_long(optarg, 1, 1000000, &v))
+                return die2("%s: %s", name, kt_error());
             *(o == O_BUDGET ? &c->budget : o == O_SAMPLE ? &c->sample : &c->threads) = (int)v;
             break;
         }
-        case O_SEED: c->seed = strtoull(optarg, &end, 10); if (*end) return die("bad --seed '%s'", optarg); break;
+        case O_SEED: {
+            long v;
+            if (kt_parse_long(optarg, 0, LONG_MAX, &v)) return die("--seed: %s", kt_error());
+            c->seed = (uint64_t)v;
+            break;
+        }
         case O_ARCH: c->arch = optarg; break;
         case O_FORMAT: c->format = optarg; break;
         case O_EMIT: c->emit = optarg; break;
         case O_WHERE: c->where = optarg; break;
         case O_SHARD: {
-            char tail;
-            if (sscanf(optarg, "%d/%d%c", &c->shard_index, &c->shard_count, &tail) != 2 || c->shard_count < 1 ||
-                c->shard_index < 0 || c->shard_index >= c->shard_count)
+            char i[32] = "", n[32] = "";
+            const char *slash = strchr(optarg, '/');
+            long vi = -1, vn = 0;
+            if (slash && slash - optarg < (long)sizeof i && strlen(slash + 1) < sizeof n) {
+                snprintf(i, sizeof i, "%.*s", (int)(slash - optarg), optarg);
+                snprintf(n, sizeof n, "%s", slash + 1);
+            }
+            if (kt_parse_long(n, 1, 1000000, &vn) || kt_parse_long(i, 0, vn - 1, &vi))
                 return die("--shard wants i/n with 0 <= i < n (e.g. 0/4), not '%s'", optarg);
+            c->shard_index = (int)vi;
+            c->shard_count = (int)vn;
             break;
         }
         case O_WORKERS: {
-            long v = strtol(optarg, &end, 10);
-            if (*end || v <= 0 || v > 64) return die("--workers wants 1 to 64 GPUs, not '%s'", optarg);
+            long v;
+            if (kt_parse_long(optarg, 1, 64, &v)) return die("--workers wants 1 to 64 GPUs, not '%s'", optarg);
             c->workers = (int)v;
             break;
         }
@@ -113,13 +135,15 @@ static int parse_common(int argc, char **argv, common *c) {
         }
     }
     if (optind < argc) return die("unexpected argument '%s' (see --help)", argv[optind]);
+    if (c->config && c->sample) return die("--sample and --config contradict each other: give one%s", "");
+    if (c->config && c->where) return die("--where and --config contradict each other: give one%s", "");
     if (n_shape_args && !c->family) return die("--shape needs --family%s", "");
     for (int i = 0; i < n_shape_args; i++) {
         if (!strcmp(shape_args[i], "targets")) {
             for (int t = 0; t < c->family->n_target_shapes && c->n_shapes < 32; t++) {
                 kt_problem *p = &c->shapes[c->n_shapes++];
                 memset(p, 0, sizeof *p);
-                p->n_dims = c->family->n_dims;
+                p->n_dims = c->family->n_keys;
                 memcpy(p->dim, c->family->target_shapes[t], sizeof p->dim);
             }
             continue;
@@ -133,7 +157,8 @@ static int parse_common(int argc, char **argv, common *c) {
             kt_problem p = c->shapes[s];
             p.m = c->ms[j];
             char why[256];
-            if (c->family->check_problem(&p, why, sizeof why)) return die("%s", why);
+            if (c->family->check_problem(&p, why, sizeof why) || kt_check_problem_size(c->family, &p, why, sizeof why))
+                return die("%s", why);
         }
     return 0;
 }
@@ -148,7 +173,8 @@ static int cmd_devices(int argc, char **argv) {
         printf("usage: kt devices\n  Lists the CUDA devices and the NVRTC version (needs a GPU driver).\n");
         return 0;
     }
-    printf("NVRTC %d.%d, JIT cache %s\n", kt_nvrtc_version() / 1000, kt_nvrtc_version() % 1000 / 10, kt_cache_dir());
+    printf("NVRTC %d.%d, JIT cache %s\n", kt_nvrtc_version() / 1000, kt_nvrtc_version() % 1000 / 10,
+           *kt_cache_dir() ? kt_cache_dir() : "(none: HOME unset)");
     if (kt_gpu_init()) return die("%s", kt_error());
     int n = kt_gpu_count();
     if (!n) return die("no CUDA devices found%s", "");
@@ -162,7 +188,28 @@ static int cmd_devices(int argc, char **argv) {
     return 0;
 }
 
+/* A pipeline's line and, verbose, its stages and target shapes. */
+static void print_pipeline(const kt_family *f, int verbose) {
+    printf("%-15s %s\n", f->name, f->summary);
+    if (!verbose) return;
+    printf("  stages:");
+    for (int s = 0; s < f->n_stages; s++) printf("%s %s", s ? " ->" : "", f->stages[s].family->name);
+    printf("  (each its family's winner)\n  target shapes:");
+    char shape[128];
+    for (int t = 0; t < f->n_target_shapes; t++) {
+        kt_problem p = {.n_dims = f->n_keys};
+        memcpy(p.dim, f->target_shapes[t], sizeof p.dim);
+        kt_format_shape(f, &p, shape, sizeof shape);
+        printf(" %s", shape);
+    }
+    printf("\n");
+}
+
 static void print_family(const kt_family *f, int verbose) {
+    if (f->n_stages) {
+        print_pipeline(f, verbose);
+        return;
+    }
     long total = 1;
     for (int i = 0; i < f->n_params; i++) total *= f->params[i].n_values;
     kt_config *list = NULL;
@@ -171,7 +218,12 @@ static void print_family(const kt_family *f, int verbose) {
     printf("%-15s %s\n", f->name, f->summary);
     if (!verbose) return;
     printf("  shape keys:");
-    for (int i = 0; i < f->n_dims; i++) printf(" %s", f->dim_names[i]);
+    for (int i = 0; i < f->n_keys; i++) {
+        printf(" %s", f->keys[i].name);
+        for (int j = 0; f->keys[i].kind == KT_KEY_CATEGORY && f->keys[i].categories[j]; j++)
+            printf("%s%s", j ? "|" : "={", f->keys[i].categories[j]);
+        if (f->keys[i].kind == KT_KEY_CATEGORY) printf("}");
+    }
     printf("  (batch: %s)\n  parameters:\n", f->m_name);
     for (int i = 0; i < f->n_params; i++) {
         printf("    %-18s", f->params[i].name);
@@ -183,7 +235,7 @@ static void print_family(const kt_family *f, int verbose) {
     printf("  space: %ld points, %d valid for sm_120\n  default: %s%s\n  target shapes:", total, n120, cfg,
            f->default_for ? "\n           (an untuned problem gets one chosen for its M and the GPU's SMs; this where that one does not fit)" : "");
     for (int t = 0; t < f->n_target_shapes; t++) {
-        kt_problem p = {.n_dims = f->n_dims};
+        kt_problem p = {.n_dims = f->n_keys};
         memcpy(p.dim, f->target_shapes[t], sizeof p.dim);
         kt_format_shape(f, &p, cfg, sizeof cfg);
         printf(" %s", cfg);
@@ -207,21 +259,30 @@ static int cmd_list(int argc, char **argv) {
     return 0;
 }
 
+/* Variants `kt compile` builds when given neither --sample nor --config: a whole space is
+ * minutes of NVRTC and a large cache, which nobody should get without asking. */
+#define COMPILE_SAMPLE 16
+
 static int cmd_compile(int argc, char **argv) {
     common c;
     if (parse_common(argc, argv, &c)) return 1;
     if (c.help) {
-        printf("usage: kt compile --family F --arch sm_120|sm_120a|sm_90 [--sample N | --config C] [--seed S]\n"
+        printf("usage: kt compile --family F [--arch sm_120|sm_120a|sm_90] [--sample N|all | --config C] [--seed S]\n"
                "                  [--where P=V,...] [--emit DIR]\n"
-               "  NVRTC-compiles variants (no GPU needed) and prints ptxas's registers, spills and stack;\n"
+               "  NVRTC-compiles variants (no GPU needed) and prints ptxas's registers, spills and stack.\n"
+               "  --arch defaults to sm_120 (sm_89 and older are not supported: the kernels need sm_90's\n"
+               "  griddepcontrol and clusters); --sample defaults to %d seeded configs of the space (or\n"
+               "  of its --where part), --sample all compiles every one (fp8_gemm: ~10,000, minutes);\n", COMPILE_SAMPLE);
+        printf(
                "  --where keeps the part of the space with those params at those values (e.g. DIRECT=1);\n"
                "  --emit writes each cubin to DIR/VARIANT.cubin (for cuobjdump -sass).\n"
                "  Exits non-zero if any variant fails to compile.\n");
         return 0;
     }
     if (!c.family) return die("compile needs --family (see kt list)%s", "");
+    if (c.family->n_stages) return die("%s is a pipeline: compile its stages' families", c.family->name);
     int arch = kt_arch_parse(c.arch ? c.arch : "sm_120");
-    if (arch < 0) return die("unknown --arch '%s' (sm_120, sm_120a, sm_90)", c.arch);
+    if (arch < 0) return die("unknown --arch '%s' (sm_120, sm_120a or sm_90; sm_89 and older lack griddepcontrol)", c.arch);
     kt_config *list = NULL;
     int rejected = 0, n;
     if (c.config) {
@@ -232,11 +293,16 @@ static int cmd_compile(int argc, char **argv) {
         n = 1;
     } else {
         if ((n = kt_space_enumerate(c.family, arch, NULL, c.where, &list, &rejected)) < 0) return die("%s", kt_error());
-        if (c.sample) n = kt_space_sample(c.family, list, n, c.sample, c.seed);
+        int space = n;
+        n = kt_space_sample(c.family, list, n, c.sample ? c.sample : COMPILE_SAMPLE, c.seed);
+        if (!c.sample && n < space)
+            fprintf(stderr, "kt: compiling a seeded sample of %d of the %d variants (--sample all for every one)\n",
+                    n, space);
     }
     printf("%s for %s: %d variants (%d rejected by constraints before compiling)\n", c.family->name,
            kt_arch_name(arch), n, rejected);
     printf("%-16s %5s %6s %6s %9s %6s  %s\n", "variant", "regs", "spill", "stack", "compile", "cached", "config");
+    fflush(stdout); /* the plan shows before minutes of compiling */
     kt_compile_pool *pool = kt_compile_pool_start(c.family, list, n, arch, c.threads);
     int failed = 0;
     double t0 = kt_now();
@@ -344,6 +410,39 @@ static int verify_one(const kt_family *f, kt_bench *b, const kt_config *cfg, con
     return 0;
 }
 
+/* Verifies pipeline f's stages, each its family's winner in the DB (or default), run in order
+ * on each (shape, M); prints a line each; returns how many failed, or -1 if the GPU failed. */
+static int verify_pipeline(const kt_family *f, const common *c, kt_db *db, const kt_module *ref) {
+    int failures = 0;
+    for (int s = 0; s < c->n_shapes; s++)
+        for (int j = 0; j < c->n_ms; j++) {
+            kt_problem p = c->shapes[s];
+            p.m = c->ms[j];
+            char shape[128], stages[512] = "", cs[256];
+            kt_format_shape(f, &p, shape, sizeof shape);
+            kt_module mods[KT_MAX_STAGES];
+            kt_bench *b = NULL;
+            if (kt_pipeline_dispatch(db, f, &p, mods)) return -1;
+            for (int i = 0; i < f->n_stages; i++) {
+                kt_format_config(f->stages[i].family, &mods[i].config, cs, sizeof cs);
+                snprintf(stages + strlen(stages), sizeof stages - strlen(stages), "%s%s %s", i ? " -> " : "",
+                         f->stages[i].family->name, cs);
+            }
+            kt_measurement r = {0};
+            int lost = kt_bench_setup(f, &p, c->seed + (uint64_t)(s * 131 + j), ref, &b) || kt_bench_variant(b, mods, &r);
+            kt_bench_free(b);
+            kt_pipeline_unload(f, mods);
+            if (lost || r.status != KT_OK) {
+                printf("FAIL %s M=%ld %s: %s: %s\n", shape, p.m, stages, kt_status_name(r.status), lost ? kt_error() : r.error);
+                if (lost) return -1;
+                failures++;
+                continue;
+            }
+            printf("ok   %s M=%ld %s: rel_err %.6e, %.2f us\n", shape, p.m, stages, r.rel_err, r.median_us);
+        }
+    return failures;
+}
+
 static int cmd_verify(int argc, char **argv) {
     common c;
     if (parse_common(argc, argv, &c)) return 1;
@@ -361,6 +460,18 @@ static int cmd_verify(int argc, char **argv) {
     if (c.config && kt_parse_config(f, c.config, &one)) return die("%s", kt_error());
     kt_device_info info;
     if (need_gpu(&info)) return 1;
+    if (f->n_stages) {
+        kt_db *db = NULL;
+        kt_module ref = {0};
+        if (c.db_path && kt_db_open(c.db_path, 1, &db)) return die("%s", kt_error());
+        if (f->launch_reference && kt_reference_module(f, &ref)) return die("%s", kt_error());
+        int failed = verify_pipeline(f, &c, db, f->launch_reference ? &ref : NULL);
+        kt_module_unload(&ref);
+        kt_db_close(db);
+        if (failed < 0) return die("%s", kt_error());
+        printf("%d verified, %d failed\n", c.n_shapes * c.n_ms - failed, failed);
+        return failed ? 1 : 0;
+    }
     int arch = kt_gpu_arch(), failures = 0, checks = 0;
     kt_cubin ref_cubin;
     kt_module ref_mod;
@@ -408,7 +519,59 @@ static int cmd_verify(int argc, char **argv) {
     return failures ? 1 : 0;
 }
 
+/* kt bench allreduce: its own options (no family); --child is the per-setting process. */
+static int cmd_bench_allreduce(int argc, char **argv) {
+    static const struct option opts[] = {{"gpus", required_argument, 0, 'g'},  {"batch", required_argument, 0, 'b'},
+                                         {"hidden", required_argument, 0, 'H'}, {"bytes", required_argument, 0, 'B'},
+                                         {"seed", required_argument, 0, 's'},   {"child", no_argument, 0, 'c'},
+                                         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+    kt_allreduce_options o = {.world = 0, .hidden = 4096, .seed = 20261201};
+    long batch[KT_ALLREDUCE_MAX_SIZES] = {1, 2, 4, 8, 16, 32, 64, 128, 256}, list[KT_ALLREDUCE_MAX_SIZES];
+    int n_batch = 9, child = 0, n;
+    optind = 1;
+    opterr = 0;
+    for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
+        switch (c) {
+        case 'g':
+            if (kt_parse_int_list(optarg, list, 1) != 1 || list[0] > 8) return die("--gpus '%s': one count from 1 to 8", optarg);
+            o.world = (int)list[0];
+            break;
+        case 'b':
+            if ((n_batch = kt_parse_int_list(optarg, batch, KT_ALLREDUCE_MAX_SIZES)) < 0) return die("--batch: %s", kt_error());
+            break;
+        case 'H':
+            if (kt_parse_int_list(optarg, list, 1) != 1) return die("--hidden '%s': one positive size", optarg);
+            o.hidden = list[0];
+            break;
+        case 'B':
+            if ((n = kt_parse_int_list(optarg, list, KT_ALLREDUCE_MAX_SIZES)) < 0) return die("--bytes: %s", kt_error());
+            for (o.n_sizes = 0; o.n_sizes < n; o.n_sizes++) o.bytes[o.n_sizes] = (size_t)list[o.n_sizes];
+            break;
+        case 's': o.seed = strtoull(optarg, NULL, 10); break;
+        case 'c': child = 1; break;
+        case 'h':
+            printf("usage: kt bench allreduce [--gpus N] [--batch 1,16,64] [--hidden 4096]\n"
+                   "  NCCL all-reduce of hidden x B bf16 over N GPUs of this host (default: all), each NCCL\n"
+                   "  protocol/algorithm timed in its own process (NVLink multicast off), against the bytes a\n"
+                   "  ring moves over the measured bus bandwidth; prints the best setting per size.\n");
+            return 0;
+        default: return die("bench allreduce: unknown or incomplete option '%s' (see --help)", argv[optind - 1]);
+        }
+    }
+    if (kt_gpu_init()) return die("%s", kt_error());
+    if (!o.world) o.world = kt_gpu_count() < 8 ? kt_gpu_count() : 8;
+    if (child) return kt_allreduce_child(o.world, o.bytes, o.n_sizes, o.seed) ? die("%s", kt_error()) : 0;
+    for (o.n_sizes = 0; o.n_sizes < n_batch; o.n_sizes++) {
+        if (batch[o.n_sizes] > (1L << 40) / o.hidden) return die("--batch %s: message too large", "x --hidden");
+        o.bytes[o.n_sizes] = (size_t)(batch[o.n_sizes] * o.hidden * 2);
+    }
+    kt_allreduce_best best[KT_ALLREDUCE_MAX_SIZES];
+    if (kt_bench_allreduce(&o, best)) return die("bench allreduce failed: %s", kt_error());
+    return 0;
+}
+
 static int cmd_bench(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "allreduce")) return cmd_bench_allreduce(argc - 1, argv + 1);
     common c;
     if (parse_common(argc, argv, &c)) return 1;
     if (c.help) {
@@ -435,7 +598,7 @@ static int cmd_bench(int argc, char **argv) {
 /* kt db merge --db OUT IN...: the inputs are positional, so it parses its own argv. */
 static int cmd_db_merge(int argc, char **argv) {
     const char *out = NULL, *in[256];
-    int n_in = 0, rc = 0;
+    int n_in = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--db") && i + 1 < argc) out = argv[++i];
         else if (!strncmp(argv[i], "--db=", 5)) out = argv[i] + 5;
@@ -444,14 +607,9 @@ static int cmd_db_merge(int argc, char **argv) {
         else in[n_in++] = argv[i];
     }
     if (!out || !n_in) return die("usage: kt db merge --db OUT.db IN.db [IN.db ...]%s", "");
-    kt_db *db;
-    if (kt_db_open(out, 0, &db)) return die("%s", kt_error());
-    for (int i = 0; i < n_in && !rc; i++) {
-        if (kt_db_merge(db, in[i])) rc = die("%s", kt_error());
-        else printf("merged %s into %s\n", in[i], out);
-    }
-    kt_db_close(db);
-    return rc;
+    if (kt_db_merge_files(out, in, n_in)) return die("merge failed, %s", kt_error());
+    for (int i = 0; i < n_in; i++) printf("merged %s into %s\n", in[i], out);
+    return 0;
 }
 
 static int cmd_db(int argc, char **argv) {

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 struct kt_db {
@@ -38,16 +39,50 @@ typedef struct sql_arg {
 typedef int (*row_fn)(sqlite3_stmt *st, void *ctx);
 
 /* Re-raises the error KT_CHECK just recorded with the DB path and SQLite's own detail
- * (sqlite3_errmsg names the table or syntax error; the status code alone does not). */
+ * (sqlite3_errmsg names the table or syntax error; the status code alone does not). What
+ * is wrong with the user's file (damaged, unreadable, read-only, disk full, locked) is said
+ * of the file, without kt's source line; the rest are kt's bugs and keep it. */
 static int db_error(kt_db *db) {
     char first[2048];
     snprintf(first, sizeof first, "%s", kt_error());
     int code = sqlite3_errcode(db->h);
     const char *detail = sqlite3_errmsg(db->h);
+    switch (code & 0xff) {
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB: return kt_fail("%s is damaged: %s", db->path, detail);
+    case SQLITE_CANTOPEN:
+        return kt_fail("cannot open %s: %s", db->path,
+                       sqlite3_system_errno(db->h) ? strerror(sqlite3_system_errno(db->h)) : detail);
+    case SQLITE_READONLY: return kt_fail("%s cannot be written here: %s", db->path, detail);
+    case SQLITE_IOERR:
+    case SQLITE_FULL:
+    case SQLITE_PERM:
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED: return kt_fail("%s: %s", db->path, detail);
+    }
     if (code == SQLITE_OK || code == SQLITE_ROW || code == SQLITE_DONE ||
         !strcmp(detail, sqlite3_errstr(code)))
         return kt_fail("%s (%s)", first, db->path);
     return kt_fail("%s (%s: %s)", first, db->path, detail);
+}
+
+/* How long a writer keeps retrying when another process holds the database (on top of
+ * SQLite's own busy wait of BUSY_TIMEOUT_MS per attempt). */
+#define BUSY_TIMEOUT_MS 10000
+#define BUSY_RETRY_S 120.0
+
+/* Whether the last failure on db's connection was another connection holding a lock. */
+static int busy(kt_db *db) {
+    int code = sqlite3_errcode(db->h) & 0xff;
+    return code == SQLITE_BUSY || code == SQLITE_LOCKED;
+}
+
+/* Sleeps before retry `attempt`: 1, 2, 4 ... 64 ms, then 100 ms, plus up to 1 ms by pid so
+ * processes that collided do not collide again in step. */
+static void busy_sleep(int attempt) {
+    long ms = attempt < 7 ? 1L << attempt : 100;
+    struct timespec ts = {0, ms * 1000000L + (long)(getpid() % 1000) * 1000L};
+    nanosleep(&ts, NULL);
 }
 
 static int bind(sqlite3_stmt *st, int index, const sql_arg *a) {
@@ -71,14 +106,21 @@ static int step_all(sqlite3 *h, const char *text, sqlite3_stmt **st, const sql_a
     }
 }
 
-/* Runs one SQL statement; the statement is finalized whatever happens. */
+/* Runs one SQL statement; the statement is finalized whatever happens. Outside a
+ * transaction a statement that finds the database busy is retried (inside one, the whole
+ * transaction is: transaction()). */
 static int sql(kt_db *db, const char *text, const sql_arg *args, int n, row_fn row, void *ctx) {
-    sqlite3_stmt *st = NULL;
-    int rc = step_all(db->h, text, &st, args, n, row, ctx);
-    if (rc) rc = db_error(db);
-    /* finalize only repeats the status of the last step, which was checked above */
-    sqlite3_finalize(st);
-    return rc;
+    double start = kt_now();
+    for (int attempt = 0;; attempt++) {
+        sqlite3_stmt *st = NULL;
+        int rc = step_all(db->h, text, &st, args, n, row, ctx);
+        int again = rc && sqlite3_get_autocommit(db->h) && busy(db) && kt_now() - start < BUSY_RETRY_S;
+        if (rc && !again) rc = db_error(db);
+        /* finalize only repeats the status of the last step, which was checked above */
+        sqlite3_finalize(st);
+        if (!again) return rc;
+        busy_sleep(attempt);
+    }
 }
 
 /* Runs a script of several statements (a migration step). */
@@ -97,31 +139,36 @@ static int row_int(sqlite3_stmt *st, void *ctx) {
  * up to busy_timeout for other writers) so the transaction can never fail half-way with
  * SQLITE_BUSY; on any failure it is rolled back and the first error kept. */
 static int transaction(kt_db *db, int (*body)(kt_db *, const void *), const void *ctx) {
-    if (sql(db, "BEGIN IMMEDIATE", NO_ARGS, NULL, NULL)) return -1;
-    if (!body(db, ctx) && !sql(db, "COMMIT", NO_ARGS, NULL, NULL)) return 0;
-    /* SQLite may already have rolled back (e.g. on I/O errors); a failing ROLLBACK
-     * would only hide the error that matters */
-    if (!sqlite3_get_autocommit(db->h)) sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
-    return -1;
+    double start = kt_now();
+    for (int attempt = 0;; attempt++) {
+        if (sql(db, "BEGIN IMMEDIATE", NO_ARGS, NULL, NULL)) return -1;
+        if (!body(db, ctx) && !sql(db, "COMMIT", NO_ARGS, NULL, NULL)) return 0;
+        int again = busy(db) && kt_now() - start < BUSY_RETRY_S; /* e.g. a commit waiting on readers */
+        /* SQLite may already have rolled back (e.g. on I/O errors); a failing ROLLBACK
+         * would only hide the error that matters */
+        if (!sqlite3_get_autocommit(db->h)) sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+        if (!again) return -1;
+        busy_sleep(attempt);
+    }
 }
 
 /* ------------------------------------------------------------------ buckets */
 
-long kt_m_bucket(long m) {
-    static const long bounds[] = {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512,
-                                  1024, 1536, 2048, 3072, 4096};
-    int n = (int)(sizeof bounds / sizeof *bounds);
-    for (int i = 0; i < n; i++)
-        if (m <= bounds[i]) return bounds[i];
-    long b = bounds[n - 1];
-    while (b < m && b <= LONG_MAX / 2) b *= 2;
-    return b;
+/* The registered family called name, or NULL (no error: an unknown family of a merged DB
+ * buckets by the GEMM ladder). */
+static const kt_family *family_named(const char *name) {
+    for (int i = 0; name && i < kt_family_count(); i++)
+        if (!strcmp(kt_family_at(i)->name, name)) return kt_family_at(i);
+    return NULL;
 }
 
-/* kt_m_bucket() as the SQL function kt_m_bucket(m), so winner queries bucket in SQL. */
-static void sql_m_bucket(sqlite3_context *c, int argc, sqlite3_value **argv) {
+/* The bucket of batch size m in family's ladder. */
+static long bucket_of(const char *family, long m) { return kt_family_bucket(family_named(family), m); }
+
+/* bucket_of() as the SQL function kt_bucket(family, m), so winner queries bucket in SQL. */
+static void sql_bucket(sqlite3_context *c, int argc, sqlite3_value **argv) {
     (void)argc;
-    sqlite3_result_int64(c, kt_m_bucket((long)sqlite3_value_int64(argv[0])));
+    sqlite3_result_int64(c, bucket_of((const char *)sqlite3_value_text(argv[0]), (long)sqlite3_value_int64(argv[1])));
 }
 
 /* --------------------------------------------------------- open, migrations */
@@ -129,7 +176,7 @@ static void sql_m_bucket(sqlite3_context *c, int argc, sqlite3_value **argv) {
 /* Migration steps in order: step i takes a DB from schema version i to i + 1 (version 0
  * is an empty file). Each names an embedded file under db/ (the Makefile embeds every
  * .sql file there). A schema change appends a step and bumps KT_SCHEMA_VERSION in kt.h. */
-static const char *const migrations[] = {"schema.sql", "schema_v2.sql"};
+static const char *const migrations[] = {"schema.sql", "schema_v2.sql", "schema_v3.sql"};
 _Static_assert(sizeof migrations / sizeof *migrations == KT_SCHEMA_VERSION,
                "one migration step per schema version");
 
@@ -178,13 +225,43 @@ static int migrate(kt_db *db, const void *unused) {
     return 0;
 }
 
+/* Whether a reader of path must open it immutable: this user cannot create the -wal and
+ * -shm files in its folder (a deployed DB owned by another user), and no -wal file holds
+ * commits the main file lacks (then the file alone is the database). */
+static int open_immutable(const char *path) {
+    char dir[4096], wal[4200];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == dir) dir[1] = 0;
+    else *slash = 0;
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    struct stat st;
+    return access(dir, W_OK) && (stat(wal, &st) || st.st_size == 0);
+}
+
+/* path as a file: URI with immutable=1 (%, ? and # escaped). */
+static void immutable_uri(const char *path, char *out, size_t n) {
+    size_t used = (size_t)snprintf(out, n, "file:");
+    for (const char *p = path; *p && used + 4 < n; p++)
+        used += strchr("%?#", *p) ? (size_t)snprintf(out + used, n - used, "%%%02X", (unsigned char)*p)
+                                  : (size_t)snprintf(out + used, n - used, "%c", *p);
+    snprintf(out + used, n - used, "?immutable=1");
+}
+
 /* Opens the connection with the settings every kt connection uses. */
 static int open_handle(kt_db *db, int read_only) {
     int flags = read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
-    KT_CHECK(SQL, sqlite3_open_v2(db->path, &db->h, flags, NULL));
-    KT_CHECK(SQL, sqlite3_busy_timeout(db->h, 10000));
-    KT_CHECK(SQL, sqlite3_create_function_v2(db->h, "kt_m_bucket", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC,
-                                             NULL, sql_m_bucket, NULL, NULL, NULL));
+    char uri[8400];
+    if (read_only && open_immutable(db->path)) {
+        immutable_uri(db->path, uri, sizeof uri);
+        KT_CHECK(SQL, sqlite3_open_v2(uri, &db->h, flags | SQLITE_OPEN_URI, NULL));
+    } else {
+        KT_CHECK(SQL, sqlite3_open_v2(db->path, &db->h, flags, NULL));
+    }
+    KT_CHECK(SQL, sqlite3_busy_timeout(db->h, BUSY_TIMEOUT_MS));
+    KT_CHECK(SQL, sqlite3_create_function_v2(db->h, "kt_bucket", 2, SQLITE_UTF8 | SQLITE_DETERMINISTIC,
+                                             NULL, sql_bucket, NULL, NULL, NULL));
     return 0;
 }
 
@@ -212,6 +289,8 @@ int kt_db_open(const char *path, int read_only, kt_db **out) {
     /* SQLite's own message for this case ("unable to open database file") hides the cause. */
     if (read_only && access(path, F_OK))
         return kt_fail("cannot open %s: %s", path, errno == ENOENT ? "no such file" : strerror(errno));
+    struct stat st;
+    if (!stat(path, &st) && S_ISDIR(st.st_mode)) return kt_fail("%s is a folder, not a database file", path);
     kt_db *db = calloc(1, sizeof *db);
     if (!db || !(db->path = strdup(path))) {
         free(db);
@@ -267,22 +346,34 @@ const char *kt_status_name(kt_status s) {
     return (unsigned)s < sizeof names / sizeof *names ? names[s] : "unknown";
 }
 
+/* A measurement to insert, and whether its unit had a row already. */
+typedef struct new_measurement {
+    const kt_measurement *m;
+    int *existed;
+} new_measurement;
+
 static int insert_measurement(kt_db *db, const void *ctx) {
-    const kt_measurement *m = ctx;
-    return sql(db,
+    const new_measurement *n = ctx;
+    const kt_measurement *m = n->m;
+    int rc = sql(db,
                "INSERT INTO measurements (run_id, device_id, family, source_hash, variant_id, config, shape, m, "
                "status, error, median_us, min_us, max_us, rel_err, registers, spill_bytes, compile_ms) "
-               "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+               "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17) "
+               "ON CONFLICT (device_id, family, source_hash, shape, m, variant_id) DO NOTHING",
                ARGS(INT_ARG(m->run_id), INT_ARG(m->device_id), TEXT_ARG(m->family), TEXT_ARG(m->source_hash),
                     TEXT_ARG(m->variant_id), TEXT_ARG(m->config), TEXT_ARG(m->shape), INT_ARG(m->m),
                     TEXT_ARG(kt_status_name(m->status)), TEXT_ARG(m->error[0] ? m->error : NULL),
                     REAL_ARG(m->median_us), REAL_ARG(m->min_us), REAL_ARG(m->max_us), REAL_ARG(m->rel_err),
                     INT_ARG(m->registers), INT_ARG(m->spill_bytes), REAL_ARG(m->compile_ms)),
                NULL, NULL);
+    *n->existed = !rc && sqlite3_changes(db->h) == 0;
+    return rc;
 }
 
 int kt_db_add_measurement(kt_db *db, const kt_measurement *m) {
-    return transaction(db, insert_measurement, m);
+    int existed = 0;
+    new_measurement n = {m, &existed};
+    return transaction(db, insert_measurement, &n) ? -1 : existed;
 }
 
 /* The status and median of a found row, for kt_db_find_measurement. */
@@ -328,7 +419,7 @@ typedef struct winner_key {
 
 /* The measurements of one winner key (?1..?5 = device, family, source hash, shape, bucket). */
 #define WINNER_ROWS \
-    "device_id = ?1 AND family = ?2 AND source_hash = ?3 AND shape = ?4 AND kt_m_bucket(m) = ?5"
+    "device_id = ?1 AND family = ?2 AND source_hash = ?3 AND shape = ?4 AND kt_bucket(family, m) = ?5"
 /* The variants with a failure in the bucket: they cannot win (nor be re-timed). */
 #define FAILED_IN_BUCKET \
     "(SELECT variant_id FROM measurements WHERE " WINNER_ROWS " AND status IN ('wrong-result', 'launch-error'))"
@@ -409,7 +500,7 @@ static int replace_winner(kt_db *db, const void *ctx) {
                  "SELECT m.id, m.variant_id, m.median_us, m.min_us, m.max_us, g.median_us, g.min_us, g.max_us "
                  "FROM measurements m LEFT JOIN groups g ON g.m = m.m AND g.variant_id = m.variant_id "
                  "WHERE m.device_id = ?1 AND m.family = ?2 AND m.source_hash = ?3 AND m.shape = ?4 "
-                 "AND kt_m_bucket(m.m) = ?5 AND m.status = 'ok' AND m.variant_id NOT IN " FAILED_IN_BUCKET
+                 "AND kt_bucket(m.family, m.m) = ?5 AND m.status = 'ok' AND m.variant_id NOT IN " FAILED_IN_BUCKET
                  " AND (g.variant_id IS NOT NULL OR m.m NOT IN (SELECT m FROM latest))",
                  args, n, candidate_row, &cs);
     const candidate *w = rc || !cs.n ? NULL : choose(&cs);
@@ -428,7 +519,7 @@ static int replace_winner(kt_db *db, const void *ctx) {
 
 int kt_db_update_winner(kt_db *db, long long device_id, const char *family,
                         const char *source_hash, const char *shape, long m) {
-    winner_key k = {device_id, family, source_hash, shape, kt_m_bucket(m)};
+    winner_key k = {device_id, family, source_hash, shape, bucket_of(family, m)};
     return transaction(db, replace_winner, &k);
 }
 
@@ -455,7 +546,7 @@ static int has_id(const id_list *l, const char *id) {
 int kt_db_finalists(kt_db *db, long long device_id, const char *family, const char *source_hash,
                     const char *shape, long m, int max, char (*variant_ids)[17], int *retimed) {
     const sql_arg args[] = {INT_ARG(device_id), TEXT_ARG(family), TEXT_ARG(source_hash), TEXT_ARG(shape),
-                            INT_ARG(kt_m_bucket(m)), INT_ARG(m), INT_ARG(max)};
+                            INT_ARG(bucket_of(family, m)), INT_ARG(m), INT_ARG(max)};
     int n = (int)(sizeof args / sizeof *args);
     id_list finalists = {variant_ids, 0, max};
     char (*group)[17] = calloc((size_t)max + 1, sizeof *group);
@@ -487,9 +578,28 @@ typedef struct retime_group {
     int n;
 } retime_group;
 
+/* Stores a re-timing group unless the latest stored group of its (shape, m) has the same
+ * variants and was stored by another run while this one was running: then a process
+ * sharing the database re-timed these finalists first, and its group decides. */
 static int insert_retimes(kt_db *db, const void *ctx) {
     const retime_group *g = ctx;
-    for (int i = 0; i < g->n; i++)
+    char (*ids)[17] = calloc((size_t)g->n + 1, sizeof *ids);
+    id_list latest = {ids, 0, g->n + 1}; /* one more than n: a larger group is not equal */
+    if (!ids) return kt_fail("out of memory");
+    int rc = sql(db,
+                 "WITH latest AS (SELECT run_id, created_at FROM retimes WHERE device_id = ?1 AND family = ?2 "
+                 "AND source_hash = ?3 AND shape = ?4 AND m = ?5 ORDER BY id DESC LIMIT 1) "
+                 "SELECT r.variant_id FROM retimes r JOIN latest l ON r.run_id = l.run_id WHERE r.device_id = ?1 "
+                 "AND r.family = ?2 AND r.source_hash = ?3 AND r.shape = ?4 AND r.m = ?5 AND l.run_id <> ?6 "
+                 "AND l.created_at >= (SELECT started_at FROM runs WHERE id = ?6)",
+                 ARGS(INT_ARG(g->device_id), TEXT_ARG(g->family), TEXT_ARG(g->source_hash), TEXT_ARG(g->shape),
+                      INT_ARG(g->m), INT_ARG(g->run_id)),
+                 id_row, &latest);
+    int same = !rc && latest.n == g->n;
+    for (int i = 0; same && i < g->n; i++) same = has_id(&latest, g->r[i].variant_id);
+    free(ids);
+    if (rc) return -1;
+    for (int i = 0; !same && i < g->n; i++)
         if (sql(db,
                 "INSERT INTO retimes (run_id, device_id, family, source_hash, variant_id, shape, m, rounds, "
                 "median_us, min_us, max_us) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
@@ -523,12 +633,19 @@ typedef struct lookup_ctx {
     kt_winner *w;
 } lookup_ctx;
 
-/* Sum over dims of |log(stored / query)|; -1 if the stored shape does not parse. */
+/* Sum over the size fields of |log(stored / query)|; -1 if the stored shape does not parse or
+ * a category differs (never served across categories). */
 static double shape_distance(const lookup_ctx *c, const char *stored) {
     kt_problem s;
     if (kt_parse_shape(c->f, stored, &s)) return -1;
     double d = 0;
-    for (int i = 0; i < c->f->n_dims; i++) d += fabs(log((double)s.dim[i] / (double)c->p->dim[i]));
+    for (int i = 0; i < c->f->n_keys; i++) {
+        if (c->f->keys[i].kind == KT_KEY_CATEGORY) {
+            if (s.dim[i] != c->p->dim[i]) return -1;
+            continue;
+        }
+        d += fabs(log((double)s.dim[i] / (double)c->p->dim[i]));
+    }
     return d;
 }
 
@@ -569,12 +686,13 @@ int kt_db_lookup(kt_db *db, const kt_db_device *dev, const kt_family *f, const k
                  kt_winner *w) {
     char shape[128], hash[17];
     if (p->m < 1) return kt_fail("%s: lookup needs a positive %s (got %ld)", f->name, f->m_name, p->m);
-    for (int i = 0; i < f->n_dims; i++)
-        if (p->dim[i] < 1) return kt_fail("%s: lookup needs positive dims (%s = %ld)", f->name, f->dim_names[i], p->dim[i]);
+    for (int i = 0; i < f->n_keys; i++)
+        if (f->keys[i].kind == KT_KEY_SIZE && p->dim[i] < 1)
+            return kt_fail("%s: lookup needs positive sizes (%s = %ld)", f->name, f->keys[i].name, p->dim[i]);
     kt_format_shape(f, p, shape, sizeof shape);
     kt_hex64(kt_family_source_hash(f), hash);
     memset(w, 0, sizeof *w);
-    lookup_ctx c = {.f = f, .p = p, .bucket = kt_m_bucket(p->m), .w = w};
+    lookup_ctx c = {.f = f, .p = p, .bucket = kt_family_bucket(f, p->m), .w = w};
     /* any driver / NVRTC version of the device; the current source hash only (others are stale) */
     if (sql(db,
             "SELECT w.shape, w.m_bucket, w.config, w.variant_id, w.median_us FROM winners w "
@@ -663,7 +781,7 @@ static int merge_body(kt_db *db, const void *unused) {
         if (sql(db, merge_steps[i], NO_ARGS, NULL, NULL)) return -1;
     merge_keys mk = {0};
     int rc = sql(db,
-                 "SELECT DISTINCT md.dst_id, s.family, s.source_hash, s.shape, kt_m_bucket(s.m) "
+                 "SELECT DISTINCT md.dst_id, s.family, s.source_hash, s.shape, kt_bucket(s.family, s.m) "
                  "FROM src.measurements s JOIN temp.merge_devices md ON md.src_id = s.device_id",
                  NO_ARGS, merge_key_row, &mk);
     for (int i = 0; !rc && i < mk.n; i++) rc = replace_winner(db, &mk.k[i]);
@@ -679,12 +797,18 @@ static int merge_body(kt_db *db, const void *unused) {
                : 0;
 }
 
-int kt_db_merge(kt_db *dst, const char *src_path) {
+/* Refuses src_path unless it is a readable kt database other than the file dst_path. */
+static int check_merge_input(const char *src_path, const char *dst_path) {
     struct stat s, d;
     if (stat(src_path, &s) || access(src_path, R_OK))
         return kt_fail("cannot read %s: %s", src_path, strerror(errno));
-    if (!stat(dst->path, &d) && s.st_dev == d.st_dev && s.st_ino == d.st_ino)
-        return kt_fail("cannot merge %s into itself (%s)", src_path, dst->path);
+    if (!stat(dst_path, &d) && s.st_dev == d.st_dev && s.st_ino == d.st_ino)
+        return kt_fail("cannot merge %s into itself (%s)", src_path, dst_path);
+    return 0;
+}
+
+int kt_db_merge(kt_db *dst, const char *src_path) {
+    if (check_merge_input(src_path, dst->path)) return -1;
     /* Opening it first refuses a file that is not a kt database, or of another schema
      * version, with kt_db_open's message, before anything is attached or copied. */
     kt_db *src = NULL;
@@ -854,4 +978,46 @@ int kt_db_export(kt_db *db, const char *format, FILE *out) {
         return -1;
     if (!e.csv) fputs(e.rows ? "\n]\n" : "[]\n", out);
     return ferror(out) ? kt_fail("export: write failed") : 0;
+}
+
+/* Replaces the whole content of `to` by that of `from` (SQLite's online backup, one step:
+ * one write transaction on `to`). */
+static int copy_db(kt_db *to, kt_db *from) {
+    sqlite3_backup *b = sqlite3_backup_init(to->h, "main", from->h, "main");
+    if (!b) return db_error(to);
+    int rc = sqlite3_backup_step(b, -1);
+    sqlite3_backup_finish(b);
+    return rc == SQLITE_DONE ? 0 : kt_fail("copying %s into %s: %s", from->path, to->path, sqlite3_errstr(rc));
+}
+
+/* Removes a database file and its WAL side files. */
+static void remove_db_files(const char *path) {
+    char side[4300];
+    unlink(path);
+    snprintf(side, sizeof side, "%s-wal", path);
+    unlink(side);
+    snprintf(side, sizeof side, "%s-shm", path);
+    unlink(side);
+}
+
+int kt_db_merge_files(const char *out, const char *const *in, int n) {
+    struct stat st;
+    int exists = !stat(out, &st);
+    if (exists && S_ISDIR(st.st_mode)) return kt_fail("%s is a folder, not a database file", out);
+    for (int i = 0; i < n; i++) {
+        kt_db *src = NULL;
+        if (check_merge_input(in[i], out) || kt_db_open(in[i], 1, &src)) return -1;
+        kt_db_close(src);
+    }
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.merge-%d.tmp", out, (int)getpid());
+    kt_db *dst = NULL, *t = NULL;
+    int rc = (exists && kt_db_open(out, 0, &dst)) || kt_db_open(tmp, 0, &t) || (exists && copy_db(t, dst));
+    for (int i = 0; !rc && i < n; i++) rc = kt_db_merge(t, in[i]);
+    if (!rc && exists) rc = copy_db(dst, t);
+    kt_db_close(t);
+    kt_db_close(dst);
+    if (!rc && !exists && rename(tmp, out)) rc = kt_fail("cannot rename %s to %s: %s", tmp, out, strerror(errno));
+    remove_db_files(tmp);
+    return rc ? -1 : 0;
 }

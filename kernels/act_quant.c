@@ -97,13 +97,15 @@ const kt_family kt_family_act_quant = {
     .summary = "bf16 -> e4m3 activation quantisation, one f32 scale per token per 128",
     .source = "act_quant.cu",
     .kernels = kernel_names,
-    .n_dims = 1,
-    .dim_names = {"K"},
+    .n_keys = 1,
+    .keys = {{"K"}},
     .m_name = "M",
     .n_params = 2,
     .params = {{"VEC", 2, {4, 8}}, {"GROUPS_PER_BLOCK", 6, {1, 2, 4, 8, 16, 32}}},
     /* 4 bf16 per lane, a warp per group, 4 groups a block: within 0-3% of the tuned winner at
      * every target K and M 1-64 on the H200, where 8 per lane was 7-14% slower (NOTES, tenth session) */
+    .search_full_budget_from_m = 128, /* the fast search's thresholds as the GEMMs' (bench/NOTES.md) */
+    .search_tile_sweep_to_m = 256,
     .default_config = {{4, 4}},
     .target_shapes = target_shapes,
     .n_target_shapes = 4,

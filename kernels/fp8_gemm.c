@@ -3,15 +3,17 @@
  * reference, launch geometry and the bytes that set the floor. The parts quant_fp8_gemm
  * (the same kernel quantising its activations) shares are the kt_fp8_gemm_* functions. */
 #include "../runtime/kt.h"
+#include "common/kt_arch.h"
 #include "fp8_gemm.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { T_A, T_AS, T_B, T_BS, T_C };
+enum { T_A = KT_FP8_GEMM_A, T_AS = KT_FP8_GEMM_AS, T_B = KT_FP8_GEMM_B, T_BS = KT_FP8_GEMM_BS, T_C = KT_FP8_GEMM_C };
 
-#define SMEM_LIMIT (99 * 1024) /* sm_120's shared memory per block; kept on every arch */
+/* sm_120's limits on every arch: the H200 stand-in's winners must build where kt ships. */
+#define SHIP_LIMITS kt_arch_limits_of(KT_SHIP_ARCH)
 
 /* Warp layout and shared memory of a config, as kernels/common/fp8_gemm.cuh derives them
  * (quant_a: the A tile holds bf16 activations and no per-token scales; smem: the split-K
@@ -78,8 +80,8 @@ int kt_fp8_gemm_check_config(const kt_config *c, int quant_a, char *why, size_t 
     if (l.threads > 1024) return snprintf(why, n, "%d threads per block", l.threads), -1;
     if (v[P_DIRECT] && (v[P_WARPS_M] != 1 || v[P_TILE_K] != 128))
         return snprintf(why, n, "DIRECT=1 takes WARPS_M=1, TILE_K=128"), -1;
-    if (l.smem > SMEM_LIMIT)
-        return snprintf(why, n, "needs %d bytes of shared memory (> %d)", l.smem, SMEM_LIMIT), -1;
+    if (l.smem > SHIP_LIMITS.smem_per_block)
+        return snprintf(why, n, "needs %d bytes of shared memory (> %d)", l.smem, SHIP_LIMITS.smem_per_block), -1;
     /* The running sums, this k-block's sums and the fragments feeding them, plus ~40 for
      * addresses, must fit the registers a thread gets at this block size, or ptxas spills.
      * PROMOTE=0 holds the whole warp tile's k-block sums (empirically ~16 per fragment all
@@ -93,7 +95,8 @@ int kt_fp8_gemm_check_config(const kt_config *c, int quant_a, char *why, size_t 
                               : 16 * frags + 40;
     /* the k-block's token operands and their scales; DIRECT: a batch of staged activations */
     if (quant_a) need += v[P_DIRECT] ? 24 : 10 * l.frag_m;
-    int have = 65536 / l.threads < 255 ? 65536 / l.threads : 255;
+    const kt_arch_limits lim = SHIP_LIMITS;
+    int have = lim.regs_per_block / l.threads < lim.regs_per_thread ? lim.regs_per_block / l.threads : lim.regs_per_thread;
     if (need > have)
         return snprintf(why, n, "needs ~%d registers per thread, %d threads get %d", need, l.threads, have), -1;
     return 0;
@@ -107,7 +110,7 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
 int kt_fp8_gemm_config_fits(const kt_config *c, const kt_problem *p) {
     const int *v = c->v;
     long K = p->dim[1];
-    return K % v[P_TILE_K] == 0 && v[P_SPLIT_K] <= K / v[P_TILE_K] && kt_fp8_gemm_smem(c, 0, p) <= SMEM_LIMIT;
+    return K % v[P_TILE_K] == 0 && v[P_SPLIT_K] <= K / v[P_TILE_K] && kt_fp8_gemm_smem(c, 0, p) <= SHIP_LIMITS.smem_per_block;
 }
 
 int kt_fp8_gemm_hopeless(const kt_config *c, const kt_problem *p) {
@@ -268,6 +271,26 @@ double kt_fp8_gemm_flops(const kt_problem *p) { return 2.0 * p->m * p->dim[0] * 
 
 static void default_for(const kt_problem *p, int sms, kt_config *c) { kt_fp8_gemm_default_for(p, sms, 0, c); }
 
+/* The vendor baselines of bench/baselines.c, by weak reference: a program without bench (the
+ * runtime library) links without cuBLAS, and there they are NULL (bench says n/a). */
+int kt_baseline_cublaslt_fp8_prepare(const kt_problem *p, void **state) __attribute__((weak));
+int kt_baseline_cublaslt_fp8_choose(void *state, int i, int ran, const char **label, int *algo) __attribute__((weak));
+int kt_baseline_cublaslt_fp8_enqueue(void *state, const kt_launch *l) __attribute__((weak));
+void kt_baseline_cublaslt_fp8_release(void *state) __attribute__((weak));
+int kt_baseline_cublas_bf16_prepare(const kt_problem *p, void **state) __attribute__((weak));
+int kt_baseline_cublas_bf16_enqueue(void *state, const kt_launch *l) __attribute__((weak));
+void kt_baseline_cublas_bf16_release(void *state) __attribute__((weak));
+static const kt_baseline cublaslt_fp8 = {.name = "cublaslt_fp8",
+                                         .prepare = kt_baseline_cublaslt_fp8_prepare,
+                                         .choose = kt_baseline_cublaslt_fp8_choose,
+                                         .enqueue = kt_baseline_cublaslt_fp8_enqueue,
+                                         .release = kt_baseline_cublaslt_fp8_release};
+static const kt_baseline cublas_bf16 = {.name = "cublas_bf16",
+                                        .prepare = kt_baseline_cublas_bf16_prepare,
+                                        .enqueue = kt_baseline_cublas_bf16_enqueue,
+                                        .release = kt_baseline_cublas_bf16_release};
+static const kt_baseline *const baselines[] = {&cublaslt_fp8, &cublas_bf16, NULL};
+
 static const char *const kernel_names[] = {"fp8_gemm", "fp8_gemm_reference", NULL};
 const long kt_fp8_gemm_targets[KT_FP8_GEMM_TARGETS][KT_MAX_DIMS] = {
     {1536, 4096}, {8192, 1024}, {1024, 4096}, {4096, 2048}, {4096, 512}};
@@ -287,4 +310,5 @@ const kt_family kt_family_fp8_gemm = {
     .launch_reference = launch_reference,
     .launch = launch,
     .bytes = bytes,
+    .baselines = baselines,
 };

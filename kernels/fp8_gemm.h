@@ -7,6 +7,8 @@
 #include "../runtime/kt.h"
 
 enum { P_TILE_N, P_TILE_M, P_DIRECT, P_TILE_K, P_WARPS, P_WARPS_M, P_WARPS_K, P_STAGES, P_SPLIT_K, P_PROMOTE };
+/* fp8_gemm's tensors, in its order (its baselines read them from kt_launch.ptr too). */
+enum { KT_FP8_GEMM_A, KT_FP8_GEMM_AS, KT_FP8_GEMM_B, KT_FP8_GEMM_BS, KT_FP8_GEMM_C };
 
 /* The tuning space and default of both families (a kt_family initializer fragment); the
  * fast search first samples one config per (TILE_N, TILE_M, DIRECT). */
@@ -22,15 +24,15 @@ enum { P_TILE_N, P_TILE_M, P_DIRECT, P_TILE_K, P_WARPS, P_WARPS_M, P_WARPS_K, P_
                {"STAGES", 5, {2, 3, 4, 6, 8}},                                                 \
                {"SPLIT_K", 4, {1, 2, 4, 8}},                                                   \
                {"PROMOTE", 2, {0, 1}}},                                                        \
-    .strata_params = 3,                                                                        \
+    .strata_params = 3, .search_full_budget_from_m = 128, .search_tile_sweep_to_m = 256,        \
     .default_config = {{64, 16, 0, 128, 4, 1, 1, 4, 1, 0}}
 
 /* The descriptor fields both families share (a kt_family initializer fragment). */
 #define KT_FP8_GEMM_FAMILY                                                                     \
-    .n_dims = 2, .dim_names = {"N", "K"}, .m_name = "M", KT_FP8_GEMM_SPACE,                   \
+    .n_keys = 2, .keys = {{"N"}, {"K"}}, .m_name = "M", KT_FP8_GEMM_SPACE,                   \
     .target_shapes = kt_fp8_gemm_targets, .n_target_shapes = KT_FP8_GEMM_TARGETS,              \
     .config_fits = kt_fp8_gemm_config_fits, .hopeless = kt_fp8_gemm_hopeless,                  \
-    .gpu_reference_above = 1 << 22, .tolerance = 1e-2, .flops = kt_fp8_gemm_flops
+    .gpu_reference_above = 1 << 22, .tolerance = 1e-2, .flops = kt_fp8_gemm_flops, .mma = KT_MMA_E4M3
 
 /* The five (N, K) of DeepSeek-V4-Flash's decode that ../shared/TARGETS.md measures. */
 #define KT_FP8_GEMM_TARGETS 5

@@ -10,6 +10,7 @@
 
 #include "../runtime/cu.h"
 #include "common/indexer_layout.h"
+#include "common/kt_arch.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -25,6 +26,8 @@ enum { K_SCAN, K_SELECT, K_NAIVE, K_REFERENCE };
 #define REF_THREADS 256 /* the reference kernel: a CTA per 64 tokens of a request */
 #define REF_TOKENS 64
 #define STAGE_KEYS 16384 /* keys a selection CTA stages: 64 KB, with its 24 KB fits sm_120's 99 KB */
+#define SELECT_STATIC_SMEM 24752 /* the selection's static shared memory (ptxas, sm_90 and sm_120) */
+#define SM120_THREADS_PER_SM 1536
 
 /* malloc for the hooks that have no error path (fill, reference): out of memory is one line
  * on stderr and exit 1 (the buffers they take are small beside the tensors they fill). */
@@ -48,9 +51,9 @@ static int check_problem(const kt_problem *p, char *why, size_t n) {
     if (k < 1 || k > KT_IDX_MAX_TOPK)
         return snprintf(why, n, "TOPK=%ld: mla_indexer takes TOPK from 1 to %d", k, KT_IDX_MAX_TOPK), -1;
     if (dist < KT_IDX_DIST_EQUAL || dist > KT_IDX_DIST_RAGGED)
-        return snprintf(why, n, "DIST=%ld: mla_indexer takes DIST=1 (equal lengths) or 2 (ragged)", dist), -1;
+        return snprintf(why, n, "DIST #%ld: mla_indexer takes DIST=equal or ragged", dist), -1;
     if (values < KT_IDX_VALUES_GRID || values > KT_IDX_VALUES_EQUAL)
-        return snprintf(why, n, "VALUES=%ld: mla_indexer takes VALUES=1 (grid), 2 (tied) or 3 (equal)", values), -1;
+        return snprintf(why, n, "VALUES #%ld: mla_indexer takes VALUES=grid, tied or equal", values), -1;
     if (p->m < 1 || p->m > MAX_B) return snprintf(why, n, "B=%ld: mla_indexer takes B from 1 to %d", p->m, MAX_B), -1;
     if (ctx < 1 || p->m * 2 * ctx > MAX_TOKENS)
         return snprintf(why, n, "CTX=%ld, B=%ld: mla_indexer takes CTX >= 1 and B * 2 CTX <= 2^30", ctx, p->m), -1;
@@ -60,14 +63,17 @@ static int check_problem(const kt_problem *p, char *why, size_t n) {
 /* Threads of the scan kernel per SM and the registers a thread needs (ptxas for sm_120: 126
  * at NT 1: q's 64 fragments, two groups' k fragments and the rest; ~20 more per n-tile). */
 static int check_config(const kt_config *c, int arch, char *why, size_t n) {
-    (void)arch; /* sm_90 and sm_120 alike: e4m3 mma.sync, 16 KB of static shared memory */
+    (void)arch; /* sm_120's limits on every arch: the H200 stand-in's winners must build where kt ships */
+    const kt_arch_limits ship = kt_arch_limits_of(KT_SHIP_ARCH);
     const int *v = c->v;
-    int threads = v[P_WARPS] * 32, per_sm = threads * v[P_CTAS_PER_SM];
-    int need = 106 + 20 * v[P_NT], have = 65536 / per_sm < 255 ? 65536 / per_sm : 255;
-    if (per_sm > 1536) return snprintf(why, n, "%d threads per SM (sm_120 holds 1536)", per_sm), -1;
+    int per_sm = v[P_WARPS] * 32 * v[P_CTAS_PER_SM], need = 106 + 20 * v[P_NT];
+    int have = ship.regs_per_block / per_sm < ship.regs_per_thread ? ship.regs_per_block / per_sm : ship.regs_per_thread;
+    if (per_sm > SM120_THREADS_PER_SM) return snprintf(why, n, "%d threads per SM (sm_120 holds 1536)", per_sm), -1;
     if (v[P_SEL_CLUSTER] > 1 && v[P_SEL_THREADS] > 512) /* ptxas gives it 32 registers: it spills */
         return snprintf(why, n, "SEL_THREADS=%d in a cluster of %d: 512 at most", v[P_SEL_THREADS], v[P_SEL_CLUSTER]), -1;
     if (need > have) return snprintf(why, n, "needs ~%d registers per thread, %d threads an SM get %d", need, per_sm, have), -1;
+    if (SELECT_STATIC_SMEM + STAGE_KEYS * 4 > ship.smem_per_block) /* the selection's staged keys */
+        return snprintf(why, n, "the selection needs %d bytes of shared memory", SELECT_STATIC_SMEM + STAGE_KEYS * 4), -1;
     return 0;
 }
 
@@ -329,8 +335,9 @@ static int launch_select(const kt_launch *l) {
 
 static int launch(const kt_launch *l) { return launch_scan(l, 0) || launch_select(l) ? -1 : 0; }
 
-/* The baselines bench times beside the variant: each kernel alone (the selection reads the
- * logits the variant's check left), and the straightforward scan with the same selection. */
+/* The baselines bench times beside the variant (on the default config's module): each kernel
+ * alone (the selection reads the logits the variant's check left), and the straightforward
+ * scan with the same selection. */
 static int enqueue_scan(void *state, const kt_launch *l) { return (void)state, launch_scan(l, 0); }
 static int enqueue_select(void *state, const kt_launch *l) { return (void)state, launch_select(l); }
 static int enqueue_naive(void *state, const kt_launch *l) {
@@ -357,17 +364,25 @@ static const char *const kernel_names[] = {"mla_indexer_scan", "mla_indexer_sele
 /* V3.2 (top-k 2048) and V4 (512) at 8K, 32K and 128K tokens, equal lengths; a ragged batch of
  * the same sum (linearity in sum(L_b)). */
 static const long target_shapes[][KT_MAX_DIMS] = {
-    {2048, 8192, 1, 1}, {2048, 32768, 1, 1}, {2048, 131072, 1, 1}, {512, 8192, 1, 1},
-    {512, 32768, 1, 1}, {512, 131072, 1, 1}, {2048, 32768, 2, 1}};
+    {2048, 8192, 0, 0}, {2048, 32768, 0, 0}, {2048, 131072, 0, 0}, {512, 8192, 0, 0},
+    {512, 32768, 0, 0}, {512, 131072, 0, 0}, {2048, 32768, 1, 0}};
+static const char *const dist_names[] = {"equal", "ragged", NULL};
+static const char *const values_names[] = {"grid", "tied", "equal", NULL};
+/* requests per step: the decode batch sizes, then doubling */
+static const long batch_buckets[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 0};
 
 const kt_family kt_family_mla_indexer = {
     .name = "mla_indexer",
     .summary = "lightning indexer: paged e4m3 K logits (64 heads, relu, weights) and their top-k index list",
     .source = "mla_indexer.cu",
     .kernels = kernel_names,
-    .n_dims = 4,
-    .dim_names = {"TOPK", "CTX", "DIST", "VALUES"},
+    .n_keys = 4,
+    .keys = {{"TOPK", KT_KEY_SIZE, NULL},
+             {"CTX", KT_KEY_SIZE, NULL},
+             {"DIST", KT_KEY_CATEGORY, dist_names},
+             {"VALUES", KT_KEY_CATEGORY, values_names}},
     .m_name = "B",
+    .batch_buckets = batch_buckets,
     .n_params = 5,
     .params = {{"WARPS", 2, {4, 8}},
                {"NT", 3, {1, 2, 4}},
@@ -393,5 +408,6 @@ const kt_family kt_family_mla_indexer = {
     .tolerance = 1e-5,
     .bytes = bytes,
     .flops = flops,
+    .mma = KT_MMA_E4M3,
     .baselines = baselines,
 };

@@ -3,7 +3,7 @@
 // over a paged e4m3 K cache (kernels/common/indexer_layout.h), then the TOPK largest logits of
 // each request as the int32 index list mla_decode reads (global ids page * 64 + slot, in
 // ascending position order, -1 after the first L_b where L_b < TOPK; ties go to the lower
-// position). Exercised by: kt verify --family mla_indexer --shape TOPK=2048,CTX=8192,DIST=1,VALUES=1 --m 3
+// position). Exercised by: kt verify --family mla_indexer --shape TOPK=2048,CTX=8192,DIST=equal,VALUES=grid --m 3
 //
 // Two kernels, so that bench times each:
 //  mla_indexer_scan: persistent CTAs (a grid fixed by the SM count, never by a length). Each

@@ -6,13 +6,13 @@
 
 #include "../runtime/kt.h"
 
-/* The key fields (a shim of CONTRACT.md's categories until it lands: numbers from 1).
- * DIST: 1 equal (every L_b = CTX), 2 ragged (pairs CTX -+ d, so the sum stays B * CTX, one
- * pair holding L = TOPK and another L = 1). VALUES: 1 grid (small-integer codes, power-of-two
- * scales: f32 logits exact in any order), 2 tied (four distinct K rows), 3 equal (one). */
+/* The key fields: TOPK and CTX sizes, DIST and VALUES categories (the index of the name).
+ * DIST: equal (every L_b = CTX), ragged (pairs CTX -+ d, so the sum stays B * CTX, one pair
+ * holding L = TOPK and another L = 1). VALUES: grid (small-integer codes, power-of-two scales:
+ * f32 logits exact in any order), tied (four distinct K rows), equal (one). */
 enum { KT_IDX_KEY_TOPK, KT_IDX_KEY_CTX, KT_IDX_KEY_DIST, KT_IDX_KEY_VALUES };
-enum { KT_IDX_DIST_EQUAL = 1, KT_IDX_DIST_RAGGED };
-enum { KT_IDX_VALUES_GRID = 1, KT_IDX_VALUES_TIED, KT_IDX_VALUES_EQUAL };
+enum { KT_IDX_DIST_EQUAL, KT_IDX_DIST_RAGGED };
+enum { KT_IDX_VALUES_GRID, KT_IDX_VALUES_TIED, KT_IDX_VALUES_EQUAL };
 
 /* The B request lengths of problem p drawn from seed (sum B * CTX whatever the seed). */
 void kt_mla_indexer_lengths(const kt_problem *p, uint64_t seed, int *lens);

@@ -19,7 +19,9 @@ static kt_config default_for(const kt_family *f, const kt_problem *p, int sms, i
 
 int kt_dispatch(kt_db *db, const kt_family *f, const kt_problem *p, kt_module *out, kt_lookup_level *level) {
     char why[256], shape[128];
-    if (f->check_problem(p, why, sizeof why)) return kt_fail("%s", why);
+    if (f->n_stages) return kt_fail("%s is a pipeline: its stages are dispatched (kt_pipeline_dispatch)", f->name);
+    if (f->check_problem(p, why, sizeof why) || kt_check_problem_size(f, p, why, sizeof why))
+        return kt_fail("%s", why);
     kt_db_device dev;
     kt_gpu_db_device(kt_gpu_current(), &dev);
     kt_winner w = {0};
@@ -43,4 +45,41 @@ int kt_dispatch(kt_db *db, const kt_family *f, const kt_problem *p, kt_module *o
     kt_cubin_free(&cubin);
     if (level) *level = w.level;
     return rc;
+}
+
+void kt_stage_problem(const kt_family *f, int s, const kt_problem *p, kt_problem *out) {
+    *out = *p;
+    if (f->stages[s].problem) f->stages[s].problem(p, out);
+}
+
+int kt_pipeline_dispatch(kt_db *db, const kt_family *f, const kt_problem *p, kt_module *mods) {
+    for (int s = 0; s < f->n_stages; s++) {
+        kt_problem sp;
+        kt_stage_problem(f, s, p, &sp);
+        memset(&mods[s], 0, sizeof mods[s]);
+        if (kt_dispatch(db, f->stages[s].family, &sp, &mods[s], NULL)) {
+            for (int i = 0; i < s; i++) kt_module_unload(&mods[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void kt_pipeline_unload(const kt_family *f, kt_module *mods) {
+    for (int s = 0; s < f->n_stages; s++) kt_module_unload(&mods[s]);
+}
+
+int kt_pipeline_launch(const kt_family *f, const kt_module *mods, const kt_launch *l) {
+    for (int s = 0; s < f->n_stages; s++) {
+        const kt_stage *st = &f->stages[s];
+        kt_problem sp;
+        kt_stage_problem(f, s, l->problem, &sp);
+        kt_tensor_desc t[KT_MAX_TENSORS];
+        int n = st->family->tensors(&sp, t);
+        kt_launch sl = {.mod = &mods[s], .config = &mods[s].config, .problem = &sp, .stream = l->stream,
+                        .copy = l->copy, .copies = l->copies};
+        for (int i = 0; i < n; i++) sl.ptr[i] = l->ptr[st->tensor[i]];
+        if (st->family->launch(&sl)) return -1;
+    }
+    return 0;
 }

@@ -4,9 +4,13 @@
  * (registers, spills, shared memory). */
 #include "kt.h"
 
+#include <errno.h>
 #include <nvrtc.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* Options every variant is built with; part of the cache key. */
 static const char *const base_options[] = {"-std=c++17", "--ptxas-options=-v", "-lineinfo",
@@ -21,17 +25,42 @@ int kt_nvrtc_version(void) {
 
 const char *kt_cache_dir(void) {
     static char dir[4096];
-    const char *env = getenv("KT_CACHE_DIR");
+    const char *env = getenv("KT_CACHE_DIR"), *home = getenv("HOME");
+    /* no HOME: no cache (a shared /tmp folder would let other users plant cubins) */
     if (env && *env) snprintf(dir, sizeof dir, "%s", env);
-    else snprintf(dir, sizeof dir, "%s/.cache/kt", getenv("HOME") ? getenv("HOME") : "/tmp");
+    else if (home && *home) snprintf(dir, sizeof dir, "%s/.cache/kt", home);
+    else dir[0] = 0;
     return dir;
+}
+
+/* Says `what` on stderr the first time it happens in this process (compile threads share it). */
+static void warn_once(atomic_int *said, const char *what) {
+    if (!atomic_exchange(said, 1)) fprintf(stderr, "kt: %s\n", what);
+}
+
+/* Whether the cache folder can be used; the first time it cannot, says why once. */
+static int cache_usable(void) {
+    static atomic_int said;
+    const char *dir = kt_cache_dir();
+    char why[4400];
+    if (!*dir) {
+        warn_once(&said, "HOME and KT_CACHE_DIR are unset: no JIT cache, every variant is compiled afresh");
+        return 0;
+    }
+    struct stat st;
+    errno = 0;
+    if (kt_mkdirs(dir) == 0 && !stat(dir, &st) && S_ISDIR(st.st_mode) && access(dir, W_OK | X_OK) == 0) return 1;
+    int not_folder = !stat(dir, &st) && !S_ISDIR(st.st_mode);
+    snprintf(why, sizeof why, "JIT cache folder %s is unusable (%s): every variant is compiled afresh", dir,
+             not_folder ? "not a folder" : strerror(errno));
+    warn_once(&said, why);
+    return 0;
 }
 
 const char *kt_arch_name(int arch) {
     switch (arch) {
     case 90: return "sm_90";
     case 901: return "sm_90a";
-    case 89: return "sm_89";
     case 100: return "sm_100";
     case 120: return "sm_120";
     case 1201: return "sm_120a";
@@ -40,7 +69,8 @@ const char *kt_arch_name(int arch) {
 }
 
 int kt_arch_parse(const char *s) {
-    static const int known[] = {89, 90, 901, 100, 120, 1201};
+    /* not sm_89 or older: every kernel uses griddepcontrol (PDL) and clusters, sm_90's */
+    static const int known[] = {90, 901, 100, 120, 1201};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (!strcmp(s, kt_arch_name(known[i]))) return known[i];
     return -1;
@@ -94,23 +124,42 @@ void kt_parse_ptxas_log(const char *log, kt_ptxas_report *r) {
     }
 }
 
-/* Cache file layout: magic, log length, log, cubin. One file, written atomically. */
-static const char cache_magic[8] = {'K', 'T', 'C', 'U', 'B', 'I', 'N', '1'};
+/* Cache file layout: magic, log length, cubin length, checksum, log, cubin. One file,
+ * written atomically; the checksum (XXH3 of the key, log and cubin) is verified on every
+ * read, so a damaged or edited entry (a flipped byte in .text, a changed spill count in the
+ * log) is a miss, never a served binary. */
+static const char cache_magic[8] = {'K', 'T', 'C', 'U', 'B', 'I', 'N', '2'};
+#define CACHE_HEADER 32
 
-static int cache_read(const char *path, kt_cubin *out) {
+static uint64_t cache_checksum(const char *key, const char *log, uint64_t log_len, const void *image,
+                               uint64_t image_len) {
+    uint64_t h = kt_hash(key, strlen(key), 0);
+    h = kt_hash(log, log_len, h);
+    return kt_hash(image, image_len, h);
+}
+
+/* Reads the entry at path for key: 0 when served, -1 on a miss (absent, other format, or
+ * damaged: then said once on stderr). */
+static int cache_read(const char *path, const char *key, kt_cubin *out) {
+    static atomic_int said;
     FILE *f = fopen(path, "rb");
     if (!f) return -1;
     char magic[8];
-    uint64_t log_len = 0, image_len = 0;
-    int ok = fread(magic, 1, 8, f) == 8 && !memcmp(magic, cache_magic, 8) &&
-             fread(&log_len, 8, 1, f) == 1 && fread(&image_len, 8, 1, f) == 1 &&
-             log_len < (1u << 24) && image_len < (1u << 30);
+    uint64_t log_len = 0, image_len = 0, sum = 0;
+    int ok = fread(magic, 1, 8, f) == 8 && !memcmp(magic, cache_magic, 8);
+    int same_format = ok;
+    ok = ok && fread(&log_len, 8, 1, f) == 1 && fread(&image_len, 8, 1, f) == 1 && fread(&sum, 8, 1, f) == 1 &&
+         log_len < (1u << 24) && image_len < (1u << 30);
     char *log = ok ? malloc(log_len + 1) : NULL;
     void *image = ok ? malloc(image_len) : NULL;
     ok = ok && log && image && fread(log, 1, log_len, f) == log_len &&
-         fread(image, 1, image_len, f) == image_len;
+         fread(image, 1, image_len, f) == image_len && fgetc(f) == EOF &&
+         cache_checksum(key, log, log_len, image, image_len) == sum;
     fclose(f);
     if (!ok) {
+        char why[4400];
+        snprintf(why, sizeof why, "JIT cache entry %s is damaged (checksum or length mismatch): recompiling it", path);
+        if (same_format) warn_once(&said, why);
         free(log);
         free(image);
         return -1;
@@ -122,18 +171,25 @@ static int cache_read(const char *path, kt_cubin *out) {
     return 0;
 }
 
-static void cache_write(const char *path, const kt_cubin *c) {
+static void cache_write(const char *path, const char *key, const kt_cubin *c) {
     uint64_t log_len = c->log ? strlen(c->log) : 0, image_len = c->size;
-    size_t total = 8 + 16 + log_len + image_len;
+    uint64_t sum = cache_checksum(key, c->log ? c->log : "", log_len, c->image, image_len);
+    size_t total = CACHE_HEADER + log_len + image_len;
     char *buf = malloc(total);
     if (!buf) return;
     memcpy(buf, cache_magic, 8);
     memcpy(buf + 8, &log_len, 8);
     memcpy(buf + 16, &image_len, 8);
-    if (log_len) memcpy(buf + 24, c->log, log_len);
-    memcpy(buf + 24 + log_len, c->image, image_len);
-    /* A cache that cannot be written only costs a recompile next time. */
-    if (kt_mkdirs(kt_cache_dir()) == 0) kt_write_file_atomic(path, buf, total);
+    memcpy(buf + 24, &sum, 8);
+    if (log_len) memcpy(buf + CACHE_HEADER, c->log, log_len);
+    memcpy(buf + CACHE_HEADER + log_len, c->image, image_len);
+    /* A cache that cannot be written only costs a recompile next time (said once). */
+    if (kt_write_file_atomic(path, buf, total)) {
+        static atomic_int said;
+        char why[4400];
+        snprintf(why, sizeof why, "cannot write the JIT cache (%s): every variant is compiled afresh", kt_error());
+        warn_once(&said, why);
+    }
     free(buf);
 }
 
@@ -142,14 +198,12 @@ static int nvrtc_compile(const char *name, const char *file, const char *defines
     size_t src_len;
     const char *src = kt_source_text(file, &src_len);
     if (!src) return kt_fail("%s: source %s is not embedded in this binary", name, file);
-    extern const struct { const char *name; const char *text; size_t len; } kt_embedded[];
+    const kt_source_file *kt_embedded = kt_sources();
     const char *hdr_text[32], *hdr_name[32];
     int n_hdr = 0;
     for (int i = 0; kt_embedded[i].name && n_hdr < 32; i++) {
         size_t n = strlen(kt_embedded[i].name);
-        /* kernels/common's headers: .cuh (CUDA) and .h (layouts shared with the host C) */
-        if ((n > 4 && !strcmp(kt_embedded[i].name + n - 4, ".cuh")) ||
-            (n > 2 && !strcmp(kt_embedded[i].name + n - 2, ".h"))) {
+        if ((n > 4 && !strcmp(kt_embedded[i].name + n - 4, ".cuh")) || (n > 2 && !strcmp(kt_embedded[i].name + n - 2, ".h"))) {
             hdr_text[n_hdr] = kt_embedded[i].text;
             hdr_name[n_hdr++] = kt_embedded[i].name;
         }
@@ -197,12 +251,13 @@ static int nvrtc_compile(const char *name, const char *file, const char *defines
 /* Compiles embedded `file` as `name` with `defines` for arch through the on-disk cache. */
 static int compile_cached(const char *name, const char *file, const char *defines, int arch, kt_cubin *out) {
     memset(out, 0, sizeof *out);
-    if (!kt_arch_name(arch)) return kt_fail("unknown arch %d", arch);
+    if (!kt_arch_name(arch)) return kt_fail("no JIT target for arch %d: kt's kernels need sm_90 or newer", arch);
     if (kt_nvrtc_version() < 0) return kt_fail("NVRTC is not usable: is the CUDA toolkit installed?");
     compile_id(name, file, defines, arch, out->variant_id);
     char path[4200];
     snprintf(path, sizeof path, "%s/%s-%s.cubin", kt_cache_dir(), name, out->variant_id);
-    if (cache_read(path, out) == 0) {
+    int cache = cache_usable();
+    if (cache && cache_read(path, out->variant_id, out) == 0) {
         out->from_cache = 1;
     } else {
         if (nvrtc_compile(name, file, defines, arch, out)) {
@@ -212,7 +267,7 @@ static int compile_cached(const char *name, const char *file, const char *define
             free(msg);
             return -1;
         }
-        cache_write(path, out);
+        if (cache) cache_write(path, out->variant_id, out);
     }
     kt_parse_ptxas_log(out->log, &out->report);
     return 0;

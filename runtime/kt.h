@@ -47,7 +47,13 @@ double kt_now(void);
 /* Seeded generator (splitmix64): next 64 bits, and a uniform float in [-1, 1). */
 uint64_t kt_rng_next(uint64_t *state);
 float kt_rng_uniform(uint64_t *state);
-/* Parses a comma list of positive integers ("1,16,64") into out[max]; returns the count or -1. */
+/* Parses a whole decimal integer in [lo, hi] into *out: no blanks, no sign but a leading '-',
+ * nothing after the digits, no overflow; -1 with the reason otherwise. */
+int kt_parse_long(const char *s, long lo, long hi, long *out);
+/* The largest integer a list element, shape key or config value may be: what an int holds. */
+#define KT_MAX_INT_VALUE 2147483647L
+/* Parses a comma list of positive integers ("1,16,64") into out[max]; returns the count or -1
+ * (an empty element, e.g. "1,", is an error). */
 int kt_parse_int_list(const char *s, long *out, int max);
 /* Makes room for element n of a malloc'd array of `size`-byte elements, *cap of them (doubled,
  * from 64, once n reaches it). Returns the array, moved or not; NULL with the error set if out
@@ -66,13 +72,25 @@ uint16_t kt_float_to_bf16(float x);
 #define KT_MAX_PARAMS 12
 #define KT_MAX_TENSORS 12
 #define KT_MAX_KERNELS 4
+#define KT_MAX_STAGES 8
 
-/* A problem: the family's shape key values (e.g. N, K) plus the batch size m (tokens). */
+/* A problem: the family's key values (e.g. N, K; a category as the index of its name in the
+ * key field's categories) plus the batch size m (tokens, requests: the family's m_name). */
 typedef struct kt_problem {
     int n_dims;
     long dim[KT_MAX_DIMS];
     long m;
 } kt_problem;
+
+/* A field of a family's problem key. Sizes are compared by distance for the nearest-shape
+ * lookup; categories (a cache layout, a weight format, a routing distribution) must match
+ * exactly and never enter a distance. */
+typedef enum kt_key_kind { KT_KEY_SIZE = 0, KT_KEY_CATEGORY } kt_key_kind;
+typedef struct kt_key_field {
+    const char *name;              /* "N", "K", "LAYOUT", "HQ", "TOPK", "FORMAT", "DIST" */
+    kt_key_kind kind;
+    const char *const *categories; /* KT_KEY_CATEGORY: the value names, NULL-terminated */
+} kt_key_field;
 
 typedef enum kt_dtype { KT_E4M3, KT_BF16, KT_F32, KT_I32, KT_U8 } kt_dtype;
 /* Bytes per element of a dtype. */
@@ -81,23 +99,41 @@ const char *kt_dtype_name(kt_dtype t);
 
 typedef enum kt_role {
     KT_INPUT,    /* read-only, filled by the family from a seed, rotated over copies when timing */
-    KT_OUTPUT,   /* poisoned with NaN before each run, compared with the reference */
+    KT_OUTPUT,   /* poisoned (kt_poison_byte) before each run, compared with the reference */
     KT_SCRATCH,  /* workspace zeroed once at allocation; kernels must leave it zeroed */
+    KT_TEMP,     /* a pipeline's intermediate or a workspace that needs no zeroing: allocated
+                    once, never filled, poisoned or compared */
 } kt_role;
 
-/* How an output is compared with its reference (CONTRACT.md; the mla_indexer branch's shim
- * implements REL_L2 and EXACT, i32 outputs poisoned with INT32_MIN). */
-typedef enum kt_compare { KT_CMP_REL_L2 = 0, KT_CMP_EXACT, KT_CMP_SET } kt_compare;
+/* How an output is compared with its float64 reference. Everywhere: a reference +-inf must
+ * be matched by the same infinity, an infinite output where the reference is finite fails,
+ * and an element still holding the poison fails as "unwritten". */
+typedef enum kt_compare {
+    KT_CMP_REL_L2 = 0, /* ||out - ref|| / ||ref|| over the finite pairs <= tolerance */
+    KT_CMP_EXACT,      /* every element equal (ints, ids, counts) */
+    KT_CMP_SET,        /* rows of set_len elements, each equal to its reference row as a multiset */
+} kt_compare;
 
 typedef struct kt_tensor_desc {
     const char *name;
     kt_dtype dtype;
-    size_t count; /* elements */
+    size_t count;       /* elements */
     kt_role role;
-    kt_compare compare; /* outputs: REL_L2 (default), EXACT (ints, ids, counts), SET */
-    double tolerance;   /* REL_L2: ||out-ref||/||ref|| bound; 0 = the family's tolerance */
-    size_t set_len;     /* SET: rows of set_len elements, each compared as a multiset */
+    kt_compare compare; /* outputs */
+    double tolerance;   /* REL_L2: the bound; 0 = the family's tolerance */
+    size_t set_len;     /* SET: elements per row (e.g. the k of a top-k) */
 } kt_tensor_desc;
+
+/* Outputs are filled before a run with a poison no kernel may legally write, and an element
+ * still holding it after the run fails as "unwritten": float types NaN (0xff bytes), i32
+ * INT32_MIN (kernels never write it; -1 is the legal "unused slot"), u8 0xff (not detectable:
+ * every byte is legal). */
+#define KT_POISON_I32 INT32_MIN
+/* Fills n elements of dtype t at host address p with the poison. */
+void kt_poison_fill(kt_dtype t, void *p, size_t n);
+/* 1 if element i of p (dtype t) is the poison (float types: any NaN; i32: INT32_MIN; u8: never,
+ * every byte value is legal). */
+int kt_is_poison(kt_dtype t, const void *p, size_t i);
 
 /* A family's tuning parameter: name and the values the sweep may take. */
 typedef struct kt_param {
@@ -113,17 +149,39 @@ typedef struct kt_config {
 
 struct kt_module;
 struct kt_launch;
+struct kt_family;
 
-/* An in-run baseline a family can time beside its variant (CONTRACT.md): enqueue one run on
- * l->stream over the problem's tensors (l->ptr as the family's); l->mod is the family's
- * module (default config), so a kernel of the family's own .cu can be launched; state from
- * prepare (may be NULL). */
+/* A vendor or naive implementation `kt bench` times beside the family's variant. */
 typedef struct kt_baseline {
-    const char *name;
+    const char *name; /* "cublaslt_fp8", "cublas_bf16", "naive" */
+    /* Optional: state for problem p (may leave *state NULL). */
     int (*prepare)(const kt_problem *p, void **state);
+    /* Optional: makes alternative i of the baseline current (cuBLASLt's heuristic algorithms,
+     * a fallback scale mode), told whether an earlier one ran (ran); *label (the baseline's
+     * name unless set) and *algo (-1 unless set) say what it is. Returns 0, 1 when there is no
+     * alternative i, -1 on error. bench times each and reports the fastest. */
+    int (*choose)(void *state, int i, int ran, const char **label, int *algo);
+    /* Enqueues one run on l->stream over the problem's tensors (l->ptr as the family's, the
+     * rotation copy l->copy of l->copies); l->mod is the family's module (default config), so
+     * a naive kernel of the family's own .cu (listed in kernels[]) can be launched. NULL: the
+     * baseline is not linked into this program (n/a). */
     int (*enqueue)(void *state, const struct kt_launch *l);
-    void (*release)(void *state);
+    void (*release)(void *state); /* optional */
 } kt_baseline;
+
+/* One stage of a pipeline family: its family's dispatched winner (DB or default) runs it. */
+typedef struct kt_stage {
+    const struct kt_family *family;
+    /* The stage's problem (key and batch) from the pipeline's. */
+    void (*problem)(const kt_problem *pipeline, kt_problem *stage);
+    int tensor[KT_MAX_TENSORS]; /* for each of the stage's tensors, the pipeline tensor it is */
+} kt_stage;
+
+/* Which mma rate `kt bench` divides flops() by for the roof. */
+typedef enum kt_mma_kind { KT_MMA_NONE = 0, KT_MMA_BF16, KT_MMA_E4M3 } kt_mma_kind;
+
+/* The GEMM batch ladder (kt_family.batch_buckets NULL): bucket upper bounds, 0-terminated. */
+extern const long kt_gemm_buckets[];
 
 /* A kernel family: everything the tuner, bench, tests and runtime know about it. */
 typedef struct kt_family {
@@ -131,14 +189,21 @@ typedef struct kt_family {
     const char *summary;
     const char *source;            /* file name under kernels/, embedded in the binary */
     const char *const *kernels;    /* entry points the module must export, NULL-terminated */
-    int n_dims;                    /* shape key names, e.g. {"N","K"} */
-    const char *dim_names[KT_MAX_DIMS];
-    const char *m_name;            /* name of the batch dimension, e.g. "M" */
+    int n_keys;                    /* the problem key's fields, e.g. {"N"}, {"K"} (sizes) */
+    kt_key_field keys[KT_MAX_DIMS];
+    const char *m_name;            /* name of the batch dimension, e.g. "M" (tokens), "B" */
+    /* Ascending batch bucket upper bounds, 0-terminated (beyond the last: doubling);
+     * NULL: kt_gemm_buckets. */
+    const long *batch_buckets;
     int n_params;
     kt_param params[KT_MAX_PARAMS];
     int strata_params;             /* the fast search's first sample covers the combinations of
                                     * the first this many params (0: 2), the most telling first */
     kt_config default_config;      /* served when the DB has nothing for the family */
+    /* The fast search (tuner/search.h): from this batch size on an anchor's local search gets
+     * its whole budget again, and anchors up to search_tile_sweep_to_m time all of their
+     * winner's tile (the first strata_params); 0: never. */
+    long search_full_budget_from_m, search_tile_sweep_to_m;
     const long (*target_shapes)[KT_MAX_DIMS]; /* shapes `make demo` sweeps */
     int n_target_shapes;
 
@@ -163,29 +228,53 @@ typedef struct kt_family {
     /* Computes the expected value of every KT_OUTPUT element, in declaration order,
      * concatenated, in double, from the host inputs. */
     void (*reference)(const kt_problem *p, void *const *host, double *ref);
-    /* Multiply-adds above which the tuner uses the GPU reference kernel (0: never). */
+    /* Work (work(), or flops/2: the GEMM's multiply-adds) above which the tuner uses the GPU
+     * reference kernel (0: never). */
     double gpu_reference_above;
-    /* Enqueues the trusted GPU reference writing double ref[] (same order as reference()). */
+    double (*work)(const kt_problem *p); /* optional */
+    /* Enqueues the trusted GPU reference writing double ref[] (same order as reference()),
+     * from l->ref_mod: a module (default config) of reference_family, or of this family. */
     int (*launch_reference)(const struct kt_launch *l, uint64_t ref_ptr);
+    const struct kt_family *reference_family; /* NULL: this family */
     /* Enqueues the variant on l->stream. */
     int (*launch)(const struct kt_launch *l);
-    /* Relative tolerance of ||out - ref|| / ||ref||. */
+    /* Relative tolerance of ||out - ref|| / ||ref|| (REL_L2 outputs with tolerance 0). */
     double tolerance;
     /* Bytes that must move and flops that must be done (the floor). */
     double (*bytes)(const kt_problem *p);
     double (*flops)(const kt_problem *p);
-    /* In-run baselines `kt bench` times beside the variant; NULL-terminated, may be NULL. */
-    const kt_baseline *const *baselines;
+    kt_mma_kind mma;                       /* the mma flops() run on, for the roof */
+    const kt_baseline *const *baselines;   /* NULL-terminated; may be NULL */
+    /* A pipeline (n_stages > 0) has no source or params of its own: its tensors (inputs,
+     * outputs, KT_TEMP intermediates), fill, reference and bytes are its own, and verify and
+     * bench run each stage's dispatched winner in order, in one CUDA graph. */
+    int n_stages;
+    kt_stage stages[KT_MAX_STAGES];
 } kt_family;
+
+/* The bucket batch size m falls in for family f: the least upper bound of its ladder at or
+ * above m, past the last doubling from it. */
+long kt_family_bucket(const kt_family *f, long m);
+/* The size tuned work of p: f->work(p), or f->flops(p) / 2 when f has no work() (0 if neither). */
+double kt_family_work(const kt_family *f, const kt_problem *p);
 
 /* The registry: number of families and the i-th; lookup by name (NULL with error set). */
 int kt_family_count(void);
 const kt_family *kt_family_at(int i);
 const kt_family *kt_family_find(const char *name);
 
-/* Parses "N=1536,K=4096" against the family's key names into p (m untouched). */
+/* Parses "N=1536,K=4096" or "LAYOUT=V4,HQ=64" against the family's key fields into p (m
+ * untouched): sizes positive integers, categories one of their names. */
 int kt_parse_shape(const kt_family *f, const char *s, kt_problem *p);
-/* Formats p's shape as "N=1536,K=4096" into out. */
+/* Parses a size value (a non-negative decimal integer, the whole of s[0..len)) into *v; -1 if
+ * it is not one. The one place kt reads a number of a shape or config. */
+int kt_parse_size(const char *s, size_t len, long *v);
+/* The most bytes a problem's tensors may take: more than any GPU's memory (192 GB today). */
+#define KT_MAX_PROBLEM_BYTES (256.0 * (1 << 30))
+/* 0 if problem p's sizes multiply without overflow and its tensors fit KT_MAX_PROBLEM_BYTES,
+ * else -1 with the reason in why (checked after f->check_problem, before any tensor is sized). */
+int kt_check_problem_size(const kt_family *f, const kt_problem *p, char *why, size_t n);
+/* Formats p's shape as "N=1536,K=4096" (categories by name) into out. */
 void kt_format_shape(const kt_family *f, const kt_problem *p, char *out, size_t n);
 /* Index of value in p's value list; -1 if it is not there. */
 int kt_param_value_index(const kt_param *p, int value);
@@ -204,8 +293,18 @@ void kt_config_defines(const kt_family *f, const kt_config *c, char *out, size_t
 /* Embedded file by base name (kernels/NAME, kernels/common/NAME, runtime/check.cu,
  * bench/ceiling.cu, db/NAME); NULL if absent. */
 const char *kt_source_text(const char *name, size_t *len);
-/* Hash of an embedded source file plus every common header it may include. */
+/* Hash of an embedded source file and, transitively, every embedded file it includes by
+ * `#include "NAME"` (each once); other headers do not change it. */
 uint64_t kt_source_hash(const char *file);
+/* An embedded file; kt_sources() lists them all, ending with a NULL name. */
+typedef struct kt_source_file {
+    const char *name;
+    const char *text;
+    size_t len;
+} kt_source_file;
+const kt_source_file *kt_sources(void);
+/* kt_source_hash over the files of files[] (ending with a NULL name) instead of the embedded ones. */
+uint64_t kt_source_hash_in(const kt_source_file *files, const char *file);
 /* kt_source_hash of a family's source. */
 uint64_t kt_family_source_hash(const kt_family *f);
 
@@ -238,7 +337,8 @@ typedef struct kt_cubin {
 
 /* NVRTC version as major*1000+minor*10 (e.g. 13000); -1 if NVRTC is unusable. */
 int kt_nvrtc_version(void);
-/* Cache folder: $KT_CACHE_DIR or ~/.cache/kt. */
+/* Cache folder: $KT_CACHE_DIR or ~/.cache/kt; "" (no cache) when neither is set. A folder
+ * that cannot be used, or an entry that fails its checksum, is said once on stderr. */
 const char *kt_cache_dir(void);
 /* Computes the variant id of (family, config, arch) without compiling. */
 void kt_variant_id(const kt_family *f, const kt_config *c, int arch, char out[17]);
@@ -313,6 +413,7 @@ typedef struct kt_launch {
     const kt_problem *problem;
     uint64_t ptr[KT_MAX_TENSORS]; /* device addresses, in the family's tensor order */
     void *stream;                 /* CUstream */
+    int copy, copies;             /* the rotation copy ptr[] inputs are, of how many (0, 1: none) */
 } kt_launch;
 /* Launches kernel index k of module m: grid, block, dynamic shared memory, args (cuLaunchKernel). */
 int kt_launch_kernel(const kt_module *m, int k, unsigned gx, unsigned gy, unsigned gz,
@@ -328,10 +429,13 @@ int kt_launch_kernel_pdl(const kt_module *m, int k, unsigned gx, unsigned gy, un
 typedef struct kt_db kt_db;
 
 /* Schema version this build writes and reads. */
-#define KT_SCHEMA_VERSION 2
+#define KT_SCHEMA_VERSION 3
 
-/* Opens (creating and migrating when writable) a winners DB. Read-only fails if absent.
- * A file that is not a kt database gives -1 with a clear message. */
+/* Opens (creating and migrating when writable) a winners DB. Read-only fails if absent;
+ * read-only in a folder this user cannot write (a deployed DB) it opens the file immutable,
+ * creating no -wal/-shm beside it. A folder, a file that is not a kt database or a damaged
+ * one gives -1 with a message naming the file. Every writer waits for the others (and
+ * retries when SQLite says busy), so any number of processes may share one file. */
 int kt_db_open(const char *path, int read_only, kt_db **out);
 void kt_db_close(kt_db *db);
 
@@ -364,7 +468,9 @@ typedef struct kt_measurement {
     double compile_ms;
 } kt_measurement;
 
-/* Appends a measurement in its own transaction (committed when it returns). */
+/* Appends a measurement in its own transaction (committed when it returns): 0 when stored,
+ * 1 when its unit (device, family, source hash, variant, shape, m) already had a row (another
+ * process measured it first; that row stays), -1 on error. */
 int kt_db_add_measurement(kt_db *db, const kt_measurement *m);
 /* 1 if (device, family, source hash, variant, shape, m) already has a measurement, 0 if not,
  * -1 on error. When found, *status and *median_us (each may be NULL) get its first row's
@@ -407,10 +513,12 @@ int kt_db_add_retimes(kt_db *db, long long run_id, long long device_id, const ch
  * (device, family, source hash, variant, shape, m), and the winner of every merged
  * (shape, M bucket) recomputed, all in one transaction. Refuses dst itself. */
 int kt_db_merge(kt_db *dst, const char *src_path);
+/* kt db merge: merges the n databases in[] into the file out, created if absent, all or
+ * nothing: every input is checked first, the merge is made in a temp copy, and only a
+ * complete one replaces out (renamed into place, or copied over the old out with SQLite's
+ * backup in one transaction). On failure out is left as it was, or absent. */
+int kt_db_merge_files(const char *out, const char *const *in, int n);
 
-/* M buckets: the bucket a batch size falls in (its upper bound: 1,2,4,8,16,24,32,48,64,96,
- * 128,256,512,1024,1536,2048,3072,4096, then powers of two). */
-long kt_m_bucket(long m);
 
 typedef enum kt_lookup_level { KT_EXACT, KT_NEAREST_M, KT_NEAREST_SHAPE, KT_DEFAULT } kt_lookup_level;
 const char *kt_lookup_level_name(kt_lookup_level l);
@@ -442,5 +550,14 @@ int kt_db_export(kt_db *db, const char *format, FILE *out);
  * current device, compiling through the cache; logs the lookup level to stderr. */
 int kt_dispatch(kt_db *db, const kt_family *f, const kt_problem *p, kt_module *out,
                 kt_lookup_level *level);
+/* The problem of pipeline f's stage s for the pipeline's problem p (key and batch). */
+void kt_stage_problem(const kt_family *f, int s, const kt_problem *p, kt_problem *out);
+/* kt_dispatch of every stage of pipeline f for p into mods[0..f->n_stages). On failure the
+ * stages already loaded are unloaded. */
+int kt_pipeline_dispatch(kt_db *db, const kt_family *f, const kt_problem *p, kt_module *mods);
+void kt_pipeline_unload(const kt_family *f, kt_module *mods);
+/* Enqueues pipeline f's stages in order on l->stream, each its family's launch() with mods[s],
+ * its problem and its tensors taken from l->ptr by the stage's tensor map. */
+int kt_pipeline_launch(const kt_family *f, const kt_module *mods, const kt_launch *l);
 
 #endif

@@ -7,7 +7,6 @@
 #include <cublas_api.h>
 #include <errno.h>
 #include <math.h>
-#include <nccl.h>
 #include <nvrtc.h>
 #include <sqlite3.h>
 #include <stdarg.h>
@@ -54,13 +53,6 @@ int kt_status_CUBLAS(int status, const char *call, const char *file, int line) {
     if (status == CUBLAS_STATUS_SUCCESS) return 0;
     return status_fail("cuBLAS", cublasGetStatusString((cublasStatus_t)status), status, call, file,
                        line);
-}
-
-/* NCCL is loaded at run time only by the runtime's tensor-parallel path; its strings
- * come from there once it exists. */
-int kt_status_NCCL(int status, const char *call, const char *file, int line) {
-    if (status == ncclSuccess) return 0;
-    return status_fail("NCCL", "see NCCL_DEBUG=WARN output", status, call, file, line);
 }
 
 int kt_status_SQL(int status, const char *call, const char *file, int line) {
@@ -159,22 +151,42 @@ void *kt_grow(void *array, size_t *cap, size_t n, size_t size) {
     return grown;
 }
 
+int kt_parse_long(const char *s, long lo, long hi, long *out) {
+    /* strtol alone accepts leading blanks and a sign, wraps nothing but saturates on
+     * overflow (errno), and stops at the first non-digit: each is checked here. */
+    if (!s || !*s) return kt_fail("empty number (expected an integer from %ld to %ld)", lo, hi);
+    if (!(s[0] >= '0' && s[0] <= '9') && !(s[0] == '-' && s[1] >= '0' && s[1] <= '9'))
+        return kt_fail("'%s' is not an integer", s);
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (*end) return kt_fail("'%s' is not an integer", s);
+    if (errno == ERANGE || v < lo || v > hi) return kt_fail("%s is out of range (%ld to %ld)", s, lo, hi);
+    *out = v;
+    return 0;
+}
+
 int kt_parse_int_list(const char *s, long *out, int max) {
+    if (!s || !*s) return kt_fail("empty integer list: expected e.g. 1,16,64");
     int n = 0;
-    const char *p = s;
-    while (*p) {
-        char *end;
-        errno = 0;
-        long v = strtol(p, &end, 10);
-        if (end == p || v <= 0 || errno) return kt_fail("bad integer list '%s': expected e.g. 1,16,64", s);
+    for (const char *p = s;; p++) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char item[32];
+        if (!len) return kt_fail("bad integer list '%s': an empty element (expected e.g. 1,16,64)", s);
+        if (len >= sizeof item) return kt_fail("bad integer list '%s': '%.*s' is out of range", s, (int)len, p);
+        memcpy(item, p, len);
+        item[len] = 0;
         if (n == max) return kt_fail("integer list '%s' has more than %d values", s, max);
-        out[n++] = v;
-        p = end;
-        if (*p == ',') p++;
-        else if (*p) return kt_fail("bad integer list '%s': expected e.g. 1,16,64", s);
+        if (kt_parse_long(item, 1, KT_MAX_INT_VALUE, &out[n])) {
+            char why[2048];
+            snprintf(why, sizeof why, "%s", kt_error()); /* kt_fail writes over kt_error() */
+            return kt_fail("bad integer list '%s': %s", s, why);
+        }
+        n++;
+        if (!comma) return n;
+        p = comma;
     }
-    if (!n) return kt_fail("empty integer list");
-    return n;
 }
 
 float kt_e4m3_to_float(uint8_t code) {
@@ -223,4 +235,23 @@ const char *kt_dtype_name(kt_dtype t) {
     static const char *name[] = {[KT_E4M3] = "e4m3", [KT_BF16] = "bf16", [KT_F32] = "f32",
                                  [KT_I32] = "i32", [KT_U8] = "u8"};
     return name[t];
+}
+
+void kt_poison_fill(kt_dtype t, void *p, size_t n) {
+    if (t == KT_I32) {
+        for (size_t i = 0; i < n; i++) ((int32_t *)p)[i] = KT_POISON_I32;
+        return;
+    }
+    memset(p, 0xff, n * kt_dtype_size(t));
+}
+
+int kt_is_poison(kt_dtype t, const void *p, size_t i) {
+    switch (t) {
+    case KT_E4M3: return (((const uint8_t *)p)[i] & 0x7f) == 0x7f;
+    case KT_BF16: return (((const uint16_t *)p)[i] & 0x7fff) > 0x7f80;
+    case KT_F32: return isnan(((const float *)p)[i]);
+    case KT_I32: return ((const int32_t *)p)[i] == KT_POISON_I32;
+    case KT_U8: return 0;
+    }
+    return 0;
 }

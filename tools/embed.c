@@ -1,4 +1,5 @@
-/* embed.c — build tool: turns the kernel sources and the DB schema into a C table
+/* embed.c — build tool: turns the kernel sources, their common headers (kernels/common/*.cuh,
+ * *.h) and the DB schema into a C table
  * (name, text, length) so the kt binary runs from any directory. */
 #include <stdio.h>
 #include <string.h>

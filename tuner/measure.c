@@ -63,13 +63,24 @@ size_t kt_bench_device_bytes(const kt_bench *b) {
 }
 void *kt_bench_stream(const kt_bench *b) { return b->stream; }
 
-static void fill_launch(const kt_bench *b, const kt_module *mod, int copy, kt_launch *l) {
+int kt_reference_module(const kt_family *f, kt_module *m) {
+    const kt_family *r = f->reference_family ? f->reference_family : f;
+    kt_cubin cubin;
+    if (kt_compile(r, &r->default_config, kt_gpu_arch(), &cubin)) return -1;
+    int rc = kt_module_load(r, &r->default_config, &cubin, m);
+    kt_cubin_free(&cubin);
+    return rc;
+}
+
+void kt_bench_launch(const kt_bench *b, const kt_module *mod, int copy, kt_launch *l) {
     memset(l, 0, sizeof *l);
     l->mod = mod;
     l->ref_mod = mod;
     l->config = mod ? &mod->config : NULL;
     l->problem = &b->p;
     l->stream = b->stream;
+    l->copy = copy;
+    l->copies = b->copies;
     for (int i = 0; i < b->n_t; i++) l->ptr[i] = kt_bench_ptr(b, i, copy);
 }
 
@@ -80,9 +91,9 @@ static int compute_reference(kt_bench *b, const kt_module *ref_mod) {
     size_t bytes = b->n_ref * sizeof(double);
     KT_CHECK(CU, kt_cu.cuMemAlloc(&b->ref, bytes ? bytes : sizeof(double)));
     if (b->check_on_cpu && !(b->host_ref = malloc(bytes ? bytes : sizeof(double)))) return kt_fail("out of memory");
-    if (f->launch_reference && ref_mod && f->gpu_reference_above > 0 && f->flops(&b->p) / 2 > f->gpu_reference_above) {
+    if (f->launch_reference && ref_mod && f->gpu_reference_above > 0 && kt_family_work(f, &b->p) > f->gpu_reference_above) {
         kt_launch l;
-        fill_launch(b, ref_mod, 0, &l);
+        kt_bench_launch(b, ref_mod, 0, &l);
         if (f->launch_reference(&l, b->ref)) return -1;
         KT_CHECK(CU, kt_cu.cuStreamSynchronize(b->stream));
         if (b->host_ref) KT_CHECK(CU, kt_cu.cuMemcpyDtoH(b->host_ref, b->ref, bytes));
@@ -115,6 +126,11 @@ int kt_bench_setup(const kt_family *f, const kt_problem *p, uint64_t seed, const
     b->f = f;
     b->p = *p;
     b->n_t = f->tensors(p, b->t);
+    for (int i = 0; i < b->n_t; i++)
+        if (b->t[i].role == KT_OUTPUT && b->t[i].compare == KT_CMP_SET &&
+            (!b->t[i].set_len || b->t[i].count % b->t[i].set_len))
+            return kt_fail("%s: output %s: a SET compare needs rows (set_len %zu of %zu elements)", f->name,
+                           b->t[i].name, b->t[i].set_len, b->t[i].count);
     b->check_on_cpu = getenv("KT_CHECK_ON_GPU") && !strcmp(getenv("KT_CHECK_ON_GPU"), "0");
     size_t input_bytes = 0;
     for (int i = 0; i < b->n_t; i++) {
@@ -167,36 +183,24 @@ void kt_bench_free(kt_bench *b) {
 }
 
 int kt_bench_poison(kt_bench *b) {
-    for (int i = 0; i < b->n_t; i++)
-        if (b->t[i].role == KT_OUTPUT && b->t[i].dtype == KT_I32) /* -1 is a legal id: INT32_MIN */
-            KT_CHECK(CU, kt_cu.cuMemsetD32Async(b->dev[i], 0x80000000u, b->t[i].count, b->stream));
-        else if (b->t[i].role == KT_OUTPUT)
-            KT_CHECK(CU, kt_cu.cuMemsetD8Async(b->dev[i], 0xff, tensor_bytes(&b->t[i]), b->stream));
+    for (int i = 0; i < b->n_t; i++) {
+        if (b->t[i].role != KT_OUTPUT) continue;
+        if (b->t[i].dtype == KT_I32)
+            KT_CHECK(CU, kt_cu.cuMemsetD32Async(b->dev[i], (unsigned)KT_POISON_I32, b->t[i].count, b->stream));
+        else KT_CHECK(CU, kt_cu.cuMemsetD8Async(b->dev[i], 0xff, tensor_bytes(&b->t[i]), b->stream));
+    }
     return 0;
 }
 
-static double element(const void *base, kt_dtype t, size_t i) {
-    switch (t) {
-    case KT_E4M3: return kt_e4m3_to_float(((const uint8_t *)base)[i]);
-    case KT_BF16: return kt_bf16_to_float(((const uint16_t *)base)[i]);
-    case KT_F32: return ((const float *)base)[i];
-    case KT_I32: return ((const int32_t *)base)[i] == INT32_MIN ? NAN : ((const int32_t *)base)[i];
-    case KT_U8: return ((const uint8_t *)base)[i];
-    }
-    return NAN;
-}
+_Static_assert((int)KT_CHECK_I32 == (int)KT_I32 && (int)KT_CHECK_U8 == (int)KT_U8 && (int)KT_CHECK_SET == (int)KT_CMP_SET &&
+                   KT_CHECK_POISON_I32 == KT_POISON_I32,
+               "kt_check.h's codes are kt.h's");
 
-void kt_check_host(kt_dtype t, const void *out, const double *ref, size_t n, kt_check_sums *s) {
+void kt_check_host(const kt_tensor_desc *t, const void *out, const double *ref, kt_check_sums *s) {
     memset(s, 0, sizeof *s);
-    for (size_t j = 0; j < n; j++) {
-        double o = element(out, t, j), r = ref[j];
-        if (isnan(o)) {
-            if (!s->nans++) s->nan_rank = n - j;
-            continue;
-        }
-        s->diff2 += (o - r) * (o - r);
-        s->ref2 += r * r;
-    }
+    unsigned long long units = kt_check_units(t->count, (int)t->compare, t->set_len);
+    for (unsigned long long u = 0; u < units; u++)
+        kt_check_unit(out, (int)t->dtype, ref, t->count, (int)t->compare, t->set_len, u, s);
 }
 
 /* Each output's sums, the outputs copied to the host and compared there. */
@@ -206,7 +210,7 @@ static int sums_on_cpu(kt_bench *b, kt_check_sums *sums) {
     for (int i = 0; i < b->n_t; i++) {
         if (b->t[i].role != KT_OUTPUT) continue;
         KT_CHECK(CU, kt_cu.cuMemcpyDtoH(b->host[i], b->dev[i], tensor_bytes(&b->t[i])));
-        kt_check_host(b->t[i].dtype, b->host[i], b->host_ref + off, b->t[i].count, &sums[i]);
+        kt_check_host(&b->t[i], b->host[i], b->host_ref + off, &sums[i]);
         off += b->t[i].count;
     }
     return 0;
@@ -219,10 +223,10 @@ static int sums_on_gpu(kt_bench *b, kt_check_sums *sums) {
     for (int i = 0; i < b->n_t; i++) {
         if (b->t[i].role != KT_OUTPUT || !b->t[i].count) continue;
         CUdeviceptr out = b->dev[i], ref = b->ref + off * sizeof(double), s = b->sums + i * sizeof *sums;
-        int dtype = (int)b->t[i].dtype;
-        unsigned long long count = b->t[i].count;
-        void *args[] = {&out, &dtype, &ref, &count, &s};
-        unsigned long long blocks = (count + CHECK_THREADS - 1) / CHECK_THREADS;
+        int dtype = (int)b->t[i].dtype, compare = (int)b->t[i].compare;
+        unsigned long long count = b->t[i].count, set_len = b->t[i].set_len;
+        void *args[] = {&out, &dtype, &ref, &count, &compare, &set_len, &s};
+        unsigned long long blocks = (kt_check_units(count, compare, set_len) + CHECK_THREADS - 1) / CHECK_THREADS;
         if (kt_launch_kernel(&b->check, 0, (unsigned)(blocks < CHECK_BLOCKS ? blocks : CHECK_BLOCKS), 1, 1,
                              CHECK_THREADS, 0, b->stream, args))
             return -1;
@@ -240,6 +244,32 @@ static int reference_at(const kt_bench *b, size_t i, double *value) {
     return 0;
 }
 
+/* Writes what tensor i's element at holds and should hold into why[n]. */
+static int describe_bad(const kt_bench *b, int i, size_t off, const kt_check_sums *s, char *why, size_t n) {
+    const kt_tensor_desc *t = &b->t[i];
+    size_t at = t->count - s->bad_rank, size = kt_dtype_size(t->dtype);
+    unsigned char bits[8];
+    double expected;
+    if (reference_at(b, off + at, &expected)) return -1;
+    if (b->host[i]) memcpy(bits, (const unsigned char *)b->host[i] + at * size, size);
+    else KT_CHECK(CU, kt_cu.cuMemcpyDtoH(bits, b->dev[i] + at * size, size));
+    int poison;
+    double got = kt_check_load(bits, (int)t->dtype, 0, &poison);
+    static const char *const rule[] = {[KT_CMP_REL_L2] = "finite values and matching infinities",
+                                       [KT_CMP_EXACT] = "an exact compare", [KT_CMP_SET] = "its row compared as a set"};
+    const char *what = t->compare == KT_CMP_SET ? "row" : "element";
+    if (poison && t->dtype != KT_I32)
+        snprintf(why, n, "%s[%zu] is NaN (unwritten or invalid; expected %g; %llu NaN in all)", t->name, at, expected,
+                 s->bad);
+    else if (poison)
+        snprintf(why, n, "%s[%zu] is unwritten (still the poison; expected %g; %llu unwritten in all)", t->name, at,
+                 expected, s->unwritten);
+    else
+        snprintf(why, n, "%s[%zu] is %g, expected %g (%s; %llu %ss fail, %llu unwritten)", t->name, at, got, expected,
+                 rule[t->compare], s->bad, what, s->unwritten);
+    return 0;
+}
+
 int kt_bench_check(kt_bench *b, double *rel_err, char *why, size_t n) {
     kt_check_sums sums[KT_MAX_TENSORS] = {{0}};
     if (b->check_on_cpu ? sums_on_cpu(b, sums) : sums_on_gpu(b, sums)) return -1;
@@ -249,27 +279,15 @@ int kt_bench_check(kt_bench *b, double *rel_err, char *why, size_t n) {
     for (int i = 0; i < b->n_t; i++) {
         if (b->t[i].role != KT_OUTPUT) continue;
         const kt_check_sums *s = &sums[i];
-        if (s->nans) {
-            size_t at = b->t[i].count - s->nan_rank;
-            double expected;
-            if (reference_at(b, off + at, &expected)) return -1;
-            snprintf(why, n, "%s[%zu] is NaN (unwritten or invalid; expected %g; %llu NaN in all)", b->t[i].name, at,
-                     expected, s->nans);
+        if (s->bad) {
             *rel_err = NAN;
-            return 0;
-        }
-        if (b->t[i].compare == KT_CMP_EXACT) { /* integers: any difference is a wrong result */
-            if (s->diff2 > 0 && !why[0])
-                snprintf(why, n, "%s: differs from the reference (exact compare; sum of squared differences %.6g)",
-                         b->t[i].name, s->diff2);
-            off += b->t[i].count;
-            continue;
+            return describe_bad(b, i, off, s, why, n);
         }
         double rel = s->ref2 > 0 ? sqrt(s->diff2 / s->ref2) : sqrt(s->diff2);
-        double tol = b->t[i].tolerance > 0 ? b->t[i].tolerance : b->f->tolerance;
+        double tolerance = b->t[i].tolerance > 0 ? b->t[i].tolerance : b->f->tolerance;
         if (rel > worst) worst = rel;
-        if (rel > tol && !why[0])
-            snprintf(why, n, "%s: relative error %.3g > tolerance %.1g", b->t[i].name, rel, tol);
+        if (rel > tolerance && !why[0])
+            snprintf(why, n, "%s: relative error %.3g > tolerance %.1g", b->t[i].name, rel, tolerance);
         off += b->t[i].count;
     }
     *rel_err = worst;
@@ -363,9 +381,10 @@ typedef struct variant_ctx {
 static int enqueue_variant(void *ctx, int copy, void *stream) {
     variant_ctx *v = ctx;
     kt_launch l;
-    fill_launch(v->b, v->mod, copy, &l);
+    kt_bench_launch(v->b, v->mod, copy, &l);
     l.stream = stream;
-    return v->b->f->launch(&l);
+    const kt_family *f = v->b->f;
+    return f->n_stages ? kt_pipeline_launch(f, v->mod, &l) : f->launch(&l);
 }
 
 int kt_bench_time_variant(kt_bench *b, const kt_module *mod, int max_repeats, kt_timing *t) {

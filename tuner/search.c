@@ -15,16 +15,10 @@
 #define BETWEEN_CAP 12 /* units of an M between anchors, all phases */
 #define UNCENTRED_PER_STRATUM 2 /* first-sample configs of a stratum where the default is no centre */
 #define SEED_TOP 2     /* an anchor's local search also starts from its next anchors' 2 fastest */
-/* From this M on an anchor's local search gets all of --budget more, below it half. Past
- * decode batch sizes the fastest configs sit among neighbours that do not build (spills) and
- * the first sample ranks tile shapes by two random configs each: on the H200's two recorded
- * exhaustive sweeps (tools/replay.sh, 24 seeds each) mean regret 1.41% -> 0.92% and 1.31% ->
- * 0.81%, M = 256 misses over 3% 25 -> 17 and 22 -> 15 of 48, for 11% more units. Doubling it
- * at M <= 8 as well, where the first sample is not centred either, changed no regret. */
-#define FULL_BUDGET_FROM_M 128
-/* Anchors from FULL_BUDGET_FROM_M up to this M end by timing all of their winner's tile
- * (sweep_tile); beyond, the tiles hold more configs and no decode target needs them. */
-#define TILE_SWEEP_TO_M 256
+/* From the family's search_full_budget_from_m on an anchor's local search gets all of --budget
+ * more, below it half; anchors from there up to its search_tile_sweep_to_m end by timing all
+ * of their winner's tile (sweep_tile). Why the GEMMs' values: bench/NOTES.md, "The fast
+ * search's M thresholds". */
 
 enum strategy { EXHAUSTIVE, RANDOM, FAST };
 /* A problem's phase. Exhaustive and random problems have phase 1 only; fast anchors 1 and
@@ -51,7 +45,7 @@ typedef struct problem {
     int sampled;     /* fast anchor: its first sample is all answered... */
     int first_n;     /* ...and was this many choices */
     int spare;       /* fast anchor: units of its budget the first sample left to the local search */
-    int tile_swept;  /* fast anchor from FULL_BUDGET_FROM_M: its winner's tile shape is all chosen */
+    int tile_swept;  /* fast anchor from search_full_budget_from_m: its winner's tile shape is all chosen */
     enum phase phase;
     int waiting;     /* choices not answered yet */
     int cap;         /* local search stops once the problem has this many choices */
@@ -74,6 +68,12 @@ struct kt_search {
     problem *pr;
     int n;
 };
+
+/* 1 if problems of batch m get the whole budget again in their local search (the family's
+ * search_full_budget_from_m; 0: never). */
+static int full_budget(const kt_family *f, long m) {
+    return f->search_full_budget_from_m > 0 && m >= f->search_full_budget_from_m;
+}
 
 /* ------------------------------------------------------------ the space */
 
@@ -462,12 +462,12 @@ static int advance(kt_search *s, int pi) {
             if (!seeds_ready(s, pb)) return 0;
             pb->phase = PHASE_2;
             if (seed(s, pi)) return -1;
-            int more = pb->p.m >= FULL_BUDGET_FROM_M ? s->budget : s->budget / 2;
+            int more = full_budget(s->f, pb->p.m) ? s->budget : s->budget / 2;
             pb->cap = pb->n + pb->spare + (more > 0 ? more : 1);
             continue; /* the seeds' answers first */
         }
         int made = pb->phase == PHASE_1 ? 0 : local_round(s, pi);
-        if (!made && pb->phase == PHASE_2 && pb->p.m >= FULL_BUDGET_FROM_M && pb->p.m <= TILE_SWEEP_TO_M &&
+        if (!made && pb->phase == PHASE_2 && full_budget(s->f, pb->p.m) && pb->p.m <= s->f->search_tile_sweep_to_m &&
             !pb->tile_swept)
             made = sweep_tile(s, pi);
         if (made < 0 || (!made && settle(s, pi))) return -1;

@@ -190,7 +190,8 @@ static int start_workers(sweep *s) {
     if (s->o->max_workers > 0 && want > s->o->max_workers) want = s->o->max_workers;
     if (want > MAX_WORKERS) want = MAX_WORKERS;
     s->arch = h0.info.cc_major * 10 + h0.info.cc_minor;
-    if (!kt_arch_name(s->arch)) return kt_fail("no JIT target for this GPU (compute capability %d)", s->arch);
+    if (!kt_arch_name(s->arch))
+        return kt_fail("no JIT target for this GPU (sm_%d): kt's kernels need sm_90 or newer", s->arch);
     if (s->f->launch_reference && s->f->gpu_reference_above > 0) {
         /* The reference kernel lives in every variant's module; the default config's serves. */
         if (kt_compile(s->f, &s->f->default_config, s->arch, &s->reference)) return -1;
@@ -329,10 +330,27 @@ static kt_measurement row_of(const sweep *s, const unit *u) {
     return m;
 }
 
+/* Another process sharing the database (a sweep per GPU or shard) committed unit u first:
+ * the search gets that row's result, so every process makes the same choices. Returns 1
+ * when it had, 0 when not, -1 on error. */
+static int committed_elsewhere(sweep *s, unit u) {
+    const problem *pb = &s->problems[u.problem];
+    kt_status status;
+    double median_us;
+    int have = kt_db_find_measurement(s->db, s->device_id, s->f->name, s->source_hash, s->space_ids[u.k], pb->shape,
+                                      pb->p.m, &status, &median_us);
+    if (have <= 0) return have;
+    s->rep->already++;
+    progress(s, pb, "(measured by another process)");
+    return kt_search_answer(s->search, u.problem, u.choice, status, median_us) ? -1 : 1;
+}
+
 /* Commits unit u's row and hands its result to the search (which may choose more units:
- * u is a copy, the units array may move). */
+ * u is a copy, the units array may move); when another process committed the unit first,
+ * its row stays and decides. */
 static int record(sweep *s, unit u, const kt_measurement *m) {
-    if (kt_db_add_measurement(s->db, m)) return -1;
+    int existed = kt_db_add_measurement(s->db, m);
+    if (existed) return existed < 0 || committed_elsewhere(s, u) < 0 ? -1 : 0;
     s->rep->measured++;
     s->rep->by_phase[u.phase - 1]++;
     progress(s, &s->problems[u.problem], m->config);
@@ -430,6 +448,13 @@ static void todo_remove(sweep *s, int at) {
     s->n_todo--;
 }
 
+/* Puts unit ui back at position at of todo (just removed from there: there is room). */
+static void todo_insert(sweep *s, int at, int ui) {
+    memmove(s->todo + at + 1, s->todo + at, sizeof *s->todo * (size_t)(s->n_todo - at));
+    s->todo[at] = ui;
+    s->n_todo++;
+}
+
 /* Gives sl its next job: a waiting re-timing first, else the first waiting unit whose
  * variant is compiled (when none is, sl stays idle a moment: s->compiling). Returns 1 when
  * it got one, 0 when there is none, -1 on error. */
@@ -449,6 +474,14 @@ static int dispatch(sweep *s, slot *sl) {
         int ui = s->todo[at];
         unit u = s->units[ui];
         const problem *pb = &s->problems[u.problem];
+        /* Not measured yet when it was chosen; a sweep sharing the database may have since. */
+        todo_remove(s, at);
+        int elsewhere = committed_elsewhere(s, u);
+        if (elsewhere) {
+            if (elsewhere < 0) return -1;
+            continue;
+        }
+        todo_insert(s, at, ui);
         const char *err = NULL;
         int v = s->variant_of[u.k];
         const kt_cubin *cubin = kt_compile_pool_wait(s->pool, v, &err); /* compiled: no wait */
@@ -628,6 +661,7 @@ static double watchdog_seconds(void) {
 
 int kt_sweep(const kt_sweep_options *o, kt_sweep_report *report) {
     kt_sweep_report unused;
+    if (o->family->n_stages) return kt_fail("%s is a pipeline: tune its stages' families", o->family->name);
     sweep *s = calloc(1, sizeof *s);
     if (!s) return kt_fail("out of memory");
     s->o = o;
@@ -644,7 +678,8 @@ int kt_sweep(const kt_sweep_options *o, kt_sweep_report *report) {
         for (int j = 0; j < o->n_ms && !rc; j++) {
             kt_problem p = o->shapes[i];
             p.m = o->ms[j];
-            if (s->f->check_problem(&p, why, sizeof why)) rc = kt_fail("%s", why);
+            if (s->f->check_problem(&p, why, sizeof why) || kt_check_problem_size(s->f, &p, why, sizeof why))
+                rc = kt_fail("%s", why);
         }
     if (!rc && o->shard_count > 1 && (o->shard_index < 0 || o->shard_index >= o->shard_count))
         rc = kt_fail("shard %d/%d does not exist (0 <= i < n)", o->shard_index, o->shard_count);

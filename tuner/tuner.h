@@ -3,6 +3,7 @@
 #ifndef KT_TUNER_H
 #define KT_TUNER_H
 #include "kt.h"
+#include "../kernels/common/kt_check.h"
 
 /* Every config of f that passes check_config for arch (and config_fits for p when p is
  * not NULL) and, when where is not NULL, has the params it names at its values
@@ -39,6 +40,12 @@ typedef struct kt_bench kt_bench;
 int kt_bench_setup(const kt_family *f, const kt_problem *p, uint64_t seed, const kt_module *ref_mod,
                    kt_bench **out);
 void kt_bench_free(kt_bench *b);
+/* Loads the module whose reference kernel checks f's large problems (kt_bench_setup's
+ * ref_mod): the default config of f->reference_family, or of f. */
+int kt_reference_module(const kt_family *f, kt_module *m);
+/* The launch of mod (or, for a pipeline, its stages' modules) on b's tensors, rotation copy
+ * `copy`, on b's stream: what a baseline's enqueue is handed. */
+void kt_bench_launch(const kt_bench *b, const kt_module *mod, int copy, kt_launch *l);
 
 /* Timing method: graph replays over rotated inputs, warm-up excluded, median of repeats. */
 typedef struct kt_timing {
@@ -47,7 +54,8 @@ typedef struct kt_timing {
 } kt_timing;
 
 /* Verifies mod on b (output poisoned first) and, when it passes, times it. Fills status,
- * error, rel_err and the times of m; returns 0 unless the GPU itself failed. */
+ * error, rel_err and the times of m; returns 0 unless the GPU itself failed. For a pipeline
+ * family, mod points to its stages' modules, n_stages of them in order (kt_pipeline_dispatch). */
 int kt_bench_variant(kt_bench *b, const kt_module *mod, kt_measurement *m);
 /* Times an arbitrary enqueue function over the same rotation (for baselines): fn(ctx, copy,
  * stream), median of at most max_repeats replays (0: the default, 15 or KT_REPEATS). */
@@ -63,22 +71,15 @@ double kt_bench_timing_seconds(const kt_bench *b);
 /* Device memory b holds (inputs with their rotation copies, outputs, reference). */
 size_t kt_bench_device_bytes(const kt_bench *b);
 /* Relative error of the output tensors against the reference (max over tensors); NaN if any
- * element is NaN. Compares the current device outputs on the GPU (runtime/check.cu), or on
+ * unit fails (kt_check.h), and why says which tensor and element. Compares the current device outputs on the GPU (runtime/check.cu), or on
  * the CPU when KT_CHECK_ON_GPU=0 was set at setup; both add up the same
  * kt_check_sums. */
 int kt_bench_check(kt_bench *b, double *rel_err, char *why, size_t n);
 
-/* What a check adds up over one output tensor against its float64 reference (the layout
- * runtime/check.cu writes). The relative error is sqrt(diff2 / ref2). */
-typedef struct kt_check_sums {
-    double diff2;                /* sum of (out - ref)^2 over the elements that are not NaN */
-    double ref2;                 /* sum of ref^2 over the same elements */
-    unsigned long long nans;     /* elements that are NaN: unwritten (the poison) or invalid */
-    unsigned long long nan_rank; /* n - the index of the first NaN; 0 if none */
-} kt_check_sums;
-/* The CPU compare: the sums of out[n] (dtype t, host memory) against ref[n]. */
-void kt_check_host(kt_dtype t, const void *out, const double *ref, size_t n, kt_check_sums *s);
-/* Fills every output tensor with its poison: NaN bytes, i32 INT32_MIN (-1 is a legal id). */
+/* The CPU compare: the sums of output tensor t (its dtype, count, compare, set_len) in host
+ * memory against ref[t->count], by kernels/common/kt_check.h's rule, as the GPU's. */
+void kt_check_host(const kt_tensor_desc *t, const void *out, const double *ref, kt_check_sums *s);
+/* Fills every output tensor with its dtype's poison (kt.h). */
 int kt_bench_poison(kt_bench *b);
 /* The stream the bench runs on (CUstream). */
 void *kt_bench_stream(const kt_bench *b);

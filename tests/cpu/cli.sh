@@ -39,6 +39,30 @@ expect_fail "shape missing a dim" "K missing" tune --family fp8_gemm --shape N=1
 expect_fail "shape not a multiple of 128" "multiples of 128" tune --family fp8_gemm --shape N=1000,K=4096 --m 1
 expect_fail "bad M list" "bad integer list" tune --family fp8_gemm --shape N=1024,K=4096 --m 1,x
 expect_fail "M out of range" "M=0\|bad integer list" tune --family fp8_gemm --shape N=1024,K=4096 --m 0
+# Strict input (issue 18): no wrap-around, no truncation, no blanks, no key twice, no empty
+# list element, no contradictory options, no problem larger than a GPU.
+expect_fail "empty M list element" "empty element" tune --family fp8_gemm --shape N=1024,K=4096 --m 1,
+expect_fail "M with a blank" "bad integer list" tune --family fp8_gemm --shape N=1024,K=4096 --m "1, 2"
+expect_fail "M that wraps" "out of range" tune --family fp8_gemm --shape N=1024,K=4096 --m 4294967297
+expect_fail "shape key twice" "K given twice" tune --family fp8_gemm --shape N=1024,K=512,K=4096 --m 1
+expect_fail "shape value with a blank" "N needs an integer" tune --family fp8_gemm --shape "N= 1024,K=4096" --m 1
+expect_fail "config key twice" "TILE_N given twice" compile --family fp8_gemm --config TILE_N=64,TILE_N=32
+expect_fail "config value 2^32 + 64 (read as 64 before)" "VEC needs an integer from 0 to" compile --family act_quant --config VEC=4294967304
+expect_fail "--where value that wraps" "needs an integer" compile --family fp8_gemm --where DIRECT=4294967297
+expect_fail "--sample with --config" "contradict" compile --family act_quant --config VEC=8 --sample 3
+expect_fail "--sample that overflows" "out of range" compile --family act_quant --sample 99999999999999999999
+expect_fail "--budget with trailing junk" "--budget: '5x' is not an integer" tune --family fp8_gemm --shape N=1024,K=4096 --m 1 --budget 5x
+expect_fail "--shard with junk" "--shard wants" tune --family fp8_gemm --shape N=1024,K=4096 --m 1 --shard 0/2x
+expect_fail "--shard that wraps" "--shard wants" tune --family fp8_gemm --shape N=1024,K=4096 --m 1 --shard 0/4294967298
+expect_fail "--workers with a blank" "--workers wants" tune --family fp8_gemm --shape N=1024,K=4096 --m 1 --workers " 2"
+expect_fail "a shape no GPU holds" "more than a GPU holds" tune --family fp8_gemm --shape N=2147483520,K=2147483520 --m 1
+expect_fail "sm_89 refused up front" "sm_89 and older lack griddepcontrol" compile --family act_quant --arch sm_89
+expect_ok "compile help shows the --arch default" "defaults to sm_120" compile --help
+# Without --sample or --config, compile says it compiles a sample of the space (the announcement
+# comes before any compile: stopped after 5 s).
+KT_CACHE_DIR="$tmp/cache" timeout 5 "$KT" compile --family fp8_gemm >"$tmp/out" 2>"$tmp/err"
+if grep -q "compiling a seeded sample of 16 of the [0-9]* variants (--sample all" "$tmp/err" && grep -q "^fp8_gemm for sm_120: 16 variants" "$tmp/out"; then
+    passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL cli: compile without --sample: $(head -c 300 "$tmp/err")"; fi
 expect_fail "bad strategy" "--strategy must be" tune --family fp8_gemm --shape N=1024,K=4096 --m 1 --strategy magic
 expect_fail "bad config name" "unknown name 'TILES'" bench --family fp8_gemm --shape N=1024,K=4096 --m 1 --config TILES=3
 expect_fail "config rejected by constraints" "config rejected" compile --family fp8_gemm --arch sm_120 --config TILE_N=128,TILE_M=128,TILE_K=256,STAGES=6,WARPS=8
@@ -50,6 +74,7 @@ expect_fail "bench needs a db or config" "cannot read database" bench --family f
 if ! ldconfig -p 2>/dev/null | grep -q 'libcuda.so.1'; then
     expect_fail "tune without a GPU" "needs an NVIDIA GPU" tune --family fp8_gemm --shape N=1024,K=4096 --m 1 --db "$tmp/x.db"
     expect_fail "devices without a GPU" "needs an NVIDIA GPU" devices
+    expect_fail "allreduce without a GPU" "needs an NVIDIA GPU" bench allreduce --gpus 1
 fi
 # A random sweep measures --budget configs per (shape, M) after pruning (fake GPU: real
 # compiles, made-up times).
@@ -59,11 +84,72 @@ rows=$("$KT" db export --format csv --db "$tmp/random.db" 2>/dev/null | tail -n 
 if [ "$rows" -eq 10 ]; then passed=$((passed + 1)); else
     failed=$((failed + 1)); echo "FAIL cli: random budget: $rows rows, expected 10: $(tail -c 300 "$tmp/err")"; fi
 
+# The probe family (the contract's test family) end to end on the fake GPU: an exhaustive
+# sweep over shapes with a categorical key, its own batch ladder (B 10 -> bucket 16), then
+# the DB's show and export.
+expect_fail "bad category" "LAYOUT is one of V3,V4, not 'V9'" tune --family probe --shape LAYOUT=V9,N=64 --m 1
+KT_FAKE_GPU=1 KT_CACHE_DIR="$tmp/cache" "$KT" tune --family probe --shape LAYOUT=V4,N=4096 --shape LAYOUT=V3,N=512 \
+    --m 1,10 --strategy exhaustive --db "$tmp/probe.db" >"$tmp/out" 2>"$tmp/err"
+rows=$("$KT" db export --format csv --db "$tmp/probe.db" 2>/dev/null | grep -c 'LAYOUT=V[34],N=')
+if [ "$rows" -eq 24 ]; then passed=$((passed + 1)); else
+    failed=$((failed + 1)); echo "FAIL cli: probe sweep: $rows rows, expected 24: $(tail -c 300 "$tmp/err")"; fi
+expect_ok "probe winners in its own buckets" "probe.*LAYOUT=V4,N=4096.* 16 " db show --db "$tmp/probe.db"
+expect_ok "probe export names the category" '"shape": "LAYOUT=V3,N=512"' db export --format json --db "$tmp/probe.db"
+expect_ok "list probe shows the key kinds" "LAYOUT={V3|V4} N  (batch: B)" list probe
+
+expect_fail "allreduce: too many GPUs" "one count from 1 to 8" bench allreduce --gpus 9
+expect_fail "allreduce: bad batch list" "bad integer list" bench allreduce --batch 1,x
+# check "what" 'CONDITION': evaluates the shell condition and counts it.
+check() {
+    if eval "$2"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL cli: $1: $(head -c 300 "$tmp/err")"; fi
+}
+
+# Errors about the user's files name the file: a folder given as --db, a truncated database.
+expect_fail "--db a folder" "$tmp is a folder, not a database file" db show --db "$tmp"
+head -c 8192 "$tmp/random.db" >"$tmp/trunc.db"
+expect_fail "a truncated database" "trunc.db is damaged: database disk image is malformed" db show --db "$tmp/trunc.db"
+# A failed merge leaves nothing (a new OUT) or the previous file (an existing OUT), and no temp file.
+expect_fail "merge of a damaged input" "trunc.db is damaged" db merge --db "$tmp/merged.db" "$tmp/random.db" "$tmp/trunc.db"
+check "a failed merge into a new file leaves nothing" '[ ! -e "$tmp/merged.db" ] && ! ls "$tmp" | grep -q merge-'
+cp "$tmp/random.db" "$tmp/out.db" && cp "$tmp/random.db" "$tmp/out.before"
+expect_fail "merge into an existing file, an input damaged" "damaged" db merge --db "$tmp/out.db" "$tmp/random.db" "$tmp/trunc.db"
+check "a failed merge leaves the previous file" 'cmp -s "$tmp/out.db" "$tmp/out.before" && ! ls "$tmp" | grep -q merge-'
+"$KT" db merge --db "$tmp/merged.db" "$tmp/random.db" >/dev/null 2>"$tmp/err"
+check "a merge into a new file" '[ $? -eq 0 ] && [ "$("$KT" db export --format csv --db "$tmp/merged.db" | tail -n +2 | wc -l)" -eq 10 ]'
+
+# A deployed database: read-only file in a folder this user cannot write (owned by root, read
+# as nobody when the suite runs as root, as CI does). show, export and the runtime's open work
+# and leave no -wal/-shm beside it (before: "attempt to write a readonly database").
+as_user() { if [ "$(id -u)" -eq 0 ]; then setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$@"; else "$@"; fi; }
+chmod 755 "$tmp"
+mkdir "$tmp/deploy" && cp "$tmp/random.db" "$tmp/deploy/kt.db" && cp "$KT" "$tmp/kt" && chmod 755 "$tmp/kt"
+chmod 444 "$tmp/deploy/kt.db" && chmod 555 "$tmp/deploy"
+as_user "$tmp/kt" db show --db "$tmp/deploy/kt.db" >"$tmp/out" 2>"$tmp/err"
+check "db show of a read-only deployment" '[ $? -eq 0 ] && grep -q "^winners" "$tmp/out"'
+as_user "$tmp/kt" db export --format csv --db "$tmp/deploy/kt.db" >"$tmp/out" 2>"$tmp/err"
+check "db export of a read-only deployment" '[ $? -eq 0 ] && [ "$(tail -n +2 "$tmp/out" | wc -l)" -eq 10 ]'
+check "no -wal/-shm created beside a read-only deployment" '[ "$(ls "$tmp/deploy")" = kt.db ]'
+mkdir -m 777 "$tmp/usercache"
+as_user env KT_FAKE_GPU=1 KT_CACHE_DIR="$tmp/usercache" "$tmp/kt" tune --family selftest --shape N=4096 --m 1 \
+    --db "$tmp/deploy/kt.db" >/dev/null 2>"$tmp/err"
+check "tuning into a read-only deployment fails naming it" '[ $? -ne 0 ] && grep -q "deploy/kt.db" "$tmp/err"'
+# An unusable JIT cache folder is said once, and compiling goes on without it.
+printf x >"$tmp/afile"
+KT_CACHE_DIR="$tmp/afile" "$KT" compile --family act_quant --sample 2 >"$tmp/out" 2>"$tmp/err"
+check "KT_CACHE_DIR a file: said once, compiled anyway" '[ $? -eq 0 ] && grep -q "^2 compiled, 0 failed" "$tmp/out" &&
+    [ "$(grep -c "JIT cache folder .*afile is unusable (not a folder)" "$tmp/err")" -eq 1 ]'
+env -u HOME -u KT_CACHE_DIR "$KT" compile --family act_quant --sample 2 >"$tmp/out" 2>"$tmp/err"
+check "HOME unset: said once, compiled anyway" '[ $? -eq 0 ] && [ "$(grep -c "HOME and KT_CACHE_DIR are unset" "$tmp/err")" -eq 1 ]'
+mkdir "$tmp/rocache" && chmod 555 "$tmp/rocache"
+as_user env KT_CACHE_DIR="$tmp/rocache" "$tmp/kt" compile --family act_quant --sample 2 >"$tmp/out" 2>"$tmp/err"
+check "a read-only cache folder: said once, compiled anyway" '[ $? -eq 0 ] && [ "$(grep -c "JIT cache" "$tmp/err")" -eq 1 ]'
+chmod 755 "$tmp/deploy" "$tmp/rocache"
+
 expect_ok "help" "usage: kt COMMAND" --help
 expect_ok "list" "fp8_gemm" list
 expect_ok "list family" "TILE_N" list fp8_gemm
 expect_ok "list family: untuned problems get a default of their own" "untuned problem gets one chosen for its M" list quant_fp8_gemm
-expect_ok "compile one config" "1 compiled, 0 failed" compile --family act_quant --arch sm_90 --config VEC=8
+KT_CACHE_DIR="$tmp/cache" expect_ok "compile one config" "1 compiled, 0 failed" compile --family act_quant --arch sm_90 --config VEC=8
 
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

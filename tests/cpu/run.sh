@@ -1,27 +1,54 @@
 #!/usr/bin/env bash
-# run.sh — the CPU suite (what CI runs): the C unit tests, the CLI's bad-input tests, and
-# whole sweeps through the CLI on the fake GPU, with one combined "N passed, N failed"
-# line at the end.
+# run.sh — the CPU suite (what CI runs): the C unit tests, the CLI's bad-input tests, whole
+# sweeps through the CLI on the fake GPU, and the fuzz targets (when clang's libFuzzer is
+# installed; .ci/run installs it). Each suite's result is printed as it finishes (its FAIL
+# lines, then "suite NAME: N passed, N failed (S s)"), and the last line is the combined
+# "N passed, N failed". The suites get a scratch JIT cache and a scratch HOME, never the
+# user's ~/.cache/kt; that nothing was written under HOME is checked at the end.
 set -u
 cd "$(dirname "$0")/../.."
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+export KT_CACHE_DIR="$scratch/cache" HOME="$scratch/home"
+mkdir -p "$HOME"
 total_passed=0 total_failed=0
 run() {
-    local log
-    log=$("$@" 2>&1)
+    local name=$1 start=$SECONDS
+    shift
+    "$@" >"$scratch/$name.log" 2>&1
     local rc=$?
-    echo "$log"
     local line
-    line=$(echo "$log" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -n 1)
-    if [ -z "$line" ]; then
-        echo "suite '$*' crashed or printed no summary (exit $rc)"
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$scratch/$name.log" | tail -n 1)
+    grep -E '^FAIL' "$scratch/$name.log"
+    if [ -z "$line" ] || { [ $rc -ne 0 ] && [ "$(echo "$line" | cut -d' ' -f3)" -eq 0 ]; }; then
+        tail -n 20 "$scratch/$name.log"
+        echo "suite $name: crashed or printed no summary (exit $rc)"
         total_failed=$((total_failed + 1))
         return
     fi
+    echo "suite $name: $line ($((SECONDS - start)) s)"
     total_passed=$((total_passed + $(echo "$line" | cut -d' ' -f1)))
     total_failed=$((total_failed + $(echo "$line" | cut -d' ' -f3)))
 }
-run ./build/test_cpu
-run bash tests/cpu/cli.sh ./bin/kt
-run bash tests/cpu/sweep.sh ./bin/kt
-echo "TOTAL: $total_passed passed, $total_failed failed"
+run unit ./build/test_cpu
+run cli bash tests/cpu/cli.sh ./bin/kt
+run sweep bash tests/cpu/sweep.sh ./bin/kt
+if command -v clang >/dev/null && ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
+    if make -s fuzz-targets >"$scratch/fuzz-build.log" 2>&1; then
+        run fuzz bash tests/fuzz/run.sh
+    else
+        tail -n 20 "$scratch/fuzz-build.log"
+        echo "suite fuzz: the targets did not build"
+        total_failed=$((total_failed + 1))
+    fi
+else
+    echo "suite fuzz: skipped (no clang with libFuzzer: apt-get install clang libclang-rt-dev)"
+fi
+if [ -e "$HOME/.cache" ]; then
+    echo "FAIL: a suite wrote under HOME ($(find "$HOME/.cache" -maxdepth 2 | head -n 3 | tr '\n' ' ')) instead of KT_CACHE_DIR"
+    total_failed=$((total_failed + 1))
+else
+    total_passed=$((total_passed + 1))
+fi
+echo "$total_passed passed, $total_failed failed"
 [ "$total_failed" -eq 0 ]

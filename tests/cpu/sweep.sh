@@ -18,6 +18,9 @@ export KT_FAKE_GPU=1 KT_WATCHDOG_S=0.2 KT_CACHE_DIR="$tmp/cache"
 unset KT_FAKE_GPU_COUNT KT_FAKE_DELAY_MS
 passed=0 failed=0
 
+# tagged NAME=VALUE: how many live processes have that variable in their environment.
+tagged() { grep -lzxF "$1" /proc/[0-9]*/environ 2>/dev/null | wc -l; }
+
 # check "what" 'CONDITION': evaluates the shell condition and counts it.
 check() {
     if eval "$2"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL sweep: $1"; fi
@@ -52,18 +55,24 @@ kill_resume_shard() {
     local name=$1 min=$2 db=$tmp/$1-kill.db total before rc pid
     shift 2
     total=$(wc -l <"$tmp/$name.units")
-    KT_FAKE_GPU_COUNT=3 KT_WATCHDOG_S=10 KT_FAKE_DELAY_MS=60 "$KT" "$@" --db "$db" 2>"$tmp/$name-kill.log" &
+    # The sweep and its workers (which inherit the environment, not the command line) carry a
+    # tag of their own: tagged counts the live processes that have it.
+    local tag="KT_TEST_SWEEP=$name-$$"
+    env "$tag" KT_FAKE_GPU_COUNT=3 KT_WATCHDOG_S=10 KT_FAKE_DELAY_MS=60 "$KT" "$@" --db "$db" 2>"$tmp/$name-kill.log" &
     pid=$!
     for _ in $(seq 400); do
         [ "$(rows "$db" | wc -l)" -ge "$min" ] && break
         sleep 0.05
     done
+    local alive
+    alive=$(tagged "$tag")
     { kill -9 $pid; wait $pid; } 2>/dev/null # quiet: the shell reports the killed job
     rows "$db" >"$tmp/$name-before.rows"
     before=$(wc -l <"$tmp/$name-before.rows")
     check "$name: killed mid-sweep ($before of $total rows)" '[ "$before" -ge "$min" ] && [ "$before" -lt "$total" ]'
-    sleep 0.2
-    check "$name: no worker outlives a killed sweep" '[ -z "$(ps -eo args | grep -F "$db" | grep -v grep)" ]'
+    check "$name: the sweep and its 3 workers seen before the kill ($alive)" '[ "$alive" -eq 4 ]'
+    sleep 0.5
+    check "$name: no worker outlives a killed sweep" '[ "$(tagged "$tag")" -eq 0 ]'
     "$KT" "$@" --db "$db" 2>"$tmp/$name-resume.log"
     rc=$?
     check "$name: resumed sweep finishes, skipping the committed rows" \
@@ -100,6 +109,19 @@ check "a winner per (shape, M), all honest variants" \
 check "a log gets whole progress lines, not one carriage return per unit" \
     '! grep -q "$(printf "\r")" "$tmp/ref.log" && grep -q "^\[$UNITS/$UNITS\] " "$tmp/ref.log"'
 kill_resume_shard ref 5 "${TUNE[@]}"
+
+# Three sweeps started together on a database that does not exist yet (a sweep per GPU or
+# shard sharing one file): all finish, and the file holds each unit once with the rows and
+# winners of the one uninterrupted sweep (before: duplicate rows, or "database is locked").
+for i in 1 2 3; do
+    "$KT" "${TUNE[@]}" --db "$tmp/shared.db" 2>"$tmp/shared$i.log" &
+    eval "shared_pid$i=$!"
+done
+shared_rc=0
+for i in 1 2 3; do eval "wait \$shared_pid$i" || shared_rc=1; done
+check "three sweeps sharing a new database all finish" '[ $shared_rc -eq 0 ] && ! grep -q "locked" "$tmp"/shared?.log'
+check "the shared database has each unit once, as the single sweep" 'cmp -s "$tmp/ref.units" <(units "$tmp/shared.db")'
+check "the shared database has the single sweep's winners" 'cmp -s "$tmp/ref.winners" <(winners "$tmp/shared.db")'
 for i in 0 1; do
     check "shard $i/2 measures half" '[ "$(rows "$tmp/ref-shard$i.db" | wc -l)" -eq $((UNITS / 2)) ]'
 done

@@ -98,19 +98,21 @@ static int add(const fixture *fx, const char *family, const char *hash, const ch
 
 static int error_has(const char *s) { return strstr(kt_error(), s) != NULL; }
 
-KT_TEST(db_m_bucket) {
-    EXPECT(kt_m_bucket(1) == 1);
-    EXPECT(kt_m_bucket(2) == 2);
-    EXPECT(kt_m_bucket(3) == 4);
-    EXPECT(kt_m_bucket(17) == 24);
-    EXPECT(kt_m_bucket(24) == 24);
-    EXPECT(kt_m_bucket(25) == 32);
-    EXPECT(kt_m_bucket(100) == 128);
-    EXPECT(kt_m_bucket(1025) == 1536);
-    EXPECT(kt_m_bucket(4096) == 4096);
-    EXPECT(kt_m_bucket(4097) == 8192);
-    EXPECT(kt_m_bucket(5000) == 8192);
-    EXPECT(kt_m_bucket(70000) == 131072);
+/* fp8_gemm has no ladder of its own: the GEMM ladder, then powers of two. */
+KT_TEST(db_gemm_buckets) {
+    const kt_family *gemm = kt_family_find("fp8_gemm");
+    EXPECT(kt_family_bucket(gemm, 1) == 1);
+    EXPECT(kt_family_bucket(gemm, 2) == 2);
+    EXPECT(kt_family_bucket(gemm, 3) == 4);
+    EXPECT(kt_family_bucket(gemm, 17) == 24);
+    EXPECT(kt_family_bucket(gemm, 24) == 24);
+    EXPECT(kt_family_bucket(gemm, 25) == 32);
+    EXPECT(kt_family_bucket(gemm, 100) == 128);
+    EXPECT(kt_family_bucket(gemm, 1025) == 1536);
+    EXPECT(kt_family_bucket(gemm, 4096) == 4096);
+    EXPECT(kt_family_bucket(gemm, 4097) == 8192);
+    EXPECT(kt_family_bucket(gemm, 5000) == 8192);
+    EXPECT(kt_family_bucket(gemm, 70000) == 131072);
 }
 
 KT_TEST(db_names) {
@@ -131,7 +133,7 @@ KT_TEST(db_schema_created) {
     EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN "
                                "('meta', 'devices', 'runs', 'measurements', 'winners')") == 5);
     EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM sqlite_master WHERE type = 'index' "
-                               "AND name = 'measurements_problem'") == 1);
+                               "AND name = 'measurements_unit'") == 1);
     kt_test_query(fx.path, "PRAGMA journal_mode", buf, sizeof buf);
     EXPECT(!strcmp(buf, "wal"));
     /* started_at is ISO-8601 UTC: 2025-01-31T12:34:56.789Z */
@@ -208,6 +210,7 @@ KT_TEST(db_measurement_roundtrip) {
     EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM measurements WHERE variant_id = 'v2' AND error IS NULL") == 1);
     /* foreign keys are on: a measurement of an unknown run is refused */
     r.run_id = 999;
+    snprintf(r.variant_id, sizeof r.variant_id, "v3");
     EXPECT(kt_db_add_measurement(fx.db, &r) == -1);
     EXPECT(error_has("FOREIGN KEY"));
     EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM measurements") == 2);
@@ -465,45 +468,86 @@ KT_TEST(db_future_version_refused) {
     cleanup(&fx);
 }
 
-/* Child of the concurrency test: its own connection, n measurements, a winner update
- * every 50 (so transactions of both kinds contend); exits 0 on success. */
-static void writer(const fixture *fx, int child, int n) {
+/* Child of the concurrency test: waits on the start pipe (so every child opens the still
+ * absent file at the same instant), then with its own connection creates or finds the
+ * schema, its device and a run, and writes n units every child writes too and n of its own,
+ * with a winner update every 25 and a re-timing of the shared finalists (so transactions of
+ * every kind contend). Writes how many of its units another child had stored first to
+ * report; exits 0 on success. */
+static void writer(const fixture *fx, int child, int n, int start, int report) {
     fixture mine = *fx;
-    if (kt_db_open(fx->path, 0, &mine.db)) {
+    char go;
+    if (read(start, &go, 1) != 0) _exit(3); /* EOF: the parent closed the pipe, all start */
+    int existed = 0;
+    if (kt_db_open(fx->path, 0, &mine.db) || kt_db_device_id(mine.db, &h200, &mine.device_id) ||
+        kt_db_run_begin(mine.db, mine.device_id, "abc123", "kt tune --concurrent", &mine.run_id)) {
         fprintf(stderr, "writer %d: %s\n", child, kt_error());
         _exit(1);
     }
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < 2 * n; i++) {
         char variant[17];
-        snprintf(variant, sizeof variant, "%08x%08x", (unsigned)child, (unsigned)i);
-        kt_measurement r = row(&mine, "fam", "h", variant, "N=64", 1 + i % 64, KT_OK, 1 + i);
-        if (kt_db_add_measurement(mine.db, &r) ||
-            (i % 50 == 49 && kt_db_update_winner(mine.db, mine.device_id, "fam", "h", "N=64", r.m))) {
+        snprintf(variant, sizeof variant, "%08x%08x", i < n ? 0xffu : (unsigned)child, (unsigned)(i % n));
+        kt_measurement r = row(&mine, "fam", "h", variant, i < n ? "N=64" : "N=128", 1 + i % 8, KT_OK, 1 + i % n);
+        int rc = kt_db_add_measurement(mine.db, &r);
+        existed += rc == 1;
+        if (rc < 0 || (i % 25 == 24 && kt_db_update_winner(mine.db, mine.device_id, "fam", "h", r.shape, r.m))) {
             fprintf(stderr, "writer %d: %s\n", child, kt_error());
             _exit(1);
         }
     }
+    /* as a sweep does: re-time the finalists unless their re-timing is stored already */
+    kt_retime rt[2] = {{"", 5, 1.0, 0.9, 1.1}, {"", 5, 9.0, 8.9, 9.1}};
+    char ids[2][17];
+    int retimed = 0, nf = kt_db_finalists(mine.db, mine.device_id, "fam", "h", "N=64", 1, 2, ids, &retimed);
+    for (int i = 0; i < nf; i++) memcpy(rt[i].variant_id, ids[i], 17);
+    if (nf != 2 || (!retimed && kt_db_add_retimes(mine.db, mine.run_id, mine.device_id, "fam", "h", "N=64", 1, rt, 2))) {
+        fprintf(stderr, "writer %d: %s\n", child, kt_error());
+        _exit(1);
+    }
     kt_db_close(mine.db);
-    _exit(0);
+    _exit(write(report, &existed, sizeof existed) == sizeof existed ? 0 : 2);
 }
 
+/* Several processes started at the same instant on a file that does not exist yet (one
+ * `kt tune` per GPU or shard against one shared database): none fails with "database is
+ * locked", the schema is made once, each unit is stored once (the first commit wins, the
+ * others are told it existed), the one device row and a run per process, one re-timing
+ * group. Failed on the old code: the shared units were stored once per child (no unique
+ * key) and two re-timing groups were kept. */
 KT_TEST(db_concurrent_writers) {
-    fixture fx;
+    enum { CHILDREN = 6, N = 60 };
+    fixture fx = {0};
     char buf[32];
-    pid_t pid[2];
-    SETUP(fx);
-    kt_db_close(fx.db);
-    fx.db = NULL;
+    pid_t pid[CHILDREN];
+    int start[2], report[2];
+    snprintf(fx.dir, sizeof fx.dir, "/tmp/kt_test_db_XXXXXX");
+    EXPECT(mkdtemp(fx.dir) != NULL && pipe(start) == 0 && pipe(report) == 0);
+    snprintf(fx.path, sizeof fx.path, "%s/fresh.db", fx.dir);
     fflush(NULL); /* children must not flush the parent's buffered output again */
-    for (int c = 0; c < 2; c++)
-        if ((pid[c] = fork()) == 0) writer(&fx, c, 200);
-    for (int c = 0; c < 2; c++) {
+    for (int c = 0; c < CHILDREN; c++)
+        if ((pid[c] = fork()) == 0) {
+            close(start[1]);
+            writer(&fx, c, N, start[0], report[1]);
+        }
+    close(start[1]); /* every child's read returns now */
+    close(start[0]);
+    close(report[1]);
+    int existed = 0, got = 0;
+    for (int c = 0, e; c < CHILDREN; c++) got += read(report[0], &e, sizeof e) == sizeof e ? (existed += e, 1) : 0;
+    close(report[0]);
+    for (int c = 0; c < CHILDREN; c++) {
         int status = -1;
         EXPECT(pid[c] > 0 && waitpid(pid[c], &status, 0) == pid[c]);
         EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     }
-    EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM measurements") == 400);
-    EXPECT(kt_test_query_long(fx.path, "SELECT count(DISTINCT variant_id) FROM measurements") == 400);
+    EXPECT(got == CHILDREN && existed == (CHILDREN - 1) * N);
+    EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM measurements") == N + CHILDREN * N);
+    EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM (SELECT DISTINCT variant_id, shape, m FROM measurements)") ==
+           N + CHILDREN * N);
+    EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM devices") == 1);
+    EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM runs") == CHILDREN);
+    EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM retimes WHERE variant_id LIKE '000000ff%'") == 2);
+    EXPECT(kt_test_query_long(fx.path, "SELECT value FROM meta WHERE key = 'schema_version'") == KT_SCHEMA_VERSION);
     kt_test_query(fx.path, "PRAGMA integrity_check", buf, sizeof buf);
     EXPECT(!strcmp(buf, "ok"));
     cleanup(&fx);
@@ -599,5 +643,47 @@ KT_TEST(db_show) {
     EXPECT(text && strstr(text, "CFG_v1") && strstr(text, "1.50"));
     EXPECT(text && strstr(text, "wrong-result"));
     free(text);
+    cleanup(&fx);
+}
+
+/* Looks up probe at (LAYOUT, N, B) on the H200. */
+static int probe_lookup(kt_db *db, const kt_family *f, const char *shape, long b, kt_winner *w) {
+    kt_problem p;
+    if (kt_parse_shape(f, shape, &p)) return -2;
+    p.m = b;
+    return kt_db_lookup(db, &h200, f, &p, w);
+}
+
+/* A categorical key field must match exactly (never the nearest); sizes go by distance
+ * among rows of the same category; the batch buckets are the family's own (probe: 1, 4, 16,
+ * 64, ...), in the winner rows too. */
+KT_TEST(db_lookup_categories_and_family_buckets) {
+    fixture fx;
+    kt_winner w;
+    char hash[17];
+    const kt_family *f = kt_family_find("probe");
+    EXPECT(f != NULL);
+    if (!f) return;
+    kt_hex64(kt_family_source_hash(f), hash);
+    SETUP(fx);
+    EXPECT(add(&fx, "probe", hash, "v4", "LAYOUT=V4,N=4096", 10, KT_OK, 3.0) == 0);
+    EXPECT(kt_db_update_winner(fx.db, fx.device_id, "probe", hash, "LAYOUT=V4,N=4096", 10) == 0);
+    EXPECT(kt_test_query_long(fx.path, "SELECT m_bucket FROM winners WHERE variant_id = 'v4'") == 16);
+    EXPECT(probe_lookup(fx.db, f, "LAYOUT=V4,N=4096", 13, &w) == 0);
+    EXPECT(w.level == KT_EXACT && !strcmp(w.variant_id, "v4") && w.m_bucket == 16);
+    EXPECT(probe_lookup(fx.db, f, "LAYOUT=V4,N=4096", 30, &w) == 0); /* bucket 64: the nearest M */
+    EXPECT(w.level == KT_NEAREST_M && !strcmp(w.variant_id, "v4"));
+    EXPECT(probe_lookup(fx.db, f, "LAYOUT=V4,N=512", 16, &w) == 0);
+    EXPECT(w.level == KT_NEAREST_SHAPE && !strcmp(w.variant_id, "v4"));
+    /* the other layout at the very same sizes: never served, the default */
+    EXPECT(probe_lookup(fx.db, f, "LAYOUT=V3,N=4096", 16, &w) == 1);
+    EXPECT(w.level == KT_DEFAULT && strcmp(w.variant_id, "v4") != 0);
+    /* with a V3 row far away in N, V3 is served that one, and V4 still its own */
+    EXPECT(add(&fx, "probe", hash, "v3", "LAYOUT=V3,N=64", 16, KT_OK, 9.0) == 0);
+    EXPECT(kt_db_update_winner(fx.db, fx.device_id, "probe", hash, "LAYOUT=V3,N=64", 16) == 0);
+    EXPECT(probe_lookup(fx.db, f, "LAYOUT=V3,N=4096", 16, &w) == 0);
+    EXPECT(w.level == KT_NEAREST_SHAPE && !strcmp(w.variant_id, "v3"));
+    EXPECT(probe_lookup(fx.db, f, "LAYOUT=V4,N=64", 16, &w) == 0);
+    EXPECT(w.level == KT_NEAREST_SHAPE && !strcmp(w.variant_id, "v4"));
     cleanup(&fx);
 }

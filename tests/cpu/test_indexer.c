@@ -73,7 +73,7 @@ KT_TEST(indexer_hand_built_page) {
     EXPECT(f != NULL);
     if (!f) return;
     kt_problem p = {0};
-    EXPECT(kt_parse_shape(f, "TOPK=4,CTX=3,DIST=1,VALUES=1", &p) == 0);
+    EXPECT(kt_parse_shape(f, "TOPK=4,CTX=3,DIST=equal,VALUES=grid", &p) == 0);
     p.m = 1;
     kt_tensor_desc t[KT_MAX_TENSORS];
     int n = f->tensors(&p, t);
@@ -101,7 +101,7 @@ KT_TEST(indexer_ragged_lengths) {
     const kt_family *f = family();
     if (!f) return;
     kt_problem p = {0};
-    EXPECT(kt_parse_shape(f, "TOPK=2048,CTX=8192,DIST=2,VALUES=1", &p) == 0);
+    EXPECT(kt_parse_shape(f, "TOPK=2048,CTX=8192,DIST=ragged,VALUES=grid", &p) == 0);
     for (long B = 1; B <= 64; B = B * 2 + 1) {
         p.m = B;
         int lens[64];
@@ -126,7 +126,7 @@ KT_TEST(indexer_grid_logits_exact_in_f32) {
     const kt_family *f = family();
     if (!f) return;
     kt_problem p = {0};
-    EXPECT(kt_parse_shape(f, "TOPK=16,CTX=200,DIST=2,VALUES=1", &p) == 0);
+    EXPECT(kt_parse_shape(f, "TOPK=16,CTX=200,DIST=ragged,VALUES=grid", &p) == 0);
     p.m = 3;
     kt_tensor_desc t[KT_MAX_TENSORS];
     int n = f->tensors(&p, t);
@@ -163,17 +163,18 @@ KT_TEST(indexer_grid_logits_exact_in_f32) {
 KT_TEST(indexer_rejects_bad_keys) {
     const kt_family *f = family();
     if (!f) return;
-    const char *bad[] = {"TOPK=4096,CTX=8192,DIST=1,VALUES=1", "TOPK=2048,CTX=8192,DIST=3,VALUES=1",
-                         "TOPK=2048,CTX=8192,DIST=1,VALUES=4", "TOPK=2048,CTX=1073741824,DIST=1,VALUES=1"};
+    const char *bad[] = {"TOPK=4096,CTX=8192,DIST=equal,VALUES=grid", "TOPK=2048,CTX=1073741824,DIST=equal,VALUES=grid"};
     char why[256];
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 2; i++) {
         kt_problem p = {0};
         EXPECT(kt_parse_shape(f, bad[i], &p) == 0);
         p.m = 1;
         EXPECT(f->check_problem(&p, why, sizeof why) == -1 && why[0]);
     }
-    kt_problem p = {0};
-    EXPECT(kt_parse_shape(f, "TOPK=2048,CTX=8192,DIST=1,VALUES=1", &p) == 0);
+    kt_problem p = {0}; /* categories by name only */
+    EXPECT(kt_parse_shape(f, "TOPK=2048,CTX=8192,DIST=wide,VALUES=grid", &p) == -1);
+    EXPECT(kt_parse_shape(f, "TOPK=2048,CTX=8192,DIST=equal,VALUES=3", &p) == -1);
+    EXPECT(kt_parse_shape(f, "TOPK=2048,CTX=8192,DIST=equal,VALUES=grid", &p) == 0);
     p.m = 2000;
     EXPECT(f->check_problem(&p, why, sizeof why) == -1);
     p.m = 64;

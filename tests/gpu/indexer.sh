@@ -17,16 +17,16 @@ check() {
     if $KT verify --family mla_indexer --seed "$SEED" "$@"; then passed=$((passed + 1)); else
         failed=$((failed + 1)); echo "FAILED: kt verify --family mla_indexer --seed $SEED $*"; fi
 }
-check --shape TOPK=2048,CTX=8192,DIST=2,VALUES=1 --m 1,3,8,64   # ragged, V3.2's top-k
-check --shape TOPK=512,CTX=8192,DIST=1,VALUES=1 --m 1,8         # V4's top-k
-check --shape TOPK=2048,CTX=1000,DIST=1,VALUES=1 --m 3          # every L_b < k
-check --shape TOPK=2048,CTX=2048,DIST=1,VALUES=3 --m 8          # L_b = k, all logits equal
-check --shape TOPK=1152,CTX=5000,DIST=2,VALUES=2 --m 3,8        # ties at the threshold; V4.1's top-k
-check --shape TOPK=777,CTX=3000,DIST=2,VALUES=3 --m 64          # all equal, ragged, odd k
-check --shape TOPK=2048,CTX=32768,DIST=2,VALUES=2 --m 8 --sample 4  # random configs too
+check --shape TOPK=2048,CTX=8192,DIST=ragged,VALUES=grid --m 1,3,8,64   # ragged, V3.2's top-k
+check --shape TOPK=512,CTX=8192,DIST=equal,VALUES=grid --m 1,8         # V4's top-k
+check --shape TOPK=2048,CTX=1000,DIST=equal,VALUES=grid --m 3          # every L_b < k
+check --shape TOPK=2048,CTX=2048,DIST=equal,VALUES=equal --m 8          # L_b = k, all logits equal
+check --shape TOPK=1152,CTX=5000,DIST=ragged,VALUES=tied --m 3,8        # ties at the threshold; V4.1's top-k
+check --shape TOPK=777,CTX=3000,DIST=ragged,VALUES=equal --m 64          # all equal, ragged, odd k
+check --shape TOPK=2048,CTX=32768,DIST=ragged,VALUES=tied --m 8 --sample 4  # random configs too
 # the selection as a cluster of CTAs per request (verify's default config has one CTA)
-check --shape TOPK=2048,CTX=8192,DIST=2,VALUES=2 --shape TOPK=512,CTX=4096,DIST=2,VALUES=3 --m 1,3,16 \
+check --shape TOPK=2048,CTX=8192,DIST=ragged,VALUES=tied --shape TOPK=512,CTX=4096,DIST=ragged,VALUES=equal --m 1,3,16 \
     --config SEL_THREADS=512,SEL_CLUSTER=8
-check --shape TOPK=2048,CTX=8192,DIST=2,VALUES=1 --m 64 --config SEL_THREADS=512,SEL_CLUSTER=2
+check --shape TOPK=2048,CTX=8192,DIST=ragged,VALUES=grid --m 64 --config SEL_THREADS=512,SEL_CLUSTER=2
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

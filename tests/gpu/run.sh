@@ -44,6 +44,11 @@ step verify_act_quant $KT verify --family act_quant --shape targets --shape K=71
 step verify_mla_indexer bash tests/gpu/indexer.sh $KT
 step verify_quant_fp8_gemm $KT verify --family quant_fp8_gemm --shape targets --shape N=2304,K=7168 --shape N=128,K=128 \
     --m $MS --sample $SAMPLE --seed $RANDOM
+# The contract's test family over its whole space (SET ids written in either order, +inf lse
+# rows), on both compares; the act_quant -> fp8_gemm pipeline of the stages' defaults.
+step verify_probe $KT verify --family probe --shape targets --shape LAYOUT=V4,N=1 --m 1,10,4096 --sample 6 --seed $RANDOM
+step verify_probe_cpu_compare env KT_CHECK_ON_GPU=0 $KT verify --family probe --shape targets --m 1,10 --sample 6 --seed $RANDOM
+step verify_act_quant_fp8_gemm $KT verify --family act_quant_fp8_gemm --shape targets --m $MS --seed $RANDOM
 # The GPU compare (runtime/check.cu, the default) against the CPU compare (KT_CHECK_ON_GPU=0) on the same
 # seeded inputs and variants: the same rel_err up to summation order, for outputs of every
 # dtype the families have (bf16; e4m3 + f32) and both references (CPU at M=1, GPU above).
