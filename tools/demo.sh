@@ -2,8 +2,8 @@
 # demo.sh — the main job (`make demo`): sweep the five target shapes of fp8_gemm at the 18
 # batch sizes of the reference tuners into kt.db (kt tune's default fast search), and the
 # fused act_quant + GEMM (quant_fp8_gemm) and the MoE grouped GEMMs (moe_gemm) at the decode
-# batch sizes, and sparse MLA decode's
-# target cases (mla_decode), then bench the winners (kt_bench.json) and judge them against the
+# batch sizes, sparse MLA decode's target cases (mla_decode) and the lightning indexer's
+# (mla_indexer), then bench the winners (kt_bench*.json) and judge the GEMMs against the
 # targets; then the MoE router + alignment (moe_route) for V4 (top-6 of 256) and V3 (top-8 of
 # 256) under uniform and Zipf routing at the decode batch sizes (kt_bench_moe_route.json), and
 # the whole MoE step from the winners (moe_step, kt_bench_moe_step.json). Extra arguments go to
@@ -38,6 +38,10 @@ if $KT devices >/dev/null 2>&1; then
     $KT bench --family moe_step --shape ROUTER=V4,FORMAT=fp8,E=256,HIDDEN=4096,INTER=512,DIST=uniform \
         --shape ROUTER=V4,FORMAT=fp8,E=256,HIDDEN=4096,INTER=512,DIST=zipf --m 1,16,64,256 --db "${KT_DB:-kt.db}" \
         --json kt_bench_moe_step.json
+    # the lightning indexer: V3.2 (top-k 2048) and V4 (512) at 8K, 32K and 128K tokens, and a
+    # ragged batch of the same sum as the equal one (total time linear in sum(L_b))
+    $KT tune --family mla_indexer --shape targets --m 1,16,64 --db "${KT_DB:-kt.db}" "$@"
+    $KT bench --family mla_indexer --shape targets --m 1,16,64 --db "${KT_DB:-kt.db}" --json kt_bench_indexer.json
 else
     echo "kt demo: no NVIDIA GPU here, so this is the compile-only sweep for sm_120:"
     echo "every variant is NVRTC-compiled and ptxas-checked; timing and winners need a GPU."
@@ -48,4 +52,5 @@ else
     $KT compile --family moe_route --arch sm_120
     $KT compile --family moe_gemm --arch sm_120 --sample "${KT_DEMO_SAMPLE:-48}"
     $KT compile --family moe_gemm --arch sm_120a --where NATIVE=1 --sample 8
+    $KT compile --family mla_indexer --arch sm_120 --sample "${KT_DEMO_SAMPLE:-48}"
 fi

@@ -41,6 +41,7 @@ if want verify; then
 step verify_fp8_gemm $KT verify --family fp8_gemm --shape targets --shape N=2304,K=7168 --shape N=128,K=128 \
     --m $MS --sample $SAMPLE --seed $RANDOM
 step verify_act_quant $KT verify --family act_quant --shape targets --shape K=7168 --m $MS --sample $SAMPLE --seed $RANDOM
+step verify_mla_indexer bash tests/gpu/indexer.sh $KT
 step verify_quant_fp8_gemm $KT verify --family quant_fp8_gemm --shape targets --shape N=2304,K=7168 --shape N=128,K=128 \
     --m $MS --sample $SAMPLE --seed $RANDOM
 # The contract's test family over its whole space (SET ids written in either order, +inf lse

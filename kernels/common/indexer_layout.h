@@ -1,0 +1,52 @@
+/* indexer_layout.h — the lightning indexer's paged K cache and its top-k keys, shared by the
+ * host descriptor (kernels/mla_indexer.c) and the kernels (kernels/mla_indexer.cu): plain C,
+ * valid in CUDA C++ (static inline functions and macros only).
+ *
+ * The cache is DeepGEMM's fp8_paged_mqa_logits layout (what vLLM and SGLang write): pages of
+ * 64 tokens, each page 64 x 128 e4m3 codes (token-major) followed by the 64 tokens' f32
+ * scales, 64 x 132 = 8448 bytes. A request's block table row maps its logical page t / 64
+ * to a physical page; the index list mla_decode reads holds global ids page * 64 + t % 64. */
+#ifndef KT_INDEXER_LAYOUT_H
+#define KT_INDEXER_LAYOUT_H
+
+#define KT_IDX_HEADS 64   /* indexer query heads (V3.2 and V4) */
+#define KT_IDX_DIM 128    /* indexer head dim */
+#define KT_IDX_PAGE 64    /* tokens per page */
+#define KT_IDX_PAGE_BYTES (KT_IDX_PAGE * (KT_IDX_DIM + 4))
+#define KT_IDX_MAX_TOPK 2048
+
+/* Byte offset of token `slot` (0..63) of physical page `page`: its 128 codes, then its scale. */
+static inline long long kt_idx_code_offset(long long page, int slot) {
+    return page * KT_IDX_PAGE_BYTES + (long long)slot * KT_IDX_DIM;
+}
+static inline long long kt_idx_scale_offset(long long page, int slot) {
+    return page * KT_IDX_PAGE_BYTES + KT_IDX_PAGE * KT_IDX_DIM + (long long)slot * 4;
+}
+
+/* Pages a request of len tokens takes (its block table row's used entries). */
+static inline long long kt_idx_pages(long long len) { return (len + KT_IDX_PAGE - 1) / KT_IDX_PAGE; }
+
+/* The order-preserving key of a logit's f32 bits: larger logit, larger key; -0 and +0 get
+ * the key of +0 so that equal values tie. The top-k takes the k largest keys, ties to the
+ * lowest position. */
+static inline unsigned kt_idx_key(unsigned bits) {
+    if ((bits & 0x7fffffffu) == 0) bits = 0;
+    return (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
+}
+
+/* The radix select's digits, most significant first: 11 + 11 + 10 bits, so a histogram
+ * holds 2048 counters (8 KB of shared memory). Digit d of key k and the bits above it. */
+#define KT_IDX_DIGITS 3
+#define KT_IDX_BINS 2048
+static inline int kt_idx_digit_shift(int d) { return d == 0 ? 21 : d == 1 ? 10 : 0; }
+static inline int kt_idx_digit_bins(int d) { return d == 2 ? 1024 : 2048; }
+static inline unsigned kt_idx_digit(unsigned key, int d) {
+    return (key >> kt_idx_digit_shift(d)) & (unsigned)(kt_idx_digit_bins(d) - 1);
+}
+/* 1 if key agrees with prefix on every bit above digit d (the candidates of pass d). */
+static inline int kt_idx_matches(unsigned key, unsigned prefix, int d) {
+    int s = kt_idx_digit_shift(d) + (d == 2 ? 10 : 11);
+    return s >= 32 || (key >> s) == (prefix >> s);
+}
+
+#endif

@@ -1,0 +1,508 @@
+// mla_indexer.cu — the lightning indexer of DeepSeek V3.2 / V4 decode and its top-k:
+//   logits[b, t] = k_scale[t] * sum_h w[b, h] * relu(q[b, h, :] . k[t, :])   for t < L_b
+// over a paged e4m3 K cache (kernels/common/indexer_layout.h), then the TOPK largest logits of
+// each request as the int32 index list mla_decode reads (global ids page * 64 + slot, in
+// ascending position order, -1 after the first L_b where L_b < TOPK; ties go to the lower
+// position). Exercised by: kt verify --family mla_indexer --shape TOPK=2048,CTX=8192,DIST=equal,VALUES=grid --m 3
+//
+// Two kernels, so that bench times each:
+//  mla_indexer_scan: persistent CTAs (a grid fixed by the SM count, never by a length). Each
+//   CTA derives from lens[] (on the device) the requests' groups of 8 * NT tokens and its warps
+//   take equal contiguous ranges of all groups: the work follows sum(L_b), nothing waits on the
+//   host and the launch is graph-capturable. A warp keeps its request's 64 x 128 e4m3 q in
+//   registers (64 of them) and loads each token's 128 codes straight into mma B fragments: the
+//   dot product's dims are permuted so that lane t of a quad holds dims [32t, 32t + 32) of a
+//   token in two 16-byte loads (the same permutation applies to q, so the sum is unchanged).
+//   e4m3 mma.sync m16n8k32: 4 head tiles x 4 k-steps per 8 tokens; relu, the weights and the
+//   sum over heads in registers and three shuffles; the token's scale last. The next group's
+//   loads are issued before this group's mma (two groups in flight a warp).
+//  mla_indexer_select: a cluster of SEL_CLUSTER CTAs per request (each a slice of its
+//   positions), radix select over the order-preserving keys of its logits in three digits
+//   (11, 11, 10 bits; 2048-counter histograms summed over the cluster through distributed
+//   shared memory: 24 KB of shared memory a CTA), which finds the TOPK-th largest key T and how
+//   many of the keys equal to T to take; then one ordered pass writes every key > T and the
+//   first of those == T by position (block scans, and the counts of the slices before, give
+//   each thread its output slots). A slice that fits the launch's dynamic shared memory (the
+//   host sizes it by the longest possible slice, at most 16K keys: 64 KB) is read once into
+//   it; a longer one is read from the logits (L2) on every pass. Nothing is ever dropped:
+//   there is no candidate buffer to overflow.
+//  mla_indexer_naive: the straightforward scan (a thread per token, scalar f32), the in-run
+//   baseline (no C library has this kernel); mla_indexer_reference: the float64 logits (f64
+//   mma) for the check of large problems.
+#include "kt_device.cuh"
+#include "indexer_layout.h"
+
+#ifndef KT_WARPS
+#define KT_WARPS 8
+#define KT_NT 4
+#define KT_CTAS_PER_SM 2
+#define KT_SEL_THREADS 1024
+#define KT_SEL_CLUSTER 1
+#endif
+#if KT_SEL_CLUSTER > 1
+#define KT_SEL_CLUSTER_DIMS __cluster_dims__(KT_SEL_CLUSTER, 1, 1)
+#else
+#define KT_SEL_CLUSTER_DIMS
+#endif
+
+constexpr int WARPS = KT_WARPS, NT = KT_NT, THREADS = WARPS * 32;
+constexpr int GROUP = 8 * NT; // tokens a warp takes at once (all in one page: GROUP divides 64)
+constexpr int ST = KT_SEL_THREADS, SE = 16 /* the ordered pass's positions a thread */, TILE = ST * SE, CLUSTER = KT_SEL_CLUSTER;
+constexpr int MAX_B = 1024; // kernels/mla_indexer.c checks B against it
+constexpr unsigned FULL = 0xffffffffu;
+static_assert(KT_IDX_PAGE % GROUP == 0, "a group of tokens must stay inside one page");
+static_assert(TILE < 65536, "the ordered pass packs two per-tile counts into 16 bits each");
+static_assert(CLUSTER >= 1 && CLUSTER <= 8, "a request's selection is a portable cluster of 1 to 8 CTAs");
+
+// Exclusive prefix sum of v over the block (NWARPS warps) and the block's total. Ends with a
+// barrier, so warp_sums[32] can be reused at once.
+template <int NWARPS> __device__ __forceinline__ unsigned block_scan(unsigned v, unsigned &total, unsigned *warp_sums) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    unsigned x = v;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+        unsigned y = __shfl_up_sync(FULL, x, d);
+        if (lane >= d) x += y;
+    }
+    if (lane == 31) warp_sums[warp] = x;
+    __syncthreads();
+    if (warp == 0) {
+        unsigned s = lane < NWARPS ? warp_sums[lane] : 0;
+#pragma unroll
+        for (int d = 1; d < 32; d <<= 1) {
+            unsigned y = __shfl_up_sync(FULL, s, d);
+            if (lane >= d) s += y;
+        }
+        warp_sums[lane] = s;
+    }
+    __syncthreads();
+    unsigned before = warp ? warp_sums[warp - 1] : 0;
+    total = warp_sums[NWARPS - 1];
+    __syncthreads();
+    return before + x - v;
+}
+
+// cu_lens[0..B] and cu_groups[0..B] (prefix sums of L_b and of its groups of `group` tokens)
+// into shared memory, from lens[] in global memory.
+template <int NWARPS>
+__device__ void request_prefix(const int *lens, int B, int group, int *cu_lens, int *cu_groups, unsigned *warp_sums) {
+    unsigned run_len = 0, run_groups = 0;
+    for (int base = 0; base < B; base += NWARPS * 32) {
+        int j = base + (int)threadIdx.x;
+        unsigned len = j < B ? (unsigned)lens[j] : 0u, total_len, total_groups;
+        unsigned el = block_scan<NWARPS>(len, total_len, warp_sums);
+        unsigned eg = block_scan<NWARPS>((len + group - 1) / group, total_groups, warp_sums);
+        if (j < B) {
+            cu_lens[j] = (int)(run_len + el);
+            cu_groups[j] = (int)(run_groups + eg);
+        }
+        run_len += total_len;
+        run_groups += total_groups;
+    }
+    if (threadIdx.x == 0) {
+        cu_lens[B] = (int)run_len;
+        cu_groups[B] = (int)run_groups;
+    }
+    __syncthreads();
+}
+
+// The warp's q fragments for request b: rows 16 m + g and 16 m + g + 8 of head tile m, lane
+// t of the quad holding dims [32 t, 32 t + 32) (the permuted order; see the top), and the
+// eight weights of those rows.
+__device__ __forceinline__ void load_query(const kt_u8 *q, const float *w, int b, kt_u32 (&qf)[4][2][8], float (&wf)[4][2]) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int m = 0; m < 4; m++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int head = 16 * m + g + 8 * h;
+            const uint4 *src = (const uint4 *)(q + ((long long)b * KT_IDX_HEADS + head) * KT_IDX_DIM + 32 * t);
+            uint4 lo = src[0], hi = src[1];
+            qf[m][h][0] = lo.x, qf[m][h][1] = lo.y, qf[m][h][2] = lo.z, qf[m][h][3] = lo.w;
+            qf[m][h][4] = hi.x, qf[m][h][5] = hi.y, qf[m][h][6] = hi.z, qf[m][h][7] = hi.w;
+            wf[m][h] = w[b * KT_IDX_HEADS + head];
+        }
+}
+
+// One n-tile of 8 tokens: k holds this lane's 32 codes of token g; returns, in every lane of
+// quad column t, the relu-weighted head sums of tokens 2t and 2t + 1 (before the k scale).
+__device__ __forceinline__ float2 tile_logits(const kt_u32 (&qf)[4][2][8], const float (&wf)[4][2], const uint4 (&k)[2]) {
+    const kt_u32 kb[8] = {k[0].x, k[0].y, k[0].z, k[0].w, k[1].x, k[1].y, k[1].z, k[1].w};
+    float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+    for (int m = 0; m < 4; m++) {
+        float acc[4];
+#pragma unroll
+        for (int s = 0; s < 4; s++) {
+            const kt_u32 a[4] = {qf[m][0][2 * s], qf[m][1][2 * s], qf[m][0][2 * s + 1], qf[m][1][2 * s + 1]};
+            if (s == 0) kt_mma_e4m3_first(acc, a, kb[2 * s], kb[2 * s + 1]);
+            else kt_mma_e4m3(acc, a, kb[2 * s], kb[2 * s + 1]);
+        }
+        s0 += wf[m][0] * fmaxf(acc[0], 0.f) + wf[m][1] * fmaxf(acc[2], 0.f);
+        s1 += wf[m][0] * fmaxf(acc[1], 0.f) + wf[m][1] * fmaxf(acc[3], 0.f);
+    }
+#pragma unroll
+    for (int d = 4; d < 32; d <<= 1) {
+        s0 += __shfl_xor_sync(FULL, s0, d);
+        s1 += __shfl_xor_sync(FULL, s1, d);
+    }
+    return make_float2(s0, s1);
+}
+
+// The loads of one group of GROUP tokens (all in one page): this lane's 32 codes of token g
+// of each n-tile, and that token's scale.
+struct group_data {
+    uint4 k[NT][2];
+    float scale[NT];
+};
+
+// Issues the loads of the group of request b starting at token t0; rows past L_b are in
+// the page: read, never written.
+__device__ __forceinline__ void load_group(const kt_u8 *cache, const int *block_table, int max_pages, int b, int t0,
+                                           group_data &gd) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const long long page = block_table[(long long)b * max_pages + t0 / KT_IDX_PAGE];
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        const int slot = t0 % KT_IDX_PAGE + 8 * j + g;
+        const kt_u8 *src = cache + kt_idx_code_offset(page, slot) + 32 * t;
+        gd.k[j][0] = kt_ldg_stream16(src);
+        gd.k[j][1] = kt_ldg_stream16(src + 16);
+        gd.scale[j] = *(const float *)(cache + kt_idx_scale_offset(page, slot));
+    }
+}
+
+// The logits of a loaded group (tokens t0 .. of a request of length L) into out[].
+__device__ __forceinline__ void group_logits(const group_data &gd, int t0, int L, float *out,
+                                             const kt_u32 (&qf)[4][2][8], const float (&wf)[4][2]) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        float2 s = tile_logits(qf, wf, gd.k[j]);
+        const float sc0 = __shfl_sync(FULL, gd.scale[j], 8 * t), sc1 = __shfl_sync(FULL, gd.scale[j], 8 * t + 4);
+        const int tok = t0 + 8 * j + 2 * t;
+        if (g == 0 && tok < L) out[tok] = s.x * sc0;
+        if (g == 0 && tok + 1 < L) out[tok + 1] = s.y * sc1;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, KT_CTAS_PER_SM)
+mla_indexer_scan(const kt_u8 *__restrict__ q, const float *__restrict__ w, const kt_u8 *__restrict__ cache,
+                 const int *__restrict__ lens, const int *__restrict__ block_table, int max_pages, int B,
+                 float *__restrict__ logits) {
+    __shared__ int cu_lens[MAX_B + 1], cu_groups[MAX_B + 1];
+    __shared__ unsigned warp_sums[32];
+    request_prefix<WARPS>(lens, B, GROUP, cu_lens, cu_groups, warp_sums);
+    const long long total = cu_groups[B], warps = (long long)gridDim.x * WARPS;
+    const long long gw = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5);
+    const int first = (int)(gw * total / warps), last = (int)((gw + 1) * total / warps);
+    if (first >= last) return;
+    int lo = 0, hi = B - 1; // the request of group `first`: the last b with cu_groups[b] <= first
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (cu_groups[mid] <= first) lo = mid;
+        else hi = mid - 1;
+    }
+    int b = lo;
+    group_data cur, next;
+    load_group(cache, block_table, max_pages, b, (first - cu_groups[b]) * GROUP, cur);
+    kt_u32 qf[4][2][8];
+    float wf[4][2];
+    load_query(q, w, b, qf, wf);
+    for (int grp = first; grp < last; grp++) {
+        // the next group's loads in flight while this one's mma run (software pipelining)
+        int nb = b;
+        while (grp + 1 < last && grp + 1 >= cu_groups[nb + 1]) nb++;
+        if (grp + 1 < last) load_group(cache, block_table, max_pages, nb, (grp + 1 - cu_groups[nb]) * GROUP, next);
+        group_logits(cur, (grp - cu_groups[b]) * GROUP, lens[b], logits + cu_lens[b], qf, wf);
+        if (nb != b) load_query(q, w, nb, qf, wf);
+        b = nb;
+        cur = next;
+    }
+}
+
+// ------------------------------------------------------------------ selection
+
+// Global id of position p of request b (through its block table row).
+__device__ __forceinline__ int global_id(const int *bt_row, int p) {
+    return bt_row[p / KT_IDX_PAGE] * KT_IDX_PAGE + p % KT_IDX_PAGE;
+}
+
+__device__ __forceinline__ unsigned key_of(float x) { return kt_idx_key(__float_as_uint(x)); }
+
+// A CTA's positions [lo, hi) of a request: their keys from shared memory when the slice fit
+// there (staged: one read of the logits, then every pass at shared-memory latency), else
+// from the logits in global memory (L2) on every pass.
+struct slice {
+    const float *x;
+    const unsigned *keys;
+    int lo, hi;
+    bool staged;
+    __device__ __forceinline__ unsigned key(int p) const { return staged ? keys[p - lo] : key_of(x[p]); }
+};
+
+// Copies the slice's keys into shared memory (8 loads in flight a thread).
+__device__ void stage_keys(const float *x, int lo, int hi, unsigned *keys) {
+#pragma unroll 8
+    for (int p = lo + (int)threadIdx.x; p < hi; p += ST) keys[p - lo] = key_of(x[p]);
+    __syncthreads();
+}
+
+// Histogram of digit d over the keys of x[lo, hi) that agree with prefix above it; lanes with
+// the same bin add once (ties and close logits all land in a few bins).
+__device__ void digit_histogram(const slice &sl, unsigned prefix, int d, unsigned *hist) {
+    const int lo = sl.lo, hi = sl.hi;
+    const int lane = threadIdx.x & 31;
+    for (int i = threadIdx.x; i < KT_IDX_BINS; i += ST) hist[i] = 0;
+    __syncthreads();
+    for (int base = lo; base < hi; base += ST) { // uniform trip count: the warp stays converged
+        const int p = base + (int)threadIdx.x;
+        const unsigned key = p < hi ? sl.key(p) : 0u;
+        const bool cand = p < hi && kt_idx_matches(key, prefix, d);
+        const unsigned mask = __ballot_sync(FULL, cand);
+        if (cand) {
+            const unsigned bin = kt_idx_digit(key, d), peers = __match_any_sync(mask, bin);
+            if (lane == __ffs(peers) - 1) atomicAdd(&hist[bin], (unsigned)__popc(peers));
+        }
+    }
+    __syncthreads();
+}
+
+// The cluster's histogram: the sum of every CTA's (distributed shared memory), into merged.
+__device__ void merge_histograms(const unsigned *hist, unsigned *merged) {
+    kt_cluster_sync(); // every CTA's histogram is complete and visible
+    for (int i = threadIdx.x; i < KT_IDX_BINS / 4; i += ST) {
+        uint4 sum = make_uint4(0, 0, 0, 0);
+        for (int r = 0; r < CLUSTER; r++) {
+            const float4 v = kt_cluster_load4(kt_cluster_map(kt_smem_addr(hist + 4 * i), (kt_u32)r));
+            sum.x += __float_as_uint(v.x), sum.y += __float_as_uint(v.y);
+            sum.z += __float_as_uint(v.z), sum.w += __float_as_uint(v.w);
+        }
+        *(uint4 *)(merged + 4 * i) = sum;
+    }
+    __syncthreads();
+}
+
+// The bin of digit d that holds the need-th largest candidate (bins walked from the top):
+// updates prefix with it and need with how many are still to take inside it.
+__device__ void choose_bin(const unsigned *hist, int d, unsigned &prefix, unsigned &need, unsigned *warp_sums,
+                           unsigned *chosen) {
+    constexpr int PER_MAX = KT_IDX_BINS / ST > 0 ? KT_IDX_BINS / ST : 1;
+    const int bins = kt_idx_digit_bins(d), per = bins / ST > 0 ? bins / ST : 1;
+    const int top = bins - 1 - (int)threadIdx.x * per; // this thread's bins: top, top - 1, ...
+    unsigned mine = 0;
+    for (int i = 0; i < per && i < PER_MAX; i++)
+        if (top - i >= 0) mine += hist[top - i];
+    unsigned total, above = block_scan<ST / 32>(mine, total, warp_sums);
+    if (above < need && above + mine >= need) {
+        unsigned cum = above;
+        for (int i = 0; i < per; i++) {
+            const unsigned c = hist[top - i];
+            if (cum + c >= need) {
+                chosen[0] = (unsigned)(top - i);
+                chosen[1] = need - cum;
+                break;
+            }
+            cum += c;
+        }
+    }
+    __syncthreads();
+    prefix |= chosen[0] << kt_idx_digit_shift(d);
+    need = chosen[1];
+    __syncthreads();
+}
+
+// How many keys of x[lo, hi) are > T and how many == T, over the CTA.
+__device__ void count_slice(const slice &sl, unsigned T, unsigned *warp_sums, unsigned &gt_total, unsigned &eq_total) {
+    unsigned gt = 0, eq = 0, total;
+#pragma unroll 4
+    for (int p = sl.lo + (int)threadIdx.x; p < sl.hi; p += ST) {
+        const unsigned key = sl.key(p);
+        gt += key > T;
+        eq += key == T;
+    }
+    block_scan<ST / 32>(gt, total, warp_sums);
+    gt_total = total;
+    block_scan<ST / 32>(eq, total, warp_sums);
+    eq_total = total;
+}
+
+// The ordered pass over x[lo, hi), after gt_run keys > T and eq_run keys == T before lo: every
+// key > T and the first `need` keys == T by position, into out[0..k) in ascending position
+// order (slots from a block scan of per-thread counts).
+__device__ void write_selected(const slice &sl, unsigned T, unsigned need, unsigned gt_run, unsigned eq_run,
+                               const int *bt_row, int *out, unsigned *warp_sums) {
+    const int hi = sl.hi;
+    for (int base = sl.lo; base < hi; base += TILE) {
+        const int p0 = base + (int)threadIdx.x * SE;
+        unsigned key[SE], gt = 0, eq = 0;
+#pragma unroll
+        for (int j = 0; j < SE; j++) {
+            key[j] = p0 + j < hi ? sl.key(p0 + j) : 0u;
+            gt += p0 + j < hi && key[j] > T;
+            eq += p0 + j < hi && key[j] == T;
+        }
+        unsigned total, before = block_scan<ST / 32>(gt << 16 | eq, total, warp_sums);
+        unsigned gb = gt_run + (before >> 16), eb = eq_run + (before & 0xffffu);
+#pragma unroll
+        for (int j = 0; j < SE; j++) {
+            if (p0 + j >= hi) break;
+            if (key[j] > T) {
+                out[gb + (eb < need ? eb : need)] = global_id(bt_row, p0 + j);
+                gb++;
+            } else if (key[j] == T) {
+                if (eb < need) out[gb + eb] = global_id(bt_row, p0 + j);
+                eb++;
+            }
+        }
+        gt_run += total >> 16;
+        eq_run += total & 0xffffu;
+    }
+}
+
+// A cluster of CLUSTER CTAs per request, rank r owning positions [n r / C, n (r + 1) / C):
+// each digit's histogram is the sum of the cluster's, every CTA then chooses the same bin;
+// the ordered pass starts each slice after the counts of the slices before it.
+extern "C" __global__ void __launch_bounds__(ST) KT_SEL_CLUSTER_DIMS
+mla_indexer_select(const float *__restrict__ logits, const int *__restrict__ lens, const int *__restrict__ block_table,
+                   int max_pages, int topk, int stage_keys_max, int *__restrict__ index) {
+    extern __shared__ unsigned staged_keys[]; // stage_keys_max of them (the launch's dynamic shared memory)
+    __shared__ __align__(16) unsigned hist[2][KT_IDX_BINS], merged[CLUSTER > 1 ? KT_IDX_BINS : 1];
+    __shared__ __align__(16) unsigned warp_sums[32], chosen[2], counts[4];
+    const int b = blockIdx.x / CLUSTER, rank = CLUSTER > 1 ? (int)kt_cluster_rank() : 0, n = lens[b];
+    unsigned part = 0, off; // this request's logits start after those of requests 0..b-1
+    for (int j = threadIdx.x; j < b; j += ST) part += (unsigned)lens[j];
+    block_scan<ST / 32>(part, off, warp_sums);
+    kt_wait_producer(); // launched as a programmatic dependent of the scan: its logits from here
+    const float *x = logits + off;
+    const int *bt_row = block_table + (long long)b * max_pages;
+    int *out = index + (long long)b * topk;
+    if (n <= topk) { // every position is taken, in order, then -1 (the same branch in every rank)
+        for (int p = topk * rank / CLUSTER + threadIdx.x; p < topk * (rank + 1) / CLUSTER; p += ST)
+            out[p] = p < n ? global_id(bt_row, p) : -1;
+        return;
+    }
+    const int lo = (int)((long long)n * rank / CLUSTER), hi = (int)((long long)n * (rank + 1) / CLUSTER);
+    const slice sl = {x, staged_keys, lo, hi, hi - lo <= stage_keys_max};
+    if (sl.staged) stage_keys(x, lo, hi, staged_keys);
+    unsigned prefix = 0, need = (unsigned)topk;
+    for (int d = 0; d < KT_IDX_DIGITS; d++) {
+        digit_histogram(sl, prefix, d, hist[d & 1]); // two buffers: a peer may still read the last
+        if constexpr (CLUSTER > 1) merge_histograms(hist[d & 1], merged);
+        choose_bin(CLUSTER > 1 ? merged : hist[d & 1], d, prefix, need, warp_sums, chosen);
+    }
+    unsigned gt_before = 0, eq_before = 0;
+    if constexpr (CLUSTER > 1) {
+        unsigned gt, eq;
+        count_slice(sl, prefix, warp_sums, gt, eq);
+        if (threadIdx.x == 0) counts[0] = gt, counts[1] = eq;
+        kt_cluster_sync(); // every slice's counts are visible
+        for (int r = 0; r < rank; r++) {
+            const float4 v = kt_cluster_load4(kt_cluster_map(kt_smem_addr(counts), (kt_u32)r));
+            gt_before += __float_as_uint(v.x);
+            eq_before += __float_as_uint(v.y);
+        }
+        kt_cluster_sync_relaxed(); // no CTA leaves while another still reads its shared memory
+    }
+    write_selected(sl, prefix, need, gt_before, eq_before, bt_row, out, warp_sums);
+}
+
+// ------------------------------------------------------------------ baseline and reference
+
+// The request of token `i` of the concatenated lengths (cu_lens in shared memory).
+__device__ __forceinline__ int request_of(const int *cu_lens, int B, long long i) {
+    int lo = 0, hi = B - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (cu_lens[mid] <= i) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+// e4m3 -> f32 by its definition, in integer and f32 operations only.
+__device__ __forceinline__ float e4m3_to_f32(kt_u8 c) {
+    const kt_u32 exp = (c >> 3) & 15, man = c & 7;
+    const float v = exp ? __uint_as_float((exp + 120) << 23 | man << 20) : (float)man * 0.001953125f;
+    return (c & 0x80) ? -v : v;
+}
+
+// The straightforward scan: a thread per token, every product in scalar f32 (in-run baseline).
+extern "C" __global__ void __launch_bounds__(256)
+mla_indexer_naive(const kt_u8 *__restrict__ q, const float *__restrict__ w, const kt_u8 *__restrict__ cache,
+                  const int *__restrict__ lens, const int *__restrict__ block_table, int max_pages, int B,
+                  float *__restrict__ logits) {
+    __shared__ int cu_lens[MAX_B + 1], cu_groups[MAX_B + 1];
+    __shared__ unsigned warp_sums[32];
+    request_prefix<8>(lens, B, 1, cu_lens, cu_groups, warp_sums);
+    for (long long i = (long long)blockIdx.x * 256 + threadIdx.x; i < cu_lens[B]; i += (long long)gridDim.x * 256) {
+        const int b = request_of(cu_lens, B, i), t = (int)(i - cu_lens[b]);
+        const long long page = block_table[(long long)b * max_pages + t / KT_IDX_PAGE];
+        const kt_u8 *k = cache + kt_idx_code_offset(page, t % KT_IDX_PAGE);
+        float sum = 0.f;
+        for (int h = 0; h < KT_IDX_HEADS; h++) {
+            const kt_u8 *qh = q + ((long long)b * KT_IDX_HEADS + h) * KT_IDX_DIM;
+            float dot = 0.f;
+            for (int d = 0; d < KT_IDX_DIM; d++) dot += e4m3_to_f32(qh[d]) * e4m3_to_f32(k[d]);
+            sum += w[b * KT_IDX_HEADS + h] * fmaxf(dot, 0.f);
+        }
+        logits[i] = sum * *(const float *)(cache + kt_idx_scale_offset(page, t % KT_IDX_PAGE));
+    }
+}
+
+// D = A(8x4) * B(4x8) + D in float64 on the tensor cores (sm_80+): lane l holds A[l/4][l%4],
+// B[l%4][l/4] and D[l/4][2 (l%4) + 0, 1].
+__device__ __forceinline__ void mma_f64(double (&d)[2], double a, double b) {
+    asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
+                 : "+d"(d[0]), "+d"(d[1])
+                 : "d"(a), "d"(b));
+}
+
+constexpr int REF_THREADS = 256, REF_TOKENS = REF_THREADS / 4; // 8 tokens a warp
+
+// The float64 logits (the check's reference for problems too large for the CPU): a CTA per
+// (64 tokens, request), grid sized by the host's bound on L_b. Every e4m3 product is exact in
+// float64 and the sums are float64 mma (dims in 32 steps of 4, heads in 8 tiles of 8).
+extern "C" __global__ void __launch_bounds__(REF_THREADS)
+mla_indexer_reference(const kt_u8 *__restrict__ q, const float *__restrict__ w, const kt_u8 *__restrict__ cache,
+                      const int *__restrict__ lens, const int *__restrict__ block_table, int max_pages, int B,
+                      double *__restrict__ ref) {
+    __shared__ float qs[KT_IDX_HEADS][KT_IDX_DIM];
+    __shared__ unsigned warp_sums[32];
+    const int b = blockIdx.y, L = lens[b], lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+    unsigned part = 0, off;
+    for (int j = threadIdx.x; j < b; j += REF_THREADS) part += (unsigned)lens[j];
+    block_scan<REF_THREADS / 32>(part, off, warp_sums);
+    for (int i = threadIdx.x; i < KT_IDX_HEADS * KT_IDX_DIM; i += REF_THREADS)
+        qs[i / KT_IDX_DIM][i % KT_IDX_DIM] = e4m3_to_f32(q[(long long)b * KT_IDX_HEADS * KT_IDX_DIM + i]);
+    __syncthreads();
+    const int t0 = blockIdx.x * REF_TOKENS + (threadIdx.x >> 5) * 8;
+    if (t0 >= L) return;
+    const int tl = t0 + g < L ? t0 + g : L - 1; // this lane's token for the B fragments
+    const long long page = block_table[(long long)b * max_pages + tl / KT_IDX_PAGE];
+    const kt_u8 *k = cache + kt_idx_code_offset(page, tl % KT_IDX_PAGE);
+    double kd[KT_IDX_DIM / 4];
+#pragma unroll
+    for (int s = 0; s < KT_IDX_DIM / 4; s++) kd[s] = e4m3_to_f32(k[4 * s + c]);
+    double sum[2] = {0, 0};
+    for (int ht = 0; ht < KT_IDX_HEADS / 8; ht++) {
+        double d[2] = {0, 0};
+#pragma unroll
+        for (int s = 0; s < KT_IDX_DIM / 4; s++) mma_f64(d, qs[8 * ht + g][4 * s + c], kd[s]);
+        const double wh = w[b * KT_IDX_HEADS + 8 * ht + g];
+        sum[0] += wh * (d[0] > 0 ? d[0] : 0); // head 8 ht + g, tokens t0 + 2c and t0 + 2c + 1
+        sum[1] += wh * (d[1] > 0 ? d[1] : 0);
+    }
+#pragma unroll
+    for (int x = 4; x < 32; x <<= 1) {
+        sum[0] += __shfl_xor_sync(FULL, sum[0], x);
+        sum[1] += __shfl_xor_sync(FULL, sum[1], x);
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int t = t0 + 2 * c + i;
+        if (g != 0 || t >= L) continue;
+        const long long pg = block_table[(long long)b * max_pages + t / KT_IDX_PAGE];
+        ref[off + t] = sum[i] * *(const float *)(cache + kt_idx_scale_offset(pg, t % KT_IDX_PAGE));
+    }
+}

@@ -1,0 +1,182 @@
+/* test_indexer.c — the mla_indexer family on the CPU: the radix select the GPU runs (in its C
+ * form) against the sorting rule on ties, all-equal logits, L < k, L = k and signed zeros; the
+ * cache's byte layout through a hand-built page; the ragged lengths; the claim that grid
+ * inputs make f32 logits exact in any order; bad keys rejected. */
+#include "../../kernels/common/indexer_layout.h"
+#include "../../kernels/mla_indexer.h"
+#include "test.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* 1 if the radix select and the sorting rule agree on x[0..n) for k. */
+static int radix_matches_sort(const float *x, int n, int k) {
+    double *xd = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    int *a = malloc(sizeof(int) * (size_t)k), *b = malloc(sizeof(int) * (size_t)k);
+    for (int i = 0; i < n; i++) xd[i] = x[i];
+    kt_mla_indexer_topk_sort(xd, n, k, a);
+    kt_mla_indexer_topk_radix(x, n, k, b);
+    int same = !memcmp(a, b, sizeof(int) * (size_t)k);
+    free(xd), free(a), free(b);
+    return same;
+}
+
+KT_TEST(indexer_radix_select_matches_the_rule) {
+    enum { N = 5000 };
+    static float x[N];
+    uint64_t rng = 42;
+    for (int i = 0; i < N; i++) x[i] = kt_rng_uniform(&rng) * 100.0f; /* distinct, both signs */
+    EXPECT(radix_matches_sort(x, N, 2048));
+    EXPECT(radix_matches_sort(x, N, 1));
+    EXPECT(radix_matches_sort(x, N, N - 1));
+    for (int i = 0; i < N; i++) x[i] = (float)(kt_rng_next(&rng) % 5); /* few values: ties at T */
+    EXPECT(radix_matches_sort(x, N, 2048));
+    EXPECT(radix_matches_sort(x, N, 512));
+    for (int i = 0; i < N; i++) x[i] = 3.25f; /* all equal: the first k positions */
+    EXPECT(radix_matches_sort(x, N, 2048));
+    int first[4];
+    kt_mla_indexer_topk_radix(x, N, 4, first);
+    EXPECT(first[0] == 0 && first[3] == 3);
+    for (int i = 0; i < N; i++) x[i] = (i % 3) ? 0.0f : -0.0f; /* +0 and -0 tie */
+    EXPECT(radix_matches_sort(x, N, 100));
+    kt_mla_indexer_topk_radix(x, N, 4, first);
+    EXPECT(first[0] == 0 && first[1] == 1 && first[2] == 2 && first[3] == 3);
+    for (int i = 0; i < N; i++) x[i] = ldexpf(1.0f + (float)(i % 7) / 8, (int)(kt_rng_next(&rng) % 60) - 30);
+    EXPECT(radix_matches_sort(x, N, 1000)); /* keys that differ only in low digits */
+    for (int i = 0; i < N; i++) x[i] = 1.0f + (float)(i % 1024) * 0x1p-23f; /* one top digit */
+    EXPECT(radix_matches_sort(x, N, 700));
+}
+
+KT_TEST(indexer_short_and_exact_lengths) {
+    float x[2048];
+    uint64_t rng = 7;
+    for (int i = 0; i < 2048; i++) x[i] = kt_rng_uniform(&rng);
+    int pos[2048];
+    kt_mla_indexer_topk_radix(x, 2048, 2048, pos); /* L = k: every position in order */
+    int in_order = 1;
+    for (int i = 0; i < 2048; i++) in_order &= pos[i] == i;
+    EXPECT(in_order);
+    kt_mla_indexer_topk_radix(x, 100, 2048, pos); /* L < k: then -1 */
+    EXPECT(pos[99] == 99 && pos[100] == -1 && pos[2047] == -1);
+    EXPECT(radix_matches_sort(x, 2048, 2047)); /* L = k + 1 */
+    EXPECT(radix_matches_sort(x, 1, 1));
+    EXPECT(radix_matches_sort(x, 0, 16));
+}
+
+static const kt_family *family(void) { return kt_family_find("mla_indexer"); }
+
+/* A page built byte by byte: request 0 (L = 3) on physical page 1; token t's first code is
+ * t + 1, its scale 0.5; q's head 0 is (1, 0, ...), weight 1, other heads 0. */
+KT_TEST(indexer_hand_built_page) {
+    const kt_family *f = family();
+    EXPECT(f != NULL);
+    if (!f) return;
+    kt_problem p = {0};
+    EXPECT(kt_parse_shape(f, "TOPK=4,CTX=3,DIST=equal,VALUES=grid", &p) == 0);
+    p.m = 1;
+    kt_tensor_desc t[KT_MAX_TENSORS];
+    int n = f->tensors(&p, t);
+    EXPECT(n == 7 && t[2].count == 2 * 8448 && t[4].count == 1 && t[5].count == 3 && t[6].count == 4);
+    EXPECT(t[6].compare == KT_CMP_EXACT && t[6].dtype == KT_I32);
+    uint8_t q[64 * 128] = {0}, cache[2 * 8448] = {0};
+    float w[64] = {0};
+    int lens[1] = {3}, table[1] = {1};
+    q[0] = kt_float_to_e4m3(1.0f);
+    w[0] = 1.0f;
+    for (int s = 0; s < 3; s++) {
+        cache[8448 + s * 128] = kt_float_to_e4m3((float)(s + 1));
+        float half = 0.5f;
+        memcpy(cache + 8448 + 64 * 128 + 4 * s, &half, 4);
+    }
+    EXPECT(kt_idx_code_offset(1, 2) == 8448 + 256 && kt_idx_scale_offset(1, 2) == 8448 + 8192 + 8);
+    void *host[KT_MAX_TENSORS] = {q, w, cache, lens, table};
+    double ref[3 + 4];
+    f->reference(&p, host, ref);
+    EXPECT(ref[0] == 0.5 && ref[1] == 1.0 && ref[2] == 1.5);
+    EXPECT(ref[3] == 64 && ref[4] == 65 && ref[5] == 66 && ref[6] == -1); /* page 1: ids 64.. */
+}
+
+KT_TEST(indexer_ragged_lengths) {
+    const kt_family *f = family();
+    if (!f) return;
+    kt_problem p = {0};
+    EXPECT(kt_parse_shape(f, "TOPK=2048,CTX=8192,DIST=ragged,VALUES=grid", &p) == 0);
+    for (long B = 1; B <= 64; B = B * 2 + 1) {
+        p.m = B;
+        int lens[64];
+        kt_mla_indexer_lengths(&p, 99 + (uint64_t)B, lens);
+        long sum = 0;
+        int has_k = 0, has_one = 0, in_range = 1;
+        for (long b = 0; b < B; b++) {
+            sum += lens[b];
+            has_k |= lens[b] == 2048;
+            has_one |= lens[b] == 1;
+            in_range &= lens[b] >= 1 && lens[b] < 2 * 8192;
+        }
+        EXPECT(sum == B * 8192 && in_range);
+        EXPECT(B < 2 || has_k);
+        EXPECT(B < 4 || has_one);
+    }
+}
+
+/* Grid inputs: logits summed in f32 in another order (heads and dims reversed) equal the
+ * float64 reference exactly, which is what lets the index list be compared exactly. */
+KT_TEST(indexer_grid_logits_exact_in_f32) {
+    const kt_family *f = family();
+    if (!f) return;
+    kt_problem p = {0};
+    EXPECT(kt_parse_shape(f, "TOPK=16,CTX=200,DIST=ragged,VALUES=grid", &p) == 0);
+    p.m = 3;
+    kt_tensor_desc t[KT_MAX_TENSORS];
+    int n = f->tensors(&p, t);
+    void *host[KT_MAX_TENSORS] = {0};
+    for (int i = 0; i < n; i++) host[i] = calloc(t[i].count, kt_dtype_size(t[i].dtype));
+    f->fill(&p, 1234, host);
+    double *ref = malloc(sizeof(double) * (t[5].count + t[6].count));
+    f->reference(&p, host, ref);
+    const uint8_t *q = host[0], *cache = host[2];
+    const float *w = host[1];
+    const int *lens = host[3], *table = host[4];
+    long mp = (long)(t[4].count / 3), off = 0, exact = 1, nonzero = 0;
+    for (int b = 0; b < 3; off += lens[b++])
+        for (int tok = 0; tok < lens[b]; tok++) {
+            long page = table[b * mp + tok / 64];
+            const uint8_t *k = cache + kt_idx_code_offset(page, tok % 64);
+            float sum = 0, scale;
+            memcpy(&scale, cache + kt_idx_scale_offset(page, tok % 64), 4);
+            for (int h = 63; h >= 0; h--) {
+                float dot = 0;
+                for (int d = 127; d >= 0; d--)
+                    dot += kt_e4m3_to_float(q[(b * 64 + h) * 128 + d]) * kt_e4m3_to_float(k[d]);
+                sum += w[b * 64 + h] * fmaxf(dot, 0);
+            }
+            exact &= (double)(sum * scale) == ref[off + tok];
+            nonzero += ref[off + tok] != 0;
+        }
+    EXPECT(exact);
+    EXPECT(nonzero > 100);
+    for (int i = 0; i < n; i++) free(host[i]);
+    free(ref);
+}
+
+KT_TEST(indexer_rejects_bad_keys) {
+    const kt_family *f = family();
+    if (!f) return;
+    const char *bad[] = {"TOPK=4096,CTX=8192,DIST=equal,VALUES=grid", "TOPK=2048,CTX=1073741824,DIST=equal,VALUES=grid"};
+    char why[256];
+    for (int i = 0; i < 2; i++) {
+        kt_problem p = {0};
+        EXPECT(kt_parse_shape(f, bad[i], &p) == 0);
+        p.m = 1;
+        EXPECT(f->check_problem(&p, why, sizeof why) == -1 && why[0]);
+    }
+    kt_problem p = {0}; /* categories by name only */
+    EXPECT(kt_parse_shape(f, "TOPK=2048,CTX=8192,DIST=wide,VALUES=grid", &p) == -1);
+    EXPECT(kt_parse_shape(f, "TOPK=2048,CTX=8192,DIST=equal,VALUES=3", &p) == -1);
+    EXPECT(kt_parse_shape(f, "TOPK=2048,CTX=8192,DIST=equal,VALUES=grid", &p) == 0);
+    p.m = 2000;
+    EXPECT(f->check_problem(&p, why, sizeof why) == -1);
+    p.m = 64;
+    EXPECT(f->check_problem(&p, why, sizeof why) == 0);
+}
