@@ -14,6 +14,11 @@
 #include <time.h>
 #include <unistd.h>
 
+int kt_status_SQL(int status, const char *call, const char *file, int line) {
+    if (status == SQLITE_OK || status == SQLITE_ROW || status == SQLITE_DONE) return 0;
+    return kt_status_fail("SQLite", sqlite3_errstr(status), status, call, file, line);
+}
+
 struct kt_db {
     sqlite3 *h;
     char *path;

@@ -23,12 +23,15 @@ int kt_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
     do {                                                                           \
         if (kt_status_##api((int)(call), #call, __FILE__, __LINE__)) return -1;    \
     } while (0)
-/* The status checkers behind KT_CHECK: 0 when status is success, else -1 with the error set. */
+/* The status checkers behind KT_CHECK, each beside its API: 0 when status is success, else -1
+ * with the error set. CU in gpu.c, NVRTC in jit.c, SQL in db/, NCCL in nccl.c; CUBLAS is the
+ * development library's (bench/baselines.c, declared in bench/bench.h). */
 int kt_status_CU(int status, const char *call, const char *file, int line);
 int kt_status_NVRTC(int status, const char *call, const char *file, int line);
-int kt_status_CUBLAS(int status, const char *call, const char *file, int line);
 int kt_status_NCCL(int status, const char *call, const char *file, int line);
 int kt_status_SQL(int status, const char *call, const char *file, int line); /* OK/ROW/DONE pass */
+/* What every checker writes: "file:line: call: API error N: msg"; always returns -1. */
+int kt_status_fail(const char *api, const char *msg, int status, const char *call, const char *file, int line);
 
 /* ------------------------------------------------------------- utilities */
 
