@@ -1,5 +1,8 @@
-# Makefile — the only build system: bin/kt and lib/libkt.a from C11 host code, the
-# kernel sources and DB schema embedded into the binary, and the test runners.
+# Makefile — the only build system: from C11 host code, lib/libkt.a (the runtime an
+# application links: errors, GPU layer, JIT and cache, families, DB reads, dispatch, NCCL,
+# the embedded kernel sources and schema; no cuBLAS, no tuner), lib/libktdev.a (the tuner,
+# the verify/time harness, bench and its cuBLAS baselines, DB writes and merge), bin/kt (the
+# CLI, linking both) and the test runners.
 CUDA ?= /usr/local/cuda
 CC ?= gcc
 CFLAGS ?= -O2 -g
@@ -8,7 +11,8 @@ CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-missing-field-initia
 # tolerance and set_len at their defaults, 0.)
 # NVRTC and cuBLAS(Lt) come from the CUDA toolkit (found at run time through the rpath);
 # SQLite is linked statically so the binary runs where only the shared library differs.
-LDLIBS = -L$(CUDA)/lib64 -lnvrtc -lcublasLt -lcublas -Wl,-Bstatic -lsqlite3 -Wl,-Bdynamic -ldl -lm -pthread
+LDLIBS_RT = -L$(CUDA)/lib64 -lnvrtc -Wl,-Bstatic -lsqlite3 -Wl,-Bdynamic -ldl -lm -pthread
+LDLIBS = -L$(CUDA)/lib64 -lcublasLt -lcublas $(LDLIBS_RT)
 LDFLAGS += -Wl,-rpath,'$$ORIGIN/../lib' -Wl,-rpath,$(CUDA)/lib64
 
 ifeq ($(wildcard $(CUDA)/include/nvrtc.h),)
@@ -16,13 +20,16 @@ $(error CUDA toolkit not found at $(CUDA) (no include/nvrtc.h): install it or ru
 endif
 
 EMBEDDED = $(wildcard kernels/*.cu) $(wildcard kernels/common/*.cuh) $(wildcard kernels/common/*.h) runtime/check.cu bench/ceiling.cu bench/memory.cu $(wildcard db/*.sql)
-LIB_SRC = $(wildcard runtime/*.c db/*.c tuner/*.c bench/*.c kernels/*.c)
-LIB_OBJ = $(LIB_SRC:%.c=build/%.o) build/embedded.o
+RT_SRC = $(wildcard runtime/*.c kernels/*.c) db/db.c
+DEV_SRC = $(wildcard tuner/*.c bench/*.c) db/db_write.c
+LIB_SRC = $(RT_SRC) $(DEV_SRC)
+RT_OBJ = $(RT_SRC:%.c=build/%.o) build/embedded.o
+DEV_OBJ = $(DEV_SRC:%.c=build/%.o)
 TEST_SRC = $(wildcard tests/cpu/*.c)
 TEST_OBJ = $(TEST_SRC:%.c=build/%.o)
 HEADERS = $(wildcard runtime/*.h kernels/*.h kernels/common/*.h tuner/*.h bench/*.h db/*.h tests/cpu/*.h)
 
-all: bin/kt lib/libkt.a
+all: bin/kt lib/libkt.a lib/libktdev.a
 
 build/tools/embed: tools/embed.c
 	@mkdir -p $(@D)
@@ -38,15 +45,19 @@ build/%.o: %.c $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-lib/libkt.a: $(LIB_OBJ)
+lib/libkt.a: $(RT_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
-bin/kt: build/cli/kt.o lib/libkt.a
+lib/libktdev.a: $(DEV_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+bin/kt: build/cli/kt.o lib/libktdev.a lib/libkt.a
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-build/test_cpu: $(TEST_OBJ) lib/libkt.a
+build/test_cpu: $(TEST_OBJ) lib/libktdev.a lib/libkt.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # CPU tests: everything that needs no GPU (CI runs this).

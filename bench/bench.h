@@ -5,6 +5,7 @@
 #ifndef KT_BENCH_H
 #define KT_BENCH_H
 #include "kt.h"
+#include "../db/kt_db_write.h"
 
 /* A bench request, as `kt bench` parses it. */
 typedef struct kt_bench_options {

@@ -3,6 +3,7 @@
 #ifndef KT_TUNER_H
 #define KT_TUNER_H
 #include "kt.h"
+#include "../db/kt_db_write.h"
 #include "../kernels/common/kt_check.h"
 
 /* Every config of f that passes check_config for arch (and config_fits for p when p is
