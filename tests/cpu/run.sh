@@ -32,6 +32,7 @@ run() {
 }
 run unit ./build/test_cpu
 run cli bash tests/cpu/cli.sh ./bin/kt
+run layout bash tests/cpu/layout.sh
 run sweep bash tests/cpu/sweep.sh ./bin/kt
 if command -v clang >/dev/null && ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
     if make -s fuzz-targets >"$scratch/fuzz-build.log" 2>&1; then
