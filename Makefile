@@ -19,7 +19,7 @@ ifeq ($(wildcard $(CUDA)/include/nvrtc.h),)
 $(error CUDA toolkit not found at $(CUDA) (no include/nvrtc.h): install it or run make CUDA=/path/to/cuda)
 endif
 
-EMBEDDED = $(wildcard kernels/*.cu) $(wildcard kernels/common/*.cuh) $(wildcard kernels/common/*.h) runtime/check.cu bench/ceiling.cu bench/memory.cu $(wildcard db/*.sql)
+EMBEDDED = $(wildcard kernels/*.cu) $(wildcard kernels/common/*.cuh) $(wildcard kernels/common/*.h) tuner/check.cu bench/ceiling.cu bench/memory.cu $(wildcard db/*.sql)
 RT_SRC = $(wildcard runtime/*.c kernels/*.c) db/db.c
 DEV_SRC = $(wildcard tuner/*.c bench/*.c) db/db_write.c
 LIB_SRC = $(RT_SRC) $(DEV_SRC)
@@ -53,7 +53,7 @@ lib/libktdev.a: $(DEV_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
-bin/kt: build/cli/kt.o lib/libktdev.a lib/libkt.a
+bin/kt: build/cli/main.o lib/libktdev.a lib/libkt.a
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -102,11 +102,11 @@ clean:
 .PHONY: all test demo gpu-test clean fuzz fuzz-targets FORCE
 
 # The commit a binary is built from, "-dirty" when tracked files differ from it (runs record
-# it in the database): build/commit holds the last one, and kt.o is rebuilt when it changes.
+# it in the database): build/commit holds the last one, and main.o is rebuilt when it changes.
 KT_COMMIT := $(shell git describe --always --dirty --abbrev=7 2>/dev/null || echo unknown)
 build/commit: FORCE
 	@mkdir -p $(@D)
 	@echo '$(KT_COMMIT)' | cmp -s - $@ || echo '$(KT_COMMIT)' > $@
-build/cli/kt.o: build/commit Makefile
-build/cli/kt.o: CFLAGS += -DKT_COMMIT='"$(KT_COMMIT)"'
+build/cli/main.o: build/commit Makefile
+build/cli/main.o: CFLAGS += -DKT_COMMIT='"$(KT_COMMIT)"'
 FORCE:

@@ -293,7 +293,7 @@ void kt_config_defines(const kt_family *f, const kt_config *c, char *out, size_t
 
 /* ------------------------------------------------------------- sources */
 
-/* Embedded file by base name (kernels/NAME, kernels/common/NAME, runtime/check.cu,
+/* Embedded file by base name (kernels/NAME, kernels/common/NAME, tuner/check.cu,
  * bench/ceiling.cu, db/NAME); NULL if absent. */
 const char *kt_source_text(const char *name, size_t *len);
 /* Hash of an embedded source file and, transitively, every embedded file it includes by
