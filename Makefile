@@ -60,8 +60,12 @@ bin/kt: build/cli/main.o lib/libktdev.a lib/libkt.a
 build/test_cpu: $(TEST_OBJ) lib/libktdev.a lib/libkt.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-# CPU tests: everything that needs no GPU (CI runs this).
-test: build/test_cpu bin/kt
+# CPU tests: `make test` the quick ones (unit tests but the sweeps, the CLI, the library
+# layout); `make test-all` everything that needs no GPU (sweeps, replay, fuzz too; CI runs it).
+test: build/test_cpu bin/kt lib/libkt.a
+	bash tests/cpu/run.sh --fast
+
+test-all: build/test_cpu bin/kt lib/libkt.a
 	bash tests/cpu/run.sh
 
 # Fuzz targets (clang's libFuzzer + AddressSanitizer): the library rebuilt instrumented under
@@ -99,7 +103,7 @@ gpu-test: bin/kt
 clean:
 	rm -rf build bin lib
 
-.PHONY: all test demo gpu-test clean fuzz fuzz-targets FORCE
+.PHONY: all test test-all demo gpu-test clean fuzz fuzz-targets FORCE
 
 # The commit a binary is built from, "-dirty" when tracked files differ from it (runs record
 # it in the database): build/commit holds the last one, and main.o is rebuilt when it changes.
