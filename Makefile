@@ -1,5 +1,8 @@
-# Makefile — the only build system: bin/kt and lib/libkt.a from C11 host code, the
-# kernel sources and DB schema embedded into the binary, and the test runners.
+# Makefile — the only build system: from C11 host code, lib/libkt.a (the runtime an
+# application links: errors, GPU layer, JIT and cache, families, DB reads, dispatch, NCCL,
+# the embedded kernel sources and schema; no cuBLAS, no tuner), lib/libktdev.a (the tuner,
+# the verify/time harness, bench and its cuBLAS baselines, DB writes and merge), bin/kt (the
+# CLI, linking both) and the test runners.
 CUDA ?= /usr/local/cuda
 CC ?= gcc
 CFLAGS ?= -O2 -g
@@ -10,7 +13,8 @@ CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC -Wno-missing-field-
 # SQLite is linked statically so the binary runs where only the shared library differs. Debian's
 # libcjson-dev ships no static library: lib/ gets a copy of libcjson.so.1, found through the
 # $ORIGIN/../lib rpath, so bin/kt runs on machines without it (the GPU machine).
-LDLIBS = -L$(CUDA)/lib64 -lnvrtc -lcublasLt -lcublas -Wl,-Bstatic -lsqlite3 -Wl,-Bdynamic -lcjson -ldl -lm -pthread
+LDLIBS_RT = -L$(CUDA)/lib64 -lnvrtc -Wl,-Bstatic -lsqlite3 -Wl,-Bdynamic -lcjson -ldl -lm -pthread
+LDLIBS = -L$(CUDA)/lib64 -lcublasLt -lcublas $(LDLIBS_RT)
 CJSON_SO = $(firstword $(wildcard /usr/lib/*/libcjson.so.1 /usr/lib/libcjson.so.1))
 LDFLAGS += -Wl,-rpath,'$$ORIGIN/../lib' -Wl,-rpath,$(CUDA)/lib64
 
@@ -18,14 +22,17 @@ ifeq ($(wildcard $(CUDA)/include/nvrtc.h),)
 $(error CUDA toolkit not found at $(CUDA) (no include/nvrtc.h): install it or run make CUDA=/path/to/cuda)
 endif
 
-EMBEDDED = $(wildcard kernels/*.cu) $(wildcard kernels/common/*.cuh) $(wildcard kernels/common/*.h) runtime/check.cu runtime/model.cu bench/ceiling.cu bench/memory.cu $(wildcard db/*.sql) profiles/why_slow.ncu
-LIB_SRC = $(wildcard runtime/*.c db/*.c tuner/*.c bench/*.c report/*.c kernels/*.c)
-LIB_OBJ = $(LIB_SRC:%.c=build/%.o) build/embedded.o
+EMBEDDED = $(wildcard kernels/*.cu) $(wildcard kernels/common/*.cuh) $(wildcard kernels/common/*.h) tuner/check.cu runtime/model.cu bench/ceiling.cu bench/memory.cu $(wildcard db/*.sql) profiles/why_slow.ncu
+RT_SRC = $(wildcard runtime/*.c kernels/*.c) db/db.c
+DEV_SRC = $(wildcard tuner/*.c bench/*.c report/*.c) db/db_write.c
+LIB_SRC = $(RT_SRC) $(DEV_SRC)
+RT_OBJ = $(RT_SRC:%.c=build/%.o) build/embedded.o
+DEV_OBJ = $(DEV_SRC:%.c=build/%.o)
 TEST_SRC = $(wildcard tests/cpu/*.c)
 TEST_OBJ = $(TEST_SRC:%.c=build/%.o)
 HEADERS = $(wildcard runtime/*.h kernels/*.h kernels/common/*.h tuner/*.h bench/*.h report/*.h db/*.h tests/cpu/*.h)
 
-all: bin/kt lib/libkt.a lib/libkt.so
+all: bin/kt lib/libkt.a lib/libktdev.a lib/libkt.so
 
 build/tools/embed: tools/embed.c
 	@mkdir -p $(@D)
@@ -51,35 +58,44 @@ build/%.o: %.c $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-lib/libkt.a: $(LIB_OBJ)
+lib/libkt.a: $(RT_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
-# The embedding API's shared library (runtime/kt_api.h; python/kt_embed.py loads it). Debian's
-# libsqlite3.a is not position-independent, so the shared library takes SQLite's shared one,
-# copied into lib/ like cJSON's.
+lib/libktdev.a: $(DEV_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+# The embedding API's shared library (runtime/kt_api.h; python/kt_embed.py loads it): the
+# runtime library alone, no cuBLAS, no tuner. Debian's libsqlite3.a is not position-independent,
+# so the shared library takes SQLite's shared one, copied into lib/ like cJSON's.
 SQLITE_SO = $(firstword $(wildcard /usr/lib/*/libsqlite3.so.0 /usr/lib/libsqlite3.so.0))
 lib/libsqlite3.so.0: $(SQLITE_SO)
 	@mkdir -p $(@D)
 	cp -L $< $@
 
-lib/libkt.so: $(LIB_OBJ) lib/libcjson.so.1 lib/libsqlite3.so.0
+lib/libkt.so: $(RT_OBJ) lib/libcjson.so.1 lib/libsqlite3.so.0
 	@mkdir -p $(@D)
-	$(CC) -shared $(LDFLAGS) -o $@ $(LIB_OBJ) -L$(CUDA)/lib64 -lnvrtc -lcublasLt -lcublas -l:libsqlite3.so.0 -lcjson -ldl -lm -pthread
+	$(CC) -shared $(LDFLAGS) -Wl,--no-undefined -o $@ $(RT_OBJ) -L$(CUDA)/lib64 -lnvrtc -l:libsqlite3.so.0 -lcjson -ldl -lm -pthread
 
 lib/libcjson.so.1: $(CJSON_SO)
 	@mkdir -p $(@D)
 	cp -L $< $@
 
-bin/kt: build/cli/kt.o lib/libkt.a lib/libcjson.so.1
+bin/kt: build/cli/main.o lib/libktdev.a lib/libkt.a lib/libcjson.so.1
 	@mkdir -p $(@D)
-	$(CC) $(LDFLAGS) -o $@ build/cli/kt.o lib/libkt.a $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ build/cli/main.o lib/libktdev.a lib/libkt.a $(LDLIBS)
 
-build/test_cpu: $(TEST_OBJ) lib/libkt.a lib/libcjson.so.1
-	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) lib/libkt.a $(LDLIBS)
+build/test_cpu: $(TEST_OBJ) lib/libktdev.a lib/libkt.a lib/libcjson.so.1
+	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) lib/libktdev.a lib/libkt.a $(LDLIBS)
 
-# CPU tests: everything that needs no GPU (CI runs this).
-test: build/test_cpu bin/kt lib/libkt.so build/tools/png_ink build/tools/libnvtx_record.so
+TEST_TOOLS = build/test_cpu bin/kt lib/libkt.a lib/libkt.so build/tools/png_ink build/tools/libnvtx_record.so
+# CPU tests: `make test` the quick ones (unit tests but the sweeps, the CLI, the library
+# layout); `make test-all` everything that needs no GPU (sweeps, replay, report, fuzz too; CI runs it).
+test: $(TEST_TOOLS)
+	bash tests/cpu/run.sh --fast
+
+test-all: $(TEST_TOOLS)
 	bash tests/cpu/run.sh
 
 # Fuzz targets (clang's libFuzzer + AddressSanitizer): the library rebuilt instrumented under
@@ -118,20 +134,20 @@ gpu-test: bin/kt
 build/fuzz_safetensors: tests/fuzz/fuzz_safetensors.c runtime/safetensors.c runtime/model.c lib/libkt.a lib/libcjson.so.1
 	@mkdir -p $(@D)
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -std=c11 -D_GNU_SOURCE -I$(CUDA)/include -Iruntime $(LDFLAGS) \
-	    -o $@ tests/fuzz/fuzz_safetensors.c runtime/safetensors.c runtime/model.c lib/libkt.a $(LDLIBS)
+	    -o $@ tests/fuzz/fuzz_safetensors.c runtime/safetensors.c runtime/model.c lib/libkt.a $(LDLIBS_RT)
 fuzz-safetensors: build/fuzz_safetensors
 
 clean:
 	rm -rf build bin lib
 
-.PHONY: all test demo gpu-test clean fuzz fuzz-targets fuzz-safetensors FORCE
+.PHONY: all test test-all demo gpu-test clean fuzz fuzz-targets fuzz-safetensors FORCE
 
 # The commit a binary is built from, "-dirty" when tracked files differ from it (runs record
-# it in the database): build/commit holds the last one, and kt.o is rebuilt when it changes.
+# it in the database): build/commit holds the last one, and main.o is rebuilt when it changes.
 KT_COMMIT := $(shell git describe --always --dirty --abbrev=7 2>/dev/null || echo unknown)
 build/commit: FORCE
 	@mkdir -p $(@D)
 	@echo '$(KT_COMMIT)' | cmp -s - $@ || echo '$(KT_COMMIT)' > $@
-build/cli/kt.o: build/commit Makefile
-build/cli/kt.o: CFLAGS += -DKT_COMMIT='"$(KT_COMMIT)"'
+build/cli/main.o: build/commit Makefile
+build/cli/main.o: CFLAGS += -DKT_COMMIT='"$(KT_COMMIT)"'
 FORCE:

@@ -17,6 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+int kt_status_CUBLAS(int status, const char *call, const char *file, int line) {
+    if (status == CUBLAS_STATUS_SUCCESS) return 0;
+    return kt_status_fail("cuBLAS", cublasGetStatusString((cublasStatus_t)status), status, call, file, line);
+}
+
 #define WORKSPACE_BYTES ((size_t)32 << 20)
 #define LT_MAX_ALGOS 8
 

@@ -5,6 +5,7 @@
 #ifndef KT_BENCH_H
 #define KT_BENCH_H
 #include "kt.h"
+#include "../db/kt_db_write.h"
 
 /* A bench request, as `kt bench` parses it. */
 typedef struct kt_bench_options {
@@ -23,6 +24,9 @@ typedef struct kt_bench_options {
  * and times kt's variant, times the baselines, prints a table to stdout and writes the JSON
  * rows; returns -1 if any case failed (after measuring the others) or the GPU failed. */
 int kt_bench_run(const kt_bench_options *o);
+
+/* KT_CHECK(CUBLAS, call)'s status checker (cuBLAS and cuBLASLt share the status codes). */
+int kt_status_CUBLAS(int status, const char *call, const char *file, int line);
 
 /* The handles and workspace the vendor baselines (bench/baselines.c) share, for one run. */
 int kt_bench_baselines_open(void);

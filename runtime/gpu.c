@@ -14,11 +14,16 @@ kt_cu_api kt_cu;
 static int gpu_state; /* 0 untried, 1 ready, -1 unavailable */
 static char gpu_error[512];
 
-const char *kt_cu_error_string(int status) {
+static const char *cu_error_string(int status) {
     const char *s = NULL;
     if (gpu_state != 1 || kt_cu.cuGetErrorString((CUresult)status, &s) != CUDA_SUCCESS || !s)
         return "unknown CUDA error";
     return s;
+}
+
+int kt_status_CU(int status, const char *call, const char *file, int line) {
+    if (status == CUDA_SUCCESS) return 0;
+    return kt_status_fail("CUDA", cu_error_string(status), status, call, file, line);
 }
 
 int kt_gpu_init(void) {
@@ -112,7 +117,7 @@ int kt_module_load_kernels(const char *name, const char *const *kernels, const k
         if (r != CUDA_SUCCESS) {
             kt_cu.cuModuleUnload(mod);
             m->module = NULL;
-            return kt_fail("%s: kernel %s missing from module: %s", name, kernels[k], kt_cu_error_string(r));
+            return kt_fail("%s: kernel %s missing from module: %s", name, kernels[k], cu_error_string(r));
         }
         /* Let every kernel use all the opt-in shared memory its static part leaves; each
          * launch asks for its own size (over 48 KB needs this opt-in). */
@@ -125,7 +130,7 @@ int kt_module_load_kernels(const char *name, const char *const *kernels, const k
             kt_cu.cuModuleUnload(mod);
             m->module = NULL;
             return kt_fail("%s: cannot raise the shared-memory limit of %s: %s", name, kernels[k],
-                           kt_cu_error_string(r));
+                           cu_error_string(r));
         }
         m->fn[k] = fn;
     }

@@ -17,6 +17,11 @@ static const char *const base_options[] = {"-std=c++17", "--ptxas-options=-v", "
                                            "-default-device"};
 #define N_BASE_OPTIONS (int)(sizeof base_options / sizeof base_options[0])
 
+int kt_status_NVRTC(int status, const char *call, const char *file, int line) {
+    if (status == NVRTC_SUCCESS) return 0;
+    return kt_status_fail("NVRTC", nvrtcGetErrorString((nvrtcResult)status), status, call, file, line);
+}
+
 int kt_nvrtc_version(void) {
     int major = 0, minor = 0;
     if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return -1;

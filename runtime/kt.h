@@ -23,12 +23,15 @@ int kt_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
     do {                                                                           \
         if (kt_status_##api((int)(call), #call, __FILE__, __LINE__)) return -1;    \
     } while (0)
-/* The status checkers behind KT_CHECK: 0 when status is success, else -1 with the error set. */
+/* The status checkers behind KT_CHECK, each beside its API: 0 when status is success, else -1
+ * with the error set. CU in gpu.c, NVRTC in jit.c, SQL in db/, NCCL in nccl.c; CUBLAS is the
+ * development library's (bench/baselines.c, declared in bench/bench.h). */
 int kt_status_CU(int status, const char *call, const char *file, int line);
 int kt_status_NVRTC(int status, const char *call, const char *file, int line);
-int kt_status_CUBLAS(int status, const char *call, const char *file, int line);
 int kt_status_NCCL(int status, const char *call, const char *file, int line);
 int kt_status_SQL(int status, const char *call, const char *file, int line); /* OK/ROW/DONE pass */
+/* What every checker writes: "file:line: call: API error N: msg"; always returns -1. */
+int kt_status_fail(const char *api, const char *msg, int status, const char *call, const char *file, int line);
 
 /* ------------------------------------------------------------- utilities */
 
@@ -295,7 +298,7 @@ void kt_config_defines(const kt_family *f, const kt_config *c, char *out, size_t
 
 /* ------------------------------------------------------------- sources */
 
-/* Embedded file by base name (kernels/NAME, kernels/common/NAME, runtime/check.cu,
+/* Embedded file by base name (kernels/NAME, kernels/common/NAME, tuner/check.cu,
  * bench/ceiling.cu, db/NAME); NULL if absent. */
 const char *kt_source_text(const char *name, size_t *len);
 /* Hash of an embedded source file and, transitively, every embedded file it includes by
@@ -443,86 +446,6 @@ typedef struct kt_db kt_db;
  * retries when SQLite says busy), so any number of processes may share one file. */
 int kt_db_open(const char *path, int read_only, kt_db **out);
 void kt_db_close(kt_db *db);
-
-
-/* Inserts or finds the device row; returns its id in *id. */
-int kt_db_device_id(kt_db *db, const kt_db_device *d, long long *id);
-/* Starts a run row (time, kt commit, command line); returns its id. */
-int kt_db_run_begin(kt_db *db, long long device_id, const char *commit, const char *cmdline,
-                    long long *run_id);
-
-typedef enum kt_status {
-    KT_OK = 0, KT_COMPILE_ERROR, KT_LAUNCH_ERROR, KT_WRONG_RESULT, KT_SKIPPED
-} kt_status;
-const char *kt_status_name(kt_status s);
-
-/* One measured (or failed) variant on one problem. */
-typedef struct kt_measurement {
-    long long run_id, device_id;
-    const char *family;
-    char source_hash[17];
-    char variant_id[17];
-    char config[256];          /* "TILE_N=64,..." */
-    char shape[128];           /* "N=1536,K=4096" */
-    long m;
-    kt_status status;
-    char error[512];
-    double median_us, min_us, max_us;
-    double rel_err;
-    int registers, spill_bytes;
-    double compile_ms;
-} kt_measurement;
-
-/* Appends a measurement in its own transaction (committed when it returns): 0 when stored,
- * 1 when its unit (device, family, source hash, variant, shape, m) already had a row (another
- * process measured it first; that row stays), -1 on error. */
-int kt_db_add_measurement(kt_db *db, const kt_measurement *m);
-/* 1 if (device, family, source hash, variant, shape, m) already has a measurement, 0 if not,
- * -1 on error. When found, *status and *median_us (each may be NULL) get its first row's
- * status and median (NAN unless ok). */
-int kt_db_find_measurement(kt_db *db, long long device_id, const char *family, const char *source_hash,
-                           const char *variant_id, const char *shape, long m, kt_status *status, double *median_us);
-/* Recomputes the winner of (device, family, source hash, shape, m bucket) from the OK
- * measurements of the bucket. A variant with a wrong-result or launch-error row in the
- * bucket cannot win; no candidate, no winner row. Where an m of the bucket was re-timed,
- * only the variants of its latest re-timing compete there, on their re-timed median;
- * elsewhere every OK row competes on its median. The fastest wins, except that a candidate
- * whose median is within KT_NOISE_BAND of the fastest's ties with it, and ties go to the
- * lowest variant id. (Overlapping min..max bands are no tie: on the H200 single rounds
- * spread +-2-4%, and band overlap handed wins to variants 3.5% slower.) The winner row
- * keeps the deciding median, min and max. */
-int kt_db_update_winner(kt_db *db, long long device_id, const char *family,
-                        const char *source_hash, const char *shape, long m);
-#define KT_NOISE_BAND 0.01
-
-/* One variant's interleaved re-timing: the median, fastest and slowest of its rounds'
- * medians. */
-typedef struct kt_retime {
-    char variant_id[17];
-    int rounds;
-    double median_us, min_us, max_us;
-} kt_retime;
-
-/* The finalists of (device, family, source hash, shape, m): up to max variants with an OK
- * row at m and no failure in m's bucket, by first-pass median (ties: variant id), into
- * variant_ids. *retimed is 1 when the latest re-timing of (shape, m) is of exactly these
- * variants (nothing left to re-time). Returns how many, or -1. */
-int kt_db_finalists(kt_db *db, long long device_id, const char *family, const char *source_hash,
-                    const char *shape, long m, int max, char (*variant_ids)[17], int *retimed);
-/* Records the re-timing of n finalists of (shape, m) as one group, in one transaction. */
-int kt_db_add_retimes(kt_db *db, long long run_id, long long device_id, const char *family,
-                      const char *source_hash, const char *shape, long m, const kt_retime *r, int n);
-
-/* Merges the kt database at src_path into dst: devices mapped by their unique key, runs
- * and re-timings copied once, measurements copied unless dst already has the same
- * (device, family, source hash, variant, shape, m), and the winner of every merged
- * (shape, M bucket) recomputed, all in one transaction. Refuses dst itself. */
-int kt_db_merge(kt_db *dst, const char *src_path);
-/* kt db merge: merges the n databases in[] into the file out, created if absent, all or
- * nothing: every input is checked first, the merge is made in a temp copy, and only a
- * complete one replaces out (renamed into place, or copied over the old out with SQLite's
- * backup in one transaction). On failure out is left as it was, or absent. */
-int kt_db_merge_files(const char *out, const char *const *in, int n);
 
 
 typedef enum kt_lookup_level { KT_EXACT, KT_NEAREST_M, KT_NEAREST_SHAPE, KT_DEFAULT } kt_lookup_level;

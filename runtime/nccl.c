@@ -43,5 +43,5 @@ int kt_nccl_version(void) {
 int kt_status_NCCL(int status, const char *call, const char *file, int line) {
     if (status == ncclSuccess) return 0;
     const char *msg = nccl_state == 1 ? kt_nccl.ncclGetErrorString((ncclResult_t)status) : "NCCL not loaded";
-    return kt_fail("%s:%d: %s: NCCL error %d: %s", file, line, call, status, msg);
+    return kt_status_fail("NCCL", msg, status, call, file, line);
 }

@@ -1,14 +1,11 @@
-/* util.c — the small shared pieces of libkt: the thread's error message, the status
- * checkers behind KT_CHECK, hashing (xxHash), atomic file writes, a seeded generator,
- * and the fp8 e4m3 / bf16 conversions the references and input generators use. */
+/* util.c — the small shared pieces of libkt: the thread's error message and the message the
+ * status checkers behind KT_CHECK write (each checker lives beside its API; util calls no
+ * API), hashing (xxHash), atomic file writes, a seeded generator, and the fp8 e4m3 / bf16
+ * conversions the references and input generators use. */
 #include "kt.h"
 
-#include <cuda.h>
-#include <cublas_api.h>
 #include <errno.h>
 #include <math.h>
-#include <nvrtc.h>
-#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,33 +28,8 @@ int kt_fail(const char *fmt, ...) {
     return -1;
 }
 
-/* The driver's strings come through the dlopen'd table in gpu.c. */
-const char *kt_cu_error_string(int status);
-
-static int status_fail(const char *api, const char *msg, int status, const char *call,
-                       const char *file, int line) {
+int kt_status_fail(const char *api, const char *msg, int status, const char *call, const char *file, int line) {
     return kt_fail("%s:%d: %s: %s error %d: %s", file, line, call, api, status, msg);
-}
-
-int kt_status_CU(int status, const char *call, const char *file, int line) {
-    if (status == CUDA_SUCCESS) return 0;
-    return status_fail("CUDA", kt_cu_error_string(status), status, call, file, line);
-}
-
-int kt_status_NVRTC(int status, const char *call, const char *file, int line) {
-    if (status == NVRTC_SUCCESS) return 0;
-    return status_fail("NVRTC", nvrtcGetErrorString((nvrtcResult)status), status, call, file, line);
-}
-
-int kt_status_CUBLAS(int status, const char *call, const char *file, int line) {
-    if (status == CUBLAS_STATUS_SUCCESS) return 0;
-    return status_fail("cuBLAS", cublasGetStatusString((cublasStatus_t)status), status, call, file,
-                       line);
-}
-
-int kt_status_SQL(int status, const char *call, const char *file, int line) {
-    if (status == SQLITE_OK || status == SQLITE_ROW || status == SQLITE_DONE) return 0;
-    return status_fail("SQLite", sqlite3_errstr(status), status, call, file, line);
 }
 
 uint64_t kt_hash(const void *data, size_t len, uint64_t seed) {

@@ -3,7 +3,7 @@
  * every checked run, compared with a float64 reference; timed with events over CUDA-graph
  * replays whose launches rotate over enough input copies that L2 cannot serve them.
  * Everything a variant is checked against is set up once per problem, the reference on the
- * device too, and outputs are compared there (runtime/check.cu), copying a few numbers back
+ * device too, and outputs are compared there (tuner/check.cu), copying a few numbers back
  * instead of the outputs; KT_CHECK_ON_GPU=0 copies them back and compares on the CPU (the
  * cross-check in tests/gpu/run.sh step check_gpu_vs_cpu). */
 #include "../runtime/cu.h"
@@ -21,7 +21,7 @@
 #define MAX_REPEATS 15          /* timed replays (KT_REPEATS overrides)... */
 #define MIN_REPEATS 5           /* ...down to this many for long kernels, */
 #define TIMED_BUDGET_MS 12.0f   /* so timing one variant stays near this */
-#define CHECK_THREADS 256     /* runtime/check.cu's block size */
+#define CHECK_THREADS 256     /* tuner/check.cu's block size */
 #define CHECK_BLOCKS 1024     /* enough blocks to fill any GPU; each thread strides over the rest */
 
 struct kt_bench {
@@ -37,7 +37,7 @@ struct kt_bench {
     double *host_ref;              /* its host copy, for the CPU compare only */
     size_t n_ref;
     int check_on_cpu;              /* KT_CHECK_ON_GPU=0 */
-    kt_module check;               /* runtime/check.cu (not loaded for the CPU compare) */
+    kt_module check;               /* tuner/check.cu (not loaded for the CPU compare) */
     CUdeviceptr sums;              /* the check kernel's kt_check_sums, one per tensor */
     CUstream stream;
     CUevent ev0, ev1;

@@ -3,6 +3,7 @@
 #ifndef KT_TUNER_H
 #define KT_TUNER_H
 #include "kt.h"
+#include "../db/kt_db_write.h"
 #include "../kernels/common/kt_check.h"
 
 /* Every config of f that passes check_config for arch (and config_fits for p when p is
@@ -79,7 +80,7 @@ double kt_bench_timing_seconds(const kt_bench *b);
 /* Device memory b holds (inputs with their rotation copies, outputs, reference). */
 size_t kt_bench_device_bytes(const kt_bench *b);
 /* Relative error of the output tensors against the reference (max over tensors); NaN if any
- * unit fails (kt_check.h), and why says which tensor and element. Compares the current device outputs on the GPU (runtime/check.cu), or on
+ * unit fails (kt_check.h), and why says which tensor and element. Compares the current device outputs on the GPU (tuner/check.cu), or on
  * the CPU when KT_CHECK_ON_GPU=0 was set at setup; both add up the same
  * kt_check_sums. */
 int kt_bench_check(kt_bench *b, double *rel_err, char *why, size_t n);

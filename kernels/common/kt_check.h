@@ -1,5 +1,5 @@
 /* kt_check.h — how an output is compared with its float64 reference, written once for the
- * GPU check kernel (runtime/check.cu) and the CPU compare (tuner/measure.c, kt_check_host),
+ * GPU check kernel (tuner/check.cu) and the CPU compare (tuner/measure.c, kt_check_host),
  * so both apply the same rule to the same bits. Valid C and CUDA C++ (NVRTC, no headers).
  *
  * The unit of a check is an element (REL_L2, EXACT) or a row of set_len elements (SET).

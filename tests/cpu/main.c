@@ -1,5 +1,5 @@
-/* main.c — runs every registered CPU test (or those whose name contains argv[1])
- * and ends with the plain "N passed, N failed" line CI reads. */
+/* main.c — runs every registered CPU test (or those whose name contains argv[1]; with
+ * "-WORD", all but those whose name contains WORD) and ends with the plain "N passed, N failed" line CI reads. */
 #include "../../tuner/tuner.h"
 #include "test.h"
 #include <stdlib.h>
@@ -20,7 +20,9 @@ void kt_test_register(const char *name, kt_test_fn fn) {
 int main(int argc, char **argv) {
     kt_worker_main(argc, argv); /* sweeps under test re-execute this binary as their workers */
     for (int i = 0; i < n_tests; i++) {
-        if (argc > 1 && !strstr(tests[i].name, argv[1])) continue;
+        if (argc > 1 && argv[1][0] == '-' ? strstr(tests[i].name, argv[1] + 1) != NULL
+                                           : argc > 1 && !strstr(tests[i].name, argv[1]))
+            continue;
         int before = kt_test_failed;
         tests[i].fn();
         printf("%-40s %s\n", tests[i].name, kt_test_failed == before ? "ok" : "FAILED");

@@ -6,7 +6,11 @@
 # lines, then "suite NAME: N passed, N failed (S s)"), and the last line is the combined
 # "N passed, N failed". The suites get a scratch JIT cache and a scratch HOME, never the
 # user's ~/.cache/kt; that nothing was written under HOME is checked at the end.
+# --fast (make test): the unit tests but the sweeps, the CLI and the layout tests; without it
+# (make test-all, CI) every suite.
 set -u
+fast=0
+[ "${1:-}" = --fast ] && fast=1
 cd "$(dirname "$0")/../.."
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
@@ -31,13 +35,22 @@ run() {
     total_passed=$((total_passed + $(echo "$line" | cut -d' ' -f1)))
     total_failed=$((total_failed + $(echo "$line" | cut -d' ' -f3)))
 }
-run unit ./build/test_cpu
+if [ $fast -eq 1 ]; then
+    run unit ./build/test_cpu -sweep
+else
+    run unit ./build/test_cpu
+fi
 run cli bash tests/cpu/cli.sh ./bin/kt
-run sweep bash tests/cpu/sweep.sh ./bin/kt
-run report bash tests/cpu/report.sh ./bin/kt ./build/tools/png_ink
-run profiles bash tests/cpu/profiles.sh ./bin/kt
-run moe_sass bash tests/cpu/moe_sass.sh ./bin/kt
-if command -v clang >/dev/null && ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
+run layout bash tests/cpu/layout.sh
+if [ $fast -eq 0 ]; then
+    run sweep bash tests/cpu/sweep.sh ./bin/kt
+    run report bash tests/cpu/report.sh ./bin/kt ./build/tools/png_ink
+    run profiles bash tests/cpu/profiles.sh ./bin/kt
+    run moe_sass bash tests/cpu/moe_sass.sh ./bin/kt
+fi
+if [ $fast -eq 1 ]; then
+    echo "suite sweep, report, profiles, moe_sass, fuzz: skipped (make test-all runs them)"
+elif command -v clang >/dev/null && ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
     if make -s fuzz-targets >"$scratch/fuzz-build.log" 2>&1; then
         run fuzz bash tests/fuzz/run.sh
     else

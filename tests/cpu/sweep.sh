@@ -14,7 +14,7 @@ set -u
 KT=${1:?usage: sweep.sh path/to/kt}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-export KT_FAKE_GPU=1 KT_WATCHDOG_S=0.2 KT_CACHE_DIR="$tmp/cache"
+export KT_FAKE_GPU=1 KT_WATCHDOG_S=2 KT_CACHE_DIR="$tmp/cache"
 unset KT_FAKE_GPU_COUNT KT_FAKE_DELAY_MS
 passed=0 failed=0
 
@@ -47,7 +47,8 @@ winners() {
 
 # kill_resume_shard NAME MIN_ROWS TUNE-ARGS...: against $tmp/NAME.units and NAME.winners, an
 # uninterrupted sweep's. A sweep killed with -9 once MIN_ROWS rows are committed (three fake
-# GPUs, slow jobs, a 10 s watchdog: workers in a hang end only because their sweep did) and
+# GPUs, jobs of 0.3 s so the sweep is still running when the kill lands on a loaded machine,
+# a 10 s watchdog: workers in a hang end only because their sweep did) and
 # run again resumes: it skips the committed rows, loses or changes none, measures every unit
 # once and ends with the uninterrupted rows and winners. Two shards (two fake GPUs each)
 # merged end with them too.
@@ -58,7 +59,7 @@ kill_resume_shard() {
     # The sweep and its workers (which inherit the environment, not the command line) carry a
     # tag of their own: tagged counts the live processes that have it.
     local tag="KT_TEST_SWEEP=$name-$$"
-    env "$tag" KT_FAKE_GPU_COUNT=3 KT_WATCHDOG_S=10 KT_FAKE_DELAY_MS=60 "$KT" "$@" --db "$db" 2>"$tmp/$name-kill.log" &
+    env "$tag" KT_FAKE_GPU_COUNT=3 KT_WATCHDOG_S=10 KT_FAKE_DELAY_MS=300 "$KT" "$@" --db "$db" 2>"$tmp/$name-kill.log" &
     pid=$!
     for _ in $(seq 400); do
         [ "$(rows "$db" | wc -l)" -ge "$min" ] && break

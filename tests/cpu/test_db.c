@@ -2,6 +2,7 @@
  * versioning, measurements, winner selection, the lookup ladder, stale rows, bad files,
  * concurrent writers, export, and the M buckets. Each test works in its own temp folder. */
 #include "kt.h"
+#include "../../db/kt_db_write.h"
 #include "test.h"
 
 #include <dirent.h>

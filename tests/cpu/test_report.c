@@ -1,6 +1,7 @@
 /* test_report.c — kt report on a database of a family this build does not know (its shape
  * text with a category, LAYOUT=V4, as the new families write it): the page still has its
  * plots, says why floor and roof are missing, and escapes every text from the DB. */
+#include "../../db/kt_db_write.h"
 #include "../../report/report.h"
 #include "test.h"
 
@@ -14,7 +15,7 @@ static int add(kt_db *db, long long dev, long long run, const char *variant, con
                kt_status status, double us, const char *error) {
     kt_measurement r;
     memset(&r, 0, sizeof r);
-    r.run_id = run, r.device_id = dev, r.family = "mla_decode", r.m = m, r.status = status;
+    r.run_id = run, r.device_id = dev, r.family = "mla_future", r.m = m, r.status = status;
     snprintf(r.source_hash, sizeof r.source_hash, "00000000000000aa");
     snprintf(r.variant_id, sizeof r.variant_id, "%s", variant);
     snprintf(r.config, sizeof r.config, "%s", config);
@@ -22,7 +23,7 @@ static int add(kt_db *db, long long dev, long long run, const char *variant, con
     snprintf(r.error, sizeof r.error, "%s", error);
     r.median_us = us, r.min_us = us * 0.95, r.max_us = us * 1.05;
     return kt_db_add_measurement(db, &r) ||
-           kt_db_update_winner(db, dev, "mla_decode", r.source_hash, r.shape, m);
+           kt_db_update_winner(db, dev, "mla_future", r.source_hash, r.shape, m);
 }
 
 static int count(const char *s, const char *what) {
@@ -40,7 +41,7 @@ KT_TEST(report_unknown_family_escaped) {
     kt_db *db;
     long long dev, run;
     int rc = kt_db_open(path, 0, &db) || kt_db_device_id(db, &gpu, &dev) ||
-             kt_db_run_begin(db, dev, "abc123", "kt tune --family mla_decode <&>", &run) ||
+             kt_db_run_begin(db, dev, "abc123", "kt tune --family mla_future <&>", &run) ||
              add(db, dev, run, "v1", "SPLIT=2,BLOCK=64", 1, KT_OK, 20.5, "") ||
              add(db, dev, run, "v2", "SPLIT=4,BLOCK=64", 1, KT_OK, 12.25, "") ||
              add(db, dev, run, "v3", "SPLIT=8,BLOCK=64", 1, KT_WRONG_RESULT, 0, "out[3] <script>alert(1)</script> & \"q\"") ||
@@ -57,7 +58,7 @@ KT_TEST(report_unknown_family_escaped) {
     if (!html) return;
     EXPECT(count(html, "<svg") == 4 && count(html, "data-plot=\"roofline\"") == 0);
     EXPECT(strstr(html, "LAYOUT=V4,HQ=64,TOPK=512 M=1") != NULL);
-    EXPECT(strstr(html, "this build of kt has no family mla_decode") != NULL);
+    EXPECT(strstr(html, "this build of kt has no family mla_future") != NULL);
     EXPECT(strstr(html, "&lt;script&gt;alert(1)&lt;/script&gt; &amp; &quot;q&quot;") != NULL);
     EXPECT(!strstr(html, "<script") && !strstr(html, "<&>") && !strstr(html, "<test>"));
     EXPECT(strstr(html, "Common to every row: <code>BLOCK=64</code>") != NULL);

@@ -49,7 +49,7 @@ step verify_quant_fp8_gemm $KT verify --family quant_fp8_gemm --shape targets --
 step verify_probe $KT verify --family probe --shape targets --shape LAYOUT=V4,N=1 --m 1,10,4096 --sample 6 --seed $RANDOM
 step verify_probe_cpu_compare env KT_CHECK_ON_GPU=0 $KT verify --family probe --shape targets --m 1,10 --sample 6 --seed $RANDOM
 step verify_act_quant_fp8_gemm $KT verify --family act_quant_fp8_gemm --shape targets --m $MS --seed $RANDOM
-# The GPU compare (runtime/check.cu, the default) against the CPU compare (KT_CHECK_ON_GPU=0) on the same
+# The GPU compare (tuner/check.cu, the default) against the CPU compare (KT_CHECK_ON_GPU=0) on the same
 # seeded inputs and variants: the same rel_err up to summation order, for outputs of every
 # dtype the families have (bf16; e4m3 + f32) and both references (CPU at M=1, GPU above).
 compare_check() {

@@ -1,4 +1,4 @@
-/* kt.c — the `kt` command line: devices, list, compile, tune, bench, db. Each command
+/* main.c — the `kt` command line (the only module that knows every other): devices, list, compile, tune, bench, db. Each command
  * checks its input and fails with one clear line and a non-zero exit; commands that need
  * a GPU say so on machines without one. */
 #include "../bench/bench.h"

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# layout.sh — the library split holds: a program linked against lib/libkt.a alone (no cuBLAS,
+# no libktdev) builds and runs; libkt has no cuBLAS reference and no tuner or bench symbol;
+# nothing below the CLI includes the CLI's headers, and nothing in the runtime library
+# (runtime/, kernels/, the DB read side) includes the tuner's, bench's or the DB writer's.
+set -u
+cd "$(dirname "$0")/../.."
+CUDA=${CUDA:-/usr/local/cuda}
+passed=0 failed=0
+check() { # check NAME COMMAND...: the command must succeed
+    local name=$1
+    shift
+    if "$@"; then passed=$((passed + 1)); else echo "FAIL: $name"; failed=$((failed + 1)); fi
+}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+link_alone() {
+    ${CC:-cc} -std=c11 -Wall -Wextra -Werror -Iruntime -o "$tmp/runtime_only" tests/cpu/link/runtime_only.c lib/libkt.a \
+        -L"$CUDA/lib64" -Wl,-rpath,"$CUDA/lib64" -lnvrtc -lsqlite3 -ldl -lm -pthread
+}
+check "a program links against libkt.a alone" link_alone
+check "the libkt-only program runs" "$tmp/runtime_only" "$tmp/rt.db"
+check "the libkt-only program needs no cuBLAS" bash -c "ldd '$tmp/runtime_only' >/dev/null && ! ldd '$tmp/runtime_only' | grep -i cublas"
+
+check "libkt.a references no cuBLAS symbol" bash -c "! nm -u lib/libkt.a | grep -E ' U (cublas|cuda[A-Z])'"
+check "libkt.a references no tuner or bench symbol" bash -c "! nm -u lib/libkt.a | grep -E ' U kt_(tune|sweep|bench|space|worker|compile_pool|db_add|db_update|db_merge)'"
+
+below_cli=$(ls runtime/*.[ch] db/*.[ch] kernels/*.[ch] kernels/common/*.h tuner/*.[ch] bench/*.[ch] 2>/dev/null)
+check "nothing below the CLI includes the CLI's headers" bash -c "! grep -lE '^#include \"[^\"]*cli/' $(echo $below_cli)"
+runtime=$(ls runtime/*.[ch] db/db.c db/db_internal.h kernels/*.[ch] kernels/common/*.h 2>/dev/null)
+check "the runtime library includes no tuner, bench or DB-writer header" \
+    bash -c "! grep -nE '^#include \"[^\"]*(tuner/|bench/|cli/|tuner\\.h|search\\.h|bench\\.h|kt_db_write\\.h)' $(echo $runtime)"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
