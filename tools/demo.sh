@@ -47,10 +47,10 @@ else
     echo "every variant is NVRTC-compiled and ptxas-checked; timing and winners need a GPU."
     $KT compile --family fp8_gemm --arch sm_120 --sample "${KT_DEMO_SAMPLE:-48}"
     $KT compile --family quant_fp8_gemm --arch sm_120 --sample "${KT_DEMO_SAMPLE:-48}"
-    $KT compile --family act_quant --arch sm_120
-    $KT compile --family mla_decode --arch sm_120 --sample "${KT_DEMO_SAMPLE:-48}"
-    $KT compile --family moe_route --arch sm_120
-    $KT compile --family moe_gemm --arch sm_120 --sample "${KT_DEMO_SAMPLE:-48}"
+    $KT compile --family act_quant --arch sm_120 --sample "${KT_DEMO_SAMPLE_NEW:-8}"
+    $KT compile --family mla_decode --arch sm_120 --sample "${KT_DEMO_SAMPLE_NEW:-8}"
+    $KT compile --family moe_route --arch sm_120 --sample "${KT_DEMO_SAMPLE_NEW:-8}"
+    $KT compile --family moe_gemm --arch sm_120 --sample "${KT_DEMO_SAMPLE_NEW:-8}"
     $KT compile --family moe_gemm --arch sm_120a --where NATIVE=1 --sample 8
-    $KT compile --family mla_indexer --arch sm_120 --sample "${KT_DEMO_SAMPLE:-48}"
+    $KT compile --family mla_indexer --arch sm_120 --sample "${KT_DEMO_SAMPLE_NEW:-8}"
 fi
