@@ -70,7 +70,7 @@ expect_fail() {
 expect_fail "two batch sizes" "one --shape and one --m" profile --family fp8_gemm --shape N=1536,K=4096 --m 1,16
 expect_fail "no family" "needs --family" profile --shape N=1536,K=4096 --m 1
 expect_fail "bad config" "unknown name 'TILES'" profile --family fp8_gemm --shape N=1536,K=4096 --m 1 --config TILES=3
-expect_fail "bad --iters" "positive integer" profile --family fp8_gemm --shape N=1536,K=4096 --m 1 --iters 0
+expect_fail "bad --iters" "--iters: 0 is out of range" profile --family fp8_gemm --shape N=1536,K=4096 --m 1 --iters 0
 if ! ldconfig -p 2>/dev/null | grep -q 'libcuda.so.1'; then
     expect_fail "no GPU" "needs an NVIDIA GPU" profile --family fp8_gemm --shape N=1536,K=4096 --m 16 --ncu
 fi
