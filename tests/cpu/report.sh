@@ -34,7 +34,8 @@ if ! command -v chromium >/dev/null; then
     echo "$passed passed, $((failed + 1)) failed"
     exit 1
 fi
-chrome() { timeout 120 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --user-data-dir="$tmp/profile" "$@" 2>>"$tmp/chromium.log"; }
+# Chromium writes its own caches (dconf) under HOME and XDG_CACHE_HOME: keep them in this test's folder.
+chrome() { HOME="$tmp/home" XDG_CACHE_HOME="$tmp/home/.cache" XDG_CONFIG_HOME="$tmp/home/.config" timeout 120 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --user-data-dir="$tmp/profile" "$@" 2>>"$tmp/chromium.log"; }
 chrome --dump-dom "file://$html" >"$tmp/dom.html"
 count() { grep -o "$1" "$tmp/dom.html" | wc -l; }
 svgs=$(count '<svg') variants=$(count 'data-plot="variants"') rooflines=$(count 'data-plot="roofline"')
