@@ -19,15 +19,23 @@ void kt_test_register(const char *name, kt_test_fn fn) {
 
 int main(int argc, char **argv) {
     kt_worker_main(argc, argv); /* sweeps under test re-execute this binary as their workers */
+    /* Tests point KT_CACHE_DIR and HOME elsewhere and unset them after; each test starts from
+     * the suite's scratch values again, so no later test compiles into the user's ~/.cache. */
+    static const char *const kept[] = {"KT_CACHE_DIR", "HOME"};
+    char *suite[2];
+    for (int v = 0; v < 2; v++) suite[v] = getenv(kept[v]) ? strdup(getenv(kept[v])) : NULL;
     for (int i = 0; i < n_tests; i++) {
         if (argc > 1 && argv[1][0] == '-' ? strstr(tests[i].name, argv[1] + 1) != NULL
                                            : argc > 1 && !strstr(tests[i].name, argv[1]))
             continue;
         int before = kt_test_failed;
+        for (int v = 0; v < 2; v++)
+            if (suite[v]) setenv(kept[v], suite[v], 1);
         tests[i].fn();
         printf("%-40s %s\n", tests[i].name, kt_test_failed == before ? "ok" : "FAILED");
         fflush(stdout);
     }
     printf("%d passed, %d failed\n", kt_test_passed, kt_test_failed);
+    for (int v = 0; v < 2; v++) free(suite[v]);
     return kt_test_failed ? 1 : 0;
 }
