@@ -76,13 +76,14 @@ b moe_gemm --family moe_gemm --shape FORMAT=fp8,STAGE=gateup,E=256,N=1024,K=4096
     --shape FORMAT=mxfp4,STAGE=gateup,E=256,N=1024,K=4096,TOPK=6,DIST=uniform --m 1,16,64
 b moe_step --family moe_step --shape ROUTER=V4,FORMAT=fp8,E=256,HIDDEN=4096,INTER=512,DIST=uniform --m 1,16,64
 
-# ---- Nsight Compute on one variant of each family (the default, as dispatch serves it)
+# ---- Nsight Compute on one variant of each kernel family (the default, as dispatch serves it;
+# the pipelines moe_step and act_quant_fp8_gemm are their stages' kernels)
 p() { local name=$1; shift; part "ncu_$name" 45 $KT profile --ncu --iters 5 "$@"; tail -n 14 "$LOGS/ncu_$name.log"; }
 p mla_decode --family mla_decode --shape LAYOUT=V4,HQ=64,TOPK=512,SQ=1 --m 64
 p mla_indexer --family mla_indexer --shape TOPK=512,CTX=8192,DIST=equal,VALUES=grid --m 8
 p moe_gemm --family moe_gemm --shape FORMAT=fp8,STAGE=gateup,E=256,N=1024,K=4096,TOPK=6,DIST=uniform --m 16
 p moe_route --family moe_route --shape "$M4,DIST=uniform" --m 64
-p moe_step --family moe_step --shape ROUTER=V4,FORMAT=fp8,E=256,HIDDEN=4096,INTER=512,DIST=uniform --m 16
+p moe_gemm_mxfp4_down --family moe_gemm --shape FORMAT=mxfp4,STAGE=down,E=256,N=4096,K=512,TOPK=6,DIST=zipf --m 16
 
 # ---- the GEMM A/B (issue 19: the contract within 2%), the embedding test
 [ -x "${KT_OLD:-}" ] && part ab_fp8_gemm 60 tools/ab.sh "$KT_OLD" "$KT" tests/fixtures/h200_small.db 1 && cat "$LOGS/ab_fp8_gemm.log"
