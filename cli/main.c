@@ -679,19 +679,27 @@ static int cmd_db_merge(int argc, char **argv) {
 static int cmd_db(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         printf("usage: kt db show [--db FILE]\n       kt db export --format json|csv [--db FILE]\n"
-               "       kt db merge --db OUT.db IN.db [IN.db ...]\n"
-               "  Prints the database, exports every measurement, or merges shard databases into OUT\n"
-               "  (created if absent; measurements already there are kept, winners recomputed).\n");
+               "       kt db merge --db OUT.db IN.db [IN.db ...]\n       kt db migrate [--db FILE]\n"
+               "  Prints the database, exports every measurement, merges shard databases into OUT\n"
+               "  (created if absent; measurements already there are kept, winners recomputed), or\n"
+               "  brings a file of an older schema to this build's (read-only opens never migrate).\n");
         return argc < 2;
     }
     const char *sub = argv[1];
     if (!strcmp(sub, "merge")) return cmd_db_merge(argc - 1, argv + 1);
     common c;
     if (parse_common(argc - 1, argv + 1, &c)) return 1;
-    if (strcmp(sub, "show") && strcmp(sub, "export")) return die("unknown db command '%s' (show, export, merge)", sub);
+    if (strcmp(sub, "show") && strcmp(sub, "export") && strcmp(sub, "migrate"))
+        return die("unknown db command '%s' (show, export, merge, migrate)", sub);
     if (!strcmp(sub, "export") && !c.format) return die("db export needs --format json|csv%s", "");
     if (access(c.db_path, R_OK)) return die("cannot read database '%s': no such file", c.db_path);
     kt_db *db;
+    if (!strcmp(sub, "migrate")) { /* a writable open migrates, in one transaction */
+        if (kt_db_open(c.db_path, 0, &db)) return die("%s", kt_error());
+        kt_db_close(db);
+        printf("%s: at this build's schema\n", c.db_path);
+        return 0;
+    }
     if (kt_db_open(c.db_path, 1, &db)) return die("%s", kt_error());
     int rc = !strcmp(sub, "show") ? kt_db_show(db, stdout) : kt_db_export(db, c.format, stdout);
     kt_db_close(db);

@@ -258,8 +258,8 @@ static int open_db(kt_db *db, int read_only) {
     if (version == KT_SCHEMA_VERSION) return 0;
     if (read_only && !version) return kt_fail("%s: not a kt database (empty file)", db->path);
     if (read_only)
-        return kt_fail("%s: schema version %d is older than this build's %d; open it writable once to migrate",
-                       db->path, version, KT_SCHEMA_VERSION);
+        return kt_fail("%s: schema version %d is older than this build's %d; migrate it once with "
+                       "'kt db migrate --db %s'", db->path, version, KT_SCHEMA_VERSION, db->path);
     /* WAL lets readers (the runtime) work while a sweep writes; it persists in the file. */
     if (kt_db_sql(db, "PRAGMA journal_mode = WAL", NO_ARGS, NULL, NULL)) return -1;
     return kt_db_transaction(db, migrate, NULL);

@@ -178,6 +178,19 @@ sys.exit(1)" 2>"$tmp/py.err"; then passed=$((passed + 1)); else
         failed=$((failed + 1)); echo "FAIL cli: kt_embed without a GPU: $(tail -c 300 "$tmp/py.err")"; fi
 fi
 
+# An older schema: read-only commands refuse it naming the command that migrates it; kt db
+# migrate keeps every winner (the report fixture is a real GPU sweep's file of schema 2).
+cp tests/fixtures/h200_small.db "$tmp/v2.db"
+"$KT" db show --db "$tmp/v2.db" >"$tmp/out" 2>"$tmp/err"
+check "db show of a schema-2 file names kt db migrate" '[ $? -ne 0 ] && grep -q "kt db migrate --db $tmp/v2.db" "$tmp/err"'
+winners() { python3 -c "import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute('select count(*) from winners').fetchone()[0])" "$1" 2>/dev/null || echo none; }
+before=$(winners "$tmp/v2.db")
+"$KT" db migrate --db "$tmp/v2.db" >"$tmp/out" 2>"$tmp/err"
+check "db migrate of a schema-2 file" '[ $? -eq 0 ] && "$KT" db show --db "$tmp/v2.db" | grep -q "^winners"'
+check "db migrate keeps every winner" '[ "$before" != none ] && [ "$before" -gt 0 ] && [ "$(winners "$tmp/v2.db")" = "$before" ]'
+"$KT" db migrate --db "$tmp/none.db" >"$tmp/out" 2>"$tmp/err"
+check "db migrate of a missing file creates nothing" '[ $? -ne 0 ] && [ ! -e "$tmp/none.db" ]'
+
 expect_ok "help" "usage: kt COMMAND" --help
 expect_ok "list" "fp8_gemm" list
 expect_ok "list family" "TILE_N" list fp8_gemm
