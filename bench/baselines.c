@@ -4,11 +4,15 @@
  *   cublaslt_fp8: e4m3 x e4m3 -> bf16 with one f32 scale per token and one per output
  *                 feature (per-tensor scales where cuBLASLt has no row-wise algorithm), the
  *                 fastest of the heuristic's algorithms;
- *   cublas_bf16:  the same GEMM in bf16 with f32 accumulation, on bf16 copies of its own.
- * Both run on the bench's stream over its rotation of input copies (kt_launch.copy). */
+ *   cublas_bf16:  the same GEMM in bf16 with f32 accumulation, on bf16 copies of its own;
+ * and the one beside moe_gemm (listed in kernels/moe_gemm.c the same way):
+ *   cublas_bf16_grouped: the problem's GEMMs over the experts its routing touches, as one
+ *                 cuBLAS grouped call in bf16 (f32 accumulation) on bf16 data of its own.
+ * All run on the bench's stream over its rotation of input copies (kt_launch.copy). */
 #include "bench.h"
 
 #include "../kernels/fp8_gemm.h"
+#include "../kernels/moe_gemm.h"
 #include "../runtime/cu.h"
 
 #include <cublasLt.h>
@@ -262,5 +266,110 @@ void kt_baseline_cublas_bf16_release(void *state) {
     if (g->acts) kt_cu.cuMemFree(g->acts);
     if (g->weights) kt_cu.cuMemFree(g->weights);
     if (g->out) kt_cu.cuMemFree(g->out);
+    free(g);
+}
+
+/* ------------------------------------------------- cuBLAS bf16, grouped */
+
+/* Expert e's c_e slots [c_e, K] times its weights [N, K]^T -> [c_e, N], one group per touched
+ * expert, in the fp8_gemm baselines' orientation (C^T = W x X^T, column-major). No SwiGLU,
+ * requantisation or weighted combine: what a vendor library gives a MoE layer's GEMMs, a
+ * lower bound of a layer built on it. */
+typedef struct grouped_case {
+    kt_problem p;
+    int groups, copies, slots, n, k;
+    int *rows;                    /* [groups]: the touched experts' slot counts */
+    /* cublasGemmGroupedBatchedEx's per-group host arrays (every group alike but its rows) */
+    cublasOperation_t *ta, *tb;
+    int *n_out, *k_in, *ld_k, *ld_n, *size;
+    float *one, *zero;
+    CUdeviceptr weights, acts, out, ptrs; /* ptrs: [copies][3][groups] device addresses */
+    size_t weights_stride, acts_stride;
+} grouped_case;
+
+int kt_baseline_cublas_grouped_prepare(const kt_problem *p, void **state) {
+    long E = p->dim[KT_MOE_E], slots = p->m * p->dim[KT_MOE_TOPK];
+    if (p->dim[KT_MOE_N] > INT_MAX || p->dim[KT_MOE_K] > INT_MAX || slots > INT_MAX)
+        return kt_fail("too large for cublasGemmGroupedBatchedEx");
+    grouped_case *g = calloc(1, sizeof *g);
+    int *ids = malloc(sizeof(int) * (size_t)slots), *count = calloc((size_t)E, sizeof(int));
+    if (!g || !ids || !count) return free(g), free(ids), free(count), kt_fail("out of memory");
+    *state = g;
+    *g = (grouped_case){.p = *p, .slots = (int)slots, .n = (int)p->dim[KT_MOE_N], .k = (int)p->dim[KT_MOE_K]};
+    kt_moe_problem_routing(p, ids);
+    for (long i = 0; i < slots; i++) count[ids[i]]++;
+    g->rows = malloc(sizeof(int) * (size_t)E);
+    for (long e = 0; g->rows && e < E; e++)
+        if (count[e]) g->rows[g->groups++] = count[e];
+    free(ids);
+    free(count);
+    if (!g->rows) return kt_fail("out of memory");
+    size_t n = (size_t)g->groups;
+    g->ta = malloc(n * sizeof *g->ta), g->tb = malloc(n * sizeof *g->tb);
+    g->n_out = malloc(n * sizeof(int)), g->k_in = malloc(n * sizeof(int)), g->ld_k = malloc(n * sizeof(int));
+    g->ld_n = malloc(n * sizeof(int)), g->size = malloc(n * sizeof(int));
+    g->one = malloc(n * sizeof(float)), g->zero = malloc(n * sizeof(float));
+    if (!g->ta || !g->tb || !g->n_out || !g->k_in || !g->ld_k || !g->ld_n || !g->size || !g->one || !g->zero)
+        return kt_fail("out of memory");
+    for (size_t i = 0; i < n; i++) {
+        g->ta[i] = CUBLAS_OP_T, g->tb[i] = CUBLAS_OP_N, g->n_out[i] = g->n, g->k_in[i] = g->k;
+        g->ld_k[i] = g->k, g->ld_n[i] = g->n, g->size[i] = 1, g->one[i] = 1.0f, g->zero[i] = 0.0f;
+    }
+    KT_CHECK(CU, kt_cu.cuMemAlloc(&g->out, (size_t)g->slots * g->n * sizeof(uint16_t)));
+    return 0;
+}
+
+/* The weights of the touched experts and the slots' rows, `copies` times, and each copy's
+ * pointer arrays (A = weights, B = slot rows, C = outputs, group by group). */
+static int grouped_upload(grouped_case *g, int copies) {
+    uint64_t rng = problem_seed(&g->p, 0x3);
+    g->copies = copies;
+    if (upload_bf16_copies(&g->weights, (size_t)g->groups * g->n * g->k, copies, &g->weights_stride, &rng) ||
+        upload_bf16_copies(&g->acts, (size_t)g->slots * g->k, copies, &g->acts_stride, &rng))
+        return -1;
+    size_t n_ptrs = (size_t)copies * 3 * g->groups;
+    uint64_t *host = malloc(sizeof(uint64_t) * n_ptrs);
+    if (!host) return kt_fail("out of memory");
+    for (int c = 0; c < copies; c++) {
+        uint64_t *a = host + (size_t)c * 3 * g->groups, *b = a + g->groups, *o = b + g->groups;
+        size_t row = 0;
+        for (int i = 0; i < g->groups; i++) {
+            a[i] = g->weights + c * g->weights_stride + (size_t)i * g->n * g->k * sizeof(uint16_t);
+            b[i] = g->acts + c * g->acts_stride + row * g->k * sizeof(uint16_t);
+            o[i] = g->out + row * g->n * sizeof(uint16_t);
+            row += (size_t)g->rows[i];
+        }
+    }
+    int rc = kt_status_CU(kt_cu.cuMemAlloc(&g->ptrs, sizeof(uint64_t) * n_ptrs), "cuMemAlloc", __FILE__, __LINE__) ||
+             kt_status_CU(kt_cu.cuMemcpyHtoD(g->ptrs, host, sizeof(uint64_t) * n_ptrs), "cuMemcpyHtoD", __FILE__,
+                          __LINE__);
+    free(host);
+    return rc ? -1 : 0;
+}
+
+int kt_baseline_cublas_grouped_enqueue(void *state, const kt_launch *l) {
+    grouped_case *g = state;
+    if (!g->copies && grouped_upload(g, l->copies > 0 ? l->copies : 1)) return -1;
+    if (l->copy >= g->copies) return kt_fail("cublas_bf16_grouped: copy %d of %d", l->copy, g->copies);
+    const void *const *a = (const void *const *)dev_ptr(g->ptrs + (size_t)l->copy * 3 * g->groups * sizeof(uint64_t));
+    KT_CHECK(CUBLAS, cublasSetStream(shared.blas, (cudaStream_t)l->stream));
+    KT_CHECK(CUBLAS, cublasSetWorkspace(shared.blas, dev_ptr(shared.workspace), WORKSPACE_BYTES));
+    KT_CHECK(CUBLAS, cublasGemmGroupedBatchedEx(shared.blas, g->ta, g->tb, g->n_out, g->rows, g->k_in, g->one, a,
+                                                CUDA_R_16BF, g->ld_k, a + g->groups, CUDA_R_16BF, g->ld_k, g->zero,
+                                                (void *const *)(a + 2 * g->groups), CUDA_R_16BF, g->ld_n, g->groups,
+                                                g->size, CUBLAS_COMPUTE_32F));
+    return 0;
+}
+
+void kt_baseline_cublas_grouped_release(void *state) {
+    grouped_case *g = state;
+    if (shared.blas) cublasSetStream(shared.blas, NULL);
+    if (!g) return;
+    if (g->weights) kt_cu.cuMemFree(g->weights);
+    if (g->acts) kt_cu.cuMemFree(g->acts);
+    if (g->out) kt_cu.cuMemFree(g->out);
+    if (g->ptrs) kt_cu.cuMemFree(g->ptrs);
+    free(g->rows), free(g->ta), free(g->tb), free(g->n_out), free(g->k_in), free(g->ld_k), free(g->ld_n);
+    free(g->size), free(g->one), free(g->zero);
     free(g);
 }

@@ -39,6 +39,10 @@ void kt_baseline_cublaslt_fp8_release(void *state);
 int kt_baseline_cublas_bf16_prepare(const kt_problem *p, void **state);
 int kt_baseline_cublas_bf16_enqueue(void *state, const kt_launch *l);
 void kt_baseline_cublas_bf16_release(void *state);
+/* moe_gemm's vendor baseline: its GEMMs over the touched experts, one cuBLAS grouped bf16 call. */
+int kt_baseline_cublas_grouped_prepare(const kt_problem *p, void **state);
+int kt_baseline_cublas_grouped_enqueue(void *state, const kt_launch *l);
+void kt_baseline_cublas_grouped_release(void *state);
 
 /* Measured device-to-device copy bandwidth in bytes/s, counting bytes read + written. */
 int kt_bench_copy_bandwidth(double *bytes_per_s);

@@ -98,11 +98,16 @@ long kt_moe_touched(const int *ids, long n, long E) {
  * bytes() counts the experts the bench's inputs touch. */
 static uint64_t routing_seed(const kt_problem *p) { return kt_hash(p->dim, sizeof p->dim, ROUTING_SEED ^ (uint64_t)p->m); }
 
+void kt_moe_problem_routing(const kt_problem *p, int *ids) {
+    moe_dims d = dims_of(p);
+    kt_moe_draw_routing(d.M, d.topk, d.E, d.dist, routing_seed(p), ids, NULL);
+}
+
 static long touched_of(const kt_problem *p) {
     moe_dims d = dims_of(p);
     int *ids = malloc(sizeof(int) * (size_t)d.MT);
     if (!ids) abort();
-    kt_moe_draw_routing(d.M, d.topk, d.E, d.dist, routing_seed(p), ids, NULL);
+    kt_moe_problem_routing(p, ids);
     long t = kt_moe_touched(ids, d.MT, d.E);
     free(ids);
     return t;
@@ -468,6 +473,17 @@ static void bench_fields(const kt_problem *p, char *json, size_t n) {
     snprintf(json, n, ", \"touched_experts\": %ld", touched_of(p));
 }
 
+/* The vendor baseline of bench/baselines.c, by weak reference (the runtime library links no
+ * cuBLAS): the same GEMMs over the touched experts as one cuBLAS grouped bf16 call. */
+int kt_baseline_cublas_grouped_prepare(const kt_problem *p, void **state) __attribute__((weak));
+int kt_baseline_cublas_grouped_enqueue(void *state, const kt_launch *l) __attribute__((weak));
+void kt_baseline_cublas_grouped_release(void *state) __attribute__((weak));
+static const kt_baseline cublas_grouped = {.name = "cublas_bf16_grouped",
+                                           .prepare = kt_baseline_cublas_grouped_prepare,
+                                           .enqueue = kt_baseline_cublas_grouped_enqueue,
+                                           .release = kt_baseline_cublas_grouped_release};
+static const kt_baseline *const baselines[] = {&cublas_grouped, NULL};
+
 static const char *const kernel_names[] = {"moe_gemm_fp8_gateup",   "moe_gemm_fp8_down", "moe_gemm_mxfp4_gateup",
                                            "moe_gemm_mxfp4_down",   "moe_ref_gateup",    "moe_ref_quant",
                                            "moe_ref_down",          NULL};
@@ -524,4 +540,5 @@ const kt_family kt_family_moe_gemm = {
     .flops = flops,
     .rotation_bytes = bytes,
     .bench_fields = bench_fields,
+    .baselines = baselines,
 };

@@ -39,6 +39,9 @@ extern const int kt_moe_tm_values[KT_MOE_N_TM];
  * 25% of the slots where topk <= 4 and all tokens, the most distinct experts allow, above),
  * into ids [M*topk], and routing weights in [0.1, 0.4) into weights [M*topk] (may be NULL). */
 void kt_moe_draw_routing(long M, long topk, long E, int dist, uint64_t seed, int *ids, float *weights);
+/* The routing ids [M*topk] of moe_gemm problem p: a function of the problem alone (its key and
+ * M), the one its fill and floor use and its vendor baseline times. */
+void kt_moe_problem_routing(const kt_problem *p, int *ids);
 /* Number of distinct experts in ids [n]. */
 long kt_moe_touched(const int *ids, long n, long E);
 
