@@ -1,7 +1,9 @@
 // model.cu — the plain kernels of the runtime's decode step (runtime/step.c), one per layer part
-// that no kt family covers yet: embedding, hyper-connections, norms, RoPE, the KV append in the
-// V4 byte layout, the compressors, the indexer's scores and top-k, sparse attention with sinks,
-// the router, the routed experts, the HC head and the LM head. Correct and simple: one block
+// that no kt family covers (embedding, hyper-connections, norms, RoPE, the KV append in the V4
+// byte layout, the compressors, the list lengths, the HC head and the LM head), the glue around
+// the families (rt_index_q, rt_o_post, rt_gate_logits), and the simple reference path of the
+// parts a family runs by default (`kt run --plain-kernels`: the indexer's scores and top-k,
+// sparse attention with sinks, the router, the routed experts). Correct and simple: one block
 // per (sequence[, head]) or warps per output row, f32 math; the float64 reference they match is
 // runtime/model_ref.c (`kt run --reference kt`). Compiled at run time by NVRTC through the JIT
 // cache (kt_compile_source("model.cu")); exercised by tests/gpu/runtime.sh.
@@ -279,9 +281,6 @@ extern "C" __global__ void rt_comp_emit(const float *buf_kv, const float *buf_g,
         for (int i = threadIdx.x; i < width; i += blockDim.x) keys[b * cstride + entry * width + i] = e[i];
 }
 
-// The lightning indexer's scores of every compressed entry for the token: w = wproj . h /
-// sqrt(IH), q = RoPE(iq heads), score[s] = sum_h w_h relu(q_h . k_s) / sqrt(ID). A block per
-// sequence; dynamic shared memory IH * ID floats.
 // The indexer's query of sequence b into shared memory: q[IH * ID] = RoPE(iq heads) and the
 // head weights wt[h] = wproj_h . h / sqrt(IH).
 __device__ void rt_index_query(const kt_u16 *iq, const float *h, const float *wproj, const float *inv, const int *pos,
@@ -311,6 +310,9 @@ extern "C" __global__ void rt_index_q(const kt_u16 *iq, const float *h, const fl
     }
 }
 
+// The lightning indexer's scores of every compressed entry for the token: w = wproj . h /
+// sqrt(IH), q = RoPE(iq heads), score[s] = sum_h w_h relu(q_h . k_s) / sqrt(ID). A block per
+// sequence; dynamic shared memory IH * ID floats.
 extern "C" __global__ void rt_index_score(const kt_u16 *iq, const float *h, const float *wproj, const float *keys,
                                           const float *inv, const int *pos, float *scores, unsigned long long kstride,
                                           int IH, int ID, int D, int rate, int R, int max_entries) {

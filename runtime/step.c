@@ -293,12 +293,12 @@ static int attend(kt_step *s, layer_dev *L, int mode, dptr inv) {
         return rt(s, K_ATTENTION, (unsigned)c->n_heads, (unsigned)B, 256, keys * 4, aa);
     }
     /* mla_decode V4: the compressed list (sliding: empty; CSA: the indexer's, every slot
-     * counted, -1 holes skipped; HCA: every entry, its length from rt_lengths), then the window */
-    static const int plan_mode[3] = {KT_PLAN_SLIDING, KT_PLAN_CSA, KT_PLAN_HCA};
+     * counted, -1 holes skipped; HCA: every entry, its length from rt_lengths), then the window;
+     * mode is the plan's KT_PLAN_SLIDING / CSA / HCA index */
     dptr kv = mode ? L->ccache : L->win, idx = mode == 0 ? s->sl_idx : mode == 1 ? L->idx : s->hlist;
     dptr len = mode == 0 ? s->sl_len : mode == 1 ? s->csa_len : s->lens + (dptr)(B * 4);
     dptr ptr[11] = {s->qb, kv, idx, len, L->win, s->wlist, s->lens, L->sink, s->ob, s->lse, s->apart};
-    if (fam_launch(s, fam_p(s, "mla_decode", &s->plan.attn[plan_mode[mode]]), ptr, 11)) return -1;
+    if (fam_launch(s, fam_p(s, "mla_decode", &s->plan.attn[mode]), ptr, 11)) return -1;
     void *ao[] = {&s->ob, &inv, &s->pos, &s->og, &R, &GI, &B};
     return rt(s, K_O_POST, (unsigned)c->n_heads, (unsigned)B, 128, 0, ao);
 }
@@ -938,7 +938,8 @@ static double step_bytes(const kt_step *s, long pos) {
         if (c->attn[l] == KT_ATTN_CSA) {
             long n = (pos + 1) / c->csa_rate;
             comp = n < c->index_topk ? n : c->index_topk;
-            kv += (double)n * c->index_dim * 4; /* the indexer reads every key */
+            /* the indexer reads every key: mla_indexer's e4m3 codes + f32 scale, or f32 */
+            kv += (double)n * (s->plan.family[KT_PART_INDEXER] ? KT_IDX_DIM + 4 : c->index_dim * 4);
         }
         kv += (double)(win + comp) * KT_KV_TOKEN_BYTES;
     }

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """runtime_ref.py — the independent reference for `kt run` (tests/gpu/runtime.sh): `make` builds a
-tiny random DeepseekV4 config with Hugging Face transformers, saves it with save_pretrained and
-writes a seeded prompt; `compare` runs transformers' own forward token by token on the tokens
+tiny random DeepseekV4 config (shapes kt's families take) with Hugging Face transformers, saves it
+with save_pretrained and writes a seeded prompt; `compare` runs transformers' own forward token by token on the tokens
 `kt run` fed (teacher-forced, B sequences), twice: on the saved weights in float32 ("fp32"), and
 with kt's quantisation emulated ("qdq":
 FP8 e4m3 weights in 128x128 blocks, activations in 1x128 groups before every FP8 GEMM, GEMM
@@ -28,16 +28,20 @@ FP8_LINEARS = ("self_attn.q_a_proj", "self_attn.q_b_proj", "self_attn.kv_proj", 
 
 
 def tiny_config(smooth=False):
+    # 16 heads, 64 indexer heads of 128 and (routed) 32 experts: the smallest shapes kt's
+    # families take (mla_decode HQ % 16, mla_indexer's 64 x 128, moe_route E % 32), so that
+    # `kt run` runs them here and `kt run --plain-kernels` the plain kernels on the same model
     kw = dict(vocab_size=512, hidden_size=256, moe_intermediate_size=128, num_hidden_layers=4,
-              num_attention_heads=2, num_key_value_heads=1, head_dim=512, q_lora_rank=128,
-              num_experts_per_tok=2, n_routed_experts=8, n_shared_experts=1,
+              num_attention_heads=16, num_key_value_heads=1, head_dim=512, q_lora_rank=128,
+              num_experts_per_tok=2, n_routed_experts=32, n_shared_experts=1,
               layer_types=["sliding_attention", "compressed_sparse_attention",
                            "heavily_compressed_attention", "compressed_sparse_attention"],
               compress_rates={"compressed_sparse_attention": 4, "heavily_compressed_attention": 16},
-              sliding_window=16, o_groups=2, o_lora_rank=128, index_n_heads=4, index_head_dim=128,
+              sliding_window=16, o_groups=2, o_lora_rank=128, index_n_heads=64, index_head_dim=128,
               index_topk=4, mlp_layer_types=["hash_moe", "moe", "moe", "moe"], max_position_embeddings=4096,
-              tie_word_embeddings=False, initializer_range=0.05)
+              tie_word_embeddings=False, initializer_range=0.05, routed_scaling_factor=1.5, swiglu_limit=10.0)
     if smooth:  # no discrete choice can flip: every expert routed, every compressed entry kept
+        # (2 experts: moe_route takes 32 or more, so the MoE stays plain here; kt run says so)
         kw.update(n_routed_experts=2, num_experts_per_tok=2, index_topk=64)
     return DeepseekV4Config(**kw)
 
