@@ -24,6 +24,13 @@ KT=./bin/kt PY=${PYTHON:-python3} MODE=${1:-all}
 T_RUN=${KT_RT_TIMEOUT:-90} # one kt run (start-up compiles included)
 passed=0 failed=0
 check() { if [ "$1" = 0 ]; then passed=$((passed + 1)); echo "PASS $2"; else failed=$((failed + 1)); echo "FAIL $2"; fi; }
+# The tokens kt fed at each step ("step t: a->b* c->d*" lines), one line per sequence: the
+# teacher-forced prompt of the runs that follow (runtime_ref.py fed does the same, in Python).
+fed() { awk '/^step /{for (i = 3; i <= NF; i++) {split($i, a, "->"); row[i - 3] = row[i - 3] " " a[1]}; n = NF - 2}
+            END {for (b = 0; b < n; b++) print substr(row[b], 2)}' "$1"; }
+# The whole script stays within KT_RT_BUDGET seconds: a part that would start past it is skipped (a FAIL).
+BUDGET=${KT_RT_BUDGET:-200}
+in_budget() { [ $SECONDS -lt $((BUDGET - ${2:-15})) ] && return 0; check 1 "$1: skipped, $SECONDS s of the ${BUDGET} s budget spent"; return 1; }
 
 if [ "$MODE" != speed ]; then
     # limits on the median per-step relative L2 of the logits (why). A quantised model is a
@@ -38,6 +45,7 @@ if [ "$MODE" != speed ]; then
              "gpu:ktref": [0.15, "the families: the flip floor plus their bf16/e4m3 roundings"],
              "gpu:plain": [0.15, "families vs plain kernels on the same tokens: both within the floor of ktref"]}'
     for cfg in smooth routed; do
+        in_budget "$cfg model" 60 || continue
         D=$MODELS/$cfg L=$LOGS/$cfg
         mkdir -p "$L"
         flag=$([ $cfg = smooth ] && echo --smooth)
@@ -48,7 +56,7 @@ if [ "$MODE" != speed ]; then
         rc=$?; check $rc "$cfg: kt run (families) on the GPU"
         grep "^kt run: \(indexer\|attention\|moe\) " "$L/gpu.err"
         [ $rc = 0 ] || { tail -n 20 "$L/gpu.err"; continue; }
-        timeout 30 $PY tests/gpu/runtime_ref.py fed "$L/gpu.log" >"$L/fed.txt"
+        fed "$L/gpu.log" >"$L/fed.txt"
         timeout $T_RUN $KT run --model "$D" --batch 2 --context 64 --steps 0 --prompt "$L/fed.txt" --plain-kernels \
             --dump "$L/plain.bin" >"$L/plain.log" 2>"$L/plain.err"
         rc=$?; check $rc "$cfg: kt run --plain-kernels on the GPU, on the same tokens"
@@ -80,6 +88,7 @@ if [ "$MODE" != correct ]; then
         for b in ${KT_RT_BATCHES:-1 64}; do
             for path in family plain; do
                 n=flash_${path}_b${b}_c${ctx} opt=$([ $path = plain ] && echo --plain-kernels)
+                in_budget "V4-Flash B=$b, context $ctx, $path kernels" || continue
                 timeout $T_RUN $KT run --model "$F" --synthetic --tp-shapes 4 --batch $b --context $ctx --steps 1 $opt \
                     --json "$LOGS/$n.json" >"$LOGS/$n.log" 2>"$LOGS/$n.err"
                 rc=$?; check $rc "V4-Flash synthetic --tp-shapes 4, B=$b, context $ctx, $path kernels"
