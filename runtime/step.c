@@ -259,7 +259,7 @@ static int hc_post(kt_step *s, dptr yb, dptr yf) {
 static int indexer(kt_step *s, layer_dev *L) {
     const kt_model_config *c = &s->c;
     int IH = (int)c->index_heads, ID = (int)c->index_dim, D = (int)c->hidden, R = (int)c->rope_dim;
-    int rate = (int)c->csa_rate, topk = (int)c->index_topk, maxe = (int)L->max_entries, seq_ids = (int)(L->cpages * KT_KV_PAGE);
+    int rate = (int)c->csa_rate, topk = (int)c->index_topk, maxe = (int)L->max_entries, seq_ids = (int)kt_step_token_id(L->max_entries, 1, 0);
     if (!s->plan.family[KT_PART_INDEXER]) {
         if (compressor(s, &L->index, 0, L->ikeys, 0, L->kstride) ||
             gemm(s, &L->iwq_b, 0, (long)IH * ID, s->qrq, s->qrs, s->iq, s->B))
@@ -634,13 +634,10 @@ static int upload_ints(dptr *out, long n, int (*f)(const kt_step *, long), const
     return rc;
 }
 
-/* The CSA layers' compressed pages per sequence (every CSA layer has the same capacity). */
-static long csa_pages(const kt_step *s) { return (kt_step_entries(s->ctx, s->c.csa_rate) + KT_KV_PAGE - 1) / KT_KV_PAGE; }
 /* mla_indexer's block table row width, the family's: pages of 2 CTX (kernels/mla_indexer.c). */
 static long table_width(const kt_step *s) { return kt_idx_pages(2 * s->plan.indexer.dim[1]); }
 static int table_entry(const kt_step *s, long i) {
-    long b = i / table_width(s), page = i % table_width(s);
-    return page < csa_pages(s) ? (int)(b * csa_pages(s) + page) : -1;
+    return kt_step_table_entry(kt_step_entries(s->ctx, s->c.csa_rate), i / table_width(s), i % table_width(s));
 }
 
 static int alloc_indexer(kt_step *s) {
@@ -659,11 +656,11 @@ static int alloc_indexer(kt_step *s) {
  * sliding layers' one-slot list empty. */
 static int window_entry(const kt_step *s, long i) {
     long b = i / KT_MLA_V4_WINDOW, j = i % KT_MLA_V4_WINDOW;
-    return j < s->c.window ? (int)(b * (long)(kt_kv_bytes(s->c.window) / KT_KV_PAGE_BYTES) * KT_KV_PAGE + j) : -1;
+    return j < s->c.window ? (int)kt_step_token_id(s->c.window, b, j) : -1;
 }
 static int hca_entry(const kt_step *s, long i) {
-    long n = s->plan.attn[KT_PLAN_HCA].dim[2], pages = (n + KT_KV_PAGE - 1) / KT_KV_PAGE;
-    return (int)(i / n * pages * KT_KV_PAGE + i % n);
+    long n = s->plan.attn[KT_PLAN_HCA].dim[2];
+    return (int)kt_step_token_id(n, i / n, i % n);
 }
 static int csa_length(const kt_step *s, long i) { return (void)i, (int)s->c.index_topk; }
 static int minus_one(const kt_step *s, long i) { return (void)s, (void)i, -1; }

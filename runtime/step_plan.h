@@ -40,4 +40,16 @@ int kt_step_plan_problems(const kt_step_plan *p, const kt_family **f, kt_problem
 /* Entries of a compressed cache of rate over ctx tokens (the step's per-sequence capacity). */
 static inline long kt_step_entries(long ctx, long rate) { return ctx / rate + 1; }
 
+/* The caches' addressing the families and the plain kernels share: a cache holds B sequences
+ * of `per_seq` tokens each in whole 64-token pages (sequence b's pages start at b x pages), and
+ * index lists name a token by its cache-wide id, page * 64 + slot (kv_v4.cuh / mla_layout.h).
+ * The cache-wide id of token t of sequence b: */
+static inline long kt_step_token_id(long per_seq, long b, long t) { return b * ((per_seq + 63) / 64) * 64 + t; }
+/* mla_indexer's block table entry (row b, logical page i; row width `width`) for the indexer's
+ * key cache, numbered as the compressed KV cache of `per_seq` entries: b x pages + i, -1 past. */
+static inline int kt_step_table_entry(long per_seq, long b, long i) {
+    long pages = (per_seq + 63) / 64;
+    return i < pages ? (int)(b * pages + i) : -1;
+}
+
 #endif

@@ -2,7 +2,10 @@
  * --tp-shapes 4 (B 1, 16, 64; context 8K and 32K) every part runs its kt family, each problem
  * is the model's shape (passing the family's check_problem, its default config building for
  * sm_90 and sm_120 and fitting); a model a family cannot express keeps that part plain with the
- * reason; --plain-kernels keeps every part plain. tests/cpu/step_plan.sh compiles the problems. */
+ * reason; --plain-kernels keeps every part plain; the caches' addressing agrees between the
+ * runtime's writes and the families' reads. tests/cpu/step_plan.sh compiles the problems. */
+#include "../../kernels/common/indexer_layout.h"
+#include "../../kernels/common/kv_v4.cuh"
 #include "kt.h"
 #include "model.h"
 #include "step_plan.h"
@@ -105,4 +108,27 @@ KT_TEST(model_step_plan_fallbacks) {
     d = c;
     kt_step_plan_make(&d, 4, 8192, 0, 0, &p); /* a checkpoint's routing: zipf */
     EXPECT(p.family[KT_PART_MOE] && shape_is("moe_route", &p.route, "ROUTER=V4,E=256,TOPK=6,TM=8,NTM=4,DIST=zipf", 4));
+}
+
+KT_TEST(model_step_addressing) {
+    /* where the runtime's kernels write a token (sequence b's cache at b x its stride, slot t;
+     * kv_v4.cuh) is where the families read it (the cache-wide id in their lists; mla_layout.h
+     * for mla_decode, the block table for mla_indexer): for window, HCA and CSA capacities */
+    EXPECT(KT_KV_PAGE_BYTES == 37440 && KT_KV_TOKEN_BYTES == 584 && KT_KV_PAGE_BYTES == KT_MLA_V4_PAGE_BYTES);
+    const long caps[] = {16, 17, 64, 65, 128, 2049, 8193};
+    for (int c = 0; c < 7; c++)
+        for (long b = 0; b < 6; b += 5)
+            for (long t = 0; t < caps[c]; t += t < 70 ? 1 : 61) {
+                long id = kt_step_token_id(caps[c], b, t);
+                unsigned long long base = b * kt_kv_bytes(caps[c]);
+                EXPECT((unsigned long long)kt_mla_token_at(KT_MLA_V4, id) == base + kt_kv_data(t));
+                EXPECT((unsigned long long)kt_mla_scales_at(KT_MLA_V4, id) == base + kt_kv_scales(t));
+                /* the indexer: its list's id through the table, and the key's bytes */
+                int page = kt_step_table_entry(caps[c], b, t / KT_IDX_PAGE);
+                EXPECT(page >= 0 && (long)page * KT_IDX_PAGE + t % KT_IDX_PAGE == id);
+                long pages = (caps[c] + 63) / 64; /* rt_comp_emit's page b * pages + t / 64 */
+                EXPECT(kt_idx_code_offset(page, (int)(t % KT_IDX_PAGE)) ==
+                       kt_idx_code_offset(b * pages + t / KT_IDX_PAGE, (int)(t % KT_IDX_PAGE)));
+            }
+    EXPECT(kt_step_table_entry(64, 3, 1) == -1 && kt_step_table_entry(65, 3, 1) == 7);
 }
