@@ -9,7 +9,8 @@
 # host reference (exact and in kt's formats) run teacher-forced on the same tokens; transformers
 # runs on them in fp32 and with kt's formats emulated; every pair of logits is compared and the
 # greedy tokens checked. Then TPOT: V4-Flash's config, synthetic weights, --tp-shapes 4, all 43
-# layers, B = 1 and 64 at context 8192, both paths. Each part under a hard `timeout`; about
+# layers, B = 1 and 64 at context 8192, both paths, and a warm start of the first (its kernel
+# part of start-up under 1 s). Each part under a hard `timeout`; about
 # 150-190 s on an H200 with a cold JIT cache. Logs, dumps and JSON under $LOGS ($OUT/runtime when
 # OUT is set). Ends with "N passed, N failed".
 #   usage: tests/gpu/runtime.sh [correct|speed|all]
@@ -56,6 +57,9 @@ if [ "$MODE" != speed ]; then
         rc=$?; check $rc "$cfg: kt run (families) on the GPU"
         grep "^kt run: \(indexer\|attention\|moe\) " "$L/gpu.err"
         [ $rc = 0 ] || { tail -n 20 "$L/gpu.err"; continue; }
+        want=$([ $cfg = smooth ] && echo 2 || echo 3) # smooth's 2 experts keep its MoE plain
+        [ "$(grep -c "^kt run: \(indexer\|attention\|moe\) *kt family" "$L/gpu.err")" = $want ]
+        check $? "$cfg: $want parts ran their kt family (the startup log above)"
         fed "$L/gpu.log" >"$L/fed.txt"
         timeout $T_RUN $KT run --model "$D" --batch 2 --context 64 --steps 0 --prompt "$L/fed.txt" --plain-kernels \
             --dump "$L/plain.bin" >"$L/plain.log" 2>"$L/plain.err"
@@ -110,6 +114,16 @@ EOF
             check $? "B=$b context $ctx: the families' TPOT below the plain kernels'"
         done
     done
+    # a warm start: the first family run's kernels are all in the JIT cache now
+    n=flash_family_warm
+    if in_budget "V4-Flash warm start"; then
+        b=$(echo ${KT_RT_BATCHES:-1 64} | cut -d' ' -f1) ctx=$(echo ${KT_RT_CONTEXTS:-8192} | cut -d' ' -f1)
+        timeout $T_RUN $KT run --model "$F" --synthetic --tp-shapes 4 --batch $b --context $ctx --steps 1 \
+            --json "$LOGS/$n.json" >"$LOGS/$n.log" 2>"$LOGS/$n.err" &&
+            $PY -c "import json, sys; ms = json.load(open('$LOGS/$n.json'))['kernel_start_ms']; print(f'warm start, kernel part: {ms:.0f} ms'); sys.exit(ms >= 1000)"
+        check $? "V4-Flash B=$b warm start: the kernel part of start-up under 1 s"
+        grep "kernel part\|compiled ahead" "$LOGS/$n.err"
+    fi
 fi
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
