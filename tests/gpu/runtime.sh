@@ -24,13 +24,13 @@ export KT_CACHE_DIR=${KT_CACHE_DIR:-/tmp/kt-rt-cache}
 KT=./bin/kt PY=${PYTHON:-python3} MODE=${1:-all}
 T_RUN=${KT_RT_TIMEOUT:-90} # one kt run (start-up compiles included)
 passed=0 failed=0
-check() { if [ "$1" = 0 ]; then passed=$((passed + 1)); echo "PASS $2"; else failed=$((failed + 1)); echo "FAIL $2"; fi; }
+check() { if [ "$1" = 0 ]; then passed=$((passed + 1)); echo "ok   $2"; else failed=$((failed + 1)); echo "FAIL $2"; fi; }
 # The tokens kt fed at each step ("step t: a->b* c->d*" lines), one line per sequence: the
 # teacher-forced prompt of the runs that follow (runtime_ref.py fed does the same, in Python).
 fed() { awk '/^step /{for (i = 3; i <= NF; i++) {split($i, a, "->"); row[i - 3] = row[i - 3] " " a[1]}; n = NF - 2}
             END {for (b = 0; b < n; b++) print substr(row[b], 2)}' "$1"; }
 # The whole script stays within KT_RT_BUDGET seconds: a part that would start past it is skipped (a FAIL).
-BUDGET=${KT_RT_BUDGET:-200}
+BUDGET=${KT_RT_BUDGET:-190}
 in_budget() { [ $SECONDS -lt $((BUDGET - ${2:-15})) ] && return 0; check 1 "$1: skipped, $SECONDS s of the ${BUDGET} s budget spent"; return 1; }
 
 if [ "$MODE" != speed ]; then
