@@ -30,7 +30,7 @@ RT_OBJ = $(RT_SRC:%.c=build/%.o) build/embedded.o
 DEV_OBJ = $(DEV_SRC:%.c=build/%.o)
 TEST_SRC = $(wildcard tests/cpu/*.c)
 TEST_OBJ = $(TEST_SRC:%.c=build/%.o)
-HEADERS = $(wildcard runtime/*.h kernels/*.h kernels/common/*.h tuner/*.h bench/*.h report/*.h db/*.h tests/cpu/*.h)
+HEADERS = $(wildcard runtime/*.h kernels/*.h kernels/common/*.h kernels/common/*.cuh tuner/*.h bench/*.h report/*.h db/*.h tests/cpu/*.h)
 
 all: bin/kt lib/libkt.a lib/libktdev.a lib/libkt.so
 

@@ -716,6 +716,7 @@ static int cmd_run(int argc, char **argv) {
         {"json", required_argument, 0, 'j'},    {"prompt", required_argument, 0, 'p'},
         {"dump", required_argument, 0, 'u'},    {"reference", required_argument, 0, 'r'},
         {"seed", required_argument, 0, 'e'},    {"tp", required_argument, 0, 'n'},
+        {"plain-kernels", no_argument, 0, 'P'}, {"plan", required_argument, 0, 'A'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     kt_run_options o = {.batch = 1, .context = 4096, .steps = 8, .tp_shapes = 1, .seed = 20261201};
@@ -740,6 +741,13 @@ static int cmd_run(int argc, char **argv) {
             o.tp = 1;
             break;
         case 'd': o.db_path = optarg; break;
+        case 'P': o.plain_kernels = 1; break;
+        case 'A': {
+            int a = kt_arch_parse(optarg);
+            if (a < 0) return die("--plan: expected sm_90, sm_120 or sm_120a, got '%s'", optarg);
+            o.plan_arch = a;
+            break;
+        }
         case 'j': o.json_path = optarg; break;
         case 'p': o.prompt_path = optarg; break;
         case 'u': o.dump_path = optarg; break;
@@ -750,12 +758,16 @@ static int cmd_run(int argc, char **argv) {
         case 'h':
             printf("usage: kt run --model DIR [--synthetic] [--batch B] [--context L] [--steps S] [--layers N]\n"
                    "              [--tp-shapes N] [--db FILE] [--json FILE] [--prompt FILE] [--dump FILE]\n"
-                   "              [--reference exact|kt] [--seed N] [--tp 1]\n"
+                   "              [--reference exact|kt] [--seed N] [--tp 1] [--plain-kernels] [--plan ARCH]\n"
                    "  Decodes B sequences: the prompt file's token ids (one line each; default token 0), then S\n"
                    "  greedy tokens, one step at a time, on the GPU from the DB's winners (family defaults\n"
                    "  without --db), or with --reference on the float64 host reference (exact: the weights as\n"
                    "  they are; kt: kt's FP8 formats). --dump writes every step's logits (f32 [step][B][vocab]).\n"
-                   "  --tp 1 adds the tensor-parallel all-reduces over NCCL (loaded at run time; $KT_NCCL).\n");
+                   "  --tp 1 adds the tensor-parallel all-reduces over NCCL (loaded at run time; $KT_NCCL).\n"
+                   "  --plain-kernels runs the simple reference kernels of runtime/model.cu where a kt family\n"
+                   "  exists (indexer, attention, router and experts): the path to compare logits and TPOT with.\n"
+                   "  --plan ARCH prints, without a GPU, which parts run a family and each family problem the\n"
+                   "  step dispatches with the default config for ARCH (an H200's 132 SMs), one per line.\n");
             return 0;
         default: return die("unknown or incomplete option '%s' (see kt run --help)", argv[optind - 1]);
         }

@@ -8,7 +8,7 @@
 
 /* The config for p when the DB has none: the family's choice for p if it has one that builds
  * for arch and fits p, else its default_config. */
-static kt_config default_for(const kt_family *f, const kt_problem *p, int sms, int arch) {
+kt_config kt_default_config(const kt_family *f, const kt_problem *p, int sms, int arch) {
     kt_config c = f->default_config;
     char why[256];
     if (f->default_for) {
@@ -18,28 +18,36 @@ static kt_config default_for(const kt_family *f, const kt_problem *p, int sms, i
     return c;
 }
 
-int kt_dispatch(kt_db *db, const kt_family *f, const kt_problem *p, kt_module *out, kt_lookup_level *level) {
-    char why[256], shape[128];
+int kt_dispatch_config(kt_db *db, const kt_family *f, const kt_problem *p, kt_config *c, kt_lookup_level *level) {
+    char why[256];
     if (f->n_stages) return kt_fail("%s is a pipeline: its stages are dispatched (kt_pipeline_dispatch)", f->name);
     if (f->check_problem(p, why, sizeof why) || kt_check_problem_size(f, p, why, sizeof why))
         return kt_fail("%s", why);
     kt_db_device dev;
     kt_gpu_db_device(kt_gpu_current(), &dev);
     kt_winner w = {0};
-    kt_config c;
     int found = db ? kt_db_lookup(db, &dev, f, p, &w) : 1;
     if (found < 0) return -1;
-    if (found == 0 && kt_parse_config(f, w.config, &c)) return -1;
+    if (found == 0 && kt_parse_config(f, w.config, c)) return -1;
     /* A winner of a neighbouring shape may not fit this one (e.g. split-K > k-blocks). */
-    if (found == 0 && (f->check_config(&c, kt_gpu_arch(), why, sizeof why) || !f->config_fits(&c, p))) found = 1;
+    if (found == 0 && (f->check_config(c, kt_gpu_arch(), why, sizeof why) || !f->config_fits(c, p))) found = 1;
     if (found == 1) {
-        c = default_for(f, p, dev.sm_count, kt_gpu_arch());
+        *c = kt_default_config(f, p, dev.sm_count, kt_gpu_arch());
         w.level = KT_DEFAULT;
     }
+    *level = w.level;
+    return 0;
+}
+
+int kt_dispatch(kt_db *db, const kt_family *f, const kt_problem *p, kt_module *out, kt_lookup_level *level) {
+    char shape[128];
+    kt_config c;
+    kt_lookup_level lv;
+    if (kt_dispatch_config(db, f, p, &c, &lv)) return -1;
     kt_format_shape(f, p, shape, sizeof shape);
     char cfg[256];
     kt_format_config(f, &c, cfg, sizeof cfg);
-    fprintf(stderr, "kt: %s %s M=%ld -> %s (%s)\n", f->name, shape, p->m, cfg, kt_lookup_level_name(w.level));
+    fprintf(stderr, "kt: %s %s M=%ld -> %s (%s)\n", f->name, shape, p->m, cfg, kt_lookup_level_name(lv));
     /* Compiling and loading inside kt/<family>/<key>/dispatch (nvtx.h): a timeline shows
      * what start-up spends per kernel. */
     kt_nvtx_push(f, p, "dispatch");
@@ -50,7 +58,7 @@ int kt_dispatch(kt_db *db, const kt_family *f, const kt_problem *p, kt_module *o
         kt_cubin_free(&cubin);
     }
     kt_nvtx_pop();
-    if (level) *level = w.level;
+    if (level) *level = lv;
     return rc;
 }
 

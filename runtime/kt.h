@@ -478,6 +478,12 @@ int kt_db_export(kt_db *db, const char *format, FILE *out);
  * current device, compiling through the cache; logs the lookup level to stderr. */
 int kt_dispatch(kt_db *db, const kt_family *f, const kt_problem *p, kt_module *out,
                 kt_lookup_level *level);
+/* The config kt_dispatch takes for p when the DB has none, on a GPU of sms SMs and arch: the
+ * family's choice for p if it has one that builds and fits, else its default_config. */
+kt_config kt_default_config(const kt_family *f, const kt_problem *p, int sms, int arch);
+/* The config kt_dispatch would compile for (family, problem) and its lookup level, without
+ * compiling (what a start-up compiles ahead, in parallel, before dispatching). */
+int kt_dispatch_config(kt_db *db, const kt_family *f, const kt_problem *p, kt_config *c, kt_lookup_level *level);
 /* The problem of pipeline f's stage s for the pipeline's problem p (key and batch). */
 void kt_stage_problem(const kt_family *f, int s, const kt_problem *p, kt_problem *out);
 /* kt_dispatch of every stage of pipeline f for p into mods[0..f->n_stages). On failure the

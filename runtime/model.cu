@@ -1,12 +1,15 @@
 // model.cu — the plain kernels of the runtime's decode step (runtime/step.c), one per layer part
-// that no kt family covers yet: embedding, hyper-connections, norms, RoPE, the KV append in the
-// V4 byte layout, the compressors, the indexer's scores and top-k, sparse attention with sinks,
-// the router, the routed experts, the HC head and the LM head. Correct and simple: one block
+// that no kt family covers (embedding, hyper-connections, norms, RoPE, the KV append in the V4
+// byte layout, the compressors, the list lengths, the HC head and the LM head), the glue around
+// the families (rt_index_q, rt_o_post, rt_gate_logits), and the simple reference path of the
+// parts a family runs by default (`kt run --plain-kernels`: the indexer's scores and top-k,
+// sparse attention with sinks, the router, the routed experts). Correct and simple: one block
 // per (sequence[, head]) or warps per output row, f32 math; the float64 reference they match is
 // runtime/model_ref.c (`kt run --reference kt`). Compiled at run time by NVRTC through the JIT
 // cache (kt_compile_source("model.cu")); exercised by tests/gpu/runtime.sh.
 // The decode position comes from device memory (*pos) so one captured graph serves every step.
 #include "kt_device.cuh"
+#include "indexer_layout.h"
 #include "kv_v4.cuh"
 
 #define RT_THREADS 256
@@ -88,6 +91,21 @@ __device__ __forceinline__ float rt_kv_load(const kt_u8 *cache, long t, int j) {
     const kt_u8 *data = cache + kt_kv_data(t);
     if (j >= KT_KV_NOPE) return kt_bf16_to_f32(((const kt_u16 *)(data + KT_KV_NOPE))[j - KT_KV_NOPE]);
     return rt_e4m3(data[j]) * ldexpf(1.0f, (int)cache[kt_kv_scales(t) + j / 64] - 127);
+}
+
+// e4m3 codes of x[0..n) / s into out, s = amax / 448 (1 when x is all zeros); returns s.
+__device__ float rt_quant_e4m3(const float *x, int n, kt_u8 *out, float *red) {
+    float a = 0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) a = fmaxf(a, fabsf(x[i]));
+    a = rt_block_max(a, red);
+    float s = a > 0 ? a / 448.0f : 1.0f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = rt_to_e4m3(x[i] / s);
+    return s;
+}
+// Stores a 128 indexer key in mla_indexer's paged layout (indexer_layout.h) at slot of page.
+__device__ void rt_index_key_store(const float *x, kt_u8 *cache, long long page, int slot, float *red) {
+    float s = rt_quant_e4m3(x, KT_IDX_DIM, cache + kt_idx_code_offset(page, slot), red);
+    if (threadIdx.x == 0) *(float *)(cache + kt_idx_scale_offset(page, slot)) = s;
 }
 
 // x[b][k][d] = E[tok[b]][d]: every stream starts as the token's embedding.
@@ -174,15 +192,19 @@ extern "C" __global__ void rt_rmsnorm_bf16(const kt_u16 *in, const float *w, kt_
     for (int i = threadIdx.x; i < n; i += blockDim.x) out[row * n + i] = kt_f32_to_bf16(v[i]);
 }
 
-// Query heads: unweighted rmsnorm and RoPE at *pos; grid (heads, batch), q bf16 -> qf f32.
-extern "C" __global__ void rt_q_prep(const kt_u16 *q, float *qf, const float *inv, const int *pos, int HD, int R, float eps) {
+// Query heads: unweighted rmsnorm and RoPE at *pos; grid (heads, batch), q bf16 -> qf f32
+// (rt_attention's input) or, qf NULL, qb bf16 [B, heads, HD] (mla_decode's q).
+extern "C" __global__ void rt_q_prep(const kt_u16 *q, float *qf, kt_u16 *qb, const float *inv, const int *pos, int HD,
+                                     int R, float eps) {
     __shared__ float v[512], red[32];
     long row = (long)blockIdx.y * gridDim.x + blockIdx.x;
     for (int i = threadIdx.x; i < HD; i += blockDim.x) v[i] = kt_bf16_to_f32(q[row * HD + i]);
     __syncthreads();
     rt_rmsnorm(v, HD, 0, eps, red);
     rt_rope(v, HD, R, inv, (float)*pos, 1.0f);
-    for (int i = threadIdx.x; i < HD; i += blockDim.x) qf[row * HD + i] = v[i];
+    for (int i = threadIdx.x; i < HD; i += blockDim.x)
+        if (qf) qf[row * HD + i] = v[i];
+        else qb[row * HD + i] = kt_f32_to_bf16(v[i]);
 }
 
 // The new token's KV: rmsnorm * w, RoPE at *pos, stored in the sequence's window cache at slot
@@ -215,11 +237,12 @@ extern "C" __global__ void rt_comp_proj(const float *h, const float *wkv, const 
 // When *pos closes a window (every `rate` tokens), the compressor's entry e = (*pos+1)/rate - 1:
 // per channel a softmax over the window's gates (CSA, overlap 2: also the previous window's
 // first series, kept in prev_*), the gated sum, rmsnorm * w, RoPE at e * rate; stored in the
-// V4 layout (kv_cache) or as f32 keys. A block per sequence; `cstride` bytes or floats per sequence.
+// V4 layout (kv_cache), as f32 keys (rt_index_score's), or as mla_indexer's paged e4m3 keys
+// (ikeys; width 128). A block per sequence; `cstride` bytes, floats or pages per sequence.
 extern "C" __global__ void rt_comp_emit(const float *buf_kv, const float *buf_g, float *prev_kv, float *prev_g,
                                         const float *w, const float *inv, const int *pos, kt_u8 *kv_cache,
-                                        float *keys, unsigned long long cstride, int width, int overlap, int rate,
-                                        int R, float eps) {
+                                        float *keys, kt_u8 *ikeys, unsigned long long cstride, int width,
+                                        int overlap, int rate, int R, float eps) {
     __shared__ float e[KT_KV_DIM], red[32];
     int b = blockIdx.x, p = *pos, OW = overlap * width;
     if ((p + 1) % rate) return;
@@ -253,8 +276,38 @@ extern "C" __global__ void rt_comp_emit(const float *buf_kv, const float *buf_g,
     rt_rmsnorm(e, width, w, eps, red);
     rt_rope(e, width, R, inv, (float)(entry * rate), 1.0f);
     if (kv_cache) rt_kv_store(e, kv_cache + b * cstride, entry, red);
+    else if (ikeys) rt_index_key_store(e, ikeys, (long long)(b * cstride + entry / KT_IDX_PAGE), (int)(entry % KT_IDX_PAGE), red);
     else
         for (int i = threadIdx.x; i < width; i += blockDim.x) keys[b * cstride + entry * width + i] = e[i];
+}
+
+// The indexer's query of sequence b into shared memory: q[IH * ID] = RoPE(iq heads) and the
+// head weights wt[h] = wproj_h . h / sqrt(IH).
+__device__ void rt_index_query(const kt_u16 *iq, const float *h, const float *wproj, const float *inv, const int *pos,
+                               int b, int IH, int ID, int D, int R, float *q, float *wt) {
+    for (int i = threadIdx.x; i < IH * ID; i += blockDim.x) q[i] = kt_bf16_to_f32(iq[(long)b * IH * ID + i]);
+    for (int j = threadIdx.x / 32; j < IH; j += blockDim.x / 32) {
+        float d = rt_warp_dot(wproj + (long)j * D, h + (long)b * D, D);
+        if (threadIdx.x % 32 == 0) wt[j] = d * rsqrtf((float)IH);
+    }
+    __syncthreads();
+    for (int hh = 0; hh < IH; hh++) rt_rope(q + hh * ID, ID, R, inv, (float)*pos, 1.0f);
+}
+
+// mla_indexer's inputs for the query (a block per sequence): each head's q in e4m3 with its
+// scale s_h folded into the weight, w[b][h] = wt[h] s_h / sqrt(ID) (relu(s x) = s relu(x),
+// s > 0), so the family's logit sum_h w_h relu(q_h . k) k_scale is rt_index_score's score.
+// Dynamic shared memory IH * ID floats.
+extern "C" __global__ void rt_index_q(const kt_u16 *iq, const float *h, const float *wproj, const float *inv,
+                                      const int *pos, kt_u8 *qq, float *w, int IH, int ID, int D, int R) {
+    extern __shared__ float q[];
+    __shared__ float wt[64], red[32];
+    int b = blockIdx.x;
+    rt_index_query(iq, h, wproj, inv, pos, b, IH, ID, D, R, q, wt);
+    for (int hh = 0; hh < IH; hh++) {
+        float s = rt_quant_e4m3(q + hh * ID, ID, qq + ((long)b * IH + hh) * ID, red);
+        if (threadIdx.x == 0) w[(long)b * IH + hh] = wt[hh] * s * rsqrtf((float)ID);
+    }
 }
 
 // The lightning indexer's scores of every compressed entry for the token: w = wproj . h /
@@ -266,13 +319,7 @@ extern "C" __global__ void rt_index_score(const kt_u16 *iq, const float *h, cons
     extern __shared__ float q[];
     __shared__ float wt[64];
     int b = blockIdx.x, n = (*pos + 1) / rate;
-    for (int i = threadIdx.x; i < IH * ID; i += blockDim.x) q[i] = kt_bf16_to_f32(iq[(long)b * IH * ID + i]);
-    for (int j = threadIdx.x / 32; j < IH; j += blockDim.x / 32) {
-        float d = rt_warp_dot(wproj + (long)j * D, h + (long)b * D, D);
-        if (threadIdx.x % 32 == 0) wt[j] = d * rsqrtf((float)IH);
-    }
-    __syncthreads();
-    for (int hh = 0; hh < IH; hh++) rt_rope(q + hh * ID, ID, R, inv, (float)*pos, 1.0f);
+    rt_index_query(iq, h, wproj, inv, pos, b, IH, ID, D, R, q, wt);
     const float *kb = keys + b * kstride;
     for (int s = threadIdx.x / 32; s < n; s += blockDim.x / 32) {
         float t = 0;
@@ -281,8 +328,9 @@ extern "C" __global__ void rt_index_score(const kt_u16 *iq, const float *h, cons
     }
 }
 
-// The top k of the n = (*pos+1)/rate scores (ties: the lower index), idx[b][0..k) and -1 after.
-extern "C" __global__ void rt_topk(float *scores, int *idx, const int *pos, int rate, int k, int max_entries) {
+// The top k of the n = (*pos+1)/rate scores (ties: the lower index), idx[b][0..k) and -1 after,
+// as cache-wide token ids b * seq_ids + entry (what mla_indexer writes through its block table).
+extern "C" __global__ void rt_topk(float *scores, int *idx, const int *pos, int rate, int k, int max_entries, int seq_ids) {
     __shared__ float bv[RT_THREADS];
     __shared__ int bi[RT_THREADS];
     int b = blockIdx.x, n = (*pos + 1) / rate;
@@ -304,7 +352,7 @@ extern "C" __global__ void rt_topk(float *scores, int *idx, const int *pos, int 
             __syncthreads();
         }
         if (threadIdx.x == 0) {
-            idx[(long)b * k + j] = bi[0];
+            idx[(long)b * k + j] = bi[0] < 0 ? -1 : b * seq_ids + bi[0];
             if (bi[0] >= 0) sc[bi[0]] = -INFINITY;
         }
         __syncthreads();
@@ -312,7 +360,7 @@ extern "C" __global__ void rt_topk(float *scores, int *idx, const int *pos, int 
 }
 
 // Attention of one (head, sequence): the window's tokens, then the compressed entries (mode 1
-// CSA: those idx lists; mode 2 HCA: all (*pos+1)/rate), softmax with the head's sink, the
+// CSA: those idx lists, cache-wide ids; mode 2 HCA: all (*pos+1)/rate), softmax with the head's sink, the
 // weighted sum of the (K = V) vectors, RoPE back at *pos; written bf16 in group order
 // og[g][b][GI]. Dynamic shared memory: (W + max_keys) floats of logits.
 extern "C" __global__ void rt_attention(const float *qf, const kt_u8 *win, unsigned long long wstride, const kt_u8 *comp,
@@ -328,7 +376,7 @@ extern "C" __global__ void rt_attention(const float *qf, const kt_u8 *win, unsig
     __syncthreads();
     // key s < nw: window token p - nw + 1 + s; else compressed entry (CSA: idx, -1 = none)
     for (int s = threadIdx.x / 32; s < nw + nc; s += blockDim.x / 32) {
-        const kt_u8 *cache = s < nw ? wb : cb;
+        const kt_u8 *cache = s < nw ? wb : mode == 1 ? comp : cb;
         long t = s < nw ? (long)(p - nw + 1 + s) % W : mode == 1 ? idx[(long)b * topk + s - nw] : s - nw;
         float d = 0;
         if (t >= 0)
@@ -348,7 +396,7 @@ extern "C" __global__ void rt_attention(const float *qf, const kt_u8 *win, unsig
         for (int s = 0; s < nw + nc; s++) {
             if (lg[s] == 0.f) continue;
             long t = s < nw ? (long)(p - nw + 1 + s) % W : mode == 1 ? idx[(long)b * topk + s - nw] : s - nw;
-            v += lg[s] * rt_kv_load(s < nw ? wb : cb, t, j);
+            v += lg[s] * rt_kv_load(s < nw ? wb : mode == 1 ? comp : cb, t, j);
         }
         o[j] = v / sum;
     }
@@ -358,6 +406,38 @@ extern "C" __global__ void rt_attention(const float *qf, const kt_u8 *win, unsig
         long f = (long)hh * KT_KV_DIM + j;
         og[((f / GI) * B + b) * GI + f % GI] = kt_f32_to_bf16(o[j]);
     }
+}
+
+// The lengths of the step's lists at *pos (every sequence at the same position): len[0][b] the
+// window's tokens, len[1][b] the HCA entries, len[2][b] the CSA entries (mla_indexer's L_b).
+extern "C" __global__ void rt_lengths(const int *pos, int *len, int W, int hca_rate, int csa_rate, int B) {
+    int b = blockIdx.x * blockDim.x + threadIdx.x, p = *pos;
+    if (b >= B) return;
+    len[b] = p + 1 < W ? p + 1 : W;
+    len[B + b] = (p + 1) / hca_rate;
+    len[2 * B + b] = (p + 1) / csa_rate;
+}
+
+// mla_decode's output back to the step's: RoPE back at *pos on each head's trailing R values,
+// bf16 in group order og[g][b][GI] (as rt_attention writes). Grid (heads, batch).
+extern "C" __global__ void rt_o_post(const kt_u16 *o, const float *inv, const int *pos, kt_u16 *og, int R, int GI, int B) {
+    __shared__ float v[KT_KV_DIM];
+    int hh = blockIdx.x, b = blockIdx.y, H = gridDim.x;
+    for (int j = threadIdx.x; j < KT_KV_DIM; j += blockDim.x) v[j] = kt_bf16_to_f32(o[((long)b * H + hh) * KT_KV_DIM + j]);
+    __syncthreads();
+    rt_rope(v, KT_KV_DIM, R, inv, (float)*pos, -1.0f);
+    for (int j = threadIdx.x; j < KT_KV_DIM; j += blockDim.x) {
+        long f = (long)hh * KT_KV_DIM + j;
+        og[((f / GI) * B + b) * GI + f % GI] = kt_f32_to_bf16(v[j]);
+    }
+}
+
+// The gate's logits for moe_route: logits[b][e] = wg[e] . h[b] (f32), a warp per expert.
+extern "C" __global__ void rt_gate_logits(const float *h, const float *wg, float *logits, int E, int D) {
+    int b = blockIdx.y, e = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (e >= E) return;
+    float d = rt_warp_dot(wg + (long)e * D, h + (long)b * D, D);
+    if (threadIdx.x % 32 == 0) logits[(long)b * E + e] = d;
 }
 
 // out[b][g*L + i] = in[g][b][i]: the grouped projection's outputs back in token order.

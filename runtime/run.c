@@ -6,6 +6,7 @@
 #include "kt.h"
 #include "model_ref.h"
 #include "step.h"
+#include "step_plan.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -88,9 +89,36 @@ static long argmax(const double *x, long n) {
     return best;
 }
 
+/* SMs of the GPU --plan sizes the family defaults for (an H200, the machine the step is timed on). */
+#define PLAN_SMS 132
+
+/* --plan: the step's parts and each family problem with the config a DB-less dispatch takes,
+ * "plan: FAMILY SHAPE B=M CONFIG" (what tests/cpu/cli.sh feeds `kt compile --config`). */
+static int print_plan(const kt_run_options *o, const kt_model_config *c) {
+    kt_step_plan plan;
+    kt_step_plan_make(c, o->batch, o->context, o->plain_kernels, o->synthetic, &plan);
+    for (int i = 0; i < KT_N_PARTS; i++)
+        printf("part: %s %s%s%s\n", kt_step_part_names[i], plan.family[i] ? "family" : "plain", plan.family[i] ? "" : ": ",
+               plan.why[i]);
+    const kt_family *f[16];
+    kt_problem p[16];
+    int n = kt_step_plan_problems(&plan, f, p, 16);
+    for (int i = 0; i < n; i++) {
+        char shape[256], cfg[256], why[256];
+        kt_config k = kt_default_config(f[i], &p[i], PLAN_SMS, o->plan_arch);
+        kt_format_shape(f[i], &p[i], shape, sizeof shape);
+        kt_format_config(f[i], &k, cfg, sizeof cfg);
+        if (f[i]->check_config(&k, o->plan_arch, why, sizeof why) || !f[i]->config_fits(&k, &p[i]))
+            return kt_fail("%s %s B=%ld: the default config %s does not build or fit", f[i]->name, shape, p[i].m, cfg);
+        printf("plan: %s %s B=%ld %s\n", f[i]->name, shape, p[i].m, cfg);
+    }
+    return 0;
+}
+
 int kt_run(const kt_run_options *o) {
     kt_model_config c;
     if (run_config(o, &c)) return -1;
+    if (o->plan_arch) return print_plan(o, &c);
     int32_t *prompt;
     long plen;
     if (read_prompt(o->prompt_path, o->batch, c.vocab, &prompt, &plen)) return -1;

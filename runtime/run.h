@@ -19,6 +19,8 @@ typedef struct kt_run_options {
     const char *prompt_path; /* token ids, one line per sequence; NULL: token 0 */
     const char *dump_path;   /* logits of every step, f32 [steps][batch][vocab] */
     const char *reference;   /* NULL: GPU; "exact" or "kt": the float64 host reference */
+    int plain_kernels;       /* the step's simple reference path: model.cu's kernels where a family exists */
+    int plan_arch;           /* non-zero: print the step's plan and family problems for this arch, no GPU */
     uint64_t seed;
 } kt_run_options;
 

@@ -1,21 +1,28 @@
 /* step.c — the GPU decode step (step.h). Weights go to the device in kt's formats (GEMM weights
  * FP8 e4m3 with 128x128 scales, quantised at load from bf16/f32; the rest f32); each layer part
- * is a kt family's kernel served by kt_dispatch (fp8_gemm, act_quant) or a plain kernel of
- * runtime/model.cu (the README's "kt family vs simple kernel" table says which); the step is
- * captured once as a CUDA graph that reads the position and tokens from device memory, and
- * replayed every step. A second graph from the family defaults gives the tuned-vs-default gain. */
+ * is a kt family's kernel served by kt_dispatch (fp8_gemm, act_quant, and where step_plan.c says
+ * so mla_indexer, mla_decode, moe_route, moe_gemm) or a plain kernel of runtime/model.cu (the
+ * simple reference path, all of it under `kt run --plain-kernels`; the README's "kt family vs
+ * simple kernel" table says which); the step is captured once as a CUDA graph that reads the
+ * position and tokens from device memory, and replayed every step. A second graph from the
+ * family defaults gives the tuned-vs-default gain. */
 #include "step.h"
 
+#include "../kernels/common/indexer_layout.h"
 #include "../kernels/common/kv_v4.cuh"
+#include "../kernels/moe_gemm.h"
 #include "cu.h"
 #include "kt.h"
 #include "model_ref.h"
+#include "step_plan.h"
 #include "tp.h"
 
 #include <math.h>
 #include <nvtx3/nvToolsExt.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define RT_KERNELS(X)                                                                                      \
     X(EMBED, rt_embed) X(HC_PRE, rt_hc_pre) X(HC_POST, rt_hc_post) X(RMSNORM, rt_rmsnorm_bf16)             \
@@ -23,7 +30,8 @@
     X(INDEX_SCORE, rt_index_score) X(TOPK, rt_topk) X(ATTENTION, rt_attention) X(UNGROUP, rt_ungroup)      \
     X(ROUTER, rt_router) X(MOE_UP, rt_moe_up) X(MOE_DOWN, rt_moe_down) X(MOE_COMBINE, rt_moe_combine)      \
     X(SWIGLU, rt_swiglu) X(HC_HEAD, rt_hc_head) X(HEAD, rt_head) X(ARGMAX, rt_argmax)                      \
-    X(FILL_F32, rt_fill_f32) X(FILL_E4M3, rt_fill_e4m3) X(FILL_I32, rt_fill_i32)
+    X(FILL_F32, rt_fill_f32) X(FILL_E4M3, rt_fill_e4m3) X(FILL_I32, rt_fill_i32) X(LENGTHS, rt_lengths)       \
+    X(INDEX_Q, rt_index_q) X(O_POST, rt_o_post) X(GATE, rt_gate_logits)
 #define RT_ENUM(e, n) K_##e,
 #define RT_NAME(e, n) #n,
 enum { RT_KERNELS(RT_ENUM) N_RT };
@@ -47,9 +55,9 @@ typedef struct layer_dev {
     gemm_w wq_a, wq_b, wkv, wo_a, wo_b, iwq_b, sh13, sh2;
     dptr e13, e13s, e2, e2s; /* routed experts: [E][2I][D] (w1 | w3) and [E][D][I], FP8 + scales */
     comp_dev comp, index;
-    dptr win, ccache, ikeys, scores, idx;
+    dptr win, ccache, ikeys, ikc, scores, idx; /* ikeys f32 (rt_index_score), ikc paged e4m3 (mla_indexer) */
     unsigned long long wstride, cstride, kstride; /* per sequence: bytes, bytes, floats */
-    long max_entries;
+    long max_entries, cpages;                     /* compressed entries and their pages, per sequence */
 } layer_dev;
 
 /* A family kernel the step launches: (family, problem) resolved once per graph. */
@@ -85,8 +93,16 @@ struct kt_step {
     dptr embed, hh_fn, hh_base, hh_scale, norm, head, inv_main, inv_comp;
     dptr tok, pos, x, postcomb, h, hb, hq, hs, qa, qr, qrq, qrs, q, qf, kvraw, iq, og, ogq, ogs, oa_g, oa, oaq, oas,
         y_attn, eidx, ew, a_e, aq_e, as_e, y_e, gu, a_sh, aq_sh, as_sh, y_sh, moe_out, yfin, logits, next;
+    /* the families' buffers: list lengths [3][B] (rt_lengths), mla_decode's lists, q, out and
+     * partials; mla_indexer's q, weights, block table and logits; moe_route's gate logits and
+     * alignment records, moe_gemm's intermediate, partials, counters and bf16 output */
+    dptr lens, wlist, hlist, csa_len, sl_idx, sl_len, qb, ob, lse, apart, itable, iqq, iw, ilogits, elog, ealign, he,
+        hse, mpart, mcnt, moe_outb, no_shared;
+    kt_step_plan plan;
     fam_k fams[2][MAX_FAMS];
-    int n_fams[2], set;
+    int n_fams[2], set, collecting;
+    double dispatch_ms, prewarm_ms, rt_ms; /* start-up's kernel part: dispatches, parallel compiles, model.cu */
+    int prewarmed;
     CUgraphExec graph[2];
     int n_graphs;
     int profiling, n_events;
@@ -123,6 +139,7 @@ static int prof_mark(kt_step *s, const char *name) {
 }
 
 static int rt(kt_step *s, int k, unsigned gx, unsigned gy, unsigned block, unsigned smem, void **args) {
+    if (s->collecting) return 0;
     if (prof_mark(s, rt_names[k])) return -1;
     nvtxRangePushA(rt_names[k]);
     int rc = kt_launch_kernel(&s->rt[k], 0, gx, gy, 1, block, smem, s->stream, args);
@@ -130,21 +147,26 @@ static int rt(kt_step *s, int k, unsigned gx, unsigned gy, unsigned block, unsig
     return rc;
 }
 
-/* The current set's kernel for (family, d0, d1, m), dispatched (and logged) the first time. */
-static fam_k *fam(kt_step *s, const char *family, long d0, long d1, long m) {
+static int same_problem(const kt_problem *a, const kt_problem *b) {
+    return a->n_dims == b->n_dims && a->m == b->m && !memcmp(a->dim, b->dim, sizeof a->dim);
+}
+
+/* The current set's kernel for (family, problem p), dispatched (and logged) the first time;
+ * while collecting (the start-up's walk of the step) only listed, for compiling ahead. */
+static fam_k *fam_p(kt_step *s, const char *family, const kt_problem *p) {
     fam_k *set = s->fams[s->set];
     for (int i = 0; i < s->n_fams[s->set]; i++)
-        if (!strcmp(set[i].f->name, family) && set[i].p.dim[0] == d0 && set[i].p.dim[1] == d1 && set[i].p.m == m)
-            return &set[i];
+        if (!strcmp(set[i].f->name, family) && same_problem(&set[i].p, p)) return &set[i];
     if (s->n_fams[s->set] == MAX_FAMS) return kt_fail("too many distinct kernels"), NULL;
     fam_k *k = &set[s->n_fams[s->set]];
     memset(k, 0, sizeof *k);
     if (!(k->f = kt_family_find(family))) return NULL;
-    k->p.n_dims = k->f->n_keys;
-    k->p.dim[0] = d0;
-    k->p.dim[1] = d1;
-    k->p.m = m;
-    if (kt_dispatch(s->set == 0 ? s->db : NULL, k->f, &k->p, &k->mod, &k->level)) {
+    k->p = *p;
+    double t0 = kt_now();
+    int rc = s->collecting ? kt_dispatch_config(s->set == 0 ? s->db : NULL, k->f, &k->p, &k->mod.config, &k->level)
+                           : kt_dispatch(s->set == 0 ? s->db : NULL, k->f, &k->p, &k->mod, &k->level);
+    s->dispatch_ms += (kt_now() - t0) * 1e3;
+    if (rc) {
         char msg[2048];
         snprintf(msg, sizeof msg, "%s", kt_error());
         kt_fail("%s has no valid variant for this model's shape: %s", family, msg);
@@ -154,9 +176,18 @@ static fam_k *fam(kt_step *s, const char *family, long d0, long d1, long m) {
     return k;
 }
 
+/* fam_p for the GEMM-like families keyed by (d0, d1) and batch m. */
+static fam_k *fam(kt_step *s, const char *family, long d0, long d1, long m) {
+    const kt_family *f = kt_family_find(family);
+    if (!f) return NULL;
+    kt_problem p = {.n_dims = f->n_keys, .dim = {d0, d1}, .m = m};
+    return fam_p(s, family, &p);
+}
+
 /* Launches a family kernel on ptr[] (the family's tensor order), named kt/<family>/<key>/<config>. */
 static int fam_launch(kt_step *s, fam_k *k, const dptr *ptr, int n) {
     if (!k) return -1;
+    if (s->collecting) return 0;
     char name[512], shape[128], cfg[256];
     kt_format_shape(k->f, &k->p, shape, sizeof shape);
     kt_format_config(k->f, &k->mod.config, cfg, sizeof cfg);
@@ -185,7 +216,15 @@ static int gemm(kt_step *s, const gemm_w *w, long row0, long n, dptr A, dptr As,
 
 /* ------------------------------------------------------------------ the step */
 
-static int compressor(kt_step *s, const comp_dev *cd, dptr kvcache, dptr keys, unsigned long long stride) {
+/* The tensor-parallel all-reduce of B x hidden values at buf (bf16 or f32), when a world is open. */
+static int all_reduce(kt_step *s, dptr buf, int bf16) {
+    if (!s->tp || s->collecting) return 0;
+    if (prof_mark(s, "nccl_all_reduce")) return -1;
+    return kt_tp_all_reduce(s->tp, buf, (size_t)s->B * s->c.hidden, bf16, s->stream);
+}
+
+/* A compressor's step into one of kvcache (V4 layout), keys (f32) or ikc (mla_indexer's pages). */
+static int compressor(kt_step *s, const comp_dev *cd, dptr kvcache, dptr keys, dptr ikc, unsigned long long stride) {
     const kt_model_config *c = &s->c;
     int D = (int)c->hidden, OW = (int)(cd->overlap * cd->width), rate = (int)cd->rate, width = (int)cd->width;
     int overlap = cd->overlap, R = (int)c->rope_dim;
@@ -194,7 +233,7 @@ static int compressor(kt_step *s, const comp_dev *cd, dptr kvcache, dptr keys, u
                   &s->pos, &D, &OW, &rate};
     if (rt(s, K_COMP_PROJ, (unsigned)(OW + 7) / 8, (unsigned)s->B, 256, 0, a1)) return -1;
     void *a2[] = {(void *)&cd->buf_kv, (void *)&cd->buf_g, (void *)&cd->prev_kv, (void *)&cd->prev_g, (void *)&cd->norm,
-                  &s->inv_comp, &s->pos, &kvcache, &keys, &stride, &width, &overlap, &rate, &R, &eps};
+                  &s->inv_comp, &s->pos, &kvcache, &keys, &ikc, &stride, &width, &overlap, &rate, &R, &eps};
     return rt(s, K_COMP_EMIT, (unsigned)s->B, 1, 256, 0, a2);
 }
 
@@ -215,40 +254,74 @@ static int hc_post(kt_step *s, dptr yb, dptr yf) {
     return rt(s, K_HC_POST, (unsigned)(D + 255) / 256, (unsigned)s->B, 256, 0, a);
 }
 
+/* The CSA layer's indexer: its compressor's key, then the top-k entries into L->idx (cache-wide
+ * ids) by mla_indexer or by rt_index_score + rt_topk. */
+static int indexer(kt_step *s, layer_dev *L) {
+    const kt_model_config *c = &s->c;
+    int IH = (int)c->index_heads, ID = (int)c->index_dim, D = (int)c->hidden, R = (int)c->rope_dim;
+    int rate = (int)c->csa_rate, topk = (int)c->index_topk, maxe = (int)L->max_entries, seq_ids = (int)kt_step_token_id(L->max_entries, 1, 0);
+    if (!s->plan.family[KT_PART_INDEXER]) {
+        if (compressor(s, &L->index, 0, L->ikeys, 0, L->kstride) ||
+            gemm(s, &L->iwq_b, 0, (long)IH * ID, s->qrq, s->qrs, s->iq, s->B))
+            return -1;
+        void *as[] = {&s->iq, &s->h, &L->iwproj, &L->ikeys, &s->inv_comp, &s->pos, &L->scores, &L->kstride, &IH, &ID, &D,
+                      &rate, &R, &maxe};
+        void *at[] = {&L->scores, &L->idx, &s->pos, &rate, &topk, &maxe, &seq_ids};
+        return rt(s, K_INDEX_SCORE, (unsigned)s->B, 1, 256, (unsigned)(IH * ID * 4), as) ||
+                       rt(s, K_TOPK, (unsigned)s->B, 1, 256, 0, at)
+                   ? -1
+                   : 0;
+    }
+    unsigned long long pages = (unsigned long long)L->cpages;
+    if (compressor(s, &L->index, 0, 0, L->ikc, pages) || gemm(s, &L->iwq_b, 0, (long)IH * ID, s->qrq, s->qrs, s->iq, s->B))
+        return -1;
+    void *aq[] = {&s->iq, &s->h, &L->iwproj, &s->inv_comp, &s->pos, &s->iqq, &s->iw, &IH, &ID, &D, &R};
+    if (rt(s, K_INDEX_Q, (unsigned)s->B, 1, 256, (unsigned)(IH * ID * 4), aq)) return -1;
+    dptr ptr[7] = {s->iqq, s->iw, L->ikc, s->lens + (dptr)(2 * s->B * 4), s->itable, s->ilogits, L->idx};
+    return fam_launch(s, fam_p(s, "mla_indexer", &s->plan.indexer), ptr, 7);
+}
+
+/* Window + compressed attention into og (group order), by mla_decode (then rt_o_post) or rt_attention. */
+static int attend(kt_step *s, layer_dev *L, int mode, dptr inv) {
+    const kt_model_config *c = &s->c;
+    int B = s->B, W = (int)c->window, R = (int)c->rope_dim, GI = (int)kt_model_group_in(c);
+    int rate = (int)(mode == 2 ? c->hca_rate : c->csa_rate), topk = (int)c->index_topk, maxe = (int)L->max_entries;
+    if (!s->plan.family[KT_PART_ATTENTION]) {
+        void *aa[] = {&s->qf, &L->win, &L->wstride, &L->ccache, &L->cstride, &L->idx, &L->sink, &inv, &s->pos, &s->og,
+                      &W, &mode, &rate, &topk, &R, &GI, &B};
+        unsigned keys = (unsigned)(W + (maxe > topk ? maxe : topk));
+        return rt(s, K_ATTENTION, (unsigned)c->n_heads, (unsigned)B, 256, keys * 4, aa);
+    }
+    /* mla_decode V4: the compressed list (sliding: empty; CSA: the indexer's, every slot
+     * counted, -1 holes skipped; HCA: every entry, its length from rt_lengths), then the window;
+     * mode is the plan's KT_PLAN_SLIDING / CSA / HCA index */
+    dptr kv = mode ? L->ccache : L->win, idx = mode == 0 ? s->sl_idx : mode == 1 ? L->idx : s->hlist;
+    dptr len = mode == 0 ? s->sl_len : mode == 1 ? s->csa_len : s->lens + (dptr)(B * 4);
+    dptr ptr[11] = {s->qb, kv, idx, len, L->win, s->wlist, s->lens, L->sink, s->ob, s->lse, s->apart};
+    if (fam_launch(s, fam_p(s, "mla_decode", &s->plan.attn[mode]), ptr, 11)) return -1;
+    void *ao[] = {&s->ob, &inv, &s->pos, &s->og, &R, &GI, &B};
+    return rt(s, K_O_POST, (unsigned)c->n_heads, (unsigned)B, 128, 0, ao);
+}
+
 static int attention(kt_step *s, long l) {
     const kt_model_config *c = &s->c;
     layer_dev *L = &s->L[l];
     int B = s->B, D = (int)c->hidden, HD = (int)c->head_dim, R = (int)c->rope_dim, QL = (int)c->q_lora;
     int W = (int)c->window, G = (int)c->o_groups, GI = (int)kt_model_group_in(c), OL = (int)c->o_lora;
     int mode = c->attn[l] == KT_ATTN_CSA ? 1 : c->attn[l] == KT_ATTN_HCA ? 2 : 0;
-    int rate = (int)(mode == 2 ? c->hca_rate : c->csa_rate), topk = (int)c->index_topk, maxe = (int)L->max_entries;
     float eps = (float)c->rms_eps;
-    dptr inv = mode ? s->inv_comp : s->inv_main;
+    dptr inv = mode ? s->inv_comp : s->inv_main, qf = s->plan.family[KT_PART_ATTENTION] ? 0 : s->qf;
     if (hc_pre(s, L, 0, L->attn_norm) || gemm(s, &L->wq_a, 0, QL, s->hq, s->hs, s->qa, B)) return -1;
     void *an[] = {&s->qa, &L->q_norm, &s->qr, &QL, &eps};
     if (rt(s, K_RMSNORM, (unsigned)B, 1, 256, (unsigned)(QL * 4), an) || quant(s, s->qr, s->qrq, s->qrs, B, QL) ||
         gemm(s, &L->wq_b, 0, c->n_heads * HD, s->qrq, s->qrs, s->q, B) || gemm(s, &L->wkv, 0, HD, s->hq, s->hs, s->kvraw, B))
         return -1;
-    void *aq[] = {&s->q, &s->qf, &inv, &s->pos, &HD, &R, &eps};
+    void *aq[] = {&s->q, &qf, &s->qb, &inv, &s->pos, &HD, &R, &eps};
     void *ak[] = {&s->kvraw, &L->kv_norm, &inv, &s->pos, &L->win, &L->wstride, &W, &R, &eps};
     if (rt(s, K_Q_PREP, (unsigned)c->n_heads, (unsigned)B, 128, 0, aq) || rt(s, K_KV_APPEND, (unsigned)B, 1, 256, 0, ak))
         return -1;
-    if (mode && compressor(s, &L->comp, L->ccache, 0, L->cstride)) return -1;
-    if (mode == 1) {
-        int IH = (int)c->index_heads, ID = (int)c->index_dim;
-        if (compressor(s, &L->index, 0, L->ikeys, L->kstride) ||
-            gemm(s, &L->iwq_b, 0, (long)IH * ID, s->qrq, s->qrs, s->iq, B))
-            return -1;
-        void *as[] = {&s->iq, &s->h, &L->iwproj, &L->ikeys, &s->inv_comp, &s->pos, &L->scores, &L->kstride, &IH, &ID, &D,
-                      &rate, &R, &maxe};
-        void *at[] = {&L->scores, &L->idx, &s->pos, &rate, &topk, &maxe};
-        if (rt(s, K_INDEX_SCORE, (unsigned)B, 1, 256, (unsigned)(IH * ID * 4), as) || rt(s, K_TOPK, (unsigned)B, 1, 256, 0, at))
-            return -1;
-    }
-    void *aa[] = {&s->qf, &L->win, &L->wstride, &L->ccache, &L->cstride, &L->idx, &L->sink, &inv, &s->pos, &s->og,
-                  &W, &mode, &rate, &topk, &R, &GI, &B};
-    unsigned keys = (unsigned)(W + (maxe > topk ? maxe : topk));
-    if (rt(s, K_ATTENTION, (unsigned)c->n_heads, (unsigned)B, 256, keys * 4, aa) || quant(s, s->og, s->ogq, s->ogs, (long)G * B, GI))
+    if (mode && compressor(s, &L->comp, L->ccache, 0, 0, L->cstride)) return -1;
+    if ((mode == 1 && indexer(s, L)) || attend(s, L, mode, inv) || quant(s, s->og, s->ogq, s->ogs, (long)G * B, GI))
         return -1;
     for (int g = 0; g < G; g++)
         if (gemm(s, &L->wo_a, (long)g * OL, OL, s->ogq + (dptr)g * B * GI, s->ogs + (dptr)g * B * (GI / 128) * 4,
@@ -259,38 +332,69 @@ static int attention(kt_step *s, long l) {
     if (rt(s, K_UNGROUP, (unsigned)(total + 255) / 256, 1, 256, 0, au) || quant(s, s->oa, s->oaq, s->oas, B, (long)G * OL) ||
         gemm(s, &L->wo_b, 0, D, s->oaq, s->oas, s->y_attn, B))
         return -1;
-    if (s->tp && (prof_mark(s, "nccl_all_reduce") || kt_tp_all_reduce(s->tp, s->y_attn, (size_t)B * D, 1, s->stream)))
-        return -1;
+    if (all_reduce(s, s->y_attn, 1)) return -1;
     return hc_post(s, s->y_attn, 0);
 }
 
-static int moe(kt_step *s, long l) {
+/* The shared expert into y_sh (bf16 [B, D]); 0 without one (the caller passes no_shared). */
+static int shared_expert(kt_step *s, layer_dev *L) {
     const kt_model_config *c = &s->c;
-    layer_dev *L = &s->L[l];
+    int B = s->B, D = (int)c->hidden, I = (int)c->moe_inter;
+    float limit = (float)c->swiglu_limit;
+    if (!c->n_shared) return 0;
+    void *as[] = {&s->gu, &s->a_sh, &I, &limit};
+    return gemm(s, &L->sh13, 0, 2L * I, s->hq, s->hs, s->gu, B) ||
+                   rt(s, K_SWIGLU, (unsigned)(I + 255) / 256, (unsigned)B, 256, 0, as) ||
+                   quant(s, s->a_sh, s->aq_sh, s->as_sh, B, I) || gemm(s, &L->sh2, 0, D, s->aq_sh, s->as_sh, s->y_sh, B)
+               ? -1
+               : 0;
+}
+
+/* The plain MoE (hash-routed layers always: moe_route has no tid2eid mode): rt_router, the
+ * per-slot expert kernels and rt_moe_combine, into moe_out (f32). */
+static int moe_plain(kt_step *s, layer_dev *L, int hash) {
+    const kt_model_config *c = &s->c;
     int B = s->B, D = (int)c->hidden, E = (int)c->n_experts, K = (int)c->top_k, I = (int)c->moe_inter;
     float scale = (float)c->routed_scale, limit = (float)c->swiglu_limit;
-    dptr bias = c->mlp[l] == KT_MLP_HASH ? 0 : L->gate_bias, t2e = c->mlp[l] == KT_MLP_HASH ? L->tid2eid : 0;
-    if (hc_pre(s, L, 1, L->ffn_norm)) return -1;
+    dptr bias = hash ? 0 : L->gate_bias, t2e = hash ? L->tid2eid : 0, shared = c->n_shared ? s->y_sh : 0;
     void *ar[] = {&s->h, &L->gate, &bias, &t2e, &s->tok, &s->eidx, &s->ew, &E, &K, &D, &scale};
     void *au[] = {&L->e13, &L->e13s, &s->hq, &s->hs, &s->eidx, &s->a_e, &I, &D, &K, &limit};
     void *ad[] = {&L->e2, &L->e2s, &s->aq_e, &s->as_e, &s->eidx, &s->y_e, &I, &D};
-    if (rt(s, K_ROUTER, (unsigned)B, 1, 256, (unsigned)(E * 4), ar) ||
-        rt(s, K_MOE_UP, (unsigned)(I + 7) / 8, (unsigned)(B * K), 256, 0, au) ||
-        quant(s, s->a_e, s->aq_e, s->as_e, (long)B * K, I) || rt(s, K_MOE_DOWN, (unsigned)(D + 7) / 8, (unsigned)(B * K), 256, 0, ad))
-        return -1;
-    dptr shared = 0;
-    if (c->n_shared) {
-        void *as[] = {&s->gu, &s->a_sh, &I, &limit};
-        if (gemm(s, &L->sh13, 0, 2L * I, s->hq, s->hs, s->gu, B) || rt(s, K_SWIGLU, (unsigned)(I + 255) / 256, (unsigned)B, 256, 0, as) ||
-            quant(s, s->a_sh, s->aq_sh, s->as_sh, B, I) || gemm(s, &L->sh2, 0, D, s->aq_sh, s->as_sh, s->y_sh, B))
-            return -1;
-        shared = s->y_sh;
-    }
     void *ac[] = {&s->y_e, &s->ew, &shared, &s->moe_out, &K, &D};
-    if (rt(s, K_MOE_COMBINE, (unsigned)(D + 255) / 256, (unsigned)B, 256, 0, ac)) return -1;
-    if (s->tp && (prof_mark(s, "nccl_all_reduce") || kt_tp_all_reduce(s->tp, s->moe_out, (size_t)B * D, 0, s->stream)))
-        return -1;
-    return hc_post(s, 0, s->moe_out);
+    return rt(s, K_ROUTER, (unsigned)B, 1, 256, (unsigned)(E * 4), ar) ||
+                   rt(s, K_MOE_UP, (unsigned)(I + 7) / 8, (unsigned)(B * K), 256, 0, au) ||
+                   quant(s, s->a_e, s->aq_e, s->as_e, (long)B * K, I) ||
+                   rt(s, K_MOE_DOWN, (unsigned)(D + 7) / 8, (unsigned)(B * K), 256, 0, ad) || shared_expert(s, L) ||
+                   rt(s, K_MOE_COMBINE, (unsigned)(D + 255) / 256, (unsigned)B, 256, 0, ac)
+               ? -1
+               : 0;
+}
+
+/* The family MoE: gate logits (rt_gate_logits), moe_route (ids, weights, alignment records),
+ * moe_gemm gate+up (SwiGLU, e4m3 requantised) and down (the weighted combine + the shared
+ * expert's output), into moe_outb (bf16). */
+static int moe_family(kt_step *s, layer_dev *L) {
+    const kt_model_config *c = &s->c;
+    int B = s->B, D = (int)c->hidden, E = (int)c->n_experts;
+    void *ag[] = {&s->h, &L->gate, &s->elog, &E, &D};
+    dptr route[5] = {s->elog, L->gate_bias, s->eidx, s->ew, s->ealign}, shared = c->n_shared ? s->y_sh : s->no_shared;
+    dptr up[KT_MOE_T_COUNT] = {s->hq, s->hs, L->e13, L->e13s, s->eidx, s->ew, shared, s->ealign, s->he, s->hse, s->mpart, s->mcnt};
+    dptr down[KT_MOE_T_COUNT] = {s->he, s->hse, L->e2, L->e2s, s->eidx, s->ew, shared, s->ealign, s->moe_outb, s->mpart, s->mpart, s->mcnt};
+    return rt(s, K_GATE, (unsigned)(E + 7) / 8, (unsigned)B, 256, 0, ag) ||
+                   fam_launch(s, fam_p(s, "moe_route", &s->plan.route), route, 5) || shared_expert(s, L) ||
+                   fam_launch(s, fam_p(s, "moe_gemm", &s->plan.gateup), up, KT_MOE_T_COUNT) ||
+                   fam_launch(s, fam_p(s, "moe_gemm", &s->plan.down), down, KT_MOE_T_COUNT)
+               ? -1
+               : 0;
+}
+
+static int moe(kt_step *s, long l) {
+    layer_dev *L = &s->L[l];
+    int hash = s->c.mlp[l] == KT_MLP_HASH, family = !hash && s->plan.family[KT_PART_MOE];
+    if (hc_pre(s, L, 1, L->ffn_norm) || (family ? moe_family(s, L) : moe_plain(s, L, hash))) return -1;
+    dptr out = family ? s->moe_outb : s->moe_out;
+    if (all_reduce(s, out, family)) return -1;
+    return family ? hc_post(s, out, 0) : hc_post(s, 0, out);
 }
 
 /* Enqueues the whole step on s->stream. */
@@ -298,8 +402,10 @@ static int enqueue(kt_step *s) {
     const kt_model_config *c = &s->c;
     int D = (int)c->hidden, H = (int)c->hc_mult, V = (int)c->vocab;
     float eps = (float)c->rms_eps, hc_eps = (float)c->hc_eps;
+    int W = (int)c->window, hr = (int)c->hca_rate, cr = (int)c->csa_rate, B = s->B;
     void *ae[] = {&s->embed, &s->tok, &s->x, &D, &H};
-    if (rt(s, K_EMBED, (unsigned)s->B, 1, 256, 0, ae)) return -1;
+    void *al0[] = {&s->pos, &s->lens, &W, &hr, &cr, &B};
+    if (rt(s, K_EMBED, (unsigned)B, 1, 256, 0, ae) || rt(s, K_LENGTHS, (unsigned)(B + 63) / 64, 1, 64, 0, al0)) return -1;
     for (long l = 0; l < c->n_layers; l++) {
         char name[32];
         snprintf(name, sizeof name, "kt/layer/%ld", l);
@@ -483,7 +589,8 @@ static int load_layer(kt_step *s, long l) {
     L->wstride = kt_kv_bytes(c->window);
     if (dalloc(&L->win, L->wstride * (size_t)s->B)) return -1;
     long rate = c->attn[l] == KT_ATTN_HCA ? c->hca_rate : c->csa_rate;
-    L->max_entries = s->ctx / rate + 1;
+    L->max_entries = kt_step_entries(s->ctx, rate);
+    L->cpages = (L->max_entries + KT_KV_PAGE - 1) / KT_KV_PAGE;
     if (c->attn[l] != KT_ATTN_SLIDING) {
         L->cstride = kt_kv_bytes(L->max_entries);
         if (dalloc(&L->ccache, L->cstride * (size_t)s->B) ||
@@ -495,11 +602,98 @@ static int load_layer(kt_step *s, long l) {
         if (load_comp(s, &L->index, l, "attn.indexer.", rate, c->index_dim, 2) ||
             gemm_load(s, &L->iwq_b, c->index_heads * c->index_dim, c->q_lora, l, iwq_b, 1) ||
             plain(s, &L->iwproj, "model.layers.%ld.attn.indexer.weights_proj.weight", l) ||
-            dalloc(&L->ikeys, L->kstride * 4 * (size_t)s->B) || dalloc(&L->scores, (size_t)(s->B * L->max_entries) * 4) ||
             dalloc(&L->idx, (size_t)(s->B * c->index_topk) * 4))
+            return -1;
+        /* the keys: mla_indexer's pages (page b * cpages + i of sequence b, the compressed
+         * cache's numbering, so its index list addresses that cache), or rt_index_score's f32 */
+        if (s->plan.family[KT_PART_INDEXER] ? dalloc(&L->ikc, (size_t)(s->B * L->cpages) * KT_IDX_PAGE_BYTES)
+                                            : dalloc(&L->ikeys, L->kstride * 4 * (size_t)s->B) ||
+                                                  dalloc(&L->scores, (size_t)(s->B * L->max_entries) * 4))
             return -1;
     }
     return 0;
+}
+
+/* Bytes of tensor `name` of family's problem p (the family sizes its own buffers). */
+static size_t fam_bytes(const char *family, const kt_problem *p, const char *name) {
+    const kt_family *f = kt_family_find(family);
+    kt_tensor_desc t[KT_MAX_TENSORS];
+    int n = f ? f->tensors(p, t) : 0;
+    for (int i = 0; i < n; i++)
+        if (!strcmp(t[i].name, name)) return t[i].count * kt_dtype_size(t[i].dtype);
+    return 0;
+}
+
+/* An int32 list of n values f(i) uploaded to *out. */
+static int upload_ints(dptr *out, long n, int (*f)(const kt_step *, long), const kt_step *s) {
+    int32_t *v = malloc((size_t)(n ? n : 1) * 4);
+    if (!v) return kt_fail("out of memory");
+    for (long i = 0; i < n; i++) v[i] = f(s, i);
+    int rc = upload(out, v, (size_t)n * 4);
+    free(v);
+    return rc;
+}
+
+/* mla_indexer's block table row width, the family's: pages of 2 CTX (kernels/mla_indexer.c). */
+static long table_width(const kt_step *s) { return kt_idx_pages(2 * s->plan.indexer.dim[1]); }
+static int table_entry(const kt_step *s, long i) {
+    return kt_step_table_entry(kt_step_entries(s->ctx, s->c.csa_rate), i / table_width(s), i % table_width(s));
+}
+
+static int alloc_indexer(kt_step *s) {
+    const kt_problem *p = &s->plan.indexer;
+    return upload_ints(&s->itable, s->B * table_width(s), table_entry, s) || dalloc(&s->iqq, fam_bytes("mla_indexer", p, "q")) ||
+                   dalloc(&s->iw, fam_bytes("mla_indexer", p, "w")) ||
+                   dalloc(&s->ilogits, fam_bytes("mla_indexer", p, "logits"))
+               ? -1
+               : 0;
+}
+
+/* mla_decode's static lists: the window list of sequence b is its ring's slots (cache-wide ids
+ * b * window pages * 64 + slot; the set is the window whatever the ring's order, the length
+ * says how many are filled), -1 past the ring; HCA's list every entry of its cache (the length
+ * counts the written ones); CSA's length the whole top-k (the indexer's -1 holes are skipped);
+ * sliding layers' one-slot list empty. */
+static int window_entry(const kt_step *s, long i) {
+    long b = i / KT_MLA_V4_WINDOW, j = i % KT_MLA_V4_WINDOW;
+    return j < s->c.window ? (int)kt_step_token_id(s->c.window, b, j) : -1;
+}
+static int hca_entry(const kt_step *s, long i) {
+    long n = s->plan.attn[KT_PLAN_HCA].dim[2];
+    return (int)kt_step_token_id(n, i / n, i % n);
+}
+static int csa_length(const kt_step *s, long i) { return (void)i, (int)s->c.index_topk; }
+static int minus_one(const kt_step *s, long i) { return (void)s, (void)i, -1; }
+static int zero(const kt_step *s, long i) { return (void)s, (void)i, 0; }
+
+static int alloc_attention(kt_step *s) {
+    size_t B = (size_t)s->B, QD = (size_t)kt_model_q_dim(&s->c), part = 0;
+    for (int m = 0; m < KT_PLAN_MODES; m++) {
+        size_t b = s->plan.attn[m].n_dims ? fam_bytes("mla_decode", &s->plan.attn[m], "partials") : 0;
+        part = b > part ? b : part;
+    }
+    long hn = s->plan.attn[KT_PLAN_HCA].n_dims ? s->plan.attn[KT_PLAN_HCA].dim[2] : 0;
+    return upload_ints(&s->wlist, s->B * KT_MLA_V4_WINDOW, window_entry, s) || upload_ints(&s->hlist, s->B * hn, hca_entry, s) ||
+                   upload_ints(&s->csa_len, s->B, csa_length, s) || upload_ints(&s->sl_idx, s->B, minus_one, s) ||
+                   upload_ints(&s->sl_len, s->B, zero, s) || dalloc(&s->qb, B * QD * 2) || dalloc(&s->ob, B * QD * 2) ||
+                   dalloc(&s->lse, B * (size_t)s->c.n_heads * 4) || dalloc(&s->apart, part)
+               ? -1
+               : 0;
+}
+
+/* moe_route's and moe_gemm's buffers; one workspace and one set of counters serve both GEMMs
+ * (they run one after the other and leave the counters zeroed, as kernels/moe_step.c shares them). */
+static int alloc_moe(kt_step *s) {
+    const kt_step_plan *p = &s->plan;
+    size_t pg = fam_bytes("moe_gemm", &p->gateup, "partials"), pd = fam_bytes("moe_gemm", &p->down, "partials");
+    size_t cg = fam_bytes("moe_gemm", &p->gateup, "counters"), cd = fam_bytes("moe_gemm", &p->down, "counters");
+    size_t BD = (size_t)s->B * s->c.hidden;
+    return dalloc(&s->elog, (size_t)s->B * s->c.n_experts * 4) || dalloc(&s->ealign, fam_bytes("moe_route", &p->route, "align")) ||
+                   dalloc(&s->he, fam_bytes("moe_gemm", &p->gateup, "h")) || dalloc(&s->hse, fam_bytes("moe_gemm", &p->gateup, "hs")) ||
+                   dalloc(&s->mpart, pg > pd ? pg : pd) || dalloc(&s->mcnt, cg > cd ? cg : cd) ||
+                   dalloc(&s->moe_outb, BD * 2) || dalloc(&s->no_shared, BD * 2)
+               ? -1
+               : 0;
 }
 
 /* Activation buffers for B sequences. */
@@ -520,7 +714,10 @@ static int alloc_acts(kt_step *s) {
         {&s->moe_out, B * D * 4}, {&s->yfin, B * D * 4}, {&s->logits, B * (size_t)c->vocab * 4}, {&s->next, B * 4}};
     for (size_t i = 0; i < sizeof a / sizeof a[0]; i++)
         if (dalloc(a[i].p, a[i].bytes)) return -1;
-    return 0;
+    return dalloc(&s->lens, 3 * B * 4) || (s->plan.family[KT_PART_INDEXER] && alloc_indexer(s)) ||
+                   (s->plan.family[KT_PART_ATTENTION] && alloc_attention(s)) || (s->plan.family[KT_PART_MOE] && alloc_moe(s))
+               ? -1
+               : 0;
 }
 
 /* The rope's inverse frequencies on the device (f32). */
@@ -532,7 +729,83 @@ static int upload_inv(const kt_rope *r, long rope_dim, dptr *out) {
     return upload(out, v, (size_t)(rope_dim / 2) * 4);
 }
 
+/* Start-up's parallel compiles: the (family, config) pairs the step's walk collected, each
+ * compiled into the JIT cache by one of a few threads (kt_compile is thread-safe: the tuner's
+ * compile pool runs it the same way); the dispatches that follow load them from the cache. */
+typedef struct prewarm {
+    const kt_family *f[2 * MAX_FAMS];
+    kt_config c[2 * MAX_FAMS];
+    int n, next, arch;
+    pthread_mutex_t lock;
+} prewarm;
+
+static void *prewarm_thread(void *arg) {
+    prewarm *w = arg;
+    for (;;) {
+        pthread_mutex_lock(&w->lock);
+        int i = w->next++;
+        pthread_mutex_unlock(&w->lock);
+        if (i >= w->n) return NULL;
+        kt_cubin cubin; /* a failure is reported by the dispatch that compiles it again */
+        if (!kt_compile(w->f[i], &w->c[i], w->arch, &cubin)) kt_cubin_free(&cubin);
+    }
+}
+
+static int same_config(const kt_config *a, const kt_config *b) { return !memcmp(a, b, sizeof *a); }
+
+/* Walks the step of each set without launching (fam_p only chooses configs), then compiles
+ * the distinct (family, config) pairs in parallel. */
+static int compile_ahead(kt_step *s, int sets) {
+    double t0 = kt_now();
+    static prewarm w;
+    memset(&w, 0, sizeof w);
+    w.arch = kt_gpu_arch();
+    s->collecting = 1;
+    for (int set = 0; set < sets; set++) {
+        s->set = set;
+        int rc = enqueue(s);
+        for (int i = 0; !rc && i < s->n_fams[set]; i++) {
+            const fam_k *k = &s->fams[set][i];
+            int seen = 0;
+            for (int j = 0; j < w.n && !seen; j++) seen = w.f[j] == k->f && same_config(&w.c[j], &k->mod.config);
+            if (!seen) w.f[w.n] = k->f, w.c[w.n++] = k->mod.config;
+        }
+        s->n_fams[set] = 0;
+        if (rc) return s->collecting = 0, -1;
+    }
+    s->collecting = 0;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int nt = (int)(cpus < 1 ? 1 : cpus > 16 ? 16 : cpus);
+    if (nt > w.n) nt = w.n;
+    pthread_t th[16];
+    pthread_mutex_init(&w.lock, NULL);
+    int started = 0;
+    while (started < nt && !pthread_create(&th[started], NULL, prewarm_thread, &w)) started++;
+    if (!started) prewarm_thread(&w);
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    pthread_mutex_destroy(&w.lock);
+    s->prewarm_ms = (kt_now() - t0) * 1e3;
+    s->prewarmed = w.n;
+    fprintf(stderr, "kt run: %d family kernels (both sets) compiled ahead in %.0f ms on %d threads (JIT cache hits are loads)\n",
+            w.n, s->prewarm_ms, started ? started : 1);
+    return 0;
+}
+
+/* Logs which parts run a family and which stay plain (and why). */
+static void log_plan(const kt_step *s) {
+    static const char *const fams[KT_N_PARTS] = {"mla_indexer", "mla_decode (LAYOUT=V4)", "moe_route + moe_gemm (fp8)"};
+    static const char *const plain[KT_N_PARTS] = {"rt_index_score + rt_topk", "rt_attention",
+                                                  "rt_router + rt_moe_up/down/combine"};
+    for (int i = 0; i < KT_N_PARTS; i++) {
+        if (s->plan.family[i]) fprintf(stderr, "kt run: %-9s kt family %s\n", kt_step_part_names[i], fams[i]);
+        else fprintf(stderr, "kt run: %-9s plain %s (%s)\n", kt_step_part_names[i], plain[i], s->plan.why[i]);
+    }
+    if (s->plan.family[KT_PART_MOE])
+        fprintf(stderr, "kt run: moe       hash-routed layers plain (rt_router with tid2eid; moe_route has no hash mode)\n");
+}
+
 static int load_rt(kt_step *s) {
+    double t0 = kt_now();
     kt_cubin cubin;
     if (kt_compile_source("model.cu", kt_gpu_arch(), &cubin)) return -1;
     int rc = 0;
@@ -541,9 +814,13 @@ static int load_rt(kt_step *s) {
         rc = kt_module_load_kernels("model.cu", names, &cubin, &s->rt[k]);
     }
     kt_cubin_free(&cubin);
-    if (!rc) fprintf(stderr, "kt: model.cu: %d plain kernels loaded (runtime/model.cu)\n", N_RT);
+    s->rt_ms = (kt_now() - t0) * 1e3;
+    if (!rc) fprintf(stderr, "kt: model.cu: %d plain kernels loaded (runtime/model.cu) in %.0f ms\n", N_RT, s->rt_ms);
     return rc;
 }
+
+/* The kernel part of start-up: model.cu's load, the compiles ahead, every dispatch (lookup, cache read, load). */
+static double kernel_ms(const kt_step *s) { return s->rt_ms + s->prewarm_ms + s->dispatch_ms; }
 
 int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_options *o, kt_step **out) {
     if (c->index_heads > 64 || c->hc_mult > 8 || c->top_k > 64)
@@ -557,6 +834,8 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
     s->ctx = o->context;
     s->w = w;
     s->seed = o->seed;
+    kt_step_plan_make(c, s->B, s->ctx, o->plain_kernels, o->synthetic, &s->plan);
+    log_plan(s);
     if (o->db_path && kt_db_open(o->db_path, 1, &s->db)) return -1;
     KT_CHECK(CU, kt_cu.cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING));
     for (int i = 0; i < MAX_EVENTS; i++) KT_CHECK(CU, kt_cu.cuEventCreate(&s->ev[i], CU_EVENT_DEFAULT));
@@ -582,11 +861,15 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
     fprintf(stderr, "kt run: weights on the device in %.1f s (%.2f GB touched a step besides the routed experts)\n",
             kt_now() - t0, s->weight_bytes / 1e9);
     double t1 = kt_now();
+    if (compile_ahead(s, s->db ? 2 : 1)) return -1;
+    s->dispatch_ms = 0;
     if (build_graph(s, 0)) return -1;
     s->resolve_ms = (kt_now() - t1) * 1e3;
     if (s->db && build_graph(s, 1)) return -1;
     fprintf(stderr, "kt run: %d kernels resolved and the step captured as one CUDA graph in %.0f ms%s\n",
             s->n_fams[0] + N_RT, s->resolve_ms, s->db ? " (and the family defaults' graph)" : "");
+    fprintf(stderr, "kt run: kernel part of start-up %.0f ms (model.cu %.0f, compiles ahead %.0f, %d dispatches %.0f)\n",
+            kernel_ms(s), s->rt_ms, s->prewarm_ms, s->n_fams[0] + s->n_fams[1], s->dispatch_ms);
     return 0;
 }
 
@@ -652,7 +935,8 @@ static double step_bytes(const kt_step *s, long pos) {
         if (c->attn[l] == KT_ATTN_CSA) {
             long n = (pos + 1) / c->csa_rate;
             comp = n < c->index_topk ? n : c->index_topk;
-            kv += (double)n * c->index_dim * 4; /* the indexer reads every key */
+            /* the indexer reads every key: mla_indexer's e4m3 codes + f32 scale, or f32 */
+            kv += (double)n * (s->plan.family[KT_PART_INDEXER] ? KT_IDX_DIM + 4 : c->index_dim * 4);
         }
         kv += (double)(win + comp) * KT_KV_TOKEN_BYTES;
     }
@@ -696,17 +980,27 @@ int kt_step_report(kt_step *s, const kt_run_options *o) {
     else printf("kt run: no --db: every family ran its default (no tuned-vs-default figure)\n");
     printf("kt run: lookup levels: exact %d, nearest M %d, nearest shape %d, default %d\n", levels[0], levels[1],
            levels[2], levels[3]);
+    printf("kt run: kernel part of start-up %.0f ms%s\n", kernel_ms(s), o->plain_kernels ? " (--plain-kernels)" : "");
+    for (int i = 0; i < KT_N_PARTS; i++)
+        printf("kt run: %-9s %s\n", kt_step_part_names[i], s->plan.family[i] ? "kt family" : "plain");
     printf("kt run: per-op time of one eager step (events between ops):\n");
     for (int r = 0; r < n_rows; r++) printf("  %-16s %8.3f ms  %5d calls\n", rows[r].name, rows[r].ms, rows[r].calls);
     if (!o->json_path) return 0;
     FILE *f = fopen(o->json_path, "w");
     if (!f) return kt_fail("cannot write %s", o->json_path);
-    fprintf(f, "{\"tpot_ms\": %.4f, \"default_tpot_ms\": %.4f, \"floor_ms\": %.4f, \"bytes\": %.0f, \"batch\": %d, "
-               "\"context\": %ld, \"layers\": %ld, \"tp_shapes\": %d, \"lookup\": {\"exact\": %d, \"nearest_m\": %d, "
-               "\"nearest_shape\": %d, \"default\": %d}, \"per_op_ms\": {",
-            ms[0], s->n_graphs == 2 ? ms[1] : ms[0], floor_ms, bytes, s->B, s->ctx, s->c.n_layers, o->tp_shapes, levels[0],
-            levels[1], levels[2], levels[3]);
+    fprintf(f, "{\"tpot_ms\": %.4f, \"default_tpot_ms\": %.4f, \"tuned_gain_pct\": %.2f, \"floor_ms\": %.4f, "
+               "\"floor_ratio\": %.3f, \"tokens_per_s\": %.1f, \"bytes\": %.0f, \"batch\": %d, \"context\": %ld, "
+               "\"layers\": %ld, \"tp_shapes\": %d, \"plain_kernels\": %d, \"kernel_start_ms\": %.1f, "
+               "\"lookup\": {\"exact\": %d, \"nearest_m\": %d, \"nearest_shape\": %d, \"default\": %d}, \"parts\": {",
+            ms[0], s->n_graphs == 2 ? ms[1] : ms[0], s->n_graphs == 2 ? 100 * (ms[1] - ms[0]) / ms[1] : 0.0, floor_ms,
+            ms[0] / floor_ms, s->B * 1e3 / ms[0], bytes, s->B, s->ctx, s->c.n_layers, o->tp_shapes, o->plain_kernels,
+            kernel_ms(s), levels[0], levels[1], levels[2], levels[3]);
+    for (int i = 0; i < KT_N_PARTS; i++)
+        fprintf(f, "%s\"%s\": \"%s\"", i ? ", " : "", kt_step_part_names[i], s->plan.family[i] ? "family" : "plain");
+    fprintf(f, "}, \"per_op_ms\": {");
     for (int r = 0; r < n_rows; r++) fprintf(f, "%s\"%s\": %.4f", r ? ", " : "", rows[r].name, rows[r].ms);
+    fprintf(f, "}, \"per_op_calls\": {");
+    for (int r = 0; r < n_rows; r++) fprintf(f, "%s\"%s\": %d", r ? ", " : "", rows[r].name, rows[r].calls);
     fprintf(f, "}}\n");
     fclose(f);
     return 0;

@@ -166,6 +166,12 @@ expect_fail "run: tp 2" "only world size 1" run --model "$tmp/m" --tp 2
 expect_fail "run: ragged prompt" "line 2 has 2 tokens" run --model "$tmp/m" --synthetic --reference kt --batch 2 --prompt "$tmp/m/ragged.txt"
 expect_fail "run: context too short" "exceed --context 4" run --model "$tmp/m" --synthetic --reference kt --steps 8 --context 4
 expect_ok "run: host reference, synthetic weights" "step 11:" run --model "$tmp/m" --synthetic --reference kt --batch 2 --steps 11 --context 16
+# --plan: the step's parts without a GPU; this model's shapes keep each part plain, with the reason
+expect_fail "run: bad --plan arch" "--plan: expected sm_90" run --model "$tmp/m" --synthetic --plan sm_80
+expect_ok "run --plan: attention plain (1 head)" "part: attention plain: mla_decode B=2: HQ=1" run --model "$tmp/m" --synthetic --batch 2 --context 16 --plan sm_90
+expect_ok "run --plan: indexer plain (2 heads)" "part: indexer plain: mla_indexer takes 64 heads of 128, the model has 2" run --model "$tmp/m" --synthetic --batch 2 --context 16 --plan sm_120
+expect_ok "run --plan: moe plain (4 experts)" "part: moe plain: moe_route B=2: E=4" run --model "$tmp/m" --synthetic --batch 2 --context 16 --plan sm_90
+expect_ok "run --plan --plain-kernels" "part: moe plain: --plain-kernels" run --model "$tmp/m" --synthetic --plan sm_90 --plain-kernels
 if ! ldconfig -p 2>/dev/null | grep -q 'libcuda.so.1'; then
     expect_fail "run without a GPU" "needs an NVIDIA GPU" run --model "$tmp/m" --synthetic
     # the embedding API through ctypes: the library loads, its calls bind, errors come back

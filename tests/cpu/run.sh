@@ -47,9 +47,10 @@ if [ $fast -eq 0 ]; then
     run report bash tests/cpu/report.sh ./bin/kt ./build/tools/png_ink
     run profiles bash tests/cpu/profiles.sh ./bin/kt
     run moe_sass bash tests/cpu/moe_sass.sh ./bin/kt
+    run step_plan bash tests/cpu/step_plan.sh ./bin/kt
 fi
 if [ $fast -eq 1 ]; then
-    echo "suite sweep, report, profiles, moe_sass, fuzz: skipped (make test-all runs them)"
+    echo "suite sweep, report, profiles, moe_sass, step_plan, fuzz: skipped (make test-all runs them)"
 elif command -v clang >/dev/null && ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
     if make -s fuzz-targets >"$scratch/fuzz-build.log" 2>&1; then
         run fuzz bash tests/fuzz/run.sh

@@ -1,0 +1,140 @@
+/* step_plan.c — the runtime step's choice between kt families and plain kernels, and the
+ * problems the families get (step_plan.h). Problems are written as the families' own shape
+ * strings (kt_parse_shape), so a renamed key or category fails here, not on the GPU. */
+#include "step_plan.h"
+
+#include "../kernels/common/indexer_layout.h"
+#include "../kernels/common/mla_layout.h"
+#include "../kernels/common/moe_layout.h"
+#include "../kernels/common/moe_router.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+const char *const kt_step_part_names[KT_N_PARTS] = {"indexer", "attention", "moe"};
+
+/* moe_gemm's SwiGLU clamp (kernels/moe_gemm.cu's SWIGLU_LIMIT, V4's swiglu_limit). */
+#define MOE_GEMM_SWIGLU_LIMIT 10.0
+/* moe_route's alignment records: token tiles 8, 16, 32, 64, the TM values moe_gemm tunes. */
+#define ROUTE_TM 8
+#define ROUTE_NTM 4
+
+/* Parses shape string fmt... of family name into *p with batch B; -1 with the reason in why. */
+static int problem(const char *name, int B, kt_problem *p, char *why, size_t n, const char *fmt, ...) {
+    char shape[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(shape, sizeof shape, fmt, ap);
+    va_end(ap);
+    const kt_family *f = kt_family_find(name);
+    memset(p, 0, sizeof *p);
+    if (!f || kt_parse_shape(f, shape, p)) return snprintf(why, n, "%s %s: %s", name, shape, kt_error()), -1;
+    p->m = B;
+    char r[256];
+    if (f->check_problem(p, r, sizeof r) || kt_check_problem_size(f, p, r, sizeof r)) {
+        snprintf(why, n, "%s B=%d: ", name, B);
+        size_t at = strlen(why);
+        return snprintf(why + at, n - at, "%.120s", r), -1;
+    }
+    return 0;
+}
+
+static int has_attn(const kt_model_config *c, kt_attn_type t) {
+    for (long l = 0; l < c->n_layers; l++)
+        if (c->attn[l] == t) return 1;
+    return 0;
+}
+
+static int has_routed(const kt_model_config *c) {
+    for (long l = 0; l < c->n_layers; l++)
+        if (c->mlp[l] == KT_MLP_MOE) return 1;
+    return 0;
+}
+
+/* The indexer: q e4m3 [B, 64, 128] with the per-head scale folded into w, the compressed keys
+ * paged e4m3 + f32 scale. DIST=equal: kt run decodes its B sequences in lock-step, so every
+ * request has the same length (ragged is a serving batch's case). VALUES=grid: real keys give
+ * distinct logits (tied and equal are the degenerate inputs the family also checks). CTX: the
+ * most entries a sequence has at the context's last position. */
+static int plan_indexer(const kt_model_config *c, int B, long ctx, kt_step_plan *p, char *why, size_t n) {
+    if (!has_attn(c, KT_ATTN_CSA)) return snprintf(why, n, "no CSA layer"), -1;
+    if (c->index_heads != KT_IDX_HEADS || c->index_dim != KT_IDX_DIM)
+        return snprintf(why, n, "mla_indexer takes %d heads of %d, the model has %ld of %ld", KT_IDX_HEADS, KT_IDX_DIM,
+                        c->index_heads, c->index_dim), -1;
+    long entries = ctx / c->csa_rate > 0 ? ctx / c->csa_rate : 1;
+    return problem("mla_indexer", B, &p->indexer, why, n, "TOPK=%ld,CTX=%ld,DIST=equal,VALUES=grid", c->index_topk, entries);
+}
+
+/* Attention: the window as mla_decode's 128-slot window list, the compressed entries as its
+ * top-k list (CSA: the indexer's; HCA: every entry, TOPK = the cache's capacity; sliding
+ * layers: an empty list, TOPK=1 because a key size is at least 1). */
+static int plan_attention(const kt_model_config *c, int B, long ctx, kt_step_plan *p, char *why, size_t n) {
+    if (c->window > KT_MLA_V4_WINDOW)
+        return snprintf(why, n, "sliding_window %ld: mla_decode's window list holds %d", c->window, KT_MLA_V4_WINDOW), -1;
+    if (c->head_dim != KT_MLA_V4_DQK) return snprintf(why, n, "head_dim %ld: mla_decode V4 takes 512", c->head_dim), -1;
+    const kt_attn_type types[KT_PLAN_MODES] = {KT_ATTN_SLIDING, KT_ATTN_CSA, KT_ATTN_HCA};
+    const long topk[KT_PLAN_MODES] = {1, c->index_topk, kt_step_entries(ctx, c->hca_rate)};
+    for (int m = 0; m < KT_PLAN_MODES; m++)
+        if (has_attn(c, types[m]) &&
+            problem("mla_decode", B, &p->attn[m], why, n, "LAYOUT=V4,HQ=%ld,TOPK=%ld,SQ=1", c->n_heads, topk[m]))
+            return -1;
+    return 0;
+}
+
+/* Router and experts go together: the experts read the router's alignment records. The
+ * expert weights are loaded in moe_gemm's FP8 layout ([E, 2I, D] gate|up, [E, D, I], 128x128
+ * f32 scales: kernels/common/moe_layout.h), the layout the plain kernels read too. */
+static int plan_moe(const kt_model_config *c, int B, int synthetic, kt_step_plan *p, char *why, size_t n) {
+    if (!has_routed(c)) return snprintf(why, n, "no routed (non-hash) MoE layer"), -1;
+    if (c->routed_scale != KT_MOE_V4_SCALE)
+        return snprintf(why, n, "routed_scaling_factor %g: moe_route's V4 router scales by %g", c->routed_scale,
+                        (double)KT_MOE_V4_SCALE), -1;
+    if (c->swiglu_limit != MOE_GEMM_SWIGLU_LIMIT)
+        return snprintf(why, n, "swiglu_limit %g: moe_gemm clamps at %g", c->swiglu_limit, MOE_GEMM_SWIGLU_LIMIT), -1;
+    const char *dist = synthetic ? "uniform" : "zipf";
+    long E = c->n_experts, K = c->top_k, I = c->moe_inter, D = c->hidden;
+    if (problem("moe_route", B, &p->route, why, n, "ROUTER=V4,E=%ld,TOPK=%ld,TM=%d,NTM=%d,DIST=%s", E, K, ROUTE_TM,
+                ROUTE_NTM, dist) ||
+        problem("moe_gemm", B, &p->gateup, why, n, "FORMAT=fp8,STAGE=gateup,E=%ld,N=%ld,K=%ld,TOPK=%ld,DIST=%s", E, 2 * I,
+                D, K, dist))
+        return -1;
+    return problem("moe_gemm", B, &p->down, why, n, "FORMAT=fp8,STAGE=down,E=%ld,N=%ld,K=%ld,TOPK=%ld,DIST=%s", E, D, I,
+                   K, dist);
+}
+
+void kt_step_plan_make(const kt_model_config *c, int B, long ctx, int plain, int synthetic, kt_step_plan *p) {
+    memset(p, 0, sizeof *p);
+    for (int i = 0; i < KT_N_PARTS; i++) {
+        char *why = p->why[i];
+        size_t n = sizeof p->why[i];
+        if (plain) {
+            snprintf(why, n, "--plain-kernels");
+            continue;
+        }
+        int rc = i == KT_PART_INDEXER     ? plan_indexer(c, B, ctx, p, why, n)
+                 : i == KT_PART_ATTENTION ? plan_attention(c, B, ctx, p, why, n)
+                                          : plan_moe(c, B, synthetic, p, why, n);
+        p->family[i] = rc == 0;
+        if (rc == 0) why[0] = 0;
+    }
+    if (!p->family[KT_PART_INDEXER]) memset(&p->indexer, 0, sizeof p->indexer);
+    if (!p->family[KT_PART_ATTENTION]) memset(p->attn, 0, sizeof p->attn);
+    if (!p->family[KT_PART_MOE]) {
+        memset(&p->route, 0, sizeof p->route);
+        memset(&p->gateup, 0, sizeof p->gateup);
+        memset(&p->down, 0, sizeof p->down);
+    }
+}
+
+int kt_step_plan_problems(const kt_step_plan *p, const kt_family **f, kt_problem *probs, int max) {
+    const kt_problem *all[] = {&p->indexer, &p->attn[0], &p->attn[1], &p->attn[2], &p->route, &p->gateup, &p->down};
+    const char *names[] = {"mla_indexer", "mla_decode", "mla_decode", "mla_decode", "moe_route", "moe_gemm", "moe_gemm"};
+    int n = 0;
+    for (int i = 0; i < 7 && n < max; i++)
+        if (all[i]->n_dims) {
+            f[n] = kt_family_find(names[i]);
+            probs[n++] = *all[i];
+        }
+    return n;
+}
