@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # session.sh — everything a short device session must run, in one call under a time budget:
-# every family verified on fresh seeded inputs (in parallel: correctness, not timing), then,
-# one at a time, the runtime against transformers and its TPOT, the bench of each family's
-# default at its target shapes, Nsight Compute on one variant of each family (kt profile
-# --ncu), the GEMM A/B of an older build on the report fixture's winners, and the embedding
-# test. Each part has its own timeout and is skipped when the budget left cannot hold it;
-# logs under $OUT/session (or /tmp/kt-session). Ends with "N passed, N failed, N skipped".
+# every family verified on fresh seeded inputs, with the embedding test beside them (in
+# parallel: correctness, not timing); then one at a time the runtime against transformers and
+# its TPOT, kt profile --ncu on one variant of each new kernel family, moe_gemm's bench beside
+# its cuBLAS grouped baseline, and the GEMM A/B of an older build (KT_OLD) on the report
+# fixture's winners. Each part has its own timeout and is skipped when the budget left cannot
+# hold it; logs under $OUT/session (or /tmp/session). Ends with "N passed, N failed, N skipped".
 #   usage: tests/gpu/session.sh [BUDGET_S]       (default 300; KT_OLD: an older kt for the A/B)
 set -u
 cd "$(dirname "$0")/../.."
@@ -38,7 +38,7 @@ part devices 20 $KT devices
 cat "$LOGS/devices.log"
 
 # ---- correctness, in parallel (each verify prints its own "N verified, N failed")
-v() { local name=$1; shift; part "verify_$name" 90 $KT verify --seed "$SEED" "$@"; }
+v() { local name=$1; shift; part "verify_$name" 75 $KT verify --seed "$SEED" "$@"; }
 M4="ROUTER=V4,E=256,TOPK=6,TM=8,NTM=4"
 {
     v fp8_gemm --family fp8_gemm --shape targets --shape N=128,K=128 --m 1,16,64,256 --sample 2 &
@@ -59,39 +59,35 @@ M4="ROUTER=V4,E=256,TOPK=6,TM=8,NTM=4"
     v moe_gemm_mxfp4 --family moe_gemm --shape FORMAT=mxfp4,STAGE=gateup,E=32,N=512,K=2048,TOPK=6,DIST=uniform \
         --shape FORMAT=mxfp4,STAGE=down,E=32,N=1024,K=512,TOPK=6,DIST=hot --m 1,16,64 &
     v moe_step --family moe_step --shape ROUTER=V4,FORMAT=fp8,E=256,HIDDEN=4096,INTER=512,DIST=uniform --m 1,16 &
+    part embed 75 python3 tests/gpu/embed_test.py &
     wait
 } | tee "$LOGS/verify.txt"
 passed=$((passed + $(grep -c '^ok ' "$LOGS/verify.txt"))) failed=$((failed + $(grep -c '^FAIL ' "$LOGS/verify.txt")))
 grep -h -E '^[0-9]+ verified, [0-9]+ failed' "$LOGS"/verify_*.log | awk '{v += $1; f += $3} END {print v " verified, " f " failed (all verifies)"}'
 
 # ---- the runtime: both paths against transformers, then TPOT (its own checks and logs)
-part runtime 130 env LOGS="$LOGS/runtime" KT_RT_CONTEXTS=8192 KT_RT_BATCHES="1 64" bash tests/gpu/runtime.sh
+part runtime 165 env LOGS="$LOGS/runtime" KT_RT_BUDGET=155 bash tests/gpu/runtime.sh
 grep -E '^(ok|FAIL)|TPOT|passed' "$LOGS/runtime.log" | tail -n 30
-
-# ---- the bench of each family's default at its target shapes (in-run baselines included)
-b() { local name=$1; shift; part "bench_$name" 40 $KT bench --json "$LOGS/bench_$name.json" "$@"; grep -E '^[A-Z]|shape' "$LOGS/bench_$name.log" | head -n 20; }
-b mla_decode --family mla_decode --shape targets --m 1,64
-b mla_indexer --family mla_indexer --shape TOPK=512,CTX=8192,DIST=equal,VALUES=grid --shape TOPK=2048,CTX=32768,DIST=ragged,VALUES=grid --m 1,64
-b moe_gemm --family moe_gemm --shape FORMAT=fp8,STAGE=gateup,E=256,N=1024,K=4096,TOPK=6,DIST=uniform \
-    --shape FORMAT=mxfp4,STAGE=gateup,E=256,N=1024,K=4096,TOPK=6,DIST=uniform --m 1,16,64
-b moe_step --family moe_step --shape ROUTER=V4,FORMAT=fp8,E=256,HIDDEN=4096,INTER=512,DIST=uniform --m 1,16,64
 
 # ---- Nsight Compute on one variant of each kernel family (the default, as dispatch serves it;
 # the pipelines moe_step and act_quant_fp8_gemm are their stages' kernels)
-p() { local name=$1; shift; part "ncu_$name" 45 $KT profile --ncu --iters 5 "$@"; tail -n 14 "$LOGS/ncu_$name.log"; }
+p() { local name=$1; shift; part "ncu_$name" 35 $KT profile --ncu --iters 5 "$@"; tail -n 14 "$LOGS/ncu_$name.log"; }
 p mla_decode --family mla_decode --shape LAYOUT=V4,HQ=64,TOPK=512,SQ=1 --m 64
 p mla_indexer --family mla_indexer --shape TOPK=512,CTX=8192,DIST=equal,VALUES=grid --m 8
 p moe_gemm --family moe_gemm --shape FORMAT=fp8,STAGE=gateup,E=256,N=1024,K=4096,TOPK=6,DIST=uniform --m 16
 p moe_route --family moe_route --shape "$M4,DIST=uniform" --m 64
-p moe_gemm_mxfp4_down --family moe_gemm --shape FORMAT=mxfp4,STAGE=down,E=256,N=4096,K=512,TOPK=6,DIST=zipf --m 16
 
-# ---- the GEMM A/B (issue 19: the contract within 2%), the embedding test
+# ---- the bench of moe_gemm's default at the V4-Flash TP4 gate+up (its cuBLAS grouped baseline in the run)
+b() { local name=$1; shift; part "bench_$name" 40 $KT bench --json "$LOGS/bench_$name.json" "$@"; grep -E '^[A-Z]|shape' "$LOGS/bench_$name.log" | head -n 20; }
+b moe_gemm --family moe_gemm --shape FORMAT=fp8,STAGE=gateup,E=256,N=1024,K=4096,TOPK=6,DIST=uniform \
+    --shape FORMAT=mxfp4,STAGE=gateup,E=256,N=1024,K=4096,TOPK=6,DIST=uniform --m 1,16,64
+
+# ---- the GEMM A/B (an older build on the report fixture's winners), the embedding test's log
 if [ -x "${KT_OLD:-}" ]; then # the fixture is schema 2: a migrated copy
     cp tests/fixtures/h200_small.db "$LOGS/ab.db" && $KT db migrate --db "$LOGS/ab.db" >/dev/null &&
         part ab_fp8_gemm 75 env FAMILY=fp8_gemm tools/ab.sh "$KT_OLD" "$KT" "$LOGS/ab.db" 1
     cat "$LOGS/ab_fp8_gemm.log" 2>/dev/null
 fi
-part embed 40 python3 tests/gpu/embed_test.py
 tail -n 5 "$LOGS/embed.log"
 
 echo "$passed passed, $failed failed, $skipped skipped (${SECONDS}s)"
