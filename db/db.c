@@ -189,6 +189,26 @@ static int schema_version(kt_db *db, int *version) {
     return 0;
 }
 
+/* After migration step 2 (schema_v3.sql): says how many duplicate measurements it moved to
+ * measurements_folded, or drops that table when there were none (a file that had no
+ * duplicates gets the same schema as a new one). */
+static int report_folded(kt_db *db) {
+    long long folded = 0, units = 0;
+    if (kt_db_sql(db, "SELECT count(*) FROM measurements_folded", NO_ARGS, kt_db_row_int, &folded)) return -1;
+    if (!folded) return kt_db_sql(db, "DROP TABLE measurements_folded", NO_ARGS, NULL, NULL);
+    if (kt_db_sql(db,
+            "SELECT count(*) FROM (SELECT DISTINCT device_id, family, source_hash, shape, m, variant_id "
+            "FROM measurements_folded)",
+            NO_ARGS, kt_db_row_int, &units))
+        return -1;
+    fprintf(stderr,
+            "kt: %s: schema 3 keeps one measurement per (device, family, hash, variant, shape, m): %lld duplicate "
+            "rows of %lld units moved to its table measurements_folded (kept per unit: a wrong-result or "
+            "launch-error row, else the first ok row, else the first)\n",
+            db->path, folded, units);
+    return 0;
+}
+
 /* Applies the missing migration steps. Runs under the write lock and re-reads the
  * version, so a concurrent opener that migrated first is not migrated again. */
 static int migrate(kt_db *db, const void *unused) {
@@ -199,6 +219,7 @@ static int migrate(kt_db *db, const void *unused) {
         const char *text = kt_source_text(migrations[v], NULL);
         if (!text) return kt_fail("%s: migration %s is not embedded in this binary", db->path, migrations[v]);
         if (exec_script(db->h, text)) return kt_db_fail(db);
+        if (v + 1 == 3 && report_folded(db)) return -1;
         if (kt_db_sql(db, "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?1)",
                 ARGS(INT_ARG(v + 1)), NULL, NULL))
             return -1;
