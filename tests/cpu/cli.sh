@@ -128,7 +128,8 @@ as_user "$tmp/kt" db show --db "$tmp/deploy/kt.db" >"$tmp/out" 2>"$tmp/err"
 check "db show of a read-only deployment" '[ $? -eq 0 ] && grep -q "^winners" "$tmp/out"'
 as_user "$tmp/kt" db export --format csv --db "$tmp/deploy/kt.db" >"$tmp/out" 2>"$tmp/err"
 check "db export of a read-only deployment" '[ $? -eq 0 ] && [ "$(tail -n +2 "$tmp/out" | wc -l)" -eq 10 ]'
-check "no -wal/-shm created beside a read-only deployment" '[ "$(ls "$tmp/deploy")" = kt.db ]'
+# (No check that -wal/-shm stay absent: in a folder the reader cannot write, none can appear
+# whatever kt does, so such a check could not fail. It passed with the immutable open removed.)
 mkdir -m 777 "$tmp/usercache"
 as_user env KT_FAKE_GPU=1 KT_CACHE_DIR="$tmp/usercache" "$tmp/kt" tune --family selftest --shape N=4096 --m 1 \
     --db "$tmp/deploy/kt.db" >/dev/null 2>"$tmp/err"
