@@ -269,6 +269,8 @@ int kt_bench_allreduce(const kt_allreduce_options *o, kt_allreduce_best *best) {
         best[i].min_us = res[b].min_us[i];
         best[i].max_us = res[b].max_us[i];
         best[i].floor_us = floor_us;
+        best[i].default_us = res[0].median_us[i];
+        best[i].nccl_version = kt_nccl_version();
         snprintf(best[i].proto, sizeof best[i].proto, "%s", settings[b].proto ? settings[b].proto : "");
         snprintf(best[i].algo, sizeof best[i].algo, "%s", settings[b].algo ? settings[b].algo : "");
     }
