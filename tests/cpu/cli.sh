@@ -163,6 +163,16 @@ expect_fail "run: no config.json" "cannot read $tmp/none/config.json" run --mode
 expect_fail "run: config missing a field" "config.json: missing field vocab_size" run --model "$tmp/bad" --reference kt
 expect_fail "run: no safetensors" "no .safetensors files" run --model "$tmp/m" --reference kt
 expect_fail "run: bad batch" "--batch: expected 1 to 4096" run --model "$tmp/m" --batch 0
+# damaged model files: a truncated header, a header length past any file, a header without the tensors
+mkdir -p "$tmp/st" && cp "$tmp/m/config.json" "$tmp/st/"
+printf '\x10\x00\x00\x00\x00\x00\x00\x00{"a":' >"$tmp/st/model.safetensors"
+expect_fail "run: truncated safetensors" "model.safetensors: header length 16 exceeds the file (13 bytes)" run --model "$tmp/st" --reference kt
+printf '\xff\xff\xff\xff\xff\xff\xff\x7f' >"$tmp/st/model.safetensors"
+expect_fail "run: safetensors header length 2^63-1" "header length 9223372036854775807 exceeds" run --model "$tmp/st" --reference kt
+printf '\x02\x00\x00\x00\x00\x00\x00\x00{}' >"$tmp/st/model.safetensors"
+expect_fail "run: safetensors without the model's tensors" "tensor model.embed_tokens.weight is missing" run --model "$tmp/st" --reference kt
+printf '{"model_type": "deepseek_v4", "hidden_size": 4294967424' >"$tmp/st/config.json"
+expect_fail "run: config.json cut short" "config.json" run --model "$tmp/st" --reference kt
 expect_fail "run: tp 2" "only world size 1" run --model "$tmp/m" --tp 2
 expect_fail "run: ragged prompt" "line 2 has 2 tokens" run --model "$tmp/m" --synthetic --reference kt --batch 2 --prompt "$tmp/m/ragged.txt"
 expect_fail "run: context too short" "exceed --context 4" run --model "$tmp/m" --synthetic --reference kt --steps 8 --context 4

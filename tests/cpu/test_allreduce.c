@@ -128,6 +128,14 @@ KT_TEST(allreduce_db_roundtrip_and_selection) {
     EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM allreduce_winners WHERE world = 4") == 3);
     EXPECT(kt_test_query_long(fx.path, "SELECT bytes FROM allreduce_winners WHERE bytes_bucket = 8192") == 5000);
     EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM allreduce_winners WHERE floor_us IS NULL") == 0);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    EXPECT(kt_db_show(fx.db, out) == 0);
+    fclose(out);
+    EXPECT(text && strstr(text, "all-reduce settings") && strstr(text, "Simple/Tree") && strstr(text, "LL128/Ring") &&
+           strstr(text, "default "));
+    free(text);
     ar_cleanup(&fx);
 }
 
