@@ -46,6 +46,9 @@ expect_fail "M with a blank" "bad integer list" tune --family fp8_gemm --shape N
 expect_fail "M that wraps" "out of range" tune --family fp8_gemm --shape N=1024,K=4096 --m 4294967297
 expect_fail "shape key twice" "K given twice" tune --family fp8_gemm --shape N=1024,K=512,K=4096 --m 1
 expect_fail "shape value with a blank" "N needs an integer" tune --family fp8_gemm --shape "N= 1024,K=4096" --m 1
+expect_fail "shape with an unknown key" "unknown name 'Q' (expected N,K)" tune --family fp8_gemm --shape N=1024,Q=4096 --m 1
+expect_fail "--where with an unknown key" "unknown name 'BOGUS'" compile --family fp8_gemm --where BOGUS=1
+expect_fail "--sample 0" "--sample: 0 is out of range" compile --family act_quant --sample 0
 expect_fail "config key twice" "TILE_N given twice" compile --family fp8_gemm --config TILE_N=64,TILE_N=32
 expect_fail "config value 2^32 + 64 (read as 64 before)" "VEC needs an integer from 0 to" compile --family act_quant --config VEC=4294967304
 expect_fail "--where value that wraps" "needs an integer" compile --family fp8_gemm --where DIRECT=4294967297
@@ -95,6 +98,7 @@ if [ "$rows" -eq 24 ]; then passed=$((passed + 1)); else
     failed=$((failed + 1)); echo "FAIL cli: probe sweep: $rows rows, expected 24: $(tail -c 300 "$tmp/err")"; fi
 expect_ok "probe winners in its own buckets" "probe.*LAYOUT=V4,N=4096.* 16 " db show --db "$tmp/probe.db"
 expect_ok "probe export names the category" '"shape": "LAYOUT=V3,N=512"' db export --format json --db "$tmp/probe.db"
+expect_fail "export in an unknown format" "unknown export format 'xml' (json or csv)" db export --format xml --db "$tmp/probe.db"
 expect_ok "list probe shows the key kinds" "LAYOUT={V3|V4} N  (batch: B)" list probe
 
 expect_fail "allreduce: too many GPUs" "one count from 1 to 8" bench allreduce --gpus 9
