@@ -416,14 +416,15 @@ long kt_allreduce_bucket(size_t bytes) {
     return b;
 }
 
+const kt_nccl_setting kt_allreduce_settings[KT_ALLREDUCE_N_SETTINGS] = {
+    {"", ""},          {"LL", "Ring"},     {"LL", "Tree"},     {"LL128", "Ring"},
+    {"LL128", "Tree"}, {"Simple", "Ring"}, {"Simple", "Tree"},
+};
+
 int kt_allreduce_setting_known(const char *proto, const char *algo) {
-    static const char *const protos[] = {"LL", "LL128", "Simple"}, *const algos[] = {"Ring", "Tree"};
-    int p = -1, a = -1;
-    for (int i = 0; i < 3; i++)
-        if (!strcmp(proto, protos[i])) p = i;
-    for (int i = 0; i < 2; i++)
-        if (!strcmp(algo, algos[i])) a = i;
-    return (!*proto && !*algo) || (p >= 0 && a >= 0);
+    for (int i = 0; i < KT_ALLREDUCE_N_SETTINGS; i++)
+        if (!strcmp(proto, kt_allreduce_settings[i].proto) && !strcmp(algo, kt_allreduce_settings[i].algo)) return 1;
+    return 0;
 }
 
 /* The best all-reduce row so far of a lookup: ranked by |log2(bucket / query bucket)|, the

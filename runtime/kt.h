@@ -473,8 +473,14 @@ int kt_db_lookup(kt_db *db, const kt_db_device *dev, const kt_family *f, const k
 
 /* The size bucket of an all-reduce message: the smallest power of two >= bytes (bytes >= 1). */
 long kt_allreduce_bucket(size_t bytes);
-/* Whether (proto, algo) is a setting kt sweeps and may apply: "" and "" (NCCL's own choice),
- * or LL, LL128 or Simple with Ring or Tree. */
+/* The NCCL settings `kt bench allreduce` sweeps and the runtime may apply: [0] is NCCL's own
+ * choice ("", ""), then LL, LL128 and Simple with Ring and Tree. */
+typedef struct kt_nccl_setting {
+    const char *proto, *algo;
+} kt_nccl_setting;
+#define KT_ALLREDUCE_N_SETTINGS 7
+extern const kt_nccl_setting kt_allreduce_settings[KT_ALLREDUCE_N_SETTINGS];
+/* Whether (proto, algo) is one of kt_allreduce_settings. */
 int kt_allreduce_setting_known(const char *proto, const char *algo);
 
 /* An all-reduce setting as read back for (device, world, message size). */
