@@ -453,17 +453,21 @@ static int check_merge_input(const char *src_path, const char *dst_path) {
     return 0;
 }
 
-int kt_db_merge(kt_db *dst, const char *src_path) {
-    if (check_merge_input(src_path, dst->path)) return -1;
-    /* Opening it first refuses a file that is not a kt database, or of another schema
-     * version, with kt_db_open's message, before anything is attached or copied. */
+/* Refuses src_path (with kt_db_open's message, before anything is attached or copied) unless
+ * it is a readable kt database of this build's schema other than dst_path. */
+static int check_merge_source(const char *src_path, const char *dst_path) {
     kt_db *src = NULL;
-    if (kt_db_open(src_path, 1, &src)) return -1;
+    if (check_merge_input(src_path, dst_path) || kt_db_open(src_path, 1, &src)) return -1;
     int version = src->version;
     kt_db_close(src);
     if (version != KT_SCHEMA_VERSION)
         return kt_fail("%s: schema version %d is older than this build's %d; open it writable once to migrate",
                        src_path, version, KT_SCHEMA_VERSION);
+    return 0;
+}
+
+int kt_db_merge(kt_db *dst, const char *src_path) {
+    if (check_merge_source(src_path, dst->path)) return -1;
     if (kt_db_sql(dst, "ATTACH DATABASE ?1 AS src", ARGS(TEXT_ARG(src_path)), NULL, NULL)) return -1;
     int rc = kt_db_transaction(dst, merge_body, NULL);
     char first[2048];
@@ -496,11 +500,8 @@ int kt_db_merge_files(const char *out, const char *const *in, int n) {
     struct stat st;
     int exists = !stat(out, &st);
     if (exists && S_ISDIR(st.st_mode)) return kt_fail("%s is a folder, not a database file", out);
-    for (int i = 0; i < n; i++) {
-        kt_db *src = NULL;
-        if (check_merge_input(in[i], out) || kt_db_open(in[i], 1, &src)) return -1;
-        kt_db_close(src);
-    }
+    for (int i = 0; i < n; i++)
+        if (check_merge_source(in[i], out)) return -1;
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.merge-%d.tmp", out, (int)getpid());
     kt_db *dst = NULL, *t = NULL;
