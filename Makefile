@@ -105,6 +105,8 @@ FUZZ_CC ?= clang
 FUZZ_TARGETS = shape config where int_list db_header
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -O1 -g -Wall -I$(CUDA)/include -Iruntime -pthread -fsanitize=fuzzer-no-link,address
 FUZZ_OBJ = $(LIB_SRC:%.c=build/fuzz/%.o) build/fuzz/embedded.o
+# kept between builds (make would delete them as intermediates and rebuild all for each target)
+.SECONDARY: $(FUZZ_OBJ)
 
 build/fuzz/%.o: %.c $(HEADERS)
 	@mkdir -p $(@D)

@@ -19,12 +19,7 @@
 #define LAUNCHES 20         /* all-reduces per round */
 #define BUSBW_BYTES (256u << 20) /* the message that measures the bus bandwidth */
 
-/* The settings swept: NULL proto/algo = NCCL's own choice. */
-static const struct { const char *proto, *algo; } settings[] = {
-    {NULL, NULL},     {"LL", "Ring"},     {"LL", "Tree"},     {"LL128", "Ring"},
-    {"LL128", "Tree"}, {"Simple", "Ring"}, {"Simple", "Tree"},
-};
-#define N_SETTINGS (int)(sizeof settings / sizeof settings[0])
+/* The settings swept are kt_allreduce_settings (kt.h; [0] NCCL's own choice). */
 
 /* One GPU's part: its context, stream, events and buffers. */
 typedef struct rank {
@@ -202,8 +197,8 @@ static int run_setting(const kt_allreduce_options *o, int s, setting_result *r) 
         dup2(out[1], 1);
         close(out[0]);
         setenv("NCCL_NVLS_ENABLE", "0", 1);
-        if (settings[s].proto) setenv("NCCL_PROTO", settings[s].proto, 1);
-        if (settings[s].algo) setenv("NCCL_ALGO", settings[s].algo, 1);
+        if (*kt_allreduce_settings[s].proto) setenv("NCCL_PROTO", kt_allreduce_settings[s].proto, 1);
+        if (*kt_allreduce_settings[s].algo) setenv("NCCL_ALGO", kt_allreduce_settings[s].algo, 1);
         execl("/proc/self/exe", "kt", "bench", "allreduce", "--child", "--gpus", world, "--bytes", sizes, "--seed", seed,
               (char *)NULL);
         _exit(127);
@@ -230,8 +225,8 @@ static int run_setting(const kt_allreduce_options *o, int s, setting_result *r) 
 }
 
 static const char *setting_name(int s, char *out, size_t n) {
-    if (!settings[s].proto) snprintf(out, n, "default");
-    else snprintf(out, n, "%s/%s", settings[s].proto, settings[s].algo);
+    if (!*kt_allreduce_settings[s].proto) snprintf(out, n, "default");
+    else snprintf(out, n, "%s/%s", kt_allreduce_settings[s].proto, kt_allreduce_settings[s].algo);
     return out;
 }
 
@@ -239,9 +234,9 @@ static const char *setting_name(int s, char *out, size_t n) {
 static double link_bytes(size_t bytes, int world) { return 2.0 * (world - 1) / world * (double)bytes; }
 
 int kt_bench_allreduce(const kt_allreduce_options *o, kt_allreduce_best *best) {
-    setting_result *res = calloc(N_SETTINGS, sizeof *res);
+    setting_result *res = calloc(KT_ALLREDUCE_N_SETTINGS, sizeof *res);
     if (!res) return kt_fail("out of memory");
-    for (int s = 0; s < N_SETTINGS; s++)
+    for (int s = 0; s < KT_ALLREDUCE_N_SETTINGS; s++)
         if (run_setting(o, s, &res[s])) return free(res), -1;
     if (!res[0].ok) {
         int rc = kt_fail("all-reduce with NCCL's default settings failed: %s", res[0].error);
@@ -256,7 +251,7 @@ int kt_bench_allreduce(const kt_allreduce_options *o, kt_allreduce_best *best) {
     printf("%10s %6s  %-12s %9s %9s %9s %7s\n", "bytes", "B", "best", "best_us", "default", "floor_us", "ratio");
     for (int i = 0; i < o->n_sizes; i++) {
         int b = 0;
-        for (int s = 1; s < N_SETTINGS; s++)
+        for (int s = 1; s < KT_ALLREDUCE_N_SETTINGS; s++)
             if (res[s].ok && res[s].median_us[i] < res[b].median_us[i] * (1 - KT_NOISE_BAND)) b = s;
         char name[32];
         double floor_us = busbw > 0 ? link_bytes(o->bytes[i], o->world) / busbw * 1e6 : 0;
@@ -269,10 +264,12 @@ int kt_bench_allreduce(const kt_allreduce_options *o, kt_allreduce_best *best) {
         best[i].min_us = res[b].min_us[i];
         best[i].max_us = res[b].max_us[i];
         best[i].floor_us = floor_us;
-        snprintf(best[i].proto, sizeof best[i].proto, "%s", settings[b].proto ? settings[b].proto : "");
-        snprintf(best[i].algo, sizeof best[i].algo, "%s", settings[b].algo ? settings[b].algo : "");
+        best[i].default_us = res[0].median_us[i];
+        best[i].nccl_version = kt_nccl_version();
+        snprintf(best[i].proto, sizeof best[i].proto, "%s", kt_allreduce_settings[b].proto);
+        snprintf(best[i].algo, sizeof best[i].algo, "%s", kt_allreduce_settings[b].algo);
     }
-    for (int s = 0; s < N_SETTINGS; s++) {
+    for (int s = 0; s < KT_ALLREDUCE_N_SETTINGS; s++) {
         char name[32];
         if (!res[s].ok) printf("setting %s failed: %s\n", setting_name(s, name, sizeof name), res[s].error);
     }

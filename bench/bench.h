@@ -75,6 +75,8 @@ typedef struct kt_allreduce_best {
     size_t bytes;
     char proto[16], algo[16];
     double median_us, min_us, max_us, floor_us; /* floor 0 on one GPU */
+    double default_us;                          /* NCCL's own choice, same size */
+    int nccl_version;
 } kt_allreduce_best;
 
 /* Times every setting (a child process each), prints the table, fills best[n_sizes]. */

@@ -535,13 +535,37 @@ static int cmd_verify(int argc, char **argv) {
     return failures ? 1 : 0;
 }
 
+/* Stores each size's best setting into db (opened writable before the bench, so a bad --db
+ * fails first) as one run of GPU 0's device. */
+static int store_allreduce(kt_db *db, const char *path, const kt_allreduce_options *o, const kt_allreduce_best *best) {
+    kt_device_info info;
+    kt_db_device dev;
+    long long device_id, run_id;
+    if (kt_gpu_open(0, &info)) return -1;
+    kt_gpu_db_device(&info, &dev);
+    if (kt_db_device_id(db, &dev, &device_id) || kt_db_run_begin(db, device_id, KT_COMMIT, cmdline, &run_id)) return -1;
+    for (int i = 0; i < o->n_sizes; i++) {
+        kt_allreduce_row r = {.device_id = device_id, .run_id = run_id, .world = o->world,
+                              .nccl_version = best[i].nccl_version, .bytes = best[i].bytes,
+                              .median_us = best[i].median_us, .min_us = best[i].min_us, .max_us = best[i].max_us,
+                              .default_us = best[i].default_us, .floor_us = best[i].floor_us};
+        snprintf(r.proto, sizeof r.proto, "%s", best[i].proto);
+        snprintf(r.algo, sizeof r.algo, "%s", best[i].algo);
+        if (kt_db_set_allreduce(db, &r)) return -1;
+    }
+    printf("%d sizes' best settings stored in %s (run %lld)\n", o->n_sizes, path, run_id);
+    return 0;
+}
+
 /* kt bench allreduce: its own options (no family); --child is the per-setting process. */
 static int cmd_bench_allreduce(int argc, char **argv) {
     static const struct option opts[] = {{"gpus", required_argument, 0, 'g'},  {"batch", required_argument, 0, 'b'},
                                          {"hidden", required_argument, 0, 'H'}, {"bytes", required_argument, 0, 'B'},
                                          {"seed", required_argument, 0, 's'},   {"child", no_argument, 0, 'c'},
-                                         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+                                         {"db", required_argument, 0, 'd'},     {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
     kt_allreduce_options o = {.world = 0, .hidden = 4096, .seed = 20261201};
+    const char *db_path = NULL;
     long batch[KT_ALLREDUCE_MAX_SIZES] = {1, 2, 4, 8, 16, 32, 64, 128, 256}, list[KT_ALLREDUCE_MAX_SIZES];
     int n_batch = 9, child = 0, n;
     optind = 1;
@@ -565,11 +589,13 @@ static int cmd_bench_allreduce(int argc, char **argv) {
             break;
         case 's': o.seed = strtoull(optarg, NULL, 10); break;
         case 'c': child = 1; break;
+        case 'd': db_path = optarg; break;
         case 'h':
-            printf("usage: kt bench allreduce [--gpus N] [--batch 1,16,64] [--hidden 4096]\n"
+            printf("usage: kt bench allreduce [--gpus N] [--batch 1,16,64] [--hidden 4096] [--db kt.db]\n"
                    "  NCCL all-reduce of hidden x B bf16 over N GPUs of this host (default: all), each NCCL\n"
                    "  protocol/algorithm timed in its own process (NVLink multicast off), against the bytes a\n"
-                   "  ring moves over the measured bus bandwidth; prints the best setting per size.\n");
+                   "  ring moves over the measured bus bandwidth; prints the best setting per size, and with\n"
+                   "  --db stores it per (device, GPUs, size bucket), which kt run --tp applies at start.\n");
             return 0;
         default: return die("bench allreduce: unknown or incomplete option '%s' (see --help)", argv[optind - 1]);
         }
@@ -582,8 +608,13 @@ static int cmd_bench_allreduce(int argc, char **argv) {
         o.bytes[o.n_sizes] = (size_t)(batch[o.n_sizes] * o.hidden * 2);
     }
     kt_allreduce_best best[KT_ALLREDUCE_MAX_SIZES];
-    if (kt_bench_allreduce(&o, best)) return die("bench allreduce failed: %s", kt_error());
-    return 0;
+    kt_db *db = NULL;
+    if (db_path && kt_db_open(db_path, 0, &db)) return die("%s", kt_error());
+    int rc = kt_bench_allreduce(&o, best) ? die("bench allreduce failed: %s", kt_error())
+             : db && store_allreduce(db, db_path, &o, best) ? die("bench allreduce: %s", kt_error())
+                                                   : 0;
+    kt_db_close(db);
+    return rc;
 }
 
 static int cmd_bench(int argc, char **argv) {

@@ -157,7 +157,7 @@ static void sql_bucket(sqlite3_context *c, int argc, sqlite3_value **argv) {
 /* Migration steps in order: step i takes a DB from schema version i to i + 1 (version 0
  * is an empty file). Each names an embedded file under db/ (the Makefile embeds every
  * .sql file there). A schema change appends a step and bumps KT_SCHEMA_VERSION in kt.h. */
-static const char *const migrations[] = {"schema.sql", "schema_v2.sql", "schema_v3.sql"};
+static const char *const migrations[] = {"schema.sql", "schema_v2.sql", "schema_v3.sql", "schema_v4.sql"};
 _Static_assert(sizeof migrations / sizeof *migrations == KT_SCHEMA_VERSION,
                "one migration step per schema version");
 
@@ -189,6 +189,26 @@ static int schema_version(kt_db *db, int *version) {
     return 0;
 }
 
+/* After migration step 2 (schema_v3.sql): says how many duplicate measurements it moved to
+ * measurements_folded, or drops that table when there were none (a file that had no
+ * duplicates gets the same schema as a new one). */
+static int report_folded(kt_db *db) {
+    long long folded = 0, units = 0;
+    if (kt_db_sql(db, "SELECT count(*) FROM measurements_folded", NO_ARGS, kt_db_row_int, &folded)) return -1;
+    if (!folded) return kt_db_sql(db, "DROP TABLE measurements_folded", NO_ARGS, NULL, NULL);
+    if (kt_db_sql(db,
+            "SELECT count(*) FROM (SELECT DISTINCT device_id, family, source_hash, shape, m, variant_id "
+            "FROM measurements_folded)",
+            NO_ARGS, kt_db_row_int, &units))
+        return -1;
+    fprintf(stderr,
+            "kt: %s: schema 3 keeps one measurement per (device, family, hash, variant, shape, m): %lld duplicate "
+            "rows of %lld units moved to its table measurements_folded (kept per unit: a wrong-result or "
+            "launch-error row, else the first ok row, else the first)\n",
+            db->path, folded, units);
+    return 0;
+}
+
 /* Applies the missing migration steps. Runs under the write lock and re-reads the
  * version, so a concurrent opener that migrated first is not migrated again. */
 static int migrate(kt_db *db, const void *unused) {
@@ -199,6 +219,7 @@ static int migrate(kt_db *db, const void *unused) {
         const char *text = kt_source_text(migrations[v], NULL);
         if (!text) return kt_fail("%s: migration %s is not embedded in this binary", db->path, migrations[v]);
         if (exec_script(db->h, text)) return kt_db_fail(db);
+        if (v + 1 == 3 && report_folded(db)) return -1;
         if (kt_db_sql(db, "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?1)",
                 ARGS(INT_ARG(v + 1)), NULL, NULL))
             return -1;
@@ -255,11 +276,12 @@ static int open_db(kt_db *db, int read_only) {
     if (!read_only && kt_db_sql(db, "PRAGMA synchronous = NORMAL", NO_ARGS, NULL, NULL)) return -1;
     /* Identify the file before writing anything to it: a foreign file stays untouched. */
     if (schema_version(db, &version)) return -1;
+    db->version = version;
     if (version == KT_SCHEMA_VERSION) return 0;
     if (read_only && !version) return kt_fail("%s: not a kt database (empty file)", db->path);
-    if (read_only)
-        return kt_fail("%s: schema version %d is older than this build's %d; migrate it once with "
-                       "'kt db migrate --db %s'", db->path, version, KT_SCHEMA_VERSION, db->path);
+    /* an older file read as it is: each later step only adds what its readers check for */
+    if (read_only) return 0;
+    db->version = KT_SCHEMA_VERSION;
     /* WAL lets readers (the runtime) work while a sweep writes; it persists in the file. */
     if (kt_db_sql(db, "PRAGMA journal_mode = WAL", NO_ARGS, NULL, NULL)) return -1;
     return kt_db_transaction(db, migrate, NULL);
@@ -386,6 +408,80 @@ int kt_db_lookup(kt_db *db, const kt_db_device *dev, const kt_family *f, const k
     return 1;
 }
 
+/* ------------------------------------------------------ all-reduce settings */
+
+long kt_allreduce_bucket(size_t bytes) {
+    long b = 1;
+    while ((size_t)b < bytes && b <= LONG_MAX / 2) b *= 2;
+    return b;
+}
+
+const kt_nccl_setting kt_allreduce_settings[KT_ALLREDUCE_N_SETTINGS] = {
+    {"", ""},          {"LL", "Ring"},     {"LL", "Tree"},     {"LL128", "Ring"},
+    {"LL128", "Tree"}, {"Simple", "Ring"}, {"Simple", "Tree"},
+};
+
+int kt_allreduce_setting_known(const char *proto, const char *algo) {
+    for (int i = 0; i < KT_ALLREDUCE_N_SETTINGS; i++)
+        if (!strcmp(proto, kt_allreduce_settings[i].proto) && !strcmp(algo, kt_allreduce_settings[i].algo)) return 1;
+    return 0;
+}
+
+/* The best all-reduce row so far of a lookup: ranked by |log2(bucket / query bucket)|, the
+ * larger bucket on a tie. */
+typedef struct allreduce_ctx {
+    long bucket;
+    double dist;
+    int found;
+    kt_allreduce_setting *s;
+} allreduce_ctx;
+
+static int allreduce_row(sqlite3_stmt *st, void *ctx) {
+    allreduce_ctx *c = ctx;
+    const char *proto = (const char *)sqlite3_column_text(st, 1), *algo = (const char *)sqlite3_column_text(st, 2);
+    long bucket = (long)sqlite3_column_int64(st, 0);
+    double median = sqlite3_column_double(st, 3);
+    if (!proto || !algo || !kt_allreduce_setting_known(proto, algo) || bucket < 1 || !(median > 0)) {
+        fprintf(stderr, "kt: all-reduce setting '%s/%s' (bucket %ld, %g us) is not one kt applies: row refused\n",
+                proto ? proto : "NULL", algo ? algo : "NULL", bucket, median);
+        return 0;
+    }
+    double dist = fabs(log2((double)bucket) - log2((double)c->bucket));
+    if (c->found && (dist > c->dist + 1e-9 || (fabs(dist - c->dist) <= 1e-9 && bucket < c->s->bytes_bucket))) return 0;
+    c->found = 1;
+    c->dist = dist;
+    kt_allreduce_setting *s = c->s;
+    snprintf(s->proto, sizeof s->proto, "%s", proto);
+    snprintf(s->algo, sizeof s->algo, "%s", algo);
+    s->bytes_bucket = bucket;
+    s->median_us = median;
+    s->default_us = sqlite3_column_double(st, 4);
+    s->run_id = sqlite3_column_int64(st, 5);
+    snprintf(s->run_commit, sizeof s->run_commit, "%s", sqlite3_column_text(st, 6) ? (const char *)sqlite3_column_text(st, 6) : "");
+    snprintf(s->run_at, sizeof s->run_at, "%s", (const char *)sqlite3_column_text(st, 7));
+    s->level = bucket == c->bucket ? KT_EXACT : KT_NEAREST_M;
+    return 0;
+}
+
+int kt_db_allreduce_lookup(kt_db *db, const kt_db_device *dev, int world, size_t bytes, kt_allreduce_setting *s) {
+    if (world < 1 || world > 8) return kt_fail("all-reduce lookup: world size %d (1 to 8)", world);
+    if (bytes < 1) return kt_fail("all-reduce lookup: an empty message");
+    memset(s, 0, sizeof *s);
+    allreduce_ctx c = {.bucket = kt_allreduce_bucket(bytes), .s = s};
+    if (db && db->version >= 4 &&
+        kt_db_sql(db,
+            "SELECT a.bytes_bucket, a.proto, a.algo, a.median_us, a.default_us, a.run_id, r.kt_commit, r.started_at "
+            "FROM allreduce_winners a JOIN devices d ON d.id = a.device_id JOIN runs r ON r.id = a.run_id "
+            "WHERE d.name = ?1 AND d.cc = ?2 AND d.sm_count = ?3 AND a.world = ?4 "
+            "ORDER BY a.updated_at DESC, a.device_id DESC",
+            ARGS(TEXT_ARG(dev->name), INT_ARG(dev->cc), INT_ARG(dev->sm_count), INT_ARG(world)), allreduce_row, &c))
+        return -1;
+    if (c.found) return 0;
+    s->bytes_bucket = c.bucket;
+    s->level = KT_DEFAULT;
+    return 1;
+}
+
 /* --------------------------------------------------------------------- show */
 
 /* A query's result as text cells (header row first) with each column's width. */
@@ -456,7 +552,14 @@ int kt_db_show(kt_db *db, FILE *out) {
                     "JOIN devices d ON d.id = w.device_id ORDER BY d.name, w.family, w.shape, w.m_bucket") ||
         print_table(db, out, "measurements",
                     "SELECT family, status, count(*) AS count FROM measurements "
-                    "GROUP BY family, status ORDER BY family, status"))
+                    "GROUP BY family, status ORDER BY family, status") ||
+        (db->version >= 4 &&
+         print_table(db, out, "all-reduce settings",
+                     "SELECT d.name AS device, a.world, a.bytes_bucket, a.bytes, "
+                     "CASE a.proto WHEN '' THEN 'default' ELSE a.proto || '/' || a.algo END AS setting, "
+                     "printf('%.2f', a.median_us) AS median_us, printf('%.2f', a.default_us) AS default_us, "
+                     "a.nccl_version AS nccl, a.run_id AS run, a.updated_at FROM allreduce_winners a "
+                     "JOIN devices d ON d.id = a.device_id ORDER BY d.name, a.world, a.bytes_bucket")))
         return -1;
     return ferror(out) ? kt_fail("show: write failed") : 0;
 }

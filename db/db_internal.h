@@ -9,6 +9,7 @@
 struct kt_db {
     sqlite3 *h;
     char *path;
+    int version; /* the file's schema version: KT_SCHEMA_VERSION, or older when opened read-only */
 };
 
 /* A bound parameter: every statement takes its parameters as an ARGS(...) list, so the

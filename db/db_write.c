@@ -355,6 +355,16 @@ static const char *const merge_steps[] = {
     "AND x.source_hash = s.source_hash AND x.shape = s.shape AND x.m = s.m AND x.variant_id = s.variant_id "
     "AND x.created_at = s.created_at) "
     "ORDER BY s.id",
+    "INSERT INTO main.allreduce_winners (device_id, world, bytes_bucket, bytes, proto, algo, median_us, min_us, "
+    "max_us, default_us, floor_us, nccl_version, run_id, updated_at) "
+    "SELECT md.dst_id, s.world, s.bytes_bucket, s.bytes, s.proto, s.algo, s.median_us, s.min_us, s.max_us, "
+    "s.default_us, s.floor_us, s.nccl_version, mr.dst_id, s.updated_at FROM src.allreduce_winners s "
+    "JOIN temp.merge_devices md ON md.src_id = s.device_id JOIN temp.merge_runs mr ON mr.src_id = s.run_id "
+    "WHERE true ON CONFLICT (device_id, world, bytes_bucket) DO UPDATE SET bytes = excluded.bytes, "
+    "proto = excluded.proto, algo = excluded.algo, median_us = excluded.median_us, min_us = excluded.min_us, "
+    "max_us = excluded.max_us, default_us = excluded.default_us, floor_us = excluded.floor_us, "
+    "nccl_version = excluded.nccl_version, run_id = excluded.run_id, updated_at = excluded.updated_at "
+    "WHERE excluded.updated_at > allreduce_winners.updated_at",
 };
 
 /* The winner keys a merge touched, collected before any of them is recomputed. */
@@ -402,6 +412,37 @@ static int merge_body(kt_db *db, const void *unused) {
                : 0;
 }
 
+/* ------------------------------------------------------ all-reduce settings */
+
+/* The first thing wrong with r as a stored setting, or NULL. */
+static const char *allreduce_row_problem(const kt_allreduce_row *r) {
+    if (r->world < 1 || r->world > 8) return "world size outside 1..8";
+    if (r->bytes < 1 || r->bytes > (size_t)1 << 40) return "message size outside 1 byte..1 TiB";
+    if (!kt_allreduce_setting_known(r->proto, r->algo)) return "unknown NCCL protocol/algorithm";
+    if (!isfinite(r->median_us) || !isfinite(r->min_us) || !isfinite(r->max_us) || !isfinite(r->default_us) ||
+        !(r->min_us > 0) || r->min_us > r->median_us || r->max_us < r->median_us || !(r->default_us > 0))
+        return "times not finite, positive and min <= median <= max";
+    if (!isfinite(r->floor_us) || r->floor_us < 0) return "floor not finite and >= 0";
+    if (r->nccl_version < 1) return "no NCCL version";
+    return NULL;
+}
+
+int kt_db_set_allreduce(kt_db *db, const kt_allreduce_row *r) {
+    const char *problem = allreduce_row_problem(r);
+    if (problem)
+        return kt_fail("%s: all-reduce setting '%s/%s' of %zu bytes on %d GPUs refused: %s", db->path, r->proto,
+                       r->algo, r->bytes, r->world, problem);
+    return kt_db_sql(db,
+        "INSERT OR REPLACE INTO allreduce_winners (device_id, world, bytes_bucket, bytes, proto, algo, median_us, "
+        "min_us, max_us, default_us, floor_us, nccl_version, run_id) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+        ARGS(INT_ARG(r->device_id), INT_ARG(r->world), INT_ARG(kt_allreduce_bucket(r->bytes)), INT_ARG((long long)r->bytes),
+             TEXT_ARG(r->proto), TEXT_ARG(r->algo), REAL_ARG(r->median_us), REAL_ARG(r->min_us), REAL_ARG(r->max_us),
+             REAL_ARG(r->default_us), r->floor_us > 0 ? REAL_ARG(r->floor_us) : TEXT_ARG(NULL), INT_ARG(r->nccl_version),
+             INT_ARG(r->run_id)),
+        NULL, NULL);
+}
+
 /* Refuses src_path unless it is a readable kt database other than the file dst_path. */
 static int check_merge_input(const char *src_path, const char *dst_path) {
     struct stat s, d;
@@ -412,13 +453,21 @@ static int check_merge_input(const char *src_path, const char *dst_path) {
     return 0;
 }
 
-int kt_db_merge(kt_db *dst, const char *src_path) {
-    if (check_merge_input(src_path, dst->path)) return -1;
-    /* Opening it first refuses a file that is not a kt database, or of another schema
-     * version, with kt_db_open's message, before anything is attached or copied. */
+/* Refuses src_path (with kt_db_open's message, before anything is attached or copied) unless
+ * it is a readable kt database of this build's schema other than dst_path. */
+static int check_merge_source(const char *src_path, const char *dst_path) {
     kt_db *src = NULL;
-    if (kt_db_open(src_path, 1, &src)) return -1;
+    if (check_merge_input(src_path, dst_path) || kt_db_open(src_path, 1, &src)) return -1;
+    int version = src->version;
     kt_db_close(src);
+    if (version != KT_SCHEMA_VERSION)
+        return kt_fail("%s: schema version %d is older than this build's %d; open it writable once to migrate",
+                       src_path, version, KT_SCHEMA_VERSION);
+    return 0;
+}
+
+int kt_db_merge(kt_db *dst, const char *src_path) {
+    if (check_merge_source(src_path, dst->path)) return -1;
     if (kt_db_sql(dst, "ATTACH DATABASE ?1 AS src", ARGS(TEXT_ARG(src_path)), NULL, NULL)) return -1;
     int rc = kt_db_transaction(dst, merge_body, NULL);
     char first[2048];
@@ -451,11 +500,8 @@ int kt_db_merge_files(const char *out, const char *const *in, int n) {
     struct stat st;
     int exists = !stat(out, &st);
     if (exists && S_ISDIR(st.st_mode)) return kt_fail("%s is a folder, not a database file", out);
-    for (int i = 0; i < n; i++) {
-        kt_db *src = NULL;
-        if (check_merge_input(in[i], out) || kt_db_open(in[i], 1, &src)) return -1;
-        kt_db_close(src);
-    }
+    for (int i = 0; i < n; i++)
+        if (check_merge_source(in[i], out)) return -1;
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.merge-%d.tmp", out, (int)getpid());
     kt_db *dst = NULL, *t = NULL;

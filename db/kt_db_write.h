@@ -73,10 +73,27 @@ int kt_db_finalists(kt_db *db, long long device_id, const char *family, const ch
 int kt_db_add_retimes(kt_db *db, long long run_id, long long device_id, const char *family,
                       const char *source_hash, const char *shape, long m, const kt_retime *r, int n);
 
+/* One size's best NCCL all-reduce setting of a `kt bench allreduce` run (schema 4). */
+typedef struct kt_allreduce_row {
+    long long device_id, run_id;
+    int world, nccl_version;
+    size_t bytes;
+    char proto[16], algo[16]; /* "" = NCCL's own choice */
+    double median_us, min_us, max_us, default_us;
+    double floor_us;          /* 0: none (one GPU) */
+} kt_allreduce_row;
+
+/* Stores r as the setting of (device, world, size bucket of r->bytes), replacing an earlier
+ * run's. Refuses (-1, naming the field) a world outside 1..8, an empty message, a setting
+ * kt_allreduce_setting_known() does not know, and times that are not finite, positive and
+ * ordered min <= median <= max. */
+int kt_db_set_allreduce(kt_db *db, const kt_allreduce_row *r);
+
 /* Merges the kt database at src_path into dst: devices mapped by their unique key, runs
  * and re-timings copied once, measurements copied unless dst already has the same
- * (device, family, source hash, variant, shape, m), and the winner of every merged
- * (shape, M bucket) recomputed, all in one transaction. Refuses dst itself. */
+ * (device, family, source hash, variant, shape, m), the winner of every merged
+ * (shape, M bucket) recomputed, and the all-reduce settings of src taken where dst has none
+ * of that key or an older one, all in one transaction. src must be of this build's schema. Refuses dst itself. */
 int kt_db_merge(kt_db *dst, const char *src_path);
 /* kt db merge: merges the n databases in[] into the file out, created if absent, all or
  * nothing: every input is checked first, the merge is made in a temp copy, and only a

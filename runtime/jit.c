@@ -279,9 +279,15 @@ static int compile_cached(const char *name, const char *file, const char *define
 }
 
 int kt_compile(const kt_family *f, const kt_config *c, int arch, kt_cubin *out) {
-    char defines[1024];
+    char defines[1024], cfg[256], why[2048];
     kt_config_defines(f, c, defines, sizeof defines);
-    return compile_cached(f->name, f->source, defines, arch, out);
+    if (!compile_cached(f->name, f->source, defines, arch, out)) return 0;
+    /* the error names the variant that failed, not the family alone */
+    kt_format_config(f, c, cfg, sizeof cfg);
+    snprintf(why, sizeof why, "%s", kt_error());
+    size_t n = strlen(f->name);
+    int prefixed = !strncmp(why, f->name, n) && why[n] == ':';
+    return kt_fail("%s %s:%s%s", f->name, cfg, prefixed ? "" : " ", prefixed ? why + n + 1 : why);
 }
 
 int kt_compile_source(const char *file, int arch, kt_cubin *out) { return compile_cached(file, file, "", arch, out); }

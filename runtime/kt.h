@@ -437,10 +437,11 @@ int kt_launch_kernel_pdl(const kt_module *m, int k, unsigned gx, unsigned gy, un
 typedef struct kt_db kt_db;
 
 /* Schema version this build writes and reads. */
-#define KT_SCHEMA_VERSION 3
+#define KT_SCHEMA_VERSION 4
 
-/* Opens (creating and migrating when writable) a winners DB. Read-only fails if absent;
- * read-only in a folder this user cannot write (a deployed DB) it opens the file immutable,
+/* Opens (creating and migrating when writable) a winners DB. Read-only fails if absent, and
+ * reads a file of an older schema as it is (what it lacks reads as empty: a deployed v3
+ * file serves its kernel winners and no all-reduce settings); read-only in a folder this user cannot write (a deployed DB) it opens the file immutable,
  * creating no -wal/-shm beside it. A folder, a file that is not a kt database or a damaged
  * one gives -1 with a message naming the file. Every writer waits for the others (and
  * retries when SQLite says busy), so any number of processes may share one file. */
@@ -467,6 +468,38 @@ typedef struct kt_winner {
  * holds its config, level KT_DEFAULT), -1 on error. */
 int kt_db_lookup(kt_db *db, const kt_db_device *dev, const kt_family *f, const kt_problem *p,
                  kt_winner *w);
+
+/* ------------------------------------------- NCCL all-reduce settings (schema 4) */
+
+/* The size bucket of an all-reduce message: the smallest power of two >= bytes (bytes >= 1). */
+long kt_allreduce_bucket(size_t bytes);
+/* The NCCL settings `kt bench allreduce` sweeps and the runtime may apply: [0] is NCCL's own
+ * choice ("", ""), then LL, LL128 and Simple with Ring and Tree. */
+typedef struct kt_nccl_setting {
+    const char *proto, *algo;
+} kt_nccl_setting;
+#define KT_ALLREDUCE_N_SETTINGS 7
+extern const kt_nccl_setting kt_allreduce_settings[KT_ALLREDUCE_N_SETTINGS];
+/* Whether (proto, algo) is one of kt_allreduce_settings. */
+int kt_allreduce_setting_known(const char *proto, const char *algo);
+
+/* An all-reduce setting as read back for (device, world, message size). */
+typedef struct kt_allreduce_setting {
+    char proto[16], algo[16]; /* "" = NCCL's own choice */
+    long bytes_bucket;        /* of the row served (the query's own at KT_DEFAULT) */
+    double median_us, default_us;
+    long long run_id;
+    char run_commit[64], run_at[32];
+    kt_lookup_level level;    /* KT_EXACT (same bucket), KT_NEAREST_M (nearest bucket), KT_DEFAULT */
+} kt_allreduce_setting;
+
+/* The best setting for all-reduces of `bytes` over `world` GPUs of dev (any driver / NVRTC
+ * version): the row of the message's bucket, else of the nearest bucket by |log2| distance
+ * (ties: the larger), else (returns 1) NCCL's own choice. A row of a setting kt does not know
+ * (a file written by hand or another tool) is refused: skipped, and said on stderr. A file
+ * older than schema 4 has no rows. Returns 0 when a row was found, 1 for the default, -1 on
+ * error. */
+int kt_db_allreduce_lookup(kt_db *db, const kt_db_device *dev, int world, size_t bytes, kt_allreduce_setting *s);
 
 /* Prints every table (show) or exports measurements as json/csv to out. */
 int kt_db_show(kt_db *db, FILE *out);

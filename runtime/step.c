@@ -840,7 +840,12 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
     KT_CHECK(CU, kt_cu.cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING));
     for (int i = 0; i < MAX_EVENTS; i++) KT_CHECK(CU, kt_cu.cuEventCreate(&s->ev[i], CU_EVENT_DEFAULT));
     if (load_rt(s)) return -1;
-    if (o->tp && kt_tp_open(o->tp, 0, NULL, &s->tp)) return -1;
+    kt_db_device dev;
+    kt_gpu_db_device(&info, &dev);
+    /* the setting of the step's bf16 all-reduce (hidden x B); the MoE's f32 one is twice that */
+    if (o->tp && (kt_tp_configure(s->db, &dev, o->tp, (size_t)o->batch * (size_t)c->hidden * 2, NULL) ||
+                  kt_tp_open(o->tp, 0, NULL, &s->tp)))
+        return -1;
     if (s->tp) fprintf(stderr, "kt run: NCCL world of %d: the step all-reduces after attention and MoE\n", o->tp);
     s->n_list = kt_model_tensors(c, NULL, 0);
     s->list = malloc((size_t)s->n_list * sizeof *s->list);

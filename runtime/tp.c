@@ -1,12 +1,15 @@
-/* tp.c — the runtime's tensor-parallel path (tp.h): NCCL loaded at run time (dlopen of
- * libnccl.so.2, or $KT_NCCL), so kt starts without it; one communicator per process and the
- * in-place all-reduces the step enqueues after attention and after the MoE block. */
+/* tp.c — the runtime's tensor-parallel path (tp.h): the NCCL setting the DB holds for this
+ * device, world size and message size (`kt bench allreduce --db`) applied before the
+ * communicator is made; NCCL loaded at run time (dlopen of libnccl.so.2, or $KT_NCCL), so kt
+ * starts without it; one communicator per process and the in-place all-reduces the step
+ * enqueues after attention and after the MoE block. */
 #include "tp.h"
 
 #include "kt.h"
 
 #include <dlfcn.h>
 #include <nccl.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 struct kt_tp {
@@ -23,6 +26,31 @@ struct kt_tp {
 /* NCCL status -> 0, or -1 with NCCL's own message. */
 static int nccl_ok(const kt_tp *t, ncclResult_t r, const char *what) {
     return r == ncclSuccess ? 0 : kt_fail("%s: NCCL error %d: %s", what, (int)r, t->error ? t->error(r) : "?");
+}
+
+int kt_tp_configure(kt_db *db, const kt_db_device *dev, int world, size_t bytes, kt_allreduce_setting *out) {
+    kt_allreduce_setting s;
+    int found = kt_db_allreduce_lookup(db, dev, world, bytes, &s);
+    if (found < 0) return -1;
+    const char *user_proto = getenv("NCCL_PROTO"), *user_algo = getenv("NCCL_ALGO");
+    char what[512];
+    if (found && !db) snprintf(what, sizeof what, "NCCL's own choice (default: no database)");
+    else if (found) snprintf(what, sizeof what, "NCCL's own choice (default: no row for %d GPUs of %s)", world, dev->name);
+    else
+        snprintf(what, sizeof what, "%s%s%s (%s: bucket %ld, %.2f us vs %.2f default; run %lld, %s, %s)",
+                 *s.proto ? s.proto : "NCCL's own choice", *s.proto ? "/" : "", s.algo,
+                 s.level == KT_EXACT ? "exact" : "nearest size", s.bytes_bucket, s.median_us, s.default_us, s.run_id,
+                 s.run_commit, s.run_at);
+    if (user_proto || user_algo) {
+        fprintf(stderr, "kt: all-reduce %zu B x %d GPUs -> NCCL_PROTO=%s NCCL_ALGO=%s as set by the user (kt's: %s)\n",
+                bytes, world, user_proto ? user_proto : "(unset)", user_algo ? user_algo : "(unset)", what);
+    } else {
+        if (!found && *s.proto && (setenv("NCCL_PROTO", s.proto, 1) || setenv("NCCL_ALGO", s.algo, 1)))
+            return kt_fail("setting NCCL_PROTO/NCCL_ALGO: out of memory");
+        fprintf(stderr, "kt: all-reduce %zu B x %d GPUs -> %s\n", bytes, world, what);
+    }
+    if (out) *out = s;
+    return 0;
 }
 
 int kt_tp_open(int world, int rank, const void *unique_id, kt_tp **out) {

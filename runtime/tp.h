@@ -5,10 +5,20 @@
 #ifndef KT_TP_H
 #define KT_TP_H
 
+#include "kt.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
 typedef struct kt_tp kt_tp;
+
+/* Chooses the NCCL setting for all-reduces of `bytes` over `world` GPUs of dev from db (may be
+ * NULL): kt_db_allreduce_lookup()'s row, else NCCL's own choice. The choice goes into
+ * NCCL_PROTO and NCCL_ALGO (NCCL reads them when the communicator is made, so call this before
+ * kt_tp_open) unless either is set already: the user's setting wins and is kept. Logs the
+ * lookup on stderr like the kernel lookups. *out (may be NULL) gets the row. 0, or -1 on a DB
+ * error. Needs no NCCL and no GPU. */
+int kt_tp_configure(kt_db *db, const kt_db_device *dev, int world, size_t bytes, kt_allreduce_setting *out);
 
 /* Loads NCCL and joins rank `rank` of `world` (unique_id: ncclUniqueId bytes from rank 0; NULL
  * at world size 1, which makes its own). Needs the GPU context current. */

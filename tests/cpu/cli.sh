@@ -46,6 +46,9 @@ expect_fail "M with a blank" "bad integer list" tune --family fp8_gemm --shape N
 expect_fail "M that wraps" "out of range" tune --family fp8_gemm --shape N=1024,K=4096 --m 4294967297
 expect_fail "shape key twice" "K given twice" tune --family fp8_gemm --shape N=1024,K=512,K=4096 --m 1
 expect_fail "shape value with a blank" "N needs an integer" tune --family fp8_gemm --shape "N= 1024,K=4096" --m 1
+expect_fail "shape with an unknown key" "unknown name 'Q' (expected N,K)" tune --family fp8_gemm --shape N=1024,Q=4096 --m 1
+expect_fail "--where with an unknown key" "unknown name 'BOGUS'" compile --family fp8_gemm --where BOGUS=1
+expect_fail "--sample 0" "--sample: 0 is out of range" compile --family act_quant --sample 0
 expect_fail "config key twice" "TILE_N given twice" compile --family fp8_gemm --config TILE_N=64,TILE_N=32
 expect_fail "config value 2^32 + 64 (read as 64 before)" "VEC needs an integer from 0 to" compile --family act_quant --config VEC=4294967304
 expect_fail "--where value that wraps" "needs an integer" compile --family fp8_gemm --where DIRECT=4294967297
@@ -95,6 +98,7 @@ if [ "$rows" -eq 24 ]; then passed=$((passed + 1)); else
     failed=$((failed + 1)); echo "FAIL cli: probe sweep: $rows rows, expected 24: $(tail -c 300 "$tmp/err")"; fi
 expect_ok "probe winners in its own buckets" "probe.*LAYOUT=V4,N=4096.* 16 " db show --db "$tmp/probe.db"
 expect_ok "probe export names the category" '"shape": "LAYOUT=V3,N=512"' db export --format json --db "$tmp/probe.db"
+expect_fail "export in an unknown format" "unknown export format 'xml' (json or csv)" db export --format xml --db "$tmp/probe.db"
 expect_ok "list probe shows the key kinds" "LAYOUT={V3|V4} N  (batch: B)" list probe
 
 expect_fail "allreduce: too many GPUs" "one count from 1 to 8" bench allreduce --gpus 9
@@ -128,7 +132,8 @@ as_user "$tmp/kt" db show --db "$tmp/deploy/kt.db" >"$tmp/out" 2>"$tmp/err"
 check "db show of a read-only deployment" '[ $? -eq 0 ] && grep -q "^winners" "$tmp/out"'
 as_user "$tmp/kt" db export --format csv --db "$tmp/deploy/kt.db" >"$tmp/out" 2>"$tmp/err"
 check "db export of a read-only deployment" '[ $? -eq 0 ] && [ "$(tail -n +2 "$tmp/out" | wc -l)" -eq 10 ]'
-check "no -wal/-shm created beside a read-only deployment" '[ "$(ls "$tmp/deploy")" = kt.db ]'
+# (No check that -wal/-shm stay absent: in a folder the reader cannot write, none can appear
+# whatever kt does, so such a check could not fail. It passed with the immutable open removed.)
 mkdir -m 777 "$tmp/usercache"
 as_user env KT_FAKE_GPU=1 KT_CACHE_DIR="$tmp/usercache" "$tmp/kt" tune --family selftest --shape N=4096 --m 1 \
     --db "$tmp/deploy/kt.db" >/dev/null 2>"$tmp/err"
@@ -162,6 +167,16 @@ expect_fail "run: no config.json" "cannot read $tmp/none/config.json" run --mode
 expect_fail "run: config missing a field" "config.json: missing field vocab_size" run --model "$tmp/bad" --reference kt
 expect_fail "run: no safetensors" "no .safetensors files" run --model "$tmp/m" --reference kt
 expect_fail "run: bad batch" "--batch: expected 1 to 4096" run --model "$tmp/m" --batch 0
+# damaged model files: a truncated header, a header length past any file, a header without the tensors
+mkdir -p "$tmp/st" && cp "$tmp/m/config.json" "$tmp/st/"
+printf '\x10\x00\x00\x00\x00\x00\x00\x00{"a":' >"$tmp/st/model.safetensors"
+expect_fail "run: truncated safetensors" "model.safetensors: header length 16 exceeds the file (13 bytes)" run --model "$tmp/st" --reference kt
+printf '\xff\xff\xff\xff\xff\xff\xff\x7f' >"$tmp/st/model.safetensors"
+expect_fail "run: safetensors header length 2^63-1" "header length 9223372036854775807 exceeds" run --model "$tmp/st" --reference kt
+printf '\x02\x00\x00\x00\x00\x00\x00\x00{}' >"$tmp/st/model.safetensors"
+expect_fail "run: safetensors without the model's tensors" "tensor model.embed_tokens.weight is missing" run --model "$tmp/st" --reference kt
+printf '{"model_type": "deepseek_v4", "hidden_size": 4294967424' >"$tmp/st/config.json"
+expect_fail "run: config.json cut short" "config.json" run --model "$tmp/st" --reference kt
 expect_fail "run: tp 2" "only world size 1" run --model "$tmp/m" --tp 2
 expect_fail "run: ragged prompt" "line 2 has 2 tokens" run --model "$tmp/m" --synthetic --reference kt --batch 2 --prompt "$tmp/m/ragged.txt"
 expect_fail "run: context too short" "exceed --context 4" run --model "$tmp/m" --synthetic --reference kt --steps 8 --context 4
@@ -184,11 +199,11 @@ sys.exit(1)" 2>"$tmp/py.err"; then passed=$((passed + 1)); else
         failed=$((failed + 1)); echo "FAIL cli: kt_embed without a GPU: $(tail -c 300 "$tmp/py.err")"; fi
 fi
 
-# An older schema: read-only commands refuse it naming the command that migrates it; kt db
-# migrate keeps every winner (the report fixture is a real GPU sweep's file of schema 2).
+# An older schema: read-only commands read it as it is and leave it so; kt db migrate brings it
+# forward keeping every winner (the report fixture is a real GPU sweep's file of schema 2).
 cp tests/fixtures/h200_small.db "$tmp/v2.db"
 "$KT" db show --db "$tmp/v2.db" >"$tmp/out" 2>"$tmp/err"
-check "db show of a schema-2 file names kt db migrate" '[ $? -ne 0 ] && grep -q "kt db migrate --db $tmp/v2.db" "$tmp/err"'
+check "db show of a schema-2 file reads it unchanged" '[ $? -eq 0 ] && grep -q "^winners" "$tmp/out" && cmp -s "$tmp/v2.db" tests/fixtures/h200_small.db'
 winners() { python3 -c "import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute('select count(*) from winners').fetchone()[0])" "$1" 2>/dev/null || echo none; }
 before=$(winners "$tmp/v2.db")
 "$KT" db migrate --db "$tmp/v2.db" >"$tmp/out" 2>"$tmp/err"

@@ -6,6 +6,7 @@
 #include "test.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <math.h>
 #include <stdlib.h>
@@ -466,6 +467,108 @@ KT_TEST(db_future_version_refused) {
         EXPECT(error_has(fx.path) && error_has("schema version 99 is newer"));
     }
     EXPECT(kt_test_query_long(fx.path, "SELECT value FROM meta WHERE key = 'schema_version'") == 99);
+    cleanup(&fx);
+}
+
+/* A schema-2 file at fx->path (the embedded steps 0 and 1, as a v2 build wrote it) holding
+ * the measurement rows of values (SQL), each (variant, m, status, median) of device 1, run
+ * 1, fam/h/N=64; winners as given (bucket, measurement id). */
+static int write_v2(const fixture *fx, const char *values, const char *winners) {
+    sqlite3 *h;
+    char sql[4096];
+    int rc = sqlite3_open(fx->path, &h) != SQLITE_OK ||
+             sqlite3_exec(h, kt_source_text("schema.sql", NULL), NULL, NULL, NULL) != SQLITE_OK ||
+             sqlite3_exec(h, kt_source_text("schema_v2.sql", NULL), NULL, NULL, NULL) != SQLITE_OK;
+    snprintf(sql, sizeof sql,
+             "INSERT INTO meta VALUES ('schema_version', 2);"
+             "INSERT INTO devices VALUES (1, 'NVIDIA H200', 90, 132, 13000, 13000);"
+             "INSERT INTO runs (id, device_id) VALUES (1, 1);"
+             "INSERT INTO measurements (run_id, device_id, family, source_hash, config, shape, variant_id, m, status, "
+             "median_us) SELECT 1, 1, 'fam', 'h', 'CFG_' || column1, 'N=64', column1, column2, column3, column4 FROM "
+             "(VALUES %s);"
+             "INSERT INTO winners (device_id, family, source_hash, shape, m_bucket, variant_id, config, median_us, "
+             "measurement_id) SELECT 1, 'fam', 'h', 'N=64', column1, m.variant_id, m.config, m.median_us, m.id FROM "
+             "(VALUES %s) JOIN measurements m ON m.id = column2;",
+             values, winners);
+    rc = rc || sqlite3_exec(h, sql, NULL, NULL, NULL) != SQLITE_OK;
+    if (rc) fprintf(stderr, "write_v2: %s\n", sqlite3_errmsg(h));
+    sqlite3_close(h);
+    return rc ? -1 : 0;
+}
+
+/* Opens fx->path writable (migrating it) with stderr captured into err. */
+static int open_capturing(fixture *fx, char *err, size_t n) {
+    char log[128];
+    snprintf(log, sizeof log, "%s/stderr", fx->dir);
+    fflush(stderr);
+    int saved = dup(2), fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(fd, 2);
+    int rc = kt_db_open(fx->path, 0, &fx->db);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    close(fd);
+    size_t len = 0;
+    char *text = kt_read_file(log, &len);
+    snprintf(err, n, "%s", text ? text : "");
+    free(text);
+    unlink(log);
+    return rc;
+}
+
+/* v2 -> v3 on a file of several writers' duplicates: every row survives (kept, or moved to
+ * measurements_folded), each unit keeps the row the v2 winner rule decided by, winners
+ * follow their unit's kept row, the result is a valid v3 file, and stderr says what was
+ * folded. Ids: a/1 launch-error 1, ok 2, ok 3; b/1 ok 4, ok 5; c/2 skipped 6, ok 7; d/2 ok 8;
+ * a/2 ok 9, wrong-result 10. Winners: bucket 1 -> 5 (a duplicate), bucket 2 -> 7. */
+KT_TEST(db_migrate_v2_duplicates) {
+    fixture fx = {0};
+    char buf[256], err[1024];
+    snprintf(fx.dir, sizeof fx.dir, "/tmp/kt_test_db_XXXXXX");
+    EXPECT(mkdtemp(fx.dir) != NULL);
+    snprintf(fx.path, sizeof fx.path, "%s/v2.db", fx.dir);
+    EXPECT(write_v2(&fx,
+                    "('a', 1, 'launch-error', NULL), ('a', 1, 'ok', 10), ('a', 1, 'ok', 9), ('b', 1, 'ok', 20), "
+                    "('b', 1, 'ok', 21), ('c', 2, 'skipped', NULL), ('c', 2, 'ok', 5), ('d', 2, 'ok', 6), "
+                    "('a', 2, 'ok', 8), ('a', 2, 'wrong-result', NULL)",
+                    "(1, 5), (2, 7)") == 0);
+    EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM measurements") == 10);
+    EXPECT(open_capturing(&fx, err, sizeof err) == 0);
+    EXPECT(strstr(err, fx.path) && strstr(err, "5 duplicate rows of 4 units moved to its table measurements_folded"));
+    kt_db_close(fx.db);
+    fx.db = NULL;
+    EXPECT(kt_test_query_long(fx.path, "SELECT value FROM meta WHERE key = 'schema_version'") == KT_SCHEMA_VERSION);
+    kt_test_query(fx.path, "PRAGMA integrity_check", buf, sizeof buf);
+    EXPECT(!strcmp(buf, "ok"));
+    kt_test_query(fx.path, "PRAGMA foreign_key_check", buf, sizeof buf);
+    EXPECT(!strcmp(buf, ""));
+    kt_test_query(fx.path, "SELECT group_concat(id) FROM (SELECT id FROM measurements ORDER BY id)", buf, sizeof buf);
+    EXPECT(!strcmp(buf, "1,4,7,8,10"));
+    kt_test_query(fx.path, "SELECT group_concat(id) FROM (SELECT id FROM measurements_folded ORDER BY id)", buf,
+                  sizeof buf);
+    EXPECT(!strcmp(buf, "2,3,5,6,9"));
+    /* the folded rows keep their measured times */
+    EXPECT(kt_test_query_long(fx.path, "SELECT sum(median_us) FROM measurements_folded") == 10 + 9 + 21 + 8);
+    kt_test_query(fx.path, "SELECT group_concat(measurement_id) FROM (SELECT measurement_id FROM winners ORDER BY m_bucket)",
+                  buf, sizeof buf);
+    EXPECT(!strcmp(buf, "4,7"));
+    /* the unique key holds: a second row of a unit is refused (1), a new unit stored (0) */
+    EXPECT(kt_db_open(fx.path, 0, &fx.db) == 0);
+    fx.run_id = fx.device_id = 1;
+    EXPECT(add(&fx, "fam", "h", "b", "N=64", 1, KT_OK, 3) == 1);
+    EXPECT(add(&fx, "fam", "h", "e", "N=64", 1, KT_OK, 3) == 0);
+    kt_db_close(fx.db);
+    fx.db = NULL;
+    cleanup(&fx);
+
+    /* a v2 file without duplicates: no folded table, no message */
+    EXPECT(mkdtemp(strcpy(fx.dir, "/tmp/kt_test_db_XXXXXX")) != NULL);
+    snprintf(fx.path, sizeof fx.path, "%s/v2.db", fx.dir);
+    EXPECT(write_v2(&fx, "('a', 1, 'ok', 10), ('b', 1, 'ok', 20)", "(1, 1)") == 0);
+    EXPECT(open_capturing(&fx, err, sizeof err) == 0);
+    EXPECT(!strstr(err, "folded"));
+    EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM sqlite_master WHERE name = 'measurements_folded'") == 0);
+    EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM measurements") == 2);
     cleanup(&fx);
 }
 

@@ -5,6 +5,9 @@
  *   config     kt_parse_config, with a round trip through kt_format_config
  *   where      kt_parse_where: whatever it accepts is a value of the named parameter
  *   int_list   kt_parse_int_list: whatever it accepts is positive and fits an int
+ * shape, config, where and int_list also check each accepted value against the number its
+ * text spells, read digit by digit here (spelled()): a parser that wraps (2^32 + 64 read as
+ * 64), skips blanks, takes a key twice or an empty list element fails that check.
  *   db_header  kt_db_open read-only of the bytes as a file (the header and schema checks),
  *              then kt_db_show of whatever it accepts
  * Text inputs are "FAMILY:TEXT" (no ':' or an unknown family: fp8_gemm). A property that
@@ -37,6 +40,39 @@ static char *text_of(const uint8_t *data, size_t size, const kt_family **f) {
         if (!(cond)) abort(); \
     } while (0)
 
+#ifndef KT_FUZZ_db_header
+/* The number the text s[0..len) spells: an optional '-' then only digits, the value fitting a
+ * long. Independent of kt's parser (no strtol), so the two can be compared. */
+static int spelled(const char *s, size_t len, long *v) {
+    size_t i = len && s[0] == '-';
+    long x = 0;
+    if (i == len) return -1;
+    for (; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9' || __builtin_mul_overflow(x, 10, &x) || __builtin_add_overflow(x, s[i] - '0', &x))
+            return -1;
+    }
+    *v = s[0] == '-' ? -x : x;
+    return 0;
+}
+
+#endif
+
+#if defined(KT_FUZZ_shape) || defined(KT_FUZZ_config) || defined(KT_FUZZ_where)
+/* Every NAME=VALUE element of an accepted s whose NAME is name must spell got (an accepted
+ * text never holds a name twice, nor a value that is not the number stored). */
+static void require_spelled(const char *s, const char *name, long got) {
+    size_t n = strlen(name);
+    for (const char *p = s; *p; p++) {
+        const char *end = strchr(p, ',');
+        if (!end) end = p + strlen(p);
+        long v;
+        if ((size_t)(end - p) > n && !strncmp(p, name, n) && p[n] == '=')
+            REQUIRE(!spelled(p + n + 1, (size_t)(end - p - n - 1), &v) && v == got);
+        p = *end ? end : end - 1;
+    }
+}
+#endif
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -46,9 +82,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     kt_problem p = {0}, back = {0};
     if (!kt_parse_shape(f, s, &p)) {
         char text[256], why[256];
-        for (int i = 0; i < f->n_keys; i++)
+        for (int i = 0; i < f->n_keys; i++) {
             REQUIRE(f->keys[i].kind == KT_KEY_CATEGORY ? p.dim[i] >= 0 && f->keys[i].categories[p.dim[i]]
                                                        : p.dim[i] >= 1 && p.dim[i] <= KT_MAX_INT_VALUE);
+            if (f->keys[i].kind == KT_KEY_SIZE) require_spelled(s, f->keys[i].name, p.dim[i]);
+        }
         kt_format_shape(f, &p, text, sizeof text);
         REQUIRE(!kt_parse_shape(f, text, &back) && !memcmp(back.dim, p.dim, sizeof p.dim));
         for (long m = 1; m <= 1L << 30; m <<= 15) {
@@ -60,6 +98,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     kt_config c, back;
     if (!kt_parse_config(f, s, &c)) {
         char text[512];
+        for (int i = 0; i < f->n_params; i++) require_spelled(s, f->params[i].name, c.v[i]);
         kt_format_config(f, &c, text, sizeof text);
         REQUIRE(!kt_parse_config(f, text, &back) && !memcmp(&back, &c, sizeof c));
     }
@@ -67,13 +106,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     kt_config values;
     int fixed[KT_MAX_PARAMS];
     if (!kt_parse_where(f, s, &values, fixed))
-        for (int i = 0; i < f->n_params; i++)
+        for (int i = 0; i < f->n_params; i++) {
             REQUIRE(!fixed[i] || kt_param_value_index(&f->params[i], values.v[i]) >= 0);
+            if (fixed[i]) require_spelled(s, f->params[i].name, values.v[i]);
+        }
 #elif defined(KT_FUZZ_int_list)
     long v[32];
     int n = kt_parse_int_list(s, v, 32);
     REQUIRE(n >= -1 && n <= 32);
-    for (int i = 0; i < n; i++) REQUIRE(v[i] >= 1 && v[i] <= KT_MAX_INT_VALUE);
+    const char *item = s;
+    for (int i = 0; i < n; i++) {
+        const char *end = strchr(item, ',');
+        long spelt;
+        if (!end) end = item + strlen(item);
+        REQUIRE(v[i] >= 1 && v[i] <= KT_MAX_INT_VALUE);
+        REQUIRE(!spelled(item, (size_t)(end - item), &spelt) && spelt == v[i]);
+        REQUIRE(*end ? i < n - 1 && end[1] : i == n - 1); /* n elements, none empty */
+        item = *end ? end + 1 : end;
+    }
 #elif defined(KT_FUZZ_db_header)
     (void)f;
     static char path[64];
