@@ -4,7 +4,7 @@
 # parallel: correctness, not timing); then one at a time the runtime against transformers and
 # its TPOT, kt profile --ncu on one variant of each new kernel family, moe_gemm's bench beside
 # its cuBLAS grouped baseline, and the GEMM A/B of an older build (KT_OLD) on the report
-# fixture's winners. Each part has its own timeout and is skipped when the budget left cannot
+# fixture's winners, and the all-reduce settings' round trip. Each part has its own timeout and is skipped when the budget left cannot
 # hold it; logs under $OUT/session (or /tmp/session). Ends with "N passed, N failed, N skipped".
 #   usage: tests/gpu/session.sh [BUDGET_S]       (default 300; KT_OLD: an older kt for the A/B)
 set -u
@@ -89,6 +89,10 @@ if [ -x "${KT_OLD:-}" ]; then # the fixture is schema 2: a migrated copy
     cat "$LOGS/ab_fp8_gemm.log" 2>/dev/null
 fi
 tail -n 5 "$LOGS/embed.log"
+
+# ---- the all-reduce settings in the DB on one GPU (NCCL's protocols timed, stored, read by kt run --tp 1)
+part allreduce_db 120 env OUT="$LOGS" bash tests/gpu/relb.sh
+grep -E '^(PASS|FAIL)|passed' "$LOGS/allreduce_db.log" | tail -n 8
 
 echo "$passed passed, $failed failed, $skipped skipped (${SECONDS}s)"
 [ "$failed" = 0 ]
