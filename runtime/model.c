@@ -1,9 +1,11 @@
-/* model.c — reads a DeepSeek-V4 config.json strictly (cJSON) into kt_model_config and lists the
- * tensors the decode step needs under their checkpoint names (runtime/model.h). Legacy field
- * names that released configs ship (compress_ratios, num_hash_layers, qk_rope_head_dim,
- * compress_rate_csa/hca, rope_scaling) are folded in as transformers folds them. */
+/* model.c — reads a DeepSeek-V4 or V3.2 config.json strictly (cJSON) into kt_model_config,
+ * lists the tensors the decode step needs under their checkpoint names, and reads MXFP4 routed
+ * experts into moe_gemm's layout (runtime/model.h). Legacy field names that released configs
+ * ship (compress_ratios, num_hash_layers, qk_rope_head_dim, compress_rate_csa/hca,
+ * rope_scaling, first_k_dense_replace) are folded in as transformers folds them. */
 #include "model.h"
 
+#include "../kernels/common/moe_layout.h"
 #include "kt.h"
 
 #include <cjson/cJSON.h>
@@ -113,9 +115,35 @@ static int parse_rope(const char *file, const cJSON *p, double default_theta, kt
     if (get_double(file, p, "factor", -1, &r->factor) || get_double(file, p, "beta_fast", 32, &r->beta_fast) ||
         get_double(file, p, "beta_slow", 1, &r->beta_slow) ||
         get_double(file, p, "attention_factor", 1.0, &r->attention_factor) ||
+        get_double(file, p, "mscale_all_dim", 0, &r->mscale_all_dim) ||
         get_long(file, p, "original_max_position_embeddings", -1, &r->original_max_position))
         return -1;
     if (r->factor <= 0) return kt_fail("%s: rope_parameters: yarn factor must be > 0", file);
+    return 0;
+}
+
+/* YaRN's magnitude correction, 0.1 m ln(factor) + 1 (1 for factor <= 1), as transformers. */
+static double yarn_mscale(double factor, double m) { return factor <= 1 ? 1.0 : 0.1 * m * log(factor) + 1.0; }
+
+/* V3.2's rope (one kind, flat rope_parameters or rope_scaling at rope_theta) and the parts of
+ * it transformers derives: attention_factor (when absent: the mscale / mscale_all_dim ratio,
+ * or mscale(factor) without them) and the softmax scale's mscale_all_dim^2 correction. */
+static int parse_rope_v32(const char *file, const cJSON *o, kt_model_config *c) {
+    double theta, mscale;
+    if (get_double(file, o, "rope_theta", 10000, &theta)) return -1;
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(o, "rope_parameters");
+    if (!rp || cJSON_IsNull(rp)) rp = cJSON_GetObjectItemCaseSensitive(o, "rope_scaling");
+    if (rp && cJSON_IsNull(rp)) rp = NULL;
+    kt_rope *r = &c->rope_main;
+    if (parse_rope(file, rp, theta, r)) return -1;
+    c->softmax_scale = 1.0 / sqrt((double)(c->qk_nope + c->rope_dim));
+    if (r->factor <= 0) return 0;
+    if (get_double(file, rp, "mscale", 0, &mscale)) return -1;
+    if (!cJSON_GetObjectItemCaseSensitive(rp, "attention_factor"))
+        r->attention_factor = mscale && r->mscale_all_dim
+                                  ? yarn_mscale(r->factor, mscale) / yarn_mscale(r->factor, r->mscale_all_dim)
+                                  : yarn_mscale(r->factor, 1);
+    if (r->mscale_all_dim) c->softmax_scale *= pow(yarn_mscale(r->factor, r->mscale_all_dim), 2);
     return 0;
 }
 
@@ -205,6 +233,102 @@ static int parse_v4(const char *file, const cJSON *o, kt_model_config *c) {
     return check_sizes(file, c);
 }
 
+/* A string field that must be absent or one of the listed values (what kt implements). */
+static int check_str(const char *file, const cJSON *o, const char *key, const char *want, const char *what) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!it || cJSON_IsNull(it)) return 0;
+    if (!cJSON_IsString(it)) return kt_fail("%s: %s: expected a string", file, key);
+    if (strcmp(it->valuestring, want)) return kt_fail("%s: %s '%s': kt runs %s", file, key, it->valuestring, what);
+    return 0;
+}
+
+/* mlp_layer_types ("dense" / "sparse"), or the first first_k_dense_replace (default 3) dense. */
+static int parse_mlp_types_v32(const char *file, const cJSON *o, kt_model_config *c) {
+    const cJSON *ml = cJSON_GetObjectItemCaseSensitive(o, "mlp_layer_types");
+    if (!ml || cJSON_IsNull(ml)) {
+        long n_dense;
+        if (get_long(file, o, "first_k_dense_replace", 3, &n_dense)) return -1;
+        for (long i = 0; i < c->n_layers; i++) c->mlp[i] = i < n_dense ? KT_MLP_DENSE : KT_MLP_MOE;
+        return 0;
+    }
+    if (!cJSON_IsArray(ml) || cJSON_GetArraySize(ml) < c->n_layers)
+        return kt_fail("%s: mlp_layer_types: expected a list of num_hidden_layers (%ld) names", file, c->n_layers);
+    for (long i = 0; i < c->n_layers; i++) {
+        const cJSON *e = cJSON_GetArrayItem(ml, (int)i);
+        if (!cJSON_IsString(e)) return kt_fail("%s: mlp_layer_types[%ld]: expected a string", file, i);
+        if (!strcmp(e->valuestring, "dense")) c->mlp[i] = KT_MLP_DENSE;
+        else if (!strcmp(e->valuestring, "sparse")) c->mlp[i] = KT_MLP_MOE;
+        else return kt_fail("%s: mlp_layer_types[%ld]: unknown MLP type '%s' (dense, sparse)", file, i, e->valuestring);
+    }
+    return 0;
+}
+
+/* V3.2's sizes kt's kernels and layouts need: mla_decode LAYOUT=V32's 512 latent + 64 rope,
+ * 128-multiples for the FP8 GEMMs, a router whose groups hold the experts it picks. */
+static int check_sizes_v32(const char *file, const kt_model_config *c) {
+    const struct { const char *name; long v, mult; } m[] = {
+        {"hidden_size", c->hidden, 128},      {"q_lora_rank", c->q_lora, 128},
+        {"moe_intermediate_size", c->moe_inter, 128}, {"index_head_dim", c->index_dim, 128},
+        {"vocab_size", c->vocab, 1},          {"num_attention_heads", c->n_heads, 1},
+        {"qk_nope_head_dim", c->qk_nope, 1},  {"v_head_dim", c->v_head, 1}};
+    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
+        if (m[i].v <= 0 || m[i].v % m[i].mult)
+            return kt_fail("%s: %s = %ld: kt needs a positive multiple of %ld", file, m[i].name, m[i].v, m[i].mult);
+    if (c->kv_lora != 512 || c->rope_dim != 64)
+        return kt_fail("%s: kv_lora_rank %ld with qk_rope_head_dim %ld: kt's V3.2 KV layout is 512 latent + 64 rope", file,
+                       c->kv_lora, c->rope_dim);
+    for (long i = 0; i < c->n_layers; i++)
+        if (c->mlp[i] == KT_MLP_DENSE && (c->inter <= 0 || c->inter % 128))
+            return kt_fail("%s: intermediate_size = %ld: kt needs a positive multiple of 128 (dense layers)", file, c->inter);
+    if (c->n_experts < 1 || c->n_experts > 1024 || c->n_group < 1 || c->n_experts % c->n_group || c->n_experts / c->n_group < 2)
+        return kt_fail("%s: n_routed_experts = %ld in n_group = %ld groups: kt needs equal groups of 2 or more (1-1024 experts)",
+                       file, c->n_experts, c->n_group);
+    if (c->topk_group < 1 || c->topk_group > c->n_group || c->top_k < 1 || c->top_k > 64 ||
+        c->top_k > c->topk_group * (c->n_experts / c->n_group))
+        return kt_fail("%s: num_experts_per_tok = %ld from topk_group = %ld of %ld groups of %ld experts", file, c->top_k,
+                       c->topk_group, c->n_group, c->n_experts / c->n_group);
+    if (c->index_heads < 1 || c->index_heads > 64 || c->index_topk < 1 || c->index_dim <= c->rope_dim)
+        return kt_fail("%s: index_n_heads (1-64), index_topk (>= 1) and index_head_dim (> the rope dims)", file);
+    if (c->n_shared < 0) return kt_fail("%s: n_shared_experts = %ld", file, c->n_shared);
+    return 0;
+}
+
+/* DeepSeek-V3.2 (transformers' DeepseekV32Config; the released config.json's names). */
+static int parse_v32(const char *file, const cJSON *o, kt_model_config *c) {
+    const cJSON *nt = cJSON_GetObjectItemCaseSensitive(o, "norm_topk_prob");
+    const cJSON *tie = cJSON_GetObjectItemCaseSensitive(o, "tie_word_embeddings");
+    const cJSON *ql = cJSON_GetObjectItemCaseSensitive(o, "q_lora_rank");
+    c->arch = KT_ARCH_V32;
+    c->swiglu_limit = INFINITY; /* V3's SwiGLU has no clamp */
+    if (check_str(file, o, "scoring_func", "sigmoid", "sigmoid") || check_str(file, o, "topk_method", "noaux_tc", "noaux_tc") ||
+        check_str(file, o, "hidden_act", "silu", "silu"))
+        return -1;
+    if (nt && !cJSON_IsBool(nt)) return kt_fail("%s: norm_topk_prob: expected true or false", file);
+    if (cJSON_IsTrue(tie)) return kt_fail("%s: tie_word_embeddings: kt reads a separate lm_head.weight", file);
+    if (ql && cJSON_IsNull(ql)) return kt_fail("%s: q_lora_rank null: kt runs V3.2's low-rank query", file);
+    c->norm_topk = !nt || cJSON_IsTrue(nt);
+    if (get_long(file, o, "vocab_size", -1, &c->vocab) || get_long(file, o, "hidden_size", -1, &c->hidden) ||
+        get_long(file, o, "num_hidden_layers", -1, &c->n_layers) ||
+        get_long(file, o, "num_attention_heads", -1, &c->n_heads) || get_long(file, o, "q_lora_rank", 1536, &c->q_lora) ||
+        get_long(file, o, "kv_lora_rank", 512, &c->kv_lora) || get_long(file, o, "qk_rope_head_dim", 64, &c->rope_dim) ||
+        get_long(file, o, "qk_nope_head_dim", 128, &c->qk_nope) || get_long(file, o, "v_head_dim", 128, &c->v_head) ||
+        get_long(file, o, "index_n_heads", 64, &c->index_heads) || get_long(file, o, "index_head_dim", 128, &c->index_dim) ||
+        get_long(file, o, "index_topk", 2048, &c->index_topk) || get_long(file, o, "n_routed_experts", -1, &c->n_experts) ||
+        get_long(file, o, "num_experts_per_tok", -1, &c->top_k) || get_long(file, o, "n_group", 1, &c->n_group) ||
+        get_long(file, o, "topk_group", 1, &c->topk_group) || get_long(file, o, "n_shared_experts", 1, &c->n_shared) ||
+        get_long(file, o, "moe_intermediate_size", -1, &c->moe_inter) ||
+        get_long(file, o, "intermediate_size", -1, &c->inter) ||
+        get_double(file, o, "routed_scaling_factor", 2.5, &c->routed_scale) ||
+        get_double(file, o, "rms_norm_eps", 1e-6, &c->rms_eps))
+        return -1;
+    if (c->n_layers < 1 || c->n_layers > KT_MODEL_MAX_LAYERS)
+        return kt_fail("%s: num_hidden_layers = %ld: kt runs 1 to %d", file, c->n_layers, KT_MODEL_MAX_LAYERS);
+    c->head_dim = c->qk_nope + c->rope_dim;
+    for (long i = 0; i < c->n_layers; i++) c->attn[i] = KT_ATTN_DSA;
+    if (parse_mlp_types_v32(file, o, c) || parse_rope_v32(file, o, c)) return -1;
+    return check_sizes_v32(file, c);
+}
+
 int kt_model_config_parse(const char *name, const char *json, size_t len, kt_model_config *c) {
     memset(c, 0, sizeof *c);
     cJSON *o = cJSON_ParseWithLength(json, len);
@@ -214,9 +338,8 @@ int kt_model_config_parse(const char *name, const char *json, size_t len, kt_mod
     if (!cJSON_IsObject(o)) rc = kt_fail("%s: expected a JSON object", name);
     else if (!cJSON_IsString(mt)) rc = kt_fail("%s: missing field model_type", name);
     else if (!strcmp(mt->valuestring, "deepseek_v4")) rc = parse_v4(name, o, c);
-    else if (!strcmp(mt->valuestring, "deepseek_v32"))
-        rc = kt_fail("%s: model_type deepseek_v32 is recognised but kt's runtime does not run it yet", name);
-    else rc = kt_fail("%s: model_type '%s': kt runs deepseek_v4", name, mt->valuestring);
+    else if (!strcmp(mt->valuestring, "deepseek_v32")) rc = parse_v32(name, o, c);
+    else rc = kt_fail("%s: model_type '%s': kt runs deepseek_v4 and deepseek_v32", name, mt->valuestring);
     if (!rc) snprintf(c->model_type, sizeof c->model_type, "%s", mt->valuestring);
     cJSON_Delete(o);
     return rc;
@@ -259,6 +382,31 @@ static void add_compressor(const kt_model_config *c, kt_model_tensor *o, int max
     add(o, max, n, KT_W_PLAIN, overlap * width, c->hidden, "%scompressor.wkv.weight", prefix);
 }
 
+void kt_model_expert_name(const kt_model_config *c, long l, long e, int which, char *out, size_t n) {
+    /* V4: w1 = gate, w3 = up, w2 = down (transformers fuses w1|w3 as gate_up_proj); V3.2: *_proj */
+    static const char *const v4[] = {"w1", "w3", "w2"}, *const v32[] = {"gate_proj", "up_proj", "down_proj"};
+    const char *block = c->arch == KT_ARCH_V32 ? "mlp" : "ffn", *w = (c->arch == KT_ARCH_V32 ? v32 : v4)[which];
+    if (e < 0) snprintf(out, n, "model.layers.%ld.%s.shared_experts.%s.weight", l, block, w);
+    else snprintf(out, n, "model.layers.%ld.%s.experts.%ld.%s.weight", l, block, e, w);
+}
+
+/* The shared experts' width: V4's one expert, V3.2's n_shared fused into one MLP. */
+static long shared_inter(const kt_model_config *c) { return c->arch == KT_ARCH_V32 ? c->moe_inter * c->n_shared : c->moe_inter; }
+
+/* The routed experts of layer l, then its shared expert (gate, down, up each: V4's w1, w2, w3). */
+static void add_experts(const kt_model_config *c, long l, kt_model_tensor *o, int max, int *n) {
+    static const int order[3] = {0, 2, 1};
+    char name[96];
+    for (long e = 0; e < c->n_experts + (c->n_shared > 0); e++) {
+        long I = e == c->n_experts ? shared_inter(c) : c->moe_inter;
+        for (int i = 0; i < 3; i++) {
+            int which = order[i];
+            kt_model_expert_name(c, l, e == c->n_experts ? -1 : e, which, name, sizeof name);
+            add(o, max, n, KT_W_GEMM, which == 2 ? c->hidden : I, which == 2 ? I : c->hidden, "%s", name);
+        }
+    }
+}
+
 static void add_layer(const kt_model_config *c, long l, kt_model_tensor *o, int max, int *n) {
     long D = c->hidden, mix = kt_model_hc_mix(c), HD = c->hc_mult * D;
     char p[64];
@@ -293,22 +441,48 @@ static void add_layer(const kt_model_config *c, long l, kt_model_tensor *o, int 
     add(o, max, n, KT_W_PLAIN, c->n_experts, D, "%sffn.gate.weight", p);
     if (c->mlp[l] == KT_MLP_HASH) add(o, max, n, KT_W_INDEX, c->vocab, c->top_k, "%sffn.gate.tid2eid", p);
     else add(o, max, n, KT_W_PLAIN, c->n_experts, 0, "%sffn.gate.bias", p);
-    /* w1 = gate, w3 = up, w2 = down (the release's names; transformers fuses w1|w3 as gate_up_proj) */
-    for (long e = 0; e < c->n_experts; e++) {
-        add(o, max, n, KT_W_GEMM, c->moe_inter, D, "%sffn.experts.%ld.w1.weight", p, e);
-        add(o, max, n, KT_W_GEMM, D, c->moe_inter, "%sffn.experts.%ld.w2.weight", p, e);
-        add(o, max, n, KT_W_GEMM, c->moe_inter, D, "%sffn.experts.%ld.w3.weight", p, e);
+    add_experts(c, l, o, max, n);
+}
+
+/* V3.2's layer: MLA with the indexer, then a dense MLP or the MoE (the release's names). */
+static void add_layer_v32(const kt_model_config *c, long l, kt_model_tensor *o, int max, int *n) {
+    long D = c->hidden, H = c->n_heads, IH = c->index_heads, ID = c->index_dim;
+    char p[64];
+    snprintf(p, sizeof p, "model.layers.%ld.", l);
+    add(o, max, n, KT_W_PLAIN, D, 0, "%sinput_layernorm.weight", p);
+    add(o, max, n, KT_W_GEMM, c->q_lora, D, "%sself_attn.q_a_proj.weight", p);
+    add(o, max, n, KT_W_PLAIN, c->q_lora, 0, "%sself_attn.q_a_layernorm.weight", p);
+    add(o, max, n, KT_W_GEMM, H * (c->qk_nope + c->rope_dim), c->q_lora, "%sself_attn.q_b_proj.weight", p);
+    add(o, max, n, KT_W_GEMM, c->kv_lora + c->rope_dim, D, "%sself_attn.kv_a_proj_with_mqa.weight", p);
+    add(o, max, n, KT_W_PLAIN, c->kv_lora, 0, "%sself_attn.kv_a_layernorm.weight", p);
+    add(o, max, n, KT_W_GEMM, H * (c->qk_nope + c->v_head), c->kv_lora, "%sself_attn.kv_b_proj.weight", p);
+    add(o, max, n, KT_W_GEMM, D, H * c->v_head, "%sself_attn.o_proj.weight", p);
+    add(o, max, n, KT_W_GEMM, IH * ID, c->q_lora, "%sself_attn.indexer.wq_b.weight", p);
+    add(o, max, n, KT_W_GEMM, ID, D, "%sself_attn.indexer.wk.weight", p);
+    add(o, max, n, KT_W_PLAIN, ID, 0, "%sself_attn.indexer.k_norm.weight", p);
+    add(o, max, n, KT_W_PLAIN, ID, 0, "%sself_attn.indexer.k_norm.bias", p);
+    add(o, max, n, KT_W_PLAIN, IH, D, "%sself_attn.indexer.weights_proj.weight", p);
+    add(o, max, n, KT_W_PLAIN, D, 0, "%spost_attention_layernorm.weight", p);
+    if (c->mlp[l] == KT_MLP_DENSE) {
+        add(o, max, n, KT_W_GEMM, c->inter, D, "%smlp.gate_proj.weight", p);
+        add(o, max, n, KT_W_GEMM, c->inter, D, "%smlp.up_proj.weight", p);
+        add(o, max, n, KT_W_GEMM, D, c->inter, "%smlp.down_proj.weight", p);
+        return;
     }
-    if (c->n_shared) {
-        add(o, max, n, KT_W_GEMM, c->moe_inter, D, "%sffn.shared_experts.w1.weight", p);
-        add(o, max, n, KT_W_GEMM, D, c->moe_inter, "%sffn.shared_experts.w2.weight", p);
-        add(o, max, n, KT_W_GEMM, c->moe_inter, D, "%sffn.shared_experts.w3.weight", p);
-    }
+    add(o, max, n, KT_W_PLAIN, c->n_experts, D, "%smlp.gate.weight", p);
+    add(o, max, n, KT_W_PLAIN, c->n_experts, 0, "%smlp.gate.e_score_correction_bias", p);
+    add_experts(c, l, o, max, n);
 }
 
 int kt_model_tensors(const kt_model_config *c, kt_model_tensor *out, int max) {
     int n = 0;
     add(out, max, &n, KT_W_PLAIN, c->vocab, c->hidden, "model.embed_tokens.weight");
+    if (c->arch == KT_ARCH_V32) {
+        for (long l = 0; l < c->n_layers; l++) add_layer_v32(c, l, out, max, &n);
+        add(out, max, &n, KT_W_PLAIN, c->hidden, 0, "model.norm.weight");
+        add(out, max, &n, KT_W_PLAIN, c->vocab, c->hidden, "lm_head.weight");
+        return out ? (n < max ? n : max) : n;
+    }
     for (long l = 0; l < c->n_layers; l++) add_layer(c, l, out, max, &n);
     add(out, max, &n, KT_W_PLAIN, c->hc_mult, c->hc_mult * c->hidden, "model.hc_head.hc_fn");
     add(out, max, &n, KT_W_PLAIN, c->hc_mult, 0, "model.hc_head.hc_base");
@@ -316,4 +490,83 @@ int kt_model_tensors(const kt_model_config *c, kt_model_tensor *out, int max) {
     add(out, max, &n, KT_W_PLAIN, c->hidden, 0, "model.norm.weight");
     add(out, max, &n, KT_W_PLAIN, c->vocab, c->hidden, "head.weight");
     return out ? (n < max ? n : max) : n;
+}
+
+/* ------------------------------------------------------------ checkpoint formats */
+
+const char *kt_model_st_name(const kt_st_set *w, const char *name) {
+    return !kt_st_find(w, name) && !strncmp(name, "model.", 6) && kt_st_find(w, name + 6) ? name + 6 : name;
+}
+
+const kt_st_tensor *kt_model_scale_of(const kt_st_set *w, const char *weight) {
+    char alt[160];
+    size_t stem = strlen(weight) > 6 && !strcmp(weight + strlen(weight) - 6, "weight") ? strlen(weight) - 6 : strlen(weight);
+    snprintf(alt, sizeof alt, "%.*sweight_scale_inv", (int)stem, weight);
+    const kt_st_tensor *t = kt_st_find(w, alt);
+    if (t) return t;
+    snprintf(alt, sizeof alt, "%.*sscale", (int)stem, weight);
+    return kt_st_find(w, alt);
+}
+
+int kt_model_mxfp4(const kt_st_set *w, const kt_model_tensor *d, const kt_st_tensor **codes, const kt_st_tensor **scales) {
+    const char *name = kt_model_st_name(w, d->name);
+    const kt_st_tensor *t = kt_st_find(w, name), *sc;
+    if (!t) return kt_fail("%s: tensor %s is missing", w->n_files ? w->files[0].path : "(no files)", name);
+    if (t->dtype != KT_ST_I8 && t->dtype != KT_ST_U8) return 0;
+    const char *file = kt_st_file_of(w, t);
+    if (d->kind != KT_W_GEMM || d->ndim != 2)
+        return kt_fail("%s: tensor %s: %s codes (MXFP4) where kt expects a bf16/f32 tensor", file, name, kt_st_dtype_name(t->dtype));
+    long N = d->shape[0], K = d->shape[1], sh_codes[2] = {N, K / 2}, sh_scales[2] = {N, K / 32};
+    if (K % 32) return kt_fail("%s: tensor %s: MXFP4 needs K (%ld) in blocks of 32", file, name, K);
+    if (kt_st_get(w, name, 2, sh_codes, &t)) return -1;
+    if (!(sc = kt_model_scale_of(w, name)))
+        return kt_fail("%s: tensor %s: MXFP4 codes without their ue8m0 scales (%.*sscale or weight_scale_inv)", file, name,
+                       (int)strlen(name) - 6, name);
+    if (sc->dtype != KT_ST_F8_E8M0 && sc->dtype != KT_ST_U8)
+        return kt_fail("%s: tensor %s: dtype %s, MXFP4 scales are F8_E8M0 (or U8) bytes", kt_st_file_of(w, sc), sc->name,
+                       kt_st_dtype_name(sc->dtype));
+    if (kt_st_get(w, sc->name, 2, sh_scales, &sc)) return -1;
+    const uint8_t *b = sc->data;
+    for (size_t i = 0; i < kt_st_numel(sc); i++)
+        if (b[i] == 0xff) return kt_fail("%s: tensor %s: scale %zu is 0xff (NaN in ue8m0)", kt_st_file_of(w, sc), sc->name, i);
+    if (codes) *codes = t;
+    if (scales) *scales = sc;
+    return 1;
+}
+
+/* Copies the MXFP4 matrix d ([rows, K]) to codes / scales at row offset row0 of a [*, K] block. */
+static int copy_mxfp4(const kt_model_config *c, const kt_st_set *w, long l, long e, int which, uint8_t *codes, uint8_t *scales) {
+    kt_model_tensor d = {.ndim = 2, .kind = KT_W_GEMM};
+    const kt_st_tensor *tc, *ts;
+    kt_model_expert_name(c, l, e, which, d.name, sizeof d.name);
+    d.shape[0] = which == 2 ? c->hidden : c->moe_inter;
+    d.shape[1] = which == 2 ? c->moe_inter : c->hidden;
+    int rc = kt_model_mxfp4(w, &d, &tc, &ts);
+    if (rc < 0) return -1;
+    if (!rc)
+        return kt_fail("%s: tensor %s: %s, not MXFP4: moe_gemm's MXFP4 layout needs every routed expert of layer %ld in MXFP4",
+                       kt_st_file_of(w, kt_st_find(w, kt_model_st_name(w, d.name))), d.name,
+                       kt_st_dtype_name(kt_st_find(w, kt_model_st_name(w, d.name))->dtype), l);
+    memcpy(codes, tc->data, kt_st_numel(tc));
+    memcpy(scales, ts->data, kt_st_numel(ts));
+    return 0;
+}
+
+int kt_model_experts_mxfp4(const kt_model_config *c, const kt_st_set *w, long l, uint8_t *gu_codes, uint8_t *gu_scales,
+                           uint8_t *dn_codes, uint8_t *dn_scales) {
+    size_t I = (size_t)c->moe_inter, D = (size_t)c->hidden;
+    for (long e = 0; e < c->n_experts; e++) {
+        size_t x = (size_t)e;
+        if (copy_mxfp4(c, w, l, e, 0, gu_codes + x * 2 * I * D / 2, gu_scales + x * 2 * I * D / 32) ||
+            copy_mxfp4(c, w, l, e, 1, gu_codes + (x * 2 + 1) * I * D / 2, gu_scales + (x * 2 + 1) * I * D / 32) ||
+            copy_mxfp4(c, w, l, e, 2, dn_codes + x * D * I / 2, dn_scales + x * D * I / 32))
+            return -1;
+    }
+    return 0;
+}
+
+int kt_model_experts_are_mxfp4(const kt_model_config *c, const kt_st_set *w, long l) {
+    kt_model_tensor d = {.ndim = 2, .kind = KT_W_GEMM, .shape = {c->moe_inter, c->hidden}};
+    kt_model_expert_name(c, l, 0, 0, d.name, sizeof d.name);
+    return kt_model_mxfp4(w, &d, NULL, NULL);
 }

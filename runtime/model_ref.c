@@ -1,13 +1,20 @@
-/* model_ref.c — the float64 host reference of the DeepSeek-V4 decode step (model_ref.h). One
- * token per sequence per step, as transformers 5.17's DeepseekV4ForCausalLM computes it with its
- * cache: hyper-connections (hc_mult streams, Sinkhorn-projected mixing), attention over the
- * sliding window plus compressed entries (CSA: overlapping windows of compress rate 4, the
- * lightning indexer's top-k; HCA: rate 128, all entries), per-head sinks, the grouped output
- * projection, hash-routed or sqrtsoftplus-routed MoE with a shared expert, the HC head and the
- * LM head. Slow on purpose: plain loops, for tiny configs. */
+/* model_ref.c — the float64 host reference of the DeepSeek-V4 and V3.2 decode steps
+ * (model_ref.h). One token per sequence per step, as transformers 5.17's DeepseekV4ForCausalLM
+ * computes it with its cache: hyper-connections (hc_mult streams, Sinkhorn-projected mixing),
+ * attention over the sliding window plus compressed entries (CSA: overlapping windows of
+ * compress rate 4, the lightning indexer's top-k; HCA: rate 128, all entries), per-head sinks,
+ * the grouped output projection, hash-routed or sqrtsoftplus-routed MoE with a shared expert
+ * (routed experts FP8, BF16 or MXFP4 as the checkpoint ships them), the HC head and the LM head;
+ * or as DeepseekV32ForCausalLM does: MLA in its absorbed form (a 512 latent + 64 rope key per
+ * token) over the tokens the indexer (LayerNorm'd keys, half-split RoPE) selects, a dense MLP
+ * or the V3 router (sigmoid + correction bias, group-limited) with a shared expert. Slow on
+ * purpose: plain loops, for tiny configs. */
 #include "model_ref.h"
 
+#include "../kernels/common/mla_layout.h"
+#include "../kernels/common/moe_layout.h"
 #include "../kernels/fp8_gemm.h"
+#include "../kernels/mla_decode.h"
 #include "kt.h"
 
 #include <math.h>
@@ -31,8 +38,9 @@ typedef struct comp_state {
 } comp_state;
 
 typedef struct seq_layer {
-    double *window;          /* [window][head_dim], slot = pos % window */
+    double *window;          /* V4: [window][head_dim], slot = pos % window */
     comp_state comp, index;
+    double *latent, *ikeys;  /* V3.2: every token's [kv_lora + rope] MLA key and [index_dim] indexer key */
 } seq_layer;
 
 struct kt_model_ref {
@@ -244,6 +252,20 @@ static void compress_step(const kt_model_ref *m, comp_state *st, long l, const c
     st->n_entries++;
 }
 
+/* The indices of the k (at most n) largest of score[n] into sel, best first (ties: the lower
+ * index); score is consumed. Returns how many. */
+static long top_indices(double *score, long n, long k, long *sel) {
+    if (k > n) k = n;
+    for (long j = 0; j < k; j++) {
+        long best = -1;
+        for (long s = 0; s < n; s++)
+            if (score[s] > -INFINITY && (best < 0 || score[s] > score[best])) best = s;
+        sel[j] = best;
+        score[best] = -INFINITY;
+    }
+    return k;
+}
+
 /* The lightning indexer: the top index_topk of the indexer's entries for this query (by
  * sum_h w_h relu(q_h . k) / sqrt(index_dim)), written to sel; returns how many. */
 static long indexer(const kt_model_ref *m, seq_layer *sl, long l, const double *h, const double *qr, long pos, long *sel) {
@@ -262,14 +284,7 @@ static long indexer(const kt_model_ref *m, seq_layer *sl, long l, const double *
         }
         score[s] = t;
     }
-    long k = n < c->index_topk ? n : c->index_topk;
-    for (long j = 0; j < k; j++) { /* selection: the best not yet taken */
-        long best = -1;
-        for (long s = 0; s < n; s++)
-            if (score[s] > -INFINITY && (best < 0 || score[s] > score[best])) best = s;
-        sel[j] = best;
-        score[best] = -INFINITY;
-    }
+    long k = top_indices(score, n, c->index_topk, sel);
     free(q);
     free(score);
     return k;
@@ -337,25 +352,29 @@ static void attention(kt_model_ref *m, seq_layer *sl, long l, const double *h, l
     free(qr), free(q), free(keys), free(o), free(lg), free(oa);
 }
 
-/* One SwiGLU expert (w1 gate, w3 up, w2 down) with the swiglu clamp; acc += scale * out.
- * round_out: its GEMM outputs are bf16 (the shared expert runs on fp8_gemm). */
-static void expert(const kt_model_ref *m, const char *p, const double *h, double scale, double *acc, int round_out) {
+/* One SwiGLU MLP of width I (names: gate, up, down) with the swiglu clamp (V3.2: none);
+ * acc += scale * out. round_out: its GEMM outputs are bf16 (the shared expert and V3.2's dense
+ * MLP run on fp8_gemm). */
+static void mlp(const kt_model_ref *m, char names[3][128], long I, const double *h, double scale, double *acc, int round_out) {
     const kt_model_config *c = &m->c;
-    long I = c->moe_inter, D = c->hidden;
-    char n1[128], n2[128], n3[128];
-    snprintf(n1, sizeof n1, "%sw1.weight", p);
-    snprintf(n2, sizeof n2, "%sw2.weight", p);
-    snprintf(n3, sizeof n3, "%sw3.weight", p);
+    long D = c->hidden;
     double *g = malloc((size_t)I * sizeof *g), *u = malloc((size_t)I * sizeof *u), *y = malloc((size_t)D * sizeof *y);
-    linear(m, W(m, n1, 0)->v, I, D, h, g, 1, round_out);
-    linear(m, W(m, n3, 0)->v, I, D, h, u, 1, round_out);
+    linear(m, W(m, names[0], 0)->v, I, D, h, g, 1, round_out);
+    linear(m, W(m, names[1], 0)->v, I, D, h, u, 1, round_out);
     for (long i = 0; i < I; i++) {
         double gg = fmin(g[i], c->swiglu_limit), uu = fmax(fmin(u[i], c->swiglu_limit), -c->swiglu_limit);
         g[i] = gg / (1 + exp(-gg)) * uu;
     }
-    linear(m, W(m, n2, 0)->v, D, I, g, y, 1, round_out);
+    linear(m, W(m, names[2], 0)->v, D, I, g, y, 1, round_out);
     for (long d = 0; d < D; d++) acc[d] += scale * y[d];
     free(g), free(u), free(y);
+}
+
+/* Routed expert e of layer l (e < 0: the shared expert, of width I). */
+static void expert(const kt_model_ref *m, long l, long e, long I, const double *h, double scale, double *acc, int round_out) {
+    char names[3][128];
+    for (int which = 0; which < 3; which++) kt_model_expert_name(&m->c, l, e, which, names[which], sizeof names[which]);
+    mlp(m, names, I, h, scale, acc, round_out);
 }
 
 /* The MoE block: routed experts (hash table or sqrtsoftplus top-k with the bias) plus shared. */
@@ -382,20 +401,205 @@ static void moe(const kt_model_ref *m, long l, const double *h, int32_t token, d
     }
     for (long k = 0; k < K; k++) wsum += score[idx[k]];
     memset(out, 0, (size_t)c->hidden * sizeof *out);
-    char p[96];
-    for (long k = 0; k < K; k++) {
-        snprintf(p, sizeof p, "model.layers.%ld.ffn.experts.%ld.", l, idx[k]);
-        expert(m, p, h, score[idx[k]] / (wsum + 1e-20) * c->routed_scale, out, 0);
-    }
-    snprintf(p, sizeof p, "model.layers.%ld.ffn.shared_experts.", l);
-    if (c->n_shared) expert(m, p, h, 1.0, out, 1);
+    for (long k = 0; k < K; k++) expert(m, l, idx[k], c->moe_inter, h, score[idx[k]] / (wsum + 1e-20) * c->routed_scale, out, 0);
+    if (c->n_shared) expert(m, l, -1, c->moe_inter, h, 1.0, out, 1);
     free(score);
+}
+
+/* ------------------------------------------------------------- DeepSeek-V3.2 */
+
+/* Half-split ("rotate_half") RoPE on the leading rope_dim channels, V3.2's indexer: channel i
+ * pairs with i + rope_dim / 2; cos and sin carry the rope's attention_factor. */
+static void rope_half(const kt_model_ref *m, double *x, double pos) {
+    long R = m->c.rope_dim;
+    double af = m->c.rope_main.attention_factor;
+    for (long i = 0; i < R / 2; i++) {
+        double f = (double)(float)((float)pos * (float)m->inv_main[i]);
+        double c = af * cos(f), s = af * sin(f), a = x[i], b = x[i + R / 2];
+        x[i] = a * c - b * s;
+        x[i + R / 2] = b * c + a * s;
+    }
+}
+
+/* V3.2's MLA RoPE: interleaved pairs of the trailing rope_dim channels (transformers then
+ * de-interleaves q and k alike, which no dot product sees), times the attention_factor. */
+static void rope_v32(const kt_model_ref *m, double *x, long dim, double pos) {
+    rope(m, m->inv_main, x, dim, pos, 1);
+    for (long i = dim - m->c.rope_dim; i < dim; i++) x[i] *= m->c.rope_main.attention_factor;
+}
+
+/* LayerNorm (mean and biased variance, weight and bias): the indexer's k_norm. */
+static void layernorm(double *x, long n, const float *weight, const float *bias, double eps) {
+    double mean = 0, var = 0;
+    for (long i = 0; i < n; i++) mean += x[i] / (double)n;
+    for (long i = 0; i < n; i++) var += (x[i] - mean) * (x[i] - mean) / (double)n;
+    for (long i = 0; i < n; i++) x[i] = (x[i] - mean) / sqrt(var + eps) * weight[i] + bias[i];
+}
+
+/* kt's V3.2 KV layout (mla_decode LAYOUT=V32): the 512 latent in e4m3 with a power-of-two
+ * scale per 128, the 64 rope in bf16, read back as the kernel reads them. */
+static void quant_kv_v32(double *x) {
+    static uint8_t page[KT_MLA_PAGE * KT_MLA_V32_TOKEN];
+    float f[KT_MLA_V32_DQK];
+    for (int i = 0; i < KT_MLA_V32_DQK; i++) f[i] = (float)x[i];
+    kt_mla_quantise_token(KT_MLA_V32, page, 0, f);
+    for (int i = 0; i < KT_MLA_V32_DQK; i++) x[i] = kt_mla_value(KT_MLA_V32, page, 0, i);
+}
+
+/* V3.2's indexer (DSA): the tokens 0..pos it selects for this query, by sum_h w_h relu(q_h . k
+ * / sqrt(index_dim)) with w = weights_proj(h) / sqrt(index_n_heads); the token's own key is
+ * appended first. Returns how many (min(index_topk, pos + 1)). */
+static long indexer_v32(const kt_model_ref *m, seq_layer *sl, long l, const double *h, const double *qr, long pos, long *sel) {
+    const kt_model_config *c = &m->c;
+    long IH = c->index_heads, ID = c->index_dim;
+    double *q = malloc((size_t)(IH * ID) * sizeof *q), w[64], *score = malloc((size_t)(pos + 1) * sizeof *score);
+    double *k = sl->ikeys + pos * ID;
+    linear(m, Wf(m, "model.layers.%ld.self_attn.indexer.wq_b.weight", l), IH * ID, c->q_lora, qr, q, 1, 1);
+    for (long i = 0; i < IH; i++) rope_half(m, q + i * ID, (double)pos);
+    linear(m, Wf(m, "model.layers.%ld.self_attn.indexer.wk.weight", l), ID, c->hidden, h, k, 1, 1);
+    layernorm(k, ID, Wf(m, "model.layers.%ld.self_attn.indexer.k_norm.weight", l),
+              Wf(m, "model.layers.%ld.self_attn.indexer.k_norm.bias", l), 1e-6);
+    rope_half(m, k, (double)pos);
+    linear(m, Wf(m, "model.layers.%ld.self_attn.indexer.weights_proj.weight", l), IH, c->hidden, h, w, 0, 0);
+    for (long t = 0; t <= pos; t++) {
+        double sum = 0;
+        for (long i = 0; i < IH; i++) {
+            double d = 0;
+            for (long j = 0; j < ID; j++) d += q[i * ID + j] * sl->ikeys[t * ID + j];
+            d /= sqrt((double)ID);
+            sum += w[i] / sqrt((double)IH) * (d > 0 ? d : 0);
+        }
+        score[t] = sum;
+    }
+    long n = top_indices(score, pos + 1, c->index_topk, sel);
+    free(q), free(score);
+    return n;
+}
+
+/* V3.2's attention of one token (block input h) at pos, in MLA's absorbed form: per head the
+ * query's nope part through kv_b_proj's key rows becomes a 512 latent query, scored with the
+ * rope part against every selected token's [latent | rope] key; the weighted latents go through
+ * kv_b_proj's value rows, then o_proj. In KT_REF_KT the keys are in kt's V32 KV layout and the
+ * absorbed query and the latent output in bf16 (mla_decode's q and out). */
+static void attention_v32(const kt_model_ref *m, seq_layer *sl, long l, const double *h, long pos, double *out) {
+    const kt_model_config *c = &m->c;
+    long H = c->n_heads, NO = c->qk_nope, R = c->rope_dim, QK = NO + R, VH = c->v_head, L = c->kv_lora, KV = L + R;
+    double *qr = malloc((size_t)c->q_lora * sizeof *qr), *q = malloc((size_t)(H * QK) * sizeof *q);
+    double *e = sl->latent + pos * KV, *ql = malloc((size_t)KV * sizeof *ql), *ol = malloc((size_t)L * sizeof *ol);
+    double *o = malloc((size_t)(H * VH) * sizeof *o), *p = malloc((size_t)(pos + 1) * sizeof *p);
+    long *sel = malloc((size_t)(pos + 1) * sizeof *sel);
+    linear(m, Wf(m, "model.layers.%ld.self_attn.q_a_proj.weight", l), c->q_lora, c->hidden, h, qr, 1, 1);
+    rmsnorm(qr, c->q_lora, Wf(m, "model.layers.%ld.self_attn.q_a_layernorm.weight", l), c->rms_eps);
+    linear(m, Wf(m, "model.layers.%ld.self_attn.q_b_proj.weight", l), H * QK, c->q_lora, qr, q, 1, 1);
+    linear(m, Wf(m, "model.layers.%ld.self_attn.kv_a_proj_with_mqa.weight", l), KV, c->hidden, h, e, 1, 1);
+    rmsnorm(e, L, Wf(m, "model.layers.%ld.self_attn.kv_a_layernorm.weight", l), c->rms_eps);
+    rope_v32(m, e, KV, (double)pos);
+    if (m->mode == KT_REF_KT) quant_kv_v32(e);
+    long n = indexer_v32(m, sl, l, h, qr, pos, sel);
+    const float *wkv = Wf(m, "model.layers.%ld.self_attn.kv_b_proj.weight", l); /* [H * (NO + VH), L] */
+    for (long i = 0; i < H; i++) {
+        double *qi = q + i * QK, mx = -INFINITY, sum = 0;
+        rope_v32(m, qi, QK, (double)pos);
+        for (long j = 0; j < L; j++) {
+            double v = 0;
+            for (long d = 0; d < NO; d++) v += qi[d] * (double)wkv[(i * (NO + VH) + d) * L + j];
+            ql[j] = v;
+        }
+        for (long r = 0; r < R; r++) ql[L + r] = qi[NO + r];
+        for (long j = 0; j < KV && m->mode == KT_REF_KT; j++) ql[j] = round_bf16(ql[j]);
+        for (long s = 0; s < n; s++) {
+            double d = 0;
+            for (long j = 0; j < KV; j++) d += ql[j] * sl->latent[sel[s] * KV + j];
+            p[s] = d * c->softmax_scale;
+            mx = fmax(mx, p[s]);
+        }
+        for (long s = 0; s < n; s++) sum += p[s] = exp(p[s] - mx);
+        for (long j = 0; j < L; j++) {
+            double v = 0;
+            for (long s = 0; s < n; s++) v += p[s] * sl->latent[sel[s] * KV + j];
+            ol[j] = m->mode == KT_REF_KT ? round_bf16(v / sum) : v / sum;
+        }
+        for (long d = 0; d < VH; d++) {
+            double v = 0;
+            for (long j = 0; j < L; j++) v += ol[j] * (double)wkv[(i * (NO + VH) + NO + d) * L + j];
+            o[i * VH + d] = v;
+        }
+    }
+    linear(m, Wf(m, "model.layers.%ld.self_attn.o_proj.weight", l), c->hidden, H * VH, o, out, 1, 1);
+    free(qr), free(q), free(ql), free(ol), free(o), free(p), free(sel);
+}
+
+/* V3.2's MoE: sigmoid scores; with the correction bias, the topk_group groups of the best
+ * top-2 sums, then the top_k experts in them; weights = the scores (normalised when
+ * norm_topk) x routed_scale; plus the shared experts. */
+static void moe_v32(const kt_model_ref *m, long l, const double *h, double *out) {
+    const kt_model_config *c = &m->c;
+    long E = c->n_experts, G = c->n_group, per = E / G, idx[64], gsel[1024];
+    double *score = malloc((size_t)E * sizeof *score), *choice = malloc((size_t)E * sizeof *choice), gscore[1024], wsum = 0;
+    const float *bias = Wf(m, "model.layers.%ld.mlp.gate.e_score_correction_bias", l);
+    linear(m, Wf(m, "model.layers.%ld.mlp.gate.weight", l), E, c->hidden, h, score, 0, 0);
+    for (long e = 0; e < E; e++) choice[e] = (score[e] = sigmoid(score[e])) + bias[e];
+    for (long g = 0; g < G; g++) {
+        double a = -INFINITY, b = -INFINITY; /* the group's two best */
+        for (long e = g * per; e < (g + 1) * per; e++)
+            if (choice[e] > a) b = a, a = choice[e];
+            else if (choice[e] > b) b = choice[e];
+        gscore[g] = a + b;
+    }
+    long ng = top_indices(gscore, G, c->topk_group, gsel);
+    double *masked = malloc((size_t)E * sizeof *masked);
+    for (long e = 0; e < E; e++) masked[e] = -INFINITY;
+    for (long j = 0; j < ng; j++)
+        for (long e = gsel[j] * per; e < (gsel[j] + 1) * per; e++) masked[e] = choice[e];
+    long K = top_indices(masked, E, c->top_k, idx);
+    for (long k = 0; k < K; k++) wsum += score[idx[k]];
+    memset(out, 0, (size_t)c->hidden * sizeof *out);
+    for (long k = 0; k < K; k++)
+        expert(m, l, idx[k], c->moe_inter, h, (c->norm_topk ? score[idx[k]] / (wsum + 1e-20) : score[idx[k]]) * c->routed_scale,
+               out, 0);
+    if (c->n_shared) expert(m, l, -1, c->moe_inter * c->n_shared, h, 1.0, out, 1);
+    free(score), free(choice), free(masked);
+}
+
+/* One V3.2 decode step of every sequence: pre-norm residual layers, final norm, LM head. */
+static int step_v32(kt_model_ref *m, const int32_t *token, long pos, double *logits) {
+    const kt_model_config *c = &m->c;
+    long D = c->hidden;
+    double *x = malloc((size_t)D * sizeof *x), *col = malloc((size_t)D * sizeof *col), *y = malloc((size_t)D * sizeof *y);
+    const float *embed = Wf(m, "model.embed_tokens.weight", 0);
+    for (int b = 0; b < m->batch; b++) {
+        if (token[b] < 0 || token[b] >= c->vocab) return free(x), free(col), free(y), kt_fail("token %d outside the vocabulary", token[b]);
+        for (long d = 0; d < D; d++) x[d] = embed[token[b] * D + d];
+        for (long l = 0; l < c->n_layers; l++) {
+            memcpy(col, x, (size_t)D * sizeof *col);
+            rmsnorm(col, D, Wf(m, "model.layers.%ld.input_layernorm.weight", l), c->rms_eps);
+            attention_v32(m, &m->state[b * c->n_layers + l], l, col, pos, y);
+            for (long d = 0; d < D; d++) x[d] += y[d];
+            memcpy(col, x, (size_t)D * sizeof *col);
+            rmsnorm(col, D, Wf(m, "model.layers.%ld.post_attention_layernorm.weight", l), c->rms_eps);
+            if (c->mlp[l] == KT_MLP_DENSE) {
+                char names[3][128];
+                static const char *const which[3] = {"gate_proj", "up_proj", "down_proj"};
+                for (int i = 0; i < 3; i++) snprintf(names[i], sizeof names[i], "model.layers.%ld.mlp.%s.weight", l, which[i]);
+                memset(y, 0, (size_t)D * sizeof *y);
+                mlp(m, names, c->inter, col, 1.0, y, 1);
+            } else {
+                moe_v32(m, l, col, y);
+            }
+            for (long d = 0; d < D; d++) x[d] += y[d];
+        }
+        rmsnorm(x, D, Wf(m, "model.norm.weight", 0), c->rms_eps);
+        linear(m, Wf(m, "lm_head.weight", 0), c->vocab, D, x, logits + b * c->vocab, 0, 0);
+    }
+    free(x), free(col), free(y);
+    return 0;
 }
 
 int kt_model_ref_step(kt_model_ref *m, const int32_t *token, long pos, double *logits) {
     const kt_model_config *c = &m->c;
     long D = c->hidden, H = c->hc_mult;
     if (pos < 0 || pos >= m->max_ctx) return kt_fail("position %ld outside the context of %ld", pos, m->max_ctx);
+    if (c->arch == KT_ARCH_V32) return step_v32(m, token, pos, logits);
     double *x = malloc((size_t)(H * D) * sizeof *x), *col = malloc((size_t)D * sizeof *col);
     double *y = malloc((size_t)D * sizeof *y), post[8], comb[64];
     const float *embed = Wf(m, "model.embed_tokens.weight", 0);
@@ -453,13 +657,22 @@ void kt_rope_inv_freq(const kt_rope *r, long rope_dim, double *inv) {
     }
 }
 
+/* An MXFP4 matrix's exact values, e2m1 * 2^(s - 127), as moe_gemm reads them. */
+static float *mxfp4_values(const kt_st_tensor *codes, const kt_st_tensor *scales, long n, long k) {
+    float *v = malloc((size_t)(n * k) * sizeof *v);
+    for (long r = 0; r < n; r++)
+        for (long col = 0; col < k; col++) v[r * k + col] = kt_moe_mxfp4_value(codes->data, scales->data, k, r, col);
+    return v;
+}
+
 int kt_model_weight(const kt_model_config *c, const kt_st_set *w, const kt_model_tensor *d, float **v, int32_t **iv) {
-    const kt_st_tensor *st;
+    const kt_st_tensor *st, *sc;
     long n = d->shape[0], k = d->ndim == 2 ? d->shape[1] : 1;
-    const char *name = d->name;
-    char alt[128];
+    const char *name = kt_model_st_name(w, d->name);
     *v = NULL, *iv = NULL;
-    if (!kt_st_find(w, name) && !strncmp(name, "model.", 6) && kt_st_find(w, name + 6)) name = name + 6;
+    int fp4 = d->kind == KT_W_GEMM ? kt_model_mxfp4(w, d, &st, &sc) : 0;
+    if (fp4 < 0) return -1;
+    if (fp4) return *v = mxfp4_values(st, sc, n, k), 0;
     if (kt_st_get(w, name, d->ndim, d->shape, &st)) return -1;
     if (d->kind == KT_W_INDEX) {
         *iv = malloc((size_t)(n * k) * sizeof **iv);
@@ -473,16 +686,16 @@ int kt_model_weight(const kt_model_config *c, const kt_st_set *w, const kt_model
     if (st->dtype == KT_ST_F8_E4M3 && d->kind != KT_W_GEMM)
         return kt_fail("%s: tensor %s: F8_E4M3 where kt expects a bf16/f32 tensor", kt_st_file_of(w, st), name);
     if (st->dtype == KT_ST_U8 || st->dtype == KT_ST_I8)
-        return kt_fail("%s: tensor %s: %s (MXFP4 experts?): kt does not load MXFP4 weights yet", kt_st_file_of(w, st),
-                       name, kt_st_dtype_name(st->dtype));
+        return kt_fail("%s: tensor %s: %s codes where kt expects a bf16/f32 tensor", kt_st_file_of(w, st), name,
+                       kt_st_dtype_name(st->dtype));
     *v = malloc((size_t)(n * k) * sizeof **v);
     if (kt_st_to_f32(w, st, *v)) return -1;
-    if (st->dtype == KT_ST_F8_E4M3) { /* value = code * weight_scale_inv of its 128x128 block */
-        const kt_st_tensor *sc;
+    if (st->dtype == KT_ST_F8_E4M3) { /* value = code * the scale (weight_scale_inv or scale) of its 128x128 block */
         long sh[2] = {(n + 127) / 128, (k + 127) / 128};
-        snprintf(alt, sizeof alt, "%.*sweight_scale_inv", (int)(strlen(name) - 6), name);
+        if (!(sc = kt_model_scale_of(w, name)))
+            return kt_fail("%s: tensor %s: F8_E4M3 without its block scales (weight_scale_inv or scale)", kt_st_file_of(w, st), name);
         float *s = malloc((size_t)(sh[0] * sh[1]) * sizeof *s);
-        if (kt_st_get(w, alt, 2, sh, &sc) || kt_st_to_f32(w, sc, s)) return free(s), -1;
+        if (kt_st_get(w, sc->name, 2, sh, &sc) || kt_st_to_f32(w, sc, s)) return free(s), -1;
         for (long r = 0; r < n; r++)
             for (long col = 0; col < k; col++) (*v)[r * k + col] *= s[(r / 128) * sh[1] + col / 128];
         free(s);
@@ -490,9 +703,12 @@ int kt_model_weight(const kt_model_config *c, const kt_st_set *w, const kt_model
     return 0;
 }
 
+/* A checkpoint tensor; in KT_REF_KT a GEMM weight becomes kt's FP8 blocks, except an MXFP4 one,
+ * which kt's grouped GEMM reads as it is. */
 static int load_tensor(kt_model_ref *m, const kt_st_set *w, const kt_model_tensor *d, named *t) {
     if (kt_model_weight(&m->c, w, d, &t->v, &t->i)) return -1;
-    if (d->kind == KT_W_GEMM && m->mode == KT_REF_KT) kt_quant_blocks(t->v, d->shape[0], d->shape[1], NULL, NULL);
+    if (d->kind == KT_W_GEMM && m->mode == KT_REF_KT && !kt_model_mxfp4(w, d, NULL, NULL))
+        kt_quant_blocks(t->v, d->shape[0], d->shape[1], NULL, NULL);
     return 0;
 }
 
@@ -552,6 +768,11 @@ int kt_model_ref_open(const kt_model_config *c, const kt_st_set *w, uint64_t see
     for (long s = 0; s < batch * c->n_layers; s++) {
         long l = s % c->n_layers;
         seq_layer *sl = &m->state[s];
+        if (c->arch == KT_ARCH_V32) {
+            sl->latent = calloc((size_t)(max_ctx * (c->kv_lora + c->rope_dim)), sizeof(double));
+            sl->ikeys = calloc((size_t)(max_ctx * c->index_dim), sizeof(double));
+            continue;
+        }
         sl->window = calloc((size_t)(c->window * c->head_dim), sizeof(double));
         long rate = c->attn[l] == KT_ATTN_HCA ? c->hca_rate : c->csa_rate;
         if (c->attn[l] != KT_ATTN_SLIDING)
@@ -569,6 +790,7 @@ void kt_model_ref_close(kt_model_ref *m) {
     for (int i = 0; i < m->n_w; i++) free(m->w[i].name), free(m->w[i].v), free(m->w[i].i);
     if (m->state)
         for (long s = 0; s < m->batch * m->c.n_layers; s++)
-            free(m->state[s].window), free_comp(&m->state[s].comp), free_comp(&m->state[s].index);
+            free(m->state[s].window), free_comp(&m->state[s].comp), free_comp(&m->state[s].index), free(m->state[s].latent),
+                free(m->state[s].ikeys);
     free(m->w), free(m->state), free(m->inv_main), free(m->inv_comp), free(m);
 }

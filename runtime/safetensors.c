@@ -262,8 +262,11 @@ int kt_st_to_f32(const kt_st_set *s, const kt_st_tensor *t, float *out) {
             break;
         }
         case KT_ST_F8_E4M3: out[i] = kt_e4m3_to_float(p[i]); break;
+        case KT_ST_F8_E8M0: /* a power of two, 2^(e - 127); 0xff is NaN */
+            out[i] = p[i] == 0xff ? NAN : ldexpf(1.0f, p[i] - 127);
+            break;
         default:
-            return kt_fail("%s: tensor %s: dtype %s where a float tensor (F32, BF16, F16, F8_E4M3) is needed",
+            return kt_fail("%s: tensor %s: dtype %s where a float tensor (F32, BF16, F16, F8_E4M3, F8_E8M0) is needed",
                            kt_st_file_of(s, t), t->name, kt_st_dtype_name(t->dtype));
         }
     }

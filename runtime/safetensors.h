@@ -61,7 +61,7 @@ const kt_st_tensor *kt_st_find(const kt_st_set *s, const char *name);
 int kt_st_get(const kt_st_set *s, const char *name, int ndim, const long *shape, const kt_st_tensor **out);
 /* The file of a tensor (for messages). */
 const char *kt_st_file_of(const kt_st_set *s, const kt_st_tensor *t);
-/* Converts a float tensor (F32, BF16, F16, F8_E4M3) to f32 into out (numel elements). */
+/* Converts a float tensor (F32, BF16, F16, F8_E4M3, F8_E8M0 scales) to f32 into out (numel elements). */
 int kt_st_to_f32(const kt_st_set *s, const kt_st_tensor *t, float *out);
 /* Converts an integer tensor (I64, I32, U8...) to int32 into out; a value out of int32 range fails. */
 int kt_st_to_i32(const kt_st_set *s, const kt_st_tensor *t, int32_t *out);

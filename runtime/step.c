@@ -545,6 +545,12 @@ static int load_experts(kt_step *s, layer_dev *L, long l) {
         dalloc(&L->e2, (size_t)(E * D * I)) || dalloc(&L->e2s, (size_t)(E * (D / 128) * (I / 128)) * 4))
         return -1;
     s->expert_bytes = 3.0 * I * D + 3.0 * I * D / 16384 * 4;
+    int fp4 = s->w ? kt_model_experts_are_mxfp4(c, s->w, l) : 0;
+    if (fp4)
+        return fp4 < 0 ? -1
+                       : kt_fail("layer %ld: the checkpoint's routed experts are MXFP4: the GPU step runs FP8 experts "
+                                 "(rt_moe_up/down) until it calls moe_gemm (FORMAT=mxfp4, laid out by "
+                                 "kt_model_experts_mxfp4); the host reference runs them: kt run --reference kt|exact", l);
     for (long e = 0; e < E; e++) {
         up.codes = L->e13 + (dptr)(e * 2 * I * D), up.scales = L->e13s + (dptr)(e * (2 * I / 128) * (D / 128) * 4);
         down.codes = L->e2 + (dptr)(e * D * I), down.scales = L->e2s + (dptr)(e * (D / 128) * (I / 128) * 4);
@@ -823,6 +829,10 @@ static int load_rt(kt_step *s) {
 static double kernel_ms(const kt_step *s) { return s->rt_ms + s->prewarm_ms + s->dispatch_ms; }
 
 int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_options *o, kt_step **out) {
+    if (c->arch == KT_ARCH_V32)
+        return kt_fail("deepseek_v32: kt's GPU step runs deepseek_v4 only: V3.2's attention (mla_decode LAYOUT=V32 with "
+                       "its indexer over every token) and V3 router are not wired into runtime/step.c; the float64 host "
+                       "reference runs it: kt run --reference kt (kt's formats) or --reference exact");
     if (c->index_heads > 64 || c->hc_mult > 8 || c->top_k > 64)
         return kt_fail("kt's plain kernels take index_n_heads <= 64, hc_mult <= 8, num_experts_per_tok <= 64");
     kt_device_info info;
