@@ -8,9 +8,15 @@ FP8 e4m3 weights in 128x128 blocks, activations in 1x128 groups before every FP8
 outputs rounded to bf16, the sliding/compressed KV nope part in e4m3 with power-of-two scales
 per 64 and its rope part in bf16, as kt's KV layout stores them), and prints the per-step
 relative L2 of every pair of logits (kt's dumps and transformers') and the greedy agreement.
-  usage: runtime_ref.py make DIR [--smooth] [--prompt P] [--batch B] [--seed N]
+The second model and the MXFP4 experts (tests/gpu/runtime_v32.sh, no GPU needed): `make --arch
+v32` saves a tiny random DeepseekV32; `mxfp4 DIR OUT` writes DIR's V4 routed experts as the
+release ships them (I8 e2m1 pairs + F8_E8M0 `scale` per 32) into OUT and their exact values
+back into DIR as bf16; `hostcheck` runs transformers fp32 teacher-forced on the prompt and
+compares the host reference's dumps (`kt run --reference exact|kt --steps 0`) with it.
+  usage: runtime_ref.py make DIR [--arch v4|v32] [--smooth] [--prompt P] [--batch B] [--seed N]
          runtime_ref.py compare DIR --kt-log LOG --dump NAME=FILE... [--limits JSON] [--require-greedy]
          runtime_ref.py fed LOG (the tokens kt fed, as a prompt file); runtime_ref.py flash DIR
+         runtime_ref.py mxfp4 DIR OUT; runtime_ref.py hostcheck DIR --dump NAME=FILE... [--limits JSON]
 """
 import argparse
 import json
@@ -20,7 +26,7 @@ import sys
 
 import torch
 import transformers
-from transformers import DeepseekV4Config, DeepseekV4ForCausalLM
+from transformers import DeepseekV32Config, DeepseekV32ForCausalLM, DeepseekV4Config, DeepseekV4ForCausalLM
 
 FP8_LINEARS = ("self_attn.q_a_proj", "self_attn.q_b_proj", "self_attn.kv_proj", "self_attn.o_a_proj",
                "self_attn.o_b_proj", "compressor.indexer.q_b_proj", "shared_experts.gate_proj",
@@ -46,6 +52,26 @@ def tiny_config(smooth=False):
     return DeepseekV4Config(**kw)
 
 
+def tiny_config_v32():
+    """A tiny DeepseekV32: 3 layers (the first dense), MLA at kt's 512 + 64 latent, the indexer
+    picking 8 of up to 40 tokens (16 heads: a score
+    is 0, a tie, only where all 16 relu terms are), 8 experts in 2 groups (top-1 group, top-2 experts), YaRN."""
+    return DeepseekV32Config(
+        vocab_size=512, hidden_size=256, intermediate_size=256, moe_intermediate_size=128, num_hidden_layers=3,
+        num_attention_heads=2, num_key_value_heads=2, n_shared_experts=1, n_routed_experts=8, n_group=2,
+        topk_group=1, num_experts_per_tok=2, kv_lora_rank=512, q_lora_rank=128, qk_rope_head_dim=64,
+        qk_nope_head_dim=64, v_head_dim=64, first_k_dense_replace=1, index_topk=8, index_head_dim=128,
+        index_n_heads=16, max_position_embeddings=4096, tie_word_embeddings=False, initializer_range=0.05,
+        rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "mscale": 1.0,
+                         "mscale_all_dim": 1.0, "original_max_position_embeddings": 1024,
+                         "beta_fast": 32.0, "beta_slow": 1.0})
+
+
+def model_class(d):
+    mt = json.load(open(os.path.join(d, "config.json")))["model_type"]
+    return DeepseekV32ForCausalLM if mt == "deepseek_v32" else DeepseekV4ForCausalLM
+
+
 def randomise(model, g):
     """HF initialises sinks, position biases, HC biases and tid2eid to constants; a test needs
     them random so every term of the math is exercised."""
@@ -60,6 +86,8 @@ def randomise(model, g):
                 p.copy_(0.5 + torch.rand(p.shape, generator=g))
             elif name.endswith("norm.weight") or name.endswith("layernorm.weight"):
                 p.copy_(1 + 0.2 * torch.randn(p.shape, generator=g))
+            elif name.endswith("k_norm.bias"):
+                p.copy_(0.2 * torch.randn(p.shape, generator=g))
             elif name == "lm_head.weight":
                 p.copy_(torch.randn(p.shape, generator=g) * 0.1)
         for name, b in model.named_buffers():
@@ -159,8 +187,8 @@ def rel(a, b):
 def cmd_make(a):
     torch.manual_seed(a.seed)
     g = torch.Generator().manual_seed(a.seed)
-    cfg = tiny_config(a.smooth)
-    model = DeepseekV4ForCausalLM(cfg).eval()
+    cfg = tiny_config_v32() if a.arch == "v32" else tiny_config(a.smooth)
+    model = (DeepseekV32ForCausalLM if a.arch == "v32" else DeepseekV4ForCausalLM)(cfg).eval()
     randomise(model, g)
     os.makedirs(a.dir, exist_ok=True)
     model.to(torch.bfloat16).save_pretrained(a.dir)
@@ -240,6 +268,78 @@ def cmd_compare(a):
     sys.exit(0 if ok else 1)
 
 
+E2M1 = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
+
+
+def to_mxfp4(w):
+    """[N, K] -> (I8 codes [N, K/2], even k in the low nibble; ue8m0 bytes [N, K/32]; the exact
+    values): per 32 the power-of-two scale that puts the amax at or under 6, codes the nearest
+    e2m1 magnitude with the sign in bit 3."""
+    n, k = w.shape
+    g = w.float().view(n, k // 32, 32)
+    amax = g.abs().amax(-1, keepdim=True).clamp(min=2.0 ** -100)
+    e = torch.ceil(torch.log2(amax / 6)).clamp(-127, 127)
+    x = g / torch.exp2(e)
+    mag = (x.abs().unsqueeze(-1) - E2M1).abs().argmin(-1)
+    code = (mag | ((x < 0) & (mag > 0)).long() << 3).view(n, k)
+    packed = (code[:, 0::2] | code[:, 1::2] << 4).to(torch.uint8).view(torch.int8)
+    values = (E2M1[mag] * torch.where(x < 0, -1.0, 1.0) * torch.exp2(e)).view(n, k)
+    return packed, (e.view(n, k // 32) + 127).to(torch.uint8), values
+
+
+def cmd_mxfp4(a):
+    """The routed experts of DIR's saved V4 as the release ships them (OUT: I8 + F8_E8M0 scale),
+    and their exact MXFP4 values back into DIR (bf16 holds every e2m1 * 2^e exactly), so that
+    transformers on DIR and kt on OUT see the same numbers."""
+    from safetensors.torch import load_file, save_file
+    os.makedirs(a.out, exist_ok=True)
+    for f in os.listdir(a.dir):
+        if not f.endswith(".safetensors"):
+            if os.path.isfile(os.path.join(a.dir, f)):
+                shutil.copy(os.path.join(a.dir, f), a.out)
+            continue
+        t = load_file(os.path.join(a.dir, f))
+        mx, dq, n = {}, {}, 0
+        for name, w in t.items():
+            if ".ffn.experts." in name and name.endswith(".weight"):
+                codes, scales, values = to_mxfp4(w)
+                mx[name] = codes
+                mx[name[: -len("weight")] + "scale"] = scales.view(torch.float8_e8m0fnu)
+                dq[name] = values.to(w.dtype)
+                assert torch.equal(dq[name].float(), values), "bf16 must hold the MXFP4 values exactly"
+                n += 1
+            else:
+                mx[name] = dq[name] = w
+        save_file(mx, os.path.join(a.out, f), metadata={"format": "pt"})
+        save_file(dq, os.path.join(a.dir, f), metadata={"format": "pt"})
+        print(f"{f}: {n} routed expert matrices in MXFP4")
+
+
+def cmd_hostcheck(a):
+    """transformers fp32 teacher-forced on DIR's prompt against the host reference's dumps."""
+    prompt = torch.tensor([[int(x) for x in line.split()] for line in open(os.path.join(a.dir, "prompt.txt"))])
+    m = model_class(a.dir).from_pretrained(a.dir, torch_dtype=torch.float32, attn_implementation="eager").eval()
+    hf, _ = run(m, prompt, 0)
+    V = hf.shape[-1]
+    ok = True
+    dumps = {}
+    for spec in a.dump:
+        name, path = spec.split("=", 1)
+        dumps[name] = torch.tensor(list(memoryview(open(path, "rb").read()).cast("f"))).view(-1, prompt.shape[0], V)
+        r = rel(dumps[name], hf)
+        agree = (dumps[name].argmax(-1) == hf.argmax(-1)).float().mean().item()
+        print(f"{name} vs hf_fp32: per-step rel L2 median {r.median().item():.2e} max {r.max().item():.2e}; "
+              f"argmax agrees at {agree * 100:.0f}% of {r.numel() * prompt.shape[0]} positions")
+    for key, (lim, why) in json.loads(a.limits).items():  # lim 0: bit-equal dumps; else a bound on the median
+        k, j = key.split(":")
+        r = rel(dumps[k], hf if j == "hf_fp32" else dumps[j])
+        good = r.max().item() == 0 if lim == 0 else r.median().item() <= lim
+        ok &= good
+        print(f"{'PASS' if good else 'FAIL'} {key}: per-step rel L2 median {r.median().item():.2e} (max "
+              f"{r.max().item():.2e}) {'== 0' if lim == 0 else '<= ' + str(lim)} ({why})")
+    sys.exit(0 if ok else 1)
+
+
 def cmd_fed(a):
     """The tokens kt fed, one line per sequence: the prompt for a teacher-forced host reference."""
     fed, _ = read_kt_log(a.kt_log, 0)
@@ -263,6 +363,14 @@ def main():
     mk = sub.add_parser("make")
     mk.add_argument("dir")
     mk.add_argument("--smooth", action="store_true", help="every expert and every entry selected (no top-k flips)")
+    mk.add_argument("--arch", choices=("v4", "v32"), default="v4")
+    mx = sub.add_parser("mxfp4")
+    mx.add_argument("dir")
+    mx.add_argument("out")
+    hc = sub.add_parser("hostcheck")
+    hc.add_argument("dir")
+    hc.add_argument("--dump", action="append", default=[], help="NAME=FILE of kt run --reference ... --dump")
+    hc.add_argument("--limits", default="{}", help='{"exact:hf_fp32": [median, "why"], "a:b": [0, "bit-equal"]}')
     cp = sub.add_parser("compare")
     cp.add_argument("dir")
     cp.add_argument("--kt-log", required=True)
@@ -274,7 +382,8 @@ def main():
         p.add_argument("--batch", type=int, default=2)
         p.add_argument("--seed", type=int, default=1234)
     a = ap.parse_args()
-    {"make": cmd_make, "compare": cmd_compare, "fed": cmd_fed, "flash": cmd_flash}[a.cmd](a)
+    {"make": cmd_make, "compare": cmd_compare, "fed": cmd_fed, "flash": cmd_flash, "mxfp4": cmd_mxfp4,
+     "hostcheck": cmd_hostcheck}[a.cmd](a)
 
 
 if __name__ == "__main__":
