@@ -692,10 +692,12 @@ int kt_model_weight(const kt_model_config *c, const kt_st_set *w, const kt_model
     if (kt_st_to_f32(w, st, *v)) return -1;
     if (st->dtype == KT_ST_F8_E4M3) { /* value = code * the scale (weight_scale_inv or scale) of its 128x128 block */
         long sh[2] = {(n + 127) / 128, (k + 127) / 128};
-        if (!(sc = kt_model_scale_of(w, name)))
+        if (!(sc = kt_model_scale_of(w, name))) {
+            free(*v), *v = NULL;
             return kt_fail("%s: tensor %s: F8_E4M3 without its block scales (weight_scale_inv or scale)", kt_st_file_of(w, st), name);
+        }
         float *s = malloc((size_t)(sh[0] * sh[1]) * sizeof *s);
-        if (kt_st_get(w, sc->name, 2, sh, &sc) || kt_st_to_f32(w, sc, s)) return free(s), -1;
+        if (kt_st_get(w, sc->name, 2, sh, &sc) || kt_st_to_f32(w, sc, s)) return free(s), free(*v), *v = NULL, -1;
         for (long r = 0; r < n; r++)
             for (long col = 0; col < k; col++) (*v)[r * k + col] *= s[(r / 128) * sh[1] + col / 128];
         free(s);
