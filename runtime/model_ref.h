@@ -1,7 +1,7 @@
-/* model_ref.h — the float64 host reference of a DeepSeek-V4 decode step (runtime/model_ref.c):
- * the math of transformers' DeepseekV4ForCausalLM one token at a time, with kt's quantisation
- * optionally applied at the points the GPU step applies it, so the GPU step can be checked
- * against it and it against transformers. */
+/* model_ref.h — the float64 host reference of a DeepSeek-V4 or V3.2 decode step
+ * (runtime/model_ref.c): the math of transformers' DeepseekV4ForCausalLM / DeepseekV32ForCausalLM
+ * one token at a time, with kt's quantisation optionally applied at the points the GPU step
+ * applies it, so the GPU step can be checked against it and it against transformers. */
 #ifndef KT_MODEL_REF_H
 #define KT_MODEL_REF_H
 
@@ -13,8 +13,10 @@ typedef struct kt_model_ref kt_model_ref;
 /* Which numbers the reference computes with. */
 typedef enum kt_ref_mode {
     KT_REF_EXACT = 0, /* the checkpoint's weights as they are, everything in double */
-    KT_REF_KT         /* kt's formats: FP8 GEMM weights (128x128 blocks) and activations (1x128,
-                         from bf16), GEMM outputs in bf16, the KV cache's e4m3 nope / bf16 rope */
+    KT_REF_KT         /* kt's formats: FP8 GEMM weights (128x128 blocks; MXFP4 experts as they
+                         are) and activations (1x128, from bf16), GEMM outputs in bf16, the KV
+                         cache's e4m3 nope / bf16 rope (V3.2: mla_decode's V32 layout, its bf16
+                         absorbed query and latent output: the formats its GPU step will use) */
 } kt_ref_mode;
 
 /* Loads the weights every layer needs from w (checked against c: name, shape, dtype), or, with
