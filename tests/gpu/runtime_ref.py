@@ -13,7 +13,7 @@ v32` saves a tiny random DeepseekV32; `mxfp4 DIR OUT` writes DIR's V4 routed exp
 release ships them (I8 e2m1 pairs + F8_E8M0 `scale` per 32) into OUT and their exact values
 back into DIR as bf16; `hostcheck` runs transformers fp32 teacher-forced on the prompt and
 compares the host reference's dumps (`kt run --reference exact|kt --steps 0`) with it.
-  usage: runtime_ref.py make DIR [--arch v4|v32] [--smooth] [--prompt P] [--batch B] [--seed N]
+  usage: runtime_ref.py make DIR [--arch v4|v32] [--mxfp4 OUT] [--smooth] [--prompt P] [--batch B] [--seed N]
          runtime_ref.py compare DIR --kt-log LOG --dump NAME=FILE... [--limits JSON] [--require-greedy]
          runtime_ref.py fed LOG (the tokens kt fed, as a prompt file); runtime_ref.py flash DIR
          runtime_ref.py mxfp4 DIR OUT; runtime_ref.py hostcheck DIR --dump NAME=FILE... [--limits JSON]
@@ -197,6 +197,8 @@ def cmd_make(a):
         for row in prompt.tolist():
             f.write(" ".join(map(str, row)) + "\n")
     print("made", a.dir, "transformers", transformers.__version__)
+    if a.mxfp4:
+        write_mxfp4(a.dir, a.mxfp4)
 
 
 def cmd_compare(a):
@@ -287,18 +289,18 @@ def to_mxfp4(w):
     return packed, (e.view(n, k // 32) + 127).to(torch.uint8), values
 
 
-def cmd_mxfp4(a):
-    """The routed experts of DIR's saved V4 as the release ships them (OUT: I8 + F8_E8M0 scale),
-    and their exact MXFP4 values back into DIR (bf16 holds every e2m1 * 2^e exactly), so that
-    transformers on DIR and kt on OUT see the same numbers."""
+def write_mxfp4(d, out):
+    """The routed experts of d's saved V4 as the release ships them (out: I8 + F8_E8M0 scale),
+    and their exact MXFP4 values back into d (bf16 holds every e2m1 * 2^e exactly), so that
+    transformers on d and kt on out see the same numbers."""
     from safetensors.torch import load_file, save_file
-    os.makedirs(a.out, exist_ok=True)
-    for f in os.listdir(a.dir):
+    os.makedirs(out, exist_ok=True)
+    for f in os.listdir(d):
         if not f.endswith(".safetensors"):
-            if os.path.isfile(os.path.join(a.dir, f)):
-                shutil.copy(os.path.join(a.dir, f), a.out)
+            if os.path.isfile(os.path.join(d, f)):
+                shutil.copy(os.path.join(d, f), out)
             continue
-        t = load_file(os.path.join(a.dir, f))
+        t = load_file(os.path.join(d, f))
         mx, dq, n = {}, {}, 0
         for name, w in t.items():
             if ".ffn.experts." in name and name.endswith(".weight"):
@@ -310,9 +312,13 @@ def cmd_mxfp4(a):
                 n += 1
             else:
                 mx[name] = dq[name] = w
-        save_file(mx, os.path.join(a.out, f), metadata={"format": "pt"})
-        save_file(dq, os.path.join(a.dir, f), metadata={"format": "pt"})
+        save_file(mx, os.path.join(out, f), metadata={"format": "pt"})
+        save_file(dq, os.path.join(d, f), metadata={"format": "pt"})
         print(f"{f}: {n} routed expert matrices in MXFP4")
+
+
+def cmd_mxfp4(a):
+    write_mxfp4(a.dir, a.out)
 
 
 def cmd_hostcheck(a):
@@ -364,6 +370,7 @@ def main():
     mk.add_argument("dir")
     mk.add_argument("--smooth", action="store_true", help="every expert and every entry selected (no top-k flips)")
     mk.add_argument("--arch", choices=("v4", "v32"), default="v4")
+    mk.add_argument("--mxfp4", metavar="OUT", help="then write its routed experts as MXFP4 into OUT (as `mxfp4`)")
     mx = sub.add_parser("mxfp4")
     mx.add_argument("dir")
     mx.add_argument("out")
