@@ -117,7 +117,7 @@ int kt_st_parse_header(const char *name, const char *json, size_t len, size_t da
         if (!(x->name = strdup(e->string))) { rc = kt_fail("out of memory"); break; }
         (*n)++;
     }
-    if (!rc) rc = check_overlaps(name, *t + first, *n - first);
+    if (!rc && *n > first) rc = check_overlaps(name, *t + first, *n - first); /* *t is NULL for a header of no tensors */
     cJSON_Delete(root);
     return rc;
 }
