@@ -541,16 +541,16 @@ static int load_experts(kt_step *s, layer_dev *L, long l) {
     const kt_model_config *c = &s->c;
     long E = c->n_experts, I = c->moe_inter, D = c->hidden;
     gemm_w up = {0, 0, 2 * I, D}, down = {0, 0, D, I};
-    if (dalloc(&L->e13, (size_t)(E * 2 * I * D)) || dalloc(&L->e13s, (size_t)(E * (2 * I / 128) * (D / 128)) * 4) ||
-        dalloc(&L->e2, (size_t)(E * D * I)) || dalloc(&L->e2s, (size_t)(E * (D / 128) * (I / 128)) * 4))
-        return -1;
-    s->expert_bytes = 3.0 * I * D + 3.0 * I * D / 16384 * 4;
     int fp4 = s->w ? kt_model_experts_are_mxfp4(c, s->w, l) : 0;
     if (fp4)
         return fp4 < 0 ? -1
                        : kt_fail("layer %ld: the checkpoint's routed experts are MXFP4: the GPU step's experts are FP8 "
                                  "(rt_moe_up/down or moe_gemm FORMAT=fp8); moe_gemm FORMAT=mxfp4 is not wired yet (its "
                                  "layout: kt_model_experts_mxfp4); the host reference runs them: kt run --reference kt|exact", l);
+    if (dalloc(&L->e13, (size_t)(E * 2 * I * D)) || dalloc(&L->e13s, (size_t)(E * (2 * I / 128) * (D / 128)) * 4) ||
+        dalloc(&L->e2, (size_t)(E * D * I)) || dalloc(&L->e2s, (size_t)(E * (D / 128) * (I / 128)) * 4))
+        return -1;
+    s->expert_bytes = 3.0 * I * D + 3.0 * I * D / 16384 * 4;
     for (long e = 0; e < E; e++) {
         up.codes = L->e13 + (dptr)(e * 2 * I * D), up.scales = L->e13s + (dptr)(e * (2 * I / 128) * (D / 128) * 4);
         down.codes = L->e2 + (dptr)(e * D * I), down.scales = L->e2s + (dptr)(e * (D / 128) * (I / 128) * 4);
