@@ -45,7 +45,7 @@ if [ "$MODE" != speed ]; then
              "plain:ktref": [0.1, "the same formats in float32 kernels; the flip noise floor is 0.095"],
              "gpu:ktref": [0.15, "the families: the flip floor plus their bf16/e4m3 roundings"],
              "gpu:plain": [0.15, "families vs plain kernels on the same tokens: both within the floor of ktref"]}'
-    for cfg in smooth routed; do
+    for cfg in ${KT_RT_CONFIGS:-smooth routed}; do
         in_budget "$cfg model" 60 || continue
         D=$MODELS/$cfg L=$LOGS/$cfg
         mkdir -p "$L"

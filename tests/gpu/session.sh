@@ -66,7 +66,7 @@ passed=$((passed + $(grep -c '^ok ' "$LOGS/verify.txt"))) failed=$((failed + $(g
 grep -h -E '^[0-9]+ verified, [0-9]+ failed' "$LOGS"/verify_*.log | awk '{v += $1; f += $3} END {print v " verified, " f " failed (all verifies)"}'
 
 # ---- the runtime: both paths against transformers, then TPOT (its own checks and logs)
-part runtime 150 env LOGS="$LOGS/runtime" KT_RT_BUDGET=140 bash tests/gpu/runtime.sh
+part runtime 150 env LOGS="$LOGS/runtime" KT_RT_BUDGET=140 KT_RT_CONFIGS=routed bash tests/gpu/runtime.sh
 grep -E '^(ok|FAIL)|TPOT|passed' "$LOGS/runtime.log" | tail -n 30
 
 # ---- Nsight Compute on one variant of each kernel family (the default, as dispatch serves it;
