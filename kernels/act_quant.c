@@ -82,8 +82,8 @@ static int launch(const kt_launch *l) {
     void *args[] = {&p[T_X], &p[T_Q], &p[T_S], &M, &K};
     long groups = (long)M * (K / 128);
     int per_block = l->config->v[P_GROUPS_PER_BLOCK];
-    return kt_launch_kernel_pdl(l->mod, 0, (unsigned)((groups + per_block - 1) / per_block), 1, 1,
-                                threads(l->config), 0, l->stream, args);
+    return kt_launch_kernel_pdl(l->mod, 0, (unsigned)((groups + per_block - 1) / per_block), 1, 1, threads(l->config),
+                                0, l->stream, args);
 }
 
 static double bytes(const kt_problem *p) { return p->m * p->dim[0] * 3.0 + p->m * p->dim[0] / 32.0; }

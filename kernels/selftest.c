@@ -63,8 +63,7 @@ static int launch(const kt_launch *l) {
     uint64_t x = l->ptr[T_X], y = l->ptr[T_Y];
     void *args[] = {&x, &y, &n};
     long per_block = (long)THREADS * l->config->v[P_VEC];
-    return kt_launch_kernel(l->mod, 0, (unsigned)((n + per_block - 1) / per_block), 1, 1, THREADS, 0, l->stream,
-                            args);
+    return kt_launch_kernel(l->mod, 0, (unsigned)((n + per_block - 1) / per_block), 1, 1, THREADS, 0, l->stream, args);
 }
 
 static double bytes(const kt_problem *p) { return 8.0 * p->m * p->dim[0]; }

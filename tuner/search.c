@@ -9,12 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ANCHOR_RATIO 4 /* consecutive anchors are at most this far apart in M */
-#define LOCAL_TOP 3    /* local search walks from a problem's 3 fastest strata first */
-#define TRANSFER_TOP 5 /* an M between anchors starts from each anchor's 5 fastest */
-#define BETWEEN_CAP 12 /* units of an M between anchors, all phases */
+#define ANCHOR_RATIO 4          /* consecutive anchors are at most this far apart in M */
+#define LOCAL_TOP 3             /* local search walks from a problem's 3 fastest strata first */
+#define TRANSFER_TOP 5          /* an M between anchors starts from each anchor's 5 fastest */
+#define BETWEEN_CAP 12          /* units of an M between anchors, all phases */
 #define UNCENTRED_PER_STRATUM 2 /* first-sample configs of a stratum where the default is no centre */
-#define SEED_TOP 2     /* an anchor's local search also starts from its next anchors' 2 fastest */
+#define SEED_TOP 2              /* an anchor's local search also starts from its next anchors' 2 fastest */
 /* From the family's search_full_budget_from_m on an anchor's local search gets all of --budget
  * more, below it half; anchors from there up to its search_tile_sweep_to_m end by timing all
  * of their winner's tile (sweep_tile). Why the GEMMs' values: bench/NOTES.md, "The fast
@@ -31,24 +31,24 @@ typedef struct choice {
     int from;        /* the choice this one is one step from (local search), -1 if none */
     int param, step; /* that step: which parameter, and -1 or +1 along its value list */
     int answered;
-    int next_param;  /* local search: the parameter whose neighbours it times next */
-    int line_tried;       /* local search: its line step was considered */
+    int next_param; /* local search: the parameter whose neighbours it times next */
+    int line_tried; /* local search: its line step was considered */
     kt_status status;
-    double us;       /* median; NAN unless ok */
+    double us; /* median; NAN unless ok */
 } choice;
 
 typedef struct problem {
     kt_problem p;
-    int anchor;      /* fast: an anchor M of its shape */
-    int lo, hi;      /* fast, not an anchor: the nearest anchors below and above (problem indices) */
+    int anchor;       /* fast: an anchor M of its shape */
+    int lo, hi;       /* fast, not an anchor: the nearest anchors below and above (problem indices) */
     int below, above; /* fast anchor: its shape's next anchors in M (problem indices), -1 if none */
-    int sampled;     /* fast anchor: its first sample is all answered... */
-    int first_n;     /* ...and was this many choices */
-    int spare;       /* fast anchor: units of its budget the first sample left to the local search */
-    int tile_swept;  /* fast anchor from search_full_budget_from_m: its winner's tile shape is all chosen */
+    int sampled;      /* fast anchor: its first sample is all answered... */
+    int first_n;      /* ...and was this many choices */
+    int spare;        /* fast anchor: units of its budget the first sample left to the local search */
+    int tile_swept;   /* fast anchor from search_full_budget_from_m: its winner's tile shape is all chosen */
     enum phase phase;
-    int waiting;     /* choices not answered yet */
-    int cap;         /* local search stops once the problem has this many choices */
+    int waiting; /* choices not answered yet */
+    int cap;     /* local search stops once the problem has this many choices */
     choice *c;
     int n;
     size_t cap_c;
@@ -59,11 +59,11 @@ struct kt_search {
     const kt_config *space;
     const char (*ids)[17];
     int n_space;
-    int default_k;   /* the family default's index in the space, -1 if not in it */
-    int *where;      /* mixed-radix index of a point of the parameter grid -> space index, or -1 */
+    int default_k; /* the family default's index in the space, -1 if not in it */
+    int *where;    /* mixed-radix index of a point of the parameter grid -> space index, or -1 */
     enum strategy strategy;
     int budget;
-    int sms;         /* the GPU's SM count, for the family's per-problem default */
+    int sms; /* the GPU's SM count, for the family's per-problem default */
     kt_search_host host;
     problem *pr;
     int n;
@@ -173,8 +173,10 @@ static int pick(kt_search *s, int pi, int k, int from, int param, int step) {
     *c = (choice){.k = k, .from = from, .param = param, .step = step, .us = NAN};
     int known = s->host.choose(s->host.ctx, pi, k, pb->n++, (int)pb->phase, &c->status, &c->us);
     if (known < 0) return -1;
-    if (known) c->answered = 1;
-    else pb->waiting++;
+    if (known)
+        c->answered = 1;
+    else
+        pb->waiting++;
     return 0;
 }
 
@@ -432,8 +434,8 @@ static int settle(kt_search *s, int pi) {
     if (s->strategy != FAST) return 0;
     for (int b = 0; b < s->n; b++) {
         problem *q = &s->pr[b];
-        if (q->phase != WAITING_FOR_ANCHORS || (q->lo != pi && q->hi != pi) ||
-            s->pr[q->lo].phase != SETTLED || s->pr[q->hi].phase != SETTLED)
+        if (q->phase != WAITING_FOR_ANCHORS || (q->lo != pi && q->hi != pi) || s->pr[q->lo].phase != SETTLED ||
+            s->pr[q->hi].phase != SETTLED)
             continue;
         q->phase = PHASE_3;
         q->cap = BETWEEN_CAP;
@@ -453,8 +455,7 @@ static int advance(kt_search *s, int pi) {
                 pb->first_n = pb->n;
                 for (int i = 0; i < 2; i++) {
                     int q = i ? pb->above : pb->below;
-                    if (q >= 0 && s->pr[q].phase == PHASE_1 && s->pr[q].sampled && !s->pr[q].waiting &&
-                        advance(s, q))
+                    if (q >= 0 && s->pr[q].phase == PHASE_1 && s->pr[q].sampled && !s->pr[q].waiting && advance(s, q))
                         return -1;
                 }
                 continue; /* a neighbour's advance may have moved this one on */
@@ -519,8 +520,8 @@ static int place_anchors(kt_search *s) {
 /* ---------------------------------------------------------------- entry */
 
 kt_search *kt_search_new(const kt_family *f, const kt_config *space, const char (*ids)[17], int n_space,
-                         const kt_problem *problems, int n_problems, const kt_sweep_options *o,
-                         kt_search_host host, kt_sweep_report *rep) {
+                         const kt_problem *problems, int n_problems, const kt_sweep_options *o, kt_search_host host,
+                         kt_sweep_report *rep) {
     kt_search *s = calloc(1, sizeof *s);
     long points = 1;
     for (int i = 0; i < f->n_params; i++) points *= f->params[i].n_values;
@@ -553,8 +554,10 @@ kt_search *kt_search_new(const kt_family *f, const kt_config *space, const char 
         s->pr[i].phase = s->strategy == FAST ? WAITING_FOR_ANCHORS : PHASE_1;
         for (int k = 0; k < n_space; k++) {
             if (!f->config_fits(&space[k], &problems[i])) continue;
-            if (f->hopeless && f->hopeless(&space[k], &problems[i])) rep->pruned++;
-            else rep->space++;
+            if (f->hopeless && f->hopeless(&space[k], &problems[i]))
+                rep->pruned++;
+            else
+                rep->space++;
         }
     }
     if (s->strategy == FAST && place_anchors(s)) {

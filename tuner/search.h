@@ -46,8 +46,8 @@ typedef struct kt_search_host {
  * that fit and are worth timing, and those pruned as hopeless. NULL with error set if out
  * of memory. */
 kt_search *kt_search_new(const kt_family *f, const kt_config *space, const char (*ids)[17], int n_space,
-                         const kt_problem *problems, int n_problems, const kt_sweep_options *o,
-                         kt_search_host host, kt_sweep_report *rep);
+                         const kt_problem *problems, int n_problems, const kt_sweep_options *o, kt_search_host host,
+                         kt_sweep_report *rep);
 /* Makes every problem's first choices (and, where their results are known, the choices
  * that follow from them). */
 int kt_search_start(kt_search *s);

@@ -114,14 +114,14 @@ typedef struct replay_time {
 typedef struct worker_state {
     const kt_family *f;
     int fake;
-    int smooth;        /* fake GPU, KT_FAKE_TIME=smooth: times form a bowl around `bowl` */
+    int smooth; /* fake GPU, KT_FAKE_TIME=smooth: times form a bowl around `bowl` */
     kt_config bowl;
     replay_time *replay; /* fake GPU, KT_FAKE_TIME=replay:FILE: recorded times */
     int n_replay;
     problem_setup setups[WORKER_SETUPS];
     size_t setup_budget; /* device bytes the setups may hold (0: not known yet) */
     long jobs;
-    kt_bench *bench;   /* the current job's */
+    kt_bench *bench; /* the current job's */
     kt_module reference;
     int have_reference;
     kt_module modules[KT_WORKER_MODULES];
@@ -237,7 +237,8 @@ static void fake_misbehave(const worker_state *s, const kt_config *c) {
 /* Frees the least recently used setups other than keep while all of them hold more device
  * memory than the budget (a quarter of the GPU's, taken at the first setup). */
 static void evict_over_budget(worker_state *s, const problem_setup *keep) {
-    if (!s->setup_budget) s->setup_budget = kt_gpu_current()->mem_bytes ? kt_gpu_current()->mem_bytes / 4 : (size_t)4 << 30;
+    if (!s->setup_budget)
+        s->setup_budget = kt_gpu_current()->mem_bytes ? kt_gpu_current()->mem_bytes / 4 : (size_t)4 << 30;
     for (;;) {
         size_t held = 0;
         problem_setup *lru = NULL;
@@ -392,7 +393,8 @@ static void retime(worker_state *s, const job *j, kt_worker_result *r) {
         if (!kept[i]) kt_module_unload(mods[i]);
     for (int i = 0; i < n && r->outcome == KT_WORKER_DONE; i++) {
         qsort(us[i], KT_RETIME_ROUNDS, sizeof(double), cmp_double);
-        r->timing[i] = (kt_timing){us[i][KT_RETIME_ROUNDS / 2], us[i][0], us[i][KT_RETIME_ROUNDS - 1], KT_RETIME_ROUNDS};
+        r->timing[i] =
+            (kt_timing){us[i][KT_RETIME_ROUNDS / 2], us[i][0], us[i][KT_RETIME_ROUNDS - 1], KT_RETIME_ROUNDS};
     }
 }
 
@@ -414,9 +416,12 @@ static void hello(worker_state *s, int ordinal, kt_worker_hello *h) {
         h->gpu_count = (int)env_double("KT_FAKE_GPU_COUNT", 1);
         if (h->gpu_count < 1) h->gpu_count = 1;
         /* an RTX PRO 6000's 188 SMs, or KT_FAKE_SMS (replays of another GPU's recordings) */
-        h->info = (kt_device_info){.name = "kt fake GPU", .cc_major = 12, .cc_minor = 0,
+        h->info = (kt_device_info){.name = "kt fake GPU",
+                                   .cc_major = 12,
+                                   .cc_minor = 0,
                                    .sm_count = (int)env_double("KT_FAKE_SMS", 188),
-                                   .driver_version = 13000, .l2_bytes = 128u << 20,
+                                   .driver_version = 13000,
+                                   .l2_bytes = 128u << 20,
                                    .smem_per_block_optin = 99u << 10};
         return;
     }
@@ -452,8 +457,10 @@ static int load_replay(worker_state *s, const char *path) {
     int rc = 0;
     while (!rc && fscanf(in, "%127s %ld %191s %lf", shape, &m, config, &us) == 4) {
         replay_time *grown = kt_grow(s->replay, &cap, (size_t)s->n_replay, sizeof *grown);
-        if (!grown) rc = -1;
-        else s->replay = grown;
+        if (!grown)
+            rc = -1;
+        else
+            s->replay = grown;
         if (!rc) {
             snprintf(s->replay[s->n_replay].key, sizeof s->replay->key, "%s %ld %s", shape, m, config);
             s->replay[s->n_replay++].us = us;
@@ -482,9 +489,12 @@ static _Noreturn void serve(int fd, const kt_family *f, int ordinal) {
         kt_worker_result r;
         memset(&r, 0, sizeof r);
         if (s->fake && delay_s > 0) usleep((useconds_t)(delay_s * 1e6));
-        if (j.head.kind == KT_JOB_REFERENCE) load_reference(s, &j, &r);
-        else if (j.head.kind == KT_JOB_MEASURE) measure(s, &j, &r);
-        else retime(s, &j, &r);
+        if (j.head.kind == KT_JOB_REFERENCE)
+            load_reference(s, &j, &r);
+        else if (j.head.kind == KT_JOB_MEASURE)
+            measure(s, &j, &r);
+        else
+            retime(s, &j, &r);
         if (send_all(fd, &r, sizeof r) || r.outcome == KT_WORKER_LOST) _exit(1);
     }
     _exit(0); /* _exit: the parent's atexit handlers and stdio buffers are not ours */

@@ -61,8 +61,8 @@ constexpr int THREADS = WARPS * WARPS_K * 32;
 constexpr int WN = TILE_N / WARPS_N, WM = TILE_M / WARPS_M; // warp tile
 constexpr int FRAG_N = WN / 16, FRAG_M = WM / 8;
 constexpr bool QUANT_A = KT_QUANT_A == 1;
-constexpr int KBLOCKS = TILE_K / 128;       // scale blocks per stage
-constexpr int KSTEPS = 128 / 32 / WARPS_K;  // mma k-steps per k-block per warp group
+constexpr int KBLOCKS = TILE_K / 128;      // scale blocks per stage
+constexpr int KSTEPS = 128 / 32 / WARPS_K; // mma k-steps per k-block per warp group
 // A's tile holds e4m3 codes, or (QUANT_A) the bf16 activations they are made from.
 constexpr int A_ELEM_BYTES = QUANT_A ? 2 : 1, A_ROW_BYTES = TILE_K * A_ELEM_BYTES;
 constexpr int W_BYTES = TILE_N * TILE_K, A_BYTES = TILE_M * A_ROW_BYTES;
@@ -120,9 +120,9 @@ template <int ROW = TILE_K> __device__ __forceinline__ int swizzle(int row, int 
 #endif
 
 // A: e4m3 codes with their scales As, or (QUANT_A) bf16 activations and As unused.
-extern "C" __global__ void KT_CLUSTER KT_BOUNDS
-KT_GEMM_ENTRY(const void *__restrict__ A_, const float *__restrict__ As, const kt_u8 *__restrict__ B,
-              const float *__restrict__ Bs, kt_u16 *__restrict__ C, int M, int N, int K) {
+extern "C" __global__ void KT_CLUSTER KT_BOUNDS KT_GEMM_ENTRY(const void *__restrict__ A_, const float *__restrict__ As,
+                                                              const kt_u8 *__restrict__ B, const float *__restrict__ Bs,
+                                                              kt_u16 *__restrict__ C, int M, int N, int K) {
     const kt_u8 *A = (const kt_u8 *)A_;
     extern __shared__ __align__(128) kt_u8 smem_all[];
     kt_u8 *const smem = smem_all + RECV_BYTES; // the pipeline (DIRECT: token slab), then red[]
@@ -214,7 +214,7 @@ KT_GEMM_ENTRY(const void *__restrict__ A_, const float *__restrict__ As, const k
     const int g = lane >> 2, t = lane & 3;
     // Adds one k-block's sums of token fragment j into acc, scaled per token (s0 for token
     // 2t of the fragment, s1 for 2t+1).
-    auto add_scaled = [&](int j, const float (&sum)[FRAG_N][4], float s0, float s1) {
+    auto add_scaled = [&](int j, const float(&sum)[FRAG_N][4], float s0, float s1) {
 #pragma unroll
         for (int i = 0; i < FRAG_N; i++) {
             acc[i][j][0] += sum[i][0] * s0;
@@ -265,7 +265,9 @@ KT_GEMM_ENTRY(const void *__restrict__ A_, const float *__restrict__ As, const k
         // token fragment are 512 contiguous bytes; then their scales as [k-block][token].
         kt_u8 *xs = smem;
         float *as_s = (float *)(smem + nkb * TILE_M * 128);
-        auto token_piece = [&](int kbl, int m, int piece) { return xs + ((kbl * 2 + piece / 4) * TILE_M + m) * 64 + piece % 4 * 16; };
+        auto token_piece = [&](int kbl, int m, int piece) {
+            return xs + ((kbl * 2 + piece / 4) * TILE_M + m) * 64 + piece % 4 * 16;
+        };
         if constexpr (QUANT_A) {
             // 16 lanes per (k-block, token) 128-group, 8 bf16 each (one 16-byte load): the group's
             // max by four shuffles, then 8 codes to the slab and the scale beside them. QUANT_BATCH
@@ -275,14 +277,16 @@ KT_GEMM_ENTRY(const void *__restrict__ A_, const float *__restrict__ As, const k
             // Groups [0, live_groups) are (k-block, live token) pairs, the rest the padding tokens'.
             const int sub = tid % LANES_PER_GROUP, live_groups = nkb * rows, pad_rows = TILE_M - rows;
             const kt_u16 *X = (const kt_u16 *)A_;
-            for (int pass = 0; pass * PER_PASS * QUANT_BATCH < nkb * TILE_M; pass++) { // warp-uniform: full-mask shuffles
+            for (int pass = 0; pass * PER_PASS * QUANT_BATCH < nkb * TILE_M;
+                 pass++) { // warp-uniform: full-mask shuffles
                 const int base = pass * PER_PASS * QUANT_BATCH + tid / LANES_PER_GROUP;
                 uint4 in[QUANT_BATCH];
 #pragma unroll
                 for (int b = 0; b < QUANT_BATCH; b++) {
                     const int grp = base + b * PER_PASS, kbl = grp / rows, m = grp % rows;
-                    in[b] = grp < live_groups ? *(const uint4 *)(X + (long)(m0 + m) * K + (long)(kt_begin + kbl) * 128 + sub * 8)
-                                              : make_uint4(0, 0, 0, 0);
+                    in[b] = grp < live_groups
+                                ? *(const uint4 *)(X + (long)(m0 + m) * K + (long)(kt_begin + kbl) * 128 + sub * 8)
+                                : make_uint4(0, 0, 0, 0);
                 }
 #pragma unroll
                 for (int b = 0; b < QUANT_BATCH; b++) {
@@ -295,14 +299,16 @@ KT_GEMM_ENTRY(const void *__restrict__ A_, const float *__restrict__ As, const k
                         amax = fmaxf(amax, fabsf(x[e]));
                     }
 #pragma unroll
-                    for (int off = LANES_PER_GROUP / 2; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+                    for (int off = LANES_PER_GROUP / 2; off > 0; off >>= 1)
+                        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
                     const float scale = kt_quant_scale(amax), inv = __frcp_rn(scale);
                     const kt_u32 code[2] = {kt_quant_codes4(x, scale, inv), kt_quant_codes4(x + 4, scale, inv)};
                     if (grp < nkb * TILE_M) {
                         const bool live = grp < live_groups;
                         const int pad = grp - live_groups, kbl = live ? grp / rows : pad / pad_rows;
                         const int m = live ? grp % rows : rows + pad % pad_rows;
-                        *(uint2 *)(token_piece(kbl, m, sub / 2) + sub % 2 * 8) = live ? make_uint2(code[0], code[1]) : make_uint2(0, 0);
+                        *(uint2 *)(token_piece(kbl, m, sub / 2) + sub % 2 * 8) =
+                            live ? make_uint2(code[0], code[1]) : make_uint2(0, 0);
                         if (sub == 0) as_s[kbl * TILE_M + m] = live ? scale : 0.f;
                     }
                 }
@@ -333,19 +339,21 @@ KT_GEMM_ENTRY(const void *__restrict__ A_, const float *__restrict__ As, const k
                 auto tokens = [&](int j, int c) {
                     return *(const uint4 *)(xs + ((kbl * 2 + c) * TILE_M + j * 8 + g) * 64 + 16 * t);
                 };
-                auto feed = [&](int c, const uint4 &x, float (&sum)[FRAG_N][4]) {
+                auto feed = [&](int c, const uint4 &x, float(&sum)[FRAG_N][4]) {
 #pragma unroll
                     for (int i = 0; i < FRAG_N; i++) {
                         const uint4 &lo = ring[s][i][c][0], &hi = ring[s][i][c][1];
 #pragma unroll
                         for (int h = 0; h < 2; h++) {
                             const kt_u32 a[4] = {h ? lo.z : lo.x, h ? hi.z : hi.x, h ? lo.w : lo.y, h ? hi.w : hi.y};
-                            if (c == 0 && h == 0) kt_mma_e4m3_first(sum[i], a, x.x, x.y);
-                            else kt_mma_e4m3(sum[i], a, h ? x.z : x.x, h ? x.w : x.y);
+                            if (c == 0 && h == 0)
+                                kt_mma_e4m3_first(sum[i], a, x.x, x.y);
+                            else
+                                kt_mma_e4m3(sum[i], a, h ? x.z : x.x, h ? x.w : x.y);
                         }
                     }
                 };
-                auto promote = [&](int j, const float (&sum)[FRAG_N][4]) {
+                auto promote = [&](int j, const float(&sum)[FRAG_N][4]) {
                     const float2 sa = *(const float2 *)(as_s + kbl * TILE_M + j * 8 + 2 * t);
                     add_scaled(j, sum, sa.x * ring_bs[s], sa.y * ring_bs[s]);
                 };
@@ -433,7 +441,7 @@ KT_GEMM_ENTRY(const void *__restrict__ A_, const float *__restrict__ As, const k
                     }
                 }
                 // Adds this k-block's sums of token fragment j, scaled, into acc.
-                auto promote = [&](int j, const float (&sum)[FRAG_N][4]) {
+                auto promote = [&](int j, const float(&sum)[FRAG_N][4]) {
                     int col = warp_m * WM + j * 8 + 2 * t;
                     float s0, s1;
                     if constexpr (QUANT_A) {
@@ -445,7 +453,7 @@ KT_GEMM_ENTRY(const void *__restrict__ A_, const float *__restrict__ As, const k
                     }
                     add_scaled(j, sum, s0, s1);
                 };
-                auto load_w = [&](int s, kt_u32 (&wf)[FRAG_N][4]) {
+                auto load_w = [&](int s, kt_u32(&wf)[FRAG_N][4]) {
                     const int chunk = (b * 128 + (kgroup * KSTEPS + s) * 32) / 16, q = lane >> 3;
 #pragma unroll
                     for (int i = 0; i < FRAG_N; i++) {
@@ -453,7 +461,7 @@ KT_GEMM_ENTRY(const void *__restrict__ A_, const float *__restrict__ As, const k
                         kt_ldmatrix_x4(w_s + swizzle(row, chunk + (q >> 1)), wf[i][0], wf[i][1], wf[i][2], wf[i][3]);
                     }
                 };
-                auto mma_tokens = [&](int s, int j, const kt_u32 (&wf)[FRAG_N][4], float (&sum)[FRAG_N][4]) {
+                auto mma_tokens = [&](int s, int j, const kt_u32(&wf)[FRAG_N][4], float(&sum)[FRAG_N][4]) {
                     kt_u32 b0, b1;
                     if constexpr (QUANT_A) {
                         b0 = quant_b[j][s][0];
@@ -465,8 +473,10 @@ KT_GEMM_ENTRY(const void *__restrict__ A_, const float *__restrict__ As, const k
                     }
 #pragma unroll
                     for (int i = 0; i < FRAG_N; i++) {
-                        if (s == 0) kt_mma_e4m3_first(sum[i], wf[i], b0, b1);
-                        else kt_mma_e4m3(sum[i], wf[i], b0, b1);
+                        if (s == 0)
+                            kt_mma_e4m3_first(sum[i], wf[i], b0, b1);
+                        else
+                            kt_mma_e4m3(sum[i], wf[i], b0, b1);
                     }
                 };
                 if (PROMOTE_PER_TOKEN_FRAG) {
@@ -514,8 +524,8 @@ KT_GEMM_ENTRY(const void *__restrict__ A_, const float *__restrict__ As, const k
                 for (int j = 0; j < FRAG_M; j++)
 #pragma unroll
                     for (int e = 0; e < 4; e++) {
-                        float *dst = red + (warp_m * WM + j * 8 + 2 * t + (e & 1)) * RED_LD + warp_n * WN + i * 16 +
-                                     g + (e >> 1) * 8;
+                        float *dst = red + (warp_m * WM + j * 8 + 2 * t + (e & 1)) * RED_LD + warp_n * WN + i * 16 + g +
+                                     (e >> 1) * 8;
                         *dst = kg ? *dst + acc[i][j][e] : acc[i][j][e];
                     }
         }
@@ -530,8 +540,8 @@ KT_GEMM_ENTRY(const void *__restrict__ A_, const float *__restrict__ As, const k
         const int peer = 1 - rank;
         const kt_u32 dst = kt_cluster_map(kt_smem_addr(recv), peer), bar = kt_cluster_map(recv_bar, peer);
         for (int q = slice_begin(peer) + tid; q < slice_begin(peer + 1); q += THREADS)
-            kt_cluster_push4(dst + (q - slice_begin(peer)) * 16, *(const float4 *)(red + q / QUADS * RED_LD + q % QUADS * 4),
-                             bar);
+            kt_cluster_push4(dst + (q - slice_begin(peer)) * 16,
+                             *(const float4 *)(red + q / QUADS * RED_LD + q % QUADS * 4), bar);
         kt_mbar_wait(recv_bar, 0);
     } else if (SPLIT_K > 1) {
         kt_cluster_sync(); // every CTA's red[] is complete and visible
@@ -548,7 +558,10 @@ KT_GEMM_ENTRY(const void *__restrict__ A_, const float *__restrict__ As, const k
                 const float4 p = r == rank ? mine
                                  : PUSH    ? recv[q - first]
                                            : kt_cluster_load4(kt_cluster_map(kt_smem_addr(red + m * RED_LD + n), r));
-                v.x += p.x; v.y += p.y; v.z += p.z; v.w += p.w;
+                v.x += p.x;
+                v.y += p.y;
+                v.z += p.z;
+                v.w += p.w;
             }
         }
         uint2 packed;
@@ -577,8 +590,8 @@ extern "C" __global__ void fp8_gemm_reference(const kt_u8 *A, const float *As, c
 }
 #else
 // Each group of 128 activations quantised by act_quant's rule first (As unused).
-extern "C" __global__ void quant_fp8_gemm_reference(const kt_u16 *X, const float *As, const kt_u8 *B,
-                                                    const float *Bs, double *ref, int M, int N, int K) {
+extern "C" __global__ void quant_fp8_gemm_reference(const kt_u16 *X, const float *As, const kt_u8 *B, const float *Bs,
+                                                    double *ref, int M, int N, int K) {
     (void)As;
     long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (long)M * N) return;

@@ -15,8 +15,8 @@
 #define KT_KV_NOPE 448
 #define KT_KV_ROPE 64
 #define KT_KV_DIM (KT_KV_NOPE + KT_KV_ROPE)
-#define KT_KV_DATA (KT_KV_NOPE + 2 * KT_KV_ROPE) /* 576 */
-#define KT_KV_SCALES 8                           /* 7 ue8m0 + 1 pad */
+#define KT_KV_DATA (KT_KV_NOPE + 2 * KT_KV_ROPE)      /* 576 */
+#define KT_KV_SCALES 8                                /* 7 ue8m0 + 1 pad */
 #define KT_KV_TOKEN_BYTES (KT_KV_DATA + KT_KV_SCALES) /* 584 */
 #define KT_KV_PAGE_BYTES (KT_KV_PAGE * KT_KV_TOKEN_BYTES)
 

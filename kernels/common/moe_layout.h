@@ -33,7 +33,9 @@
 static inline long kt_moe_max_padded(long M, long topk, long E, long TM) {
     return (M * topk + E * (TM - 1) + TM - 1) / TM * TM;
 }
-static inline long kt_moe_max_tiles(long M, long topk, long E, long TM) { return kt_moe_max_padded(M, topk, E, TM) / TM; }
+static inline long kt_moe_max_tiles(long M, long topk, long E, long TM) {
+    return kt_moe_max_padded(M, topk, E, TM) / TM;
+}
 /* Offsets (in int32 elements) of the three arrays in the record, and its size. */
 #define KT_MOE_SORTED(M, topk, E, TM) 0L
 #define KT_MOE_TILES(M, topk, E, TM) kt_moe_max_padded(M, topk, E, TM)

@@ -8,11 +8,17 @@
 int kt_test_passed, kt_test_failed;
 
 #define KT_MAX_TESTS 256
-static struct { const char *name; kt_test_fn fn; } tests[KT_MAX_TESTS];
+static struct {
+    const char *name;
+    kt_test_fn fn;
+} tests[KT_MAX_TESTS];
 static int n_tests;
 
 void kt_test_register(const char *name, kt_test_fn fn) {
-    if (n_tests == KT_MAX_TESTS) { fprintf(stderr, "too many tests\n"); exit(2); }
+    if (n_tests == KT_MAX_TESTS) {
+        fprintf(stderr, "too many tests\n");
+        exit(2);
+    }
     tests[n_tests].name = name;
     tests[n_tests++].fn = fn;
 }
@@ -26,7 +32,7 @@ int main(int argc, char **argv) {
     for (int v = 0; v < 2; v++) suite[v] = getenv(kept[v]) ? strdup(getenv(kept[v])) : NULL;
     for (int i = 0; i < n_tests; i++) {
         if (argc > 1 && argv[1][0] == '-' ? strstr(tests[i].name, argv[1] + 1) != NULL
-                                           : argc > 1 && !strstr(tests[i].name, argv[1]))
+                                          : argc > 1 && !strstr(tests[i].name, argv[1]))
             continue;
         int before = kt_test_failed;
         for (int v = 0; v < 2; v++)

@@ -6,7 +6,7 @@
 # lines, then "suite NAME: N passed, N failed (S s)"), and the last line is the combined
 # "N passed, N failed". The suites get a scratch JIT cache and a scratch HOME, never the
 # user's ~/.cache/kt; that nothing was written under HOME is checked at the end.
-# --fast (make test): the unit tests but the sweeps, the CLI and the layout tests; without it
+# --fast (make test): the unit tests but the sweeps, the CLI, the layout and format tests; without it
 # (make test-all, CI) every suite.
 set -u
 fast=0
@@ -42,6 +42,7 @@ else
 fi
 run cli bash tests/cpu/cli.sh ./bin/kt
 run layout bash tests/cpu/layout.sh
+run format bash tests/cpu/format.sh
 if [ $fast -eq 0 ]; then
     run sweep bash tests/cpu/sweep.sh ./bin/kt
     run report bash tests/cpu/report.sh ./bin/kt ./build/tools/png_ink

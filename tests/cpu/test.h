@@ -7,13 +7,14 @@
 extern int kt_test_passed, kt_test_failed;
 
 /* Records one check; prints the failing expression with file:line. */
-#define EXPECT(cond)                                                                   \
-    do {                                                                               \
-        if (cond) kt_test_passed++;                                                    \
-        else {                                                                         \
-            kt_test_failed++;                                                          \
-            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);            \
-        }                                                                              \
+#define EXPECT(cond)                                                                                                   \
+    do {                                                                                                               \
+        if (cond)                                                                                                      \
+            kt_test_passed++;                                                                                          \
+        else {                                                                                                         \
+            kt_test_failed++;                                                                                          \
+            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);                                            \
+        }                                                                                                              \
     } while (0)
 
 /* The first column of the first row of SQL query q on the database file at path, through a
@@ -25,10 +26,8 @@ long kt_test_query_long(const char *path, const char *q);
 /* Defines a test case run by main.c (registered with a constructor). */
 typedef void (*kt_test_fn)(void);
 void kt_test_register(const char *name, kt_test_fn fn);
-#define KT_TEST(name)                                                                  \
-    static void name(void);                                                            \
-    __attribute__((constructor)) static void name##_register(void) {                   \
-        kt_test_register(#name, name);                                                 \
-    }                                                                                  \
+#define KT_TEST(name)                                                                                                  \
+    static void name(void);                                                                                            \
+    __attribute__((constructor)) static void name##_register(void) { kt_test_register(#name, name); }                  \
     static void name(void)
 #endif

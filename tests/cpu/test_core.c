@@ -32,13 +32,13 @@ KT_TEST(e4m3_all_codes_round_trip) {
 }
 
 KT_TEST(e4m3_rounding_and_saturation) {
-    EXPECT(kt_float_to_e4m3(1.0625f) == 0x38);  /* tie between 1 and 1.125 -> even */
-    EXPECT(kt_float_to_e4m3(1.1875f) == 0x3a);  /* tie between 1.125 and 1.25 -> even */
+    EXPECT(kt_float_to_e4m3(1.0625f) == 0x38); /* tie between 1 and 1.125 -> even */
+    EXPECT(kt_float_to_e4m3(1.1875f) == 0x3a); /* tie between 1.125 and 1.25 -> even */
     EXPECT(kt_float_to_e4m3(1.07f) == 0x39);
-    EXPECT(kt_float_to_e4m3(1000.0f) == 0x7e);  /* saturates to 448 */
+    EXPECT(kt_float_to_e4m3(1000.0f) == 0x7e); /* saturates to 448 */
     EXPECT(kt_float_to_e4m3(-1000.0f) == 0xfe);
-    EXPECT(kt_float_to_e4m3(ldexpf(1, -10)) == 0x00); /* tie between 0 and 2^-9 -> even 0 */
-    EXPECT(kt_float_to_e4m3(ldexpf(3, -10)) == 0x02); /* 1.5 subnormal steps -> even 2 */
+    EXPECT(kt_float_to_e4m3(ldexpf(1, -10)) == 0x00);     /* tie between 0 and 2^-9 -> even 0 */
+    EXPECT(kt_float_to_e4m3(ldexpf(3, -10)) == 0x02);     /* 1.5 subnormal steps -> even 2 */
     EXPECT(kt_float_to_e4m3(ldexpf(15.5f, -10)) == 0x08); /* rounds up into the first normal binade */
 }
 
@@ -216,7 +216,8 @@ KT_TEST(space_where_selects_a_part) {
     for (int i = 0; i < n_narrow; i++)
         in_part &= narrow[i].v[P_DIRECT] == 1 && narrow[i].v[P_TILE_M] == 16 && narrow[i].v[P_SPLIT_K] == 2;
     EXPECT(in_part);
-    EXPECT(kt_space_enumerate(f, 120, NULL, "DIRECT=2", &none, NULL) == -1 && strstr(kt_error(), "not one of its values"));
+    EXPECT(kt_space_enumerate(f, 120, NULL, "DIRECT=2", &none, NULL) == -1 &&
+           strstr(kt_error(), "not one of its values"));
     EXPECT(kt_space_enumerate(f, 120, NULL, "TILE=64", &none, NULL) == -1 && strstr(kt_error(), "unknown name 'TILE'"));
     EXPECT(kt_space_enumerate(f, 120, NULL, "DIRECT", &none, NULL) == -1 && strstr(kt_error(), "NAME=VALUE"));
     free(all);
@@ -510,7 +511,8 @@ KT_TEST(quant_fp8_gemm_host_reference) {
         for (int n = 0; n < 256; n++) {
             double exact = 0;
             for (int k = 0; k < 384; k++)
-                exact += kt_bf16_to_float(X[m * 384 + k]) * kt_e4m3_to_float(B[n * 384 + k]) * Bs[(n / 128) * 3 + k / 128];
+                exact +=
+                    kt_bf16_to_float(X[m * 384 + k]) * kt_e4m3_to_float(B[n * 384 + k]) * Bs[(n / 128) * 3 + k / 128];
             diff2 += (ref[m * 256 + n] - exact) * (ref[m * 256 + n] - exact);
             ref2 += exact * exact;
         }
@@ -587,11 +589,10 @@ KT_TEST(compile_pool_reports_spills_on_the_ship_arch) {
 KT_TEST(untuned_problems_get_a_config_that_fits_fills_and_never_spills) {
     char *dir = temp_dir();
     setenv("KT_CACHE_DIR", dir, 1);
-    static const long shapes[][2] = {{1536, 4096}, {8192, 1024}, {1024, 4096}, {4096, 2048}, {4096, 512},
-                                     {1536, 7168}, {4096, 7168}, {7168, 2048}, {2304, 7168}, {128, 128},
-                                     {256, 1536}};
-    static const long ms[] = {1, 2, 3, 4, 8, 16, 17, 24, 32, 48, 64, 96, 100, 128, 256, 512, 1024, 1536, 2048,
-                              3072, 4096, 5000};
+    static const long shapes[][2] = {{1536, 4096}, {8192, 1024}, {1024, 4096}, {4096, 2048}, {4096, 512}, {1536, 7168},
+                                     {4096, 7168}, {7168, 2048}, {2304, 7168}, {128, 128},   {256, 1536}};
+    static const long ms[] = {1,  2,   3,   4,   8,   16,   17,   24,   32,   48,   64,
+                              96, 100, 128, 256, 512, 1024, 1536, 2048, 3072, 4096, 5000};
     static const int sms[] = {132, 188};
     const char *families[] = {"fp8_gemm", "quant_fp8_gemm"};
     for (int fi = 0; fi < 2; fi++) {
@@ -638,8 +639,7 @@ KT_TEST(untuned_problems_get_a_config_that_fits_fills_and_never_spills) {
 /* Compiles `count` configs of f drawn with `seed` from its space on arch, limited to `where`
  * (NULL: the whole space, whose sample starts with the default): how many failed to build,
  * -1 where the space has none; *first_spill: list[0]'s spill bytes, -1 if it failed. */
-static int compile_sample(const kt_family *f, int arch, const char *where, int count, uint64_t seed,
-                          int *first_spill) {
+static int compile_sample(const kt_family *f, int arch, const char *where, int count, uint64_t seed, int *first_spill) {
     kt_config *list = NULL;
     int n = kt_space_enumerate(f, arch, NULL, where, &list, NULL), failures = 0;
     *first_spill = -1;
