@@ -94,11 +94,8 @@ void *kt_bench_stream(const kt_bench *b);
 /* Measuring workers (worker.c). A worker is a forked child process that owns one GPU: the
  * sweep's own process never initialises CUDA, so a variant that faults or hangs takes
  * down only a worker and its context, never the sweep. Jobs and answers are fixed binary
- * structs on a socket pair. With KT_FAKE_GPU=1 workers skip CUDA and fake the GPU
- * ("kt fake GPU", cc 12.0, KT_FAKE_GPU_COUNT of them) with deterministic times, so the
- * CPU tests can run whole sweeps; the fake still faults (FAULT=1) and hangs (HANG=1) for
- * real, and KT_FAKE_DELAY_MS slows each job. Its times hash (variant, shape, M), or with
- * KT_FAKE_TIME=smooth form a bowl with its minimum at the config KT_FAKE_BOWL. */
+ * structs on a socket pair. With KT_FAKE_GPU=1 workers skip CUDA and fake the GPU with
+ * deterministic times (fake_gpu.h), so the CPU tests can run whole sweeps. */
 #define KT_RETIME_MAX 8        /* variants one re-timing compares at most */
 #define KT_RETIME_ROUNDS 5     /* interleaved rounds of a re-timing (A B C A B C ...), */
 #define KT_RETIME_REPEATS 5    /* each a median of this many replays: the rounds' median is the time */
