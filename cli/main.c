@@ -130,7 +130,7 @@ static int parse_common(int argc, char **argv, common *c) {
                 c->json = optarg;
                 break;
             case O_STRATEGY:
-                if (strcmp(optarg, "fast") && strcmp(optarg, "exhaustive") && strcmp(optarg, "random"))
+                if (!kt_strategy_find(optarg))
                     return die("--strategy must be fast, exhaustive or random, not '%s'", optarg);
                 c->strategy = optarg;
                 break;
@@ -441,7 +441,7 @@ static int cmd_tune(int argc, char **argv) {
     }
     if (!c.family || !c.n_shapes || !c.n_ms) return die("tune needs --family, --shape and --m (see --help)%s", "");
     /* No GPU check here: this process never touches CUDA, its workers do (and say why not). */
-    int budget = c.budget ? c.budget : !strcmp(c.strategy, "fast") ? 40 : 64;
+    int budget = c.budget ? c.budget : kt_strategy_find(c.strategy)->default_budget;
     kt_sweep_options o = {.family = c.family,
                           .n_shapes = c.n_shapes,
                           .n_ms = c.n_ms,

@@ -265,7 +265,8 @@ static int first_of_shape(const problem *all, int j) {
  * finishes shape by shape; more GPUs take later shapes while a shape waits for a round). */
 static int plan_problems(sweep *s) {
     const kt_sweep_options *o = s->o;
-    int fast = !strcmp(o->strategy, "fast"), groups = 0;
+    const kt_strategy *st = kt_strategy_find(o->strategy);
+    int fast = st && st->anchored, groups = 0;
     problem *all = malloc(sizeof *all * MAX_PROBLEMS);
     int n_all = 0;
     if (!all) return kt_fail("out of memory");
@@ -730,7 +731,9 @@ int kt_sweep(const kt_sweep_options *o, kt_sweep_report *report) {
     if (!rc && (s->n_space = kt_space_enumerate(s->f, s->arch, NULL, o->where, &s->space, NULL)) < 0) rc = -1;
     /* Random and fast walk one seeded shuffle of the space, the same for every problem, so
      * the problems' samples overlap wherever the same configs fit: fewer variants to compile. */
-    if (!rc && strcmp(o->strategy, "exhaustive")) kt_space_sample(s->f, s->space, s->n_space, s->n_space, o->seed);
+    const kt_strategy *st = kt_strategy_find(o->strategy);
+    if (!rc && !st) rc = kt_fail("no search strategy '%s'", o->strategy ? o->strategy : "");
+    if (!rc && st->shuffled) kt_space_sample(s->f, s->space, s->n_space, s->n_space, o->seed);
     if (!rc && (!(s->space_ids = malloc(sizeof *s->space_ids * (size_t)(s->n_space + 1))) ||
                 !(s->variant_of = malloc(sizeof *s->variant_of * (size_t)(s->n_space + 1)))))
         rc = kt_fail("out of memory");
@@ -755,8 +758,7 @@ int kt_sweep(const kt_sweep_options *o, kt_sweep_report *report) {
                 "kt: %s: %d problems, %d units to measure on %d x %s%s, %ld already measured; %ld "
                 "(config, shape, M) worth timing, %ld pruned as hopeless\n",
                 s->f->name, s->n_problems, s->n_units, s->n_slots, s->rep->device.name,
-                strcmp(o->strategy, "fast") ? "" : " (phases 2 and 3 will add more)", s->rep->already, s->rep->space,
-                s->rep->pruned);
+                st->anchored ? " (phases 2 and 3 will add more)" : "", s->rep->already, s->rep->space, s->rep->pruned);
     double run_start = kt_now();
     if (!rc) rc = run(s);
     s->rep->worker_s = (kt_now() - run_start) * s->n_slots;

@@ -168,6 +168,17 @@ int kt_worker_receive(kt_worker *w, double timeout_s, kt_worker_result *r);
  * 11 (Segmentation fault)") into why[n] (may be NULL), and frees it. */
 void kt_worker_stop(kt_worker *w, char *why, size_t n);
 
+/* A search strategy of `kt tune --strategy NAME` (tuner/search.c's table; search.h says what
+ * each does). */
+typedef struct kt_strategy {
+    const char *name;
+    int default_budget; /* --budget when none is given */
+    int shuffled;       /* walks the space in one seeded shuffle (else in the space's order) */
+    int anchored;       /* chooses in phases from anchor Ms, so one shape's Ms go together (shards too) */
+} kt_strategy;
+/* The strategy called name, NULL if none. */
+const kt_strategy *kt_strategy_find(const char *name);
+
 /* A sweep request, as `kt tune` parses it. */
 typedef struct kt_sweep_options {
     const kt_family *family;
@@ -176,7 +187,7 @@ typedef struct kt_sweep_options {
     long ms[32];
     int n_ms;
     const char *db_path;
-    const char *strategy; /* "exhaustive", "random" or "fast" (tuner/search.h) */
+    const char *strategy; /* a kt_strategy's name: "exhaustive", "random" or "fast" (tuner/search.h) */
     int budget;           /* random: configs per (shape, M); fast: per anchor M, its first sample at most and,
                              with budget/2, its local search's share (tuner/search.h) */
     uint64_t seed;
