@@ -6,7 +6,8 @@
 # lines, then "suite NAME: N passed, N failed (S s)"), and the last line is the combined
 # "N passed, N failed". The suites get a scratch JIT cache and a scratch HOME, never the
 # user's ~/.cache/kt; that nothing was written under HOME is checked at the end.
-# --fast (make test): the unit tests but the sweeps, the CLI, the layout and format tests; without it
+# --fast (make test): the unit tests but the sweeps and the slow NVRTC builds (KT_TEST_SLOW),
+# the CLI, the layout and format tests; without it
 # (make test-all, CI) every suite.
 set -u
 fast=0
@@ -36,7 +37,7 @@ run() {
     total_failed=$((total_failed + $(echo "$line" | cut -d' ' -f3)))
 }
 if [ $fast -eq 1 ]; then
-    run unit ./build/test_cpu -sweep
+    run unit ./build/test_cpu --fast -sweep
 else
     run unit ./build/test_cpu
 fi

@@ -126,8 +126,9 @@ KT_TEST(mla_reference_special_rows) {
 
 /* The sm_120a path (PATH=1) compiles and its SASS holds the block-scaled e4m3 mma
  * (QMMA.SF ... E4M3.E4M3.E8), with no spills; the portable build for sm_120 has none of it
- * and no spills either; PATH=1 is refused on sm_120 and sm_90 and on V3.2's f32 scales. */
-KT_TEST(mla_sm120a_path_has_block_scaled_mma) {
+ * and no spills either; PATH=1 is refused on sm_120 and sm_90 and on V3.2's f32 scales (two
+ * mla_decode builds: make test-all). */
+KT_TEST_SLOW(mla_sm120a_path_has_block_scaled_mma) {
     const kt_family *f = kt_family_find("mla_decode");
     char tool[512] = "", why[256];
     FILE *p = popen("bash tools/cuobjdump.sh", "r");

@@ -225,8 +225,9 @@ KT_TEST(model_ref_formats) {
     free(w), free(w0);
 }
 
-KT_TEST(model_cu_compiles) {
-    /* the runtime's plain kernels build for the ship arch and the H200 stand-in, spilling nothing */
+KT_TEST_SLOW(model_cu_compiles) {
+    /* the runtime's plain kernels build for the ship arch and the H200 stand-in, spilling nothing
+     * (make test-all: two NVRTC builds of model.cu) */
     int archs[] = {120, 90};
     for (int i = 0; i < 2; i++) {
         kt_cubin c;
