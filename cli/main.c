@@ -616,6 +616,18 @@ static int cmd_verify(int argc, char **argv) {
     return failures ? 1 : 0;
 }
 
+/* What kt bench and kt profile check before they start: --config is a config of the family,
+ * the database is readable where the variant comes from it (db_winner: kt bench without
+ * --config), and there is a GPU. 0, or 1 with the reason printed. */
+static int check_variant_options(const common *c, int db_winner) {
+    kt_config probe;
+    if (c->config && kt_parse_config(c->family, c->config, &probe)) return die("%s", kt_error());
+    if (db_winner && !c->config && access(c->db_path, R_OK))
+        return die("cannot read database '%s' (tune first, or pass --config)", c->db_path);
+    kt_device_info info;
+    return need_gpu(&info);
+}
+
 /* kt bench allreduce: its own options (no family); --child is the per-setting process. */
 static int cmd_bench_allreduce(int argc, char **argv) {
     static const struct option opts[] = {{"gpus", required_argument, 0, 'g'},   {"batch", required_argument, 0, 'b'},
@@ -686,12 +698,7 @@ static int cmd_bench(int argc, char **argv) {
         return 0;
     }
     if (!c.family || !c.n_shapes || !c.n_ms) return die("bench needs --family, --shape and --m (see --help)%s", "");
-    kt_config probe;
-    if (c.config && kt_parse_config(c.family, c.config, &probe)) return die("%s", kt_error());
-    if (!c.config && access(c.db_path, R_OK))
-        return die("cannot read database '%s' (tune first, or pass --config)", c.db_path);
-    kt_device_info info;
-    if (need_gpu(&info)) return 1;
+    if (check_variant_options(&c, 1)) return 1;
     kt_bench_options o = {.family = c.family,
                           .n_shapes = c.n_shapes,
                           .n_ms = c.n_ms,
@@ -729,10 +736,7 @@ static int cmd_profile(int argc, char **argv) {
                             .ncu = c.ncu,
                             .seed = c.seed};
     o.problem.m = c.ms[0];
-    kt_config probe;
-    if (c.config && kt_parse_config(c.family, c.config, &probe)) return die("%s", kt_error());
-    kt_device_info info;
-    if (need_gpu(&info)) return 1;
+    if (check_variant_options(&c, 0)) return 1;
     if (kt_profile_run(&o)) return die("profile failed: %s", kt_error());
     return 0;
 }

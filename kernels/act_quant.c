@@ -1,5 +1,6 @@
 /* act_quant.c — host descriptor of the activation quantisation family
  * (kernels/act_quant.cu): bf16 [M, K] -> e4m3 codes plus one f32 scale per 128. */
+#include "family_hooks.h"
 #include "../runtime/kt.h"
 #include "fp8_gemm.h"
 
@@ -109,14 +110,7 @@ const kt_family kt_family_act_quant = {
     .default_config = {{4, 4}},
     .target_shapes = target_shapes,
     .n_target_shapes = 4,
-    .check_problem = check_problem,
-    .check_config = check_config,
-    .config_fits = config_fits,
-    .tensors = tensors,
-    .fill = fill,
-    .reference = reference,
-    .launch = launch,
+    KT_FAMILY_HOOKS,
     .tolerance = 1e-5,
-    .bytes = bytes,
     .flops = flops,
 };

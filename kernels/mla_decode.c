@@ -4,6 +4,7 @@
  * float64 reference, the tuning space, launch geometry, and the bytes and flops that set
  * the floor and the roof. Key: LAYOUT (category V32 = V3.2, V4), HQ, TOPK, SQ; batch B. */
 #include "../runtime/kt.h"
+#include "family_hooks.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -415,19 +416,11 @@ const kt_family kt_family_mla_decode = {
     .default_config = {{16, 32, 256, 2, 0, 4}},
     .target_shapes = target_shapes,
     .n_target_shapes = 4,
-    .check_problem = check_problem,
-    .check_config = check_config,
-    .config_fits = config_fits,
+    KT_FAMILY_HOOKS,
     .hopeless = hopeless,
     .default_for = default_for,
-    .tensors = tensors,
-    .fill = fill,
-    .reference = reference,
-    .gpu_reference_above = 1 << 25,
-    .launch_reference = launch_reference,
-    .launch = launch,
+    KT_FAMILY_GPU_REFERENCE(1 << 25),
     .tolerance = 1e-2,
     .baselines = baselines,
-    .bytes = bytes,
     .flops = flops,
 };

@@ -6,6 +6,7 @@
  * the fills make every f32 logit exact (VALUES=grid: integer codes, power-of-two scales and
  * eighths as weights, all partial sums under 2^24), so the set is unique under the rule
  * "the k largest, ties to the lower position, listed by ascending position". */
+#include "family_hooks.h"
 #include "mla_indexer.h"
 
 #include "../runtime/cu.h"
@@ -409,18 +410,10 @@ const kt_family kt_family_mla_indexer = {
     .default_config = {{4, 1, 3, 1024, 1}},
     .target_shapes = target_shapes,
     .n_target_shapes = 7,
-    .check_problem = check_problem,
-    .check_config = check_config,
-    .config_fits = config_fits,
+    KT_FAMILY_HOOKS,
     .default_for = default_for,
-    .tensors = tensors,
-    .fill = fill,
-    .reference = reference,
-    .gpu_reference_above = 1 << 27,
-    .launch_reference = launch_reference,
-    .launch = launch,
+    KT_FAMILY_GPU_REFERENCE(1 << 27),
     .tolerance = 1e-5,
-    .bytes = bytes,
     .flops = flops,
     .mma = KT_MMA_E4M3,
     .baselines = baselines,

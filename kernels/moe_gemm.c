@@ -7,6 +7,7 @@
  * DIST and the alignment records built by the C reference of kernels/common/moe_layout.h),
  * float64 references, launch geometry and the bytes that set the floor. */
 #include "../runtime/kt.h"
+#include "family_hooks.h"
 #include "common/moe_layout.h"
 #include "fp8_gemm.h"
 #include "moe_gemm.h"
@@ -549,19 +550,11 @@ const kt_family kt_family_moe_gemm = {
     .default_config = {{8, 64, 2, 2, 2, 1, 0}},
     .target_shapes = target_shapes,
     .n_target_shapes = 8,
-    .check_problem = check_problem,
-    .check_config = check_config,
-    .config_fits = config_fits,
+    KT_FAMILY_HOOKS,
     .hopeless = hopeless,
     .default_for = default_for,
-    .tensors = tensors,
-    .fill = fill,
-    .reference = reference,
-    .gpu_reference_above = 1 << 20,
-    .launch_reference = launch_reference,
-    .launch = launch,
+    KT_FAMILY_GPU_REFERENCE(1 << 20),
     .tolerance = 1e-2,
-    .bytes = bytes,
     .flops = flops,
     .rotation_bytes = bytes,
     .bench_fields = bench_fields,

@@ -3,6 +3,7 @@
  * alignment records of kernels/common/moe_layout.h out. Key: ROUTER (V4, V3), E, TOPK, TM and
  * NTM (records for the grouped GEMM's token tiles TM, 2 TM, ..., 2^(NTM-1) TM: the GEMM tunes
  * its tile and reads its own), DIST (uniform, zipf, hot: what the fill's routing follows). */
+#include "family_hooks.h"
 #include "../runtime/kt.h"
 #include "common/moe_layout.h"
 #include "common/moe_router.h"
@@ -290,14 +291,7 @@ const kt_family kt_family_moe_route = {
     .default_config = {{8, 0, 16}},
     .target_shapes = target_shapes,
     .n_target_shapes = 6,
-    .check_problem = check_problem,
-    .check_config = check_config,
-    .config_fits = config_fits,
+    KT_FAMILY_HOOKS,
     .default_for = default_for,
-    .tensors = tensors,
-    .fill = fill,
-    .reference = reference,
-    .launch = launch,
     .tolerance = 2e-6, /* the f32 weights against float64: a few ulp */
-    .bytes = bytes,
 };
