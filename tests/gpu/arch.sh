@@ -8,7 +8,9 @@
 # families, a PASS when the mean change is within 2%. Each part under `timeout`, logs in
 # $OUT/arch (or /tmp/arch), an ok/FAIL line per step and a PASS/FAIL per A/B, then "N passed,
 # N failed". Estimated 5-7 minutes on an H200 (two builds ~1.5 min, verify ~2, A/B ~2).
-#   usage: tests/gpu/arch.sh [REV]
+#   usage: tests/gpu/arch.sh [REV]      (OLD_KT=path: an old kt built elsewhere instead, e.g. where
+#          the machine's copy has no .git: git archive 78e2e04 | tar -x -C build/old &&
+#          make -C build/old bin/kt, carried as build/old, OLD_KT=build/old/bin/kt)
 set -u
 cd "$(dirname "$0")/../.."
 REV=${1:-78e2e04}
@@ -18,7 +20,8 @@ export KT_CACHE_DIR=${KT_CACHE_DIR:-/tmp/kt-arch-cache-$$}
 old=/tmp/kt-arch-old-$$
 mkdir -p "$old"
 step build_new timeout 300 make -j"$(nproc)" bin/kt
-step build_old timeout 300 bash -c "git archive $REV | tar -x -C $old && make -C $old -j$(nproc) bin/kt"
+old_kt=${OLD_KT:-$old/bin/kt}
+[ -n "${OLD_KT:-}" ] || step build_old timeout 300 bash -c "git archive $REV | tar -x -C $old && make -C $old -j$(nproc) bin/kt"
 # The fixture is schema v2: a copy, migrated by one fake-GPU tune (opening it writable).
 cp tests/fixtures/h200_small.db "$LOGS/winners.db"
 step migrate env KT_FAKE_GPU=1 ./bin/kt tune --family selftest --strategy random --shape N=4096 --m 1 \
@@ -26,7 +29,7 @@ step migrate env KT_FAKE_GPU=1 ./bin/kt tune --family selftest --strategy random
 for fam in fp8_gemm quant_fp8_gemm; do
     step "verify_$fam" timeout 240 ./bin/kt verify --family "$fam" --shape targets --m 1,64 --sample 2 --seed $RANDOM
     # tools/ab.sh ends with the mean change over the fixture's winners (6 and 2 problems).
-    step "ab_$fam" timeout 240 env FAMILY="$fam" tools/ab.sh "$old/bin/kt" ./bin/kt "$LOGS/winners.db" 1
+    step "ab_$fam" timeout 240 env FAMILY="$fam" tools/ab.sh "$old_kt" ./bin/kt "$LOGS/winners.db" 1
 done
 for fam in fp8_gemm quant_fp8_gemm; do
     [ -f "$LOGS/ab_$fam.log" ] || continue
