@@ -2,8 +2,8 @@
 # format.sh — the C and CUDA sources follow .clang-format (clang-format 14, --dry-run -Werror):
 # every tracked .c .h .cu .cuh but those in EXCLUDED, which other branches were editing when
 # the formatting landed (format them with `make format` once those branches are merged, then
-# empty the list). `make format-check` runs it, and so do make test and make test-all. Skipped,
-# as a pass with a note, where clang-format is not installed.
+# empty the list). `make format-check` runs it, and so do make test and make test-all (.ci/run
+# installs clang-format-14). Skipped, as a pass with a note, where clang-format is not installed.
 set -u
 cd "$(dirname "$0")/../.."
 EXCLUDED='^(runtime|db)/|^bench/allreduce\.c$'
