@@ -98,6 +98,14 @@ test: $(TEST_TOOLS)
 test-all: $(TEST_TOOLS)
 	bash tests/cpu/run.sh
 
+# The sources against .clang-format (tests/cpu/format.sh; make test and test-all run it too),
+# and the same files rewritten to it.
+format-check:
+	bash tests/cpu/format.sh
+
+format:
+	bash tests/cpu/format.sh --fix
+
 # Fuzz targets (clang's libFuzzer + AddressSanitizer): the library rebuilt instrumented under
 # build/fuzz, one binary per parser (tests/fuzz/targets.c); `make fuzz` runs each for
 # KT_FUZZ_S seconds (default 20). make test runs them too where clang is installed.
@@ -142,7 +150,7 @@ fuzz-safetensors: build/fuzz_safetensors
 clean:
 	rm -rf build bin lib
 
-.PHONY: all test test-all demo gpu-test clean fuzz fuzz-targets fuzz-safetensors FORCE
+.PHONY: all test test-all format-check format demo gpu-test clean fuzz fuzz-targets fuzz-safetensors FORCE
 
 # The commit a binary is built from, "-dirty" when tracked files differ from it (runs record
 # it in the database): build/commit holds the last one, and main.o is rebuilt when it changes.

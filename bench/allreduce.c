@@ -15,8 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define ROUNDS 7            /* timed rounds per size: median, min, max over them */
-#define LAUNCHES 20         /* all-reduces per round */
+#define ROUNDS 7                 /* timed rounds per size: median, min, max over them */
+#define LAUNCHES 20              /* all-reduces per round */
 #define BUSBW_BYTES (256u << 20) /* the message that measures the bus bandwidth */
 
 /* The settings swept are kt_allreduce_settings (kt.h; [0] NCCL's own choice). */
@@ -87,8 +87,9 @@ static void free_ranks(rank *ranks, int world) {
 static int all_reduce(rank *ranks, int world, size_t count) {
     KT_CHECK(NCCL, kt_nccl.ncclGroupStart());
     for (int d = 0; d < world; d++)
-        KT_CHECK(NCCL, kt_nccl.ncclAllReduce((const void *)(uintptr_t)ranks[d].send, (void *)(uintptr_t)ranks[d].recv,
-                                             count, ncclBfloat16, ncclSum, ranks[d].comm, (cudaStream_t)ranks[d].stream));
+        KT_CHECK(NCCL,
+                 kt_nccl.ncclAllReduce((const void *)(uintptr_t)ranks[d].send, (void *)(uintptr_t)ranks[d].recv, count,
+                                       ncclBfloat16, ncclSum, ranks[d].comm, (cudaStream_t)ranks[d].stream));
     KT_CHECK(NCCL, kt_nccl.ncclGroupEnd());
     return 0;
 }
@@ -105,8 +106,9 @@ static int sync_ranks(rank *ranks, int world) {
 static int check_sum(rank *ranks, int world, size_t count, uint64_t seed) {
     uint16_t *got = malloc(count * sizeof *got);
     if (!got) return kt_fail("out of memory");
-    int rc = use(&ranks[0]) ? -1 : kt_status_CU(kt_cu.cuMemcpyDtoH(got, ranks[0].recv, count * sizeof *got),
-                                                  "cuMemcpyDtoH", __FILE__, __LINE__);
+    int rc = use(&ranks[0]) ? -1
+                            : kt_status_CU(kt_cu.cuMemcpyDtoH(got, ranks[0].recv, count * sizeof *got), "cuMemcpyDtoH",
+                                           __FILE__, __LINE__);
     uint64_t rng = seed;
     float ranks_sum = (float)(world * (world + 1) / 2);
     for (size_t i = 0; i < count && !rc; i++) {
@@ -132,8 +134,8 @@ static int time_size(rank *ranks, int world, size_t count, double us[ROUNDS]) {
     for (int r = 0; r < ROUNDS; r++) {
         if (sync_ranks(ranks, world)) return -1;
         for (int d = 0; d < world; d++)
-            if (use(&ranks[d]) || kt_status_CU(kt_cu.cuEventRecord(ranks[d].ev0, ranks[d].stream), "cuEventRecord",
-                                               __FILE__, __LINE__))
+            if (use(&ranks[d]) ||
+                kt_status_CU(kt_cu.cuEventRecord(ranks[d].ev0, ranks[d].stream), "cuEventRecord", __FILE__, __LINE__))
                 return -1;
         for (int i = 0; i < LAUNCHES; i++)
             if (all_reduce(ranks, world, count)) return -1;
@@ -166,8 +168,8 @@ int kt_allreduce_child(int world, const size_t *bytes, int n_sizes, uint64_t see
         size_t b = i < n_sizes ? bytes[i] : BUSBW_BYTES; /* the bus bandwidth message last */
         double us[ROUNDS];
         rc = time_size(ranks, world, b / 2, us) || sync_ranks(ranks, world) || check_sum(ranks, world, b / 2, seed);
-        if (!rc) printf("%s %zu %.3f %.3f %.3f\n", i < n_sizes ? "size" : "busbw", b, us[ROUNDS / 2], us[0],
-                        us[ROUNDS - 1]);
+        if (!rc)
+            printf("%s %zu %.3f %.3f %.3f\n", i < n_sizes ? "size" : "busbw", b, us[ROUNDS / 2], us[0], us[ROUNDS - 1]);
     }
     free_ranks(ranks, world);
     fflush(stdout);
@@ -199,8 +201,8 @@ static int run_setting(const kt_allreduce_options *o, int s, setting_result *r) 
         setenv("NCCL_NVLS_ENABLE", "0", 1);
         if (*kt_allreduce_settings[s].proto) setenv("NCCL_PROTO", kt_allreduce_settings[s].proto, 1);
         if (*kt_allreduce_settings[s].algo) setenv("NCCL_ALGO", kt_allreduce_settings[s].algo, 1);
-        execl("/proc/self/exe", "kt", "bench", "allreduce", "--child", "--gpus", world, "--bytes", sizes, "--seed", seed,
-              (char *)NULL);
+        execl("/proc/self/exe", "kt", "bench", "allreduce", "--child", "--gpus", world, "--bytes", sizes, "--seed",
+              seed, (char *)NULL);
         _exit(127);
     }
     close(out[1]);
@@ -213,20 +215,25 @@ static int run_setting(const kt_allreduce_options *o, int s, setting_result *r) 
         size_t b;
         double med, lo, hi;
         if (sscanf(line, "%15s %zu %lf %lf %lf", kind, &b, &med, &lo, &hi) != 5) continue;
-        if (!strcmp(kind, "busbw")) r->busbw_us = med;
-        else if (n < o->n_sizes) r->median_us[n] = med, r->min_us[n] = lo, r->max_us[n++] = hi;
+        if (!strcmp(kind, "busbw"))
+            r->busbw_us = med;
+        else if (n < o->n_sizes)
+            r->median_us[n] = med, r->min_us[n] = lo, r->max_us[n++] = hi;
     }
     if (f) fclose(f);
     int status = 0;
     waitpid(pid, &status, 0);
     r->ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 && n == o->n_sizes && r->busbw_us > 0;
-    if (!r->ok) snprintf(r->error, sizeof r->error, "child exited %d after %d of %d sizes", WEXITSTATUS(status), n, o->n_sizes);
+    if (!r->ok)
+        snprintf(r->error, sizeof r->error, "child exited %d after %d of %d sizes", WEXITSTATUS(status), n, o->n_sizes);
     return 0;
 }
 
 static const char *setting_name(int s, char *out, size_t n) {
-    if (!*kt_allreduce_settings[s].proto) snprintf(out, n, "default");
-    else snprintf(out, n, "%s/%s", kt_allreduce_settings[s].proto, kt_allreduce_settings[s].algo);
+    if (!*kt_allreduce_settings[s].proto)
+        snprintf(out, n, "default");
+    else
+        snprintf(out, n, "%s/%s", kt_allreduce_settings[s].proto, kt_allreduce_settings[s].algo);
     return out;
 }
 

@@ -77,8 +77,8 @@ static int upload_scales(CUdeviceptr *dev, size_t n, uint64_t *rng) {
  * K x M (ld K), not transposed. */
 typedef struct lt_fp8_case {
     kt_problem p;
-    int tensor_scales;            /* the fallback: per-tensor scales */
-    int n_found, first;           /* the heuristic's algorithms; alternative index of the first */
+    int tensor_scales;  /* the fallback: per-tensor scales */
+    int n_found, first; /* the heuristic's algorithms; alternative index of the first */
     cublasLtMatmulHeuristicResult_t found[LT_MAX_ALGOS];
     CUdeviceptr scale_n, scale_m; /* per output feature (N), per token (M) */
     CUdeviceptr out;
@@ -93,9 +93,9 @@ int kt_baseline_cublaslt_fp8_enqueue(void *state, const kt_launch *l) {
     const float one = 1.0f, zero = 0.0f;
     const void *weights = dev_ptr(l->ptr[KT_FP8_GEMM_B]), *acts = dev_ptr(l->ptr[KT_FP8_GEMM_A]);
     /* CUstream and cudaStream_t are the same type (struct CUstream_st *). */
-    KT_CHECK(CUBLAS, cublasLtMatmul(shared.lt, g->op, &one, weights, g->weights, acts, g->acts, &zero,
-                                    dev_ptr(g->out), g->out_layout, dev_ptr(g->out), g->out_layout, &g->algo,
-                                    dev_ptr(shared.workspace), WORKSPACE_BYTES, (cudaStream_t)l->stream));
+    KT_CHECK(CUBLAS, cublasLtMatmul(shared.lt, g->op, &one, weights, g->weights, acts, g->acts, &zero, dev_ptr(g->out),
+                                    g->out_layout, dev_ptr(g->out), g->out_layout, &g->algo, dev_ptr(shared.workspace),
+                                    WORKSPACE_BYTES, (cudaStream_t)l->stream));
     return 0;
 }
 
@@ -123,22 +123,22 @@ static int lt_fp8_describe(lt_fp8_case *g, cublasLtMatmulMatrixScale_t mode) {
     KT_CHECK(CUBLAS, cublasLtMatmulDescCreate(&g->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     KT_CHECK(CUBLAS, cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof transa));
     KT_CHECK(CUBLAS, cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof transb));
-    KT_CHECK(CUBLAS, cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &scale_mode,
-                                                    sizeof scale_mode));
-    KT_CHECK(CUBLAS, cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &scale_mode,
-                                                    sizeof scale_mode));
-    KT_CHECK(CUBLAS, cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale_n,
-                                                    sizeof scale_n));
-    KT_CHECK(CUBLAS, cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale_m,
-                                                    sizeof scale_m));
+    KT_CHECK(CUBLAS,
+             cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &scale_mode, sizeof scale_mode));
+    KT_CHECK(CUBLAS,
+             cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &scale_mode, sizeof scale_mode));
+    KT_CHECK(CUBLAS,
+             cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale_n, sizeof scale_n));
+    KT_CHECK(CUBLAS,
+             cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale_m, sizeof scale_m));
     KT_CHECK(CUBLAS, cublasLtMatrixLayoutCreate(&g->weights, CUDA_R_8F_E4M3, K, N, (int64_t)K));
     KT_CHECK(CUBLAS, cublasLtMatrixLayoutCreate(&g->acts, CUDA_R_8F_E4M3, K, M, (int64_t)K));
     KT_CHECK(CUBLAS, cublasLtMatrixLayoutCreate(&g->out_layout, CUDA_R_16BF, N, M, (int64_t)N));
     KT_CHECK(CUBLAS, cublasLtMatmulPreferenceCreate(&g->pref));
-    KT_CHECK(CUBLAS, cublasLtMatmulPreferenceSetAttribute(g->pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                          &workspace, sizeof workspace));
-    KT_CHECK(CUBLAS, cublasLtMatmulAlgoGetHeuristic(shared.lt, g->op, g->weights, g->acts, g->out_layout,
-                                                    g->out_layout, g->pref, LT_MAX_ALGOS, g->found, &g->n_found));
+    KT_CHECK(CUBLAS, cublasLtMatmulPreferenceSetAttribute(g->pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                                          sizeof workspace));
+    KT_CHECK(CUBLAS, cublasLtMatmulAlgoGetHeuristic(shared.lt, g->op, g->weights, g->acts, g->out_layout, g->out_layout,
+                                                    g->pref, LT_MAX_ALGOS, g->found, &g->n_found));
     if (g->n_found == 0) return kt_fail("the cuBLASLt heuristic returned no algorithm");
     return 0;
 }
@@ -252,9 +252,9 @@ int kt_baseline_cublas_bf16_enqueue(void *state, const kt_launch *l) {
      * allowed during graph capture): hand it the preallocated one after every stream set. */
     KT_CHECK(CUBLAS, cublasSetStream(shared.blas, (cudaStream_t)l->stream));
     KT_CHECK(CUBLAS, cublasSetWorkspace(shared.blas, dev_ptr(shared.workspace), WORKSPACE_BYTES));
-    KT_CHECK(CUBLAS, cublasGemmEx(shared.blas, CUBLAS_OP_T, CUBLAS_OP_N, g->n, g->m, g->k, &one, weights,
-                                  CUDA_R_16BF, g->k, acts, CUDA_R_16BF, g->k, &zero, dev_ptr(g->out), CUDA_R_16BF,
-                                  g->n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    KT_CHECK(CUBLAS, cublasGemmEx(shared.blas, CUBLAS_OP_T, CUBLAS_OP_N, g->n, g->m, g->k, &one, weights, CUDA_R_16BF,
+                                  g->k, acts, CUDA_R_16BF, g->k, &zero, dev_ptr(g->out), CUDA_R_16BF, g->n,
+                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     return 0;
 }
 
@@ -278,7 +278,7 @@ void kt_baseline_cublas_bf16_release(void *state) {
 typedef struct grouped_case {
     kt_problem p;
     int groups, copies, slots, n, k;
-    int *rows;                    /* [groups]: the touched experts' slot counts */
+    int *rows; /* [groups]: the touched experts' slot counts */
     /* cublasGemmGroupedBatchedEx's per-group host arrays (every group alike but its rows) */
     cublasOperation_t *ta, *tb;
     int *n_out, *k_in, *ld_k, *ld_n, *size;
@@ -340,9 +340,9 @@ static int grouped_upload(grouped_case *g, int copies) {
             row += (size_t)g->rows[i];
         }
     }
-    int rc = kt_status_CU(kt_cu.cuMemAlloc(&g->ptrs, sizeof(uint64_t) * n_ptrs), "cuMemAlloc", __FILE__, __LINE__) ||
-             kt_status_CU(kt_cu.cuMemcpyHtoD(g->ptrs, host, sizeof(uint64_t) * n_ptrs), "cuMemcpyHtoD", __FILE__,
-                          __LINE__);
+    int rc =
+        kt_status_CU(kt_cu.cuMemAlloc(&g->ptrs, sizeof(uint64_t) * n_ptrs), "cuMemAlloc", __FILE__, __LINE__) ||
+        kt_status_CU(kt_cu.cuMemcpyHtoD(g->ptrs, host, sizeof(uint64_t) * n_ptrs), "cuMemcpyHtoD", __FILE__, __LINE__);
     free(host);
     return rc ? -1 : 0;
 }

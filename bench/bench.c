@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define COPY_BYTES ((size_t)1 << 30)         /* launch latency is < 0.1% of such a copy */
-#define COPY_MIN_BYTES ((size_t)64 << 20)    /* still larger than any L2 */
-#define COPY_HEADROOM ((size_t)256 << 20)    /* left free for the context while probing */
+#define COPY_BYTES ((size_t)1 << 30)      /* launch latency is < 0.1% of such a copy */
+#define COPY_MIN_BYTES ((size_t)64 << 20) /* still larger than any L2 */
+#define COPY_HEADROOM ((size_t)256 << 20) /* left free for the context while probing */
 #define COPY_REPEATS 5
 
 /* ------------------------------------------------------------ probes: copy and mma floors */
@@ -109,7 +109,7 @@ static int ceiling_once(void *ctx) {
 static int ceiling_run(ceiling_probe *c, probe_events *e, kt_mma_kind kind, double *best, double *at_8_warps) {
     static const char *const kernels[] = {"kt_mma_ceiling_2x2", "kt_mma_ceiling_4x2", "kt_mma_bf16_ceiling_2x2",
                                           "kt_mma_bf16_ceiling_4x2", NULL};
-    static const int chains[] = {4, 8, 4, 8}, warps[] = {8, 16, 32}; /* mmas per step of each kernel */
+    static const int chains[] = {4, 8, 4, 8}, warps[] = {8, 16, 32};                  /* mmas per step of each kernel */
     const int first = kind == KT_MMA_BF16 ? 2 : 0, k = kind == KT_MMA_BF16 ? 16 : 32; /* the mma's K */
     c->sms = kt_gpu_current()->sm_count;
     kt_cubin cubin = {0};
@@ -128,8 +128,8 @@ static int ceiling_run(ceiling_probe *c, probe_events *e, kt_mma_kind kind, doub
             if (c->threads > max_threads) continue; /* too many registers for that block */
             float ms;
             if (probe_best_ms(e, CEILING_REPEATS, ceiling_once, c, &ms)) return -1;
-            double rate = (double)c->sms * warps[w] * CEILING_ITERS * chains[c->kernel] * (2.0 * 16 * 8 * k) /
-                          (ms * 1e-3);
+            double rate =
+                (double)c->sms * warps[w] * CEILING_ITERS * chains[c->kernel] * (2.0 * 16 * 8 * k) / (ms * 1e-3);
             if (rate > *best) *best = rate;
             if (warps[w] == 8 && rate > *at_8_warps) *at_8_warps = rate;
         }
@@ -185,8 +185,8 @@ static int memory_run(memory_probe *c, probe_events *e, double *l2, double dsmem
     for (c->kernel = 0; c->kernel < (clusters ? 4 : 1); c->kernel++) {
         float ms;
         if (probe_best_ms(e, MEMORY_REPEATS, memory_once, c, &ms)) return -1;
-        double bytes = c->kernel ? 16.0 * c->ctas * c->threads * DSMEM_PROBE_WORDS
-                                 : (double)L2_PROBE_PASSES * L2_PROBE_BYTES;
+        double bytes =
+            c->kernel ? 16.0 * c->ctas * c->threads * DSMEM_PROBE_WORDS : (double)L2_PROBE_PASSES * L2_PROBE_BYTES;
         *(c->kernel ? &dsmem[c->kernel - 1] : l2) = bytes / (ms * 1e-3);
     }
     return 0;
@@ -219,10 +219,10 @@ typedef struct bench_row {
     kt_measurement kt;
     const char *level; /* lookup level of the served variant, "explicit" for --config, NULL if none */
     double floor_us;
-    double mma_floor_us; /* flops at the measured rate of the family's mma; NAN: n/a */
+    double mma_floor_us;                 /* flops at the measured rate of the family's mma; NAN: n/a */
     baseline_result base[MAX_BASELINES]; /* the family's baselines, in its order */
-    baseline_result quant_gemm; /* the pipeline ending in this family, this variant its last stage */
-    baseline_result fused;      /* that pipeline's reference family: the same step in one kernel */
+    baseline_result quant_gemm;          /* the pipeline ending in this family, this variant its last stage */
+    baseline_result fused;               /* that pipeline's reference family: the same step in one kernel */
 } bench_row;
 
 typedef struct bench_run {
@@ -230,15 +230,15 @@ typedef struct bench_run {
     const kt_family *f;
     const kt_family *pipeline; /* a registered pipeline whose last stage is f, or NULL */
     kt_db *db;
-    kt_module given;   /* the --config variant, compiled and loaded once */
-    kt_module ref;     /* default config's module: its reference kernel checks large problems */
+    kt_module given;        /* the --config variant, compiled and loaded once */
+    kt_module ref;          /* default config's module: its reference kernel checks large problems */
     kt_module pipeline_ref; /* the same for the pipeline */
     int have_ref, have_pipeline_ref;
     int n_baselines;   /* the family's */
     int has_baselines; /* the family has baselines and their libraries are initialised */
     double copy_bytes_per_s;
-    double mma_flops_per_s, mma_flops_per_s_8_warps; /* e4m3; NAN: the family has no flops, or n/a */
-    double bf16_mma_flops_per_s;                     /* NAN as above */
+    double mma_flops_per_s, mma_flops_per_s_8_warps;       /* e4m3; NAN: the family has no flops, or n/a */
+    double bf16_mma_flops_per_s;                           /* NAN as above */
     double l2_read_bytes_per_s, dsmem_read_bytes_per_s[3]; /* clusters of 2, 4, 8; NAN: n/a */
     bench_row *rows;
     int n_rows, n_failed, any_tensor_scales;
@@ -294,8 +294,7 @@ static int time_alternatives(baseline_case *g, baseline_result *r) {
 }
 
 /* Baseline bl on the bench's own inputs, rotated as kt's variant's are. */
-static int time_baseline(bench_run *run, kt_bench *b, const kt_problem *p, const kt_baseline *bl,
-                         baseline_result *r) {
+static int time_baseline(bench_run *run, kt_bench *b, const kt_problem *p, const kt_baseline *bl, baseline_result *r) {
     if (!bl->enqueue) return kt_fail("not linked into this program");
     baseline_case g = {.bl = bl, .b = b, .mod = run->have_ref ? &run->ref : NULL};
     int rc = bl->prepare ? bl->prepare(p, &g.state) : 0;
@@ -307,8 +306,7 @@ static int time_baseline(bench_run *run, kt_bench *b, const kt_problem *p, const
 
 /* kt's decode step as a model runs it: the pipeline ending in this family (act_quant, the
  * DB's winner for (K, M), then this variant), verified and timed in one graph. */
-static int time_pipeline(bench_run *run, const kt_problem *p, const kt_module *mod, uint64_t seed,
-                         baseline_result *r) {
+static int time_pipeline(bench_run *run, const kt_problem *p, const kt_module *mod, uint64_t seed, baseline_result *r) {
     const kt_family *g = run->pipeline;
     kt_module mods[KT_MAX_STAGES];
     kt_bench *b = NULL;
@@ -388,7 +386,8 @@ static int open_run(bench_run *run) {
      * serves, and without it large problems are checked on the CPU (slow, still exact). */
     if (f->launch_reference) {
         run->have_ref = kt_reference_module(f, &run->ref) == 0;
-        if (!run->have_ref) fprintf(stderr, "kt bench: GPU reference unavailable (%s); checking on the CPU\n", kt_error());
+        if (!run->have_ref)
+            fprintf(stderr, "kt bench: GPU reference unavailable (%s); checking on the CPU\n", kt_error());
     }
     run->pipeline = pipeline_ending_in(f);
     if (run->pipeline && run->pipeline->launch_reference)
@@ -419,7 +418,9 @@ static int report_baseline(int rc, const char *what, const char *label) {
 
 /* The flops per second of the family's mma (NAN: none). */
 static double mma_rate(const bench_run *run) {
-    return run->f->mma == KT_MMA_E4M3 ? run->mma_flops_per_s : run->f->mma == KT_MMA_BF16 ? run->bf16_mma_flops_per_s : NAN;
+    return run->f->mma == KT_MMA_E4M3   ? run->mma_flops_per_s
+           : run->f->mma == KT_MMA_BF16 ? run->bf16_mma_flops_per_s
+                                        : NAN;
 }
 
 /* Measures one (shape, M) into row; returns -1 only when the GPU can no longer be used. */
@@ -541,8 +542,10 @@ static int tensor_scales(const baseline_result *r) {
 }
 
 static void format_value(char *out, size_t n, double v, const char *fmt) {
-    if (isfinite(v)) snprintf(out, n, fmt, v);
-    else snprintf(out, n, "n/a");
+    if (isfinite(v))
+        snprintf(out, n, fmt, v);
+    else
+        snprintf(out, n, "n/a");
 }
 
 static void print_header(const bench_run *run) {
@@ -559,8 +562,10 @@ static void print_header(const bench_run *run) {
 static void print_row(const bench_run *run, const bench_row *row) {
     const kt_measurement *m = &row->kt;
     char kt[32], ratio[32], mma[32], roof[32], speedup[32], err[32], pair[32], fused[32];
-    if (m->status == KT_OK) snprintf(kt, sizeof kt, "%.2f", m->median_us);
-    else snprintf(kt, sizeof kt, "%s", kt_status_name(m->status));
+    if (m->status == KT_OK)
+        snprintf(kt, sizeof kt, "%.2f", m->median_us);
+    else
+        snprintf(kt, sizeof kt, "%s", kt_status_name(m->status));
     format_value(ratio, sizeof ratio, kt_us(row) / row->floor_us, "%.2f");
     format_value(mma, sizeof mma, row->mma_floor_us, "%.2f");
     format_value(roof, sizeof roof, roof_us(row), "%.2f");
@@ -571,7 +576,8 @@ static void print_row(const bench_run *run, const bench_row *row) {
     printf("%-20s %6ld %10s %9.2f %9s %9s %9s", m->shape, m->m, kt, row->floor_us, ratio, mma, roof);
     for (int i = 0; i < run->n_baselines; i++) {
         char v[32] = "-";
-        if (run->has_baselines) format_value(v, sizeof v, row->base[i].us, tensor_scales(&row->base[i]) ? "%.2fT" : "%.2f");
+        if (run->has_baselines)
+            format_value(v, sizeof v, row->base[i].us, tensor_scales(&row->base[i]) ? "%.2fT" : "%.2f");
         printf(" %*s", baseline_width(run->f->baselines[i]), v);
     }
     printf(" %13s %13s %9s %9s  %s\n", speedup, pair, fused, err, m->config[0] ? m->config : "-");
@@ -620,17 +626,22 @@ static void json_string(text *t, const char *key, const char *s) {
     }
     text_add(t, "\"");
     for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if (*c == '"' || *c == '\\') text_add(t, "\\%c", *c);
-        else if (*c < 0x20) text_add(t, "\\u%04x", *c);
-        else text_add(t, "%c", *c);
+        if (*c == '"' || *c == '\\')
+            text_add(t, "\\%c", *c);
+        else if (*c < 0x20)
+            text_add(t, "\\u%04x", *c);
+        else
+            text_add(t, "%c", *c);
     }
     text_add(t, "\"");
 }
 
 /* Appends `, "key": number`, or null when v is not finite (JSON has no NaN). */
 static void json_number(text *t, const char *key, double v) {
-    if (isfinite(v)) text_add(t, ", \"%s\": %.6g", key, v);
-    else text_add(t, ", \"%s\": null", key);
+    if (isfinite(v))
+        text_add(t, ", \"%s\": %.6g", key, v);
+    else
+        text_add(t, ", \"%s\": null", key);
 }
 
 static void json_row(text *t, const bench_run *run, const bench_row *row) {
@@ -656,8 +667,10 @@ static void json_row(text *t, const bench_run *run, const bench_row *row) {
         if (!bl->choose) continue; /* what ran, of a baseline with alternatives */
         snprintf(key, sizeof key, "%s_baseline", bl->name);
         json_string(t, key, r->name);
-        if (r->algo >= 0) text_add(t, ", \"%s_algo\": %d", bl->name, r->algo);
-        else text_add(t, ", \"%s_algo\": null", bl->name);
+        if (r->algo >= 0)
+            text_add(t, ", \"%s_algo\": %d", bl->name, r->algo);
+        else
+            text_add(t, ", \"%s_algo\": null", bl->name);
     }
     json_number(t, "best_baseline_over_kt", best_baseline_us(run, row) / kt_us(row));
     json_number(t, "kt_quant_gemm_us", row->quant_gemm.us);
@@ -751,11 +764,15 @@ int kt_bench_run(const kt_bench_options *o) {
                    "bf16 mma.sync m16n8k16 ceiling %.0f TFLOP/s; %s's flops run on the %s mma; "
                    "roof_us = max(floor_us, mma_us)\n",
                    run.mma_flops_per_s / 1e12, run.mma_flops_per_s_8_warps / 1e12, run.bf16_mma_flops_per_s / 1e12,
-                   f->name, f->mma == KT_MMA_E4M3 ? "e4m3" : f->mma == KT_MMA_BF16 ? "bf16" : "no");
+                   f->name,
+                   f->mma == KT_MMA_E4M3   ? "e4m3"
+                   : f->mma == KT_MMA_BF16 ? "bf16"
+                                           : "no");
         const double *dsmem = run.dsmem_read_bytes_per_s;
         printf("on-chip reads (bench/memory.cu): L2 %.2f TB/s (a 16 MB buffer, L1 bypassed); ",
                run.l2_read_bytes_per_s / 1e12);
-        if (isnan(dsmem[0])) printf("other CTAs' shared memory n/a (no thread-block clusters here)\n");
+        if (isnan(dsmem[0]))
+            printf("other CTAs' shared memory n/a (no thread-block clusters here)\n");
         else
             printf("other CTAs' shared memory %.2f / %.2f / %.2f TB/s in clusters of 2 / 4 / 8\n", dsmem[0] / 1e12,
                    dsmem[1] / 1e12, dsmem[2] / 1e12);
@@ -777,7 +794,8 @@ int kt_bench_run(const kt_bench_options *o) {
     char stop_error[1024] = "";
     if (rc) snprintf(stop_error, sizeof stop_error, "%s", kt_error());
     if (o->json_path && run.n_rows > 0 && write_json(&run, o->json_path) && !rc) rc = -1;
-    if (stop_error[0]) kt_fail("%s", stop_error);
+    if (stop_error[0])
+        kt_fail("%s", stop_error);
     else if (!rc && run.n_failed)
         rc = kt_fail("%d of %d cases failed (see the status column)", run.n_failed, run.n_rows);
     close_run(&run);

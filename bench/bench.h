@@ -64,7 +64,7 @@ int kt_bench_memory_rates(double *l2, double dsmem[3]);
 /* `kt bench allreduce`: world GPUs of this host, the message sizes in bytes (bf16). */
 typedef struct kt_allreduce_options {
     int world;
-    long hidden;                           /* for the B column: bytes / 2 / hidden */
+    long hidden; /* for the B column: bytes / 2 / hidden */
     size_t bytes[KT_ALLREDUCE_MAX_SIZES];
     int n_sizes;
     uint64_t seed;

@@ -1,13 +1,12 @@
 // ceiling.cu — the mma rates kt's kernels are built on, as this GPU runs them: e4m3
 // m16n8k32 (the GEMMs) and bf16 m16n8k16 (attention-style kernels). `kt bench` times both
-// once per run and reports a compute floor (flops / the family's rate) beside the copy floor. Compiled at run time by NVRTC like check.cu: kt_compile_source("ceiling.cu").
-// Each warp runs a GEMM's inner loop on registers: every step, new weight and token fragments
-// (one XOR per operand register standing in for the ldmatrix that would bring them) and one
-// mma per pair, so no operand can be hoisted out of the loop or shared between accumulators.
-// Where the fp8 mma is emulated (sm_90: two f16 HMMAs, F2FP unpacks and FADDs per mma) that
-// matters: with equal, loop-invariant operands ptxas shares the HMMAs between accumulators
-// and hoists the unpacks, and such a loop reports 1,288-1,567 TFLOP/s on the H200, several
-// times what any GEMM can reach.
+// once per run and reports a compute floor (flops / the family's rate) beside the copy floor. Compiled at run time by
+// NVRTC like check.cu: kt_compile_source("ceiling.cu"). Each warp runs a GEMM's inner loop on registers: every step,
+// new weight and token fragments (one XOR per operand register standing in for the ldmatrix that would bring them) and
+// one mma per pair, so no operand can be hoisted out of the loop or shared between accumulators. Where the fp8 mma is
+// emulated (sm_90: two f16 HMMAs, F2FP unpacks and FADDs per mma) that matters: with equal, loop-invariant operands
+// ptxas shares the HMMAs between accumulators and hoists the unpacks, and such a loop reports 1,288-1,567 TFLOP/s on
+// the H200, several times what any GEMM can reach.
 #include "kt_device.cuh"
 
 // bf16 mma.sync m16n8k16 with f32 accumulation: the same fragment registers as the e4m3 one.
@@ -55,8 +54,10 @@ template <int FN, int FM, bool BF16> __device__ __forceinline__ void mma_tile(fl
         for (int i = 0; i < FN; i++)
 #pragma unroll
             for (int j = 0; j < FM; j++) {
-                if (BF16) kt_mma_bf16(acc[i][j], wa[i], wb[j][0], wb[j][1]);
-                else kt_mma_e4m3(acc[i][j], wa[i], wb[j][0], wb[j][1]);
+                if (BF16)
+                    kt_mma_bf16(acc[i][j], wa[i], wb[j][0], wb[j][1]);
+                else
+                    kt_mma_e4m3(acc[i][j], wa[i], wb[j][0], wb[j][1]);
             }
     }
     float s = 0.f;

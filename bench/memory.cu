@@ -48,8 +48,8 @@ template <int CLUSTER> __device__ __forceinline__ void dsmem_read(int words, uns
         float4 v[KT_PROBE_UNROLL];
 #pragma unroll
         for (int u = 0; u < KT_PROBE_UNROLL; u++)
-            v[u] = kt_cluster_load4(peer + ((threadIdx.x + (it * KT_PROBE_UNROLL + u) * blockDim.x) %
-                                            KT_PROBE_SMEM_WORDS) * 16);
+            v[u] = kt_cluster_load4(
+                peer + ((threadIdx.x + (it * KT_PROBE_UNROLL + u) * blockDim.x) % KT_PROBE_SMEM_WORDS) * 16);
 #pragma unroll
         for (int u = 0; u < KT_PROBE_UNROLL; u++)
             x ^= __float_as_uint(v[u].x) ^ __float_as_uint(v[u].y) ^ __float_as_uint(v[u].z) ^ __float_as_uint(v[u].w);

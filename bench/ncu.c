@@ -22,15 +22,22 @@ static int split_csv(char *line, char **fields, int max) {
         fields[n++] = out;
         for (;; p++) {
             if (!*p) return -1;
-            if (*p == '"' && p[1] == '"') { *out++ = '"'; p++; continue; }
+            if (*p == '"' && p[1] == '"') {
+                *out++ = '"';
+                p++;
+                continue;
+            }
             if (*p == '"') break;
             *out++ = *p;
         }
         *out = 0;
         p++;
-        if (*p == ',') p++;
-        else if (*p && *p != '\r') return -1;
-        else break;
+        if (*p == ',')
+            p++;
+        else if (*p && *p != '\r')
+            return -1;
+        else
+            break;
     }
     return n;
 }
@@ -212,7 +219,8 @@ void kt_ncu_summarize(const kt_ncu_kernel *k, kt_ncu_summary *s) {
     /* The tensor pipe, all its kinds, averaged over the SMs; else the busiest of its kinds. */
     s->tensor_pct = kt_ncu_value(k, "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active");
     if (!isnan(s->tensor_pct))
-        snprintf(s->tensor_metric, sizeof s->tensor_metric, "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active");
+        snprintf(s->tensor_metric, sizeof s->tensor_metric,
+                 "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active");
     for (int i = 0, have_all = !isnan(s->tensor_pct); i < k->n_metrics && !have_all; i++) {
         const kt_ncu_metric *m = &k->metrics[i];
         if (strstr(m->name, "pipe_tensor") && strstr(m->name, ".avg.pct_of_peak") && !isnan(m->value) &&

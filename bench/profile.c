@@ -152,15 +152,16 @@ static void print_summary(const kt_ncu_kernel *k, const roof *r, double kt_us) {
     kt_ncu_summary s;
     kt_ncu_summarize(k, &s);
     printf("ncu: %s (grid %.0f, block %.0f, %.0f registers)\n", k->name, s.grid, s.block, s.registers);
-    printf("  duration   %9.2f us  (kt's timing %.2f us; floor %.2f us, roof %.2f us: %.2fx the roof)\n",
-           s.duration_us, kt_us, r->floor_us, r->roof_us, s.duration_us / r->roof_us);
+    printf("  duration   %9.2f us  (kt's timing %.2f us; floor %.2f us, roof %.2f us: %.2fx the roof)\n", s.duration_us,
+           kt_us, r->floor_us, r->roof_us, s.duration_us / r->roof_us);
     printf("  DRAM       %8.1f %% of peak  %.4g bytes moved (bytes() %.4g), %.3f TB/s\n", s.dram_pct, s.dram_bytes,
            r->bytes, s.dram_bytes / s.duration_us / 1e6);
     printf("  L2         %8.1f %% of peak\n  SM         %8.1f %% of peak\n", s.l2_pct, s.sm_pct);
     printf("  tensor     %8.1f %% of peak  (%s)\n", s.tensor_pct, s.tensor_metric[0] ? s.tensor_metric : "n/a");
     printf("  occupancy  %8.1f %% achieved, %.1f %% theoretical (warps of peak)\n", s.occupancy_pct, s.theoretical_pct);
     printf("  stalls    ");
-    for (int i = 0; i < s.n_stalls; i++) printf(" %s %.2f%s", s.stall[i], s.stall_cycles[i], i + 1 < s.n_stalls ? "," : "");
+    for (int i = 0; i < s.n_stalls; i++)
+        printf(" %s %.2f%s", s.stall[i], s.stall_cycles[i], i + 1 < s.n_stalls ? "," : "");
     printf("%s\n", s.n_stalls ? "  (cycles per issued instruction)" : " n/a");
 }
 
@@ -182,14 +183,14 @@ static int run_ncu(const kt_profile_options *o, const kt_problem *p, const char 
     kt_format_shape(f, p, shape, sizeof shape);
     snprintf(m, sizeof m, "%ld", p->m);
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
-    const char *head[] = {ncu, "--clock-control", "none", "--nvtx", "--nvtx-include", filter, "--csv", "--page", "raw",
-                          "--print-units", "base"};
+    const char *head[] = {ncu,   "--clock-control", "none", "--nvtx", "--nvtx-include", filter, "--csv", "--page",
+                          "raw", "--print-units",   "base"};
     for (size_t i = 0; i < sizeof head / sizeof *head; i++) args[n++] = head[i];
     int k = recipe_args(buf, sizeof buf, args + n, MAX_NCU_ARGS - n - 20);
     if (k < 0) return -1;
     n += k;
-    const char *tail[] = {self, "profile", "--family", f->name, "--shape", shape, "--m", m, "--config", cfg,
-                          "--iters", "1", "--seed", seed};
+    const char *tail[] = {self, "profile",  "--family", f->name,   "--shape", shape,    "--m",
+                          m,    "--config", cfg,        "--iters", "1",       "--seed", seed};
     for (size_t i = 0; i < sizeof tail / sizeof *tail; i++) args[n++] = tail[i];
     args[n] = NULL;
     printf("  ncu     ");
@@ -214,8 +215,10 @@ static int run_ncu(const kt_profile_options *o, const kt_problem *p, const char 
     int rc = kt_ncu_parse(out, &rep);
     free(out);
     if (rc) return -1;
-    if (status) rc = kt_fail("ncu exited with status %d", status);
-    else if (!rep.n_kernels) rc = kt_fail("ncu profiled no kernel inside %s", filter);
+    if (status)
+        rc = kt_fail("ncu exited with status %d", status);
+    else if (!rep.n_kernels)
+        rc = kt_fail("ncu profiled no kernel inside %s", filter);
     for (int i = 0; !rc && i < rep.n_kernels; i++) print_summary(&rep.kernels[i], r, kt_us);
     kt_ncu_free(&rep);
     return rc;
@@ -238,8 +241,9 @@ int kt_profile_run(const kt_profile_options *o) {
         printf("%s %s %s=%ld %s (variant %s)\n", f->name, shape, f->m_name, p->m, cfg, mod.variant_id);
         rc = kt_bench_variant(b, &mod, &m);
         if (!rc && m.status != KT_OK) rc = kt_fail("%s: %s", kt_status_name(m.status), m.error);
-        if (!rc) printf("  checked rel_err %.3g; timed %.2f us (min %.2f, max %.2f)\n", m.rel_err, m.median_us,
-                        m.min_us, m.max_us);
+        if (!rc)
+            printf("  checked rel_err %.3g; timed %.2f us (min %.2f, max %.2f)\n", m.rel_err, m.median_us, m.min_us,
+                   m.max_us);
         if (!rc) measure_roof(f, p, &r);
         if (!rc) print_roof(&r, m.median_us);
     }

@@ -10,12 +10,12 @@
 /* A `kt profile` request, as the CLI parses it. */
 typedef struct kt_profile_options {
     const kt_family *family;
-    kt_problem problem;   /* shape and batch */
-    const char *db_path;  /* winners DB (read-only) when no config is given; may be absent */
-    const char *config;   /* NULL: the DB winner (or the family default), as kt_dispatch serves it */
-    int iters;            /* launches inside the range (0: 100) */
-    int ncu;              /* re-execute this command under ncu and summarise its metrics */
-    uint64_t seed;        /* the sweep's --seed: inputs as the tuner had them */
+    kt_problem problem;  /* shape and batch */
+    const char *db_path; /* winners DB (read-only) when no config is given; may be absent */
+    const char *config;  /* NULL: the DB winner (or the family default), as kt_dispatch serves it */
+    int iters;           /* launches inside the range (0: 100) */
+    int ncu;             /* re-execute this command under ncu and summarise its metrics */
+    uint64_t seed;       /* the sweep's --seed: inputs as the tuner had them */
 } kt_profile_options;
 
 /* Runs the profile on the current GPU (opened by the caller); prints to stdout. */
@@ -49,15 +49,15 @@ double kt_ncu_value(const kt_ncu_kernel *k, const char *name);
 /* What the "why is this slow" summary reads from one kernel: NaN where ncu had no metric. */
 typedef struct kt_ncu_summary {
     double duration_us;
-    double dram_pct, l2_pct, sm_pct;       /* throughput, % of peak */
-    double dram_bytes;                     /* read + written */
-    double tensor_pct;                     /* the busiest tensor pipe, % of peak */
+    double dram_pct, l2_pct, sm_pct; /* throughput, % of peak */
+    double dram_bytes;               /* read + written */
+    double tensor_pct;               /* the busiest tensor pipe, % of peak */
     char tensor_metric[128];
     double occupancy_pct, theoretical_pct; /* achieved and theoretical warps, % of peak */
     double registers, grid, block;
-    int n_stalls;                          /* the top stall reasons, most cycles first */
+    int n_stalls; /* the top stall reasons, most cycles first */
     char stall[4][48];
-    double stall_cycles[4];                /* cycles per issued instruction */
+    double stall_cycles[4]; /* cycles per issued instruction */
 } kt_ncu_summary;
 void kt_ncu_summarize(const kt_ncu_kernel *k, kt_ncu_summary *s);
 

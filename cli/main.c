@@ -1,6 +1,6 @@
-/* main.c — the `kt` command line (the only module that knows every other): devices, list, compile, tune, bench, db. Each command
- * checks its input and fails with one clear line and a non-zero exit; commands that need
- * a GPU say so on machines without one. */
+/* main.c — the `kt` command line (the only module that knows every other): devices, list, compile, tune, bench, db.
+ * Each command checks its input and fails with one clear line and a non-zero exit; commands that need a GPU say so on
+ * machines without one. */
 #include "../bench/bench.h"
 #include "../bench/profile.h"
 #include "../report/report.h"
@@ -49,23 +49,53 @@ typedef struct common {
     uint64_t seed;
 } common;
 
-enum { O_FAMILY = 1000, O_SHAPE, O_M, O_DB, O_CONFIG, O_JSON, O_STRATEGY, O_BUDGET, O_ARCH, O_SAMPLE, O_SEED,
-       O_THREADS, O_FORMAT, O_EMIT, O_SHARD, O_WORKERS, O_WHERE, O_ITERS, O_NCU, O_QUIET, O_BENCH };
+enum {
+    O_FAMILY = 1000,
+    O_SHAPE,
+    O_M,
+    O_DB,
+    O_CONFIG,
+    O_JSON,
+    O_STRATEGY,
+    O_BUDGET,
+    O_ARCH,
+    O_SAMPLE,
+    O_SEED,
+    O_THREADS,
+    O_FORMAT,
+    O_EMIT,
+    O_SHARD,
+    O_WORKERS,
+    O_WHERE,
+    O_ITERS,
+    O_NCU,
+    O_QUIET,
+    O_BENCH
+};
 
-static const struct option long_options[] = {
-    {"family", required_argument, 0, O_FAMILY}, {"shape", required_argument, 0, O_SHAPE},
-    {"m", required_argument, 0, O_M},           {"db", required_argument, 0, O_DB},
-    {"config", required_argument, 0, O_CONFIG}, {"json", required_argument, 0, O_JSON},
-    {"strategy", required_argument, 0, O_STRATEGY}, {"budget", required_argument, 0, O_BUDGET},
-    {"arch", required_argument, 0, O_ARCH},     {"sample", required_argument, 0, O_SAMPLE},
-    {"seed", required_argument, 0, O_SEED},     {"threads", required_argument, 0, O_THREADS},
-    {"format", required_argument, 0, O_FORMAT}, {"emit", required_argument, 0, O_EMIT},
-    {"shard", required_argument, 0, O_SHARD}, {"workers", required_argument, 0, O_WORKERS},
-    {"where", required_argument, 0, O_WHERE},
-    {"iters", required_argument, 0, O_ITERS}, {"ncu", no_argument, 0, O_NCU},
-    {"quiet", no_argument, 0, O_QUIET},       {"bench", required_argument, 0, O_BENCH},
-    {"help", no_argument, 0, 'h'},
-    {0, 0, 0, 0}};
+static const struct option long_options[] = {{"family", required_argument, 0, O_FAMILY},
+                                             {"shape", required_argument, 0, O_SHAPE},
+                                             {"m", required_argument, 0, O_M},
+                                             {"db", required_argument, 0, O_DB},
+                                             {"config", required_argument, 0, O_CONFIG},
+                                             {"json", required_argument, 0, O_JSON},
+                                             {"strategy", required_argument, 0, O_STRATEGY},
+                                             {"budget", required_argument, 0, O_BUDGET},
+                                             {"arch", required_argument, 0, O_ARCH},
+                                             {"sample", required_argument, 0, O_SAMPLE},
+                                             {"seed", required_argument, 0, O_SEED},
+                                             {"threads", required_argument, 0, O_THREADS},
+                                             {"format", required_argument, 0, O_FORMAT},
+                                             {"emit", required_argument, 0, O_EMIT},
+                                             {"shard", required_argument, 0, O_SHARD},
+                                             {"workers", required_argument, 0, O_WORKERS},
+                                             {"where", required_argument, 0, O_WHERE},
+                                             {"iters", required_argument, 0, O_ITERS},
+                                             {"ncu", no_argument, 0, O_NCU},
+                                             {"quiet", no_argument, 0, O_QUIET},
+                                             {"bench", required_argument, 0, O_BENCH},
+                                             {"help", no_argument, 0, 'h'},
+                                             {0, 0, 0, 0}};
 
 /* Parses argv into c; shapes are parsed after the family is known. "targets" = the family's list. */
 static int parse_common(int argc, char **argv, common *c) {
@@ -80,74 +110,103 @@ static int parse_common(int argc, char **argv, common *c) {
     opterr = 0;
     for (int o; (o = getopt_long(argc, argv, "ho:", long_options, NULL)) != -1;) {
         switch (o) {
-        case O_FAMILY:
-            if (!(c->family = kt_family_find(optarg))) return die("%s", kt_error());
-            break;
-        case O_SHAPE:
-            if (n_shape_args == 32) return die("too many --shape options (max %s)", "32");
-            shape_args[n_shape_args++] = optarg;
-            break;
-        case O_M:
-            if ((c->n_ms = kt_parse_int_list(optarg, c->ms, 32)) < 0) return die("--m: %s", kt_error());
-            break;
-        case O_DB: c->db_path = optarg; break;
-        case O_CONFIG: c->config = optarg; break;
-        case O_JSON: c->json = optarg; break;
-        case O_STRATEGY:
-            if (strcmp(optarg, "fast") && strcmp(optarg, "exhaustive") && strcmp(optarg, "random"))
-                return die("--strategy must be fast, exhaustive or random, not '%s'", optarg);
-            c->strategy = optarg;
-            break;
-        case O_BUDGET:
-        case O_SAMPLE:
-        case O_ITERS:
-        case O_THREADS: {
-            const char *name = o == O_BUDGET ? "--budget" : o == O_SAMPLE ? "--sample" : o == O_ITERS ? "--iters" : "--threads";
-            long v = INT_MAX - 1; /* all: more than any space has (verify adds the default) */
-            if ((o != O_SAMPLE || strcmp(optarg, "all")) && kt_parse_long(optarg, 1, 1000000, &v))
-                return die2("%s: %s", name, kt_error());
-            *(o == O_BUDGET ? &c->budget : o == O_SAMPLE ? &c->sample : o == O_ITERS ? &c->iters : &c->threads) = (int)v;
-            break;
-        }
-        case O_NCU: c->ncu = 1; break;
-        case O_QUIET: c->quiet = 1; break;
-        case 'o': c->out_dir = optarg; break;
-        case O_BENCH:
-            if (c->n_bench_json == 8) return die("too many --bench files (max %s)", "8");
-            c->bench_json[c->n_bench_json++] = optarg;
-            break;
-        case O_SEED: {
-            long v;
-            if (kt_parse_long(optarg, 0, LONG_MAX, &v)) return die("--seed: %s", kt_error());
-            c->seed = (uint64_t)v;
-            break;
-        }
-        case O_ARCH: c->arch = optarg; break;
-        case O_FORMAT: c->format = optarg; break;
-        case O_EMIT: c->emit = optarg; break;
-        case O_WHERE: c->where = optarg; break;
-        case O_SHARD: {
-            char i[32] = "", n[32] = "";
-            const char *slash = strchr(optarg, '/');
-            long vi = -1, vn = 0;
-            if (slash && slash - optarg < (long)sizeof i && strlen(slash + 1) < sizeof n) {
-                snprintf(i, sizeof i, "%.*s", (int)(slash - optarg), optarg);
-                snprintf(n, sizeof n, "%s", slash + 1);
+            case O_FAMILY:
+                if (!(c->family = kt_family_find(optarg))) return die("%s", kt_error());
+                break;
+            case O_SHAPE:
+                if (n_shape_args == 32) return die("too many --shape options (max %s)", "32");
+                shape_args[n_shape_args++] = optarg;
+                break;
+            case O_M:
+                if ((c->n_ms = kt_parse_int_list(optarg, c->ms, 32)) < 0) return die("--m: %s", kt_error());
+                break;
+            case O_DB:
+                c->db_path = optarg;
+                break;
+            case O_CONFIG:
+                c->config = optarg;
+                break;
+            case O_JSON:
+                c->json = optarg;
+                break;
+            case O_STRATEGY:
+                if (!kt_strategy_find(optarg))
+                    return die("--strategy must be fast, exhaustive or random, not '%s'", optarg);
+                c->strategy = optarg;
+                break;
+            case O_BUDGET:
+            case O_SAMPLE:
+            case O_ITERS:
+            case O_THREADS: {
+                const char *name = o == O_BUDGET   ? "--budget"
+                                   : o == O_SAMPLE ? "--sample"
+                                   : o == O_ITERS  ? "--iters"
+                                                   : "--threads";
+                long v = INT_MAX - 1; /* all: more than any space has (verify adds the default) */
+                if ((o != O_SAMPLE || strcmp(optarg, "all")) && kt_parse_long(optarg, 1, 1000000, &v))
+                    return die2("%s: %s", name, kt_error());
+                *(o == O_BUDGET   ? &c->budget
+                  : o == O_SAMPLE ? &c->sample
+                  : o == O_ITERS  ? &c->iters
+                                  : &c->threads) = (int)v;
+                break;
             }
-            if (kt_parse_long(n, 1, 1000000, &vn) || kt_parse_long(i, 0, vn - 1, &vi))
-                return die("--shard wants i/n with 0 <= i < n (e.g. 0/4), not '%s'", optarg);
-            c->shard_index = (int)vi;
-            c->shard_count = (int)vn;
-            break;
-        }
-        case O_WORKERS: {
-            long v;
-            if (kt_parse_long(optarg, 1, 64, &v)) return die("--workers wants 1 to 64 GPUs, not '%s'", optarg);
-            c->workers = (int)v;
-            break;
-        }
-        case 'h': c->help = 1; break;
-        default: return die("unknown or incomplete option '%s' (see --help)", argv[optind - 1]);
+            case O_NCU:
+                c->ncu = 1;
+                break;
+            case O_QUIET:
+                c->quiet = 1;
+                break;
+            case 'o':
+                c->out_dir = optarg;
+                break;
+            case O_BENCH:
+                if (c->n_bench_json == 8) return die("too many --bench files (max %s)", "8");
+                c->bench_json[c->n_bench_json++] = optarg;
+                break;
+            case O_SEED: {
+                long v;
+                if (kt_parse_long(optarg, 0, LONG_MAX, &v)) return die("--seed: %s", kt_error());
+                c->seed = (uint64_t)v;
+                break;
+            }
+            case O_ARCH:
+                c->arch = optarg;
+                break;
+            case O_FORMAT:
+                c->format = optarg;
+                break;
+            case O_EMIT:
+                c->emit = optarg;
+                break;
+            case O_WHERE:
+                c->where = optarg;
+                break;
+            case O_SHARD: {
+                char i[32] = "", n[32] = "";
+                const char *slash = strchr(optarg, '/');
+                long vi = -1, vn = 0;
+                if (slash && slash - optarg < (long)sizeof i && strlen(slash + 1) < sizeof n) {
+                    snprintf(i, sizeof i, "%.*s", (int)(slash - optarg), optarg);
+                    snprintf(n, sizeof n, "%s", slash + 1);
+                }
+                if (kt_parse_long(n, 1, 1000000, &vn) || kt_parse_long(i, 0, vn - 1, &vi))
+                    return die("--shard wants i/n with 0 <= i < n (e.g. 0/4), not '%s'", optarg);
+                c->shard_index = (int)vi;
+                c->shard_count = (int)vn;
+                break;
+            }
+            case O_WORKERS: {
+                long v;
+                if (kt_parse_long(optarg, 1, 64, &v)) return die("--workers wants 1 to 64 GPUs, not '%s'", optarg);
+                c->workers = (int)v;
+                break;
+            }
+            case 'h':
+                c->help = 1;
+                break;
+            default:
+                return die("unknown or incomplete option '%s' (see --help)", argv[optind - 1]);
         }
     }
     if (optind < argc) return die("unexpected argument '%s' (see --help)", argv[optind]);
@@ -197,8 +256,8 @@ static int cmd_devices(int argc, char **argv) {
     for (int i = 0; i < n; i++) {
         kt_device_info d;
         if (kt_gpu_open(i, &d)) return die("%s", kt_error());
-        printf("%d: %s  sm_%d%d  %d SMs  %zu GB  L2 %zu MB  smem/block %zu KB  driver %d.%d\n", i, d.name,
-               d.cc_major, d.cc_minor, d.sm_count, d.mem_bytes >> 30, d.l2_bytes >> 20, d.smem_per_block_optin >> 10,
+        printf("%d: %s  sm_%d%d  %d SMs  %zu GB  L2 %zu MB  smem/block %zu KB  driver %d.%d\n", i, d.name, d.cc_major,
+               d.cc_minor, d.sm_count, d.mem_bytes >> 30, d.l2_bytes >> 20, d.smem_per_block_optin >> 10,
                d.driver_version / 1000, d.driver_version % 1000 / 10);
     }
     return 0;
@@ -249,7 +308,9 @@ static void print_family(const kt_family *f, int verbose) {
     char cfg[256];
     kt_format_config(f, &f->default_config, cfg, sizeof cfg);
     printf("  space: %ld points, %d valid for sm_120\n  default: %s%s\n  target shapes:", total, n120, cfg,
-           f->default_for ? "\n           (an untuned problem gets one chosen for its M and the GPU's SMs; this where that one does not fit)" : "");
+           f->default_for ? "\n           (an untuned problem gets one chosen for its M and the GPU's SMs; this where "
+                            "that one does not fit)"
+                          : "");
     for (int t = 0; t < f->n_target_shapes; t++) {
         kt_problem p = {.n_dims = f->n_keys};
         memcpy(p.dim, f->target_shapes[t], sizeof p.dim);
@@ -288,9 +349,9 @@ static int cmd_compile(int argc, char **argv) {
                "  NVRTC-compiles variants (no GPU needed) and prints ptxas's registers, spills and stack.\n"
                "  --arch defaults to sm_120 (sm_89 and older are not supported: the kernels need sm_90's\n"
                "  griddepcontrol and clusters); --sample defaults to %d seeded configs of the space (or\n"
-               "  of its --where part), --sample all compiles every one (fp8_gemm: ~10,000, minutes);\n", COMPILE_SAMPLE);
-        printf(
-               "  --where keeps the part of the space with those params at those values (e.g. DIRECT=1);\n"
+               "  of its --where part), --sample all compiles every one (fp8_gemm: ~10,000, minutes);\n",
+               COMPILE_SAMPLE);
+        printf("  --where keeps the part of the space with those params at those values (e.g. DIRECT=1);\n"
                "  --emit writes each cubin to DIR/VARIANT.cubin (for cuobjdump -sass).\n"
                "  Exits non-zero if any variant fails to compile.\n");
         return 0;
@@ -298,7 +359,8 @@ static int cmd_compile(int argc, char **argv) {
     if (!c.family) return die("compile needs --family (see kt list)%s", "");
     if (c.family->n_stages) return die("%s is a pipeline: compile its stages' families", c.family->name);
     int arch = kt_arch_parse(c.arch ? c.arch : "sm_120");
-    if (arch < 0) return die("unknown --arch '%s' (sm_120, sm_120a or sm_90; sm_89 and older lack griddepcontrol)", c.arch);
+    if (arch < 0)
+        return die("unknown --arch '%s' (sm_120, sm_120a or sm_90; sm_89 and older lack griddepcontrol)", c.arch);
     kt_config *list = NULL;
     int rejected = 0, n;
     if (c.config) {
@@ -312,11 +374,11 @@ static int cmd_compile(int argc, char **argv) {
         int space = n;
         n = kt_space_sample(c.family, list, n, c.sample ? c.sample : COMPILE_SAMPLE, c.seed);
         if (!c.sample && n < space)
-            fprintf(stderr, "kt: compiling a seeded sample of %d of the %d variants (--sample all for every one)\n",
-                    n, space);
+            fprintf(stderr, "kt: compiling a seeded sample of %d of the %d variants (--sample all for every one)\n", n,
+                    space);
     }
-    printf("%s for %s: %d variants (%d rejected by constraints before compiling)\n", c.family->name,
-           kt_arch_name(arch), n, rejected);
+    printf("%s for %s: %d variants (%d rejected by constraints before compiling)\n", c.family->name, kt_arch_name(arch),
+           n, rejected);
     printf("%-16s %5s %6s %6s %9s %6s  %s\n", "variant", "regs", "spill", "stack", "compile", "cached", "config");
     fflush(stdout); /* the plan shows before minutes of compiling */
     kt_compile_pool *pool = kt_compile_pool_start(c.family, list, n, arch, c.threads);
@@ -379,25 +441,39 @@ static int cmd_tune(int argc, char **argv) {
     }
     if (!c.family || !c.n_shapes || !c.n_ms) return die("tune needs --family, --shape and --m (see --help)%s", "");
     /* No GPU check here: this process never touches CUDA, its workers do (and say why not). */
-    int budget = c.budget ? c.budget : !strcmp(c.strategy, "fast") ? 40 : 64;
-    kt_sweep_options o = {.family = c.family, .n_shapes = c.n_shapes, .n_ms = c.n_ms, .db_path = c.db_path,
-                          .strategy = c.strategy, .budget = budget, .seed = c.seed,
-                          .compile_threads = c.threads, .commit = KT_COMMIT, .cmdline = cmdline,
-                          .shard_index = c.shard_index, .shard_count = c.shard_count, .max_workers = c.workers,
-                          .where = c.where, .quiet = c.quiet};
+    int budget = c.budget ? c.budget : kt_strategy_find(c.strategy)->default_budget;
+    kt_sweep_options o = {.family = c.family,
+                          .n_shapes = c.n_shapes,
+                          .n_ms = c.n_ms,
+                          .db_path = c.db_path,
+                          .strategy = c.strategy,
+                          .budget = budget,
+                          .seed = c.seed,
+                          .compile_threads = c.threads,
+                          .commit = KT_COMMIT,
+                          .cmdline = cmdline,
+                          .shard_index = c.shard_index,
+                          .shard_count = c.shard_count,
+                          .max_workers = c.workers,
+                          .where = c.where,
+                          .quiet = c.quiet};
     memcpy(o.shapes, c.shapes, sizeof o.shapes);
     memcpy(o.ms, c.ms, sizeof o.ms);
     double t0 = kt_now();
     kt_sweep_report r;
     if (kt_sweep(&o, &r)) return die("tune failed: %s", kt_error());
-    fprintf(stderr, "kt: sweep done in %.1fs on %d x %s: %ld measured (phase 1/2/3: %ld/%ld/%ld; %ld faults), "
+    fprintf(stderr,
+            "kt: sweep done in %.1fs on %d x %s: %ld measured (phase 1/2/3: %ld/%ld/%ld; %ld faults), "
             "%ld problems re-timed, %ld already measured; %ld (config, shape, M) worth timing, %ld pruned as "
-            "hopeless\n", kt_now() - t0, r.workers, r.device.name, r.measured, r.by_phase[0], r.by_phase[1],
-            r.by_phase[2], r.faults, r.retimed, r.already, r.space, r.pruned);
+            "hopeless\n",
+            kt_now() - t0, r.workers, r.device.name, r.measured, r.by_phase[0], r.by_phase[1], r.by_phase[2], r.faults,
+            r.retimed, r.already, r.space, r.pruned);
     double busy = r.busy_s[KT_BUSY_SETUP] + r.busy_s[KT_BUSY_LOAD] + r.busy_s[KT_BUSY_CHECK] + r.busy_s[KT_BUSY_TIME];
-    fprintf(stderr, "kt: workers' time: %.1fs problem setup (%ld set up), %.1fs module loads, %.1fs checks, %.1fs "
-            "timing, %.1fs waiting for jobs\n", r.busy_s[KT_BUSY_SETUP], r.setups, r.busy_s[KT_BUSY_LOAD],
-            r.busy_s[KT_BUSY_CHECK], r.busy_s[KT_BUSY_TIME], r.worker_s > busy ? r.worker_s - busy : 0);
+    fprintf(stderr,
+            "kt: workers' time: %.1fs problem setup (%ld set up), %.1fs module loads, %.1fs checks, %.1fs "
+            "timing, %.1fs waiting for jobs\n",
+            r.busy_s[KT_BUSY_SETUP], r.setups, r.busy_s[KT_BUSY_LOAD], r.busy_s[KT_BUSY_CHECK], r.busy_s[KT_BUSY_TIME],
+            r.worker_s > busy ? r.worker_s - busy : 0);
     return 0;
 }
 
@@ -445,11 +521,13 @@ static int verify_pipeline(const kt_family *f, const common *c, kt_db *db, const
                          f->stages[i].family->name, cs);
             }
             kt_measurement r = {0};
-            int lost = kt_bench_setup(f, &p, c->seed + (uint64_t)(s * 131 + j), ref, &b) || kt_bench_variant(b, mods, &r);
+            int lost =
+                kt_bench_setup(f, &p, c->seed + (uint64_t)(s * 131 + j), ref, &b) || kt_bench_variant(b, mods, &r);
             kt_bench_free(b);
             kt_pipeline_unload(f, mods);
             if (lost || r.status != KT_OK) {
-                printf("FAIL %s M=%ld %s: %s: %s\n", shape, p.m, stages, kt_status_name(r.status), lost ? kt_error() : r.error);
+                printf("FAIL %s M=%ld %s: %s: %s\n", shape, p.m, stages, kt_status_name(r.status),
+                       lost ? kt_error() : r.error);
                 if (lost) return -1;
                 failures++;
                 continue;
@@ -463,11 +541,12 @@ static int cmd_verify(int argc, char **argv) {
     common c;
     if (parse_common(argc, argv, &c)) return 1;
     if (c.help) {
-        printf("usage: kt verify --family F --shape N=..,K=..|targets --m 1,16 [--config C | --sample N] [--seed S]\n"
-               "                 [--where P=V,...]\n"
-               "  Checks the default config (or --config, or the default plus N seeded random configs; with\n"
-               "  --where, N seeded configs with those params at those values) on\n"
-               "  fresh random inputs against the float64 reference, outputs poisoned first. Exits 1 on any failure.\n");
+        printf(
+            "usage: kt verify --family F --shape N=..,K=..|targets --m 1,16 [--config C | --sample N] [--seed S]\n"
+            "                 [--where P=V,...]\n"
+            "  Checks the default config (or --config, or the default plus N seeded random configs; with\n"
+            "  --where, N seeded configs with those params at those values) on\n"
+            "  fresh random inputs against the float64 reference, outputs poisoned first. Exits 1 on any failure.\n");
         return 0;
     }
     if (!c.family || !c.n_shapes || !c.n_ms) return die("verify needs --family, --shape and --m (see --help)%s", "");
@@ -491,7 +570,8 @@ static int cmd_verify(int argc, char **argv) {
     int arch = kt_gpu_arch(), failures = 0, checks = 0;
     kt_cubin ref_cubin;
     kt_module ref_mod;
-    if (kt_compile(f, &f->default_config, arch, &ref_cubin) || kt_module_load(f, &f->default_config, &ref_cubin, &ref_mod))
+    if (kt_compile(f, &f->default_config, arch, &ref_cubin) ||
+        kt_module_load(f, &f->default_config, &ref_cubin, &ref_mod))
         return die("%s", kt_error());
     for (int s = 0; s < c.n_shapes; s++)
         for (int j = 0; j < c.n_ms; j++) {
@@ -516,7 +596,8 @@ static int cmd_verify(int argc, char **argv) {
                 for (int i = 0; i < n; i++)
                     if (!f->hopeless || !f->hopeless(&list[i], &p)) list[kept++] = list[i];
                 n = kt_space_sample(f, list, kept, c.sample + 1, c.seed + (uint64_t)(s * 131 + j));
-                if (!c.where && memcmp(&list[0], &f->default_config, sizeof one) && f->config_fits(&f->default_config, &p))
+                if (!c.where && memcmp(&list[0], &f->default_config, sizeof one) &&
+                    f->config_fits(&f->default_config, &p))
                     list[0] = f->default_config;
             }
             kt_compile_pool *pool = kt_compile_pool_start(f, list, n, arch, c.threads);
@@ -545,10 +626,16 @@ static int store_allreduce(kt_db *db, const char *path, const kt_allreduce_optio
     kt_gpu_db_device(&info, &dev);
     if (kt_db_device_id(db, &dev, &device_id) || kt_db_run_begin(db, device_id, KT_COMMIT, cmdline, &run_id)) return -1;
     for (int i = 0; i < o->n_sizes; i++) {
-        kt_allreduce_row r = {.device_id = device_id, .run_id = run_id, .world = o->world,
-                              .nccl_version = best[i].nccl_version, .bytes = best[i].bytes,
-                              .median_us = best[i].median_us, .min_us = best[i].min_us, .max_us = best[i].max_us,
-                              .default_us = best[i].default_us, .floor_us = best[i].floor_us};
+        kt_allreduce_row r = {.device_id = device_id,
+                              .run_id = run_id,
+                              .world = o->world,
+                              .nccl_version = best[i].nccl_version,
+                              .bytes = best[i].bytes,
+                              .median_us = best[i].median_us,
+                              .min_us = best[i].min_us,
+                              .max_us = best[i].max_us,
+                              .default_us = best[i].default_us,
+                              .floor_us = best[i].floor_us};
         snprintf(r.proto, sizeof r.proto, "%s", best[i].proto);
         snprintf(r.algo, sizeof r.algo, "%s", best[i].algo);
         if (kt_db_set_allreduce(db, &r)) return -1;
@@ -557,12 +644,28 @@ static int store_allreduce(kt_db *db, const char *path, const kt_allreduce_optio
     return 0;
 }
 
+/* What kt bench and kt profile check before they start: --config is a config of the family,
+ * the database is readable where the variant comes from it (db_winner: kt bench without
+ * --config), and there is a GPU. 0, or 1 with the reason printed. */
+static int check_variant_options(const common *c, int db_winner) {
+    kt_config probe;
+    if (c->config && kt_parse_config(c->family, c->config, &probe)) return die("%s", kt_error());
+    if (db_winner && !c->config && access(c->db_path, R_OK))
+        return die("cannot read database '%s' (tune first, or pass --config)", c->db_path);
+    kt_device_info info;
+    return need_gpu(&info);
+}
+
 /* kt bench allreduce: its own options (no family); --child is the per-setting process. */
 static int cmd_bench_allreduce(int argc, char **argv) {
-    static const struct option opts[] = {{"gpus", required_argument, 0, 'g'},  {"batch", required_argument, 0, 'b'},
-                                         {"hidden", required_argument, 0, 'H'}, {"bytes", required_argument, 0, 'B'},
-                                         {"seed", required_argument, 0, 's'},   {"child", no_argument, 0, 'c'},
-                                         {"db", required_argument, 0, 'd'},     {"help", no_argument, 0, 'h'},
+    static const struct option opts[] = {{"gpus", required_argument, 0, 'g'},
+                                         {"batch", required_argument, 0, 'b'},
+                                         {"hidden", required_argument, 0, 'H'},
+                                         {"bytes", required_argument, 0, 'B'},
+                                         {"seed", required_argument, 0, 's'},
+                                         {"child", no_argument, 0, 'c'},
+                                         {"db", required_argument, 0, 'd'},
+                                         {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     kt_allreduce_options o = {.world = 0, .hidden = 4096, .seed = 20261201};
     const char *db_path = NULL;
@@ -572,32 +675,42 @@ static int cmd_bench_allreduce(int argc, char **argv) {
     opterr = 0;
     for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
         switch (c) {
-        case 'g':
-            if (kt_parse_int_list(optarg, list, 1) != 1 || list[0] > 8) return die("--gpus '%s': one count from 1 to 8", optarg);
-            o.world = (int)list[0];
-            break;
-        case 'b':
-            if ((n_batch = kt_parse_int_list(optarg, batch, KT_ALLREDUCE_MAX_SIZES)) < 0) return die("--batch: %s", kt_error());
-            break;
-        case 'H':
-            if (kt_parse_int_list(optarg, list, 1) != 1) return die("--hidden '%s': one positive size", optarg);
-            o.hidden = list[0];
-            break;
-        case 'B':
-            if ((n = kt_parse_int_list(optarg, list, KT_ALLREDUCE_MAX_SIZES)) < 0) return die("--bytes: %s", kt_error());
-            for (o.n_sizes = 0; o.n_sizes < n; o.n_sizes++) o.bytes[o.n_sizes] = (size_t)list[o.n_sizes];
-            break;
-        case 's': o.seed = strtoull(optarg, NULL, 10); break;
-        case 'c': child = 1; break;
-        case 'd': db_path = optarg; break;
-        case 'h':
-            printf("usage: kt bench allreduce [--gpus N] [--batch 1,16,64] [--hidden 4096] [--db kt.db]\n"
-                   "  NCCL all-reduce of hidden x B bf16 over N GPUs of this host (default: all), each NCCL\n"
-                   "  protocol/algorithm timed in its own process (NVLink multicast off), against the bytes a\n"
-                   "  ring moves over the measured bus bandwidth; prints the best setting per size, and with\n"
-                   "  --db stores it per (device, GPUs, size bucket), which kt run --tp applies at start.\n");
-            return 0;
-        default: return die("bench allreduce: unknown or incomplete option '%s' (see --help)", argv[optind - 1]);
+            case 'g':
+                if (kt_parse_int_list(optarg, list, 1) != 1 || list[0] > 8)
+                    return die("--gpus '%s': one count from 1 to 8", optarg);
+                o.world = (int)list[0];
+                break;
+            case 'b':
+                if ((n_batch = kt_parse_int_list(optarg, batch, KT_ALLREDUCE_MAX_SIZES)) < 0)
+                    return die("--batch: %s", kt_error());
+                break;
+            case 'H':
+                if (kt_parse_int_list(optarg, list, 1) != 1) return die("--hidden '%s': one positive size", optarg);
+                o.hidden = list[0];
+                break;
+            case 'B':
+                if ((n = kt_parse_int_list(optarg, list, KT_ALLREDUCE_MAX_SIZES)) < 0)
+                    return die("--bytes: %s", kt_error());
+                for (o.n_sizes = 0; o.n_sizes < n; o.n_sizes++) o.bytes[o.n_sizes] = (size_t)list[o.n_sizes];
+                break;
+            case 's':
+                o.seed = strtoull(optarg, NULL, 10);
+                break;
+            case 'c':
+                child = 1;
+                break;
+            case 'd':
+                db_path = optarg;
+                break;
+            case 'h':
+                printf("usage: kt bench allreduce [--gpus N] [--batch 1,16,64] [--hidden 4096] [--db kt.db]\n"
+                       "  NCCL all-reduce of hidden x B bf16 over N GPUs of this host (default: all), each NCCL\n"
+                       "  protocol/algorithm timed in its own process (NVLink multicast off), against the bytes a\n"
+                       "  ring moves over the measured bus bandwidth; prints the best setting per size, and with\n"
+                       "  --db stores it per (device, GPUs, size bucket), which kt run --tp applies at start.\n");
+                return 0;
+            default:
+                return die("bench allreduce: unknown or incomplete option '%s' (see --help)", argv[optind - 1]);
         }
     }
     if (kt_gpu_init()) return die("%s", kt_error());
@@ -610,9 +723,9 @@ static int cmd_bench_allreduce(int argc, char **argv) {
     kt_allreduce_best best[KT_ALLREDUCE_MAX_SIZES];
     kt_db *db = NULL;
     if (db_path && kt_db_open(db_path, 0, &db)) return die("%s", kt_error());
-    int rc = kt_bench_allreduce(&o, best) ? die("bench allreduce failed: %s", kt_error())
+    int rc = kt_bench_allreduce(&o, best)                   ? die("bench allreduce failed: %s", kt_error())
              : db && store_allreduce(db, db_path, &o, best) ? die("bench allreduce: %s", kt_error())
-                                                   : 0;
+                                                            : 0;
     kt_db_close(db);
     return rc;
 }
@@ -628,13 +741,13 @@ static int cmd_bench(int argc, char **argv) {
         return 0;
     }
     if (!c.family || !c.n_shapes || !c.n_ms) return die("bench needs --family, --shape and --m (see --help)%s", "");
-    kt_config probe;
-    if (c.config && kt_parse_config(c.family, c.config, &probe)) return die("%s", kt_error());
-    if (!c.config && access(c.db_path, R_OK)) return die("cannot read database '%s' (tune first, or pass --config)", c.db_path);
-    kt_device_info info;
-    if (need_gpu(&info)) return 1;
-    kt_bench_options o = {.family = c.family, .n_shapes = c.n_shapes, .n_ms = c.n_ms,
-                          .db_path = c.config ? NULL : c.db_path, .config = c.config, .json_path = c.json,
+    if (check_variant_options(&c, 1)) return 1;
+    kt_bench_options o = {.family = c.family,
+                          .n_shapes = c.n_shapes,
+                          .n_ms = c.n_ms,
+                          .db_path = c.config ? NULL : c.db_path,
+                          .config = c.config,
+                          .json_path = c.json,
                           .seed = c.seed};
     memcpy(o.shapes, c.shapes, sizeof o.shapes);
     memcpy(o.ms, c.ms, sizeof o.ms);
@@ -658,13 +771,15 @@ static int cmd_profile(int argc, char **argv) {
     }
     if (!c.family || c.n_shapes != 1 || c.n_ms != 1)
         return die("profile needs --family, one --shape and one --m (see --help)%s", "");
-    kt_profile_options o = {.family = c.family, .problem = c.shapes[0], .db_path = c.db_path, .config = c.config,
-                            .iters = c.iters, .ncu = c.ncu, .seed = c.seed};
+    kt_profile_options o = {.family = c.family,
+                            .problem = c.shapes[0],
+                            .db_path = c.db_path,
+                            .config = c.config,
+                            .iters = c.iters,
+                            .ncu = c.ncu,
+                            .seed = c.seed};
     o.problem.m = c.ms[0];
-    kt_config probe;
-    if (c.config && kt_parse_config(c.family, c.config, &probe)) return die("%s", kt_error());
-    kt_device_info info;
-    if (need_gpu(&info)) return 1;
+    if (check_variant_options(&c, 0)) return 1;
     if (kt_profile_run(&o)) return die("profile failed: %s", kt_error());
     return 0;
 }
@@ -682,8 +797,11 @@ static int cmd_report(int argc, char **argv) {
         return 0;
     }
     if (!c.out_dir) return die("report needs -o DIR (see --help)%s", "");
-    kt_report_options o = {.db_path = c.db_path, .out_dir = c.out_dir, .bench_json = c.bench_json,
-                           .n_bench_json = c.n_bench_json, .cmdline = cmdline};
+    kt_report_options o = {.db_path = c.db_path,
+                           .out_dir = c.out_dir,
+                           .bench_json = c.bench_json,
+                           .n_bench_json = c.n_bench_json,
+                           .cmdline = cmdline};
     int plots = 0;
     if (kt_report_write(&o, &plots)) return die("%s", kt_error());
     printf("wrote %s/index.html (%d plots)\n", c.out_dir, plots);
@@ -695,11 +813,16 @@ static int cmd_db_merge(int argc, char **argv) {
     const char *out = NULL, *in[256];
     int n_in = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--db") && i + 1 < argc) out = argv[++i];
-        else if (!strncmp(argv[i], "--db=", 5)) out = argv[i] + 5;
-        else if (argv[i][0] == '-') return die("unknown or incomplete option '%s' (see kt db --help)", argv[i]);
-        else if (n_in == 256) return die("too many databases to merge at once (max %s)", "256");
-        else in[n_in++] = argv[i];
+        if (!strcmp(argv[i], "--db") && i + 1 < argc)
+            out = argv[++i];
+        else if (!strncmp(argv[i], "--db=", 5))
+            out = argv[i] + 5;
+        else if (argv[i][0] == '-')
+            return die("unknown or incomplete option '%s' (see kt db --help)", argv[i]);
+        else if (n_in == 256)
+            return die("too many databases to merge at once (max %s)", "256");
+        else
+            in[n_in++] = argv[i];
     }
     if (!out || !n_in) return die("usage: kt db merge --db OUT.db IN.db [IN.db ...]%s", "");
     if (kt_db_merge_files(out, in, n_in)) return die("merge failed, %s", kt_error());
@@ -739,17 +862,24 @@ static int cmd_db(int argc, char **argv) {
 
 /* kt run: the bundled runtime's decode loop (runtime/run.c). */
 static int cmd_run(int argc, char **argv) {
-    static const struct option opts[] = {
-        {"model", required_argument, 0, 'm'},   {"synthetic", no_argument, 0, 'y'},
-        {"batch", required_argument, 0, 'b'},   {"context", required_argument, 0, 'c'},
-        {"steps", required_argument, 0, 's'},   {"layers", required_argument, 0, 'l'},
-        {"tp-shapes", required_argument, 0, 't'}, {"db", required_argument, 0, 'd'},
-        {"json", required_argument, 0, 'j'},    {"prompt", required_argument, 0, 'p'},
-        {"dump", required_argument, 0, 'u'},    {"reference", required_argument, 0, 'r'},
-        {"seed", required_argument, 0, 'e'},    {"tp", required_argument, 0, 'n'},
-        {"plain-kernels", no_argument, 0, 'P'}, {"plan", required_argument, 0, 'A'},
-        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
+                                         {"synthetic", no_argument, 0, 'y'},
+                                         {"batch", required_argument, 0, 'b'},
+                                         {"context", required_argument, 0, 'c'},
+                                         {"steps", required_argument, 0, 's'},
+                                         {"layers", required_argument, 0, 'l'},
+                                         {"tp-shapes", required_argument, 0, 't'},
+                                         {"db", required_argument, 0, 'd'},
+                                         {"json", required_argument, 0, 'j'},
+                                         {"prompt", required_argument, 0, 'p'},
+                                         {"dump", required_argument, 0, 'u'},
+                                         {"reference", required_argument, 0, 'r'},
+                                         {"seed", required_argument, 0, 'e'},
+                                         {"tp", required_argument, 0, 'n'},
+                                         {"plain-kernels", no_argument, 0, 'P'},
+                                         {"plan", required_argument, 0, 'A'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
     kt_run_options o = {.batch = 1, .context = 4096, .steps = 8, .tp_shapes = 1, .seed = 20261201};
     optind = 1;
     opterr = 0;
@@ -758,49 +888,85 @@ static int cmd_run(int argc, char **argv) {
         long v = optarg ? strtol(optarg, &end, 10) : 0;
         int bad_num = optarg && (*end || end == optarg);
         switch (c) {
-        case 'm': o.model_dir = optarg; break;
-        case 'y': o.synthetic = 1; break;
-        case 'b': if (bad_num || v < 1 || v > 4096) return die("--batch: expected 1 to 4096, got '%s'", optarg); o.batch = (int)v; break;
-        case 'c': if (bad_num || v < 1) return die("--context: expected a positive integer, got '%s'", optarg); o.context = v; break;
-        case 's': if (bad_num || v < 0) return die("--steps: expected a non-negative integer, got '%s'", optarg); o.steps = v; break;
-        case 'l': if (bad_num || v < 1) return die("--layers: expected a positive integer, got '%s'", optarg); o.layers = v; break;
-        case 't': if (bad_num || v < 1 || v > 64) return die("--tp-shapes: expected 1 to 64, got '%s'", optarg); o.tp_shapes = (int)v; break;
-        case 'e': if (bad_num) return die("--seed: expected an integer, got '%s'", optarg); o.seed = (uint64_t)v; break;
-        case 'n':
-            if (bad_num || v != 1)
-                return die("--tp: only world size 1 runs in one process today (2-8 GPUs are a separate issue), got '%s'", optarg);
-            o.tp = 1;
-            break;
-        case 'd': o.db_path = optarg; break;
-        case 'P': o.plain_kernels = 1; break;
-        case 'A': {
-            int a = kt_arch_parse(optarg);
-            if (a < 0) return die("--plan: expected sm_90, sm_120 or sm_120a, got '%s'", optarg);
-            o.plan_arch = a;
-            break;
-        }
-        case 'j': o.json_path = optarg; break;
-        case 'p': o.prompt_path = optarg; break;
-        case 'u': o.dump_path = optarg; break;
-        case 'r':
-            if (strcmp(optarg, "exact") && strcmp(optarg, "kt")) return die("--reference: expected exact or kt, got '%s'", optarg);
-            o.reference = optarg;
-            break;
-        case 'h':
-            printf("usage: kt run --model DIR [--synthetic] [--batch B] [--context L] [--steps S] [--layers N]\n"
-                   "              [--tp-shapes N] [--db FILE] [--json FILE] [--prompt FILE] [--dump FILE]\n"
-                   "              [--reference exact|kt] [--seed N] [--tp 1] [--plain-kernels] [--plan ARCH]\n"
-                   "  Decodes B sequences: the prompt file's token ids (one line each; default token 0), then S\n"
-                   "  greedy tokens, one step at a time, on the GPU from the DB's winners (family defaults\n"
-                   "  without --db), or with --reference on the float64 host reference (exact: the weights as\n"
-                   "  they are; kt: kt's FP8 formats). --dump writes every step's logits (f32 [step][B][vocab]).\n"
-                   "  --tp 1 adds the tensor-parallel all-reduces over NCCL (loaded at run time; $KT_NCCL).\n"
-                   "  --plain-kernels runs the simple reference kernels of runtime/model.cu where a kt family\n"
-                   "  exists (indexer, attention, router and experts): the path to compare logits and TPOT with.\n"
-                   "  --plan ARCH prints, without a GPU, which parts run a family and each family problem the\n"
-                   "  step dispatches with the default config for ARCH (an H200's 132 SMs), one per line.\n");
-            return 0;
-        default: return die("unknown or incomplete option '%s' (see kt run --help)", argv[optind - 1]);
+            case 'm':
+                o.model_dir = optarg;
+                break;
+            case 'y':
+                o.synthetic = 1;
+                break;
+            case 'b':
+                if (bad_num || v < 1 || v > 4096) return die("--batch: expected 1 to 4096, got '%s'", optarg);
+                o.batch = (int)v;
+                break;
+            case 'c':
+                if (bad_num || v < 1) return die("--context: expected a positive integer, got '%s'", optarg);
+                o.context = v;
+                break;
+            case 's':
+                if (bad_num || v < 0) return die("--steps: expected a non-negative integer, got '%s'", optarg);
+                o.steps = v;
+                break;
+            case 'l':
+                if (bad_num || v < 1) return die("--layers: expected a positive integer, got '%s'", optarg);
+                o.layers = v;
+                break;
+            case 't':
+                if (bad_num || v < 1 || v > 64) return die("--tp-shapes: expected 1 to 64, got '%s'", optarg);
+                o.tp_shapes = (int)v;
+                break;
+            case 'e':
+                if (bad_num) return die("--seed: expected an integer, got '%s'", optarg);
+                o.seed = (uint64_t)v;
+                break;
+            case 'n':
+                if (bad_num || v != 1)
+                    return die(
+                        "--tp: only world size 1 runs in one process today (2-8 GPUs are a separate issue), got '%s'",
+                        optarg);
+                o.tp = 1;
+                break;
+            case 'd':
+                o.db_path = optarg;
+                break;
+            case 'P':
+                o.plain_kernels = 1;
+                break;
+            case 'A': {
+                int a = kt_arch_parse(optarg);
+                if (a < 0) return die("--plan: expected sm_90, sm_120 or sm_120a, got '%s'", optarg);
+                o.plan_arch = a;
+                break;
+            }
+            case 'j':
+                o.json_path = optarg;
+                break;
+            case 'p':
+                o.prompt_path = optarg;
+                break;
+            case 'u':
+                o.dump_path = optarg;
+                break;
+            case 'r':
+                if (strcmp(optarg, "exact") && strcmp(optarg, "kt"))
+                    return die("--reference: expected exact or kt, got '%s'", optarg);
+                o.reference = optarg;
+                break;
+            case 'h':
+                printf("usage: kt run --model DIR [--synthetic] [--batch B] [--context L] [--steps S] [--layers N]\n"
+                       "              [--tp-shapes N] [--db FILE] [--json FILE] [--prompt FILE] [--dump FILE]\n"
+                       "              [--reference exact|kt] [--seed N] [--tp 1] [--plain-kernels] [--plan ARCH]\n"
+                       "  Decodes B sequences: the prompt file's token ids (one line each; default token 0), then S\n"
+                       "  greedy tokens, one step at a time, on the GPU from the DB's winners (family defaults\n"
+                       "  without --db), or with --reference on the float64 host reference (exact: the weights as\n"
+                       "  they are; kt: kt's FP8 formats). --dump writes every step's logits (f32 [step][B][vocab]).\n"
+                       "  --tp 1 adds the tensor-parallel all-reduces over NCCL (loaded at run time; $KT_NCCL).\n"
+                       "  --plain-kernels runs the simple reference kernels of runtime/model.cu where a kt family\n"
+                       "  exists (indexer, attention, router and experts): the path to compare logits and TPOT with.\n"
+                       "  --plan ARCH prints, without a GPU, which parts run a family and each family problem the\n"
+                       "  step dispatches with the default config for ARCH (an H200's 132 SMs), one per line.\n");
+                return 0;
+            default:
+                return die("unknown or incomplete option '%s' (see kt run --help)", argv[optind - 1]);
         }
     }
     if (optind < argc) return die("unexpected argument '%s' (see kt run --help)", argv[optind]);
@@ -831,7 +997,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < argc && used < sizeof cmdline; i++)
         used += snprintf(cmdline + used, sizeof cmdline - used, "%s%s", i ? " " : "", argv[i]);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
-        printf("kt — tune and ship FP8 decode kernels for sm_120 (commit %s)\nusage: kt COMMAND [options]\n\n", KT_COMMIT);
+        printf("kt — tune and ship FP8 decode kernels for sm_120 (commit %s)\nusage: kt COMMAND [options]\n\n",
+               KT_COMMIT);
         for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
             printf("  %-8s %s\n", commands[i].name, commands[i].help);
         printf("\n`kt COMMAND --help` describes each command.\n");

@@ -18,7 +18,6 @@ int kt_status_SQL(int status, const char *call, const char *file, int line) {
     return kt_status_fail("SQLite", sqlite3_errstr(status), status, call, file, line);
 }
 
-
 /* Re-raises the error KT_CHECK just recorded with the DB path and SQLite's own detail
  * (sqlite3_errmsg names the table or syntax error; the status code alone does not). What
  * is wrong with the user's file (damaged, unreadable, read-only, disk full, locked) is said
@@ -29,20 +28,22 @@ int kt_db_fail(kt_db *db) {
     int code = sqlite3_errcode(db->h);
     const char *detail = sqlite3_errmsg(db->h);
     switch (code & 0xff) {
-    case SQLITE_CORRUPT:
-    case SQLITE_NOTADB: return kt_fail("%s is damaged: %s", db->path, detail);
-    case SQLITE_CANTOPEN:
-        return kt_fail("cannot open %s: %s", db->path,
-                       sqlite3_system_errno(db->h) ? strerror(sqlite3_system_errno(db->h)) : detail);
-    case SQLITE_READONLY: return kt_fail("%s cannot be written here: %s", db->path, detail);
-    case SQLITE_IOERR:
-    case SQLITE_FULL:
-    case SQLITE_PERM:
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED: return kt_fail("%s: %s", db->path, detail);
+        case SQLITE_CORRUPT:
+        case SQLITE_NOTADB:
+            return kt_fail("%s is damaged: %s", db->path, detail);
+        case SQLITE_CANTOPEN:
+            return kt_fail("cannot open %s: %s", db->path,
+                           sqlite3_system_errno(db->h) ? strerror(sqlite3_system_errno(db->h)) : detail);
+        case SQLITE_READONLY:
+            return kt_fail("%s cannot be written here: %s", db->path, detail);
+        case SQLITE_IOERR:
+        case SQLITE_FULL:
+        case SQLITE_PERM:
+        case SQLITE_BUSY:
+        case SQLITE_LOCKED:
+            return kt_fail("%s: %s", db->path, detail);
     }
-    if (code == SQLITE_OK || code == SQLITE_ROW || code == SQLITE_DONE ||
-        !strcmp(detail, sqlite3_errstr(code)))
+    if (code == SQLITE_OK || code == SQLITE_ROW || code == SQLITE_DONE || !strcmp(detail, sqlite3_errstr(code)))
         return kt_fail("%s (%s)", first, db->path);
     return kt_fail("%s (%s: %s)", first, db->path, detail);
 }
@@ -68,15 +69,18 @@ static void busy_sleep(int attempt) {
 
 static int bind(sqlite3_stmt *st, int index, const sql_arg *a) {
     switch (a->type) {
-    case ARG_INT: return sqlite3_bind_int64(st, index, a->i);
-    case ARG_REAL: return sqlite3_bind_double(st, index, a->d);
-    default: return a->s ? sqlite3_bind_text(st, index, a->s, -1, SQLITE_STATIC) : sqlite3_bind_null(st, index);
+        case ARG_INT:
+            return sqlite3_bind_int64(st, index, a->i);
+        case ARG_REAL:
+            return sqlite3_bind_double(st, index, a->d);
+        default:
+            return a->s ? sqlite3_bind_text(st, index, a->s, -1, SQLITE_STATIC) : sqlite3_bind_null(st, index);
     }
 }
 
 /* Prepares text into *st, binds args to ?1..?n and hands every result row to row. */
-static int step_all(sqlite3 *h, const char *text, sqlite3_stmt **st, const sql_arg *args, int n,
-                    row_fn row, void *ctx) {
+static int step_all(sqlite3 *h, const char *text, sqlite3_stmt **st, const sql_arg *args, int n, row_fn row,
+                    void *ctx) {
     KT_CHECK(SQL, sqlite3_prepare_v2(h, text, -1, st, NULL));
     for (int i = 0; i < n; i++) KT_CHECK(SQL, bind(*st, i + 1, &args[i]));
     for (;;) {
@@ -149,7 +153,8 @@ long kt_db_bucket_of(const char *family, long m) { return kt_family_bucket(famil
 /* kt_db_bucket_of() as the SQL function kt_bucket(family, m), so winner queries bucket in SQL. */
 static void sql_bucket(sqlite3_context *c, int argc, sqlite3_value **argv) {
     (void)argc;
-    sqlite3_result_int64(c, kt_db_bucket_of((const char *)sqlite3_value_text(argv[0]), (long)sqlite3_value_int64(argv[1])));
+    sqlite3_result_int64(
+        c, kt_db_bucket_of((const char *)sqlite3_value_text(argv[0]), (long)sqlite3_value_int64(argv[1])));
 }
 
 /* --------------------------------------------------------- open, migrations */
@@ -158,8 +163,7 @@ static void sql_bucket(sqlite3_context *c, int argc, sqlite3_value **argv) {
  * is an empty file). Each names an embedded file under db/ (the Makefile embeds every
  * .sql file there). A schema change appends a step and bumps KT_SCHEMA_VERSION in kt.h. */
 static const char *const migrations[] = {"schema.sql", "schema_v2.sql", "schema_v3.sql", "schema_v4.sql"};
-_Static_assert(sizeof migrations / sizeof *migrations == KT_SCHEMA_VERSION,
-               "one migration step per schema version");
+_Static_assert(sizeof migrations / sizeof *migrations == KT_SCHEMA_VERSION, "one migration step per schema version");
 
 /* Reads the schema version: 0 for an empty file; fails for a file that is not SQLite,
  * a SQLite file that is not a kt DB, or a DB newer than this build. */
@@ -171,15 +175,14 @@ static int schema_version(kt_db *db, int *version) {
                    ? kt_fail("%s: not a kt database (file is not a database)", db->path)
                    : -1;
     if (kt_db_sql(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'", NO_ARGS,
-            kt_db_row_int, &has_meta))
+                  kt_db_row_int, &has_meta))
         return -1;
     if (!objects) {
         *version = 0;
         return 0;
     }
-    if (has_meta &&
-        kt_db_sql(db, "SELECT value FROM meta WHERE key = 'schema_version' AND typeof(value) = 'integer'",
-            NO_ARGS, kt_db_row_int, &v))
+    if (has_meta && kt_db_sql(db, "SELECT value FROM meta WHERE key = 'schema_version' AND typeof(value) = 'integer'",
+                              NO_ARGS, kt_db_row_int, &v))
         return -1;
     if (v < 1) return kt_fail("%s: not a kt database (no schema_version in a meta table)", db->path);
     if (v > KT_SCHEMA_VERSION)
@@ -197,9 +200,9 @@ static int report_folded(kt_db *db) {
     if (kt_db_sql(db, "SELECT count(*) FROM measurements_folded", NO_ARGS, kt_db_row_int, &folded)) return -1;
     if (!folded) return kt_db_sql(db, "DROP TABLE measurements_folded", NO_ARGS, NULL, NULL);
     if (kt_db_sql(db,
-            "SELECT count(*) FROM (SELECT DISTINCT device_id, family, source_hash, shape, m, variant_id "
-            "FROM measurements_folded)",
-            NO_ARGS, kt_db_row_int, &units))
+                  "SELECT count(*) FROM (SELECT DISTINCT device_id, family, source_hash, shape, m, variant_id "
+                  "FROM measurements_folded)",
+                  NO_ARGS, kt_db_row_int, &units))
         return -1;
     fprintf(stderr,
             "kt: %s: schema 3 keeps one measurement per (device, family, hash, variant, shape, m): %lld duplicate "
@@ -221,7 +224,7 @@ static int migrate(kt_db *db, const void *unused) {
         if (exec_script(db->h, text)) return kt_db_fail(db);
         if (v + 1 == 3 && report_folded(db)) return -1;
         if (kt_db_sql(db, "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?1)",
-                ARGS(INT_ARG(v + 1)), NULL, NULL))
+                      ARGS(INT_ARG(v + 1)), NULL, NULL))
             return -1;
     }
     return 0;
@@ -234,9 +237,12 @@ static int open_immutable(const char *path) {
     char dir[4096], wal[4200];
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == dir) dir[1] = 0;
-    else *slash = 0;
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        dir[1] = 0;
+    else
+        *slash = 0;
     snprintf(wal, sizeof wal, "%s-wal", path);
     struct stat st;
     return access(dir, W_OK) && (stat(wal, &st) || st.st_size == 0);
@@ -262,8 +268,8 @@ static int open_handle(kt_db *db, int read_only) {
         KT_CHECK(SQL, sqlite3_open_v2(db->path, &db->h, flags, NULL));
     }
     KT_CHECK(SQL, sqlite3_busy_timeout(db->h, BUSY_TIMEOUT_MS));
-    KT_CHECK(SQL, sqlite3_create_function_v2(db->h, "kt_bucket", 2, SQLITE_UTF8 | SQLITE_DETERMINISTIC,
-                                             NULL, sql_bucket, NULL, NULL, NULL));
+    KT_CHECK(SQL, sqlite3_create_function_v2(db->h, "kt_bucket", 2, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL,
+                                             sql_bucket, NULL, NULL, NULL));
     return 0;
 }
 
@@ -325,7 +331,7 @@ const char *kt_lookup_level_name(kt_lookup_level l) {
 typedef struct lookup_ctx {
     const kt_family *f;
     const kt_problem *p;
-    long bucket;           /* the query's M bucket */
+    long bucket; /* the query's M bucket */
     int found;
     double shape_dist, m_dist; /* of the best row so far */
     kt_winner *w;
@@ -350,8 +356,7 @@ static double shape_distance(const lookup_ctx *c, const char *stored) {
 /* Whether a row ranks before the best so far. Distances within eps are equal (m halfway
  * between two buckets in log terms), and then the larger bucket wins; on a full tie the
  * best so far stays, and rows come newest first. */
-static int ranks_before(const lookup_ctx *c, kt_lookup_level level, double shape_dist, double m_dist,
-                        long bucket) {
+static int ranks_before(const lookup_ctx *c, kt_lookup_level level, double shape_dist, double m_dist, long bucket) {
     const double eps = 1e-9;
     if (level != c->w->level) return level < c->w->level;
     if (fabs(shape_dist - c->shape_dist) > eps) return shape_dist < c->shape_dist;
@@ -380,8 +385,7 @@ static int lookup_row(sqlite3_stmt *st, void *ctx) {
     return 0;
 }
 
-int kt_db_lookup(kt_db *db, const kt_db_device *dev, const kt_family *f, const kt_problem *p,
-                 kt_winner *w) {
+int kt_db_lookup(kt_db *db, const kt_db_device *dev, const kt_family *f, const kt_problem *p, kt_winner *w) {
     char shape[128], hash[17];
     if (p->m < 1) return kt_fail("%s: lookup needs a positive %s (got %ld)", f->name, f->m_name, p->m);
     for (int i = 0; i < f->n_keys; i++)
@@ -392,7 +396,8 @@ int kt_db_lookup(kt_db *db, const kt_db_device *dev, const kt_family *f, const k
     memset(w, 0, sizeof *w);
     lookup_ctx c = {.f = f, .p = p, .bucket = kt_family_bucket(f, p->m), .w = w};
     /* any driver / NVRTC version of the device; the current source hash only (others are stale) */
-    if (kt_db_sql(db,
+    if (kt_db_sql(
+            db,
             "SELECT w.shape, w.m_bucket, w.config, w.variant_id, w.median_us FROM winners w "
             "JOIN devices d ON d.id = w.device_id "
             "WHERE d.name = ?1 AND d.cc = ?2 AND d.sm_count = ?3 AND w.family = ?4 AND w.source_hash = ?5 "
@@ -457,7 +462,8 @@ static int allreduce_row(sqlite3_stmt *st, void *ctx) {
     s->median_us = median;
     s->default_us = sqlite3_column_double(st, 4);
     s->run_id = sqlite3_column_int64(st, 5);
-    snprintf(s->run_commit, sizeof s->run_commit, "%s", sqlite3_column_text(st, 6) ? (const char *)sqlite3_column_text(st, 6) : "");
+    snprintf(s->run_commit, sizeof s->run_commit, "%s",
+             sqlite3_column_text(st, 6) ? (const char *)sqlite3_column_text(st, 6) : "");
     snprintf(s->run_at, sizeof s->run_at, "%s", (const char *)sqlite3_column_text(st, 7));
     s->level = bucket == c->bucket ? KT_EXACT : KT_NEAREST_M;
     return 0;
@@ -469,7 +475,8 @@ int kt_db_allreduce_lookup(kt_db *db, const kt_db_device *dev, int world, size_t
     memset(s, 0, sizeof *s);
     allreduce_ctx c = {.bucket = kt_allreduce_bucket(bytes), .s = s};
     if (db && db->version >= 4 &&
-        kt_db_sql(db,
+        kt_db_sql(
+            db,
             "SELECT a.bytes_bucket, a.proto, a.algo, a.median_us, a.default_us, a.run_id, r.kt_commit, r.started_at "
             "FROM allreduce_winners a JOIN devices d ON d.id = a.device_id JOIN runs r ON r.id = a.run_id "
             "WHERE d.name = ?1 AND d.cc = ?2 AND d.sm_count = ?3 AND a.world = ?4 "
@@ -521,17 +528,19 @@ static int print_table(kt_db *db, FILE *out, const char *title, const char *quer
     int rc = kt_db_sql(db, query, NO_ARGS, table_row, &t);
     if (!rc) {
         fprintf(out, "%s\n", title);
-        if (!t.n) fprintf(out, "  (none)\n");
-        else for (size_t r = 0; r < t.n / t.n_cols; r++) {
-            for (int c = 0; c < t.n_cols; c++)
-                fprintf(out, "  %-*s", c == t.n_cols - 1 ? 0 : t.width[c], t.cell[r * t.n_cols + c]);
-            fputc('\n', out);
-            for (int c = 0; !r && c < t.n_cols; c++) {
-                fputs("  ", out);
-                for (int k = 0; k < t.width[c]; k++) fputc('-', out);
+        if (!t.n)
+            fprintf(out, "  (none)\n");
+        else
+            for (size_t r = 0; r < t.n / t.n_cols; r++) {
+                for (int c = 0; c < t.n_cols; c++)
+                    fprintf(out, "  %-*s", c == t.n_cols - 1 ? 0 : t.width[c], t.cell[r * t.n_cols + c]);
+                fputc('\n', out);
+                for (int c = 0; !r && c < t.n_cols; c++) {
+                    fputs("  ", out);
+                    for (int k = 0; k < t.width[c]; k++) fputc('-', out);
+                }
+                if (!r) fputc('\n', out);
             }
-            if (!r) fputc('\n', out);
-        }
         fputc('\n', out);
     }
     for (size_t i = 0; i < t.n; i++) free(t.cell[i]);
@@ -576,12 +585,18 @@ static void json_string(FILE *out, const char *s) {
     fputc('"', out);
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(out, "\\%c", c);
-        else if (c == '\n') fputs("\\n", out);
-        else if (c == '\r') fputs("\\r", out);
-        else if (c == '\t') fputs("\\t", out);
-        else if (c < 0x20) fprintf(out, "\\u%04x", c);
-        else fputc(c, out);
+        if (c == '"' || c == '\\')
+            fprintf(out, "\\%c", c);
+        else if (c == '\n')
+            fputs("\\n", out);
+        else if (c == '\r')
+            fputs("\\r", out);
+        else if (c == '\t')
+            fputs("\\t", out);
+        else if (c < 0x20)
+            fprintf(out, "\\u%04x", c);
+        else
+            fputc(c, out);
     }
     fputc('"', out);
 }
@@ -623,9 +638,12 @@ static int export_row(sqlite3_stmt *st, void *ctx) {
         if (i) fputs(", ", e->out);
         json_string(e->out, sqlite3_column_name(st, i));
         fputs(": ", e->out);
-        if (missing) fputs("null", e->out);
-        else if (type == SQLITE_TEXT) json_string(e->out, text);
-        else fputs(text, e->out);
+        if (missing)
+            fputs("null", e->out);
+        else if (type == SQLITE_TEXT)
+            json_string(e->out, text);
+        else
+            fputs(text, e->out);
     }
     if (!e->csv) fputc('}', e->out);
     e->rows++;
@@ -634,16 +652,17 @@ static int export_row(sqlite3_stmt *st, void *ctx) {
 
 int kt_db_export(kt_db *db, const char *format, FILE *out) {
     export_ctx e = {out, 0, 0};
-    if (!strcmp(format, "csv")) e.csv = 1;
-    else if (strcmp(format, "json")) return kt_fail("unknown export format '%s' (json or csv)", format);
+    if (!strcmp(format, "csv"))
+        e.csv = 1;
+    else if (strcmp(format, "json"))
+        return kt_fail("unknown export format '%s' (json or csv)", format);
     if (kt_db_sql(db,
-            "SELECT m.id, m.run_id, d.name AS device, d.cc, d.sm_count, d.driver_version, d.nvrtc_version, "
-            "m.family, m.source_hash, m.variant_id, m.config, m.shape, m.m, m.status, m.error, m.median_us, "
-            "m.min_us, m.max_us, m.rel_err, m.registers, m.spill_bytes, m.compile_ms, m.created_at "
-            "FROM measurements m JOIN devices d ON d.id = m.device_id ORDER BY m.id",
-            NO_ARGS, export_row, &e))
+                  "SELECT m.id, m.run_id, d.name AS device, d.cc, d.sm_count, d.driver_version, d.nvrtc_version, "
+                  "m.family, m.source_hash, m.variant_id, m.config, m.shape, m.m, m.status, m.error, m.median_us, "
+                  "m.min_us, m.max_us, m.rel_err, m.registers, m.spill_bytes, m.compile_ms, m.created_at "
+                  "FROM measurements m JOIN devices d ON d.id = m.device_id ORDER BY m.id",
+                  NO_ARGS, export_row, &e))
         return -1;
     if (!e.csv) fputs(e.rows ? "\n]\n" : "[]\n", out);
     return ferror(out) ? kt_fail("export: write failed") : 0;
 }
-

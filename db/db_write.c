@@ -18,22 +18,21 @@ int kt_db_device_id(kt_db *db, const kt_db_device *d, long long *id) {
     int n = (int)(sizeof args / sizeof *args);
     *id = -1;
     if (kt_db_sql(db,
-            "INSERT INTO devices (name, cc, sm_count, driver_version, nvrtc_version) VALUES (?1, ?2, ?3, ?4, ?5) "
-            "ON CONFLICT (name, cc, sm_count, driver_version, nvrtc_version) DO NOTHING",
-            args, n, NULL, NULL) ||
+                  "INSERT INTO devices (name, cc, sm_count, driver_version, nvrtc_version) VALUES (?1, ?2, ?3, ?4, ?5) "
+                  "ON CONFLICT (name, cc, sm_count, driver_version, nvrtc_version) DO NOTHING",
+                  args, n, NULL, NULL) ||
         kt_db_sql(db,
-            "SELECT id FROM devices WHERE name = ?1 AND cc = ?2 AND sm_count = ?3 AND driver_version = ?4 "
-            "AND nvrtc_version = ?5",
-            args, n, kt_db_row_int, id))
+                  "SELECT id FROM devices WHERE name = ?1 AND cc = ?2 AND sm_count = ?3 AND driver_version = ?4 "
+                  "AND nvrtc_version = ?5",
+                  args, n, kt_db_row_int, id))
         return -1;
     return *id < 0 ? kt_fail("%s: device row for %s was not stored", db->path, d->name) : 0;
 }
 
-int kt_db_run_begin(kt_db *db, long long device_id, const char *commit, const char *cmdline,
-                    long long *run_id) {
+int kt_db_run_begin(kt_db *db, long long device_id, const char *commit, const char *cmdline, long long *run_id) {
     /* started_at defaults to the current ISO-8601 UTC time (see schema.sql) */
     if (kt_db_sql(db, "INSERT INTO runs (kt_commit, cmdline, device_id) VALUES (?1, ?2, ?3)",
-            ARGS(TEXT_ARG(commit), TEXT_ARG(cmdline), INT_ARG(device_id)), NULL, NULL))
+                  ARGS(TEXT_ARG(commit), TEXT_ARG(cmdline), INT_ARG(device_id)), NULL, NULL))
         return -1;
     *run_id = sqlite3_last_insert_rowid(db->h);
     return 0;
@@ -53,17 +52,18 @@ typedef struct new_measurement {
 static int insert_measurement(kt_db *db, const void *ctx) {
     const new_measurement *n = ctx;
     const kt_measurement *m = n->m;
-    int rc = kt_db_sql(db,
-               "INSERT INTO measurements (run_id, device_id, family, source_hash, variant_id, config, shape, m, "
-               "status, error, median_us, min_us, max_us, rel_err, registers, spill_bytes, compile_ms) "
-               "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17) "
-               "ON CONFLICT (device_id, family, source_hash, shape, m, variant_id) DO NOTHING",
-               ARGS(INT_ARG(m->run_id), INT_ARG(m->device_id), TEXT_ARG(m->family), TEXT_ARG(m->source_hash),
-                    TEXT_ARG(m->variant_id), TEXT_ARG(m->config), TEXT_ARG(m->shape), INT_ARG(m->m),
-                    TEXT_ARG(kt_status_name(m->status)), TEXT_ARG(m->error[0] ? m->error : NULL),
-                    REAL_ARG(m->median_us), REAL_ARG(m->min_us), REAL_ARG(m->max_us), REAL_ARG(m->rel_err),
-                    INT_ARG(m->registers), INT_ARG(m->spill_bytes), REAL_ARG(m->compile_ms)),
-               NULL, NULL);
+    int rc =
+        kt_db_sql(db,
+                  "INSERT INTO measurements (run_id, device_id, family, source_hash, variant_id, config, shape, m, "
+                  "status, error, median_us, min_us, max_us, rel_err, registers, spill_bytes, compile_ms) "
+                  "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17) "
+                  "ON CONFLICT (device_id, family, source_hash, shape, m, variant_id) DO NOTHING",
+                  ARGS(INT_ARG(m->run_id), INT_ARG(m->device_id), TEXT_ARG(m->family), TEXT_ARG(m->source_hash),
+                       TEXT_ARG(m->variant_id), TEXT_ARG(m->config), TEXT_ARG(m->shape), INT_ARG(m->m),
+                       TEXT_ARG(kt_status_name(m->status)), TEXT_ARG(m->error[0] ? m->error : NULL),
+                       REAL_ARG(m->median_us), REAL_ARG(m->min_us), REAL_ARG(m->max_us), REAL_ARG(m->rel_err),
+                       INT_ARG(m->registers), INT_ARG(m->spill_bytes), REAL_ARG(m->compile_ms)),
+                  NULL, NULL);
     *n->existed = !rc && sqlite3_changes(db->h) == 0;
     return rc;
 }
@@ -95,7 +95,8 @@ static int found_row_fn(sqlite3_stmt *st, void *ctx) {
 int kt_db_find_measurement(kt_db *db, long long device_id, const char *family, const char *source_hash,
                            const char *variant_id, const char *shape, long m, kt_status *status, double *median_us) {
     found_row r = {0};
-    if (kt_db_sql(db,
+    if (kt_db_sql(
+            db,
             "SELECT status, median_us FROM measurements WHERE device_id = ?1 AND family = ?2 AND source_hash = ?3 "
             "AND shape = ?4 AND m = ?5 AND variant_id = ?6 ORDER BY id LIMIT 1",
             ARGS(INT_ARG(device_id), TEXT_ARG(family), TEXT_ARG(source_hash), TEXT_ARG(shape), INT_ARG(m),
@@ -116,16 +117,15 @@ typedef struct winner_key {
 } winner_key;
 
 /* The measurements of one winner key (?1..?5 = device, family, source hash, shape, bucket). */
-#define WINNER_ROWS \
-    "device_id = ?1 AND family = ?2 AND source_hash = ?3 AND shape = ?4 AND kt_bucket(family, m) = ?5"
+#define WINNER_ROWS "device_id = ?1 AND family = ?2 AND source_hash = ?3 AND shape = ?4 AND kt_bucket(family, m) = ?5"
 /* The variants with a failure in the bucket: they cannot win (nor be re-timed). */
-#define FAILED_IN_BUCKET \
+#define FAILED_IN_BUCKET                                                                                               \
     "(SELECT variant_id FROM measurements WHERE " WINNER_ROWS " AND status IN ('wrong-result', 'launch-error'))"
 /* The rows of the latest re-timing group of each re-timed m of the bucket. */
-#define LATEST_RETIMES                                                                               \
-    "WITH latest AS (SELECT m, max(id) AS last FROM retimes WHERE " WINNER_ROWS " GROUP BY m), "   \
-    "groups AS (SELECT r.m, r.variant_id, r.median_us, r.min_us, r.max_us FROM retimes r "          \
-    "JOIN latest l ON l.m = r.m WHERE r.device_id = ?1 AND r.family = ?2 AND r.source_hash = ?3 "     \
+#define LATEST_RETIMES                                                                                                 \
+    "WITH latest AS (SELECT m, max(id) AS last FROM retimes WHERE " WINNER_ROWS " GROUP BY m), "                       \
+    "groups AS (SELECT r.m, r.variant_id, r.median_us, r.min_us, r.max_us FROM retimes r "                             \
+    "JOIN latest l ON l.m = r.m WHERE r.device_id = ?1 AND r.family = ?2 AND r.source_hash = ?3 "                      \
     "AND r.shape = ?4 AND r.run_id = (SELECT run_id FROM retimes WHERE id = l.last)) "
 
 /* A row that competes for a winner key with the times that decide: re-timed ones where
@@ -184,39 +184,39 @@ static const candidate *choose(const candidates *cs) {
  * be served for the bucket's other batch sizes too. */
 static int replace_winner(kt_db *db, const void *ctx) {
     const winner_key *k = ctx;
-    const sql_arg args[] = {INT_ARG(k->device_id), TEXT_ARG(k->family), TEXT_ARG(k->source_hash),
-                            TEXT_ARG(k->shape), INT_ARG(k->m_bucket)};
+    const sql_arg args[] = {INT_ARG(k->device_id), TEXT_ARG(k->family), TEXT_ARG(k->source_hash), TEXT_ARG(k->shape),
+                            INT_ARG(k->m_bucket)};
     int n = (int)(sizeof args / sizeof *args);
     if (kt_db_sql(db,
-            "DELETE FROM winners WHERE device_id = ?1 AND family = ?2 AND source_hash = ?3 AND shape = ?4 "
-            "AND m_bucket = ?5",
-            args, n, NULL, NULL))
+                  "DELETE FROM winners WHERE device_id = ?1 AND family = ?2 AND source_hash = ?3 AND shape = ?4 "
+                  "AND m_bucket = ?5",
+                  args, n, NULL, NULL))
         return -1;
     candidates cs = {0};
     int rc = kt_db_sql(db,
-                 LATEST_RETIMES
-                 "SELECT m.id, m.variant_id, m.median_us, m.min_us, m.max_us, g.median_us, g.min_us, g.max_us "
-                 "FROM measurements m LEFT JOIN groups g ON g.m = m.m AND g.variant_id = m.variant_id "
-                 "WHERE m.device_id = ?1 AND m.family = ?2 AND m.source_hash = ?3 AND m.shape = ?4 "
-                 "AND kt_bucket(m.family, m.m) = ?5 AND m.status = 'ok' AND m.variant_id NOT IN " FAILED_IN_BUCKET
-                 " AND (g.variant_id IS NOT NULL OR m.m NOT IN (SELECT m FROM latest))",
-                 args, n, candidate_row, &cs);
+                       LATEST_RETIMES
+                       "SELECT m.id, m.variant_id, m.median_us, m.min_us, m.max_us, g.median_us, g.min_us, g.max_us "
+                       "FROM measurements m LEFT JOIN groups g ON g.m = m.m AND g.variant_id = m.variant_id "
+                       "WHERE m.device_id = ?1 AND m.family = ?2 AND m.source_hash = ?3 AND m.shape = ?4 "
+                       "AND kt_bucket(m.family, m.m) = ?5 AND m.status = 'ok' AND m.variant_id NOT IN " FAILED_IN_BUCKET
+                       " AND (g.variant_id IS NOT NULL OR m.m NOT IN (SELECT m FROM latest))",
+                       args, n, candidate_row, &cs);
     const candidate *w = rc || !cs.n ? NULL : choose(&cs);
     if (w)
-        rc = kt_db_sql(db,
-                 "INSERT INTO winners (device_id, family, source_hash, shape, m_bucket, variant_id, config, "
-                 "median_us, min_us, max_us, measurement_id) "
-                 "SELECT device_id, family, source_hash, shape, ?2, variant_id, config, ?3, ?4, ?5, id "
-                 "FROM measurements WHERE id = ?1",
-                 ARGS(INT_ARG(w->id), INT_ARG(k->m_bucket), REAL_ARG(w->t), REAL_ARG(w->min_us),
-                      REAL_ARG(w->max_us)),
-                 NULL, NULL);
+        rc = kt_db_sql(
+            db,
+            "INSERT INTO winners (device_id, family, source_hash, shape, m_bucket, variant_id, config, "
+            "median_us, min_us, max_us, measurement_id) "
+            "SELECT device_id, family, source_hash, shape, ?2, variant_id, config, ?3, ?4, ?5, id "
+            "FROM measurements WHERE id = ?1",
+            ARGS(INT_ARG(w->id), INT_ARG(k->m_bucket), REAL_ARG(w->t), REAL_ARG(w->min_us), REAL_ARG(w->max_us)), NULL,
+            NULL);
     free(cs.c);
     return rc;
 }
 
-int kt_db_update_winner(kt_db *db, long long device_id, const char *family,
-                        const char *source_hash, const char *shape, long m) {
+int kt_db_update_winner(kt_db *db, long long device_id, const char *family, const char *source_hash, const char *shape,
+                        long m) {
     winner_key k = {device_id, family, source_hash, shape, kt_db_bucket_of(family, m)};
     return kt_db_transaction(db, replace_winner, &k);
 }
@@ -241,26 +241,31 @@ static int has_id(const id_list *l, const char *id) {
     return 0;
 }
 
-int kt_db_finalists(kt_db *db, long long device_id, const char *family, const char *source_hash,
-                    const char *shape, long m, int max, char (*variant_ids)[17], int *retimed) {
-    const sql_arg args[] = {INT_ARG(device_id), TEXT_ARG(family), TEXT_ARG(source_hash), TEXT_ARG(shape),
-                            INT_ARG(kt_db_bucket_of(family, m)), INT_ARG(m), INT_ARG(max)};
+int kt_db_finalists(kt_db *db, long long device_id, const char *family, const char *source_hash, const char *shape,
+                    long m, int max, char (*variant_ids)[17], int *retimed) {
+    const sql_arg args[] = {INT_ARG(device_id),
+                            TEXT_ARG(family),
+                            TEXT_ARG(source_hash),
+                            TEXT_ARG(shape),
+                            INT_ARG(kt_db_bucket_of(family, m)),
+                            INT_ARG(m),
+                            INT_ARG(max)};
     int n = (int)(sizeof args / sizeof *args);
     id_list finalists = {variant_ids, 0, max};
-    char (*group)[17] = calloc((size_t)max + 1, sizeof *group);
+    char(*group)[17] = calloc((size_t)max + 1, sizeof *group);
     id_list latest = {group, 0, max + 1}; /* one more than max: a larger group is not equal */
     if (!group) return kt_fail("out of memory");
     int rc = kt_db_sql(db,
-                 "SELECT variant_id, min(median_us) AS t FROM measurements WHERE " WINNER_ROWS
-                 " AND m = ?6 AND status = 'ok' AND variant_id NOT IN " FAILED_IN_BUCKET
-                 " GROUP BY variant_id ORDER BY t, variant_id LIMIT ?7",
-                 args, n, id_row, &finalists) ||
+                       "SELECT variant_id, min(median_us) AS t FROM measurements WHERE " WINNER_ROWS
+                       " AND m = ?6 AND status = 'ok' AND variant_id NOT IN " FAILED_IN_BUCKET
+                       " GROUP BY variant_id ORDER BY t, variant_id LIMIT ?7",
+                       args, n, id_row, &finalists) ||
              kt_db_sql(db,
-                 "SELECT variant_id FROM retimes WHERE device_id = ?1 AND family = ?2 AND source_hash = ?3 "
-                 "AND shape = ?4 AND m = ?5 AND run_id = (SELECT run_id FROM retimes WHERE device_id = ?1 "
-                 "AND family = ?2 AND source_hash = ?3 AND shape = ?4 AND m = ?5 ORDER BY id DESC LIMIT 1)",
-                 ARGS(INT_ARG(device_id), TEXT_ARG(family), TEXT_ARG(source_hash), TEXT_ARG(shape), INT_ARG(m)),
-                 id_row, &latest);
+                       "SELECT variant_id FROM retimes WHERE device_id = ?1 AND family = ?2 AND source_hash = ?3 "
+                       "AND shape = ?4 AND m = ?5 AND run_id = (SELECT run_id FROM retimes WHERE device_id = ?1 "
+                       "AND family = ?2 AND source_hash = ?3 AND shape = ?4 AND m = ?5 ORDER BY id DESC LIMIT 1)",
+                       ARGS(INT_ARG(device_id), TEXT_ARG(family), TEXT_ARG(source_hash), TEXT_ARG(shape), INT_ARG(m)),
+                       id_row, &latest);
     int same = !rc && latest.n == finalists.n;
     for (int i = 0; same && i < finalists.n; i++) same = has_id(&latest, finalists.ids[i]);
     free(group);
@@ -281,36 +286,36 @@ typedef struct retime_group {
  * sharing the database re-timed these finalists first, and its group decides. */
 static int insert_retimes(kt_db *db, const void *ctx) {
     const retime_group *g = ctx;
-    char (*ids)[17] = calloc((size_t)g->n + 1, sizeof *ids);
+    char(*ids)[17] = calloc((size_t)g->n + 1, sizeof *ids);
     id_list latest = {ids, 0, g->n + 1}; /* one more than n: a larger group is not equal */
     if (!ids) return kt_fail("out of memory");
     int rc = kt_db_sql(db,
-                 "WITH latest AS (SELECT run_id, created_at FROM retimes WHERE device_id = ?1 AND family = ?2 "
-                 "AND source_hash = ?3 AND shape = ?4 AND m = ?5 ORDER BY id DESC LIMIT 1) "
-                 "SELECT r.variant_id FROM retimes r JOIN latest l ON r.run_id = l.run_id WHERE r.device_id = ?1 "
-                 "AND r.family = ?2 AND r.source_hash = ?3 AND r.shape = ?4 AND r.m = ?5 AND l.run_id <> ?6 "
-                 "AND l.created_at >= (SELECT started_at FROM runs WHERE id = ?6)",
-                 ARGS(INT_ARG(g->device_id), TEXT_ARG(g->family), TEXT_ARG(g->source_hash), TEXT_ARG(g->shape),
-                      INT_ARG(g->m), INT_ARG(g->run_id)),
-                 id_row, &latest);
+                       "WITH latest AS (SELECT run_id, created_at FROM retimes WHERE device_id = ?1 AND family = ?2 "
+                       "AND source_hash = ?3 AND shape = ?4 AND m = ?5 ORDER BY id DESC LIMIT 1) "
+                       "SELECT r.variant_id FROM retimes r JOIN latest l ON r.run_id = l.run_id WHERE r.device_id = ?1 "
+                       "AND r.family = ?2 AND r.source_hash = ?3 AND r.shape = ?4 AND r.m = ?5 AND l.run_id <> ?6 "
+                       "AND l.created_at >= (SELECT started_at FROM runs WHERE id = ?6)",
+                       ARGS(INT_ARG(g->device_id), TEXT_ARG(g->family), TEXT_ARG(g->source_hash), TEXT_ARG(g->shape),
+                            INT_ARG(g->m), INT_ARG(g->run_id)),
+                       id_row, &latest);
     int same = !rc && latest.n == g->n;
     for (int i = 0; same && i < g->n; i++) same = has_id(&latest, g->r[i].variant_id);
     free(ids);
     if (rc) return -1;
     for (int i = 0; !same && i < g->n; i++)
         if (kt_db_sql(db,
-                "INSERT INTO retimes (run_id, device_id, family, source_hash, variant_id, shape, m, rounds, "
-                "median_us, min_us, max_us) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-                ARGS(INT_ARG(g->run_id), INT_ARG(g->device_id), TEXT_ARG(g->family), TEXT_ARG(g->source_hash),
-                     TEXT_ARG(g->r[i].variant_id), TEXT_ARG(g->shape), INT_ARG(g->m), INT_ARG(g->r[i].rounds),
-                     REAL_ARG(g->r[i].median_us), REAL_ARG(g->r[i].min_us), REAL_ARG(g->r[i].max_us)),
-                NULL, NULL))
+                      "INSERT INTO retimes (run_id, device_id, family, source_hash, variant_id, shape, m, rounds, "
+                      "median_us, min_us, max_us) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                      ARGS(INT_ARG(g->run_id), INT_ARG(g->device_id), TEXT_ARG(g->family), TEXT_ARG(g->source_hash),
+                           TEXT_ARG(g->r[i].variant_id), TEXT_ARG(g->shape), INT_ARG(g->m), INT_ARG(g->r[i].rounds),
+                           REAL_ARG(g->r[i].median_us), REAL_ARG(g->r[i].min_us), REAL_ARG(g->r[i].max_us)),
+                      NULL, NULL))
             return -1;
     return 0;
 }
 
-int kt_db_add_retimes(kt_db *db, long long run_id, long long device_id, const char *family,
-                      const char *source_hash, const char *shape, long m, const kt_retime *r, int n) {
+int kt_db_add_retimes(kt_db *db, long long run_id, long long device_id, const char *family, const char *source_hash,
+                      const char *shape, long m, const kt_retime *r, int n) {
     retime_group g = {run_id, device_id, family, source_hash, shape, m, r, n};
     return kt_db_transaction(db, insert_retimes, &g);
 }
@@ -320,8 +325,8 @@ int kt_db_add_retimes(kt_db *db, long long run_id, long long device_id, const ch
 /* The source of a merge is attached as schema "src"; temp.merge_devices and
  * temp.merge_runs map its row ids to dst's. A run is the same run when its device,
  * start time, commit and command line are, so merging a file twice copies nothing twice. */
-#define SAME_RUN                                                                                        \
-    "x.device_id = md.dst_id AND x.started_at = r.started_at AND x.kt_commit IS r.kt_commit "           \
+#define SAME_RUN                                                                                                       \
+    "x.device_id = md.dst_id AND x.started_at = r.started_at AND x.kt_commit IS r.kt_commit "                          \
     "AND x.cmdline IS r.cmdline"
 
 static const char *const merge_steps[] = {
@@ -396,9 +401,9 @@ static int merge_body(kt_db *db, const void *unused) {
         if (kt_db_sql(db, merge_steps[i], NO_ARGS, NULL, NULL)) return -1;
     merge_keys mk = {0};
     int rc = kt_db_sql(db,
-                 "SELECT DISTINCT md.dst_id, s.family, s.source_hash, s.shape, kt_bucket(s.family, s.m) "
-                 "FROM src.measurements s JOIN temp.merge_devices md ON md.src_id = s.device_id",
-                 NO_ARGS, merge_key_row, &mk);
+                       "SELECT DISTINCT md.dst_id, s.family, s.source_hash, s.shape, kt_bucket(s.family, s.m) "
+                       "FROM src.measurements s JOIN temp.merge_devices md ON md.src_id = s.device_id",
+                       NO_ARGS, merge_key_row, &mk);
     for (int i = 0; !rc && i < mk.n; i++) rc = replace_winner(db, &mk.k[i]);
     for (int i = 0; i < mk.n; i++) {
         free((char *)mk.k[i].family);
@@ -432,22 +437,22 @@ int kt_db_set_allreduce(kt_db *db, const kt_allreduce_row *r) {
     if (problem)
         return kt_fail("%s: all-reduce setting '%s/%s' of %zu bytes on %d GPUs refused: %s", db->path, r->proto,
                        r->algo, r->bytes, r->world, problem);
-    return kt_db_sql(db,
+    return kt_db_sql(
+        db,
         "INSERT OR REPLACE INTO allreduce_winners (device_id, world, bytes_bucket, bytes, proto, algo, median_us, "
         "min_us, max_us, default_us, floor_us, nccl_version, run_id) "
         "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-        ARGS(INT_ARG(r->device_id), INT_ARG(r->world), INT_ARG(kt_allreduce_bucket(r->bytes)), INT_ARG((long long)r->bytes),
-             TEXT_ARG(r->proto), TEXT_ARG(r->algo), REAL_ARG(r->median_us), REAL_ARG(r->min_us), REAL_ARG(r->max_us),
-             REAL_ARG(r->default_us), r->floor_us > 0 ? REAL_ARG(r->floor_us) : TEXT_ARG(NULL), INT_ARG(r->nccl_version),
-             INT_ARG(r->run_id)),
+        ARGS(INT_ARG(r->device_id), INT_ARG(r->world), INT_ARG(kt_allreduce_bucket(r->bytes)),
+             INT_ARG((long long)r->bytes), TEXT_ARG(r->proto), TEXT_ARG(r->algo), REAL_ARG(r->median_us),
+             REAL_ARG(r->min_us), REAL_ARG(r->max_us), REAL_ARG(r->default_us),
+             r->floor_us > 0 ? REAL_ARG(r->floor_us) : TEXT_ARG(NULL), INT_ARG(r->nccl_version), INT_ARG(r->run_id)),
         NULL, NULL);
 }
 
 /* Refuses src_path unless it is a readable kt database other than the file dst_path. */
 static int check_merge_input(const char *src_path, const char *dst_path) {
     struct stat s, d;
-    if (stat(src_path, &s) || access(src_path, R_OK))
-        return kt_fail("cannot read %s: %s", src_path, strerror(errno));
+    if (stat(src_path, &s) || access(src_path, R_OK)) return kt_fail("cannot read %s: %s", src_path, strerror(errno));
     if (!stat(dst_path, &d) && s.st_dev == d.st_dev && s.st_ino == d.st_ino)
         return kt_fail("cannot merge %s into itself (%s)", src_path, dst_path);
     return 0;

@@ -8,12 +8,9 @@
 /* Inserts or finds the device row; returns its id in *id. */
 int kt_db_device_id(kt_db *db, const kt_db_device *d, long long *id);
 /* Starts a run row (time, kt commit, command line); returns its id. */
-int kt_db_run_begin(kt_db *db, long long device_id, const char *commit, const char *cmdline,
-                    long long *run_id);
+int kt_db_run_begin(kt_db *db, long long device_id, const char *commit, const char *cmdline, long long *run_id);
 
-typedef enum kt_status {
-    KT_OK = 0, KT_COMPILE_ERROR, KT_LAUNCH_ERROR, KT_WRONG_RESULT, KT_SKIPPED
-} kt_status;
+typedef enum kt_status { KT_OK = 0, KT_COMPILE_ERROR, KT_LAUNCH_ERROR, KT_WRONG_RESULT, KT_SKIPPED } kt_status;
 const char *kt_status_name(kt_status s);
 
 /* One measured (or failed) variant on one problem. */
@@ -22,8 +19,8 @@ typedef struct kt_measurement {
     const char *family;
     char source_hash[17];
     char variant_id[17];
-    char config[256];          /* "TILE_N=64,..." */
-    char shape[128];           /* "N=1536,K=4096" */
+    char config[256]; /* "TILE_N=64,..." */
+    char shape[128];  /* "N=1536,K=4096" */
     long m;
     kt_status status;
     char error[512];
@@ -51,8 +48,8 @@ int kt_db_find_measurement(kt_db *db, long long device_id, const char *family, c
  * lowest variant id. (Overlapping min..max bands are no tie: on the H200 single rounds
  * spread +-2-4%, and band overlap handed wins to variants 3.5% slower.) The winner row
  * keeps the deciding median, min and max. */
-int kt_db_update_winner(kt_db *db, long long device_id, const char *family,
-                        const char *source_hash, const char *shape, long m);
+int kt_db_update_winner(kt_db *db, long long device_id, const char *family, const char *source_hash, const char *shape,
+                        long m);
 #define KT_NOISE_BAND 0.01
 
 /* One variant's interleaved re-timing: the median, fastest and slowest of its rounds'
@@ -67,11 +64,11 @@ typedef struct kt_retime {
  * row at m and no failure in m's bucket, by first-pass median (ties: variant id), into
  * variant_ids. *retimed is 1 when the latest re-timing of (shape, m) is of exactly these
  * variants (nothing left to re-time). Returns how many, or -1. */
-int kt_db_finalists(kt_db *db, long long device_id, const char *family, const char *source_hash,
-                    const char *shape, long m, int max, char (*variant_ids)[17], int *retimed);
+int kt_db_finalists(kt_db *db, long long device_id, const char *family, const char *source_hash, const char *shape,
+                    long m, int max, char (*variant_ids)[17], int *retimed);
 /* Records the re-timing of n finalists of (shape, m) as one group, in one transaction. */
-int kt_db_add_retimes(kt_db *db, long long run_id, long long device_id, const char *family,
-                      const char *source_hash, const char *shape, long m, const kt_retime *r, int n);
+int kt_db_add_retimes(kt_db *db, long long run_id, long long device_id, const char *family, const char *source_hash,
+                      const char *shape, long m, const kt_retime *r, int n);
 
 /* One size's best NCCL all-reduce setting of a `kt bench allreduce` run (schema 4). */
 typedef struct kt_allreduce_row {
@@ -80,7 +77,7 @@ typedef struct kt_allreduce_row {
     size_t bytes;
     char proto[16], algo[16]; /* "" = NCCL's own choice */
     double median_us, min_us, max_us, default_us;
-    double floor_us;          /* 0: none (one GPU) */
+    double floor_us; /* 0: none (one GPU) */
 } kt_allreduce_row;
 
 /* Stores r as the setting of (device, world, size bucket of r->bytes), replacing an earlier

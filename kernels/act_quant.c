@@ -1,5 +1,6 @@
 /* act_quant.c — host descriptor of the activation quantisation family
  * (kernels/act_quant.cu): bf16 [M, K] -> e4m3 codes plus one f32 scale per 128. */
+#include "family_hooks.h"
 #include "../runtime/kt.h"
 #include "fp8_gemm.h"
 
@@ -82,8 +83,8 @@ static int launch(const kt_launch *l) {
     void *args[] = {&p[T_X], &p[T_Q], &p[T_S], &M, &K};
     long groups = (long)M * (K / 128);
     int per_block = l->config->v[P_GROUPS_PER_BLOCK];
-    return kt_launch_kernel_pdl(l->mod, 0, (unsigned)((groups + per_block - 1) / per_block), 1, 1,
-                                threads(l->config), 0, l->stream, args);
+    return kt_launch_kernel_pdl(l->mod, 0, (unsigned)((groups + per_block - 1) / per_block), 1, 1, threads(l->config),
+                                0, l->stream, args);
 }
 
 static double bytes(const kt_problem *p) { return p->m * p->dim[0] * 3.0 + p->m * p->dim[0] / 32.0; }
@@ -109,14 +110,7 @@ const kt_family kt_family_act_quant = {
     .default_config = {{4, 4}},
     .target_shapes = target_shapes,
     .n_target_shapes = 4,
-    .check_problem = check_problem,
-    .check_config = check_config,
-    .config_fits = config_fits,
-    .tensors = tensors,
-    .fill = fill,
-    .reference = reference,
-    .launch = launch,
+    KT_FAMILY_HOOKS,
     .tolerance = 1e-5,
-    .bytes = bytes,
     .flops = flops,
 };

@@ -19,11 +19,15 @@ constexpr int THREADS = LANES * GROUPS;
 static_assert(VEC == 4 || VEC == 8, "VEC is 4 or 8 bf16 per thread");
 static_assert(THREADS % 32 == 0 && THREADS <= 1024, "whole warps");
 
-struct alignas(2 * VEC) bf16_vec { kt_u16 v[VEC]; };
-struct alignas(VEC) e4m3_vec { kt_u16 v[VEC / 2]; };
+struct alignas(2 * VEC) bf16_vec {
+    kt_u16 v[VEC];
+};
+struct alignas(VEC) e4m3_vec {
+    kt_u16 v[VEC / 2];
+};
 
 extern "C" __global__ void __launch_bounds__(THREADS)
-act_quant(const kt_u16 *__restrict__ x, kt_u8 *__restrict__ q, float *__restrict__ s, int M, int K) {
+    act_quant(const kt_u16 *__restrict__ x, kt_u8 *__restrict__ q, float *__restrict__ s, int M, int K) {
     const int lane = threadIdx.x % LANES;
     const long group = (long)blockIdx.x * GROUPS + threadIdx.x / LANES;
     const long groups = (long)M * (K / 128);

@@ -23,7 +23,9 @@ static int tensors(const kt_problem *p, kt_tensor_desc *t) {
     return 6;
 }
 
-static void fill(const kt_problem *p, uint64_t seed, void *const *host) { kt_family_quant_fp8_gemm.fill(p, seed, host); }
+static void fill(const kt_problem *p, uint64_t seed, void *const *host) {
+    kt_family_quant_fp8_gemm.fill(p, seed, host);
+}
 
 static void reference(const kt_problem *p, void *const *host, double *ref) {
     kt_family_quant_fp8_gemm.reference(p, host, ref);

@@ -70,13 +70,13 @@ int kt_fp8_gemm_check_config(const kt_config *c, int quant_a, char *why, size_t 
     const int *v = c->v;
     layout l = layout_of(c, quant_a);
     if (v[P_WARPS] % v[P_WARPS_M] || v[P_TILE_N] % (l.warps_n * 16) || v[P_TILE_M] % (v[P_WARPS_M] * 8))
-        return snprintf(why, n, "%dx%d warps do not tile %dx%d", l.warps_n, v[P_WARPS_M], v[P_TILE_N],
-                        v[P_TILE_M]), -1;
+        return snprintf(why, n, "%dx%d warps do not tile %dx%d", l.warps_n, v[P_WARPS_M], v[P_TILE_N], v[P_TILE_M]), -1;
     if (4 % v[P_WARPS_K] || (v[P_WARPS_K] > 1 && v[P_TILE_K] != 128))
         return snprintf(why, n, "WARPS_K=%d needs TILE_K=128", v[P_WARPS_K]), -1;
     if (quant_a && !v[P_DIRECT] && v[P_WARPS_K] > 1)
         return snprintf(why, n, "WARPS_K=%d: the pipeline quantises in registers, each warp's k-block whole",
-                        v[P_WARPS_K]), -1;
+                        v[P_WARPS_K]),
+               -1;
     if (l.threads > 1024) return snprintf(why, n, "%d threads per block", l.threads), -1;
     if (v[P_DIRECT] && (v[P_WARPS_M] != 1 || v[P_TILE_K] != 128))
         return snprintf(why, n, "DIRECT=1 takes WARPS_M=1, TILE_K=128"), -1;
@@ -96,7 +96,8 @@ int kt_fp8_gemm_check_config(const kt_config *c, int quant_a, char *why, size_t 
     /* the k-block's token operands and their scales; DIRECT: a batch of staged activations */
     if (quant_a) need += v[P_DIRECT] ? 24 : 10 * l.frag_m;
     const kt_arch_limits lim = SHIP_LIMITS;
-    int have = lim.regs_per_block / l.threads < lim.regs_per_thread ? lim.regs_per_block / l.threads : lim.regs_per_thread;
+    int have =
+        lim.regs_per_block / l.threads < lim.regs_per_thread ? lim.regs_per_block / l.threads : lim.regs_per_thread;
     if (need > have)
         return snprintf(why, n, "needs ~%d registers per thread, %d threads get %d", need, l.threads, have), -1;
     return 0;
@@ -110,7 +111,8 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
 int kt_fp8_gemm_config_fits(const kt_config *c, const kt_problem *p) {
     const int *v = c->v;
     long K = p->dim[1];
-    return K % v[P_TILE_K] == 0 && v[P_SPLIT_K] <= K / v[P_TILE_K] && kt_fp8_gemm_smem(c, 0, p) <= SHIP_LIMITS.smem_per_block;
+    return K % v[P_TILE_K] == 0 && v[P_SPLIT_K] <= K / v[P_TILE_K] &&
+           kt_fp8_gemm_smem(c, 0, p) <= SHIP_LIMITS.smem_per_block;
 }
 
 int kt_fp8_gemm_hopeless(const kt_config *c, const kt_problem *p) {
@@ -120,11 +122,11 @@ int kt_fp8_gemm_hopeless(const kt_config *c, const kt_problem *p) {
     while (m_tile_cap < M) m_tile_cap *= 2;
     if (v[P_TILE_M] > m_tile_cap) return 1; /* token rows that are only padding */
     long tiles = N / v[P_TILE_N] * ((M + v[P_TILE_M] - 1) / v[P_TILE_M]);
-    if (tiles * v[P_SPLIT_K] < 32) return 1;         /* leaves most SMs idle */
-    if (v[P_SPLIT_K] > 1 && tiles >= 256) return 1;  /* already two waves without splitting */
+    if (tiles * v[P_SPLIT_K] < 32) return 1;        /* leaves most SMs idle */
+    if (v[P_SPLIT_K] > 1 && tiles >= 256) return 1; /* already two waves without splitting */
     long ktiles = K / v[P_TILE_K] / v[P_SPLIT_K];
     if (!v[P_DIRECT] && v[P_STAGES] > 2 && v[P_STAGES] - 2 >= ktiles) return 1; /* a shallower pipeline is the same */
-    long warp_kblocks = (ktiles + v[P_WARPS_K] - 1) / v[P_WARPS_K]; /* DIRECT: a warp group's share */
+    long warp_kblocks = (ktiles + v[P_WARPS_K] - 1) / v[P_WARPS_K];             /* DIRECT: a warp group's share */
     if (v[P_DIRECT] && v[P_STAGES] > 2 && v[P_STAGES] > warp_kblocks) return 1; /* ring slots no warp fills */
     /* At decode batch sizes a DIRECT ring that holds all of a warp's k-blocks (all its loads
      * in flight before the PDL wait) beat every shorter one where a warp had 4 k-blocks, on
@@ -132,7 +134,7 @@ int kt_fp8_gemm_hopeless(const kt_config *c, const kt_problem *p) {
      * M = 64 (8 a warp) a ring of 3 was 11% faster than one of 8, the whole CTA slice in
      * flight at once; at M = 256 the registers go to the sums. */
     if (v[P_DIRECT] && M <= 64 && v[P_STAGES] < warp_kblocks && warp_kblocks <= 4) return 1;
-    if (v[P_WARPS_K] > 1 && v[P_TILE_M] > 32) return 1;        /* K-split warps help only tiny M */
+    if (v[P_WARPS_K] > 1 && v[P_TILE_M] > 32) return 1; /* K-split warps help only tiny M */
     layout l = layout_of(c, 0);
     if (M >= 128 && l.frag_n * l.frag_m < 4) return 1; /* ldmatrix-bound warp tiles */
     return 0;
@@ -149,8 +151,10 @@ void kt_fp8_gemm_default_for(const kt_problem *p, int sms, int quant_a, kt_confi
     static const kt_config direct[] = {{{64, 8, 1, 128, 4, 1, 2, 4, 1, 0}},   {{64, 16, 1, 128, 4, 1, 2, 4, 1, 0}},
                                        {{128, 16, 1, 128, 8, 1, 1, 4, 1, 0}}, {{128, 32, 1, 128, 8, 1, 1, 4, 1, 1}},
                                        {{128, 64, 0, 128, 8, 2, 1, 3, 1, 0}}, {{128, 64, 0, 128, 4, 2, 1, 3, 1, 1}}};
-    static const kt_config quant[] = {{{64, 8, 0, 256, 4, 1, 1, 2, 1, 0}},  {{64, 16, 0, 256, 4, 2, 1, 2, 1, 0}},
-                                      {{64, 32, 0, 256, 4, 4, 1, 2, 1, 0}}, {{64, 32, 0, 256, 4, 4, 1, 2, 1, 0}},
+    static const kt_config quant[] = {{{64, 8, 0, 256, 4, 1, 1, 2, 1, 0}},
+                                      {{64, 16, 0, 256, 4, 2, 1, 2, 1, 0}},
+                                      {{64, 32, 0, 256, 4, 4, 1, 2, 1, 0}},
+                                      {{64, 32, 0, 256, 4, 4, 1, 2, 1, 0}},
                                       {{128, 32, 0, 128, 4, 4, 1, 3, 1, 0}}};
     long M = p->m, N = p->dim[0], K = p->dim[1];
     int band = M <= 8 ? 0 : M <= 16 ? 1 : M <= 32 ? 2 : M <= 64 ? 3 : M <= 256 ? 4 : 5;

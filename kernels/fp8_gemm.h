@@ -12,26 +12,25 @@ enum { KT_FP8_GEMM_A, KT_FP8_GEMM_AS, KT_FP8_GEMM_B, KT_FP8_GEMM_BS, KT_FP8_GEMM
 
 /* The tuning space and default of both families (a kt_family initializer fragment); the
  * fast search first samples one config per (TILE_N, TILE_M, DIRECT). */
-#define KT_FP8_GEMM_SPACE                                                                      \
-    .n_params = 10,                                                                             \
-    .params = {{"TILE_N", 4, {16, 32, 64, 128}},                                               \
-               {"TILE_M", 5, {8, 16, 32, 64, 128}},                                            \
-               {"DIRECT", 2, {0, 1}},                                                          \
-               {"TILE_K", 2, {128, 256}},                                                      \
-               {"WARPS", 4, {1, 2, 4, 8}},                                                     \
-               {"WARPS_M", 3, {1, 2, 4}},                                                      \
-               {"WARPS_K", 3, {1, 2, 4}},                                                      \
-               {"STAGES", 5, {2, 3, 4, 6, 8}},                                                 \
-               {"SPLIT_K", 4, {1, 2, 4, 8}},                                                   \
-               {"PROMOTE", 2, {0, 1}}},                                                        \
-    .strata_params = 3, .search_full_budget_from_m = 128, .search_tile_sweep_to_m = 256,        \
+#define KT_FP8_GEMM_SPACE                                                                                              \
+    .n_params = 10,                                                                                                    \
+    .params = {{"TILE_N", 4, {16, 32, 64, 128}},                                                                       \
+               {"TILE_M", 5, {8, 16, 32, 64, 128}},                                                                    \
+               {"DIRECT", 2, {0, 1}},                                                                                  \
+               {"TILE_K", 2, {128, 256}},                                                                              \
+               {"WARPS", 4, {1, 2, 4, 8}},                                                                             \
+               {"WARPS_M", 3, {1, 2, 4}},                                                                              \
+               {"WARPS_K", 3, {1, 2, 4}},                                                                              \
+               {"STAGES", 5, {2, 3, 4, 6, 8}},                                                                         \
+               {"SPLIT_K", 4, {1, 2, 4, 8}},                                                                           \
+               {"PROMOTE", 2, {0, 1}}},                                                                                \
+    .strata_params = 3, .search_full_budget_from_m = 128, .search_tile_sweep_to_m = 256,                               \
     .default_config = {{64, 16, 0, 128, 4, 1, 1, 4, 1, 0}}
 
 /* The descriptor fields both families share (a kt_family initializer fragment). */
-#define KT_FP8_GEMM_FAMILY                                                                     \
-    .n_keys = 2, .keys = {{"N"}, {"K"}}, .m_name = "M", KT_FP8_GEMM_SPACE,                   \
-    .target_shapes = kt_fp8_gemm_targets, .n_target_shapes = KT_FP8_GEMM_TARGETS,              \
-    .config_fits = kt_fp8_gemm_config_fits, .hopeless = kt_fp8_gemm_hopeless,                  \
+#define KT_FP8_GEMM_FAMILY                                                                                             \
+    .n_keys = 2, .keys = {{"N"}, {"K"}}, .m_name = "M", KT_FP8_GEMM_SPACE, .target_shapes = kt_fp8_gemm_targets,       \
+    .n_target_shapes = KT_FP8_GEMM_TARGETS, .config_fits = kt_fp8_gemm_config_fits, .hopeless = kt_fp8_gemm_hopeless,  \
     .gpu_reference_above = 1 << 22, .tolerance = 1e-2, .flops = kt_fp8_gemm_flops, .mma = KT_MMA_E4M3
 
 /* The five (N, K) of DeepSeek-V4-Flash's decode that ../shared/TARGETS.md measures. */

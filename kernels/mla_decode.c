@@ -4,6 +4,7 @@
  * float64 reference, the tuning space, launch geometry, and the bytes and flops that set
  * the floor and the roof. Key: LAYOUT (category V32 = V3.2, V4), HQ, TOPK, SQ; batch B. */
 #include "../runtime/kt.h"
+#include "family_hooks.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -21,7 +22,7 @@ enum { K_SPLIT_V32, K_SPLIT_V4, K_COMBINE, K_REF_V32, K_REF_V4, K_NAIVE_V32, K_N
 
 /* The ship arch's shared memory per block (kernels/common/kt_arch.h): a problem fits where it ships. */
 #define SMEM_LIMIT (kt_arch_limits_of(KT_SHIP_ARCH).smem_per_block)
-#define MAX_CTAS 1024          /* the partials buffer holds this many CTAs' worth of splits */
+#define MAX_CTAS 1024 /* the partials buffer holds this many CTAs' worth of splits */
 
 /* The tensors' positions: V3.2 has no window cache and no sinks. */
 typedef struct tensor_ix {
@@ -89,8 +90,10 @@ void kt_mla_quantise_token(int layout, uint8_t *cache, long id, const float *x) 
         for (int i = 0; i < tile; i++) amax = fmaxf(amax, fabsf(x[t * tile + i]));
         float s = exp2f(ceilf(log2f(fmaxf(amax / 448.0f, KT_MLA_MIN_SCALE))));
         for (int i = 0; i < tile; i++) codes[t * tile + i] = kt_float_to_e4m3(x[t * tile + i] / s);
-        if (layout == KT_MLA_V32) memcpy(scales + 4 * t, &s, 4);
-        else scales[t] = (uint8_t)(127 + (int)log2f(s));
+        if (layout == KT_MLA_V32)
+            memcpy(scales + 4 * t, &s, 4);
+        else
+            scales[t] = (uint8_t)(127 + (int)log2f(s));
     }
     if (layout == KT_MLA_V4) scales[nope / tile] = 0; /* the pad byte */
     uint8_t *rope = cache + kt_mla_rope_at(layout, id);
@@ -220,7 +223,9 @@ done:
 static int check_problem(const kt_problem *p, char *why, size_t n) {
     long L = p->dim[D_LAYOUT], HQ = p->dim[D_HQ], TOPK = p->dim[D_TOPK], SQ = p->dim[D_SQ];
     if (L != LAYOUT_V32 && L != LAYOUT_V4)
-        return snprintf(why, n, "LAYOUT=%ld: mla_decode knows LAYOUT=V32 (V3.2, 656 bytes a token) and LAYOUT=V4 (V4, 584)", L), -1;
+        return snprintf(why, n,
+                        "LAYOUT=%ld: mla_decode knows LAYOUT=V32 (V3.2, 656 bytes a token) and LAYOUT=V4 (V4, 584)", L),
+               -1;
     if (HQ % 16 || HQ > 128) return snprintf(why, n, "HQ=%ld: mla_decode takes a multiple of 16 up to 128", HQ), -1;
     if (TOPK > 2048) return snprintf(why, n, "TOPK=%ld: mla_decode takes a top-k up to 2048", TOPK), -1;
     if (SQ > 2) return snprintf(why, n, "SQ=%ld: mla_decode takes 1 or 2 queries a request (MTP)", SQ), -1;
@@ -242,14 +247,16 @@ static int threads_of(const kt_config *c) { return c->v[P_HPC] / 16 * c->v[P_WPM
 
 static int check_config(const kt_config *c, int arch, char *why, size_t n) {
     const int *v = c->v;
-    if (v[P_SPLIT] % v[P_CHUNK]) return snprintf(why, n, "SPLIT=%d is not whole chunks of %d", v[P_SPLIT], v[P_CHUNK]), -1;
+    if (v[P_SPLIT] % v[P_CHUNK])
+        return snprintf(why, n, "SPLIT=%d is not whole chunks of %d", v[P_SPLIT], v[P_CHUNK]), -1;
     if (v[P_PATH] == 1 && !kt_arch_limits_of(arch).block_scaled_mma)
         return snprintf(why, n, "PATH=1 (the block-scaled mma) exists on sm_120a only, not %s", kt_arch_name(arch)), -1;
     /* q's fragments (36 registers at V3.2), the p . v sums (512 / WPM / 2) and ~60 more must fit
      * the registers a thread gets: 512 threads get 128 */
     if (threads_of(c) > 256)
         return snprintf(why, n, "HPC=%d with WPM=%d is %d threads: too few registers each", v[P_HPC], v[P_WPM],
-                        threads_of(c)), -1;
+                        threads_of(c)),
+               -1;
     /* the smaller layout's need: a config that fits neither is refused before compiling */
     int smem_limit = kt_arch_limits_of(arch).smem_per_block;
     if (smem_of(c, KT_MLA_V4) > smem_limit)
@@ -268,7 +275,8 @@ static int config_fits(const kt_config *c, const kt_problem *p) {
 static int hopeless(const kt_config *c, const kt_problem *p) {
     const int *v = c->v;
     /* a split longer than the list is the list; raw buffers beyond a split's chunks stay empty */
-    return (v[P_SPLIT] > 2 * slots_of(p) && v[P_SPLIT] > 64) || (v[P_STAGES] > 2 && v[P_STAGES] > v[P_SPLIT] / v[P_CHUNK]);
+    return (v[P_SPLIT] > 2 * slots_of(p) && v[P_SPLIT] > 64) ||
+           (v[P_STAGES] > 2 && v[P_STAGES] > v[P_SPLIT] / v[P_CHUNK]);
 }
 
 /* HPC 16 at small batches (more CTAs), 32 where the head groups alone fill the SMs; the
@@ -315,9 +323,17 @@ static int tensors(const kt_problem *p, kt_tensor_desc *t) {
 static kt_mla_args args_of(const kt_launch *l, int split) {
     const kt_problem *p = l->problem;
     tensor_ix ix = tensor_ix_of(p);
-    kt_mla_args a = {.q = l->ptr[ix.q], .kv = l->ptr[ix.kv], .idx = l->ptr[ix.idx], .len = l->ptr[ix.len],
-                     .part = l->ptr[ix.part], .out = l->ptr[ix.out], .lse = l->ptr[ix.lse],
-                     .B = (int)p->m, .SQ = (int)p->dim[D_SQ], .HQ = (int)p->dim[D_HQ], .TOPK = (int)p->dim[D_TOPK],
+    kt_mla_args a = {.q = l->ptr[ix.q],
+                     .kv = l->ptr[ix.kv],
+                     .idx = l->ptr[ix.idx],
+                     .len = l->ptr[ix.len],
+                     .part = l->ptr[ix.part],
+                     .out = l->ptr[ix.out],
+                     .lse = l->ptr[ix.lse],
+                     .B = (int)p->m,
+                     .SQ = (int)p->dim[D_SQ],
+                     .HQ = (int)p->dim[D_HQ],
+                     .TOPK = (int)p->dim[D_TOPK],
                      .nsplit = (slots_of(p) + split - 1) / split};
     if (ix.kv2 >= 0) {
         a.kv2 = l->ptr[ix.kv2], a.idx2 = l->ptr[ix.idx2], a.len2 = l->ptr[ix.len2], a.sink = l->ptr[ix.sink];
@@ -332,8 +348,8 @@ static int launch(const kt_launch *l) {
     void *args[] = {&a};
     int v4 = layout_of(p) == KT_MLA_V4;
     if (kt_launch_kernel_pdl(l->mod, v4 ? K_SPLIT_V4 : K_SPLIT_V32, (unsigned)a.nsplit, (unsigned)(a.HQ / v[P_HPC]),
-                             (unsigned)queries(p), (unsigned)threads_of(l->config), (unsigned)smem_of(l->config, layout_of(p)),
-                             l->stream, args))
+                             (unsigned)queries(p), (unsigned)threads_of(l->config),
+                             (unsigned)smem_of(l->config, layout_of(p)), l->stream, args))
         return -1;
     return kt_launch_kernel_pdl(l->mod, K_COMBINE, (unsigned)a.HQ, (unsigned)queries(p), 1, 128, 0, l->stream, args);
 }
@@ -371,7 +387,7 @@ static double flops(const kt_problem *p) {
     return 2.0 * p->dim[D_HQ] * used_slots(p) * (kt_mla_dqk(layout_of(p)) + KT_MLA_DV);
 }
 
-static const char *const kernel_names[] = {"mla_split_v32", "mla_split_v4",  "mla_combine", "mla_reference_v32",
+static const char *const kernel_names[] = {"mla_split_v32",    "mla_split_v4",  "mla_combine",  "mla_reference_v32",
                                            "mla_reference_v4", "mla_naive_v32", "mla_naive_v4", NULL};
 /* TARGETS.md's cases: V3.2 at 128 and 16 heads, V4 at 64 and 16 heads (top-k 512 + window). */
 static const long target_shapes[][KT_MAX_DIMS] = {
@@ -400,19 +416,11 @@ const kt_family kt_family_mla_decode = {
     .default_config = {{16, 32, 256, 2, 0, 4}},
     .target_shapes = target_shapes,
     .n_target_shapes = 4,
-    .check_problem = check_problem,
-    .check_config = check_config,
-    .config_fits = config_fits,
+    KT_FAMILY_HOOKS,
     .hopeless = hopeless,
     .default_for = default_for,
-    .tensors = tensors,
-    .fill = fill,
-    .reference = reference,
-    .gpu_reference_above = 1 << 25,
-    .launch_reference = launch_reference,
-    .launch = launch,
+    KT_FAMILY_GPU_REFERENCE(1 << 25),
     .tolerance = 1e-2,
     .baselines = baselines,
-    .bytes = bytes,
     .flops = flops,
 };

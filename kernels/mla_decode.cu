@@ -30,14 +30,14 @@ constexpr int HPC = KT_HPC, CHUNK = KT_CHUNK, SPLIT = KT_SPLIT, STAGES = KT_STAG
 // PATH 0: the portable path (bf16 mma.sync on the dequantised tile; sm_90 and sm_120). PATH 1
 // (sm_120a, V4 only): q . k's nope dims by the block-scaled e4m3 mma on the gathered codes.
 static_assert(KT_PATH == 0 || KT_PATH == 1, "PATH 0 or 1");
-constexpr int MF = HPC / 16;             // 16-head m-fragments per CTA
-constexpr int WPM = KT_WPM;              // warps per m-fragment: 4 or 8
-constexpr int KSPLIT = 4;                // q . k: the head dim in 4 slices...
-constexpr int TSPLIT = WPM / KSPLIT;     // ...times 1 or 2 groups of the chunk's tokens
+constexpr int MF = HPC / 16;         // 16-head m-fragments per CTA
+constexpr int WPM = KT_WPM;          // warps per m-fragment: 4 or 8
+constexpr int KSPLIT = 4;            // q . k: the head dim in 4 slices...
+constexpr int TSPLIT = WPM / KSPLIT; // ...times 1 or 2 groups of the chunk's tokens
 constexpr int THREADS = MF * WPM * 32;
-constexpr int TPR = 2 * WPM;             // softmax threads per head row (THREADS / HPC)
-constexpr int CPT = CHUNK / TPR;         // softmax columns per thread
-constexpr int DPW = KT_MLA_DV / WPM;     // p . v: output dims per warp
+constexpr int TPR = 2 * WPM;         // softmax threads per head row (THREADS / HPC)
+constexpr int CPT = CHUNK / TPR;     // softmax columns per thread
+constexpr int DPW = KT_MLA_DV / WPM; // p . v: output dims per warp
 static_assert(WPM == 4 || WPM == 8, "4 or 8 warps per 16 heads");
 static_assert(CPT >= 1 && CHUNK % (8 * TSPLIT) == 0, "the chunk covers every softmax thread and token group");
 static_assert(HPC % 16 == 0 && HPC <= 64, "heads per CTA: 16, 32 or 64");
@@ -56,8 +56,8 @@ template <int L> struct lay {
     static constexpr int SCALE_AT = L == KT_MLA_V32 ? KT_MLA_V32_SCALE_AT : KT_MLA_V4_DATA;
     static constexpr int ROPE_AT = L == KT_MLA_V32 ? KT_MLA_V32_ROPE_AT : KT_MLA_V4_ROPE_AT;
     static constexpr int COPIES = DATA / 16 + (L == KT_MLA_V4 ? 1 : 0); // V4: + the scales
-    static constexpr int KT_LD = DQK * 2 + 16;    // bf16 tile row: an odd number of 16-byte units
-    static constexpr int KSLICE = DQK / KSPLIT;   // head dims of a warp's q . k
+    static constexpr int KT_LD = DQK * 2 + 16;                          // bf16 tile row: an odd number of 16-byte units
+    static constexpr int KSLICE = DQK / KSPLIT;                         // head dims of a warp's q . k
     static constexpr int KSTEPS = KSLICE / 16;
     static_assert(KSLICE % 16 == 0, "the head dim splits into 16-wide k-steps per warp");
     // shared memory: raw ring | bf16 tile | partial scores [WPM][HPC][CHUNK+4] f32 |
@@ -122,7 +122,8 @@ constexpr int WINDOW_BIT = 1 << 30;
 
 // Slot `slot` of query bs (= b * SQ + s): its token id and cache, or -1 if the slot is unused
 // (past its list's length, or a -1 entry).
-template <int L> __device__ __forceinline__ long slot_token(const kt_mla_args &a, int bs, int slot, const kt_u8 *&cache) {
+template <int L>
+__device__ __forceinline__ long slot_token(const kt_mla_args &a, int bs, int slot, const kt_u8 *&cache) {
     // the entry and the length are loaded together (no load waits on the other)
     const int b = bs / a.SQ;
     if (L == KT_MLA_V4 && slot >= a.TOPK) {
@@ -227,11 +228,11 @@ __device__ __forceinline__ void qk_partial(const kt_u32 (&qf)[lay<L>::KSTEPS][4]
 // PATH 1 (sm_120a, V4): q's nope dims quantised to e4m3 with a ue8m0 scale per head row and
 // 64 dims (FlashMLA's rule, as the cache's), in the m16n8k32 A layout, with the scale bytes
 // each lane supplies; the rope dims stay bf16 A fragments.
-constexpr int MX_STEPS = 4;   // 32-wide k-steps of a warp's 128-dim slice
+constexpr int MX_STEPS = 4; // 32-wide k-steps of a warp's 128-dim slice
 struct q_mx {
-    kt_u32 a[MX_STEPS][4];    // e4m3 codes
-    kt_u32 sa[MX_STEPS / 2];  // ue8m0 scale byte of this lane's row (t = 0: row g, t = 1: row g+8)
-    kt_u32 rope[4][4];        // slice 3: the 64 rope dims as bf16 m16n8k16 A fragments
+    kt_u32 a[MX_STEPS][4];   // e4m3 codes
+    kt_u32 sa[MX_STEPS / 2]; // ue8m0 scale byte of this lane's row (t = 0: row g, t = 1: row g+8)
+    kt_u32 rope[4][4];       // slice 3: the 64 rope dims as bf16 m16n8k16 A fragments
 };
 
 // Quantises this warp's slice (dims ks * 128 ...) of its 16 heads' q from global memory.
@@ -446,7 +447,8 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
             dequantise<L>(raw + (c % STAGES) * CHUNK * T::RAW_ROW, tile);
             __syncthreads();
 #if KT_PATH == 1
-            if (MX) qk_partial_mx(qm, raw + (c % STAGES) * CHUNK * T::RAW_ROW, tile, sp + ks * HPC * T::SP_LD, mf, ks, tg);
+            if (MX)
+                qk_partial_mx(qm, raw + (c % STAGES) * CHUNK * T::RAW_ROW, tile, sp + ks * HPC * T::SP_LD, mf, ks, tg);
             else
 #endif
                 qk_partial<L>(qf, tile, sp + ks * HPC * T::SP_LD, mf, ks, tg);

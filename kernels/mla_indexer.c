@@ -6,6 +6,7 @@
  * the fills make every f32 logit exact (VALUES=grid: integer codes, power-of-two scales and
  * eighths as weights, all partial sums under 2^24), so the set is unique under the rule
  * "the k largest, ties to the lower position, listed by ascending position". */
+#include "family_hooks.h"
 #include "mla_indexer.h"
 
 #include "../runtime/cu.h"
@@ -21,11 +22,11 @@ extern const kt_family kt_family_mla_indexer;
 enum { P_WARPS, P_NT, P_CTAS_PER_SM, P_SEL_THREADS, P_SEL_CLUSTER };
 enum { T_Q, T_W, T_CACHE, T_LENS, T_TABLE, T_LOGITS, T_INDEX };
 enum { K_SCAN, K_SELECT, K_NAIVE, K_REFERENCE };
-#define MAX_B 1024        /* the kernels' shared prefix arrays */
+#define MAX_B 1024 /* the kernels' shared prefix arrays */
 #define MAX_TOKENS (1L << 30)
 #define REF_THREADS 256 /* the reference kernel: a CTA per 64 tokens of a request */
 #define REF_TOKENS 64
-#define STAGE_KEYS 16384 /* keys a selection CTA stages: 64 KB, with its 24 KB fits sm_120's 99 KB */
+#define STAGE_KEYS 16384         /* keys a selection CTA stages: 64 KB, with its 24 KB fits sm_120's 99 KB */
 #define SELECT_STATIC_SMEM 24752 /* the selection's static shared memory (ptxas, sm_90 and sm_120) */
 #define SM120_THREADS_PER_SM 1536
 
@@ -42,7 +43,7 @@ static void *must_alloc(size_t bytes) {
 
 static long topk_of(const kt_problem *p) { return p->dim[KT_IDX_KEY_TOPK]; }
 static long ctx_of(const kt_problem *p) { return p->dim[KT_IDX_KEY_CTX]; }
-static long tokens_of(const kt_problem *p) { return p->m * ctx_of(p); } /* sum of L_b, by construction */
+static long tokens_of(const kt_problem *p) { return p->m * ctx_of(p); }               /* sum of L_b, by construction */
 static long max_pages_of(const kt_problem *p) { return kt_idx_pages(2 * ctx_of(p)); } /* a row: L_b < 2 CTX */
 static long pages_of(const kt_problem *p) { return kt_idx_pages(tokens_of(p)) + p->m; } /* >= sum pages(L_b) */
 
@@ -67,13 +68,17 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
     const kt_arch_limits ship = kt_arch_limits_of(KT_SHIP_ARCH);
     const int *v = c->v;
     int per_sm = v[P_WARPS] * 32 * v[P_CTAS_PER_SM], need = 106 + 20 * v[P_NT];
-    int have = ship.regs_per_block / per_sm < ship.regs_per_thread ? ship.regs_per_block / per_sm : ship.regs_per_thread;
+    int have =
+        ship.regs_per_block / per_sm < ship.regs_per_thread ? ship.regs_per_block / per_sm : ship.regs_per_thread;
     if (per_sm > SM120_THREADS_PER_SM) return snprintf(why, n, "%d threads per SM (sm_120 holds 1536)", per_sm), -1;
     if (v[P_SEL_CLUSTER] > 1 && v[P_SEL_THREADS] > 512) /* ptxas gives it 32 registers: it spills */
-        return snprintf(why, n, "SEL_THREADS=%d in a cluster of %d: 512 at most", v[P_SEL_THREADS], v[P_SEL_CLUSTER]), -1;
-    if (need > have) return snprintf(why, n, "needs ~%d registers per thread, %d threads an SM get %d", need, per_sm, have), -1;
+        return snprintf(why, n, "SEL_THREADS=%d in a cluster of %d: 512 at most", v[P_SEL_THREADS], v[P_SEL_CLUSTER]),
+               -1;
+    if (need > have)
+        return snprintf(why, n, "needs ~%d registers per thread, %d threads an SM get %d", need, per_sm, have), -1;
     if (SELECT_STATIC_SMEM + STAGE_KEYS * 4 > ship.smem_per_block) /* the selection's staged keys */
-        return snprintf(why, n, "the selection needs %d bytes of shared memory", SELECT_STATIC_SMEM + STAGE_KEYS * 4), -1;
+        return snprintf(why, n, "the selection needs %d bytes of shared memory", SELECT_STATIC_SMEM + STAGE_KEYS * 4),
+               -1;
     return 0;
 }
 
@@ -251,9 +256,12 @@ void kt_mla_indexer_topk_radix(const float *x, int n, int k, int *pos) {
     unsigned gt = 0, eq = 0; /* write_selected, one thread */
     for (int i = 0; i < n; i++) {
         unsigned key = key_of(x[i]);
-        if (key > prefix) pos[gt++ + (eq < need ? eq : need)] = i;
-        else if (key == prefix && eq < need) pos[gt + eq++] = i;
-        else if (key == prefix) eq++;
+        if (key > prefix)
+            pos[gt++ + (eq < need ? eq : need)] = i;
+        else if (key == prefix && eq < need)
+            pos[gt + eq++] = i;
+        else if (key == prefix)
+            eq++;
     }
 }
 
@@ -295,12 +303,19 @@ static int launch_reference(const kt_launch *l, uint64_t ref) {
     host[T_TABLE] = malloc(sizeof(int) * (size_t)B * mp);
     int rc = !buf || !host[T_LENS] || !host[T_TABLE] ? kt_fail("out of memory") : 0;
     if (!rc) rc = kt_status_CU(kt_cu.cuStreamSynchronize(l->stream), "reference kernel", __FILE__, __LINE__);
-    if (!rc) rc = kt_status_CU(kt_cu.cuMemcpyDtoH(buf, ref, sizeof(double) * n_logits), "cuMemcpyDtoH", __FILE__, __LINE__);
-    if (!rc) rc = kt_status_CU(kt_cu.cuMemcpyDtoH(host[T_LENS], l->ptr[T_LENS], sizeof(int) * (size_t)B), "cuMemcpyDtoH", __FILE__, __LINE__);
-    if (!rc) rc = kt_status_CU(kt_cu.cuMemcpyDtoH(host[T_TABLE], l->ptr[T_TABLE], sizeof(int) * (size_t)B * mp), "cuMemcpyDtoH", __FILE__, __LINE__);
+    if (!rc)
+        rc = kt_status_CU(kt_cu.cuMemcpyDtoH(buf, ref, sizeof(double) * n_logits), "cuMemcpyDtoH", __FILE__, __LINE__);
+    if (!rc)
+        rc = kt_status_CU(kt_cu.cuMemcpyDtoH(host[T_LENS], l->ptr[T_LENS], sizeof(int) * (size_t)B), "cuMemcpyDtoH",
+                          __FILE__, __LINE__);
+    if (!rc)
+        rc = kt_status_CU(kt_cu.cuMemcpyDtoH(host[T_TABLE], l->ptr[T_TABLE], sizeof(int) * (size_t)B * mp),
+                          "cuMemcpyDtoH", __FILE__, __LINE__);
     for (long b = 0, off = 0; !rc && b < B; off += ((int *)host[T_LENS])[b++])
         reference_index(p, host, (int)b, buf + off, buf + n_logits + b * topk_of(p));
-    if (!rc) rc = kt_status_CU(kt_cu.cuMemcpyHtoD(ref + sizeof(double) * n_logits, buf + n_logits, sizeof(double) * n_index), "cuMemcpyHtoD", __FILE__, __LINE__);
+    if (!rc)
+        rc = kt_status_CU(kt_cu.cuMemcpyHtoD(ref + sizeof(double) * n_logits, buf + n_logits, sizeof(double) * n_index),
+                          "cuMemcpyHtoD", __FILE__, __LINE__);
     free(buf);
     free(host[T_LENS]);
     free(host[T_TABLE]);
@@ -363,9 +378,9 @@ static const char *const kernel_names[] = {"mla_indexer_scan", "mla_indexer_sele
                                            "mla_indexer_reference", NULL};
 /* V3.2 (top-k 2048) and V4 (512) at 8K, 32K and 128K tokens, equal lengths; a ragged batch of
  * the same sum (linearity in sum(L_b)). */
-static const long target_shapes[][KT_MAX_DIMS] = {
-    {2048, 8192, 0, 0}, {2048, 32768, 0, 0}, {2048, 131072, 0, 0}, {512, 8192, 0, 0},
-    {512, 32768, 0, 0}, {512, 131072, 0, 0}, {2048, 32768, 1, 0}};
+static const long target_shapes[][KT_MAX_DIMS] = {{2048, 8192, 0, 0}, {2048, 32768, 0, 0}, {2048, 131072, 0, 0},
+                                                  {512, 8192, 0, 0},  {512, 32768, 0, 0},  {512, 131072, 0, 0},
+                                                  {2048, 32768, 1, 0}};
 static const char *const dist_names[] = {"equal", "ragged", NULL};
 static const char *const values_names[] = {"grid", "tied", "equal", NULL};
 /* requests per step: the decode batch sizes, then doubling */
@@ -395,18 +410,10 @@ const kt_family kt_family_mla_indexer = {
     .default_config = {{4, 1, 3, 1024, 1}},
     .target_shapes = target_shapes,
     .n_target_shapes = 7,
-    .check_problem = check_problem,
-    .check_config = check_config,
-    .config_fits = config_fits,
+    KT_FAMILY_HOOKS,
     .default_for = default_for,
-    .tensors = tensors,
-    .fill = fill,
-    .reference = reference,
-    .gpu_reference_above = 1 << 27,
-    .launch_reference = launch_reference,
-    .launch = launch,
+    KT_FAMILY_GPU_REFERENCE(1 << 27),
     .tolerance = 1e-5,
-    .bytes = bytes,
     .flops = flops,
     .mma = KT_MMA_E4M3,
     .baselines = baselines,

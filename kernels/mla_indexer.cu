@@ -47,7 +47,8 @@
 
 constexpr int WARPS = KT_WARPS, NT = KT_NT, THREADS = WARPS * 32;
 constexpr int GROUP = 8 * NT; // tokens a warp takes at once (all in one page: GROUP divides 64)
-constexpr int ST = KT_SEL_THREADS, SE = 16 /* the ordered pass's positions a thread */, TILE = ST * SE, CLUSTER = KT_SEL_CLUSTER;
+constexpr int ST = KT_SEL_THREADS, SE = 16 /* the ordered pass's positions a thread */, TILE = ST * SE,
+              CLUSTER = KT_SEL_CLUSTER;
 constexpr int MAX_B = 1024; // kernels/mla_indexer.c checks B against it
 constexpr unsigned FULL = 0xffffffffu;
 static_assert(KT_IDX_PAGE % GROUP == 0, "a group of tokens must stay inside one page");
@@ -109,7 +110,8 @@ __device__ void request_prefix(const int *lens, int B, int group, int *cu_lens, 
 // The warp's q fragments for request b: rows 16 m + g and 16 m + g + 8 of head tile m, lane
 // t of the quad holding dims [32 t, 32 t + 32) (the permuted order; see the top), and the
 // eight weights of those rows.
-__device__ __forceinline__ void load_query(const kt_u8 *q, const float *w, int b, kt_u32 (&qf)[4][2][8], float (&wf)[4][2]) {
+__device__ __forceinline__ void load_query(const kt_u8 *q, const float *w, int b, kt_u32 (&qf)[4][2][8],
+                                           float (&wf)[4][2]) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int m = 0; m < 4; m++)
@@ -126,7 +128,8 @@ __device__ __forceinline__ void load_query(const kt_u8 *q, const float *w, int b
 
 // One n-tile of 8 tokens: k holds this lane's 32 codes of token g; returns, in every lane of
 // quad column t, the relu-weighted head sums of tokens 2t and 2t + 1 (before the k scale).
-__device__ __forceinline__ float2 tile_logits(const kt_u32 (&qf)[4][2][8], const float (&wf)[4][2], const uint4 (&k)[2]) {
+__device__ __forceinline__ float2 tile_logits(const kt_u32 (&qf)[4][2][8], const float (&wf)[4][2],
+                                              const uint4 (&k)[2]) {
     const kt_u32 kb[8] = {k[0].x, k[0].y, k[0].z, k[0].w, k[1].x, k[1].y, k[1].z, k[1].w};
     float s0 = 0.f, s1 = 0.f;
 #pragma unroll
@@ -135,8 +138,10 @@ __device__ __forceinline__ float2 tile_logits(const kt_u32 (&qf)[4][2][8], const
 #pragma unroll
         for (int s = 0; s < 4; s++) {
             const kt_u32 a[4] = {qf[m][0][2 * s], qf[m][1][2 * s], qf[m][0][2 * s + 1], qf[m][1][2 * s + 1]};
-            if (s == 0) kt_mma_e4m3_first(acc, a, kb[2 * s], kb[2 * s + 1]);
-            else kt_mma_e4m3(acc, a, kb[2 * s], kb[2 * s + 1]);
+            if (s == 0)
+                kt_mma_e4m3_first(acc, a, kb[2 * s], kb[2 * s + 1]);
+            else
+                kt_mma_e4m3(acc, a, kb[2 * s], kb[2 * s + 1]);
         }
         s0 += wf[m][0] * fmaxf(acc[0], 0.f) + wf[m][1] * fmaxf(acc[2], 0.f);
         s1 += wf[m][0] * fmaxf(acc[1], 0.f) + wf[m][1] * fmaxf(acc[3], 0.f);
@@ -187,9 +192,9 @@ __device__ __forceinline__ void group_logits(const group_data &gd, int t0, int L
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, KT_CTAS_PER_SM)
-mla_indexer_scan(const kt_u8 *__restrict__ q, const float *__restrict__ w, const kt_u8 *__restrict__ cache,
-                 const int *__restrict__ lens, const int *__restrict__ block_table, int max_pages, int B,
-                 float *__restrict__ logits) {
+    mla_indexer_scan(const kt_u8 *__restrict__ q, const float *__restrict__ w, const kt_u8 *__restrict__ cache,
+                     const int *__restrict__ lens, const int *__restrict__ block_table, int max_pages, int B,
+                     float *__restrict__ logits) {
     __shared__ int cu_lens[MAX_B + 1], cu_groups[MAX_B + 1];
     __shared__ unsigned warp_sums[32];
     request_prefix<WARPS>(lens, B, GROUP, cu_lens, cu_groups, warp_sums);
@@ -200,8 +205,10 @@ mla_indexer_scan(const kt_u8 *__restrict__ q, const float *__restrict__ w, const
     int lo = 0, hi = B - 1; // the request of group `first`: the last b with cu_groups[b] <= first
     while (lo < hi) {
         int mid = (lo + hi + 1) / 2;
-        if (cu_groups[mid] <= first) lo = mid;
-        else hi = mid - 1;
+        if (cu_groups[mid] <= first)
+            lo = mid;
+        else
+            hi = mid - 1;
     }
     int b = lo;
     group_data cur, next;
@@ -364,8 +371,9 @@ __device__ void write_selected(const slice &sl, unsigned T, unsigned need, unsig
 // each digit's histogram is the sum of the cluster's, every CTA then chooses the same bin;
 // the ordered pass starts each slice after the counts of the slices before it.
 extern "C" __global__ void __launch_bounds__(ST) KT_SEL_CLUSTER_DIMS
-mla_indexer_select(const float *__restrict__ logits, const int *__restrict__ lens, const int *__restrict__ block_table,
-                   int max_pages, int topk, int stage_keys_max, int *__restrict__ index) {
+    mla_indexer_select(const float *__restrict__ logits, const int *__restrict__ lens,
+                       const int *__restrict__ block_table, int max_pages, int topk, int stage_keys_max,
+                       int *__restrict__ index) {
     extern __shared__ unsigned staged_keys[]; // stage_keys_max of them (the launch's dynamic shared memory)
     __shared__ __align__(16) unsigned hist[2][KT_IDX_BINS], merged[CLUSTER > 1 ? KT_IDX_BINS : 1];
     __shared__ __align__(16) unsigned warp_sums[32], chosen[2], counts[4];
@@ -414,8 +422,10 @@ __device__ __forceinline__ int request_of(const int *cu_lens, int B, long long i
     int lo = 0, hi = B - 1;
     while (lo < hi) {
         int mid = (lo + hi + 1) / 2;
-        if (cu_lens[mid] <= i) lo = mid;
-        else hi = mid - 1;
+        if (cu_lens[mid] <= i)
+            lo = mid;
+        else
+            hi = mid - 1;
     }
     return lo;
 }
@@ -429,9 +439,9 @@ __device__ __forceinline__ float e4m3_to_f32(kt_u8 c) {
 
 // The straightforward scan: a thread per token, every product in scalar f32 (in-run baseline).
 extern "C" __global__ void __launch_bounds__(256)
-mla_indexer_naive(const kt_u8 *__restrict__ q, const float *__restrict__ w, const kt_u8 *__restrict__ cache,
-                  const int *__restrict__ lens, const int *__restrict__ block_table, int max_pages, int B,
-                  float *__restrict__ logits) {
+    mla_indexer_naive(const kt_u8 *__restrict__ q, const float *__restrict__ w, const kt_u8 *__restrict__ cache,
+                      const int *__restrict__ lens, const int *__restrict__ block_table, int max_pages, int B,
+                      float *__restrict__ logits) {
     __shared__ int cu_lens[MAX_B + 1], cu_groups[MAX_B + 1];
     __shared__ unsigned warp_sums[32];
     request_prefix<8>(lens, B, 1, cu_lens, cu_groups, warp_sums);
@@ -464,9 +474,9 @@ constexpr int REF_THREADS = 256, REF_TOKENS = REF_THREADS / 4; // 8 tokens a war
 // (64 tokens, request), grid sized by the host's bound on L_b. Every e4m3 product is exact in
 // float64 and the sums are float64 mma (dims in 32 steps of 4, heads in 8 tiles of 8).
 extern "C" __global__ void __launch_bounds__(REF_THREADS)
-mla_indexer_reference(const kt_u8 *__restrict__ q, const float *__restrict__ w, const kt_u8 *__restrict__ cache,
-                      const int *__restrict__ lens, const int *__restrict__ block_table, int max_pages, int B,
-                      double *__restrict__ ref) {
+    mla_indexer_reference(const kt_u8 *__restrict__ q, const float *__restrict__ w, const kt_u8 *__restrict__ cache,
+                          const int *__restrict__ lens, const int *__restrict__ block_table, int max_pages, int B,
+                          double *__restrict__ ref) {
     __shared__ float qs[KT_IDX_HEADS][KT_IDX_DIM];
     __shared__ unsigned warp_sums[32];
     const int b = blockIdx.y, L = lens[b], lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;

@@ -7,6 +7,7 @@
  * DIST and the alignment records built by the C reference of kernels/common/moe_layout.h),
  * float64 references, launch geometry and the bytes that set the floor. */
 #include "../runtime/kt.h"
+#include "family_hooks.h"
 #include "common/moe_layout.h"
 #include "fp8_gemm.h"
 #include "moe_gemm.h"
@@ -31,9 +32,14 @@ typedef struct moe_dims {
 } moe_dims;
 
 static moe_dims dims_of(const kt_problem *p) {
-    moe_dims d = {.M = p->m, .E = p->dim[KT_MOE_E], .N = p->dim[KT_MOE_N], .K = p->dim[KT_MOE_K],
-                  .topk = p->dim[KT_MOE_TOPK], .fmt = kt_moe_cat(p, KT_MOE_FORMAT),
-                  .stage = kt_moe_cat(p, KT_MOE_STAGE), .dist = kt_moe_cat(p, KT_MOE_DIST)};
+    moe_dims d = {.M = p->m,
+                  .E = p->dim[KT_MOE_E],
+                  .N = p->dim[KT_MOE_N],
+                  .K = p->dim[KT_MOE_K],
+                  .topk = p->dim[KT_MOE_TOPK],
+                  .fmt = kt_moe_cat(p, KT_MOE_FORMAT),
+                  .stage = kt_moe_cat(p, KT_MOE_STAGE),
+                  .dist = kt_moe_cat(p, KT_MOE_DIST)};
     d.MT = d.M * d.topk;
     d.KB = d.K / 128;
     return d;
@@ -67,8 +73,10 @@ void kt_moe_draw_routing(long M, long topk, long E, int dist, uint64_t seed, int
                 long lo = 0, hi = E - 1;
                 while (lo < hi) {
                     long mid = (lo + hi) / 2;
-                    if (cdf[mid] < u) lo = mid + 1;
-                    else hi = mid;
+                    if (cdf[mid] < u)
+                        lo = mid + 1;
+                    else
+                        hi = mid;
                 }
                 e = perm[lo];
             } else {
@@ -96,7 +104,9 @@ long kt_moe_touched(const int *ids, long n, long E) {
 
 /* The routing of problem p: a function of the problem alone (not of the fill's seed), so that
  * bytes() counts the experts the bench's inputs touch. */
-static uint64_t routing_seed(const kt_problem *p) { return kt_hash(p->dim, sizeof p->dim, ROUTING_SEED ^ (uint64_t)p->m); }
+static uint64_t routing_seed(const kt_problem *p) {
+    return kt_hash(p->dim, sizeof p->dim, ROUTING_SEED ^ (uint64_t)p->m);
+}
 
 void kt_moe_problem_routing(const kt_problem *p, int *ids) {
     moe_dims d = dims_of(p);
@@ -118,9 +128,11 @@ static long touched_of(const kt_problem *p) {
 static int check_problem(const kt_problem *p, char *why, size_t n) {
     moe_dims d = dims_of(p);
     if (d.fmt < 0 || d.fmt > 1 || d.stage < 0 || d.stage > 1 || d.dist < 0 || d.dist > 2)
-        return snprintf(why, n, "moe_gemm: FORMAT is fp8 or mxfp4, STAGE gateup or down, DIST uniform, zipf or hot"), -1;
+        return snprintf(why, n, "moe_gemm: FORMAT is fp8 or mxfp4, STAGE gateup or down, DIST uniform, zipf or hot"),
+               -1;
     if (d.N % (d.stage == KT_MOE_GATEUP ? 256 : 128) || d.K % 128)
-        return snprintf(why, n, "N=%ld, K=%ld: moe_gemm needs K and N (gate+up: N/2) to be multiples of 128", d.N, d.K), -1;
+        return snprintf(why, n, "N=%ld, K=%ld: moe_gemm needs K and N (gate+up: N/2) to be multiples of 128", d.N, d.K),
+               -1;
     if (d.E < 1 || d.E > 4096 || d.topk < 1 || d.topk > d.E || d.topk > 16)
         return snprintf(why, n, "E=%ld, TOPK=%ld: moe_gemm takes 1 <= TOPK <= min(E, 16), E <= 4096", d.E, d.topk), -1;
     if (d.M < 1 || d.M > 4096) return snprintf(why, n, "M=%ld: moe_gemm supports M from 1 to 4096", d.M), -1;
@@ -224,7 +236,8 @@ void kt_moe_fill_inputs(const kt_problem *p, const int *ids, uint64_t seed, void
     for (long e = 0; e < d.E; e++) fill_expert(&d, seen[e], e, host[KT_MOE_T_W], host[KT_MOE_T_WS], &rng);
     free(seen);
     uint16_t *shared = host[KT_MOE_T_SHARED];
-    for (size_t i = 0; i < (gu ? 1 : (size_t)(d.M * d.N)); i++) shared[i] = kt_float_to_bf16(32.0f * kt_rng_uniform(&rng));
+    for (size_t i = 0; i < (gu ? 1 : (size_t)(d.M * d.N)); i++)
+        shared[i] = kt_float_to_bf16(32.0f * kt_rng_uniform(&rng));
 }
 
 static void fill(const kt_problem *p, uint64_t seed, void *const *host) {
@@ -238,7 +251,8 @@ static void fill(const kt_problem *p, uint64_t seed, void *const *host) {
     int *count = malloc(sizeof(int) * (size_t)d.E);
     if (!count) abort();
     for (int i = 0; i < KT_MOE_N_TM; i++)
-        kt_moe_align_ref(ids, d.M, d.topk, d.E, kt_moe_tm_values[i], (int *)host[KT_MOE_T_ALIGN] + align_offset(&d, i), count);
+        kt_moe_align_ref(ids, d.M, d.topk, d.E, kt_moe_tm_values[i], (int *)host[KT_MOE_T_ALIGN] + align_offset(&d, i),
+                         count);
     free(count);
     if (!gu) ((float *)host[KT_MOE_T_OUTS])[0] = 0;
 }
@@ -251,8 +265,8 @@ static double e2m1_value(unsigned code) {
 }
 
 /* x [K] (e4m3 codes with K/128 scales) . row n of expert e's weights, in float64. */
-static double expert_dot(const moe_dims *d, const uint8_t *x, const float *xs, const uint8_t *w, const void *ws,
-                         long e, long n, const double *lut) {
+static double expert_dot(const moe_dims *d, const uint8_t *x, const float *xs, const uint8_t *w, const void *ws, long e,
+                         long n, const double *lut) {
     double total = 0;
     for (long kb = 0; kb < d->KB; kb++) {
         double blk = 0;
@@ -429,8 +443,22 @@ static int launch(const kt_launch *l) {
     memcpy(p, l->ptr, sizeof p);
     p[KT_MOE_T_ALIGN] += (uint64_t)align_offset(&d, tm_index) * 4;
     int M = (int)d.M, topk = (int)d.topk, E = (int)d.E, N = (int)d.N, K = (int)d.K;
-    void *args[] = {&p[KT_MOE_T_X], &p[KT_MOE_T_XS], &p[KT_MOE_T_W], &p[KT_MOE_T_WS], &p[KT_MOE_T_TOPW], &p[KT_MOE_T_SHARED], &p[KT_MOE_T_ALIGN],
-                    &p[KT_MOE_T_OUT], &p[KT_MOE_T_OUTS], &p[KT_MOE_T_PART], &p[KT_MOE_T_CNT], &M, &topk, &E, &N, &K};
+    void *args[] = {&p[KT_MOE_T_X],
+                    &p[KT_MOE_T_XS],
+                    &p[KT_MOE_T_W],
+                    &p[KT_MOE_T_WS],
+                    &p[KT_MOE_T_TOPW],
+                    &p[KT_MOE_T_SHARED],
+                    &p[KT_MOE_T_ALIGN],
+                    &p[KT_MOE_T_OUT],
+                    &p[KT_MOE_T_OUTS],
+                    &p[KT_MOE_T_PART],
+                    &p[KT_MOE_T_CNT],
+                    &M,
+                    &topk,
+                    &E,
+                    &N,
+                    &K};
     long tiles = kt_moe_max_tiles(d.M, d.topk, d.E, v[P_TM]);
     if (tiles > d.MT) tiles = d.MT; /* a used tile holds a slot at least */
     int kernel = (d.fmt == KT_MOE_FP8 ? K_FP8_GATEUP : K_MXFP4_GATEUP) + (d.stage == KT_MOE_DOWN);
@@ -443,12 +471,26 @@ static int launch_reference(const kt_launch *l, uint64_t ref) {
     uint64_t p[KT_MOE_T_COUNT];
     memcpy(p, l->ptr, sizeof p);
     int M = (int)d.M, topk = (int)d.topk, E = (int)d.E, N = (int)d.N, K = (int)d.K, fmt = d.fmt;
-    void *args[] = {&p[KT_MOE_T_X], &p[KT_MOE_T_XS], &p[KT_MOE_T_W], &p[KT_MOE_T_WS], &p[KT_MOE_T_IDS], &p[KT_MOE_T_TOPW], &p[KT_MOE_T_SHARED], &ref,
-                    &M, &topk, &E, &N, &K, &fmt};
+    void *args[] = {&p[KT_MOE_T_X],
+                    &p[KT_MOE_T_XS],
+                    &p[KT_MOE_T_W],
+                    &p[KT_MOE_T_WS],
+                    &p[KT_MOE_T_IDS],
+                    &p[KT_MOE_T_TOPW],
+                    &p[KT_MOE_T_SHARED],
+                    &ref,
+                    &M,
+                    &topk,
+                    &E,
+                    &N,
+                    &K,
+                    &fmt};
     if (d.stage == KT_MOE_DOWN)
-        return kt_launch_kernel(l->ref_mod, K_REF_DOWN, (unsigned)((d.M * d.N + 127) / 128), 1, 1, 128, 0, l->stream, args);
+        return kt_launch_kernel(l->ref_mod, K_REF_DOWN, (unsigned)((d.M * d.N + 127) / 128), 1, 1, 128, 0, l->stream,
+                                args);
     long outs = d.MT * (d.N / 2), groups = d.MT * (d.N / 256);
-    if (kt_launch_kernel(l->ref_mod, K_REF_GATEUP, (unsigned)((outs + 127) / 128), 1, 1, 128, 0, l->stream, args)) return -1;
+    if (kt_launch_kernel(l->ref_mod, K_REF_GATEUP, (unsigned)((outs + 127) / 128), 1, 1, 128, 0, l->stream, args))
+        return -1;
     void *qargs[] = {&ref, &M, &topk, &N};
     return kt_launch_kernel(l->ref_mod, K_REF_QUANT, (unsigned)((groups + 127) / 128), 1, 1, 128, 0, l->stream, qargs);
 }
@@ -484,18 +526,18 @@ static const kt_baseline cublas_grouped = {.name = "cublas_bf16_grouped",
                                            .release = kt_baseline_cublas_grouped_release};
 static const kt_baseline *const baselines[] = {&cublas_grouped, NULL};
 
-static const char *const kernel_names[] = {"moe_gemm_fp8_gateup",   "moe_gemm_fp8_down", "moe_gemm_mxfp4_gateup",
-                                           "moe_gemm_mxfp4_down",   "moe_ref_gateup",    "moe_ref_quant",
-                                           "moe_ref_down",          NULL};
+static const char *const kernel_names[] = {
+    "moe_gemm_fp8_gateup", "moe_gemm_fp8_down", "moe_gemm_mxfp4_gateup", "moe_gemm_mxfp4_down",
+    "moe_ref_gateup",      "moe_ref_quant",     "moe_ref_down",          NULL};
 const char *const kt_moe_format_names[] = {"fp8", "mxfp4", NULL};
 const char *const kt_moe_stage_names[] = {"gateup", "down", NULL};
 
 /* V4-Flash at TP4, one rank: E 256, top-6, gate+up (N 1024, K 4096), down (N 4096, K 512), FP8
  * and MXFP4, uniform and Zipf routing. */
-static const long target_shapes[][KT_MAX_DIMS] = {
-    {0, 0, 256, 1024, 4096, 6, 0}, {0, 1, 256, 4096, 512, 6, 0}, {1, 0, 256, 1024, 4096, 6, 0},
-    {1, 1, 256, 4096, 512, 6, 0},  {0, 0, 256, 1024, 4096, 6, 1}, {0, 1, 256, 4096, 512, 6, 1},
-    {1, 0, 256, 1024, 4096, 6, 1}, {1, 1, 256, 4096, 512, 6, 1}};
+static const long target_shapes[][KT_MAX_DIMS] = {{0, 0, 256, 1024, 4096, 6, 0}, {0, 1, 256, 4096, 512, 6, 0},
+                                                  {1, 0, 256, 1024, 4096, 6, 0}, {1, 1, 256, 4096, 512, 6, 0},
+                                                  {0, 0, 256, 1024, 4096, 6, 1}, {0, 1, 256, 4096, 512, 6, 1},
+                                                  {1, 0, 256, 1024, 4096, 6, 1}, {1, 1, 256, 4096, 512, 6, 1}};
 
 const kt_family kt_family_moe_gemm = {
     .name = "moe_gemm",
@@ -524,19 +566,11 @@ const kt_family kt_family_moe_gemm = {
     .default_config = {{8, 64, 2, 2, 2, 1, 0}},
     .target_shapes = target_shapes,
     .n_target_shapes = 8,
-    .check_problem = check_problem,
-    .check_config = check_config,
-    .config_fits = config_fits,
+    KT_FAMILY_HOOKS,
     .hopeless = hopeless,
     .default_for = default_for,
-    .tensors = tensors,
-    .fill = fill,
-    .reference = reference,
-    .gpu_reference_above = 1 << 20,
-    .launch_reference = launch_reference,
-    .launch = launch,
+    KT_FAMILY_GPU_REFERENCE(1 << 20),
     .tolerance = 1e-2,
-    .bytes = bytes,
     .flops = flops,
     .rotation_bytes = bytes,
     .bench_fields = bench_fields,

@@ -57,9 +57,13 @@ __device__ __forceinline__ kt_u32 e2m1x4_spread(kt_u32 x) {
 }
 // The e4m3 codes of the four values / 64: e2m1 s.e1e0.m is e4m3 s.000e1e0.m00 scaled by 2^-6
 // (subnormals included), so the magnitude bits move up by two and the sign to bit 7.
-__device__ __forceinline__ kt_u32 e2m1x4_as_e4m3(kt_u32 b) { return ((b & 0x07070707u) << 2) | ((b & 0x08080808u) << 4); }
+__device__ __forceinline__ kt_u32 e2m1x4_as_e4m3(kt_u32 b) {
+    return ((b & 0x07070707u) << 2) | ((b & 0x08080808u) << 4);
+}
 // ue8m0 byte `j` of s as a float, times 64 (undoing the 2^-6 above): 2^(s-127+6).
-__device__ __forceinline__ float ue8m0_x64(kt_u32 s, int j) { return __uint_as_float(((s >> (8 * j)) & 0xffu) << 23) * 64.0f; }
+__device__ __forceinline__ float ue8m0_x64(kt_u32 s, int j) {
+    return __uint_as_float(((s >> (8 * j)) & 0xffu) << 23) * 64.0f;
+}
 
 #if KT_NATIVE
 // D = A (16x32 e2m1 in 8-bit containers, code in bits 5:2) * B (32x8 e4m3) + D, A's rows scaled
@@ -92,12 +96,11 @@ template <int FMT> struct kblock {
 };
 
 template <int FMT, bool GATEUP>
-__device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const float *__restrict__ Xs,
-                                         const kt_u8 *__restrict__ W, const void *__restrict__ Ws,
-                                         const float *__restrict__ topw, const kt_u16 *__restrict__ shared,
-                                         const int *__restrict__ rec, void *__restrict__ out_,
-                                         float *__restrict__ out_s, float *__restrict__ part, int *__restrict__ counter,
-                                         int M, int topk, int E, int N, int K) {
+__device__ __forceinline__ void
+moe_gemm(const kt_u8 *__restrict__ X, const float *__restrict__ Xs, const kt_u8 *__restrict__ W,
+         const void *__restrict__ Ws, const float *__restrict__ topw, const kt_u16 *__restrict__ shared,
+         const int *__restrict__ rec, void *__restrict__ out_, float *__restrict__ out_s, float *__restrict__ part,
+         int *__restrict__ counter, int M, int topk, int E, int N, int K) {
     extern __shared__ __align__(128) kt_u8 smem[];
     __shared__ int slot_s[TM];
     __shared__ int last_s[TM + 1];
@@ -128,11 +131,14 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
                 const kt_u8 *row = W + ((long)e * N + r0 + g + 8 * r) * KH;
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
-                    if constexpr (FMT == FMT_FP8) kb.w8[i][j][r] = kt_ldg_stream8(row + kbg * 128 + 32 * j + 8 * t);
-                    else kb.w4[i][j][r] = kt_ldg_stream4(row + kbg * 64 + 16 * j + 4 * t);
+                    if constexpr (FMT == FMT_FP8)
+                        kb.w8[i][j][r] = kt_ldg_stream8(row + kbg * 128 + 32 * j + 8 * t);
+                    else
+                        kb.w4[i][j][r] = kt_ldg_stream4(row + kbg * 64 + 16 * j + 4 * t);
                 }
                 if constexpr (FMT == FMT_MXFP4)
-                    kb.sc[i][r] = *(const kt_u32 *)((const kt_u8 *)Ws + ((long)e * N + r0 + g + 8 * r) * (K / 32) + kbg * 4);
+                    kb.sc[i][r] =
+                        *(const kt_u32 *)((const kt_u8 *)Ws + ((long)e * N + r0 + g + 8 * r) * (K / 32) + kbg * 4);
             }
             if constexpr (FMT == FMT_FP8) kb.bs[i] = ((const float *)Ws)[((long)e * (N / 128) + r0 / 128) * KB + kbg];
         }
@@ -203,21 +209,28 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
                     if constexpr (FMT == FMT_MXFP4) {
                         if (j == 0) sum[i][0] = sum[i][1] = sum[i][2] = sum[i][3] = 0.f;
                         const kt_u32 sa = t & 1 ? kb.sc[i][1] : kb.sc[i][0];
-                        if (j == 0) mma_mxf8f6f4<0>(sum[i], a[i][j], x.x, x.y, sa);
-                        else if (j == 1) mma_mxf8f6f4<1>(sum[i], a[i][j], x.x, x.y, sa);
-                        else if (j == 2) mma_mxf8f6f4<2>(sum[i], a[i][j], x.x, x.y, sa);
-                        else mma_mxf8f6f4<3>(sum[i], a[i][j], x.x, x.y, sa);
+                        if (j == 0)
+                            mma_mxf8f6f4<0>(sum[i], a[i][j], x.x, x.y, sa);
+                        else if (j == 1)
+                            mma_mxf8f6f4<1>(sum[i], a[i][j], x.x, x.y, sa);
+                        else if (j == 2)
+                            mma_mxf8f6f4<2>(sum[i], a[i][j], x.x, x.y, sa);
+                        else
+                            mma_mxf8f6f4<3>(sum[i], a[i][j], x.x, x.y, sa);
                     } else
 #endif
-                    if constexpr (FMT == FMT_FP8) {
-                        if (j == 0) kt_mma_e4m3_first(sum[i], a[i][j], x.x, x.y);
-                        else kt_mma_e4m3(sum[i], a[i][j], x.x, x.y);
+                        if constexpr (FMT == FMT_FP8) {
+                        if (j == 0)
+                            kt_mma_e4m3_first(sum[i], a[i][j], x.x, x.y);
+                        else
+                            kt_mma_e4m3(sum[i], a[i][j], x.x, x.y);
                     } else {
                         float d[4];
                         kt_mma_e4m3_first(d, a[i][j], x.x, x.y);
                         const float s0 = ue8m0_x64(kb.sc[i][0], j), s1 = ue8m0_x64(kb.sc[i][1], j);
 #pragma unroll
-                        for (int q = 0; q < 4; q++) sum[i][q] = j ? fmaf(d[q], q < 2 ? s0 : s1, sum[i][q]) : d[q] * (q < 2 ? s0 : s1);
+                        for (int q = 0; q < 4; q++)
+                            sum[i][q] = j ? fmaf(d[q], q < 2 ? s0 : s1, sum[i][q]) : d[q] * (q < 2 ? s0 : s1);
                     }
                 }
             }
@@ -284,7 +297,8 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
     };
     if constexpr (GATEUP && TN == 256 && SPLIT == 1) {
         // the CTA has all 128 columns of gate and up: no trip through the partials
-        swiglu_quant(c0, [&](int m, int r) { return red[m * RED_LD + (r < inter ? r - c0 : TN / 2 + r - inter - c0)]; });
+        swiglu_quant(c0,
+                     [&](int m, int r) { return red[m * RED_LD + (r < inter ? r - c0 : TN / 2 + r - inter - c0)]; });
         return;
     }
     // Partials [z][slot][weight row], then count this CTA in.
@@ -337,12 +351,11 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
     }
 }
 
-#define KT_MOE_ENTRY(NAME, FMT, GATEUP)                                                                          \
-    extern "C" __global__ void __launch_bounds__(THREADS, 1)                                                    \
-        NAME(const kt_u8 *X, const float *Xs, const kt_u8 *W, const void *Ws, const float *topw,                \
-             const kt_u16 *shared, const int *rec, void *out, float *out_s, float *part, int *counter, int M,   \
-             int topk, int E, int N, int K) {                                                                   \
-        moe_gemm<FMT, GATEUP>(X, Xs, W, Ws, topw, shared, rec, out, out_s, part, counter, M, topk, E, N, K);    \
+#define KT_MOE_ENTRY(NAME, FMT, GATEUP)                                                                                \
+    extern "C" __global__ void __launch_bounds__(THREADS, 1) NAME(                                                     \
+        const kt_u8 *X, const float *Xs, const kt_u8 *W, const void *Ws, const float *topw, const kt_u16 *shared,      \
+        const int *rec, void *out, float *out_s, float *part, int *counter, int M, int topk, int E, int N, int K) {    \
+        moe_gemm<FMT, GATEUP>(X, Xs, W, Ws, topw, shared, rec, out, out_s, part, counter, M, topk, E, N, K);           \
     }
 KT_MOE_ENTRY(moe_gemm_fp8_gateup, FMT_FP8, true)
 KT_MOE_ENTRY(moe_gemm_fp8_down, FMT_FP8, false)
@@ -406,15 +419,14 @@ extern "C" __global__ void moe_ref_quant(double *ref, int M, int topk, int N) {
     float amax = 0.f;
     for (int c = 0; c < 128; c++) amax = fmaxf(amax, fabsf((float)h[c]));
     const float scale = fmaxf(amax, 1e-10f) / 448.0f;
-    for (int c = 0; c < 128; c++)
-        h[c] = kt_e4m3_to_f64((kt_u8)(kt_f32x2_to_e4m3x2((float)h[c] / scale, 0.f) & 0xff));
+    for (int c = 0; c < 128; c++) h[c] = kt_e4m3_to_f64((kt_u8)(kt_f32x2_to_e4m3x2((float)h[c] / scale, 0.f) & 0xff));
     ref[MT * inter + idx] = scale;
 }
 
 // DOWN: ref[m * N + n] = shared + sum_k w * (slot's row . expert row n).
-extern "C" __global__ void moe_ref_down(const kt_u8 *X, const float *Xs, const kt_u8 *W, const void *Ws,
-                                        const int *ids, const float *topw, const kt_u16 *shared, double *ref, int M,
-                                        int topk, int E, int N, int K, int fmt) {
+extern "C" __global__ void moe_ref_down(const kt_u8 *X, const float *Xs, const kt_u8 *W, const void *Ws, const int *ids,
+                                        const float *topw, const kt_u16 *shared, double *ref, int M, int topk, int E,
+                                        int N, int K, int fmt) {
     (void)E;
     const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (long)M * N) return;

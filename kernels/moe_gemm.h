@@ -20,8 +20,19 @@ static inline int kt_moe_cat(const kt_problem *p, int key) { return (int)p->dim[
 /* moe_gemm's tensors, the same order for both stages; the ones a stage does not use are
  * one-element inputs (the MoE step pipeline, kernels/moe_step.c, maps them). */
 enum {
-    KT_MOE_T_X, KT_MOE_T_XS, KT_MOE_T_W, KT_MOE_T_WS, KT_MOE_T_IDS, KT_MOE_T_TOPW, KT_MOE_T_SHARED,
-    KT_MOE_T_ALIGN, KT_MOE_T_OUT, KT_MOE_T_OUTS, KT_MOE_T_PART, KT_MOE_T_CNT, KT_MOE_T_COUNT
+    KT_MOE_T_X,
+    KT_MOE_T_XS,
+    KT_MOE_T_W,
+    KT_MOE_T_WS,
+    KT_MOE_T_IDS,
+    KT_MOE_T_TOPW,
+    KT_MOE_T_SHARED,
+    KT_MOE_T_ALIGN,
+    KT_MOE_T_OUT,
+    KT_MOE_T_OUTS,
+    KT_MOE_T_PART,
+    KT_MOE_T_CNT,
+    KT_MOE_T_COUNT
 };
 
 /* Seeded inputs of stage problem p for the routing ids [M*topk] into host (moe_gemm's tensor

@@ -3,6 +3,7 @@
  * alignment records of kernels/common/moe_layout.h out. Key: ROUTER (V4, V3), E, TOPK, TM and
  * NTM (records for the grouped GEMM's token tiles TM, 2 TM, ..., 2^(NTM-1) TM: the GEMM tunes
  * its tile and reads its own), DIST (uniform, zipf, hot: what the fill's routing follows). */
+#include "family_hooks.h"
 #include "../runtime/kt.h"
 #include "common/moe_layout.h"
 #include "common/moe_router.h"
@@ -31,7 +32,8 @@ static int check_problem(const kt_problem *p, char *why, size_t n) {
     long most = router == KT_MOE_ROUTER_V3 ? E / KT_MOE_V3_GROUPS * KT_MOE_V3_TOPK_GROUPS : E;
     if (K < 1 || K > KT_MOE_MAX_TOPK || K > most)
         return snprintf(why, n, "TOPK=%ld: moe_route takes 1 to %ld experts a token here", K,
-                        most < KT_MOE_MAX_TOPK ? most : KT_MOE_MAX_TOPK), -1;
+                        most < KT_MOE_MAX_TOPK ? most : KT_MOE_MAX_TOPK),
+               -1;
     long NTM = p->dim[KT_MR_NTM];
     if (NTM < 1 || NTM > KT_MOE_MAX_NTM)
         return snprintf(why, n, "NTM=%ld: moe_route writes 1 to %d alignment records", NTM, KT_MOE_MAX_NTM), -1;
@@ -51,7 +53,8 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
 
 /* The block's per-warp expert counts fit its shared memory, and the one-kernel path's slots. */
 static int config_fits(const kt_config *c, const kt_problem *p) {
-    return c->v[P_WARPS] * p->dim[KT_MR_E] <= HIST_INTS && (!c->v[P_FUSED] || p->m * p->dim[KT_MR_TOPK] <= KT_MOE_FUSED_SLOTS);
+    return c->v[P_WARPS] * p->dim[KT_MR_E] <= HIST_INTS &&
+           (!c->v[P_FUSED] || p->m * p->dim[KT_MR_TOPK] <= KT_MOE_FUSED_SLOTS);
 }
 
 /* One launch while a block's warps route every token in one pass; two above, where routing
@@ -94,8 +97,10 @@ static void draw_experts(long E, long topk, const double *cdf, int hot, double h
         long lo = 0, hi = E - 1;
         while (lo < hi) {
             long mid = (lo + hi) / 2;
-            if (cdf[mid] > u) hi = mid;
-            else lo = mid + 1;
+            if (cdf[mid] > u)
+                hi = mid;
+            else
+                lo = mid + 1;
         }
         int dup = (int)lo == hot, groups = 0, new_group = 1;
         unsigned used = 0;
@@ -130,7 +135,8 @@ void kt_moe_route_fill(int router, long E, long topk, int dist, long M, uint64_t
     for (long e = 1; e < E; e++) cdf[e] += cdf[e - 1];
     int hot = dist == KT_MOE_DIST_HOT ? rank[0] : -1;
     double hot_share = fmin(1.0, 0.25 * (double)topk);
-    for (long e = 0; e < E; e += 2) bias[e] = bias[e + 1] = (float)((double)(kt_rng_next(&rng) % 33) / 1024.0 - 16.0 / 1024.0);
+    for (long e = 0; e < E; e += 2)
+        bias[e] = bias[e + 1] = (float)((double)(kt_rng_next(&rng) % 33) / 1024.0 - 16.0 / 1024.0);
     /* The drawn experts well above the rest under either score: V4's sqrt(softplus) >= 1.76
      * against <= 1.17; V3's sigmoid >= 0.88 against <= 0.27, so that a group holding a drawn
      * expert (top two >= 0.92) beats every other (<= 0.54). */
@@ -152,8 +158,8 @@ void kt_moe_route_fill(int router, long E, long topk, int dist, long M, uint64_t
 }
 
 static void fill(const kt_problem *p, uint64_t seed, void *const *host) {
-    kt_moe_route_fill((int)p->dim[KT_MR_ROUTER], p->dim[KT_MR_E], p->dim[KT_MR_TOPK], (int)p->dim[KT_MR_DIST], p->m, seed,
-                      host[T_LOGITS], host[T_BIAS]);
+    kt_moe_route_fill((int)p->dim[KT_MR_ROUTER], p->dim[KT_MR_E], p->dim[KT_MR_TOPK], (int)p->dim[KT_MR_DIST], p->m,
+                      seed, host[T_LOGITS], host[T_BIAS]);
 }
 
 double kt_moe_sigmoid_f64(double x) { return 1.0 / (1.0 + exp(-x)); }
@@ -170,8 +176,10 @@ static void v3_mask(long E, float *value) {
     for (int g = 0; g < KT_MOE_V3_GROUPS; g++) {
         long a = -1, b = -1; /* the two largest of the group */
         for (long e = g * per; e < (g + 1) * per; e++) {
-            if (a < 0 || value[e] > value[a]) b = a, a = e;
-            else if (b < 0 || value[e] > value[b]) b = e;
+            if (a < 0 || value[e] > value[a])
+                b = a, a = e;
+            else if (b < 0 || value[e] > value[b])
+                b = e;
         }
         gscore[g] = value[a] + value[b];
     }
@@ -199,7 +207,8 @@ void kt_moe_route_token_ref(int router, long E, long topk, const float *logits, 
             if (!taken[e] && (best < 0 || chosen_first(value[e], e, value[best], best))) best = e;
         taken[best] = 1;
         ids[k] = (int)best;
-        weights[k] = router == KT_MOE_ROUTER_V4 ? kt_moe_sqrt_softplus_f64(logits[best]) : kt_moe_sigmoid_f64(logits[best]);
+        weights[k] =
+            router == KT_MOE_ROUTER_V4 ? kt_moe_sqrt_softplus_f64(logits[best]) : kt_moe_sigmoid_f64(logits[best]);
         sum += weights[k];
     }
     for (long k = 0; k < topk; k++) weights[k] = weights[k] / (sum + 1e-20) * kt_moe_scale(router);
@@ -210,7 +219,8 @@ static void reference(const kt_problem *p, void *const *host, double *ref) {
     const long M = p->m, E = p->dim[KT_MR_E], K = p->dim[KT_MR_TOPK], TM = p->dim[KT_MR_TM];
     const int router = (int)p->dim[KT_MR_ROUTER];
     const float *logits = host[T_LOGITS], *bias = host[T_BIAS];
-    int *ids = malloc(sizeof(int) * M * K), *rec = malloc(sizeof(int) * record_ints(p)), *count = malloc(sizeof(int) * E);
+    int *ids = malloc(sizeof(int) * M * K), *rec = malloc(sizeof(int) * record_ints(p)),
+        *count = malloc(sizeof(int) * E);
     double *w = malloc(sizeof(double) * K);
     if (!ids || !rec || !count || !w) abort();
     for (long t = 0; t < M; t++) {
@@ -218,7 +228,8 @@ static void reference(const kt_problem *p, void *const *host, double *ref) {
         for (long k = 0; k < K; k++) ref[M * K + t * K + k] = w[k];
     }
     for (long i = 0; i < M * K; i++) ref[i] = ids[i];
-    for (int r = 0; r < p->dim[KT_MR_NTM]; r++) kt_moe_align_ref(ids, M, K, E, TM << r, rec + record_offset(p, r), count);
+    for (int r = 0; r < p->dim[KT_MR_NTM]; r++)
+        kt_moe_align_ref(ids, M, K, E, TM << r, rec + record_offset(p, r), count);
     for (long i = 0; i < record_ints(p); i++) ref[2 * M * K + i] = rec[i];
     free(ids);
     free(rec);
@@ -234,8 +245,8 @@ static int launch(const kt_launch *l) {
     uint64_t ptr[5];
     memcpy(ptr, l->ptr, sizeof ptr);
     if (l->config->v[P_FUSED]) {
-        void *args[] = {&ptr[T_LOGITS], &ptr[T_BIAS], &ptr[T_IDS], &ptr[T_WEIGHTS], &ptr[T_REC], &M, &E, &K, &TM, &NTM,
-                        &router};
+        void *args[] = {&ptr[T_LOGITS], &ptr[T_BIAS], &ptr[T_IDS], &ptr[T_WEIGHTS], &ptr[T_REC], &M, &E, &K, &TM,
+                        &NTM,           &router};
         return kt_launch_kernel_pdl(l->mod, K_FUSED, blocks, 1, 1, threads, 0, l->stream, args);
     }
     void *route[] = {&ptr[T_LOGITS], &ptr[T_BIAS], &ptr[T_IDS], &ptr[T_WEIGHTS], &M, &E, &K, &router};
@@ -280,14 +291,7 @@ const kt_family kt_family_moe_route = {
     .default_config = {{8, 0, 16}},
     .target_shapes = target_shapes,
     .n_target_shapes = 6,
-    .check_problem = check_problem,
-    .check_config = check_config,
-    .config_fits = config_fits,
+    KT_FAMILY_HOOKS,
     .default_for = default_for,
-    .tensors = tensors,
-    .fill = fill,
-    .reference = reference,
-    .launch = launch,
     .tolerance = 2e-6, /* the f32 weights against float64: a few ulp */
-    .bytes = bytes,
 };

@@ -30,7 +30,6 @@ static_assert(WARPS >= KT_MOE_MAX_NTM && WARPS <= 32, "a warp per record scans; 
 // __launch_bounds__(THREADS, 1): one block an SM is all the registers need (without it ptxas
 // held 16 warps to 64 registers and spilled the router's keys)
 
-
 // The warp's largest key in two warp reductions (redux.sync, sm_80+) instead of five rounds of
 // 64-bit shuffles: the largest value, then the largest low half (the lowest expert) among the
 // lanes holding that value.
@@ -135,7 +134,7 @@ __device__ __forceinline__ void route_token(const float *logits, const float *bi
 
 // Per-expert shared state of the alignment.
 struct align_smem {
-    int hist[HIST_INTS];         // [warp][expert]: slots of the warp's run, then its base within the expert
+    int hist[HIST_INTS]; // [warp][expert]: slots of the warp's run, then its base within the expert
     int count[KT_MOE_MAX_E];
     int start[KT_MOE_MAX_NTM][KT_MOE_MAX_E + 1]; // per record: exclusive scan of the padded counts; [E] = rows in use
 };
@@ -210,7 +209,8 @@ __device__ void align_grid(const int *ids, int *rec, int M, int K, int E, int TM
         int *hist = s.hist + warp * E;
         warp_run(ids, begin, end, [&](long slot, int e, unsigned peers) {
             const int at = hist[e] + __popc(peers & ((1u << lane) - 1));
-            for (int r = 0; r < NTM; r++) rec[kt_moe_align_multi_offset(M, K, E, TM, r) + s.start[r][e] + at] = (int)slot;
+            for (int r = 0; r < NTM; r++)
+                rec[kt_moe_align_multi_offset(M, K, E, TM, r) + s.start[r][e] + at] = (int)slot;
             __syncwarp(peers);
             if (lane == __ffs(peers) - 1) hist[e] += __popc(peers);
         });
@@ -239,8 +239,8 @@ __device__ void align_grid(const int *ids, int *rec, int M, int K, int E, int TM
 // FUSED=1 (M * K <= KT_MOE_FUSED_SLOTS): every block routes every token into shared memory
 // (block 0 also writes ids and weights) and aligns from there: one launch, no round trip.
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
-moe_route_fused(const float *__restrict__ logits, const float *__restrict__ bias, int *ids, float *weights, int *rec,
-                int M, int E, int K, int TM, int NTM, int router) {
+    moe_route_fused(const float *__restrict__ logits, const float *__restrict__ bias, int *ids, float *weights,
+                    int *rec, int M, int E, int K, int TM, int NTM, int router) {
     __shared__ align_smem s;
     __shared__ int ids_s[KT_MOE_FUSED_SLOTS];
     __shared__ float weights_s[KT_MOE_FUSED_SLOTS];
@@ -257,8 +257,8 @@ moe_route_fused(const float *__restrict__ logits, const float *__restrict__ bias
 
 // FUSED=0, first kernel: a warp per token over ceil(M / WARPS) blocks.
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
-moe_route_tokens(const float *__restrict__ logits, const float *__restrict__ bias, int *ids, float *weights, int M,
-                 int E, int K, int router) {
+    moe_route_tokens(const float *__restrict__ logits, const float *__restrict__ bias, int *ids, float *weights, int M,
+                     int E, int K, int router) {
     kt_allow_consumer();
     kt_wait_producer();
     const int t = blockIdx.x * WARPS + threadIdx.x / 32;
@@ -267,7 +267,7 @@ moe_route_tokens(const float *__restrict__ logits, const float *__restrict__ bia
 
 // FUSED=0, second kernel: BLOCKS blocks align what moe_route_tokens wrote.
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
-moe_align(const int *ids, int *rec, int M, int E, int K, int TM, int NTM) {
+    moe_align(const int *ids, int *rec, int M, int E, int K, int TM, int NTM) {
     __shared__ align_smem s;
     kt_allow_consumer();
     kt_wait_producer();

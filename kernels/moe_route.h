@@ -13,7 +13,6 @@ enum { KT_MR_ROUTER, KT_MR_E, KT_MR_TOPK, KT_MR_TM, KT_MR_NTM, KT_MR_DIST, KT_MR
 extern const char *const kt_moe_router_names[]; /* "V4", "V3", NULL */
 extern const char *const kt_moe_dist_names[];   /* "uniform", "zipf", "hot", NULL */
 
-
 /* Seeded f32 gate logits [M, E] and correction bias [E] shaped so that the routing follows
  * distribution dist: each token's top-k are drawn (uniform; Zipf s = 1.1 over a seeded
  * ranking; one hot expert in a share min(1, 0.25 topk) of the tokens, its most possible share

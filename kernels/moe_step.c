@@ -22,22 +22,39 @@ extern const kt_family kt_family_moe_route, kt_family_moe_gemm;
 
 enum { K_ROUTER, K_FORMAT, K_E, K_HIDDEN, K_INTER, K_DIST, K_COUNT };
 enum {
-    T_LOGITS, T_BIAS, T_X, T_XS, T_W1, T_WS1, T_W2, T_WS2, T_SHARED, T_OUT, /* inputs, the output */
-    T_IDS, T_TOPW, T_ALIGN, T_H, T_HS, T_PART, T_CNT, T_COUNT               /* between the stages */
+    T_LOGITS,
+    T_BIAS,
+    T_X,
+    T_XS,
+    T_W1,
+    T_WS1,
+    T_W2,
+    T_WS2,
+    T_SHARED,
+    T_OUT, /* inputs, the output */
+    T_IDS,
+    T_TOPW,
+    T_ALIGN,
+    T_H,
+    T_HS,
+    T_PART,
+    T_CNT,
+    T_COUNT /* between the stages */
 };
-#define TM 8  /* the alignment records: tiles 8, 16, 32, 64 (moe_gemm's TM values) */
+#define TM 8 /* the alignment records: tiles 8, 16, 32, 64 (moe_gemm's TM values) */
 #define NTM 4
 
 static long topk_of(const kt_problem *p) { return p->dim[K_ROUTER] == KT_MOE_ROUTER_V4 ? 6 : 8; }
 
 static void route_problem(const kt_problem *p, kt_problem *s) {
-    *s = (kt_problem){.n_dims = KT_MR_KEYS, .m = p->m,
-                      .dim = {p->dim[K_ROUTER], p->dim[K_E], topk_of(p), TM, NTM, p->dim[K_DIST]}};
+    *s = (kt_problem){
+        .n_dims = KT_MR_KEYS, .m = p->m, .dim = {p->dim[K_ROUTER], p->dim[K_E], topk_of(p), TM, NTM, p->dim[K_DIST]}};
 }
 static void gemm_problem(const kt_problem *p, int stage, kt_problem *s) {
     long N = stage == KT_MOE_GATEUP ? 2 * p->dim[K_INTER] : p->dim[K_HIDDEN];
     long K = stage == KT_MOE_GATEUP ? p->dim[K_HIDDEN] : p->dim[K_INTER];
-    *s = (kt_problem){.n_dims = KT_MOE_KEYS, .m = p->m,
+    *s = (kt_problem){.n_dims = KT_MOE_KEYS,
+                      .m = p->m,
                       .dim = {p->dim[K_FORMAT], stage, p->dim[K_E], N, K, topk_of(p), p->dim[K_DIST]}};
 }
 static void gateup_problem(const kt_problem *p, kt_problem *s) { gemm_problem(p, KT_MOE_GATEUP, s); }
@@ -168,11 +185,10 @@ static double bytes(const kt_problem *p) {
     return kt_family_moe_gemm.bytes(&gu) + kt_family_moe_gemm.bytes(&dn) + 4.0 * p->m * p->dim[K_E];
 }
 
-static const long target_shapes[][KT_MAX_DIMS] = {
-    {KT_MOE_ROUTER_V4, KT_MOE_FP8, 256, 4096, 512, KT_MOE_DIST_UNIFORM},
-    {KT_MOE_ROUTER_V4, KT_MOE_FP8, 256, 4096, 512, KT_MOE_DIST_ZIPF},
-    {KT_MOE_ROUTER_V4, KT_MOE_MXFP4, 256, 4096, 512, KT_MOE_DIST_UNIFORM},
-    {KT_MOE_ROUTER_V4, KT_MOE_MXFP4, 256, 4096, 512, KT_MOE_DIST_ZIPF}};
+static const long target_shapes[][KT_MAX_DIMS] = {{KT_MOE_ROUTER_V4, KT_MOE_FP8, 256, 4096, 512, KT_MOE_DIST_UNIFORM},
+                                                  {KT_MOE_ROUTER_V4, KT_MOE_FP8, 256, 4096, 512, KT_MOE_DIST_ZIPF},
+                                                  {KT_MOE_ROUTER_V4, KT_MOE_MXFP4, 256, 4096, 512, KT_MOE_DIST_UNIFORM},
+                                                  {KT_MOE_ROUTER_V4, KT_MOE_MXFP4, 256, 4096, 512, KT_MOE_DIST_ZIPF}};
 
 /* For each stage's tensors (in its family's order), the pipeline tensor: the gate+up stage's
  * unused weights and shared inputs, and the down stage's unused scale, take tensors it ignores. */
@@ -198,8 +214,10 @@ const kt_family kt_family_moe_step = {
     .rotation_bytes = bytes, /* a step reads the touched experts only: rotate copies enough for those */
     .n_stages = 3,
     .stages = {{&kt_family_moe_route, route_problem, {T_LOGITS, T_BIAS, T_IDS, T_TOPW, T_ALIGN}},
-               {&kt_family_moe_gemm, gateup_problem,
+               {&kt_family_moe_gemm,
+                gateup_problem,
                 {T_X, T_XS, T_W1, T_WS1, T_IDS, T_TOPW, T_SHARED, T_ALIGN, T_H, T_HS, T_PART, T_CNT}},
-               {&kt_family_moe_gemm, down_problem,
+               {&kt_family_moe_gemm,
+                down_problem,
                 {T_H, T_HS, T_W2, T_WS2, T_IDS, T_TOPW, T_SHARED, T_ALIGN, T_OUT, T_PART, T_PART, T_CNT}}},
 };

@@ -2,6 +2,7 @@
  * family contract: a categorical key field (LAYOUT), int32 index inputs, two outputs (an f32
  * with +inf entries compared REL_L2, an i32 compared as sets), its own batch ladder (B). The
  * CPU tests take it through the compare, tune (fake GPU), the DB and dispatch. */
+#include "family_hooks.h"
 #include "../runtime/kt.h"
 #include "common/kt_arch.h"
 #include "common/probe_layout.h"
@@ -112,14 +113,7 @@ const kt_family kt_family_probe = {
     .default_config = {{64, 0}},
     .target_shapes = target_shapes,
     .n_target_shapes = 2,
-    .check_problem = check_problem,
-    .check_config = check_config,
-    .config_fits = config_fits,
-    .tensors = tensors,
-    .fill = fill,
-    .reference = reference,
+    KT_FAMILY_HOOKS,
     .work = work,
-    .launch = launch,
     .tolerance = 1e-6,
-    .bytes = bytes,
 };

@@ -11,8 +11,7 @@
 #endif
 
 // The row's smallest named value and its valid indices packed into ids (order by KT_REVERSE).
-__device__ __forceinline__ void probe_row(const int *idx, const float *val, long n, int layout, float *lse,
-                                          int *ids) {
+__device__ __forceinline__ void probe_row(const int *idx, const float *val, long n, int layout, float *lse, int *ids) {
     float best = __int_as_float(0x7f800000); // +inf: no valid slot
     int kept = 0;
     for (int j = 0; j < KT_PROBE_SLOTS; j++) {
@@ -27,8 +26,8 @@ __device__ __forceinline__ void probe_row(const int *idx, const float *val, long
 }
 
 extern "C" __global__ void __launch_bounds__(KT_THREADS)
-    probe(const int *__restrict__ idx, const float *__restrict__ val, float *__restrict__ lse,
-          int *__restrict__ ids, long rows, long n, int layout) {
+    probe(const int *__restrict__ idx, const float *__restrict__ val, float *__restrict__ lse, int *__restrict__ ids,
+          long rows, long n, int layout) {
     long b = (long)blockIdx.x * KT_THREADS + threadIdx.x;
     if (b < rows) probe_row(idx + b * KT_PROBE_SLOTS, val, n, layout, lse + b, ids + b * KT_PROBE_SLOTS);
 }

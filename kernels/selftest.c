@@ -2,6 +2,7 @@
  * f32, the smallest real kernel, with planted faulting (FAULT=1) and hanging (HANG=1)
  * variants. The tests sweep it to prove a sweep records a fault as that variant's result,
  * restarts its worker and still picks the right winner. */
+#include "family_hooks.h"
 #include "../runtime/kt.h"
 
 #include <string.h>
@@ -63,8 +64,7 @@ static int launch(const kt_launch *l) {
     uint64_t x = l->ptr[T_X], y = l->ptr[T_Y];
     void *args[] = {&x, &y, &n};
     long per_block = (long)THREADS * l->config->v[P_VEC];
-    return kt_launch_kernel(l->mod, 0, (unsigned)((n + per_block - 1) / per_block), 1, 1, THREADS, 0, l->stream,
-                            args);
+    return kt_launch_kernel(l->mod, 0, (unsigned)((n + per_block - 1) / per_block), 1, 1, THREADS, 0, l->stream, args);
 }
 
 static double bytes(const kt_problem *p) { return 8.0 * p->m * p->dim[0]; }
@@ -88,14 +88,7 @@ const kt_family kt_family_selftest = {
     .default_config = {{4, 0, 0}},
     .target_shapes = target_shapes,
     .n_target_shapes = 1,
-    .check_problem = check_problem,
-    .check_config = check_config,
-    .config_fits = config_fits,
-    .tensors = tensors,
-    .fill = fill,
-    .reference = reference,
-    .launch = launch,
+    KT_FAMILY_HOOKS,
     .tolerance = 1e-6,
-    .bytes = bytes,
     .flops = flops,
 };

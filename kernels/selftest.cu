@@ -14,10 +14,12 @@
 constexpr int VEC = KT_VEC, THREADS = 256;
 static_assert(VEC == 1 || VEC == 2 || VEC == 4, "VEC is 1, 2 or 4 floats per thread");
 
-struct alignas(4 * VEC) f32_vec { float v[VEC]; };
+struct alignas(4 * VEC) f32_vec {
+    float v[VEC];
+};
 
 extern "C" __global__ void __launch_bounds__(THREADS)
-selftest(const float *__restrict__ x, float *__restrict__ y, long n) {
+    selftest(const float *__restrict__ x, float *__restrict__ y, long n) {
     if (KT_FAULT) {
         // An address no allocation has: the store faults, and the trap makes sure of it.
         *(volatile float *)(0x8ull << 40) = 1.0f;

@@ -15,9 +15,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_SHOWN 40     /* ok variants drawn per problem (the fastest); the rest counted */
+#define MAX_SHOWN 40 /* ok variants drawn per problem (the fastest); the rest counted */
 #define MAX_BASELINES 8
-#define ROW_H 15.0       /* a variant's row in a problem's chart */
+#define ROW_H 15.0 /* a variant's row in a problem's chart */
 
 typedef struct device {
     long long id;
@@ -66,8 +66,8 @@ typedef struct report {
     int n_bench;
     problem *probs;
     int n_probs;
-    int file;                                  /* the bench file being read */
-    char bench_device[8][128];                 /* each bench file's device and rates */
+    int file;                  /* the bench file being read */
+    char bench_device[8][128]; /* each bench file's device and rates */
     double bench_copy[8], bench_mma[8];
     FILE *out;
     int n_plots;
@@ -213,12 +213,13 @@ static int read_bench(report *r, const char *path) {
     sqlite3_finalize(st);
     st = NULL;
     if (rc == SQLITE_OK)
-        rc = sqlite3_prepare_v2(r->db,
-                                "SELECT json_extract(value, '$.device'), json_extract(value, '$.family'), "
-                                "json_extract(value, '$.shape'), COALESCE(json_extract(value, '$.M'), "
-                                "json_extract(value, '$.B'), json_extract(value, '$.m')), json_extract(value, '$.copy_bytes_per_s'), "
-                                "json_extract(value, '$.mma_flops_per_s'), value FROM json_each(?1)",
-                                -1, &st, NULL);
+        rc = sqlite3_prepare_v2(
+            r->db,
+            "SELECT json_extract(value, '$.device'), json_extract(value, '$.family'), "
+            "json_extract(value, '$.shape'), COALESCE(json_extract(value, '$.M'), "
+            "json_extract(value, '$.B'), json_extract(value, '$.m')), json_extract(value, '$.copy_bytes_per_s'), "
+            "json_extract(value, '$.mma_flops_per_s'), value FROM json_each(?1)",
+            -1, &st, NULL);
     int failed = rc != SQLITE_OK;
     if (!failed) {
         sqlite3_bind_text(st, 1, text, (int)len, SQLITE_STATIC);
@@ -252,7 +253,8 @@ static int meas_cmp(const void *pa, const void *pb) {
     const meas *a = pa, *b = pb;
     int c;
     if (a->device_id != b->device_id) return a->device_id < b->device_id ? -1 : 1;
-    if ((c = strcmp(a->family, b->family)) || (c = strcmp(a->source, b->source)) || (c = natural_cmp(a->shape, b->shape)))
+    if ((c = strcmp(a->family, b->family)) || (c = strcmp(a->source, b->source)) ||
+        (c = natural_cmp(a->shape, b->shape)))
         return c;
     if (a->m != b->m) return a->m < b->m ? -1 : 1;
     int ok_a = !strcmp(a->status, "ok"), ok_b = !strcmp(b->status, "ok");
@@ -264,7 +266,8 @@ static int winner_cmp(const void *pa, const void *pb) {
     const winner *a = pa, *b = pb;
     int c;
     if (a->device_id != b->device_id) return a->device_id < b->device_id ? -1 : 1;
-    if ((c = strcmp(a->family, b->family)) || (c = strcmp(a->source, b->source)) || (c = natural_cmp(a->shape, b->shape)))
+    if ((c = strcmp(a->family, b->family)) || (c = strcmp(a->source, b->source)) ||
+        (c = natural_cmp(a->shape, b->shape)))
         return c;
     return (a->bucket > b->bucket) - (a->bucket < b->bucket);
 }
@@ -276,10 +279,13 @@ static int same_problem(const meas *a, const meas *b) {
 
 static int load(report *r, const char *const *bench, int n_bench) {
     if (query(r, "SELECT id, name, cc, sm_count, driver_version, nvrtc_version FROM devices ORDER BY id", device_row) ||
-        query(r, "SELECT device_id, family, source_hash, shape, m, config, status, error, median_us, min_us, max_us, "
-                 "run_id FROM measurements", meas_row) ||
-        query(r, "SELECT w.device_id, w.family, w.source_hash, w.shape, w.m_bucket, w.config, w.median_us, "
-                 "COALESCE(m.m, w.m_bucket) FROM winners w LEFT JOIN measurements m ON m.id = w.measurement_id",
+        query(r,
+              "SELECT device_id, family, source_hash, shape, m, config, status, error, median_us, min_us, max_us, "
+              "run_id FROM measurements",
+              meas_row) ||
+        query(r,
+              "SELECT w.device_id, w.family, w.source_hash, w.shape, w.m_bucket, w.config, w.median_us, "
+              "COALESCE(m.m, w.m_bucket) FROM winners w LEFT JOIN measurements m ON m.id = w.measurement_id",
               winner_row))
         return -1;
     for (r->file = 0; r->file < n_bench; r->file++)
@@ -318,7 +324,7 @@ static void bound_of(const report *r, long long device_id, const char *family, c
     kt_problem p;
     if (!f) {
         tip(b->why, sizeof b->why, "no floor or roof: this build of kt has no family %s (its bytes() and flops())",
-                 family);
+            family);
         return;
     }
     if (kt_parse_shape(f, shape, &p)) {
@@ -330,8 +336,10 @@ static void bound_of(const report *r, long long device_id, const char *family, c
     b->flops = f->flops ? f->flops(&p) : NAN;
     const device *d = device_of(r, device_id);
     if (!d || !isfinite(d->copy_bps)) {
-        tip(b->why, sizeof b->why, "no floor: no copy bandwidth recorded for %s (give kt report a kt bench --json "
-                 "file of that device with --bench)", d ? d->name : "this device");
+        tip(b->why, sizeof b->why,
+            "no floor: no copy bandwidth recorded for %s (give kt report a kt bench --json "
+            "file of that device with --bench)",
+            d ? d->name : "this device");
         return;
     }
     b->floor_us = b->bytes / d->copy_bps * 1e6;
@@ -412,19 +420,20 @@ static void config_labels(const meas *const *rows, int n, char (*labels)[256], c
         split_config(rows[i]->config, &p);
         labels[i][0] = 0;
         for (int k = 0; k < p.n; k++)
-            if (k >= first.n || !same[k] || strcmp(p.name[k], first.name[k])) append_pair(labels[i], 256, p.name[k], p.value[k]);
+            if (k >= first.n || !same[k] || strcmp(p.name[k], first.name[k]))
+                append_pair(labels[i], 256, p.name[k], p.value[k]);
         if (!labels[i][0]) snprintf(labels[i], 256, "%s", n == 1 ? "(the only config)" : "(same)");
     }
 }
-
 
 /* A vertical marker line at time us across the frame (floor, roof). */
 static void vline(kt_plot *p, double us, const char *color, const char *label) {
     if (!isfinite(us) || us > p->x.hi) return;
     double x = kt_plot_px(p, us);
-    fprintf(p->out, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-dasharray=\"4 3\"/>"
-            "<text x=\"%.1f\" y=\"%.1f\" fill=\"%s\" font-size=\"10\">%s %.3g us</text>\n", x, p->top, x, p->bottom,
-            color, x + 3, p->top - 3, color, label, us);
+    fprintf(p->out,
+            "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-dasharray=\"4 3\"/>"
+            "<text x=\"%.1f\" y=\"%.1f\" fill=\"%s\" font-size=\"10\">%s %.3g us</text>\n",
+            x, p->top, x, p->bottom, color, x + 3, p->top - 3, color, label, us);
 }
 
 /* Problem pb: each measured variant's time (fastest MAX_SHOWN of the ok ones, then every
@@ -432,7 +441,7 @@ static void vline(kt_plot *p, double us, const char *color, const char *label) {
 static int plot_problem(report *r, const problem *pb) {
     const meas *key = &r->ms[pb->first];
     const meas **rows = malloc(sizeof *rows * (size_t)pb->n);
-    char (*labels)[256] = malloc(256 * (size_t)pb->n), common[1024], title[512], t[1024];
+    char(*labels)[256] = malloc(256 * (size_t)pb->n), common[1024], title[512], t[1024];
     const char **names = malloc(sizeof *names * (size_t)pb->n);
     if (!rows || !labels || !names) {
         free(rows), free(labels), free(names);
@@ -462,8 +471,8 @@ static int plot_problem(report *r, const problem *pb) {
     for (int i = 0; i < n; i++) kt_axis_include(&p.x, rows[i]->max_us);
     kt_axis_include(&p.x, 0);
     kt_axis_pad(&p.x);
-    tip(title, sizeof title, "%s %s M=%ld: %d variants measured, %d failed", key->family, key->shape, key->m,
-             pb->n, pb->n - n_ok);
+    tip(title, sizeof title, "%s %s M=%ld: %d variants measured, %d failed", key->family, key->shape, key->m, pb->n,
+        pb->n - n_ok);
     double left = 16 + 6.1 * (double)(widest < 12 ? 12 : widest > 90 ? 90 : widest);
     fprintf(r->out, "<figure>\n");
     kt_plot_begin(&p, r->out, "variants", title, 1040, 46 + 50 + ROW_H * n, left, 50);
@@ -473,8 +482,10 @@ static int plot_problem(report *r, const problem *pb) {
         double y = kt_plot_py(&p, i);
         if (strcmp(m->status, "ok")) {
             tip(t, sizeof t, "%s: %s", m->status, m->error);
-            fprintf(r->out, "<g class=\"failed\"><path d=\"M%.1f %.1fl7 7m0 -7l-7 7\" stroke=\"#c00\" stroke-width=\"2\"/>"
-                    "<text x=\"%.1f\" y=\"%.1f\" fill=\"#c00\" font-size=\"10\">", p.left + 4, y - 3.5, p.left + 16, y + 3.5);
+            fprintf(r->out,
+                    "<g class=\"failed\"><path d=\"M%.1f %.1fl7 7m0 -7l-7 7\" stroke=\"#c00\" stroke-width=\"2\"/>"
+                    "<text x=\"%.1f\" y=\"%.1f\" fill=\"#c00\" font-size=\"10\">",
+                    p.left + 4, y - 3.5, p.left + 16, y + 3.5);
             kt_html_escape(r->out, t);
             fprintf(r->out, "</text><title>");
             kt_html_escape(r->out, m->config);
@@ -483,12 +494,12 @@ static int plot_problem(report *r, const problem *pb) {
         }
         int wins = w && !strcmp(w->config, m->config);
         double x0 = kt_plot_px(&p, 0), x1 = kt_plot_px(&p, m->us);
-        fprintf(r->out, "<g><rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>", x0, y - ROW_H / 2 + 2,
-                x1 - x0, ROW_H - 4, wins ? "#ff7f0e" : "#7aa6d6");
-        fprintf(r->out, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#333\"/>", kt_plot_px(&p, m->min_us),
-                y, kt_plot_px(&p, m->max_us), y);
-        fprintf(r->out, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"9\">%.3g%s</text><title>", kt_plot_px(&p, m->max_us) + 4,
-                y + 3, m->us, wins ? " (winner)" : "");
+        fprintf(r->out, "<g><rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>", x0,
+                y - ROW_H / 2 + 2, x1 - x0, ROW_H - 4, wins ? "#ff7f0e" : "#7aa6d6");
+        fprintf(r->out, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#333\"/>",
+                kt_plot_px(&p, m->min_us), y, kt_plot_px(&p, m->max_us), y);
+        fprintf(r->out, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"9\">%.3g%s</text><title>",
+                kt_plot_px(&p, m->max_us) + 4, y + 3, m->us, wins ? " (winner)" : "");
         tip(t, sizeof t, "%s: median %.4g us (min %.4g, max %.4g)", m->config, m->us, m->min_us, m->max_us);
         kt_html_escape(r->out, t);
         fprintf(r->out, "</title></g>\n");
@@ -576,7 +587,8 @@ static void plot_winners(report *r, const winner *ws, int n) {
         kt_axis_include(&p.y, ws[i].us);
         kt_axis_include(&p.y, b.floor_us);
         kt_axis_include(&p.y, b.roof_us);
-        for (int j = 0; j < nb; j++) kt_axis_include(&p.y, baseline_us(bench_of(r, d, ws[i].family, ws[i].shape, ws[i].m), base[j]));
+        for (int j = 0; j < nb; j++)
+            kt_axis_include(&p.y, baseline_us(bench_of(r, d, ws[i].family, ws[i].shape, ws[i].m), base[j]));
     }
     p.x.names = names;
     p.x.n_names = n < 256 ? n : 256;
@@ -616,26 +628,31 @@ static void plot_winners(report *r, const winner *ws, int n) {
     r->n_plots++;
     char text[512];
     tip(text, sizeof text, "Baselines from %d bench file row(s)%s. %s", r->n_bench, nb ? "" : " (none for this family)",
-             unbound ? "Floor and roof missing where no copy bandwidth is recorded for the device or the family is not "
-                       "in this build." : "Floor: bytes() / copy bandwidth; roof: the larger of the floor and flops() / "
-                       "mma rate, both measured by kt bench on this device.");
+        unbound ? "Floor and roof missing where no copy bandwidth is recorded for the device or the family is not "
+                  "in this build."
+                : "Floor: bytes() / copy bandwidth; roof: the larger of the floor and flops() / "
+                  "mma rate, both measured by kt bench on this device.");
     caption(r->out, text);
 }
 
 /* A number cell ("-" when unknown). */
 static void num_cell(FILE *out, const char *fmt, double v) {
     char s[64];
-    if (isfinite(v)) tip(s, sizeof s, fmt, v);
-    else snprintf(s, sizeof s, "-");
+    if (isfinite(v))
+        tip(s, sizeof s, fmt, v);
+    else
+        snprintf(s, sizeof s, "-");
     cell(out, s);
 }
 
 /* Winners ws[n] as a table: achieved bandwidth and rate, against floor, roof, baselines. */
 static void winners_table(report *r, const winner *ws, int n) {
     const device *d = device_of(r, ws[0].device_id);
-    fprintf(r->out, "<table><tr><th>shape</th><th>M bucket</th><th>config</th><th>kt us</th><th>floor us</th>"
-            "<th>roof us</th><th>kt / roof</th><th>TB/s of bytes()</th><th>TFLOP/s of flops()</th><th>best baseline</th>"
-            "<th>baseline / kt</th></tr>\n");
+    fprintf(
+        r->out,
+        "<table><tr><th>shape</th><th>M bucket</th><th>config</th><th>kt us</th><th>floor us</th>"
+        "<th>roof us</th><th>kt / roof</th><th>TB/s of bytes()</th><th>TFLOP/s of flops()</th><th>best baseline</th>"
+        "<th>baseline / kt</th></tr>\n");
     for (int i = 0; i < n; i++) {
         bound b;
         bound_of(r, ws[i].device_id, ws[i].family, ws[i].shape, ws[i].m, &b);
@@ -684,21 +701,24 @@ static int plot_roofline(report *r, const winner *ws, int n, char *why, size_t w
         ai[i] = b.flops / b.bytes;
         rate[i] = b.flops / ws[i].us / 1e6;
         if (!(b.flops > 0)) {
-            tip(why, why_n, "No roofline for %s: %s", ws[i].family, b.why[0] && isnan(b.bytes) ? b.why : "the family declares no flops()");
+            tip(why, why_n, "No roofline for %s: %s", ws[i].family,
+                b.why[0] && isnan(b.bytes) ? b.why : "the family declares no flops()");
             continue;
         }
         drawn++;
         kt_axis_include(&p.x, ai[i]);
         kt_axis_include(&p.y, rate[i]);
         for (int j = 0; j < nb; j++)
-            kt_axis_include(&p.y, b.flops / baseline_us(bench_of(r, d, ws[i].family, ws[i].shape, ws[i].m), base[j]) / 1e6);
+            kt_axis_include(&p.y,
+                            b.flops / baseline_us(bench_of(r, d, ws[i].family, ws[i].shape, ws[i].m), base[j]) / 1e6);
     }
     if (!drawn) return 1;
     int roof = d && isfinite(d->copy_bps);
     kt_axis_pad(&p.x);
     if (roof) kt_axis_include(&p.y, d->copy_bps * p.x.lo / 1e12);
     if (roof) kt_axis_include(&p.y, fmin(d->copy_bps * p.x.hi, isfinite(d->mma_fps) ? d->mma_fps : INFINITY) / 1e12);
-    if (roof && isfinite(d->mma_fps) && d->mma_fps / d->copy_bps < p.x.hi) kt_axis_include(&p.y, d->mma_fps / 1e12 * 1.1);
+    if (roof && isfinite(d->mma_fps) && d->mma_fps / d->copy_bps < p.x.hi)
+        kt_axis_include(&p.y, d->mma_fps / 1e12 * 1.1);
     kt_axis_pad(&p.y);
     char title[256], t[512];
     tip(title, sizeof title, "%s: roofline of the winners on %s", ws[0].family, d ? d->name : "?");
@@ -727,16 +747,20 @@ static int plot_roofline(report *r, const winner *ws, int n, char *why, size_t w
             kt_plot_marker(&p, ai[i], flops / us / 1e6, KT_DIAMOND, kt_plot_color(3 + j), t);
         }
         tip(t, sizeof t, "%s M=%ld kt: %.4g us, %.3g TFLOP/s, %.3g TB/s of bytes()", ws[i].shape, ws[i].m, ws[i].us,
-                 rate[i], flops / ai[i] / ws[i].us / 1e6);
+            rate[i], flops / ai[i] / ws[i].us / 1e6);
         kt_plot_marker(&p, ai[i], rate[i], KT_DOT, kt_plot_color(idx[i]), t);
     }
     kt_plot_end(&p);
     r->n_plots++;
-    if (roof) tip(t, sizeof t, "Roof: %.3g TB/s (copy) and %.3g TFLOP/s (e4m3 mma), measured by kt bench on this device. "
-                       "A point's distance under the roof is its distance from the floor.", d->copy_bps / 1e12,
-                       d->mma_fps / 1e12);
-    else tip(t, sizeof t, "No roof drawn: no copy bandwidth recorded for this device (pass a kt bench --json file of "
-                  "it with --bench).");
+    if (roof)
+        tip(t, sizeof t,
+            "Roof: %.3g TB/s (copy) and %.3g TFLOP/s (e4m3 mma), measured by kt bench on this device. "
+            "A point's distance under the roof is its distance from the floor.",
+            d->copy_bps / 1e12, d->mma_fps / 1e12);
+    else
+        tip(t, sizeof t,
+            "No roof drawn: no copy bandwidth recorded for this device (pass a kt bench --json file of "
+            "it with --bench).");
     caption(r->out, t);
     return 0;
 }
@@ -788,7 +812,8 @@ static void plot_buckets(report *r, const winner *ws, int n) {
     }
     kt_plot_end(&p);
     r->n_plots++;
-    caption(r->out, "Solid: the tuned winner of each M bucket; dashed: its floor (bytes() / copy bandwidth), where known.");
+    caption(r->out,
+            "Solid: the tuned winner of each M bucket; dashed: its floor (bytes() / copy bandwidth), where known.");
 }
 
 /* ------------------------------------------------------------------ the page */
@@ -807,7 +832,7 @@ static int run_row(report *r, sqlite3_stmt *st) {
     fprintf(r->out, "<tr>");
     for (int i = 0; i < 2; i++) text_col(st, i, s, sizeof s), cell(r->out, s);
     tip(s, sizeof s, "%s (sm_%d, %d SMs)", (const char *)sqlite3_column_text(st, 4), sqlite3_column_int(st, 5),
-             sqlite3_column_int(st, 6));
+        sqlite3_column_int(st, 6));
     cell(r->out, s);
     tip(s, sizeof s, "%d.%d", sqlite3_column_int(st, 7) / 1000, sqlite3_column_int(st, 7) % 1000 / 10);
     cell(r->out, s);
@@ -826,21 +851,25 @@ static int run_row(report *r, sqlite3_stmt *st) {
 /* Every run: when, on which device, driver and NVRTC, kt's commit, the source hashes it
  * measured, how much, and its command; then the bench files read. */
 static int provenance(report *r, const char *const *bench, int n_bench) {
-    fprintf(r->out, "<h2 id=\"provenance\">Provenance</h2>\n<table><tr><th>run</th><th>started (UTC)</th><th>device</th>"
+    fprintf(r->out,
+            "<h2 id=\"provenance\">Provenance</h2>\n<table><tr><th>run</th><th>started (UTC)</th><th>device</th>"
             "<th>driver</th><th>NVRTC</th><th>kt commit</th><th>family: source hash</th><th>rows</th><th>command</th>"
             "</tr>\n");
-    if (query(r, "SELECT r.id, r.started_at, r.kt_commit, r.cmdline, d.name, d.cc, d.sm_count, d.driver_version, "
-                 "d.nvrtc_version, (SELECT group_concat(x, ' ') FROM (SELECT DISTINCT family || ': ' || source_hash AS x "
-                 "FROM measurements WHERE run_id = r.id)), (SELECT count(*) FROM measurements WHERE run_id = r.id) "
-                 "FROM runs r JOIN devices d ON d.id = r.device_id ORDER BY r.id", run_row))
+    if (query(r,
+              "SELECT r.id, r.started_at, r.kt_commit, r.cmdline, d.name, d.cc, d.sm_count, d.driver_version, "
+              "d.nvrtc_version, (SELECT group_concat(x, ' ') FROM (SELECT DISTINCT family || ': ' || source_hash AS x "
+              "FROM measurements WHERE run_id = r.id)), (SELECT count(*) FROM measurements WHERE run_id = r.id) "
+              "FROM runs r JOIN devices d ON d.id = r.device_id ORDER BY r.id",
+              run_row))
         return -1;
     fprintf(r->out, "</table>\n");
     if (!n_bench) {
         fprintf(r->out, "<p>No bench file given: floors, roofs and baselines need <code>kt bench --json</code> output "
-                "(<code>kt report --bench FILE</code>).</p>\n");
+                        "(<code>kt report --bench FILE</code>).</p>\n");
         return 0;
     }
-    fprintf(r->out, "<table><tr><th>bench file</th><th>device</th><th>copy bandwidth</th><th>e4m3 mma rate</th></tr>\n");
+    fprintf(r->out,
+            "<table><tr><th>bench file</th><th>device</th><th>copy bandwidth</th><th>e4m3 mma rate</th></tr>\n");
     for (int i = 0; i < n_bench && i < 8; i++) {
         fprintf(r->out, "<tr>");
         cell(r->out, bench[i]);
@@ -903,8 +932,10 @@ static int page(report *r, const kt_report_options *o) {
     kt_html_escape(out, o->db_path);
     fprintf(out, "</title><style>%s</style></head><body>\n<h1>kt report: ", style);
     kt_html_escape(out, o->db_path);
-    fprintf(out, "</h1>\n<p>%d measurements of %d problems, %d winners. Written %s. Hover a mark for its numbers.</p>\n<nav>",
-            r->n_ms, r->n_probs, r->n_ws, date);
+    fprintf(
+        out,
+        "</h1>\n<p>%d measurements of %d problems, %d winners. Written %s. Hover a mark for its numbers.</p>\n<nav>",
+        r->n_ms, r->n_probs, r->n_ws, date);
     for (int i = 0; i < r->n_probs; i++) {
         const meas *m = &r->ms[r->probs[i].first];
         if (i && !strcmp(r->ms[r->probs[i - 1].first].family, m->family)) continue;
@@ -918,7 +949,8 @@ static int page(report *r, const kt_report_options *o) {
     for (int i = 0, start = 0; i <= r->n_probs; i++) {
         if (i < r->n_probs && i > start) {
             const meas *a = &r->ms[r->probs[start].first], *b = &r->ms[r->probs[i].first];
-            if (a->device_id == b->device_id && !strcmp(a->family, b->family) && !strcmp(a->source, b->source)) continue;
+            if (a->device_id == b->device_id && !strcmp(a->family, b->family) && !strcmp(a->source, b->source))
+                continue;
         }
         if (i > start && family_section(r, start, i)) return -1;
         start = i;
@@ -935,8 +967,9 @@ static int open_db(const char *path, sqlite3 **db) {
     if (access(path, R_OK)) return kt_fail("cannot read database '%s': no such file", path);
     if (sqlite3_open_v2(path, db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) return kt_fail("cannot open '%s'", path);
     sqlite3_stmt *st;
-    int ok = sqlite3_prepare_v2(*db, "SELECT value FROM meta WHERE key = 'schema_version'", -1, &st, NULL) == SQLITE_OK &&
-             sqlite3_step(st) == SQLITE_ROW;
+    int ok =
+        sqlite3_prepare_v2(*db, "SELECT value FROM meta WHERE key = 'schema_version'", -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW;
     sqlite3_finalize(st);
     return ok ? 0 : kt_fail("'%s' is not a kt database", path);
 }

@@ -10,10 +10,10 @@
 
 typedef struct kt_report_options {
     const char *db_path;
-    const char *out_dir;               /* index.html is written there */
-    const char *const *bench_json;     /* `kt bench --json` files: floors, roofs, baselines */
+    const char *out_dir;           /* index.html is written there */
+    const char *const *bench_json; /* `kt bench --json` files: floors, roofs, baselines */
     int n_bench_json;
-    const char *cmdline;               /* this command, for the page's footer */
+    const char *cmdline; /* this command, for the page's footer */
 } kt_report_options;
 
 /* Writes out_dir/index.html; *n_plots (may be NULL) gets how many SVG plots it holds. */
@@ -25,12 +25,12 @@ void kt_html_escape(FILE *out, const char *s);
 /* ------------------------------------------------------------- SVG plots (svg.c) */
 
 typedef struct kt_axis {
-    double lo, hi;     /* data range (log axes: > 0) */
-    int log;           /* log10 scale */
+    double lo, hi; /* data range (log axes: > 0) */
+    int log;       /* log10 scale */
     const char *label;
     const char *const *names; /* categorical: tick i is names[i] at value i (lo -0.5, hi n-0.5) */
     int n_names;
-    int set;           /* a value has been included */
+    int set; /* a value has been included */
 } kt_axis;
 
 typedef struct kt_plot {
@@ -57,8 +57,7 @@ void kt_plot_axes(kt_plot *p);
 double kt_plot_px(const kt_plot *p, double x);
 double kt_plot_py(const kt_plot *p, double y);
 /* A line through (x[i], y[i]) skipping non-finite points; dashed when asked; tip on hover. */
-void kt_plot_line(kt_plot *p, const double *x, const double *y, int n, const char *color, int dashed,
-                  const char *tip);
+void kt_plot_line(kt_plot *p, const double *x, const double *y, int n, const char *color, int dashed, const char *tip);
 /* One marker at data (x, y) with a hover tip. */
 void kt_plot_marker(kt_plot *p, double x, double y, int shape, const char *color, const char *tip);
 /* A legend row under the title: names with their marker and color. */

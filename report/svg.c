@@ -17,12 +17,23 @@ const char *kt_plot_color(int i) { return palette[(i % 10 + 10) % 10]; }
 
 void kt_html_escape(FILE *out, const char *s) {
     for (; s && *s; s++) switch (*s) {
-        case '&': fputs("&amp;", out); break;
-        case '<': fputs("&lt;", out); break;
-        case '>': fputs("&gt;", out); break;
-        case '"': fputs("&quot;", out); break;
-        case '\'': fputs("&#39;", out); break;
-        default: fputc(*s, out);
+            case '&':
+                fputs("&amp;", out);
+                break;
+            case '<':
+                fputs("&lt;", out);
+                break;
+            case '>':
+                fputs("&gt;", out);
+                break;
+            case '"':
+                fputs("&quot;", out);
+                break;
+            case '\'':
+                fputs("&#39;", out);
+                break;
+            default:
+                fputc(*s, out);
         }
 }
 
@@ -39,11 +50,12 @@ void kt_plot_begin(kt_plot *p, FILE *out, const char *kind, const char *title, d
     p->right = w - RIGHT_PAD;
     p->top = TITLE_H + 12;
     p->bottom = h - bottom;
-    fprintf(out, "<svg class=\"plot\" data-plot=\"%s\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" "
+    fprintf(out,
+            "<svg class=\"plot\" data-plot=\"%s\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" "
             "height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"11\">\n",
             kind, w, h, w, h);
     fprintf(out, "<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n<text x=\"8\" y=\"16\" "
-            "font-size=\"13\" font-weight=\"bold\">");
+                 "font-size=\"13\" font-weight=\"bold\">");
     kt_html_escape(out, title);
     fprintf(out, "</text>\n");
 }
@@ -62,7 +74,7 @@ void kt_axis_pad(kt_axis *a) {
         return;
     }
     if (!a->set) a->lo = a->log, a->hi = 10; /* nothing to show: an empty frame */
-    if (a->log) { /* at least a decade, so ticks and slopes read */
+    if (a->log) {                            /* at least a decade, so ticks and slopes read */
         double widen = a->hi / a->lo < 8 ? sqrt(8 / (a->hi / a->lo)) : 1.25;
         a->lo /= widen;
         a->hi *= widen;
@@ -70,8 +82,10 @@ void kt_axis_pad(kt_axis *a) {
     }
     double span = a->hi - a->lo;
     if (span <= 0) span = a->hi ? fabs(a->hi) : 1;
-    if (a->lo >= 0 && a->lo < span) a->lo = 0; /* a linear axis of sizes starts at 0 */
-    else a->lo -= 0.05 * span;
+    if (a->lo >= 0 && a->lo < span)
+        a->lo = 0; /* a linear axis of sizes starts at 0 */
+    else
+        a->lo -= 0.05 * span;
     a->hi += 0.08 * span;
 }
 
@@ -104,16 +118,21 @@ static int ticks(const kt_axis *a, double *t) {
         return n;
     }
     double raw = (a->hi - a->lo) / 6, mag = pow(10, floor(log10(raw))), step = mag;
-    if (raw / mag > 5) step = 10 * mag;
-    else if (raw / mag > 2) step = 5 * mag;
-    else if (raw / mag > 1) step = 2 * mag;
+    if (raw / mag > 5)
+        step = 10 * mag;
+    else if (raw / mag > 2)
+        step = 5 * mag;
+    else if (raw / mag > 1)
+        step = 2 * mag;
     for (double v = ceil(a->lo / step) * step; v <= a->hi + 1e-9 * step && n < 64; v += step) t[n++] = v;
     return n;
 }
 
 static void number(char *out, size_t n, double v) {
-    if (v != 0 && (fabs(v) >= 1e5 || fabs(v) < 1e-3)) snprintf(out, n, "%.0e", v);
-    else snprintf(out, n, "%.4g", v);
+    if (v != 0 && (fabs(v) >= 1e5 || fabs(v) < 1e-3))
+        snprintf(out, n, "%.0e", v);
+    else
+        snprintf(out, n, "%.4g", v);
 }
 
 void kt_plot_axes(kt_plot *p) {
@@ -147,8 +166,10 @@ void kt_plot_axes(kt_plot *p) {
     for (int i = 0; i < n; i++) {
         double y = kt_plot_py(p, t[i]);
         number(s, sizeof s, t[i]);
-        fprintf(o, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e3e3e3\"/>\n<text x=\"%.1f\" "
-                "y=\"%.1f\" text-anchor=\"end\">%s</text>\n", p->left, y, p->right, y, p->left - 4, y + 4, s);
+        fprintf(o,
+                "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e3e3e3\"/>\n<text x=\"%.1f\" "
+                "y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
+                p->left, y, p->right, y, p->left - 4, y + 4, s);
     }
     if (p->x.label && !p->x.names) {
         fprintf(o, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">", (p->left + p->right) / 2, p->bottom + 30);
@@ -167,8 +188,7 @@ static int visible(const kt_plot *p, double x, double y) {
     return isfinite(x) && isfinite(y) && (!p->x.log || x > 0) && (!p->y.log || y > 0);
 }
 
-void kt_plot_line(kt_plot *p, const double *x, const double *y, int n, const char *color, int dashed,
-                  const char *tip) {
+void kt_plot_line(kt_plot *p, const double *x, const double *y, int n, const char *color, int dashed, const char *tip) {
     fprintf(p->out, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.6\"%s points=\"", color,
             dashed ? " stroke-dasharray=\"5 3\"" : "");
     for (int i = 0; i < n; i++)
@@ -185,22 +205,23 @@ void kt_plot_line(kt_plot *p, const double *x, const double *y, int n, const cha
 /* The marker shape's SVG at pixel (x, y). */
 static void shape_at(FILE *o, int shape, double x, double y, const char *color) {
     switch (shape) {
-    case KT_SQUARE:
-        fprintf(o, "<rect x=\"%.1f\" y=\"%.1f\" width=\"8\" height=\"8\" fill=\"%s\"", x - 4, y - 4, color);
-        break;
-    case KT_TRIANGLE:
-        fprintf(o, "<path d=\"M%.1f %.1fl5 9h-10z\" fill=\"%s\"", x, y - 5, color);
-        break;
-    case KT_DIAMOND:
-        fprintf(o, "<path d=\"M%.1f %.1fl5 5l-5 5l-5 -5z\" fill=\"%s\"", x, y - 5, color);
-        break;
-    case KT_CROSS:
-        fprintf(o, "<path d=\"M%.1f %.1fl8 8m0 -8l-8 8\" stroke=\"%s\" stroke-width=\"2\"", x - 4, y - 4, color);
-        break;
-    case KT_BAR:
-        fprintf(o, "<path d=\"M%.1f %.1fh16\" stroke=\"%s\" stroke-width=\"2.5\"", x - 8, y, color);
-        break;
-    default: fprintf(o, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4.5\" fill=\"%s\"", x, y, color);
+        case KT_SQUARE:
+            fprintf(o, "<rect x=\"%.1f\" y=\"%.1f\" width=\"8\" height=\"8\" fill=\"%s\"", x - 4, y - 4, color);
+            break;
+        case KT_TRIANGLE:
+            fprintf(o, "<path d=\"M%.1f %.1fl5 9h-10z\" fill=\"%s\"", x, y - 5, color);
+            break;
+        case KT_DIAMOND:
+            fprintf(o, "<path d=\"M%.1f %.1fl5 5l-5 5l-5 -5z\" fill=\"%s\"", x, y - 5, color);
+            break;
+        case KT_CROSS:
+            fprintf(o, "<path d=\"M%.1f %.1fl8 8m0 -8l-8 8\" stroke=\"%s\" stroke-width=\"2\"", x - 4, y - 4, color);
+            break;
+        case KT_BAR:
+            fprintf(o, "<path d=\"M%.1f %.1fh16\" stroke=\"%s\" stroke-width=\"2.5\"", x - 8, y, color);
+            break;
+        default:
+            fprintf(o, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4.5\" fill=\"%s\"", x, y, color);
     }
 }
 

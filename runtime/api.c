@@ -47,7 +47,8 @@ int kt_session_kernel(kt_session *s, const char *family, const char *shape, long
     k->n_tensors = f->tensors(&k->p, k->t);
     char cfg[256];
     kt_format_config(f, &k->mod.config, cfg, sizeof cfg);
-    snprintf(k->describe, sizeof k->describe, "%s %s M=%ld -> %s (%s)", family, shape, m, cfg, kt_lookup_level_name(level));
+    snprintf(k->describe, sizeof k->describe, "%s %s M=%ld -> %s (%s)", family, shape, m, cfg,
+             kt_lookup_level_name(level));
     *out = k;
     return 0;
 }

@@ -7,6 +7,7 @@
 
 /* Each entry is the header's name; cuda.h maps versioned ones (cuMemAlloc ->
  * cuMemAlloc_v2), so the table holds exactly the symbols a linked program would call. */
+// clang-format off
 #define KT_CU_FUNCTIONS(X)                                                                \
     X(cuInit) X(cuDriverGetVersion) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName)  \
     X(cuDeviceGetAttribute) X(cuDeviceTotalMem) X(cuDevicePrimaryCtxRetain)                \
@@ -18,6 +19,7 @@
     X(cuGraphInstantiate) X(cuGraphUpload) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy) \
     X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)         \
     X(cuEventDestroy) X(cuMemGetInfo)
+// clang-format on
 
 #define KT_CU_MEMBER(fn) __typeof__(fn) *fn;
 typedef struct kt_cu_api {

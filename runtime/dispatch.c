@@ -21,8 +21,7 @@ kt_config kt_default_config(const kt_family *f, const kt_problem *p, int sms, in
 int kt_dispatch_config(kt_db *db, const kt_family *f, const kt_problem *p, kt_config *c, kt_lookup_level *level) {
     char why[256];
     if (f->n_stages) return kt_fail("%s is a pipeline: its stages are dispatched (kt_pipeline_dispatch)", f->name);
-    if (f->check_problem(p, why, sizeof why) || kt_check_problem_size(f, p, why, sizeof why))
-        return kt_fail("%s", why);
+    if (f->check_problem(p, why, sizeof why) || kt_check_problem_size(f, p, why, sizeof why)) return kt_fail("%s", why);
     kt_db_device dev;
     kt_gpu_db_device(kt_gpu_current(), &dev);
     kt_winner w = {0};
@@ -91,8 +90,12 @@ int kt_pipeline_launch(const kt_family *f, const kt_module *mods, const kt_launc
         kt_stage_problem(f, s, l->problem, &sp);
         kt_tensor_desc t[KT_MAX_TENSORS];
         int n = st->family->tensors(&sp, t);
-        kt_launch sl = {.mod = &mods[s], .config = &mods[s].config, .problem = &sp, .stream = l->stream,
-                        .copy = l->copy, .copies = l->copies};
+        kt_launch sl = {.mod = &mods[s],
+                        .config = &mods[s].config,
+                        .problem = &sp,
+                        .stream = l->stream,
+                        .copy = l->copy,
+                        .copies = l->copies};
         for (int i = 0; i < n; i++) sl.ptr[i] = l->ptr[st->tensor[i]];
         if (st->family->launch(&sl)) return -1;
     }

@@ -153,8 +153,8 @@ static int parse_assignments(const char *what, const char *s, const char *const 
                     strncat(known, j ? "," : "", sizeof known - strlen(known) - 1);
                     strncat(known, categories[i][j], sizeof known - strlen(known) - 1);
                 }
-                return kt_fail("bad %s '%s': %s is one of %s, not '%.*s'", what, s, names[i], known,
-                               (int)(end - value), value);
+                return kt_fail("bad %s '%s': %s is one of %s, not '%.*s'", what, s, names[i], known, (int)(end - value),
+                               value);
             }
             values[i] = c;
         } else if (kt_parse_size(value, (size_t)(end - value), &values[i])) {
@@ -178,7 +178,8 @@ int kt_parse_shape(const kt_family *f, const char *s, kt_problem *p) {
     }
     if (parse_assignments("shape", s, names, f->n_keys, categories, v, seen)) return -1;
     for (int i = 0; i < f->n_keys; i++) {
-        if (!seen[i]) return kt_fail("bad shape '%s': %s missing (family %s needs all of its keys)", s, names[i], f->name);
+        if (!seen[i])
+            return kt_fail("bad shape '%s': %s missing (family %s needs all of its keys)", s, names[i], f->name);
         if (!categories[i] && v[i] <= 0) return kt_fail("bad shape '%s': %s must be positive", s, names[i]);
         p->dim[i] = v[i];
     }
@@ -278,8 +279,8 @@ int kt_check_problem_size(const kt_family *f, const kt_problem *p, char *why, si
             __builtin_add_overflow(bytes, b, &bytes))
             bytes = UINT64_MAX;
     if (bytes > KT_MAX_PROBLEM_BYTES) {
-        snprintf(why, n, "%s M=%ld: its tensors take %.3g GB, more than a GPU holds (kt's limit: %.0f GB)", shape,
-                 p->m, (double)bytes / 1e9, KT_MAX_PROBLEM_BYTES / 1e9);
+        snprintf(why, n, "%s M=%ld: its tensors take %.3g GB, more than a GPU holds (kt's limit: %.0f GB)", shape, p->m,
+                 (double)bytes / 1e9, KT_MAX_PROBLEM_BYTES / 1e9);
         return -1;
     }
     return 0;

@@ -33,14 +33,13 @@ int kt_gpu_init(void) {
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
         snprintf(gpu_error, sizeof gpu_error,
-                 "no CUDA driver on this machine (libcuda.so.1: %s): this command needs an NVIDIA GPU",
-                 dlerror());
+                 "no CUDA driver on this machine (libcuda.so.1: %s): this command needs an NVIDIA GPU", dlerror());
         return kt_fail("%s", gpu_error);
     }
-#define KT_CU_LOAD(fn)                                                                         \
-    if (!(*(void **)&kt_cu.fn = dlsym(lib, KT_STR(fn)))) {                                      \
-        snprintf(gpu_error, sizeof gpu_error, "CUDA driver too old: it lacks %s", KT_STR(fn));    \
-        return kt_fail("%s", gpu_error);                                                        \
+#define KT_CU_LOAD(fn)                                                                                                 \
+    if (!(*(void **)&kt_cu.fn = dlsym(lib, KT_STR(fn)))) {                                                             \
+        snprintf(gpu_error, sizeof gpu_error, "CUDA driver too old: it lacks %s", KT_STR(fn));                         \
+        return kt_fail("%s", gpu_error);                                                                               \
     }
     KT_CU_FUNCTIONS(KT_CU_LOAD)
 #undef KT_CU_LOAD
@@ -129,8 +128,7 @@ int kt_module_load_kernels(const char *name, const char *const *kernels, const k
         if (r != CUDA_SUCCESS) {
             kt_cu.cuModuleUnload(mod);
             m->module = NULL;
-            return kt_fail("%s: cannot raise the shared-memory limit of %s: %s", name, kernels[k],
-                           cu_error_string(r));
+            return kt_fail("%s: cannot raise the shared-memory limit of %s: %s", name, kernels[k], cu_error_string(r));
         }
         m->fn[k] = fn;
     }
@@ -149,10 +147,10 @@ void kt_module_unload(kt_module *m) {
     m->module = NULL;
 }
 
-int kt_launch_kernel(const kt_module *m, int k, unsigned gx, unsigned gy, unsigned gz, unsigned block,
-                     unsigned smem, void *stream, void **args) {
-    KT_CHECK(CU, kt_cu.cuLaunchKernel((CUfunction)m->fn[k], gx, gy, gz, block, 1, 1, smem,
-                                      (CUstream)stream, args, NULL));
+int kt_launch_kernel(const kt_module *m, int k, unsigned gx, unsigned gy, unsigned gz, unsigned block, unsigned smem,
+                     void *stream, void **args) {
+    KT_CHECK(CU,
+             kt_cu.cuLaunchKernel((CUfunction)m->fn[k], gx, gy, gz, block, 1, 1, smem, (CUstream)stream, args, NULL));
     return 0;
 }
 
@@ -160,9 +158,16 @@ int kt_launch_kernel_pdl(const kt_module *m, int k, unsigned gx, unsigned gy, un
                          unsigned smem, void *stream, void **args) {
     CUlaunchAttribute pdl = {.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION};
     pdl.value.programmaticStreamSerializationAllowed = 1;
-    CUlaunchConfig cfg = {.gridDimX = gx, .gridDimY = gy, .gridDimZ = gz, .blockDimX = block, .blockDimY = 1,
-                          .blockDimZ = 1, .sharedMemBytes = smem, .hStream = (CUstream)stream,
-                          .attrs = &pdl, .numAttrs = 1};
+    CUlaunchConfig cfg = {.gridDimX = gx,
+                          .gridDimY = gy,
+                          .gridDimZ = gz,
+                          .blockDimX = block,
+                          .blockDimY = 1,
+                          .blockDimZ = 1,
+                          .sharedMemBytes = smem,
+                          .hStream = (CUstream)stream,
+                          .attrs = &pdl,
+                          .numAttrs = 1};
     KT_CHECK(CU, kt_cu.cuLaunchKernelEx(&cfg, (CUfunction)m->fn[k], args, NULL));
     return 0;
 }

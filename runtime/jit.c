@@ -13,8 +13,7 @@
 #include <unistd.h>
 
 /* Options every variant is built with; part of the cache key. */
-static const char *const base_options[] = {"-std=c++17", "--ptxas-options=-v", "-lineinfo",
-                                           "-default-device"};
+static const char *const base_options[] = {"-std=c++17", "--ptxas-options=-v", "-lineinfo", "-default-device"};
 #define N_BASE_OPTIONS (int)(sizeof base_options / sizeof base_options[0])
 
 int kt_status_NVRTC(int status, const char *call, const char *file, int line) {
@@ -32,9 +31,12 @@ const char *kt_cache_dir(void) {
     static char dir[4096];
     const char *env = getenv("KT_CACHE_DIR"), *home = getenv("HOME");
     /* no HOME: no cache (a shared /tmp folder would let other users plant cubins) */
-    if (env && *env) snprintf(dir, sizeof dir, "%s", env);
-    else if (home && *home) snprintf(dir, sizeof dir, "%s/.cache/kt", home);
-    else dir[0] = 0;
+    if (env && *env)
+        snprintf(dir, sizeof dir, "%s", env);
+    else if (home && *home)
+        snprintf(dir, sizeof dir, "%s/.cache/kt", home);
+    else
+        dir[0] = 0;
     return dir;
 }
 
@@ -64,12 +66,18 @@ static int cache_usable(void) {
 
 const char *kt_arch_name(int arch) {
     switch (arch) {
-    case 90: return "sm_90";
-    case 901: return "sm_90a";
-    case 100: return "sm_100";
-    case 120: return "sm_120";
-    case 1201: return "sm_120a";
-    default: return NULL;
+        case 90:
+            return "sm_90";
+        case 901:
+            return "sm_90a";
+        case 100:
+            return "sm_100";
+        case 120:
+            return "sm_120";
+        case 1201:
+            return "sm_120a";
+        default:
+            return NULL;
     }
 }
 
@@ -157,9 +165,8 @@ static int cache_read(const char *path, const char *key, kt_cubin *out) {
          log_len < (1u << 24) && image_len < (1u << 30);
     char *log = ok ? malloc(log_len + 1) : NULL;
     void *image = ok ? malloc(image_len) : NULL;
-    ok = ok && log && image && fread(log, 1, log_len, f) == log_len &&
-         fread(image, 1, image_len, f) == image_len && fgetc(f) == EOF &&
-         cache_checksum(key, log, log_len, image, image_len) == sum;
+    ok = ok && log && image && fread(log, 1, log_len, f) == log_len && fread(image, 1, image_len, f) == image_len &&
+         fgetc(f) == EOF && cache_checksum(key, log, log_len, image, image_len) == sum;
     fclose(f);
     if (!ok) {
         char why[4400];
@@ -208,7 +215,8 @@ static int nvrtc_compile(const char *name, const char *file, const char *defines
     int n_hdr = 0;
     for (int i = 0; kt_embedded[i].name && n_hdr < 32; i++) {
         size_t n = strlen(kt_embedded[i].name);
-        if ((n > 4 && !strcmp(kt_embedded[i].name + n - 4, ".cuh")) || (n > 2 && !strcmp(kt_embedded[i].name + n - 2, ".h"))) {
+        if ((n > 4 && !strcmp(kt_embedded[i].name + n - 4, ".cuh")) ||
+            (n > 2 && !strcmp(kt_embedded[i].name + n - 2, ".h"))) {
             hdr_text[n_hdr] = kt_embedded[i].text;
             hdr_name[n_hdr++] = kt_embedded[i].name;
         }
@@ -222,8 +230,7 @@ static int nvrtc_compile(const char *name, const char *file, const char *defines
     opts[n_opts++] = arch_opt;
     /* Split the define string on spaces into separate options. */
     char *save = NULL;
-    for (char *tok = strtok_r(defines, " ", &save); tok; tok = strtok_r(NULL, " ", &save))
-        opts[n_opts++] = tok;
+    for (char *tok = strtok_r(defines, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) opts[n_opts++] = tok;
 
     nvrtcProgram prog;
     KT_CHECK(NVRTC, nvrtcCreateProgram(&prog, src, file, n_hdr, hdr_text, hdr_name));
@@ -238,8 +245,8 @@ static int nvrtc_compile(const char *name, const char *file, const char *defines
         out->log[log_size] = 0;
     }
     if (r != NVRTC_SUCCESS) {
-        kt_fail("%s: NVRTC compile for %s failed (%s):\n%s", name, kt_arch_name(arch),
-                nvrtcGetErrorString(r), out->log ? out->log : "");
+        kt_fail("%s: NVRTC compile for %s failed (%s):\n%s", name, kt_arch_name(arch), nvrtcGetErrorString(r),
+                out->log ? out->log : "");
         nvrtcDestroyProgram(&prog);
         return -1;
     }

@@ -19,9 +19,9 @@ int kt_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* One checking macro for every API's status: KT_CHECK(CU|NVRTC|CUBLAS|NCCL|SQL, call).
  * On failure it records "file:line: call: <the API's own message>" and makes the
  * enclosing function (which returns int) return -1. */
-#define KT_CHECK(api, call)                                                        \
-    do {                                                                           \
-        if (kt_status_##api((int)(call), #call, __FILE__, __LINE__)) return -1;    \
+#define KT_CHECK(api, call)                                                                                            \
+    do {                                                                                                               \
+        if (kt_status_##api((int)(call), #call, __FILE__, __LINE__)) return -1;                                        \
     } while (0)
 /* The status checkers behind KT_CHECK, each beside its API: 0 when status is success, else -1
  * with the error set. CU in gpu.c, NVRTC in jit.c, SQL in db/, NCCL in nccl.c; CUBLAS is the
@@ -90,7 +90,7 @@ typedef struct kt_problem {
  * exactly and never enter a distance. */
 typedef enum kt_key_kind { KT_KEY_SIZE = 0, KT_KEY_CATEGORY } kt_key_kind;
 typedef struct kt_key_field {
-    const char *name;              /* "N", "K", "LAYOUT", "HQ", "TOPK", "FORMAT", "DIST" */
+    const char *name; /* "N", "K", "LAYOUT", "HQ", "TOPK", "FORMAT", "DIST" */
     kt_key_kind kind;
     const char *const *categories; /* KT_KEY_CATEGORY: the value names, NULL-terminated */
 } kt_key_field;
@@ -101,11 +101,11 @@ size_t kt_dtype_size(kt_dtype t);
 const char *kt_dtype_name(kt_dtype t);
 
 typedef enum kt_role {
-    KT_INPUT,    /* read-only, filled by the family from a seed, rotated over copies when timing */
-    KT_OUTPUT,   /* poisoned (kt_poison_byte) before each run, compared with the reference */
-    KT_SCRATCH,  /* workspace zeroed once at allocation; kernels must leave it zeroed */
-    KT_TEMP,     /* a pipeline's intermediate or a workspace that needs no zeroing: allocated
-                    once, never filled, poisoned or compared */
+    KT_INPUT,   /* read-only, filled by the family from a seed, rotated over copies when timing */
+    KT_OUTPUT,  /* poisoned (kt_poison_byte) before each run, compared with the reference */
+    KT_SCRATCH, /* workspace zeroed once at allocation; kernels must leave it zeroed */
+    KT_TEMP,    /* a pipeline's intermediate or a workspace that needs no zeroing: allocated
+                   once, never filled, poisoned or compared */
 } kt_role;
 
 /* How an output is compared with its float64 reference. Everywhere: a reference +-inf must
@@ -120,7 +120,7 @@ typedef enum kt_compare {
 typedef struct kt_tensor_desc {
     const char *name;
     kt_dtype dtype;
-    size_t count;       /* elements */
+    size_t count; /* elements */
     kt_role role;
     kt_compare compare; /* outputs */
     double tolerance;   /* REL_L2: the bound; 0 = the family's tolerance */
@@ -190,19 +190,19 @@ extern const long kt_gemm_buckets[];
 typedef struct kt_family {
     const char *name;
     const char *summary;
-    const char *source;            /* file name under kernels/, embedded in the binary */
-    const char *const *kernels;    /* entry points the module must export, NULL-terminated */
-    int n_keys;                    /* the problem key's fields, e.g. {"N"}, {"K"} (sizes) */
+    const char *source;         /* file name under kernels/, embedded in the binary */
+    const char *const *kernels; /* entry points the module must export, NULL-terminated */
+    int n_keys;                 /* the problem key's fields, e.g. {"N"}, {"K"} (sizes) */
     kt_key_field keys[KT_MAX_DIMS];
-    const char *m_name;            /* name of the batch dimension, e.g. "M" (tokens), "B" */
+    const char *m_name; /* name of the batch dimension, e.g. "M" (tokens), "B" */
     /* Ascending batch bucket upper bounds, 0-terminated (beyond the last: doubling);
      * NULL: kt_gemm_buckets. */
     const long *batch_buckets;
     int n_params;
     kt_param params[KT_MAX_PARAMS];
-    int strata_params;             /* the fast search's first sample covers the combinations of
-                                    * the first this many params (0: 2), the most telling first */
-    kt_config default_config;      /* served when the DB has nothing for the family */
+    int strata_params;        /* the fast search's first sample covers the combinations of
+                               * the first this many params (0: 2), the most telling first */
+    kt_config default_config; /* served when the DB has nothing for the family */
     /* The fast search (tuner/search.h): from this batch size on an anchor's local search gets
      * its whole budget again, and anchors up to search_tile_sweep_to_m time all of their
      * winner's tile (the first strata_params); 0: never. */
@@ -246,8 +246,8 @@ typedef struct kt_family {
     /* Bytes that must move and flops that must be done (the floor). */
     double (*bytes)(const kt_problem *p);
     double (*flops)(const kt_problem *p);
-    kt_mma_kind mma;                       /* the mma flops() run on, for the roof */
-    const kt_baseline *const *baselines;   /* NULL-terminated; may be NULL */
+    kt_mma_kind mma;                     /* the mma flops() run on, for the roof */
+    const kt_baseline *const *baselines; /* NULL-terminated; may be NULL */
     /* A pipeline (n_stages > 0) has no source or params of its own: its tensors (inputs,
      * outputs, KT_TEMP intermediates), fill, reference and bytes are its own, and verify and
      * bench run each stage's dispatched winner in order, in one CUDA graph. */
@@ -321,22 +321,22 @@ uint64_t kt_family_source_hash(const kt_family *f);
 /* What ptxas reported for one kernel of a compiled variant. */
 typedef struct kt_ptxas_report {
     int registers;
-    int spill_bytes;   /* spill stores + spill loads */
+    int spill_bytes; /* spill stores + spill loads */
     int stack_bytes;
-    int smem_bytes;    /* static shared memory */
+    int smem_bytes; /* static shared memory */
 } kt_ptxas_report;
 
 /* A compiled variant: the cubin and what it cost. */
 typedef struct kt_cubin {
-    char variant_id[17];      /* hash of (family, source hash, defines, options, arch, nvrtc version) */
+    char variant_id[17]; /* hash of (family, source hash, defines, options, arch, nvrtc version) */
     void *image;
     size_t size;
-    kt_ptxas_report report;   /* worst kernel of the module (max registers, max spills) */
-    double compile_ms;        /* 0 when served from the cache */
+    kt_ptxas_report report; /* worst kernel of the module (max registers, max spills) */
+    double compile_ms;      /* 0 when served from the cache */
     int from_cache;
-    char *log;                /* compile log; malloc'd, may be NULL */
-    int ship_spill_bytes;     /* compile pool, built for an arch other than KT_SHIP_ARCH: the
-                                 same variant's spills there (-1: it does not build there) */
+    char *log;            /* compile log; malloc'd, may be NULL */
+    int ship_spill_bytes; /* compile pool, built for an arch other than KT_SHIP_ARCH: the
+                             same variant's spills there (-1: it does not build there) */
 } kt_cubin;
 
 /* The arch kt's kernels ship for; a sweep measuring on another GPU (the H200 stand-in)
@@ -368,21 +368,20 @@ int kt_arch_parse(const char *s);
 /* A device as the database keys it. */
 typedef struct kt_db_device {
     char name[128];
-    int cc;          /* major*10+minor */
+    int cc; /* major*10+minor */
     int sm_count;
     int driver_version;
     int nvrtc_version;
 } kt_db_device;
 
-
 typedef struct kt_device_info {
     char name[128];
     int cc_major, cc_minor;
     int sm_count;
-    int driver_version;       /* e.g. 13000 */
+    int driver_version; /* e.g. 13000 */
     size_t l2_bytes;
     size_t smem_per_block_optin;
-    size_t mem_bytes;         /* device memory */
+    size_t mem_bytes; /* device memory */
 } kt_device_info;
 
 /* Loads libcuda (dlopen) and initialises it. -1 with a clear "needs a GPU" message if absent. */
@@ -415,7 +414,7 @@ void kt_module_unload(kt_module *m);
 
 /* Everything a family's launch() needs: its module, config, problem, tensors, stream. */
 typedef struct kt_launch {
-    const kt_module *mod;        /* NULL for launch_reference(): ref kernels come via ref_mod */
+    const kt_module *mod; /* NULL for launch_reference(): ref kernels come via ref_mod */
     const kt_module *ref_mod;
     const kt_config *config;
     const kt_problem *problem;
@@ -424,13 +423,13 @@ typedef struct kt_launch {
     int copy, copies;             /* the rotation copy ptr[] inputs are, of how many (0, 1: none) */
 } kt_launch;
 /* Launches kernel index k of module m: grid, block, dynamic shared memory, args (cuLaunchKernel). */
-int kt_launch_kernel(const kt_module *m, int k, unsigned gx, unsigned gy, unsigned gz,
-                     unsigned block, unsigned smem, void *stream, void **args);
+int kt_launch_kernel(const kt_module *m, int k, unsigned gx, unsigned gy, unsigned gz, unsigned block, unsigned smem,
+                     void *stream, void **args);
 /* The same, launched as a programmatic dependent (PDL): the kernel may start while the
  * previous kernel in the stream finishes, so it must execute griddepcontrol.wait before it
  * reads anything that kernel writes (kt_device.cuh: kt_wait_producer). */
-int kt_launch_kernel_pdl(const kt_module *m, int k, unsigned gx, unsigned gy, unsigned gz,
-                         unsigned block, unsigned smem, void *stream, void **args);
+int kt_launch_kernel_pdl(const kt_module *m, int k, unsigned gx, unsigned gy, unsigned gz, unsigned block,
+                         unsigned smem, void *stream, void **args);
 
 /* ------------------------------------------------------------- database */
 
@@ -441,13 +440,12 @@ typedef struct kt_db kt_db;
 
 /* Opens (creating and migrating when writable) a winners DB. Read-only fails if absent, and
  * reads a file of an older schema as it is (what it lacks reads as empty: a deployed v3
- * file serves its kernel winners and no all-reduce settings); read-only in a folder this user cannot write (a deployed DB) it opens the file immutable,
- * creating no -wal/-shm beside it. A folder, a file that is not a kt database or a damaged
- * one gives -1 with a message naming the file. Every writer waits for the others (and
- * retries when SQLite says busy), so any number of processes may share one file. */
+ * file serves its kernel winners and no all-reduce settings); read-only in a folder this user cannot write (a deployed
+ * DB) it opens the file immutable, creating no -wal/-shm beside it. A folder, a file that is not a kt database or a
+ * damaged one gives -1 with a message naming the file. Every writer waits for the others (and retries when SQLite says
+ * busy), so any number of processes may share one file. */
 int kt_db_open(const char *path, int read_only, kt_db **out);
 void kt_db_close(kt_db *db);
-
 
 typedef enum kt_lookup_level { KT_EXACT, KT_NEAREST_M, KT_NEAREST_SHAPE, KT_DEFAULT } kt_lookup_level;
 const char *kt_lookup_level_name(kt_lookup_level l);
@@ -466,8 +464,7 @@ typedef struct kt_winner {
  * nearest M bucket -> nearest shape on this device -> (returns 1) family default.
  * Returns 0 when a row was found, 1 when the caller should use the family default (w then
  * holds its config, level KT_DEFAULT), -1 on error. */
-int kt_db_lookup(kt_db *db, const kt_db_device *dev, const kt_family *f, const kt_problem *p,
-                 kt_winner *w);
+int kt_db_lookup(kt_db *db, const kt_db_device *dev, const kt_family *f, const kt_problem *p, kt_winner *w);
 
 /* ------------------------------------------- NCCL all-reduce settings (schema 4) */
 
@@ -490,7 +487,7 @@ typedef struct kt_allreduce_setting {
     double median_us, default_us;
     long long run_id;
     char run_commit[64], run_at[32];
-    kt_lookup_level level;    /* KT_EXACT (same bucket), KT_NEAREST_M (nearest bucket), KT_DEFAULT */
+    kt_lookup_level level; /* KT_EXACT (same bucket), KT_NEAREST_M (nearest bucket), KT_DEFAULT */
 } kt_allreduce_setting;
 
 /* The best setting for all-reduces of `bytes` over `world` GPUs of dev (any driver / NVRTC
@@ -509,8 +506,7 @@ int kt_db_export(kt_db *db, const char *format, FILE *out);
 
 /* Resolves (family, problem) to a loaded kernel of the DB winner (or default) on the
  * current device, compiling through the cache; logs the lookup level to stderr. */
-int kt_dispatch(kt_db *db, const kt_family *f, const kt_problem *p, kt_module *out,
-                kt_lookup_level *level);
+int kt_dispatch(kt_db *db, const kt_family *f, const kt_problem *p, kt_module *out, kt_lookup_level *level);
 /* The config kt_dispatch takes for p when the DB has none, on a GPU of sms SMs and arch: the
  * family's choice for p if it has one that builds and fits, else its default_config. */
 kt_config kt_default_config(const kt_family *f, const kt_problem *p, int sms, int arch);

@@ -42,10 +42,14 @@ static int get_double(const char *file, const cJSON *o, const char *key, double 
 }
 
 static int parse_attn(const char *file, const char *s, kt_attn_type *t) {
-    if (!strcmp(s, "sliding_attention")) *t = KT_ATTN_SLIDING;
-    else if (!strcmp(s, "compressed_sparse_attention")) *t = KT_ATTN_CSA;
-    else if (!strcmp(s, "heavily_compressed_attention")) *t = KT_ATTN_HCA;
-    else return kt_fail("%s: layer_types: unknown attention type '%s'", file, s);
+    if (!strcmp(s, "sliding_attention"))
+        *t = KT_ATTN_SLIDING;
+    else if (!strcmp(s, "compressed_sparse_attention"))
+        *t = KT_ATTN_CSA;
+    else if (!strcmp(s, "heavily_compressed_attention"))
+        *t = KT_ATTN_HCA;
+    else
+        return kt_fail("%s: layer_types: unknown attention type '%s'", file, s);
     return 0;
 }
 
@@ -92,9 +96,12 @@ static int parse_mlp_types(const char *file, const cJSON *o, kt_model_config *c)
     for (long i = 0; i < c->n_layers; i++) {
         const cJSON *e = cJSON_GetArrayItem(ml, (int)i);
         if (!cJSON_IsString(e)) return kt_fail("%s: mlp_layer_types[%ld]: expected a string", file, i);
-        if (!strcmp(e->valuestring, "hash_moe")) c->mlp[i] = KT_MLP_HASH;
-        else if (!strcmp(e->valuestring, "moe")) c->mlp[i] = KT_MLP_MOE;
-        else return kt_fail("%s: mlp_layer_types[%ld]: unknown MLP type '%s'", file, i, e->valuestring);
+        if (!strcmp(e->valuestring, "hash_moe"))
+            c->mlp[i] = KT_MLP_HASH;
+        else if (!strcmp(e->valuestring, "moe"))
+            c->mlp[i] = KT_MLP_MOE;
+        else
+            return kt_fail("%s: mlp_layer_types[%ld]: unknown MLP type '%s'", file, i, e->valuestring);
     }
     return 0;
 }
@@ -111,7 +118,8 @@ static int parse_rope(const char *file, const cJSON *p, double default_theta, kt
     if (!t) t = cJSON_GetObjectItemCaseSensitive(p, "type");
     const char *type = cJSON_IsString(t) ? t->valuestring : "default";
     if (!strcmp(type, "default")) return 0;
-    if (strcmp(type, "yarn")) return kt_fail("%s: rope_parameters: rope_type '%s' is not supported (default, yarn)", file, type);
+    if (strcmp(type, "yarn"))
+        return kt_fail("%s: rope_parameters: rope_type '%s' is not supported (default, yarn)", file, type);
     if (get_double(file, p, "factor", -1, &r->factor) || get_double(file, p, "beta_fast", 32, &r->beta_fast) ||
         get_double(file, p, "beta_slow", 1, &r->beta_slow) ||
         get_double(file, p, "attention_factor", 1.0, &r->attention_factor) ||
@@ -156,7 +164,9 @@ static int parse_ropes(const char *file, const cJSON *o, kt_model_config *c) {
     if (rp && cJSON_IsNull(rp)) rp = NULL;
     const cJSON *main = rp ? cJSON_GetObjectItemCaseSensitive(rp, "main") : NULL;
     const cJSON *comp = rp ? cJSON_GetObjectItemCaseSensitive(rp, "compress") : NULL;
-    if (main || comp) return parse_rope(file, main, theta, &c->rope_main) || parse_rope(file, comp, ctheta, &c->rope_compress) ? -1 : 0;
+    if (main || comp)
+        return parse_rope(file, main, theta, &c->rope_main) || parse_rope(file, comp, ctheta, &c->rope_compress) ? -1
+                                                                                                                 : 0;
     /* flat form: yarn scaling applies to the compress rope only, at compress_rope_theta */
     if (parse_rope(file, NULL, theta, &c->rope_main) || parse_rope(file, rp, ctheta, &c->rope_compress)) return -1;
     c->rope_compress.theta = ctheta;
@@ -170,16 +180,19 @@ static int parse_compress_rates(const char *file, const cJSON *o, kt_model_confi
         return get_long(file, cr, "compressed_sparse_attention", 4, &c->csa_rate) ||
                get_long(file, cr, "heavily_compressed_attention", 128, &c->hca_rate);
     }
-    return get_long(file, o, "compress_rate_csa", 4, &c->csa_rate) || get_long(file, o, "compress_rate_hca", 128, &c->hca_rate);
+    return get_long(file, o, "compress_rate_csa", 4, &c->csa_rate) ||
+           get_long(file, o, "compress_rate_hca", 128, &c->hca_rate);
 }
 
 /* Sizes kt's kernels and layouts need (128-multiples for FP8 GEMMs; the 512 = 448 + 64 KV layout). */
 static int check_sizes(const char *file, const kt_model_config *c) {
-    const struct { const char *name; long v, mult; } m[] = {
-        {"hidden_size", c->hidden, 128},      {"q_lora_rank", c->q_lora, 128},
-        {"o_lora_rank", c->o_lora, 128},      {"moe_intermediate_size", c->moe_inter, 128},
-        {"index_head_dim", c->index_dim, 128}, {"vocab_size", c->vocab, 1},
-        {"sliding_window", c->window, 1},     {"num_attention_heads", c->n_heads, 1}};
+    const struct {
+        const char *name;
+        long v, mult;
+    } m[] = {{"hidden_size", c->hidden, 128},       {"q_lora_rank", c->q_lora, 128},
+             {"o_lora_rank", c->o_lora, 128},       {"moe_intermediate_size", c->moe_inter, 128},
+             {"index_head_dim", c->index_dim, 128}, {"vocab_size", c->vocab, 1},
+             {"sliding_window", c->window, 1},      {"num_attention_heads", c->n_heads, 1}};
     for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
         if (m[i].v <= 0 || m[i].v % m[i].mult)
             return kt_fail("%s: %s = %ld: kt needs a positive multiple of %ld", file, m[i].name, m[i].v, m[i].mult);
@@ -194,8 +207,10 @@ static int check_sizes(const char *file, const kt_model_config *c) {
     if (c->hc_mult < 1 || c->hc_mult > 8 || c->hc_iters < 1)
         return kt_fail("%s: hc_mult = %ld (1-8), hc_sinkhorn_iters = %ld (>= 1)", file, c->hc_mult, c->hc_iters);
     if (c->csa_rate < 1 || c->hca_rate < 1 || c->index_heads < 1 || c->index_topk < 1 || c->index_dim <= c->rope_dim)
-        return kt_fail("%s: compress rates, index_n_heads, index_topk must be >= 1 and index_head_dim > the rope dims", file);
-    if (c->n_shared != 0 && c->n_shared != 1) return kt_fail("%s: n_shared_experts = %ld: kt runs 0 or 1", file, c->n_shared);
+        return kt_fail("%s: compress rates, index_n_heads, index_topk must be >= 1 and index_head_dim > the rope dims",
+                       file);
+    if (c->n_shared != 0 && c->n_shared != 1)
+        return kt_fail("%s: n_shared_experts = %ld: kt runs 0 or 1", file, c->n_shared);
     return 0;
 }
 
@@ -213,16 +228,17 @@ static int parse_v4(const char *file, const cJSON *o, kt_model_config *c) {
         get_long(file, o, "q_lora_rank", -1, &c->q_lora) || get_long(file, o, "o_groups", 8, &c->o_groups) ||
         get_long(file, o, "o_lora_rank", 1024, &c->o_lora) || get_long(file, o, "sliding_window", 128, &c->window) ||
         get_long(file, o, "index_n_heads", 64, &c->index_heads) ||
-        get_long(file, o, "index_head_dim", 128, &c->index_dim) || get_long(file, o, "index_topk", 512, &c->index_topk) ||
+        get_long(file, o, "index_head_dim", 128, &c->index_dim) ||
+        get_long(file, o, "index_topk", 512, &c->index_topk) ||
         get_long(file, o, "n_routed_experts", -1, &c->n_experts) ||
         get_long(file, o, "num_experts_per_tok", -1, &c->top_k) ||
         get_long(file, o, "n_shared_experts", 1, &c->n_shared) ||
         get_long(file, o, "moe_intermediate_size", -1, &c->moe_inter) ||
         get_double(file, o, "routed_scaling_factor", 1.5, &c->routed_scale) ||
-        get_double(file, o, "swiglu_limit", 10, &c->swiglu_limit) || get_double(file, o, "rms_norm_eps", 1e-6, &c->rms_eps) ||
-        get_long(file, o, "hc_mult", 4, &c->hc_mult) || get_long(file, o, "hc_sinkhorn_iters", 20, &c->hc_iters) ||
-        get_double(file, o, "hc_eps", 1e-6, &c->hc_eps) || get_long(file, o, "qk_rope_head_dim", 0, &rope_legacy) ||
-        get_double(file, o, "partial_rotary_factor", 0, &prf))
+        get_double(file, o, "swiglu_limit", 10, &c->swiglu_limit) ||
+        get_double(file, o, "rms_norm_eps", 1e-6, &c->rms_eps) || get_long(file, o, "hc_mult", 4, &c->hc_mult) ||
+        get_long(file, o, "hc_sinkhorn_iters", 20, &c->hc_iters) || get_double(file, o, "hc_eps", 1e-6, &c->hc_eps) ||
+        get_long(file, o, "qk_rope_head_dim", 0, &rope_legacy) || get_double(file, o, "partial_rotary_factor", 0, &prf))
         return -1;
     if (c->n_layers < 1 || c->n_layers > KT_MODEL_MAX_LAYERS)
         return kt_fail("%s: num_hidden_layers = %ld: kt runs 1 to %d", file, c->n_layers, KT_MODEL_MAX_LAYERS);
@@ -256,9 +272,12 @@ static int parse_mlp_types_v32(const char *file, const cJSON *o, kt_model_config
     for (long i = 0; i < c->n_layers; i++) {
         const cJSON *e = cJSON_GetArrayItem(ml, (int)i);
         if (!cJSON_IsString(e)) return kt_fail("%s: mlp_layer_types[%ld]: expected a string", file, i);
-        if (!strcmp(e->valuestring, "dense")) c->mlp[i] = KT_MLP_DENSE;
-        else if (!strcmp(e->valuestring, "sparse")) c->mlp[i] = KT_MLP_MOE;
-        else return kt_fail("%s: mlp_layer_types[%ld]: unknown MLP type '%s' (dense, sparse)", file, i, e->valuestring);
+        if (!strcmp(e->valuestring, "dense"))
+            c->mlp[i] = KT_MLP_DENSE;
+        else if (!strcmp(e->valuestring, "sparse"))
+            c->mlp[i] = KT_MLP_MOE;
+        else
+            return kt_fail("%s: mlp_layer_types[%ld]: unknown MLP type '%s' (dense, sparse)", file, i, e->valuestring);
     }
     return 0;
 }
@@ -266,27 +285,36 @@ static int parse_mlp_types_v32(const char *file, const cJSON *o, kt_model_config
 /* V3.2's sizes kt's kernels and layouts need: mla_decode LAYOUT=V32's 512 latent + 64 rope,
  * 128-multiples for the FP8 GEMMs, a router whose groups hold the experts it picks. */
 static int check_sizes_v32(const char *file, const kt_model_config *c) {
-    const struct { const char *name; long v, mult; } m[] = {
-        {"hidden_size", c->hidden, 128},      {"q_lora_rank", c->q_lora, 128},
-        {"moe_intermediate_size", c->moe_inter, 128}, {"index_head_dim", c->index_dim, 128},
-        {"vocab_size", c->vocab, 1},          {"num_attention_heads", c->n_heads, 1},
-        {"qk_nope_head_dim", c->qk_nope, 1},  {"v_head_dim", c->v_head, 1}};
+    const struct {
+        const char *name;
+        long v, mult;
+    } m[] = {{"hidden_size", c->hidden, 128},
+             {"q_lora_rank", c->q_lora, 128},
+             {"moe_intermediate_size", c->moe_inter, 128},
+             {"index_head_dim", c->index_dim, 128},
+             {"vocab_size", c->vocab, 1},
+             {"num_attention_heads", c->n_heads, 1},
+             {"qk_nope_head_dim", c->qk_nope, 1},
+             {"v_head_dim", c->v_head, 1}};
     for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
         if (m[i].v <= 0 || m[i].v % m[i].mult)
             return kt_fail("%s: %s = %ld: kt needs a positive multiple of %ld", file, m[i].name, m[i].v, m[i].mult);
     if (c->kv_lora != 512 || c->rope_dim != 64)
-        return kt_fail("%s: kv_lora_rank %ld with qk_rope_head_dim %ld: kt's V3.2 KV layout is 512 latent + 64 rope", file,
-                       c->kv_lora, c->rope_dim);
+        return kt_fail("%s: kv_lora_rank %ld with qk_rope_head_dim %ld: kt's V3.2 KV layout is 512 latent + 64 rope",
+                       file, c->kv_lora, c->rope_dim);
     for (long i = 0; i < c->n_layers; i++)
         if (c->mlp[i] == KT_MLP_DENSE && (c->inter <= 0 || c->inter % 128))
-            return kt_fail("%s: intermediate_size = %ld: kt needs a positive multiple of 128 (dense layers)", file, c->inter);
-    if (c->n_experts < 1 || c->n_experts > 1024 || c->n_group < 1 || c->n_experts % c->n_group || c->n_experts / c->n_group < 2)
-        return kt_fail("%s: n_routed_experts = %ld in n_group = %ld groups: kt needs equal groups of 2 or more (1-1024 experts)",
-                       file, c->n_experts, c->n_group);
+            return kt_fail("%s: intermediate_size = %ld: kt needs a positive multiple of 128 (dense layers)", file,
+                           c->inter);
+    if (c->n_experts < 1 || c->n_experts > 1024 || c->n_group < 1 || c->n_experts % c->n_group ||
+        c->n_experts / c->n_group < 2)
+        return kt_fail(
+            "%s: n_routed_experts = %ld in n_group = %ld groups: kt needs equal groups of 2 or more (1-1024 experts)",
+            file, c->n_experts, c->n_group);
     if (c->topk_group < 1 || c->topk_group > c->n_group || c->top_k < 1 || c->top_k > 64 ||
         c->top_k > c->topk_group * (c->n_experts / c->n_group))
-        return kt_fail("%s: num_experts_per_tok = %ld from topk_group = %ld of %ld groups of %ld experts", file, c->top_k,
-                       c->topk_group, c->n_group, c->n_experts / c->n_group);
+        return kt_fail("%s: num_experts_per_tok = %ld from topk_group = %ld of %ld groups of %ld experts", file,
+                       c->top_k, c->topk_group, c->n_group, c->n_experts / c->n_group);
     if (c->index_heads < 1 || c->index_heads > 64 || c->index_topk < 1 || c->index_dim <= c->rope_dim)
         return kt_fail("%s: index_n_heads (1-64), index_topk (>= 1) and index_head_dim (> the rope dims)", file);
     if (c->n_shared < 0) return kt_fail("%s: n_shared_experts = %ld", file, c->n_shared);
@@ -300,8 +328,8 @@ static int parse_v32(const char *file, const cJSON *o, kt_model_config *c) {
     const cJSON *ql = cJSON_GetObjectItemCaseSensitive(o, "q_lora_rank");
     c->arch = KT_ARCH_V32;
     c->swiglu_limit = INFINITY; /* V3's SwiGLU has no clamp */
-    if (check_str(file, o, "scoring_func", "sigmoid", "sigmoid") || check_str(file, o, "topk_method", "noaux_tc", "noaux_tc") ||
-        check_str(file, o, "hidden_act", "silu", "silu"))
+    if (check_str(file, o, "scoring_func", "sigmoid", "sigmoid") ||
+        check_str(file, o, "topk_method", "noaux_tc", "noaux_tc") || check_str(file, o, "hidden_act", "silu", "silu"))
         return -1;
     if (nt && !cJSON_IsBool(nt)) return kt_fail("%s: norm_topk_prob: expected true or false", file);
     if (cJSON_IsTrue(tie)) return kt_fail("%s: tie_word_embeddings: kt reads a separate lm_head.weight", file);
@@ -309,11 +337,14 @@ static int parse_v32(const char *file, const cJSON *o, kt_model_config *c) {
     c->norm_topk = !nt || cJSON_IsTrue(nt);
     if (get_long(file, o, "vocab_size", -1, &c->vocab) || get_long(file, o, "hidden_size", -1, &c->hidden) ||
         get_long(file, o, "num_hidden_layers", -1, &c->n_layers) ||
-        get_long(file, o, "num_attention_heads", -1, &c->n_heads) || get_long(file, o, "q_lora_rank", 1536, &c->q_lora) ||
-        get_long(file, o, "kv_lora_rank", 512, &c->kv_lora) || get_long(file, o, "qk_rope_head_dim", 64, &c->rope_dim) ||
+        get_long(file, o, "num_attention_heads", -1, &c->n_heads) ||
+        get_long(file, o, "q_lora_rank", 1536, &c->q_lora) || get_long(file, o, "kv_lora_rank", 512, &c->kv_lora) ||
+        get_long(file, o, "qk_rope_head_dim", 64, &c->rope_dim) ||
         get_long(file, o, "qk_nope_head_dim", 128, &c->qk_nope) || get_long(file, o, "v_head_dim", 128, &c->v_head) ||
-        get_long(file, o, "index_n_heads", 64, &c->index_heads) || get_long(file, o, "index_head_dim", 128, &c->index_dim) ||
-        get_long(file, o, "index_topk", 2048, &c->index_topk) || get_long(file, o, "n_routed_experts", -1, &c->n_experts) ||
+        get_long(file, o, "index_n_heads", 64, &c->index_heads) ||
+        get_long(file, o, "index_head_dim", 128, &c->index_dim) ||
+        get_long(file, o, "index_topk", 2048, &c->index_topk) ||
+        get_long(file, o, "n_routed_experts", -1, &c->n_experts) ||
         get_long(file, o, "num_experts_per_tok", -1, &c->top_k) || get_long(file, o, "n_group", 1, &c->n_group) ||
         get_long(file, o, "topk_group", 1, &c->topk_group) || get_long(file, o, "n_shared_experts", 1, &c->n_shared) ||
         get_long(file, o, "moe_intermediate_size", -1, &c->moe_inter) ||
@@ -335,11 +366,16 @@ int kt_model_config_parse(const char *name, const char *json, size_t len, kt_mod
     if (!o) return kt_fail("%s: not valid JSON", name);
     int rc;
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(o, "model_type");
-    if (!cJSON_IsObject(o)) rc = kt_fail("%s: expected a JSON object", name);
-    else if (!cJSON_IsString(mt)) rc = kt_fail("%s: missing field model_type", name);
-    else if (!strcmp(mt->valuestring, "deepseek_v4")) rc = parse_v4(name, o, c);
-    else if (!strcmp(mt->valuestring, "deepseek_v32")) rc = parse_v32(name, o, c);
-    else rc = kt_fail("%s: model_type '%s': kt runs deepseek_v4 and deepseek_v32", name, mt->valuestring);
+    if (!cJSON_IsObject(o))
+        rc = kt_fail("%s: expected a JSON object", name);
+    else if (!cJSON_IsString(mt))
+        rc = kt_fail("%s: missing field model_type", name);
+    else if (!strcmp(mt->valuestring, "deepseek_v4"))
+        rc = parse_v4(name, o, c);
+    else if (!strcmp(mt->valuestring, "deepseek_v32"))
+        rc = parse_v32(name, o, c);
+    else
+        rc = kt_fail("%s: model_type '%s': kt runs deepseek_v4 and deepseek_v32", name, mt->valuestring);
     if (!rc) snprintf(c->model_type, sizeof c->model_type, "%s", mt->valuestring);
     cJSON_Delete(o);
     return rc;
@@ -374,8 +410,8 @@ static void add(kt_model_tensor *out, int max, int *n, kt_weight_kind kind, long
 
 /* A compressor's tensors (prefix "model.layers.L.attn." or "...attn.indexer."): width = the
  * entry size, overlap = 2 (CSA's two series) or 1 (HCA). */
-static void add_compressor(const kt_model_config *c, kt_model_tensor *o, int max, int *n, const char *prefix,
-                           long rate, long width, int overlap) {
+static void add_compressor(const kt_model_config *c, kt_model_tensor *o, int max, int *n, const char *prefix, long rate,
+                           long width, int overlap) {
     add(o, max, n, KT_W_PLAIN, rate, overlap * width, "%scompressor.ape", prefix);
     add(o, max, n, KT_W_PLAIN, width, 0, "%scompressor.norm.weight", prefix);
     add(o, max, n, KT_W_PLAIN, overlap * width, c->hidden, "%scompressor.wgate.weight", prefix);
@@ -386,12 +422,16 @@ void kt_model_expert_name(const kt_model_config *c, long l, long e, int which, c
     /* V4: w1 = gate, w3 = up, w2 = down (transformers fuses w1|w3 as gate_up_proj); V3.2: *_proj */
     static const char *const v4[] = {"w1", "w3", "w2"}, *const v32[] = {"gate_proj", "up_proj", "down_proj"};
     const char *block = c->arch == KT_ARCH_V32 ? "mlp" : "ffn", *w = (c->arch == KT_ARCH_V32 ? v32 : v4)[which];
-    if (e < 0) snprintf(out, n, "model.layers.%ld.%s.shared_experts.%s.weight", l, block, w);
-    else snprintf(out, n, "model.layers.%ld.%s.experts.%ld.%s.weight", l, block, e, w);
+    if (e < 0)
+        snprintf(out, n, "model.layers.%ld.%s.shared_experts.%s.weight", l, block, w);
+    else
+        snprintf(out, n, "model.layers.%ld.%s.experts.%ld.%s.weight", l, block, e, w);
 }
 
 /* The shared experts' width: V4's one expert, V3.2's n_shared fused into one MLP. */
-static long shared_inter(const kt_model_config *c) { return c->arch == KT_ARCH_V32 ? c->moe_inter * c->n_shared : c->moe_inter; }
+static long shared_inter(const kt_model_config *c) {
+    return c->arch == KT_ARCH_V32 ? c->moe_inter * c->n_shared : c->moe_inter;
+}
 
 /* The routed experts of layer l, then its shared expert (gate, down, up each: V4's w1, w2, w3). */
 static void add_experts(const kt_model_config *c, long l, kt_model_tensor *o, int max, int *n) {
@@ -439,8 +479,10 @@ static void add_layer(const kt_model_config *c, long l, kt_model_tensor *o, int 
     add(o, max, n, KT_W_PLAIN, 3, 0, "%shc_ffn_scale", p);
     add(o, max, n, KT_W_PLAIN, D, 0, "%sffn_norm.weight", p);
     add(o, max, n, KT_W_PLAIN, c->n_experts, D, "%sffn.gate.weight", p);
-    if (c->mlp[l] == KT_MLP_HASH) add(o, max, n, KT_W_INDEX, c->vocab, c->top_k, "%sffn.gate.tid2eid", p);
-    else add(o, max, n, KT_W_PLAIN, c->n_experts, 0, "%sffn.gate.bias", p);
+    if (c->mlp[l] == KT_MLP_HASH)
+        add(o, max, n, KT_W_INDEX, c->vocab, c->top_k, "%sffn.gate.tid2eid", p);
+    else
+        add(o, max, n, KT_W_PLAIN, c->n_experts, 0, "%sffn.gate.bias", p);
     add_experts(c, l, o, max, n);
 }
 
@@ -500,7 +542,8 @@ const char *kt_model_st_name(const kt_st_set *w, const char *name) {
 
 const kt_st_tensor *kt_model_scale_of(const kt_st_set *w, const char *weight) {
     char alt[160];
-    size_t stem = strlen(weight) > 6 && !strcmp(weight + strlen(weight) - 6, "weight") ? strlen(weight) - 6 : strlen(weight);
+    size_t stem =
+        strlen(weight) > 6 && !strcmp(weight + strlen(weight) - 6, "weight") ? strlen(weight) - 6 : strlen(weight);
     snprintf(alt, sizeof alt, "%.*sweight_scale_inv", (int)stem, weight);
     const kt_st_tensor *t = kt_st_find(w, alt);
     if (t) return t;
@@ -508,34 +551,38 @@ const kt_st_tensor *kt_model_scale_of(const kt_st_set *w, const char *weight) {
     return kt_st_find(w, alt);
 }
 
-int kt_model_mxfp4(const kt_st_set *w, const kt_model_tensor *d, const kt_st_tensor **codes, const kt_st_tensor **scales) {
+int kt_model_mxfp4(const kt_st_set *w, const kt_model_tensor *d, const kt_st_tensor **codes,
+                   const kt_st_tensor **scales) {
     const char *name = kt_model_st_name(w, d->name);
     const kt_st_tensor *t = kt_st_find(w, name), *sc;
     if (!t) return kt_fail("%s: tensor %s is missing", w->n_files ? w->files[0].path : "(no files)", name);
     if (t->dtype != KT_ST_I8 && t->dtype != KT_ST_U8) return 0;
     const char *file = kt_st_file_of(w, t);
     if (d->kind != KT_W_GEMM || d->ndim != 2)
-        return kt_fail("%s: tensor %s: %s codes (MXFP4) where kt expects a bf16/f32 tensor", file, name, kt_st_dtype_name(t->dtype));
+        return kt_fail("%s: tensor %s: %s codes (MXFP4) where kt expects a bf16/f32 tensor", file, name,
+                       kt_st_dtype_name(t->dtype));
     long N = d->shape[0], K = d->shape[1], sh_codes[2] = {N, K / 2}, sh_scales[2] = {N, K / 32};
     if (K % 32) return kt_fail("%s: tensor %s: MXFP4 needs K (%ld) in blocks of 32", file, name, K);
     if (kt_st_get(w, name, 2, sh_codes, &t)) return -1;
     if (!(sc = kt_model_scale_of(w, name)))
-        return kt_fail("%s: tensor %s: MXFP4 codes without their ue8m0 scales (%.*sscale or weight_scale_inv)", file, name,
-                       (int)strlen(name) - 6, name);
+        return kt_fail("%s: tensor %s: MXFP4 codes without their ue8m0 scales (%.*sscale or weight_scale_inv)", file,
+                       name, (int)strlen(name) - 6, name);
     if (sc->dtype != KT_ST_F8_E8M0 && sc->dtype != KT_ST_U8)
-        return kt_fail("%s: tensor %s: dtype %s, MXFP4 scales are F8_E8M0 (or U8) bytes", kt_st_file_of(w, sc), sc->name,
-                       kt_st_dtype_name(sc->dtype));
+        return kt_fail("%s: tensor %s: dtype %s, MXFP4 scales are F8_E8M0 (or U8) bytes", kt_st_file_of(w, sc),
+                       sc->name, kt_st_dtype_name(sc->dtype));
     if (kt_st_get(w, sc->name, 2, sh_scales, &sc)) return -1;
     const uint8_t *b = sc->data;
     for (size_t i = 0; i < kt_st_numel(sc); i++)
-        if (b[i] == 0xff) return kt_fail("%s: tensor %s: scale %zu is 0xff (NaN in ue8m0)", kt_st_file_of(w, sc), sc->name, i);
+        if (b[i] == 0xff)
+            return kt_fail("%s: tensor %s: scale %zu is 0xff (NaN in ue8m0)", kt_st_file_of(w, sc), sc->name, i);
     if (codes) *codes = t;
     if (scales) *scales = sc;
     return 1;
 }
 
 /* Copies the MXFP4 matrix d ([rows, K]) to codes / scales at row offset row0 of a [*, K] block. */
-static int copy_mxfp4(const kt_model_config *c, const kt_st_set *w, long l, long e, int which, uint8_t *codes, uint8_t *scales) {
+static int copy_mxfp4(const kt_model_config *c, const kt_st_set *w, long l, long e, int which, uint8_t *codes,
+                      uint8_t *scales) {
     kt_model_tensor d = {.ndim = 2, .kind = KT_W_GEMM};
     const kt_st_tensor *tc, *ts;
     kt_model_expert_name(c, l, e, which, d.name, sizeof d.name);
@@ -544,9 +591,10 @@ static int copy_mxfp4(const kt_model_config *c, const kt_st_set *w, long l, long
     int rc = kt_model_mxfp4(w, &d, &tc, &ts);
     if (rc < 0) return -1;
     if (!rc)
-        return kt_fail("%s: tensor %s: %s, not MXFP4: moe_gemm's MXFP4 layout needs every routed expert of layer %ld in MXFP4",
-                       kt_st_file_of(w, kt_st_find(w, kt_model_st_name(w, d.name))), d.name,
-                       kt_st_dtype_name(kt_st_find(w, kt_model_st_name(w, d.name))->dtype), l);
+        return kt_fail(
+            "%s: tensor %s: %s, not MXFP4: moe_gemm's MXFP4 layout needs every routed expert of layer %ld in MXFP4",
+            kt_st_file_of(w, kt_st_find(w, kt_model_st_name(w, d.name))), d.name,
+            kt_st_dtype_name(kt_st_find(w, kt_model_st_name(w, d.name))->dtype), l);
     memcpy(codes, tc->data, kt_st_numel(tc));
     memcpy(scales, ts->data, kt_st_numel(ts));
     return 0;

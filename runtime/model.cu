@@ -141,7 +141,8 @@ extern "C" __global__ void rt_hc_pre(const float *x, const float *fn, const floa
         for (int i = 0; i < H; i++) {
             float mx = -INFINITY, sum = 0;
             for (int j = 0; j < H; j++) mx = fmaxf(mx, mix[2 * H + i * H + j] * scale[2] + base[2 * H + i * H + j]);
-            for (int j = 0; j < H; j++) sum += comb[i * H + j] = expf(mix[2 * H + i * H + j] * scale[2] + base[2 * H + i * H + j] - mx);
+            for (int j = 0; j < H; j++)
+                sum += comb[i * H + j] = expf(mix[2 * H + i * H + j] * scale[2] + base[2 * H + i * H + j] - mx);
             for (int j = 0; j < H; j++) comb[i * H + j] = comb[i * H + j] / sum + hc_eps;
         }
         for (int it = 0; it < 2 * iters - 1; it++) { // column pass first, then row and column passes
@@ -168,7 +169,8 @@ extern "C" __global__ void rt_hc_pre(const float *x, const float *fn, const floa
 }
 
 // The HC module after a block: x[k] = post[k] * y + sum_j comb[j][k] x[j]; y bf16 (yb) or f32 (yf).
-extern "C" __global__ void rt_hc_post(float *x, const float *postcomb, const kt_u16 *yb, const float *yf, int D, int H) {
+extern "C" __global__ void rt_hc_post(float *x, const float *postcomb, const kt_u16 *yb, const float *yf, int D,
+                                      int H) {
     int b = blockIdx.y, d = blockIdx.x * blockDim.x + threadIdx.x;
     if (d >= D) return;
     const float *pc = postcomb + (long)b * (H + H * H);
@@ -203,14 +205,16 @@ extern "C" __global__ void rt_q_prep(const kt_u16 *q, float *qf, kt_u16 *qb, con
     rt_rmsnorm(v, HD, 0, eps, red);
     rt_rope(v, HD, R, inv, (float)*pos, 1.0f);
     for (int i = threadIdx.x; i < HD; i += blockDim.x)
-        if (qf) qf[row * HD + i] = v[i];
-        else qb[row * HD + i] = kt_f32_to_bf16(v[i]);
+        if (qf)
+            qf[row * HD + i] = v[i];
+        else
+            qb[row * HD + i] = kt_f32_to_bf16(v[i]);
 }
 
 // The new token's KV: rmsnorm * w, RoPE at *pos, stored in the sequence's window cache at slot
 // *pos % W (cache: `stride` bytes per sequence). A block per sequence.
-extern "C" __global__ void rt_kv_append(const kt_u16 *kv, const float *w, const float *inv, const int *pos, kt_u8 *cache,
-                                        unsigned long long stride, int W, int R, float eps) {
+extern "C" __global__ void rt_kv_append(const kt_u16 *kv, const float *w, const float *inv, const int *pos,
+                                        kt_u8 *cache, unsigned long long stride, int W, int R, float eps) {
     __shared__ float v[KT_KV_DIM], red[32];
     int b = blockIdx.x;
     for (int i = threadIdx.x; i < KT_KV_DIM; i += blockDim.x) v[i] = kt_bf16_to_f32(kv[(long)b * KT_KV_DIM + i]);
@@ -222,11 +226,12 @@ extern "C" __global__ void rt_kv_append(const kt_u16 *kv, const float *w, const 
 
 // A compressor's projections of the token: buf_kv/buf_g[b][slot][j] = wkv/wg[j] . h[b]
 // (+ ape[slot][j] on the gate), slot = *pos % rate; OW = overlap * width rows; a warp per row.
-extern "C" __global__ void rt_comp_proj(const float *h, const float *wkv, const float *wg, const float *ape, float *buf_kv,
-                                        float *buf_g, const int *pos, int D, int OW, int rate) {
+extern "C" __global__ void rt_comp_proj(const float *h, const float *wkv, const float *wg, const float *ape,
+                                        float *buf_kv, float *buf_g, const int *pos, int D, int OW, int rate) {
     int b = blockIdx.y, j = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, slot = *pos % rate;
     if (j >= OW) return;
-    float kv = rt_warp_dot(wkv + (long)j * D, h + (long)b * D, D), g = rt_warp_dot(wg + (long)j * D, h + (long)b * D, D);
+    float kv = rt_warp_dot(wkv + (long)j * D, h + (long)b * D, D),
+          g = rt_warp_dot(wg + (long)j * D, h + (long)b * D, D);
     if (threadIdx.x % 32 == 0) {
         long o = ((long)b * rate + slot) * OW + j;
         buf_kv[o] = kv;
@@ -240,9 +245,9 @@ extern "C" __global__ void rt_comp_proj(const float *h, const float *wkv, const 
 // V4 layout (kv_cache), as f32 keys (rt_index_score's), or as mla_indexer's paged e4m3 keys
 // (ikeys; width 128). A block per sequence; `cstride` bytes, floats or pages per sequence.
 extern "C" __global__ void rt_comp_emit(const float *buf_kv, const float *buf_g, float *prev_kv, float *prev_g,
-                                        const float *w, const float *inv, const int *pos, kt_u8 *kv_cache,
-                                        float *keys, kt_u8 *ikeys, unsigned long long cstride, int width,
-                                        int overlap, int rate, int R, float eps) {
+                                        const float *w, const float *inv, const int *pos, kt_u8 *kv_cache, float *keys,
+                                        kt_u8 *ikeys, unsigned long long cstride, int width, int overlap, int rate,
+                                        int R, float eps) {
     __shared__ float e[KT_KV_DIM], red[32];
     int b = blockIdx.x, p = *pos, OW = overlap * width;
     if ((p + 1) % rate) return;
@@ -275,8 +280,10 @@ extern "C" __global__ void rt_comp_emit(const float *buf_kv, const float *buf_g,
         }
     rt_rmsnorm(e, width, w, eps, red);
     rt_rope(e, width, R, inv, (float)(entry * rate), 1.0f);
-    if (kv_cache) rt_kv_store(e, kv_cache + b * cstride, entry, red);
-    else if (ikeys) rt_index_key_store(e, ikeys, (long long)(b * cstride + entry / KT_IDX_PAGE), (int)(entry % KT_IDX_PAGE), red);
+    if (kv_cache)
+        rt_kv_store(e, kv_cache + b * cstride, entry, red);
+    else if (ikeys)
+        rt_index_key_store(e, ikeys, (long long)(b * cstride + entry / KT_IDX_PAGE), (int)(entry % KT_IDX_PAGE), red);
     else
         for (int i = threadIdx.x; i < width; i += blockDim.x) keys[b * cstride + entry * width + i] = e[i];
 }
@@ -330,7 +337,8 @@ extern "C" __global__ void rt_index_score(const kt_u16 *iq, const float *h, cons
 
 // The top k of the n = (*pos+1)/rate scores (ties: the lower index), idx[b][0..k) and -1 after,
 // as cache-wide token ids b * seq_ids + entry (what mla_indexer writes through its block table).
-extern "C" __global__ void rt_topk(float *scores, int *idx, const int *pos, int rate, int k, int max_entries, int seq_ids) {
+extern "C" __global__ void rt_topk(float *scores, int *idx, const int *pos, int rate, int k, int max_entries,
+                                   int seq_ids) {
     __shared__ float bv[RT_THREADS];
     __shared__ int bi[RT_THREADS];
     int b = blockIdx.x, n = (*pos + 1) / rate;
@@ -346,7 +354,8 @@ extern "C" __global__ void rt_topk(float *scores, int *idx, const int *pos, int 
             if (threadIdx.x < o) {
                 float v2 = bv[threadIdx.x + o];
                 int i2 = bi[threadIdx.x + o];
-                if (i2 >= 0 && (bi[threadIdx.x] < 0 || v2 > bv[threadIdx.x] || (v2 == bv[threadIdx.x] && i2 < bi[threadIdx.x])))
+                if (i2 >= 0 &&
+                    (bi[threadIdx.x] < 0 || v2 > bv[threadIdx.x] || (v2 == bv[threadIdx.x] && i2 < bi[threadIdx.x])))
                     bv[threadIdx.x] = v2, bi[threadIdx.x] = i2;
             }
             __syncthreads();
@@ -363,10 +372,10 @@ extern "C" __global__ void rt_topk(float *scores, int *idx, const int *pos, int 
 // CSA: those idx lists, cache-wide ids; mode 2 HCA: all (*pos+1)/rate), softmax with the head's sink, the
 // weighted sum of the (K = V) vectors, RoPE back at *pos; written bf16 in group order
 // og[g][b][GI]. Dynamic shared memory: (W + max_keys) floats of logits.
-extern "C" __global__ void rt_attention(const float *qf, const kt_u8 *win, unsigned long long wstride, const kt_u8 *comp,
-                                        unsigned long long cstride, const int *idx, const float *sink, const float *inv,
-                                        const int *pos, kt_u16 *og, int W, int mode, int rate, int topk, int R, int GI,
-                                        int B) {
+extern "C" __global__ void rt_attention(const float *qf, const kt_u8 *win, unsigned long long wstride,
+                                        const kt_u8 *comp, unsigned long long cstride, const int *idx,
+                                        const float *sink, const float *inv, const int *pos, kt_u16 *og, int W,
+                                        int mode, int rate, int topk, int R, int GI, int B) {
     extern __shared__ float lg[];
     __shared__ float q[KT_KV_DIM], o[KT_KV_DIM], red[32];
     int hh = blockIdx.x, b = blockIdx.y, H = gridDim.x, p = *pos;
@@ -420,10 +429,12 @@ extern "C" __global__ void rt_lengths(const int *pos, int *len, int W, int hca_r
 
 // mla_decode's output back to the step's: RoPE back at *pos on each head's trailing R values,
 // bf16 in group order og[g][b][GI] (as rt_attention writes). Grid (heads, batch).
-extern "C" __global__ void rt_o_post(const kt_u16 *o, const float *inv, const int *pos, kt_u16 *og, int R, int GI, int B) {
+extern "C" __global__ void rt_o_post(const kt_u16 *o, const float *inv, const int *pos, kt_u16 *og, int R, int GI,
+                                     int B) {
     __shared__ float v[KT_KV_DIM];
     int hh = blockIdx.x, b = blockIdx.y, H = gridDim.x;
-    for (int j = threadIdx.x; j < KT_KV_DIM; j += blockDim.x) v[j] = kt_bf16_to_f32(o[((long)b * H + hh) * KT_KV_DIM + j]);
+    for (int j = threadIdx.x; j < KT_KV_DIM; j += blockDim.x)
+        v[j] = kt_bf16_to_f32(o[((long)b * H + hh) * KT_KV_DIM + j]);
     __syncthreads();
     rt_rope(v, KT_KV_DIM, R, inv, (float)*pos, -1.0f);
     for (int j = threadIdx.x; j < KT_KV_DIM; j += blockDim.x) {
@@ -450,8 +461,8 @@ extern "C" __global__ void rt_ungroup(const kt_u16 *in, kt_u16 *out, int G, int 
 
 // The router, a block per sequence: scores = sqrtsoftplus(wg . h); experts = tid2eid[tok] (hash
 // layers, bias NULL) or the top K of scores + bias; weights = scores normalised * scale.
-extern "C" __global__ void rt_router(const float *h, const float *wg, const float *bias, const int *tid2eid, const int *tok,
-                                     int *eidx, float *ew, int E, int K, int D, float scale) {
+extern "C" __global__ void rt_router(const float *h, const float *wg, const float *bias, const int *tid2eid,
+                                     const int *tok, int *eidx, float *ew, int E, int K, int D, float scale) {
     extern __shared__ float sc[];
     int b = blockIdx.x;
     for (int e = threadIdx.x / 32; e < E; e += blockDim.x / 32) {
@@ -463,7 +474,8 @@ extern "C" __global__ void rt_router(const float *h, const float *wg, const floa
     int sel[64];
     float wsum = 0;
     for (int k = 0; k < K; k++) {
-        if (!bias) sel[k] = tid2eid[(long)tok[b] * K + k];
+        if (!bias)
+            sel[k] = tid2eid[(long)tok[b] * K + k];
         else {
             int best = -1;
             for (int e = 0; e < E; e++) {
@@ -494,8 +506,8 @@ __device__ float rt_warp_dot_fp8(const kt_u8 *w, const float *ws, long row, int 
 
 // Routed experts, gate and up: for slot (b, k) of grid.y, a = silu(min(g, L)) * clamp(u, L) with
 // g, u = w13[e] rows i and I + i . x (FP8 weights [E][2I][D], act_quant'ed x); a bf16 [B*K][I].
-extern "C" __global__ void rt_moe_up(const kt_u8 *w13, const float *s13, const kt_u8 *xq, const float *xs, const int *eidx,
-                                     kt_u16 *a, int I, int D, int K, float limit) {
+extern "C" __global__ void rt_moe_up(const kt_u8 *w13, const float *s13, const kt_u8 *xq, const float *xs,
+                                     const int *eidx, kt_u16 *a, int I, int D, int K, float limit) {
     int slot = blockIdx.y, b = slot / K, i = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (i >= I) return;
     long e = eidx[slot];
@@ -508,8 +520,8 @@ extern "C" __global__ void rt_moe_up(const kt_u8 *w13, const float *s13, const k
 }
 
 // Routed experts, down: y[slot][d] = w2[e] row d . a (FP8 [E][D][I], act_quant'ed a), f32.
-extern "C" __global__ void rt_moe_down(const kt_u8 *w2, const float *s2, const kt_u8 *aq, const float *as, const int *eidx,
-                                       float *y, int I, int D) {
+extern "C" __global__ void rt_moe_down(const kt_u8 *w2, const float *s2, const kt_u8 *aq, const float *as,
+                                       const int *eidx, float *y, int I, int D) {
     int slot = blockIdx.y, d = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (d >= D) return;
     long e = eidx[slot];
@@ -519,7 +531,8 @@ extern "C" __global__ void rt_moe_down(const kt_u8 *w2, const float *s2, const k
 }
 
 // The MoE output: out[b][d] = sum_k ew[b][k] y[b*K+k][d] + shared[b][d] (bf16, may be NULL).
-extern "C" __global__ void rt_moe_combine(const float *y, const float *ew, const kt_u16 *shared, float *out, int K, int D) {
+extern "C" __global__ void rt_moe_combine(const float *y, const float *ew, const kt_u16 *shared, float *out, int K,
+                                          int D) {
     int b = blockIdx.y, d = blockIdx.x * blockDim.x + threadIdx.x;
     if (d >= D) return;
     float v = 0;
@@ -537,8 +550,8 @@ extern "C" __global__ void rt_swiglu(const kt_u16 *gu, kt_u16 *a, int I, float l
 }
 
 // The HC head and the final norm, a block per sequence: y = rmsnorm(sum_k pre_k x_k) * w.
-extern "C" __global__ void rt_hc_head(const float *x, const float *fn, const float *base, const float *scale, const float *w,
-                                      float *y, int D, int H, float eps, float hc_eps) {
+extern "C" __global__ void rt_hc_head(const float *x, const float *fn, const float *base, const float *scale,
+                                      const float *w, float *y, int D, int H, float eps, float hc_eps) {
     extern __shared__ float col[];
     __shared__ float red[32], pre[8];
     int b = blockIdx.x, HD = H * D;
@@ -599,14 +612,17 @@ __device__ __forceinline__ float rt_hash_uniform(unsigned long long seed, unsign
     return (float)(z >> 40) / (float)(1ull << 23) - 1.0f;
 }
 extern "C" __global__ void rt_fill_f32(float *x, unsigned long long n, unsigned long long seed, float base, float amp) {
-    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (unsigned long long)gridDim.x * blockDim.x)
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (unsigned long long)gridDim.x * blockDim.x)
         x[i] = base + amp * rt_hash_uniform(seed, i);
 }
 extern "C" __global__ void rt_fill_e4m3(kt_u8 *x, unsigned long long n, unsigned long long seed) {
-    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (unsigned long long)gridDim.x * blockDim.x)
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (unsigned long long)gridDim.x * blockDim.x)
         x[i] = rt_to_e4m3(rt_hash_uniform(seed, i) * 448.0f);
 }
 extern "C" __global__ void rt_fill_i32(int *x, unsigned long long n, unsigned long long seed, int mod) {
-    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (unsigned long long)gridDim.x * blockDim.x)
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (unsigned long long)gridDim.x * blockDim.x)
         x[i] = (int)((rt_hash_uniform(seed, i) + 1.0f) * 0.5f * mod) % mod;
 }

@@ -43,7 +43,7 @@ typedef struct kt_rope {
 } kt_rope;
 
 typedef struct kt_model_config {
-    char model_type[32];          /* "deepseek_v4" or "deepseek_v32" (host reference only) */
+    char model_type[32]; /* "deepseek_v4" or "deepseek_v32" (host reference only) */
     kt_arch arch;
     long vocab, hidden, n_layers;
     long n_heads, head_dim, rope_dim; /* rope_dim = head_dim * partial_rotary_factor, the trailing slice */
@@ -114,8 +114,8 @@ int kt_model_mxfp4(const kt_st_set *w, const kt_model_tensor *d, const kt_st_ten
  * (kernels/common/moe_layout.h): gate+up codes [E, 2I, D/2] and scales [E, 2I, D/32] (rows
  * [0, I) w1, [I, 2I) w3), down codes [E, D, I/2] and scales [E, D, I/32]. -1 naming the file and
  * tensor if an expert is missing, not MXFP4 or malformed. */
-int kt_model_experts_mxfp4(const kt_model_config *c, const kt_st_set *w, long l, uint8_t *gu_codes,
-                           uint8_t *gu_scales, uint8_t *dn_codes, uint8_t *dn_scales);
+int kt_model_experts_mxfp4(const kt_model_config *c, const kt_st_set *w, long l, uint8_t *gu_codes, uint8_t *gu_scales,
+                           uint8_t *dn_codes, uint8_t *dn_scales);
 /* Layer l's routed experts in the checkpoint: 1 when expert 0's w1 is MXFP4 (then every expert
  * must be), 0 otherwise, -1 on a malformed one. */
 int kt_model_experts_are_mxfp4(const kt_model_config *c, const kt_st_set *w, long l);

@@ -23,24 +23,24 @@
 
 typedef struct named {
     char *name;
-    float *v;      /* f32 values (GEMM weights after kt's quantisation in KT_REF_KT) */
-    int32_t *i;    /* integer tables */
+    float *v;   /* f32 values (GEMM weights after kt's quantisation in KT_REF_KT) */
+    int32_t *i; /* integer tables */
 } named;
 
 /* The compressor state of one (sequence, layer, compressor): the window being filled and, for
  * CSA, the previous window's first series. */
 typedef struct comp_state {
-    double *kv, *gate;       /* [rate][overlap * width] */
+    double *kv, *gate;           /* [rate][overlap * width] */
     double *prev_kv, *prev_gate; /* [rate][width] (CSA) */
     int has_prev;
-    double *entries;         /* [max_entries][width] */
+    double *entries; /* [max_entries][width] */
     long n_entries;
 } comp_state;
 
 typedef struct seq_layer {
-    double *window;          /* V4: [window][head_dim], slot = pos % window */
+    double *window; /* V4: [window][head_dim], slot = pos % window */
     comp_state comp, index;
-    double *latent, *ikeys;  /* V3.2: every token's [kv_lora + rope] MLA key and [index_dim] indexer key */
+    double *latent, *ikeys; /* V3.2: every token's [kv_lora + rope] MLA key and [index_dim] indexer key */
 } seq_layer;
 
 struct kt_model_ref {
@@ -50,7 +50,7 @@ struct kt_model_ref {
     long max_ctx;
     named *w;
     int n_w;
-    seq_layer *state; /* [batch][n_layers] */
+    seq_layer *state;            /* [batch][n_layers] */
     double *inv_main, *inv_comp; /* rope_dim / 2 inverse frequencies */
 };
 
@@ -75,7 +75,8 @@ void kt_quant_blocks(float *w, long n, long k, uint8_t *codes, float *scales) {
         for (long bk = 0; bk < kb; bk++) {
             float amax = 0;
             for (long r = bn * 128; r < n && r < bn * 128 + 128; r++)
-                for (long col = bk * 128; col < k && col < bk * 128 + 128; col++) amax = fmaxf(amax, fabsf(w[r * k + col]));
+                for (long col = bk * 128; col < k && col < bk * 128 + 128; col++)
+                    amax = fmaxf(amax, fabsf(w[r * k + col]));
             float s = fmaxf(amax, 1e-10f) / 448.0f;
             if (scales) scales[bn * kb + bk] = s;
             for (long r = bn * 128; r < n && r < bn * 128 + 128; r++)
@@ -102,7 +103,8 @@ void kt_quant_kv(double *x, long head_dim, long rope_dim) {
         double amax = 0;
         for (int i = 0; i < 64; i++) amax = fmax(amax, fabs(x[g * 64 + i]));
         float s = amax > 0 ? ldexpf(1.0f, (int)ceil(log2(amax / 448.0))) : 1.0f;
-        for (int i = 0; i < 64; i++) x[g * 64 + i] = (double)(kt_e4m3_to_float(kt_float_to_e4m3((float)(x[g * 64 + i] / s))) * s);
+        for (int i = 0; i < 64; i++)
+            x[g * 64 + i] = (double)(kt_e4m3_to_float(kt_float_to_e4m3((float)(x[g * 64 + i] / s))) * s);
     }
     for (long i = head_dim - rope_dim; i < head_dim; i++) x[i] = round_bf16(x[i]);
 }
@@ -169,7 +171,8 @@ static void hc_pre(const kt_model_ref *m, const char *which, long l, const doubl
     for (long i = 0; i < H; i++) {
         double mx = -INFINITY, sum = 0;
         for (long j = 0; j < H; j++) mx = fmax(mx, mix[2 * H + i * H + j] * scale[2] + base[2 * H + i * H + j]);
-        for (long j = 0; j < H; j++) sum += comb[i * H + j] = exp(mix[2 * H + i * H + j] * scale[2] + base[2 * H + i * H + j] - mx);
+        for (long j = 0; j < H; j++)
+            sum += comb[i * H + j] = exp(mix[2 * H + i * H + j] * scale[2] + base[2 * H + i * H + j] - mx);
         for (long j = 0; j < H; j++) comb[i * H + j] = comb[i * H + j] / sum + c->hc_eps;
     }
     for (long it = 0; it < 2 * c->hc_iters - 1; it++) {
@@ -268,7 +271,8 @@ static long top_indices(double *score, long n, long k, long *sel) {
 
 /* The lightning indexer: the top index_topk of the indexer's entries for this query (by
  * sum_h w_h relu(q_h . k) / sqrt(index_dim)), written to sel; returns how many. */
-static long indexer(const kt_model_ref *m, seq_layer *sl, long l, const double *h, const double *qr, long pos, long *sel) {
+static long indexer(const kt_model_ref *m, seq_layer *sl, long l, const double *h, const double *qr, long pos,
+                    long *sel) {
     const kt_model_config *c = &m->c;
     long IH = c->index_heads, ID = c->index_dim, n = sl->index.n_entries;
     double *q = malloc((size_t)(IH * ID) * sizeof *q), w[1024], *score = malloc((size_t)(n + 1) * sizeof *score);
@@ -347,7 +351,8 @@ static void attention(kt_model_ref *m, seq_layer *sl, long l, const double *h, l
     long G = c->o_groups, GI = kt_model_group_in(c);
     double *oa = malloc((size_t)(G * c->o_lora) * sizeof *oa);
     const float *wo_a = Wf(m, "model.layers.%ld.attn.wo_a.weight", l);
-    for (long g = 0; g < G; g++) linear(m, wo_a + g * c->o_lora * GI, c->o_lora, GI, o + g * GI, oa + g * c->o_lora, 1, 1);
+    for (long g = 0; g < G; g++)
+        linear(m, wo_a + g * c->o_lora * GI, c->o_lora, GI, o + g * GI, oa + g * c->o_lora, 1, 1);
     linear(m, Wf(m, "model.layers.%ld.attn.wo_b.weight", l), D, G * c->o_lora, oa, out, 1, 1);
     free(qr), free(q), free(keys), free(o), free(lg), free(oa);
 }
@@ -355,7 +360,8 @@ static void attention(kt_model_ref *m, seq_layer *sl, long l, const double *h, l
 /* One SwiGLU MLP of width I (names: gate, up, down) with the swiglu clamp (V3.2: none);
  * acc += scale * out. round_out: its GEMM outputs are bf16 (the shared expert and V3.2's dense
  * MLP run on fp8_gemm). */
-static void mlp(const kt_model_ref *m, char names[3][128], long I, const double *h, double scale, double *acc, int round_out) {
+static void mlp(const kt_model_ref *m, char names[3][128], long I, const double *h, double scale, double *acc,
+                int round_out) {
     const kt_model_config *c = &m->c;
     long D = c->hidden;
     double *g = malloc((size_t)I * sizeof *g), *u = malloc((size_t)I * sizeof *u), *y = malloc((size_t)D * sizeof *y);
@@ -371,7 +377,8 @@ static void mlp(const kt_model_ref *m, char names[3][128], long I, const double 
 }
 
 /* Routed expert e of layer l (e < 0: the shared expert, of width I). */
-static void expert(const kt_model_ref *m, long l, long e, long I, const double *h, double scale, double *acc, int round_out) {
+static void expert(const kt_model_ref *m, long l, long e, long I, const double *h, double scale, double *acc,
+                   int round_out) {
     char names[3][128];
     for (int which = 0; which < 3; which++) kt_model_expert_name(&m->c, l, e, which, names[which], sizeof names[which]);
     mlp(m, names, I, h, scale, acc, round_out);
@@ -401,7 +408,8 @@ static void moe(const kt_model_ref *m, long l, const double *h, int32_t token, d
     }
     for (long k = 0; k < K; k++) wsum += score[idx[k]];
     memset(out, 0, (size_t)c->hidden * sizeof *out);
-    for (long k = 0; k < K; k++) expert(m, l, idx[k], c->moe_inter, h, score[idx[k]] / (wsum + 1e-20) * c->routed_scale, out, 0);
+    for (long k = 0; k < K; k++)
+        expert(m, l, idx[k], c->moe_inter, h, score[idx[k]] / (wsum + 1e-20) * c->routed_scale, out, 0);
     if (c->n_shared) expert(m, l, -1, c->moe_inter, h, 1.0, out, 1);
     free(score);
 }
@@ -449,7 +457,8 @@ static void quant_kv_v32(double *x) {
 /* V3.2's indexer (DSA): the tokens 0..pos it selects for this query, by sum_h w_h relu(q_h . k
  * / sqrt(index_dim)) with w = weights_proj(h) / sqrt(index_n_heads); the token's own key is
  * appended first. Returns how many (min(index_topk, pos + 1)). */
-static long indexer_v32(const kt_model_ref *m, seq_layer *sl, long l, const double *h, const double *qr, long pos, long *sel) {
+static long indexer_v32(const kt_model_ref *m, seq_layer *sl, long l, const double *h, const double *qr, long pos,
+                        long *sel) {
     const kt_model_config *c = &m->c;
     long IH = c->index_heads, ID = c->index_dim;
     double *q = malloc((size_t)(IH * ID) * sizeof *q), w[64], *score = malloc((size_t)(pos + 1) * sizeof *score);
@@ -535,15 +544,18 @@ static void attention_v32(const kt_model_ref *m, seq_layer *sl, long l, const do
 static void moe_v32(const kt_model_ref *m, long l, const double *h, double *out) {
     const kt_model_config *c = &m->c;
     long E = c->n_experts, G = c->n_group, per = E / G, idx[64], gsel[1024];
-    double *score = malloc((size_t)E * sizeof *score), *choice = malloc((size_t)E * sizeof *choice), gscore[1024], wsum = 0;
+    double *score = malloc((size_t)E * sizeof *score), *choice = malloc((size_t)E * sizeof *choice), gscore[1024],
+           wsum = 0;
     const float *bias = Wf(m, "model.layers.%ld.mlp.gate.e_score_correction_bias", l);
     linear(m, Wf(m, "model.layers.%ld.mlp.gate.weight", l), E, c->hidden, h, score, 0, 0);
     for (long e = 0; e < E; e++) choice[e] = (score[e] = sigmoid(score[e])) + bias[e];
     for (long g = 0; g < G; g++) {
         double a = -INFINITY, b = -INFINITY; /* the group's two best */
         for (long e = g * per; e < (g + 1) * per; e++)
-            if (choice[e] > a) b = a, a = choice[e];
-            else if (choice[e] > b) b = choice[e];
+            if (choice[e] > a)
+                b = a, a = choice[e];
+            else if (choice[e] > b)
+                b = choice[e];
         gscore[g] = a + b;
     }
     long ng = top_indices(gscore, G, c->topk_group, gsel);
@@ -555,8 +567,8 @@ static void moe_v32(const kt_model_ref *m, long l, const double *h, double *out)
     for (long k = 0; k < K; k++) wsum += score[idx[k]];
     memset(out, 0, (size_t)c->hidden * sizeof *out);
     for (long k = 0; k < K; k++)
-        expert(m, l, idx[k], c->moe_inter, h, (c->norm_topk ? score[idx[k]] / (wsum + 1e-20) : score[idx[k]]) * c->routed_scale,
-               out, 0);
+        expert(m, l, idx[k], c->moe_inter, h,
+               (c->norm_topk ? score[idx[k]] / (wsum + 1e-20) : score[idx[k]]) * c->routed_scale, out, 0);
     if (c->n_shared) expert(m, l, -1, c->moe_inter * c->n_shared, h, 1.0, out, 1);
     free(score), free(choice), free(masked);
 }
@@ -565,10 +577,12 @@ static void moe_v32(const kt_model_ref *m, long l, const double *h, double *out)
 static int step_v32(kt_model_ref *m, const int32_t *token, long pos, double *logits) {
     const kt_model_config *c = &m->c;
     long D = c->hidden;
-    double *x = malloc((size_t)D * sizeof *x), *col = malloc((size_t)D * sizeof *col), *y = malloc((size_t)D * sizeof *y);
+    double *x = malloc((size_t)D * sizeof *x), *col = malloc((size_t)D * sizeof *col),
+           *y = malloc((size_t)D * sizeof *y);
     const float *embed = Wf(m, "model.embed_tokens.weight", 0);
     for (int b = 0; b < m->batch; b++) {
-        if (token[b] < 0 || token[b] >= c->vocab) return free(x), free(col), free(y), kt_fail("token %d outside the vocabulary", token[b]);
+        if (token[b] < 0 || token[b] >= c->vocab)
+            return free(x), free(col), free(y), kt_fail("token %d outside the vocabulary", token[b]);
         for (long d = 0; d < D; d++) x[d] = embed[token[b] * D + d];
         for (long l = 0; l < c->n_layers; l++) {
             memcpy(col, x, (size_t)D * sizeof *col);
@@ -580,7 +594,8 @@ static int step_v32(kt_model_ref *m, const int32_t *token, long pos, double *log
             if (c->mlp[l] == KT_MLP_DENSE) {
                 char names[3][128];
                 static const char *const which[3] = {"gate_proj", "up_proj", "down_proj"};
-                for (int i = 0; i < 3; i++) snprintf(names[i], sizeof names[i], "model.layers.%ld.mlp.%s.weight", l, which[i]);
+                for (int i = 0; i < 3; i++)
+                    snprintf(names[i], sizeof names[i], "model.layers.%ld.mlp.%s.weight", l, which[i]);
                 memset(y, 0, (size_t)D * sizeof *y);
                 mlp(m, names, c->inter, col, 1.0, y, 1);
             } else {
@@ -694,7 +709,8 @@ int kt_model_weight(const kt_model_config *c, const kt_st_set *w, const kt_model
         long sh[2] = {(n + 127) / 128, (k + 127) / 128};
         if (!(sc = kt_model_scale_of(w, name))) {
             free(*v), *v = NULL;
-            return kt_fail("%s: tensor %s: F8_E4M3 without its block scales (weight_scale_inv or scale)", kt_st_file_of(w, st), name);
+            return kt_fail("%s: tensor %s: F8_E4M3 without its block scales (weight_scale_inv or scale)",
+                           kt_st_file_of(w, st), name);
         }
         float *s = malloc((size_t)(sh[0] * sh[1]) * sizeof *s);
         if (kt_st_get(w, sc->name, 2, sh, &sc) || kt_st_to_f32(w, sc, s)) return free(s), free(*v), *v = NULL, -1;
@@ -720,7 +736,8 @@ static void synth_tensor(kt_model_ref *m, const kt_model_tensor *d, uint64_t *rn
     if (d->kind == KT_W_INDEX) {
         t->i = malloc((size_t)(n * k) * sizeof *t->i);
         for (long r = 0; r < n; r++)
-            for (long j = 0; j < k; j++) t->i[r * k + j] = (int32_t)((r * 7 + j * 3 + kt_rng_next(rng) % 2) % m->c.n_experts);
+            for (long j = 0; j < k; j++)
+                t->i[r * k + j] = (int32_t)((r * 7 + j * 3 + kt_rng_next(rng) % 2) % m->c.n_experts);
         return;
     }
     t->v = malloc((size_t)(n * k) * sizeof *t->v);
@@ -753,7 +770,8 @@ int kt_model_ref_open(const kt_model_config *c, const kt_st_set *w, uint64_t see
     uint64_t rng = seed;
     for (int i = 0; i < n; i++) {
         m->w[i].name = strdup(list[i].name);
-        if (!w) synth_tensor(m, &list[i], &rng, &m->w[i]);
+        if (!w)
+            synth_tensor(m, &list[i], &rng, &m->w[i]);
         else if (load_tensor(m, w, &list[i], &m->w[i])) {
             free(list);
             kt_model_ref_close(m);
@@ -785,14 +803,16 @@ int kt_model_ref_open(const kt_model_config *c, const kt_st_set *w, uint64_t see
     return 0;
 }
 
-static void free_comp(comp_state *s) { free(s->kv), free(s->gate), free(s->prev_kv), free(s->prev_gate), free(s->entries); }
+static void free_comp(comp_state *s) {
+    free(s->kv), free(s->gate), free(s->prev_kv), free(s->prev_gate), free(s->entries);
+}
 
 void kt_model_ref_close(kt_model_ref *m) {
     if (!m) return;
     for (int i = 0; i < m->n_w; i++) free(m->w[i].name), free(m->w[i].v), free(m->w[i].i);
     if (m->state)
         for (long s = 0; s < m->batch * m->c.n_layers; s++)
-            free(m->state[s].window), free_comp(&m->state[s].comp), free_comp(&m->state[s].index), free(m->state[s].latent),
-                free(m->state[s].ikeys);
+            free(m->state[s].window), free_comp(&m->state[s].comp), free_comp(&m->state[s].index),
+                free(m->state[s].latent), free(m->state[s].ikeys);
     free(m->w), free(m->state), free(m->inv_main), free(m->inv_comp), free(m);
 }

@@ -23,10 +23,10 @@ int kt_nccl_init(void) {
                  dlerror());
         return kt_fail("%s", nccl_error);
     }
-#define KT_NCCL_LOAD(fn)                                                                        \
-    if (!(*(void **)&kt_nccl.fn = dlsym(lib, KT_STR(fn)))) {                                    \
-        snprintf(nccl_error, sizeof nccl_error, "NCCL too old: libnccl.so.2 lacks %s", KT_STR(fn)); \
-        return kt_fail("%s", nccl_error);                                                       \
+#define KT_NCCL_LOAD(fn)                                                                                               \
+    if (!(*(void **)&kt_nccl.fn = dlsym(lib, KT_STR(fn)))) {                                                           \
+        snprintf(nccl_error, sizeof nccl_error, "NCCL too old: libnccl.so.2 lacks %s", KT_STR(fn));                    \
+        return kt_fail("%s", nccl_error);                                                                              \
     }
     KT_NCCL_FUNCTIONS(KT_NCCL_LOAD)
 #undef KT_NCCL_LOAD

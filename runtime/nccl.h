@@ -5,9 +5,11 @@
 #define KT_NCCL_H
 #include <nccl.h>
 
+// clang-format off
 #define KT_NCCL_FUNCTIONS(X)                                                                  \
     X(ncclGetVersion) X(ncclGetErrorString) X(ncclGetUniqueId) X(ncclCommInitAll)             \
     X(ncclCommInitRank) X(ncclCommDestroy) X(ncclAllReduce) X(ncclGroupStart) X(ncclGroupEnd)
+// clang-format on
 
 #define KT_NCCL_MEMBER(fn) __typeof__(fn) *fn;
 typedef struct kt_nccl_api {

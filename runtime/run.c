@@ -27,7 +27,10 @@ static int read_prompt(const char *path, int batch, long vocab, int32_t **out, l
         for (char *p = line, *end; *p; p = end) {
             long v = strtol(p, &end, 10);
             if (end == p) {
-                if (*p == ' ' || *p == '\t' || *p == '\r' || *p == ',') { end = p + 1; continue; }
+                if (*p == ' ' || *p == '\t' || *p == '\r' || *p == ',') {
+                    end = p + 1;
+                    continue;
+                }
                 free(text), free(t);
                 return kt_fail("%s: line %ld: '%c' is not a token id", path, lines + 1, *p);
             }
@@ -75,8 +78,9 @@ static int run_config(const kt_run_options *o, kt_model_config *c) {
         c->n_heads /= o->tp_shapes;
         c->o_groups /= o->tp_shapes;
         c->moe_inter /= o->tp_shapes;
-        fprintf(stderr, "kt run: --tp-shapes %d: one rank's shapes (%ld heads, %ld o-groups, expert width %ld; the "
-                        "indexer, compressors and head whole); the all-reduce after attention and MoE is left out\n",
+        fprintf(stderr,
+                "kt run: --tp-shapes %d: one rank's shapes (%ld heads, %ld o-groups, expert width %ld; the "
+                "indexer, compressors and head whole); the all-reduce after attention and MoE is left out\n",
                 o->tp_shapes, c->n_heads, c->o_groups, c->moe_inter);
     }
     return 0;
@@ -98,8 +102,8 @@ static int print_plan(const kt_run_options *o, const kt_model_config *c) {
     kt_step_plan plan;
     kt_step_plan_make(c, o->batch, o->context, o->plain_kernels, o->synthetic, &plan);
     for (int i = 0; i < KT_N_PARTS; i++)
-        printf("part: %s %s%s%s\n", kt_step_part_names[i], plan.family[i] ? "family" : "plain", plan.family[i] ? "" : ": ",
-               plan.why[i]);
+        printf("part: %s %s%s%s\n", kt_step_part_names[i], plan.family[i] ? "family" : "plain",
+               plan.family[i] ? "" : ": ", plan.why[i]);
     const kt_family *f[16];
     kt_problem p[16];
     int n = kt_step_plan_problems(&plan, f, p, 16);

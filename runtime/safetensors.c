@@ -18,9 +18,12 @@
 /* A header larger than this is not a model file (the largest real ones are a few MB). */
 #define MAX_HEADER (100u << 20)
 
-static const struct { const char *name; size_t size; } dtypes[KT_ST_N_DTYPES] = {
-    {"BOOL", 1}, {"U8", 1}, {"I8", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}, {"F8_E8M0", 1}, {"I16", 2}, {"U16", 2},
-    {"F16", 2}, {"BF16", 2}, {"I32", 4}, {"U32", 4}, {"F32", 4}, {"I64", 8}, {"U64", 8}, {"F64", 8}};
+static const struct {
+    const char *name;
+    size_t size;
+} dtypes[KT_ST_N_DTYPES] = {{"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E4M3", 1}, {"F8_E5M2", 1}, {"F8_E8M0", 1},
+                            {"I16", 2},  {"U16", 2}, {"F16", 2}, {"BF16", 2},    {"I32", 4},     {"U32", 4},
+                            {"F32", 4},  {"I64", 8}, {"U64", 8}, {"F64", 8}};
 
 const char *kt_st_dtype_name(kt_st_dtype d) { return d < KT_ST_N_DTYPES ? dtypes[d].name : "?"; }
 size_t kt_st_dtype_size(kt_st_dtype d) { return d < KT_ST_N_DTYPES ? dtypes[d].size : 0; }
@@ -44,11 +47,13 @@ static int parse_entry(const char *file, const cJSON *e, size_t data_len, kt_st_
     if (d == KT_ST_N_DTYPES) return kt_fail("%s: tensor %s: unknown dtype '%s'", file, key, dt->valuestring);
     t->dtype = (kt_st_dtype)d;
     t->ndim = cJSON_GetArraySize(sh);
-    if (t->ndim > KT_ST_MAX_DIMS) return kt_fail("%s: tensor %s: %d dimensions (max %d)", file, key, t->ndim, KT_ST_MAX_DIMS);
+    if (t->ndim > KT_ST_MAX_DIMS)
+        return kt_fail("%s: tensor %s: %d dimensions (max %d)", file, key, t->ndim, KT_ST_MAX_DIMS);
     double numel = 1;
     for (int i = 0; i < t->ndim; i++) {
         const cJSON *x = cJSON_GetArrayItem(sh, i);
-        if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble != floor(x->valuedouble) || x->valuedouble > 1e15)
+        if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble != floor(x->valuedouble) ||
+            x->valuedouble > 1e15)
             return kt_fail("%s: tensor %s: shape[%d] is not a non-negative integer", file, key, i);
         t->shape[i] = (long)x->valuedouble;
         numel *= x->valuedouble;
@@ -93,8 +98,8 @@ static int check_overlaps(const char *file, const kt_st_tensor *t, int n) {
     return rc;
 }
 
-int kt_st_parse_header(const char *name, const char *json, size_t len, size_t data_len, int file,
-                       kt_st_tensor **t, int *n, size_t *cap) {
+int kt_st_parse_header(const char *name, const char *json, size_t len, size_t data_len, int file, kt_st_tensor **t,
+                       int *n, size_t *cap) {
     cJSON *root = cJSON_ParseWithLength(json, len);
     if (!root) return kt_fail("%s: safetensors header is not valid JSON", name);
     if (!cJSON_IsObject(root)) {
@@ -108,16 +113,23 @@ int kt_st_parse_header(const char *name, const char *json, size_t len, size_t da
             continue;
         }
         kt_st_tensor *grown = kt_grow(*t, cap, (size_t)*n, sizeof **t);
-        if (!grown) { rc = -1; break; }
+        if (!grown) {
+            rc = -1;
+            break;
+        }
         *t = grown;
         kt_st_tensor *x = &(*t)[*n];
         memset(x, 0, sizeof *x);
         x->file = file;
         if ((rc = parse_entry(name, e, data_len, x))) break;
-        if (!(x->name = strdup(e->string))) { rc = kt_fail("out of memory"); break; }
+        if (!(x->name = strdup(e->string))) {
+            rc = kt_fail("out of memory");
+            break;
+        }
         (*n)++;
     }
-    if (!rc && *n > first) rc = check_overlaps(name, *t + first, *n - first); /* *t is NULL for a header of no tensors */
+    if (!rc && *n > first)
+        rc = check_overlaps(name, *t + first, *n - first); /* *t is NULL for a header of no tensors */
     cJSON_Delete(root);
     return rc;
 }
@@ -237,7 +249,8 @@ int kt_st_get(const kt_st_set *s, const char *name, int ndim, const long *shape,
     for (int i = 0; same && i < ndim; i++) same = t->shape[i] == shape[i];
     if (!same) {
         char want[96] = "", got[96] = "";
-        for (int i = 0; i < ndim; i++) snprintf(want + strlen(want), sizeof want - strlen(want), "%s%ld", i ? "," : "", shape[i]);
+        for (int i = 0; i < ndim; i++)
+            snprintf(want + strlen(want), sizeof want - strlen(want), "%s%ld", i ? "," : "", shape[i]);
         for (int i = 0; i < t->ndim; i++)
             snprintf(got + strlen(got), sizeof got - strlen(got), "%s%ld", i ? "," : "", t->shape[i]);
         return kt_fail("%s: tensor %s: shape [%s], the config needs [%s]", kt_st_file_of(s, t), name, got, want);
@@ -252,22 +265,32 @@ int kt_st_to_f32(const kt_st_set *s, const kt_st_tensor *t, float *out) {
     for (size_t i = 0; i < n; i++) {
         uint16_t h;
         switch (t->dtype) {
-        case KT_ST_F32: memcpy(&out[i], p + 4 * i, 4); break;
-        case KT_ST_BF16: memcpy(&h, p + 2 * i, 2); out[i] = kt_bf16_to_float(h); break;
-        case KT_ST_F16: {
-            memcpy(&h, p + 2 * i, 2);
-            int e = h >> 10 & 31, m = h & 1023;
-            float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexpf((float)(m | 1024), e - 25);
-            out[i] = h & 0x8000 ? -v : v;
-            break;
-        }
-        case KT_ST_F8_E4M3: out[i] = kt_e4m3_to_float(p[i]); break;
-        case KT_ST_F8_E8M0: /* a power of two, 2^(e - 127); 0xff is NaN */
-            out[i] = p[i] == 0xff ? NAN : ldexpf(1.0f, p[i] - 127);
-            break;
-        default:
-            return kt_fail("%s: tensor %s: dtype %s where a float tensor (F32, BF16, F16, F8_E4M3, F8_E8M0) is needed",
-                           kt_st_file_of(s, t), t->name, kt_st_dtype_name(t->dtype));
+            case KT_ST_F32:
+                memcpy(&out[i], p + 4 * i, 4);
+                break;
+            case KT_ST_BF16:
+                memcpy(&h, p + 2 * i, 2);
+                out[i] = kt_bf16_to_float(h);
+                break;
+            case KT_ST_F16: {
+                memcpy(&h, p + 2 * i, 2);
+                int e = h >> 10 & 31, m = h & 1023;
+                float v = e == 0    ? ldexpf((float)m, -24)
+                          : e == 31 ? (m ? NAN : INFINITY)
+                                    : ldexpf((float)(m | 1024), e - 25);
+                out[i] = h & 0x8000 ? -v : v;
+                break;
+            }
+            case KT_ST_F8_E4M3:
+                out[i] = kt_e4m3_to_float(p[i]);
+                break;
+            case KT_ST_F8_E8M0: /* a power of two, 2^(e - 127); 0xff is NaN */
+                out[i] = p[i] == 0xff ? NAN : ldexpf(1.0f, p[i] - 127);
+                break;
+            default:
+                return kt_fail(
+                    "%s: tensor %s: dtype %s where a float tensor (F32, BF16, F16, F8_E4M3, F8_E8M0) is needed",
+                    kt_st_file_of(s, t), t->name, kt_st_dtype_name(t->dtype));
         }
     }
     return 0;
@@ -280,12 +303,19 @@ int kt_st_to_i32(const kt_st_set *s, const kt_st_tensor *t, int32_t *out) {
         int64_t v;
         int32_t v32;
         switch (t->dtype) {
-        case KT_ST_I64: memcpy(&v, p + 8 * i, 8); break;
-        case KT_ST_I32: memcpy(&v32, p + 4 * i, 4); v = v32; break;
-        case KT_ST_U8: v = p[i]; break;
-        default:
-            return kt_fail("%s: tensor %s: dtype %s where an integer tensor (I64, I32, U8) is needed",
-                           kt_st_file_of(s, t), t->name, kt_st_dtype_name(t->dtype));
+            case KT_ST_I64:
+                memcpy(&v, p + 8 * i, 8);
+                break;
+            case KT_ST_I32:
+                memcpy(&v32, p + 4 * i, 4);
+                v = v32;
+                break;
+            case KT_ST_U8:
+                v = p[i];
+                break;
+            default:
+                return kt_fail("%s: tensor %s: dtype %s where an integer tensor (I64, I32, U8) is needed",
+                               kt_st_file_of(s, t), t->name, kt_st_dtype_name(t->dtype));
         }
         if (v < INT32_MIN || v > INT32_MAX)
             return kt_fail("%s: tensor %s: element %zu = %lld is out of int32 range", kt_st_file_of(s, t), t->name, i,

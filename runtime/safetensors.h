@@ -8,8 +8,23 @@
 #include <stdint.h>
 
 typedef enum kt_st_dtype {
-    KT_ST_BOOL = 0, KT_ST_U8, KT_ST_I8, KT_ST_F8_E4M3, KT_ST_F8_E5M2, KT_ST_F8_E8M0, KT_ST_I16, KT_ST_U16,
-    KT_ST_F16, KT_ST_BF16, KT_ST_I32, KT_ST_U32, KT_ST_F32, KT_ST_I64, KT_ST_U64, KT_ST_F64, KT_ST_N_DTYPES
+    KT_ST_BOOL = 0,
+    KT_ST_U8,
+    KT_ST_I8,
+    KT_ST_F8_E4M3,
+    KT_ST_F8_E5M2,
+    KT_ST_F8_E8M0,
+    KT_ST_I16,
+    KT_ST_U16,
+    KT_ST_F16,
+    KT_ST_BF16,
+    KT_ST_I32,
+    KT_ST_U32,
+    KT_ST_F32,
+    KT_ST_I64,
+    KT_ST_U64,
+    KT_ST_F64,
+    KT_ST_N_DTYPES
 } kt_st_dtype;
 
 #define KT_ST_MAX_DIMS 8
@@ -19,9 +34,9 @@ typedef struct kt_st_tensor {
     kt_st_dtype dtype;
     int ndim;
     long shape[KT_ST_MAX_DIMS];
-    size_t begin, end;   /* byte offsets in the file's data section */
-    const void *data;    /* into the mapping (NULL for a header parsed without data) */
-    int file;            /* index into kt_st_set.files */
+    size_t begin, end; /* byte offsets in the file's data section */
+    const void *data;  /* into the mapping (NULL for a header parsed without data) */
+    int file;          /* index into kt_st_set.files */
 } kt_st_tensor;
 
 typedef struct kt_st_file {
@@ -45,8 +60,8 @@ size_t kt_st_dtype_size(kt_st_dtype d);
 /* Parses a header (the JSON text after the 8-byte length) of a file whose data section has
  * data_len bytes; appends its tensors to *t (*n of them, *cap allocated) with file index `file`.
  * Checks every entry; name is the file for messages. */
-int kt_st_parse_header(const char *name, const char *json, size_t len, size_t data_len, int file,
-                       kt_st_tensor **t, int *n, size_t *cap);
+int kt_st_parse_header(const char *name, const char *json, size_t len, size_t data_len, int file, kt_st_tensor **t,
+                       int *n, size_t *cap);
 /* Opens one file (mmap) into s; its tensors' data pointers point into the mapping. */
 int kt_st_open_file(kt_st_set *s, const char *path);
 /* Opens DIR: model.safetensors, or every *.safetensors in it (shards), sorted; checks that no

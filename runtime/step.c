@@ -24,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+// clang-format off
 #define RT_KERNELS(X)                                                                                      \
     X(EMBED, rt_embed) X(HC_PRE, rt_hc_pre) X(HC_POST, rt_hc_post) X(RMSNORM, rt_rmsnorm_bf16)             \
     X(Q_PREP, rt_q_prep) X(KV_APPEND, rt_kv_append) X(COMP_PROJ, rt_comp_proj) X(COMP_EMIT, rt_comp_emit) \
@@ -32,6 +33,7 @@
     X(SWIGLU, rt_swiglu) X(HC_HEAD, rt_hc_head) X(HEAD, rt_head) X(ARGMAX, rt_argmax)                      \
     X(FILL_F32, rt_fill_f32) X(FILL_E4M3, rt_fill_e4m3) X(FILL_I32, rt_fill_i32) X(LENGTHS, rt_lengths)       \
     X(INDEX_Q, rt_index_q) X(O_POST, rt_o_post) X(GATE, rt_gate_logits)
+// clang-format on
 #define RT_ENUM(e, n) K_##e,
 #define RT_NAME(e, n) #n,
 enum { RT_KERNELS(RT_ENUM) N_RT };
@@ -51,11 +53,12 @@ typedef struct comp_dev {
 } comp_dev;
 
 typedef struct layer_dev {
-    dptr hc_fn[2], hc_base[2], hc_scale[2], attn_norm, ffn_norm, q_norm, kv_norm, sink, gate, gate_bias, tid2eid, iwproj;
+    dptr hc_fn[2], hc_base[2], hc_scale[2], attn_norm, ffn_norm, q_norm, kv_norm, sink, gate, gate_bias, tid2eid,
+        iwproj;
     gemm_w wq_a, wq_b, wkv, wo_a, wo_b, iwq_b, sh13, sh2;
     dptr e13, e13s, e2, e2s; /* routed experts: [E][2I][D] (w1 | w3) and [E][D][I], FP8 + scales */
     comp_dev comp, index;
-    dptr win, ccache, ikeys, ikc, scores, idx; /* ikeys f32 (rt_index_score), ikc paged e4m3 (mla_indexer) */
+    dptr win, ccache, ikeys, ikc, scores, idx;    /* ikeys f32 (rt_index_score), ikc paged e4m3 (mla_indexer) */
     unsigned long long wstride, cstride, kstride; /* per sequence: bytes, bytes, floats */
     long max_entries, cpages;                     /* compressed entries and their pages, per sequence */
 } layer_dev;
@@ -229,11 +232,33 @@ static int compressor(kt_step *s, const comp_dev *cd, dptr kvcache, dptr keys, d
     int D = (int)c->hidden, OW = (int)(cd->overlap * cd->width), rate = (int)cd->rate, width = (int)cd->width;
     int overlap = cd->overlap, R = (int)c->rope_dim;
     float eps = (float)c->rms_eps;
-    void *a1[] = {&s->h, (void *)&cd->wkv, (void *)&cd->wg, (void *)&cd->ape, (void *)&cd->buf_kv, (void *)&cd->buf_g,
-                  &s->pos, &D, &OW, &rate};
+    void *a1[] = {&s->h,
+                  (void *)&cd->wkv,
+                  (void *)&cd->wg,
+                  (void *)&cd->ape,
+                  (void *)&cd->buf_kv,
+                  (void *)&cd->buf_g,
+                  &s->pos,
+                  &D,
+                  &OW,
+                  &rate};
     if (rt(s, K_COMP_PROJ, (unsigned)(OW + 7) / 8, (unsigned)s->B, 256, 0, a1)) return -1;
-    void *a2[] = {(void *)&cd->buf_kv, (void *)&cd->buf_g, (void *)&cd->prev_kv, (void *)&cd->prev_g, (void *)&cd->norm,
-                  &s->inv_comp, &s->pos, &kvcache, &keys, &ikc, &stride, &width, &overlap, &rate, &R, &eps};
+    void *a2[] = {(void *)&cd->buf_kv,
+                  (void *)&cd->buf_g,
+                  (void *)&cd->prev_kv,
+                  (void *)&cd->prev_g,
+                  (void *)&cd->norm,
+                  &s->inv_comp,
+                  &s->pos,
+                  &kvcache,
+                  &keys,
+                  &ikc,
+                  &stride,
+                  &width,
+                  &overlap,
+                  &rate,
+                  &R,
+                  &eps};
     return rt(s, K_COMP_EMIT, (unsigned)s->B, 1, 256, 0, a2);
 }
 
@@ -242,8 +267,19 @@ static int hc_pre(kt_step *s, layer_dev *L, int which, dptr norm) {
     const kt_model_config *c = &s->c;
     int D = (int)c->hidden, H = (int)c->hc_mult, it = (int)c->hc_iters;
     float eps = (float)c->rms_eps, hc_eps = (float)c->hc_eps;
-    void *a[] = {&s->x, &L->hc_fn[which], &L->hc_base[which], &L->hc_scale[which], &norm, &s->postcomb, &s->h, &s->hb,
-                 &D, &H, &it, &eps, &hc_eps};
+    void *a[] = {&s->x,
+                 &L->hc_fn[which],
+                 &L->hc_base[which],
+                 &L->hc_scale[which],
+                 &norm,
+                 &s->postcomb,
+                 &s->h,
+                 &s->hb,
+                 &D,
+                 &H,
+                 &it,
+                 &eps,
+                 &hc_eps};
     if (rt(s, K_HC_PRE, (unsigned)s->B, 1, 256, (unsigned)(D * 4), a)) return -1;
     return quant(s, s->hb, s->hq, s->hs, s->B, D);
 }
@@ -259,13 +295,14 @@ static int hc_post(kt_step *s, dptr yb, dptr yf) {
 static int indexer(kt_step *s, layer_dev *L) {
     const kt_model_config *c = &s->c;
     int IH = (int)c->index_heads, ID = (int)c->index_dim, D = (int)c->hidden, R = (int)c->rope_dim;
-    int rate = (int)c->csa_rate, topk = (int)c->index_topk, maxe = (int)L->max_entries, seq_ids = (int)kt_step_token_id(L->max_entries, 1, 0);
+    int rate = (int)c->csa_rate, topk = (int)c->index_topk, maxe = (int)L->max_entries,
+        seq_ids = (int)kt_step_token_id(L->max_entries, 1, 0);
     if (!s->plan.family[KT_PART_INDEXER]) {
         if (compressor(s, &L->index, 0, L->ikeys, 0, L->kstride) ||
             gemm(s, &L->iwq_b, 0, (long)IH * ID, s->qrq, s->qrs, s->iq, s->B))
             return -1;
-        void *as[] = {&s->iq, &s->h, &L->iwproj, &L->ikeys, &s->inv_comp, &s->pos, &L->scores, &L->kstride, &IH, &ID, &D,
-                      &rate, &R, &maxe};
+        void *as[] = {&s->iq,      &s->h, &L->iwproj, &L->ikeys, &s->inv_comp, &s->pos, &L->scores,
+                      &L->kstride, &IH,   &ID,        &D,        &rate,        &R,      &maxe};
         void *at[] = {&L->scores, &L->idx, &s->pos, &rate, &topk, &maxe, &seq_ids};
         return rt(s, K_INDEX_SCORE, (unsigned)s->B, 1, 256, (unsigned)(IH * ID * 4), as) ||
                        rt(s, K_TOPK, (unsigned)s->B, 1, 256, 0, at)
@@ -273,7 +310,8 @@ static int indexer(kt_step *s, layer_dev *L) {
                    : 0;
     }
     unsigned long long pages = (unsigned long long)L->cpages;
-    if (compressor(s, &L->index, 0, 0, L->ikc, pages) || gemm(s, &L->iwq_b, 0, (long)IH * ID, s->qrq, s->qrs, s->iq, s->B))
+    if (compressor(s, &L->index, 0, 0, L->ikc, pages) ||
+        gemm(s, &L->iwq_b, 0, (long)IH * ID, s->qrq, s->qrs, s->iq, s->B))
         return -1;
     void *aq[] = {&s->iq, &s->h, &L->iwproj, &s->inv_comp, &s->pos, &s->iqq, &s->iw, &IH, &ID, &D, &R};
     if (rt(s, K_INDEX_Q, (unsigned)s->B, 1, 256, (unsigned)(IH * ID * 4), aq)) return -1;
@@ -287,8 +325,8 @@ static int attend(kt_step *s, layer_dev *L, int mode, dptr inv) {
     int B = s->B, W = (int)c->window, R = (int)c->rope_dim, GI = (int)kt_model_group_in(c);
     int rate = (int)(mode == 2 ? c->hca_rate : c->csa_rate), topk = (int)c->index_topk, maxe = (int)L->max_entries;
     if (!s->plan.family[KT_PART_ATTENTION]) {
-        void *aa[] = {&s->qf, &L->win, &L->wstride, &L->ccache, &L->cstride, &L->idx, &L->sink, &inv, &s->pos, &s->og,
-                      &W, &mode, &rate, &topk, &R, &GI, &B};
+        void *aa[] = {&s->qf, &L->win, &L->wstride, &L->ccache, &L->cstride, &L->idx, &L->sink, &inv, &s->pos,
+                      &s->og, &W,      &mode,       &rate,      &topk,       &R,      &GI,      &B};
         unsigned keys = (unsigned)(W + (maxe > topk ? maxe : topk));
         return rt(s, K_ATTENTION, (unsigned)c->n_heads, (unsigned)B, 256, keys * 4, aa);
     }
@@ -314,11 +352,13 @@ static int attention(kt_step *s, long l) {
     if (hc_pre(s, L, 0, L->attn_norm) || gemm(s, &L->wq_a, 0, QL, s->hq, s->hs, s->qa, B)) return -1;
     void *an[] = {&s->qa, &L->q_norm, &s->qr, &QL, &eps};
     if (rt(s, K_RMSNORM, (unsigned)B, 1, 256, (unsigned)(QL * 4), an) || quant(s, s->qr, s->qrq, s->qrs, B, QL) ||
-        gemm(s, &L->wq_b, 0, c->n_heads * HD, s->qrq, s->qrs, s->q, B) || gemm(s, &L->wkv, 0, HD, s->hq, s->hs, s->kvraw, B))
+        gemm(s, &L->wq_b, 0, c->n_heads * HD, s->qrq, s->qrs, s->q, B) ||
+        gemm(s, &L->wkv, 0, HD, s->hq, s->hs, s->kvraw, B))
         return -1;
     void *aq[] = {&s->q, &qf, &s->qb, &inv, &s->pos, &HD, &R, &eps};
     void *ak[] = {&s->kvraw, &L->kv_norm, &inv, &s->pos, &L->win, &L->wstride, &W, &R, &eps};
-    if (rt(s, K_Q_PREP, (unsigned)c->n_heads, (unsigned)B, 128, 0, aq) || rt(s, K_KV_APPEND, (unsigned)B, 1, 256, 0, ak))
+    if (rt(s, K_Q_PREP, (unsigned)c->n_heads, (unsigned)B, 128, 0, aq) ||
+        rt(s, K_KV_APPEND, (unsigned)B, 1, 256, 0, ak))
         return -1;
     if (mode && compressor(s, &L->comp, L->ccache, 0, 0, L->cstride)) return -1;
     if ((mode == 1 && indexer(s, L)) || attend(s, L, mode, inv) || quant(s, s->og, s->ogq, s->ogs, (long)G * B, GI))
@@ -329,8 +369,8 @@ static int attention(kt_step *s, long l) {
             return -1;
     int total = G * B * OL;
     void *au[] = {&s->oa_g, &s->oa, &G, &B, &OL};
-    if (rt(s, K_UNGROUP, (unsigned)(total + 255) / 256, 1, 256, 0, au) || quant(s, s->oa, s->oaq, s->oas, B, (long)G * OL) ||
-        gemm(s, &L->wo_b, 0, D, s->oaq, s->oas, s->y_attn, B))
+    if (rt(s, K_UNGROUP, (unsigned)(total + 255) / 256, 1, 256, 0, au) ||
+        quant(s, s->oa, s->oaq, s->oas, B, (long)G * OL) || gemm(s, &L->wo_b, 0, D, s->oaq, s->oas, s->y_attn, B))
         return -1;
     if (all_reduce(s, s->y_attn, 1)) return -1;
     return hc_post(s, s->y_attn, 0);
@@ -378,8 +418,10 @@ static int moe_family(kt_step *s, layer_dev *L) {
     int B = s->B, D = (int)c->hidden, E = (int)c->n_experts;
     void *ag[] = {&s->h, &L->gate, &s->elog, &E, &D};
     dptr route[5] = {s->elog, L->gate_bias, s->eidx, s->ew, s->ealign}, shared = c->n_shared ? s->y_sh : s->no_shared;
-    dptr up[KT_MOE_T_COUNT] = {s->hq, s->hs, L->e13, L->e13s, s->eidx, s->ew, shared, s->ealign, s->he, s->hse, s->mpart, s->mcnt};
-    dptr down[KT_MOE_T_COUNT] = {s->he, s->hse, L->e2, L->e2s, s->eidx, s->ew, shared, s->ealign, s->moe_outb, s->mpart, s->mpart, s->mcnt};
+    dptr up[KT_MOE_T_COUNT] = {s->hq,  s->hs,     L->e13, L->e13s, s->eidx,  s->ew,
+                               shared, s->ealign, s->he,  s->hse,  s->mpart, s->mcnt};
+    dptr down[KT_MOE_T_COUNT] = {s->he,  s->hse,    L->e2,       L->e2s,   s->eidx,  s->ew,
+                                 shared, s->ealign, s->moe_outb, s->mpart, s->mpart, s->mcnt};
     return rt(s, K_GATE, (unsigned)(E + 7) / 8, (unsigned)B, 256, 0, ag) ||
                    fam_launch(s, fam_p(s, "moe_route", &s->plan.route), route, 5) || shared_expert(s, L) ||
                    fam_launch(s, fam_p(s, "moe_gemm", &s->plan.gateup), up, KT_MOE_T_COUNT) ||
@@ -405,7 +447,8 @@ static int enqueue(kt_step *s) {
     int W = (int)c->window, hr = (int)c->hca_rate, cr = (int)c->csa_rate, B = s->B;
     void *ae[] = {&s->embed, &s->tok, &s->x, &D, &H};
     void *al0[] = {&s->pos, &s->lens, &W, &hr, &cr, &B};
-    if (rt(s, K_EMBED, (unsigned)B, 1, 256, 0, ae) || rt(s, K_LENGTHS, (unsigned)(B + 63) / 64, 1, 64, 0, al0)) return -1;
+    if (rt(s, K_EMBED, (unsigned)B, 1, 256, 0, ae) || rt(s, K_LENGTHS, (unsigned)(B + 63) / 64, 1, 64, 0, al0))
+        return -1;
     for (long l = 0; l < c->n_layers; l++) {
         char name[32];
         snprintf(name, sizeof name, "kt/layer/%ld", l);
@@ -418,7 +461,8 @@ static int enqueue(kt_step *s) {
     void *al[] = {&s->yfin, &s->head, &s->logits, &D, &V};
     void *am[] = {&s->logits, &s->next, &V};
     if (rt(s, K_HC_HEAD, (unsigned)s->B, 1, 256, (unsigned)(D * 4), ah) ||
-        rt(s, K_HEAD, (unsigned)(V + 7) / 8, (unsigned)s->B, 256, 0, al) || rt(s, K_ARGMAX, (unsigned)s->B, 1, 256, 0, am))
+        rt(s, K_HEAD, (unsigned)(V + 7) / 8, (unsigned)s->B, 256, 0, al) ||
+        rt(s, K_ARGMAX, (unsigned)s->B, 1, 256, 0, am))
         return -1;
     return prof_mark(s, "end");
 }
@@ -494,7 +538,8 @@ static int gemm_part(kt_step *s, gemm_w *g, long row0, const kt_model_tensor *d)
     dptr codes = g->codes + (dptr)(row0 * k), scales = g->scales + (dptr)((row0 / 128) * kb * 4);
     if (!s->w)
         return fill(s, K_FILL_E4M3, codes, (unsigned long long)(n * k), 0, 0, 0) ||
-                       fill(s, K_FILL_F32, scales, (unsigned long long)(n / 128 * kb), (float)(1.0 / (448 * sqrt((double)k))), 0, 0)
+                       fill(s, K_FILL_F32, scales, (unsigned long long)(n / 128 * kb),
+                            (float)(1.0 / (448 * sqrt((double)k))), 0, 0)
                    ? -1
                    : 0;
     float *v;
@@ -503,8 +548,9 @@ static int gemm_part(kt_step *s, gemm_w *g, long row0, const kt_model_tensor *d)
     uint8_t *q = malloc((size_t)(n * k));
     float *sc = malloc((size_t)(n / 128 * kb) * sizeof *sc);
     kt_quant_blocks(v, n, k, q, sc);
-    int rc = kt_status_CU(kt_cu.cuMemcpyHtoD(codes, q, (size_t)(n * k)), "cuMemcpyHtoD", __FILE__, __LINE__) ||
-             kt_status_CU(kt_cu.cuMemcpyHtoD(scales, sc, (size_t)(n / 128 * kb) * 4), "cuMemcpyHtoD", __FILE__, __LINE__);
+    int rc =
+        kt_status_CU(kt_cu.cuMemcpyHtoD(codes, q, (size_t)(n * k)), "cuMemcpyHtoD", __FILE__, __LINE__) ||
+        kt_status_CU(kt_cu.cuMemcpyHtoD(scales, sc, (size_t)(n / 128 * kb) * 4), "cuMemcpyHtoD", __FILE__, __LINE__);
     free(v), free(q), free(sc);
     return rc ? -1 : 0;
 }
@@ -525,7 +571,8 @@ static int gemm_load(kt_step *s, gemm_w *g, long n, long k, long l, const char *
 
 static int load_comp(kt_step *s, comp_dev *cd, long l, const char *prefix, long rate, long width, int overlap) {
     char f[4][96];
-    const char *names[4] = {"compressor.ape", "compressor.norm.weight", "compressor.wgate.weight", "compressor.wkv.weight"};
+    const char *names[4] = {"compressor.ape", "compressor.norm.weight", "compressor.wgate.weight",
+                            "compressor.wkv.weight"};
     for (int i = 0; i < 4; i++) snprintf(f[i], sizeof f[i], "model.layers.%%ld.%s%s", prefix, names[i]);
     cd->rate = rate, cd->width = width, cd->overlap = overlap;
     size_t buf = (size_t)(s->B * rate * overlap * width) * 4, prev = (size_t)(s->B * rate * width) * 4;
@@ -543,10 +590,13 @@ static int load_experts(kt_step *s, layer_dev *L, long l) {
     gemm_w up = {0, 0, 2 * I, D}, down = {0, 0, D, I};
     int fp4 = s->w ? kt_model_experts_are_mxfp4(c, s->w, l) : 0;
     if (fp4)
-        return fp4 < 0 ? -1
-                       : kt_fail("layer %ld: the checkpoint's routed experts are MXFP4: the GPU step's experts are FP8 "
-                                 "(rt_moe_up/down or moe_gemm FORMAT=fp8); moe_gemm FORMAT=mxfp4 is not wired yet (its "
-                                 "layout: kt_model_experts_mxfp4); the host reference runs them: kt run --reference kt|exact", l);
+        return fp4 < 0
+                   ? -1
+                   : kt_fail(
+                         "layer %ld: the checkpoint's routed experts are MXFP4: the GPU step's experts are FP8 "
+                         "(rt_moe_up/down or moe_gemm FORMAT=fp8); moe_gemm FORMAT=mxfp4 is not wired yet (its "
+                         "layout: kt_model_experts_mxfp4); the host reference runs them: kt run --reference kt|exact",
+                         l);
     if (dalloc(&L->e13, (size_t)(E * 2 * I * D)) || dalloc(&L->e13s, (size_t)(E * (2 * I / 128) * (D / 128)) * 4) ||
         dalloc(&L->e2, (size_t)(E * D * I)) || dalloc(&L->e2s, (size_t)(E * (D / 128) * (I / 128)) * 4))
         return -1;
@@ -573,23 +623,32 @@ static int load_layer(kt_step *s, long l) {
     static const char *const wo_a[] = {"model.layers.%ld.attn.wo_a.weight", NULL};
     static const char *const wo_b[] = {"model.layers.%ld.attn.wo_b.weight", NULL};
     static const char *const iwq_b[] = {"model.layers.%ld.attn.indexer.wq_b.weight", NULL};
-    static const char *const sh13[] = {"model.layers.%ld.ffn.shared_experts.w1.weight", "model.layers.%ld.ffn.shared_experts.w3.weight", NULL};
+    static const char *const sh13[] = {"model.layers.%ld.ffn.shared_experts.w1.weight",
+                                       "model.layers.%ld.ffn.shared_experts.w3.weight", NULL};
     static const char *const sh2[] = {"model.layers.%ld.ffn.shared_experts.w2.weight", NULL};
-    if (plain(s, &L->hc_fn[0], "model.layers.%ld.hc_attn_fn", l) || plain(s, &L->hc_base[0], "model.layers.%ld.hc_attn_base", l) ||
-        plain(s, &L->hc_scale[0], "model.layers.%ld.hc_attn_scale", l) || plain(s, &L->hc_fn[1], "model.layers.%ld.hc_ffn_fn", l) ||
-        plain(s, &L->hc_base[1], "model.layers.%ld.hc_ffn_base", l) || plain(s, &L->hc_scale[1], "model.layers.%ld.hc_ffn_scale", l) ||
-        plain(s, &L->attn_norm, "model.layers.%ld.attn_norm.weight", l) || plain(s, &L->ffn_norm, "model.layers.%ld.ffn_norm.weight", l) ||
-        plain(s, &L->q_norm, "model.layers.%ld.attn.q_norm.weight", l) || plain(s, &L->kv_norm, "model.layers.%ld.attn.norm.weight", l) ||
-        plain(s, &L->sink, "model.layers.%ld.attn.attn_sink", l) || plain(s, &L->gate, "model.layers.%ld.ffn.gate.weight", l))
+    if (plain(s, &L->hc_fn[0], "model.layers.%ld.hc_attn_fn", l) ||
+        plain(s, &L->hc_base[0], "model.layers.%ld.hc_attn_base", l) ||
+        plain(s, &L->hc_scale[0], "model.layers.%ld.hc_attn_scale", l) ||
+        plain(s, &L->hc_fn[1], "model.layers.%ld.hc_ffn_fn", l) ||
+        plain(s, &L->hc_base[1], "model.layers.%ld.hc_ffn_base", l) ||
+        plain(s, &L->hc_scale[1], "model.layers.%ld.hc_ffn_scale", l) ||
+        plain(s, &L->attn_norm, "model.layers.%ld.attn_norm.weight", l) ||
+        plain(s, &L->ffn_norm, "model.layers.%ld.ffn_norm.weight", l) ||
+        plain(s, &L->q_norm, "model.layers.%ld.attn.q_norm.weight", l) ||
+        plain(s, &L->kv_norm, "model.layers.%ld.attn.norm.weight", l) ||
+        plain(s, &L->sink, "model.layers.%ld.attn.attn_sink", l) ||
+        plain(s, &L->gate, "model.layers.%ld.ffn.gate.weight", l))
         return -1;
     if (c->mlp[l] == KT_MLP_HASH ? plain(s, &L->tid2eid, "model.layers.%ld.ffn.gate.tid2eid", l)
                                  : plain(s, &L->gate_bias, "model.layers.%ld.ffn.gate.bias", l))
         return -1;
-    if (gemm_load(s, &L->wq_a, c->q_lora, D, l, wq_a, 1) || gemm_load(s, &L->wq_b, kt_model_q_dim(c), c->q_lora, l, wq_b, 1) ||
-        gemm_load(s, &L->wkv, HD, D, l, wkv, 1) || gemm_load(s, &L->wo_a, c->o_groups * c->o_lora, kt_model_group_in(c), l, wo_a, 1) ||
+    if (gemm_load(s, &L->wq_a, c->q_lora, D, l, wq_a, 1) ||
+        gemm_load(s, &L->wq_b, kt_model_q_dim(c), c->q_lora, l, wq_b, 1) || gemm_load(s, &L->wkv, HD, D, l, wkv, 1) ||
+        gemm_load(s, &L->wo_a, c->o_groups * c->o_lora, kt_model_group_in(c), l, wo_a, 1) ||
         gemm_load(s, &L->wo_b, D, c->o_groups * c->o_lora, l, wo_b, 1) || load_experts(s, L, l))
         return -1;
-    if (c->n_shared && (gemm_load(s, &L->sh13, 2 * c->moe_inter, D, l, sh13, 1) || gemm_load(s, &L->sh2, D, c->moe_inter, l, sh2, 1)))
+    if (c->n_shared &&
+        (gemm_load(s, &L->sh13, 2 * c->moe_inter, D, l, sh13, 1) || gemm_load(s, &L->sh2, D, c->moe_inter, l, sh2, 1)))
         return -1;
     /* caches: the window ring, the compressed entries, the indexer's keys and its choices */
     L->wstride = kt_kv_bytes(c->window);
@@ -648,7 +707,8 @@ static int table_entry(const kt_step *s, long i) {
 
 static int alloc_indexer(kt_step *s) {
     const kt_problem *p = &s->plan.indexer;
-    return upload_ints(&s->itable, s->B * table_width(s), table_entry, s) || dalloc(&s->iqq, fam_bytes("mla_indexer", p, "q")) ||
+    return upload_ints(&s->itable, s->B * table_width(s), table_entry, s) ||
+                   dalloc(&s->iqq, fam_bytes("mla_indexer", p, "q")) ||
                    dalloc(&s->iw, fam_bytes("mla_indexer", p, "w")) ||
                    dalloc(&s->ilogits, fam_bytes("mla_indexer", p, "logits"))
                ? -1
@@ -679,9 +739,10 @@ static int alloc_attention(kt_step *s) {
         part = b > part ? b : part;
     }
     long hn = s->plan.attn[KT_PLAN_HCA].n_dims ? s->plan.attn[KT_PLAN_HCA].dim[2] : 0;
-    return upload_ints(&s->wlist, s->B * KT_MLA_V4_WINDOW, window_entry, s) || upload_ints(&s->hlist, s->B * hn, hca_entry, s) ||
-                   upload_ints(&s->csa_len, s->B, csa_length, s) || upload_ints(&s->sl_idx, s->B, minus_one, s) ||
-                   upload_ints(&s->sl_len, s->B, zero, s) || dalloc(&s->qb, B * QD * 2) || dalloc(&s->ob, B * QD * 2) ||
+    return upload_ints(&s->wlist, s->B * KT_MLA_V4_WINDOW, window_entry, s) ||
+                   upload_ints(&s->hlist, s->B * hn, hca_entry, s) || upload_ints(&s->csa_len, s->B, csa_length, s) ||
+                   upload_ints(&s->sl_idx, s->B, minus_one, s) || upload_ints(&s->sl_len, s->B, zero, s) ||
+                   dalloc(&s->qb, B * QD * 2) || dalloc(&s->ob, B * QD * 2) ||
                    dalloc(&s->lse, B * (size_t)s->c.n_heads * 4) || dalloc(&s->apart, part)
                ? -1
                : 0;
@@ -694,10 +755,11 @@ static int alloc_moe(kt_step *s) {
     size_t pg = fam_bytes("moe_gemm", &p->gateup, "partials"), pd = fam_bytes("moe_gemm", &p->down, "partials");
     size_t cg = fam_bytes("moe_gemm", &p->gateup, "counters"), cd = fam_bytes("moe_gemm", &p->down, "counters");
     size_t BD = (size_t)s->B * s->c.hidden;
-    return dalloc(&s->elog, (size_t)s->B * s->c.n_experts * 4) || dalloc(&s->ealign, fam_bytes("moe_route", &p->route, "align")) ||
-                   dalloc(&s->he, fam_bytes("moe_gemm", &p->gateup, "h")) || dalloc(&s->hse, fam_bytes("moe_gemm", &p->gateup, "hs")) ||
-                   dalloc(&s->mpart, pg > pd ? pg : pd) || dalloc(&s->mcnt, cg > cd ? cg : cd) ||
-                   dalloc(&s->moe_outb, BD * 2) || dalloc(&s->no_shared, BD * 2)
+    return dalloc(&s->elog, (size_t)s->B * s->c.n_experts * 4) ||
+                   dalloc(&s->ealign, fam_bytes("moe_route", &p->route, "align")) ||
+                   dalloc(&s->he, fam_bytes("moe_gemm", &p->gateup, "h")) ||
+                   dalloc(&s->hse, fam_bytes("moe_gemm", &p->gateup, "hs")) || dalloc(&s->mpart, pg > pd ? pg : pd) ||
+                   dalloc(&s->mcnt, cg > cd ? cg : cd) || dalloc(&s->moe_outb, BD * 2) || dalloc(&s->no_shared, BD * 2)
                ? -1
                : 0;
 }
@@ -708,20 +770,53 @@ static int alloc_acts(kt_step *s) {
     size_t B = (size_t)s->B, D = (size_t)c->hidden, H = (size_t)c->hc_mult, QL = (size_t)c->q_lora;
     size_t QD = (size_t)kt_model_q_dim(c), HD = (size_t)c->head_dim, G = (size_t)c->o_groups, OL = (size_t)c->o_lora;
     size_t K = (size_t)c->top_k, I = (size_t)c->moe_inter, ID = (size_t)(c->index_heads * c->index_dim);
-    struct { dptr *p; size_t bytes; } a[] = {
-        {&s->tok, B * 4}, {&s->pos, 4}, {&s->x, B * H * D * 4}, {&s->postcomb, B * (H + H * H) * 4}, {&s->h, B * D * 4},
-        {&s->hb, B * D * 2}, {&s->hq, B * D}, {&s->hs, B * D / 128 * 4}, {&s->qa, B * QL * 2}, {&s->qr, B * QL * 2},
-        {&s->qrq, B * QL}, {&s->qrs, B * QL / 128 * 4}, {&s->q, B * QD * 2}, {&s->qf, B * QD * 4}, {&s->kvraw, B * HD * 2},
-        {&s->iq, B * ID * 2}, {&s->og, B * QD * 2}, {&s->ogq, B * QD}, {&s->ogs, B * QD / 128 * 4},
-        {&s->oa_g, B * G * OL * 2}, {&s->oa, B * G * OL * 2}, {&s->oaq, B * G * OL}, {&s->oas, B * G * OL / 128 * 4},
-        {&s->y_attn, B * D * 2}, {&s->eidx, B * K * 4}, {&s->ew, B * K * 4}, {&s->a_e, B * K * I * 2},
-        {&s->aq_e, B * K * I}, {&s->as_e, B * K * I / 128 * 4}, {&s->y_e, B * K * D * 4}, {&s->gu, B * 2 * I * 2},
-        {&s->a_sh, B * I * 2}, {&s->aq_sh, B * I}, {&s->as_sh, B * I / 128 * 4}, {&s->y_sh, B * D * 2},
-        {&s->moe_out, B * D * 4}, {&s->yfin, B * D * 4}, {&s->logits, B * (size_t)c->vocab * 4}, {&s->next, B * 4}};
+    struct {
+        dptr *p;
+        size_t bytes;
+    } a[] = {{&s->tok, B * 4},
+             {&s->pos, 4},
+             {&s->x, B * H * D * 4},
+             {&s->postcomb, B * (H + H * H) * 4},
+             {&s->h, B * D * 4},
+             {&s->hb, B * D * 2},
+             {&s->hq, B * D},
+             {&s->hs, B * D / 128 * 4},
+             {&s->qa, B * QL * 2},
+             {&s->qr, B * QL * 2},
+             {&s->qrq, B * QL},
+             {&s->qrs, B * QL / 128 * 4},
+             {&s->q, B * QD * 2},
+             {&s->qf, B * QD * 4},
+             {&s->kvraw, B * HD * 2},
+             {&s->iq, B * ID * 2},
+             {&s->og, B * QD * 2},
+             {&s->ogq, B * QD},
+             {&s->ogs, B * QD / 128 * 4},
+             {&s->oa_g, B * G * OL * 2},
+             {&s->oa, B * G * OL * 2},
+             {&s->oaq, B * G * OL},
+             {&s->oas, B * G * OL / 128 * 4},
+             {&s->y_attn, B * D * 2},
+             {&s->eidx, B * K * 4},
+             {&s->ew, B * K * 4},
+             {&s->a_e, B * K * I * 2},
+             {&s->aq_e, B * K * I},
+             {&s->as_e, B * K * I / 128 * 4},
+             {&s->y_e, B * K * D * 4},
+             {&s->gu, B * 2 * I * 2},
+             {&s->a_sh, B * I * 2},
+             {&s->aq_sh, B * I},
+             {&s->as_sh, B * I / 128 * 4},
+             {&s->y_sh, B * D * 2},
+             {&s->moe_out, B * D * 4},
+             {&s->yfin, B * D * 4},
+             {&s->logits, B * (size_t)c->vocab * 4},
+             {&s->next, B * 4}};
     for (size_t i = 0; i < sizeof a / sizeof a[0]; i++)
         if (dalloc(a[i].p, a[i].bytes)) return -1;
     return dalloc(&s->lens, 3 * B * 4) || (s->plan.family[KT_PART_INDEXER] && alloc_indexer(s)) ||
-                   (s->plan.family[KT_PART_ATTENTION] && alloc_attention(s)) || (s->plan.family[KT_PART_MOE] && alloc_moe(s))
+                   (s->plan.family[KT_PART_ATTENTION] && alloc_attention(s)) ||
+                   (s->plan.family[KT_PART_MOE] && alloc_moe(s))
                ? -1
                : 0;
 }
@@ -792,8 +887,10 @@ static int compile_ahead(kt_step *s, int sets) {
     pthread_mutex_destroy(&w.lock);
     s->prewarm_ms = (kt_now() - t0) * 1e3;
     s->prewarmed = w.n;
-    fprintf(stderr, "kt run: %d family kernels (both sets) compiled ahead in %.0f ms on %d threads (JIT cache hits are loads)\n",
-            w.n, s->prewarm_ms, started ? started : 1);
+    fprintf(
+        stderr,
+        "kt run: %d family kernels (both sets) compiled ahead in %.0f ms on %d threads (JIT cache hits are loads)\n",
+        w.n, s->prewarm_ms, started ? started : 1);
     return 0;
 }
 
@@ -803,11 +900,14 @@ static void log_plan(const kt_step *s) {
     static const char *const plain[KT_N_PARTS] = {"rt_index_score + rt_topk", "rt_attention",
                                                   "rt_router + rt_moe_up/down/combine"};
     for (int i = 0; i < KT_N_PARTS; i++) {
-        if (s->plan.family[i]) fprintf(stderr, "kt run: %-9s kt family %s\n", kt_step_part_names[i], fams[i]);
-        else fprintf(stderr, "kt run: %-9s plain %s (%s)\n", kt_step_part_names[i], plain[i], s->plan.why[i]);
+        if (s->plan.family[i])
+            fprintf(stderr, "kt run: %-9s kt family %s\n", kt_step_part_names[i], fams[i]);
+        else
+            fprintf(stderr, "kt run: %-9s plain %s (%s)\n", kt_step_part_names[i], plain[i], s->plan.why[i]);
     }
     if (s->plan.family[KT_PART_MOE])
-        fprintf(stderr, "kt run: moe       hash-routed layers plain (rt_router with tid2eid; moe_route has no hash mode)\n");
+        fprintf(stderr,
+                "kt run: moe       hash-routed layers plain (rt_router with tid2eid; moe_route has no hash mode)\n");
 }
 
 static int load_rt(kt_step *s) {
@@ -830,9 +930,10 @@ static double kernel_ms(const kt_step *s) { return s->rt_ms + s->prewarm_ms + s-
 
 int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_options *o, kt_step **out) {
     if (c->arch == KT_ARCH_V32)
-        return kt_fail("deepseek_v32: kt's GPU step runs deepseek_v4 only: V3.2's attention (mla_decode LAYOUT=V32 with "
-                       "its indexer over every token) and V3 router are not wired into runtime/step.c; the float64 host "
-                       "reference runs it: kt run --reference kt (kt's formats) or --reference exact");
+        return kt_fail(
+            "deepseek_v32: kt's GPU step runs deepseek_v4 only: V3.2's attention (mla_decode LAYOUT=V32 with "
+            "its indexer over every token) and V3 router are not wired into runtime/step.c; the float64 host "
+            "reference runs it: kt run --reference kt (kt's formats) or --reference exact");
     if (c->index_heads > 64 || c->hc_mult > 8 || c->top_k > 64)
         return kt_fail("kt's plain kernels take index_n_heads <= 64, hc_mult <= 8, num_experts_per_tok <= 64");
     kt_device_info info;
@@ -868,8 +969,8 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
     if (plain(s, &s->embed, "model.embed_tokens.weight", 0) || plain(s, &s->hh_fn, "model.hc_head.hc_fn", 0) ||
         plain(s, &s->hh_base, "model.hc_head.hc_base", 0) || plain(s, &s->hh_scale, "model.hc_head.hc_scale", 0) ||
         plain(s, &s->norm, "model.norm.weight", 0) || plain(s, &s->head, "head.weight", 0) ||
-        upload_inv(&c->rope_main, c->rope_dim, &s->inv_main) || upload_inv(&c->rope_compress, c->rope_dim, &s->inv_comp) ||
-        alloc_acts(s))
+        upload_inv(&c->rope_main, c->rope_dim, &s->inv_main) ||
+        upload_inv(&c->rope_compress, c->rope_dim, &s->inv_comp) || alloc_acts(s))
         return -1;
     s->weight_bytes -= 4.0 * c->vocab * c->hidden; /* the embedding: only B rows are read */
     KT_CHECK(CU, kt_cu.cuStreamSynchronize(s->stream));
@@ -883,7 +984,8 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
     if (s->db && build_graph(s, 1)) return -1;
     fprintf(stderr, "kt run: %d kernels resolved and the step captured as one CUDA graph in %.0f ms%s\n",
             s->n_fams[0] + N_RT, s->resolve_ms, s->db ? " (and the family defaults' graph)" : "");
-    fprintf(stderr, "kt run: kernel part of start-up %.0f ms (model.cu %.0f, compiles ahead %.0f, %d dispatches %.0f)\n",
+    fprintf(stderr,
+            "kt run: kernel part of start-up %.0f ms (model.cu %.0f, compiles ahead %.0f, %d dispatches %.0f)\n",
             kernel_ms(s), s->rt_ms, s->prewarm_ms, s->n_fams[0] + s->n_fams[1], s->dispatch_ms);
     return 0;
 }
@@ -992,7 +1094,8 @@ int kt_step_report(kt_step *s, const kt_run_options *o) {
     if (s->n_graphs == 2)
         printf("kt run: tuned winners %.3f ms vs family defaults %.3f ms: %.1f%% saved\n", ms[0], ms[1],
                100 * (ms[1] - ms[0]) / ms[1]);
-    else printf("kt run: no --db: every family ran its default (no tuned-vs-default figure)\n");
+    else
+        printf("kt run: no --db: every family ran its default (no tuned-vs-default figure)\n");
     printf("kt run: lookup levels: exact %d, nearest M %d, nearest shape %d, default %d\n", levels[0], levels[1],
            levels[2], levels[3]);
     printf("kt run: kernel part of start-up %.0f ms%s\n", kernel_ms(s), o->plain_kernels ? " (--plain-kernels)" : "");
@@ -1003,10 +1106,11 @@ int kt_step_report(kt_step *s, const kt_run_options *o) {
     if (!o->json_path) return 0;
     FILE *f = fopen(o->json_path, "w");
     if (!f) return kt_fail("cannot write %s", o->json_path);
-    fprintf(f, "{\"tpot_ms\": %.4f, \"default_tpot_ms\": %.4f, \"tuned_gain_pct\": %.2f, \"floor_ms\": %.4f, "
-               "\"floor_ratio\": %.3f, \"tokens_per_s\": %.1f, \"bytes\": %.0f, \"batch\": %d, \"context\": %ld, "
-               "\"layers\": %ld, \"tp_shapes\": %d, \"plain_kernels\": %d, \"kernel_start_ms\": %.1f, "
-               "\"lookup\": {\"exact\": %d, \"nearest_m\": %d, \"nearest_shape\": %d, \"default\": %d}, \"parts\": {",
+    fprintf(f,
+            "{\"tpot_ms\": %.4f, \"default_tpot_ms\": %.4f, \"tuned_gain_pct\": %.2f, \"floor_ms\": %.4f, "
+            "\"floor_ratio\": %.3f, \"tokens_per_s\": %.1f, \"bytes\": %.0f, \"batch\": %d, \"context\": %ld, "
+            "\"layers\": %ld, \"tp_shapes\": %d, \"plain_kernels\": %d, \"kernel_start_ms\": %.1f, "
+            "\"lookup\": {\"exact\": %d, \"nearest_m\": %d, \"nearest_shape\": %d, \"default\": %d}, \"parts\": {",
             ms[0], s->n_graphs == 2 ? ms[1] : ms[0], s->n_graphs == 2 ? 100 * (ms[1] - ms[0]) / ms[1] : 0.0, floor_ms,
             ms[0] / floor_ms, s->B * 1e3 / ms[0], bytes, s->B, s->ctx, s->c.n_layers, o->tp_shapes, o->plain_kernels,
             kernel_ms(s), levels[0], levels[1], levels[2], levels[3]);

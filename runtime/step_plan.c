@@ -61,9 +61,11 @@ static int plan_indexer(const kt_model_config *c, int B, long ctx, kt_step_plan 
     if (!has_attn(c, KT_ATTN_CSA)) return snprintf(why, n, "no CSA layer"), -1;
     if (c->index_heads != KT_IDX_HEADS || c->index_dim != KT_IDX_DIM)
         return snprintf(why, n, "mla_indexer takes %d heads of %d, the model has %ld of %ld", KT_IDX_HEADS, KT_IDX_DIM,
-                        c->index_heads, c->index_dim), -1;
+                        c->index_heads, c->index_dim),
+               -1;
     long entries = ctx / c->csa_rate > 0 ? ctx / c->csa_rate : 1;
-    return problem("mla_indexer", B, &p->indexer, why, n, "TOPK=%ld,CTX=%ld,DIST=equal,VALUES=grid", c->index_topk, entries);
+    return problem("mla_indexer", B, &p->indexer, why, n, "TOPK=%ld,CTX=%ld,DIST=equal,VALUES=grid", c->index_topk,
+                   entries);
 }
 
 /* Attention: the window as mla_decode's 128-slot window list, the compressed entries as its
@@ -71,7 +73,8 @@ static int plan_indexer(const kt_model_config *c, int B, long ctx, kt_step_plan 
  * layers: an empty list, TOPK=1 because a key size is at least 1). */
 static int plan_attention(const kt_model_config *c, int B, long ctx, kt_step_plan *p, char *why, size_t n) {
     if (c->window > KT_MLA_V4_WINDOW)
-        return snprintf(why, n, "sliding_window %ld: mla_decode's window list holds %d", c->window, KT_MLA_V4_WINDOW), -1;
+        return snprintf(why, n, "sliding_window %ld: mla_decode's window list holds %d", c->window, KT_MLA_V4_WINDOW),
+               -1;
     if (c->head_dim != KT_MLA_V4_DQK) return snprintf(why, n, "head_dim %ld: mla_decode V4 takes 512", c->head_dim), -1;
     const kt_attn_type types[KT_PLAN_MODES] = {KT_ATTN_SLIDING, KT_ATTN_CSA, KT_ATTN_HCA};
     const long topk[KT_PLAN_MODES] = {1, c->index_topk, kt_step_entries(ctx, c->hca_rate)};
@@ -89,15 +92,16 @@ static int plan_moe(const kt_model_config *c, int B, int synthetic, kt_step_plan
     if (!has_routed(c)) return snprintf(why, n, "no routed (non-hash) MoE layer"), -1;
     if (c->routed_scale != KT_MOE_V4_SCALE)
         return snprintf(why, n, "routed_scaling_factor %g: moe_route's V4 router scales by %g", c->routed_scale,
-                        (double)KT_MOE_V4_SCALE), -1;
+                        (double)KT_MOE_V4_SCALE),
+               -1;
     if (c->swiglu_limit != MOE_GEMM_SWIGLU_LIMIT)
         return snprintf(why, n, "swiglu_limit %g: moe_gemm clamps at %g", c->swiglu_limit, MOE_GEMM_SWIGLU_LIMIT), -1;
     const char *dist = synthetic ? "uniform" : "zipf";
     long E = c->n_experts, K = c->top_k, I = c->moe_inter, D = c->hidden;
     if (problem("moe_route", B, &p->route, why, n, "ROUTER=V4,E=%ld,TOPK=%ld,TM=%d,NTM=%d,DIST=%s", E, K, ROUTE_TM,
                 ROUTE_NTM, dist) ||
-        problem("moe_gemm", B, &p->gateup, why, n, "FORMAT=fp8,STAGE=gateup,E=%ld,N=%ld,K=%ld,TOPK=%ld,DIST=%s", E, 2 * I,
-                D, K, dist))
+        problem("moe_gemm", B, &p->gateup, why, n, "FORMAT=fp8,STAGE=gateup,E=%ld,N=%ld,K=%ld,TOPK=%ld,DIST=%s", E,
+                2 * I, D, K, dist))
         return -1;
     return problem("moe_gemm", B, &p->down, why, n, "FORMAT=fp8,STAGE=down,E=%ld,N=%ld,K=%ld,TOPK=%ld,DIST=%s", E, D, I,
                    K, dist);
@@ -129,7 +133,8 @@ void kt_step_plan_make(const kt_model_config *c, int B, long ctx, int plain, int
 
 int kt_step_plan_problems(const kt_step_plan *p, const kt_family **f, kt_problem *probs, int max) {
     const kt_problem *all[] = {&p->indexer, &p->attn[0], &p->attn[1], &p->attn[2], &p->route, &p->gateup, &p->down};
-    const char *names[] = {"mla_indexer", "mla_decode", "mla_decode", "mla_decode", "moe_route", "moe_gemm", "moe_gemm"};
+    const char *names[] = {"mla_indexer", "mla_decode", "mla_decode", "mla_decode",
+                           "moe_route",   "moe_gemm",   "moe_gemm"};
     int n = 0;
     for (int i = 0; i < 7 && n < max; i++)
         if (all[i]->n_dims) {

@@ -22,9 +22,9 @@ extern const char *const kt_step_part_names[KT_N_PARTS]; /* "indexer", "attentio
 enum { KT_PLAN_SLIDING, KT_PLAN_CSA, KT_PLAN_HCA, KT_PLAN_MODES };
 
 typedef struct kt_step_plan {
-    int family[KT_N_PARTS];    /* 1: the part runs its kt family; 0: the plain kernels */
-    char why[KT_N_PARTS][320]; /* why a part stays plain ("" when it runs its family) */
-    kt_problem indexer;        /* mla_indexer */
+    int family[KT_N_PARTS];         /* 1: the part runs its kt family; 0: the plain kernels */
+    char why[KT_N_PARTS][320];      /* why a part stays plain ("" when it runs its family) */
+    kt_problem indexer;             /* mla_indexer */
     kt_problem attn[KT_PLAN_MODES]; /* mla_decode per mode (n_dims 0: no layer of that mode) */
     kt_problem route, gateup, down; /* moe_route, moe_gemm STAGE=gateup, STAGE=down */
 } kt_step_plan;

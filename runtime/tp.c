@@ -34,8 +34,10 @@ int kt_tp_configure(kt_db *db, const kt_db_device *dev, int world, size_t bytes,
     if (found < 0) return -1;
     const char *user_proto = getenv("NCCL_PROTO"), *user_algo = getenv("NCCL_ALGO");
     char what[512];
-    if (found && !db) snprintf(what, sizeof what, "NCCL's own choice (default: no database)");
-    else if (found) snprintf(what, sizeof what, "NCCL's own choice (default: no row for %d GPUs of %s)", world, dev->name);
+    if (found && !db)
+        snprintf(what, sizeof what, "NCCL's own choice (default: no database)");
+    else if (found)
+        snprintf(what, sizeof what, "NCCL's own choice (default: no row for %d GPUs of %s)", world, dev->name);
     else
         snprintf(what, sizeof what, "%s%s%s (%s: bucket %ld, %.2f us vs %.2f default; run %lld, %s, %s)",
                  *s.proto ? s.proto : "NCCL's own choice", *s.proto ? "/" : "", s.algo,
@@ -70,11 +72,13 @@ int kt_tp_open(int world, int rank, const void *unique_id, kt_tp **out) {
         return kt_fail("%s lacks the NCCL functions kt needs (ncclCommInitRank, ncclAllReduce)", path);
     }
     ncclUniqueId id;
-    if (unique_id) id = *(const ncclUniqueId *)unique_id;
+    if (unique_id)
+        id = *(const ncclUniqueId *)unique_id;
     else if (world > 1) {
         kt_tp_close(t);
         return kt_fail("tensor parallel over %d ranks needs the rank-0 unique id", world);
-    } else if (nccl_ok(t, t->get_id(&id), "ncclGetUniqueId")) return kt_tp_close(t), -1;
+    } else if (nccl_ok(t, t->get_id(&id), "ncclGetUniqueId"))
+        return kt_tp_close(t), -1;
     if (nccl_ok(t, t->init_rank(&t->comm, world, id, rank), "ncclCommInitRank")) {
         t->comm = NULL;
         kt_tp_close(t);
@@ -85,8 +89,9 @@ int kt_tp_open(int world, int rank, const void *unique_id, kt_tp **out) {
 }
 
 int kt_tp_all_reduce(kt_tp *t, uint64_t buf, size_t count, int bf16, void *stream) {
-    return nccl_ok(t, t->all_reduce((const void *)buf, (void *)buf, count, bf16 ? ncclBfloat16 : ncclFloat32, ncclSum,
-                                    t->comm, (cudaStream_t)stream),
+    return nccl_ok(t,
+                   t->all_reduce((const void *)buf, (void *)buf, count, bf16 ? ncclBfloat16 : ncclFloat32, ncclSum,
+                                 t->comm, (cudaStream_t)stream),
                    "ncclAllReduce");
 }
 

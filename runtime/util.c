@@ -32,9 +32,7 @@ int kt_status_fail(const char *api, const char *msg, int status, const char *cal
     return kt_fail("%s:%d: %s: %s error %d: %s", file, line, call, api, status, msg);
 }
 
-uint64_t kt_hash(const void *data, size_t len, uint64_t seed) {
-    return XXH3_64bits_withSeed(data, len, seed);
-}
+uint64_t kt_hash(const void *data, size_t len, uint64_t seed) { return XXH3_64bits_withSeed(data, len, seed); }
 
 void kt_hex64(uint64_t h, char out[17]) { snprintf(out, 17, "%016llx", (unsigned long long)h); }
 
@@ -204,8 +202,8 @@ size_t kt_dtype_size(kt_dtype t) {
 }
 
 const char *kt_dtype_name(kt_dtype t) {
-    static const char *name[] = {[KT_E4M3] = "e4m3", [KT_BF16] = "bf16", [KT_F32] = "f32",
-                                 [KT_I32] = "i32", [KT_U8] = "u8"};
+    static const char *name[] = {
+        [KT_E4M3] = "e4m3", [KT_BF16] = "bf16", [KT_F32] = "f32", [KT_I32] = "i32", [KT_U8] = "u8"};
     return name[t];
 }
 
@@ -219,11 +217,16 @@ void kt_poison_fill(kt_dtype t, void *p, size_t n) {
 
 int kt_is_poison(kt_dtype t, const void *p, size_t i) {
     switch (t) {
-    case KT_E4M3: return (((const uint8_t *)p)[i] & 0x7f) == 0x7f;
-    case KT_BF16: return (((const uint16_t *)p)[i] & 0x7fff) > 0x7f80;
-    case KT_F32: return isnan(((const float *)p)[i]);
-    case KT_I32: return ((const int32_t *)p)[i] == KT_POISON_I32;
-    case KT_U8: return 0;
+        case KT_E4M3:
+            return (((const uint8_t *)p)[i] & 0x7f) == 0x7f;
+        case KT_BF16:
+            return (((const uint16_t *)p)[i] & 0x7fff) > 0x7f80;
+        case KT_F32:
+            return isnan(((const float *)p)[i]);
+        case KT_I32:
+            return ((const int32_t *)p)[i] == KT_POISON_I32;
+        case KT_U8:
+            return 0;
     }
     return 0;
 }

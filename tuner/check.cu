@@ -29,8 +29,7 @@ extern "C" __global__ void __launch_bounds__(KT_CHECK_THREADS)
     kt_check_sums s = {0, 0, 0, 0, 0};
     const unsigned long long units = kt_check_units(n, compare, set_len);
     const unsigned long long stride = (unsigned long long)gridDim.x * KT_CHECK_THREADS;
-    for (unsigned long long u = (unsigned long long)blockIdx.x * KT_CHECK_THREADS + threadIdx.x; u < units;
-         u += stride)
+    for (unsigned long long u = (unsigned long long)blockIdx.x * KT_CHECK_THREADS + threadIdx.x; u < units; u += stride)
         kt_check_unit(out, dtype, ref, n, compare, set_len, u, &s);
     __shared__ kt_check_sums warps[KT_CHECK_THREADS / 32];
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;

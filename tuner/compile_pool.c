@@ -71,8 +71,8 @@ static void *compile_worker(void *arg) {
              * spill on sm_120 (seen on the H200: a winner with 32 bytes of spills there). One
              * that spills here is refused already. */
             kt_cubin ship;
-            c.ship_spill_bytes = kt_compile(pool->family, &item->config, KT_SHIP_ARCH, &ship) ? -1
-                                                                                              : ship.report.spill_bytes;
+            c.ship_spill_bytes =
+                kt_compile(pool->family, &item->config, KT_SHIP_ARCH, &ship) ? -1 : ship.report.spill_bytes;
             if (c.ship_spill_bytes >= 0) kt_cubin_free(&ship);
         }
         pthread_mutex_lock(&pool->lock);

@@ -16,19 +16,19 @@
 
 #define ROTATE_BYTES_FACTOR 3 /* input copies span 3x the L2 */
 #define MAX_COPIES 64
-#define MIN_LAUNCHES 16         /* launches per graph of a short kernel... */
-#define LONG_REPLAY_US 1000.0f  /* ...unless one pass over the copies takes this long anyway */
-#define MAX_REPEATS 15          /* timed replays (KT_REPEATS overrides)... */
-#define MIN_REPEATS 5           /* ...down to this many for long kernels, */
-#define TIMED_BUDGET_MS 12.0f   /* so timing one variant stays near this */
-#define CHECK_THREADS 256     /* tuner/check.cu's block size */
-#define CHECK_BLOCKS 1024     /* enough blocks to fill any GPU; each thread strides over the rest */
+#define MIN_LAUNCHES 16        /* launches per graph of a short kernel... */
+#define LONG_REPLAY_US 1000.0f /* ...unless one pass over the copies takes this long anyway */
+#define MAX_REPEATS 15         /* timed replays (KT_REPEATS overrides)... */
+#define MIN_REPEATS 5          /* ...down to this many for long kernels, */
+#define TIMED_BUDGET_MS 12.0f  /* so timing one variant stays near this */
+#define CHECK_THREADS 256      /* tuner/check.cu's block size */
+#define CHECK_BLOCKS 1024      /* enough blocks to fill any GPU; each thread strides over the rest */
 
 struct kt_bench {
     const kt_family *f;
     kt_problem p;
     int n_t, copies;
-    double timing_s;               /* host seconds spent in kt_bench_time, all calls */
+    double timing_s; /* host seconds spent in kt_bench_time, all calls */
     kt_tensor_desc t[KT_MAX_TENSORS];
     CUdeviceptr dev[KT_MAX_TENSORS];
     size_t stride[KT_MAX_TENSORS]; /* bytes between rotation copies of an input */
@@ -36,9 +36,9 @@ struct kt_bench {
     CUdeviceptr ref;               /* every output's float64 reference, concatenated */
     double *host_ref;              /* its host copy, for the CPU compare only */
     size_t n_ref;
-    int check_on_cpu;              /* KT_CHECK_ON_GPU=0 */
-    kt_module check;               /* tuner/check.cu (not loaded for the CPU compare) */
-    CUdeviceptr sums;              /* the check kernel's kt_check_sums, one per tensor */
+    int check_on_cpu; /* KT_CHECK_ON_GPU=0 */
+    kt_module check;  /* tuner/check.cu (not loaded for the CPU compare) */
+    CUdeviceptr sums; /* the check kernel's kt_check_sums, one per tensor */
     CUstream stream;
     CUevent ev0, ev1;
 };
@@ -92,7 +92,8 @@ static int compute_reference(kt_bench *b, const kt_module *ref_mod) {
     size_t bytes = b->n_ref * sizeof(double);
     KT_CHECK(CU, kt_cu.cuMemAlloc(&b->ref, bytes ? bytes : sizeof(double)));
     if (b->check_on_cpu && !(b->host_ref = malloc(bytes ? bytes : sizeof(double)))) return kt_fail("out of memory");
-    if (f->launch_reference && ref_mod && f->gpu_reference_above > 0 && kt_family_work(f, &b->p) > f->gpu_reference_above) {
+    if (f->launch_reference && ref_mod && f->gpu_reference_above > 0 &&
+        kt_family_work(f, &b->p) > f->gpu_reference_above) {
         kt_launch l;
         kt_bench_launch(b, ref_mod, 0, &l);
         if (f->launch_reference(&l, b->ref)) return -1;
@@ -190,13 +191,14 @@ int kt_bench_poison(kt_bench *b) {
         if (b->t[i].role != KT_OUTPUT) continue;
         if (b->t[i].dtype == KT_I32)
             KT_CHECK(CU, kt_cu.cuMemsetD32Async(b->dev[i], (unsigned)KT_POISON_I32, b->t[i].count, b->stream));
-        else KT_CHECK(CU, kt_cu.cuMemsetD8Async(b->dev[i], 0xff, tensor_bytes(&b->t[i]), b->stream));
+        else
+            KT_CHECK(CU, kt_cu.cuMemsetD8Async(b->dev[i], 0xff, tensor_bytes(&b->t[i]), b->stream));
     }
     return 0;
 }
 
-_Static_assert((int)KT_CHECK_I32 == (int)KT_I32 && (int)KT_CHECK_U8 == (int)KT_U8 && (int)KT_CHECK_SET == (int)KT_CMP_SET &&
-                   KT_CHECK_POISON_I32 == KT_POISON_I32,
+_Static_assert((int)KT_CHECK_I32 == (int)KT_I32 && (int)KT_CHECK_U8 == (int)KT_U8 &&
+                   (int)KT_CHECK_SET == (int)KT_CMP_SET && KT_CHECK_POISON_I32 == KT_POISON_I32,
                "kt_check.h's codes are kt.h's");
 
 void kt_check_host(const kt_tensor_desc *t, const void *out, const double *ref, kt_check_sums *s) {
@@ -242,8 +244,10 @@ static int sums_on_gpu(kt_bench *b, kt_check_sums *sums) {
 
 /* The reference value of output element i (of all outputs, concatenated). */
 static int reference_at(const kt_bench *b, size_t i, double *value) {
-    if (b->host_ref) *value = b->host_ref[i];
-    else KT_CHECK(CU, kt_cu.cuMemcpyDtoH(value, b->ref + i * sizeof(double), sizeof(double)));
+    if (b->host_ref)
+        *value = b->host_ref[i];
+    else
+        KT_CHECK(CU, kt_cu.cuMemcpyDtoH(value, b->ref + i * sizeof(double), sizeof(double)));
     return 0;
 }
 
@@ -254,12 +258,15 @@ static int describe_bad(const kt_bench *b, int i, size_t off, const kt_check_sum
     unsigned char bits[8];
     double expected;
     if (reference_at(b, off + at, &expected)) return -1;
-    if (b->host[i]) memcpy(bits, (const unsigned char *)b->host[i] + at * size, size);
-    else KT_CHECK(CU, kt_cu.cuMemcpyDtoH(bits, b->dev[i] + at * size, size));
+    if (b->host[i])
+        memcpy(bits, (const unsigned char *)b->host[i] + at * size, size);
+    else
+        KT_CHECK(CU, kt_cu.cuMemcpyDtoH(bits, b->dev[i] + at * size, size));
     int poison;
     double got = kt_check_load(bits, (int)t->dtype, 0, &poison);
     static const char *const rule[] = {[KT_CMP_REL_L2] = "finite values and matching infinities",
-                                       [KT_CMP_EXACT] = "an exact compare", [KT_CMP_SET] = "its row compared as a set"};
+                                       [KT_CMP_EXACT] = "an exact compare",
+                                       [KT_CMP_SET] = "its row compared as a set"};
     const char *what = t->compare == KT_CMP_SET ? "row" : "element";
     if (poison && t->dtype != KT_I32)
         snprintf(why, n, "%s[%zu] is NaN (unwritten or invalid; expected %g; %llu NaN in all)", t->name, at, expected,

@@ -1,7 +1,7 @@
-/* search.c — the sweep's search strategies (exhaustive, random, fast; see search.h): the
- * configs each problem measures, chosen round by round from the results of earlier rounds.
- * The sweep (sweep.c) runs the choices and hands the results back; the search never sees
- * workers, compiles or the database. */
+/* search.c — the sweep's search strategies (exhaustive, random, fast; see search.h), one
+ * table of them at the end (`strategies`): the configs each problem measures, chosen round
+ * by round from the results of earlier rounds. The sweep (sweep.c) runs the choices and
+ * hands the results back; the search never sees workers, compiles or the database. */
 #include "search.h"
 
 #include <limits.h>
@@ -9,18 +9,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ANCHOR_RATIO 4 /* consecutive anchors are at most this far apart in M */
-#define LOCAL_TOP 3    /* local search walks from a problem's 3 fastest strata first */
-#define TRANSFER_TOP 5 /* an M between anchors starts from each anchor's 5 fastest */
-#define BETWEEN_CAP 12 /* units of an M between anchors, all phases */
+#define ANCHOR_RATIO 4          /* consecutive anchors are at most this far apart in M */
+#define LOCAL_TOP 3             /* local search walks from a problem's 3 fastest strata first */
+#define TRANSFER_TOP 5          /* an M between anchors starts from each anchor's 5 fastest */
+#define BETWEEN_CAP 12          /* units of an M between anchors, all phases */
 #define UNCENTRED_PER_STRATUM 2 /* first-sample configs of a stratum where the default is no centre */
-#define SEED_TOP 2     /* an anchor's local search also starts from its next anchors' 2 fastest */
+#define SEED_TOP 2              /* an anchor's local search also starts from its next anchors' 2 fastest */
 /* From the family's search_full_budget_from_m on an anchor's local search gets all of --budget
  * more, below it half; anchors from there up to its search_tile_sweep_to_m end by timing all
  * of their winner's tile (sweep_tile). Why the GEMMs' values: bench/NOTES.md, "The fast
  * search's M thresholds". */
 
-enum strategy { EXHAUSTIVE, RANDOM, FAST };
+/* The strategies (search.h says what each does and why). `first` makes a problem's first
+ * choices; `round`, once every choice of the problem is answered, its next: how many it
+ * chose (> 0: or that it moved on), 0 when it has nothing more to time (it settles), WAIT,
+ * or -1 on error. Anchored strategies start only their anchors (place_anchors); the other
+ * problems wait for their two anchors to settle, then run phase 3 (transfer, then rounds). */
+typedef struct strategy {
+    kt_strategy info;
+    int (*first)(kt_search *s, int pi);
+    int (*round)(kt_search *s, int pi);
+} strategy;
+
 /* A problem's phase. Exhaustive and random problems have phase 1 only; fast anchors 1 and
  * 2; the other fast problems wait for their two anchors to settle, then have phase 3. */
 enum phase { WAITING_FOR_ANCHORS, PHASE_1, PHASE_2, PHASE_3, SETTLED };
@@ -31,24 +41,24 @@ typedef struct choice {
     int from;        /* the choice this one is one step from (local search), -1 if none */
     int param, step; /* that step: which parameter, and -1 or +1 along its value list */
     int answered;
-    int next_param;  /* local search: the parameter whose neighbours it times next */
-    int line_tried;       /* local search: its line step was considered */
+    int next_param; /* local search: the parameter whose neighbours it times next */
+    int line_tried; /* local search: its line step was considered */
     kt_status status;
-    double us;       /* median; NAN unless ok */
+    double us; /* median; NAN unless ok */
 } choice;
 
 typedef struct problem {
     kt_problem p;
-    int anchor;      /* fast: an anchor M of its shape */
-    int lo, hi;      /* fast, not an anchor: the nearest anchors below and above (problem indices) */
+    int anchor;       /* fast: an anchor M of its shape */
+    int lo, hi;       /* fast, not an anchor: the nearest anchors below and above (problem indices) */
     int below, above; /* fast anchor: its shape's next anchors in M (problem indices), -1 if none */
-    int sampled;     /* fast anchor: its first sample is all answered... */
-    int first_n;     /* ...and was this many choices */
-    int spare;       /* fast anchor: units of its budget the first sample left to the local search */
-    int tile_swept;  /* fast anchor from search_full_budget_from_m: its winner's tile shape is all chosen */
+    int sampled;      /* fast anchor: its first sample is all answered... */
+    int first_n;      /* ...and was this many choices */
+    int spare;        /* fast anchor: units of its budget the first sample left to the local search */
+    int tile_swept;   /* fast anchor from search_full_budget_from_m: its winner's tile shape is all chosen */
     enum phase phase;
-    int waiting;     /* choices not answered yet */
-    int cap;         /* local search stops once the problem has this many choices */
+    int waiting; /* choices not answered yet */
+    int cap;     /* local search stops once the problem has this many choices */
     choice *c;
     int n;
     size_t cap_c;
@@ -59,20 +69,26 @@ struct kt_search {
     const kt_config *space;
     const char (*ids)[17];
     int n_space;
-    int default_k;   /* the family default's index in the space, -1 if not in it */
-    int *where;      /* mixed-radix index of a point of the parameter grid -> space index, or -1 */
-    enum strategy strategy;
+    int default_k; /* the family default's index in the space, -1 if not in it */
+    int *where;    /* mixed-radix index of a point of the parameter grid -> space index, or -1 */
+    const strategy *strategy;
     int budget;
-    int sms;         /* the GPU's SM count, for the family's per-problem default */
+    int sms; /* the GPU's SM count, for the family's per-problem default */
     kt_search_host host;
     problem *pr;
     int n;
 };
 
-/* 1 if problems of batch m get the whole budget again in their local search (the family's
- * search_full_budget_from_m; 0: never). */
+/* Fast: 1 if problems of batch m get the whole budget again in their local search (the
+ * family's search_full_budget_from_m; 0: never). */
 static int full_budget(const kt_family *f, long m) {
     return f->search_full_budget_from_m > 0 && m >= f->search_full_budget_from_m;
+}
+
+/* Fast: 1 if anchor pb's local search ends by timing its winner's whole tile (sweep_tile):
+ * from search_full_budget_from_m up to the family's search_tile_sweep_to_m, once. */
+static int tile_sweep_applies(const kt_family *f, const problem *pb) {
+    return pb->phase == PHASE_2 && full_budget(f, pb->p.m) && pb->p.m <= f->search_tile_sweep_to_m && !pb->tile_swept;
 }
 
 /* ------------------------------------------------------------ the space */
@@ -173,8 +189,10 @@ static int pick(kt_search *s, int pi, int k, int from, int param, int step) {
     *c = (choice){.k = k, .from = from, .param = param, .step = step, .us = NAN};
     int known = s->host.choose(s->host.ctx, pi, k, pb->n++, (int)pb->phase, &c->status, &c->us);
     if (known < 0) return -1;
-    if (known) c->answered = 1;
-    else pb->waiting++;
+    if (known)
+        c->answered = 1;
+    else
+        pb->waiting++;
     return 0;
 }
 
@@ -429,11 +447,11 @@ static int seed(kt_search *s, int pi) {
 static int settle(kt_search *s, int pi) {
     s->pr[pi].phase = SETTLED;
     if (s->host.settled(s->host.ctx, pi)) return -1;
-    if (s->strategy != FAST) return 0;
+    if (!s->strategy->info.anchored) return 0;
     for (int b = 0; b < s->n; b++) {
         problem *q = &s->pr[b];
-        if (q->phase != WAITING_FOR_ANCHORS || (q->lo != pi && q->hi != pi) ||
-            s->pr[q->lo].phase != SETTLED || s->pr[q->hi].phase != SETTLED)
+        if (q->phase != WAITING_FOR_ANCHORS || (q->lo != pi && q->hi != pi) || s->pr[q->lo].phase != SETTLED ||
+            s->pr[q->hi].phase != SETTLED)
             continue;
         q->phase = PHASE_3;
         q->cap = BETWEEN_CAP;
@@ -442,37 +460,99 @@ static int settle(kt_search *s, int pi) {
     return 0;
 }
 
-/* Once every choice of pi is answered: its next round, or it settles. Choices whose
- * results are known already (a resumed sweep) let it run several rounds at once. */
+/* A strategy's round returns this while its problem waits for others (fast: an anchor's
+ * phase 2 for its next anchors' first samples). */
+#define WAIT (-2)
+
+/* Once every choice of pi is answered: its strategy's next round, or it settles. Choices
+ * whose results are known already (a resumed sweep) let it run several rounds at once. */
 static int advance(kt_search *s, int pi) {
     problem *pb = &s->pr[pi];
     while (!pb->waiting && pb->phase != SETTLED && pb->phase != WAITING_FOR_ANCHORS) {
-        if (s->strategy == FAST && pb->phase == PHASE_1) {
-            if (!pb->sampled) { /* its sample is answered: next anchors waiting for it go on */
-                pb->sampled = 1;
-                pb->first_n = pb->n;
-                for (int i = 0; i < 2; i++) {
-                    int q = i ? pb->above : pb->below;
-                    if (q >= 0 && s->pr[q].phase == PHASE_1 && s->pr[q].sampled && !s->pr[q].waiting &&
-                        advance(s, q))
-                        return -1;
-                }
-                continue; /* a neighbour's advance may have moved this one on */
-            }
-            if (!seeds_ready(s, pb)) return 0;
-            pb->phase = PHASE_2;
-            if (seed(s, pi)) return -1;
-            int more = full_budget(s->f, pb->p.m) ? s->budget : s->budget / 2;
-            pb->cap = pb->n + pb->spare + (more > 0 ? more : 1);
-            continue; /* the seeds' answers first */
-        }
-        int made = pb->phase == PHASE_1 ? 0 : local_round(s, pi);
-        if (!made && pb->phase == PHASE_2 && full_budget(s->f, pb->p.m) && pb->p.m <= s->f->search_tile_sweep_to_m &&
-            !pb->tile_swept)
-            made = sweep_tile(s, pi);
+        int made = s->strategy->round(s, pi);
+        if (made == WAIT) return 0;
         if (made < 0 || (!made && settle(s, pi))) return -1;
     }
     return 0;
+}
+
+/* Exhaustive and random: one round, the first; then the problem settles. */
+static int no_more(kt_search *s, int pi) {
+    (void)s, (void)pi;
+    return 0;
+}
+
+static int exhaustive_first(kt_search *s, int pi) { return walk(s, pi, s->n_space); }
+static int random_first(kt_search *s, int pi) { return walk(s, pi, s->budget); }
+
+/* Fast, phase 1 of an anchor: the default as a baseline wherever it runs, hopeless or not,
+ * the config dispatch would serve it untuned, then the stratified sample. */
+static int fast_first(kt_search *s, int pi) {
+    problem *pb = &s->pr[pi];
+    int def = s->default_k, rc = 0;
+    if (def >= 0 && s->f->config_fits(&s->space[def], &pb->p)) rc = pick(s, pi, def, -1, 0, 0);
+    /* and the config dispatch would serve this problem untuned (1.14x the best on the
+     * H200): replays of the six recorded H200 exhaustive sweeps, 6 seeds each, mean
+     * regret 0.50% -> 0.32% for 1% more units, (1536,4096) M = 64 5.5% -> 0%. With
+     * --budget 32 as well the replays kept that regret for 13% fewer units, but on the
+     * GPU (one cold sweep, 97 s against 120.6 s) the search never reached the best
+     * config of (4096,512) M = 16 (4.6%): the noisier landscape wants the slack. */
+    if (!rc && s->f->default_for) {
+        kt_config c;
+        s->f->default_for(&pb->p, s->sms, &c);
+        int k = index_of(s, &c);
+        if (k >= 0 && eligible(s, pi, k) && !chosen(pb, k)) rc = pick(s, pi, k, -1, 0, 0);
+    }
+    return rc ? rc : stratified_walk(s, pi, s->budget);
+}
+
+/* Fast, an anchor whose first sample is answered: its next anchors waiting for that go on
+ * (one of them may move this one on). */
+static int fast_sampled(kt_search *s, int pi) {
+    problem *pb = &s->pr[pi];
+    pb->sampled = 1;
+    pb->first_n = pb->n;
+    for (int i = 0; i < 2; i++) {
+        int q = i ? pb->above : pb->below;
+        if (q >= 0 && s->pr[q].phase == PHASE_1 && s->pr[q].sampled && !s->pr[q].waiting && advance(s, q)) return -1;
+    }
+    return 1;
+}
+
+/* Fast, a round after the first: an anchor marks its sample answered, then (once its next
+ * anchors' samples are too) enters phase 2 with their seeds and its local search's cap;
+ * phases 2 and 3 take local search rounds, and a phase-2 anchor the tile sweep where it
+ * applies once they are spent. */
+static int fast_round(kt_search *s, int pi) {
+    problem *pb = &s->pr[pi];
+    if (pb->phase == PHASE_1 && !pb->sampled) return fast_sampled(s, pi);
+    if (pb->phase == PHASE_1) {
+        if (!seeds_ready(s, pb)) return WAIT;
+        pb->phase = PHASE_2;
+        if (seed(s, pi)) return -1;
+        int more = full_budget(s->f, pb->p.m) ? s->budget : s->budget / 2;
+        pb->cap = pb->n + pb->spare + (more > 0 ? more : 1);
+        return 1; /* the seeds' answers first */
+    }
+    int made = local_round(s, pi);
+    if (!made && tile_sweep_applies(s->f, pb)) made = sweep_tile(s, pi);
+    return made;
+}
+
+/* The strategies, by name: what each does and why, search.h. */
+static const strategy strategies[] = {
+    {.info = {.name = "fast", .default_budget = 40, .shuffled = 1, .anchored = 1},
+     .first = fast_first,
+     .round = fast_round},
+    {.info = {.name = "exhaustive", .default_budget = 64}, .first = exhaustive_first, .round = no_more},
+    {.info = {.name = "random", .default_budget = 64, .shuffled = 1}, .first = random_first, .round = no_more},
+};
+#define N_STRATEGIES (int)(sizeof strategies / sizeof *strategies)
+
+const kt_strategy *kt_strategy_find(const char *name) {
+    for (int i = 0; name && i < N_STRATEGIES; i++)
+        if (!strcmp(strategies[i].info.name, name)) return &strategies[i].info;
+    return NULL;
 }
 
 /* -------------------------------------------------------------- anchors */
@@ -519,8 +599,8 @@ static int place_anchors(kt_search *s) {
 /* ---------------------------------------------------------------- entry */
 
 kt_search *kt_search_new(const kt_family *f, const kt_config *space, const char (*ids)[17], int n_space,
-                         const kt_problem *problems, int n_problems, const kt_sweep_options *o,
-                         kt_search_host host, kt_sweep_report *rep) {
+                         const kt_problem *problems, int n_problems, const kt_sweep_options *o, kt_search_host host,
+                         kt_sweep_report *rep) {
     kt_search *s = calloc(1, sizeof *s);
     long points = 1;
     for (int i = 0; i < f->n_params; i++) points *= f->params[i].n_values;
@@ -537,7 +617,13 @@ kt_search *kt_search_new(const kt_family *f, const kt_config *space, const char 
     s->space = space;
     s->ids = ids;
     s->n_space = n_space;
-    s->strategy = !strcmp(o->strategy, "fast") ? FAST : !strcmp(o->strategy, "random") ? RANDOM : EXHAUSTIVE;
+    const kt_strategy *info = kt_strategy_find(o->strategy);
+    if (!info) {
+        kt_search_free(s);
+        kt_fail("no search strategy '%s'", o->strategy ? o->strategy : "");
+        return NULL;
+    }
+    s->strategy = (const strategy *)info; /* info is a strategy's first member */
     s->budget = o->budget;
     s->sms = rep->device.sm_count;
     s->host = host;
@@ -550,14 +636,16 @@ kt_search *kt_search_new(const kt_family *f, const kt_config *space, const char 
     }
     for (int i = 0; i < n_problems; i++) {
         s->pr[i].p = problems[i];
-        s->pr[i].phase = s->strategy == FAST ? WAITING_FOR_ANCHORS : PHASE_1;
+        s->pr[i].phase = s->strategy->info.anchored ? WAITING_FOR_ANCHORS : PHASE_1;
         for (int k = 0; k < n_space; k++) {
             if (!f->config_fits(&space[k], &problems[i])) continue;
-            if (f->hopeless && f->hopeless(&space[k], &problems[i])) rep->pruned++;
-            else rep->space++;
+            if (f->hopeless && f->hopeless(&space[k], &problems[i]))
+                rep->pruned++;
+            else
+                rep->space++;
         }
     }
-    if (s->strategy == FAST && place_anchors(s)) {
+    if (s->strategy->info.anchored && place_anchors(s)) {
         kt_search_free(s);
         return NULL;
     }
@@ -565,33 +653,8 @@ kt_search *kt_search_new(const kt_family *f, const kt_config *space, const char 
 }
 
 int kt_search_start(kt_search *s) {
-    for (int pi = 0; pi < s->n; pi++) {
-        problem *pb = &s->pr[pi];
-        if (pb->phase != PHASE_1) continue;
-        int rc = 0;
-        if (s->strategy == EXHAUSTIVE) {
-            rc = walk(s, pi, s->n_space);
-        } else if (s->strategy == RANDOM) {
-            rc = walk(s, pi, s->budget);
-        } else { /* the default as a baseline wherever it runs, hopeless or not */
-            int def = s->default_k;
-            if (def >= 0 && s->f->config_fits(&s->space[def], &pb->p)) rc = pick(s, pi, def, -1, 0, 0);
-            /* and the config dispatch would serve this problem untuned (1.14x the best on the
-             * H200): replays of the six recorded H200 exhaustive sweeps, 6 seeds each, mean
-             * regret 0.50% -> 0.32% for 1% more units, (1536,4096) M = 64 5.5% -> 0%. With
-             * --budget 32 as well the replays kept that regret for 13% fewer units, but on the
-             * GPU (one cold sweep, 97 s against 120.6 s) the search never reached the best
-             * config of (4096,512) M = 16 (4.6%): the noisier landscape wants the slack. */
-            if (!rc && s->f->default_for) {
-                kt_config c;
-                s->f->default_for(&pb->p, s->sms, &c);
-                int k = index_of(s, &c);
-                if (k >= 0 && eligible(s, pi, k) && !chosen(pb, k)) rc = pick(s, pi, k, -1, 0, 0);
-            }
-            if (!rc) rc = stratified_walk(s, pi, s->budget);
-        }
-        if (rc) return -1;
-    }
+    for (int pi = 0; pi < s->n; pi++)
+        if (s->pr[pi].phase == PHASE_1 && s->strategy->first(s, pi)) return -1;
     /* Only now the rounds that follow known results: every first choice comes first. */
     for (int pi = 0; pi < s->n; pi++)
         if (s->pr[pi].phase == PHASE_1 && advance(s, pi)) return -1;

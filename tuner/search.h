@@ -2,7 +2,11 @@
  * (shape, M) problem measures, round by round. A strategy decides only from the seed, the
  * space and the results of the configs it chose itself, so a sweep run again after a kill
  * makes the same choices, finds the committed ones' results in the database, and goes on
- * where it stopped.
+ * where it stopped. The strategies are one table, search.c's `strategies`: per name its
+ * default --budget, whether it walks the space shuffled and whether it is anchored (chooses in
+ * phases across a shape's Ms), its first choices and its later rounds; the fast strategy's
+ * per-family thresholds (kt_family.search_full_budget_from_m, search_tile_sweep_to_m) are
+ * read where they apply (full_budget, tile_sweep_applies).
  *   exhaustive: every config that fits and is not hopeless, in the space's order.
  *   random:     the first `budget` of those in one seeded shuffle of the space.
  *   fast:       per shape, the M values sorted; anchors are the smallest, the largest and
@@ -46,8 +50,8 @@ typedef struct kt_search_host {
  * that fit and are worth timing, and those pruned as hopeless. NULL with error set if out
  * of memory. */
 kt_search *kt_search_new(const kt_family *f, const kt_config *space, const char (*ids)[17], int n_space,
-                         const kt_problem *problems, int n_problems, const kt_sweep_options *o,
-                         kt_search_host host, kt_sweep_report *rep);
+                         const kt_problem *problems, int n_problems, const kt_sweep_options *o, kt_search_host host,
+                         kt_sweep_report *rep);
 /* Makes every problem's first choices (and, where their results are known, the choices
  * that follow from them). */
 int kt_search_start(kt_search *s);

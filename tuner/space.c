@@ -27,8 +27,10 @@ int kt_space_enumerate(const kt_family *f, int arch, const kt_problem *p, const 
         int outside = 0;
         for (int i = 0; i < f->n_params; i++) outside |= fixed[i] && c.v[i] != want.v[i];
         if (outside) continue;
-        if (f->check_config(&c, arch, why, sizeof why) || (p && !f->config_fits(&c, p))) bad++;
-        else list[n++] = c;
+        if (f->check_config(&c, arch, why, sizeof why) || (p && !f->config_fits(&c, p)))
+            bad++;
+        else
+            list[n++] = c;
     }
     if (rejected) *rejected = bad;
     *out = list;

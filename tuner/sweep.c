@@ -22,8 +22,8 @@
 #include <unistd.h>
 
 #define MAX_WORKERS 64
-#define MAX_PROBLEMS 1024 /* 32 shapes x 32 M values */
-#define FINALISTS 3       /* variants re-timed per problem */
+#define MAX_PROBLEMS 1024     /* 32 shapes x 32 M values */
+#define FINALISTS 3           /* variants re-timed per problem */
 #define START_TIMEOUT_S 120.0 /* a worker's CUDA start-up; far above what a healthy GPU needs */
 #define COMPILE_POLL_S 0.005  /* how often an idle worker looks for a newly compiled unit */
 #define IDLE (-1)
@@ -46,9 +46,9 @@ typedef struct unit {
 /* One GPU's worker and the job it is on. */
 typedef struct slot {
     int ordinal;
-    kt_worker *w;  /* NULL once it could not be restarted */
-    int job;       /* IDLE, RETIMING, or the unit it measures */
-    int problem;   /* of a re-timing */
+    kt_worker *w;       /* NULL once it could not be restarted */
+    int job;            /* IDLE, RETIMING, or the unit it measures */
+    int problem;        /* of a re-timing */
     kt_worker_job sent; /* the re-timing: its configs, in the order of the answer */
     double since;
     unsigned char *loaded; /* by compile pool item: the worker holds its module (no image to send) */
@@ -65,32 +65,32 @@ typedef struct sweep {
     double watchdog_s;
     kt_cubin reference;
     int have_reference;
-    kt_config *space;   /* every config of the space (random, fast: in one seeded shuffle) */
+    kt_config *space; /* every config of the space (random, fast: in one seeded shuffle) */
     char (*space_ids)[17];
     int n_space;
-    int *variant_of;    /* space index -> compile pool item, -1 until a unit needs it */
+    int *variant_of; /* space index -> compile pool item, -1 until a unit needs it */
     kt_compile_pool *pool;
     kt_search *search;
     problem problems[MAX_PROBLEMS];
     int n_problems;
-    unit *units;        /* every unit of this run, in the order chosen */
+    unit *units; /* every unit of this run, in the order chosen */
     int n_units;
     size_t cap_units;
-    int *todo;          /* units waiting for a worker, by group, then in the order chosen */
+    int *todo; /* units waiting for a worker, by group, then in the order chosen */
     int n_todo;
     size_t cap_todo;
-    int compiling;      /* a worker is idle only because every waiting unit still compiles */
+    int compiling;           /* a worker is idle only because every waiting unit still compiles */
     int queue[MAX_PROBLEMS]; /* problems waiting for their re-timing */
     int n_queue;
     slot slots[MAX_WORKERS];
     int n_slots;
     long done, total, done_before;
     double start;
-    int tty;            /* stderr is a terminal: one progress line redrawn in place */
-    double last_line;   /* otherwise: when the last progress line was written */
-    double period;      /* and how often one is */
-    long failures;      /* units of this run that did not measure ok */
-    int settled;        /* problems whose winner is chosen */
+    int tty;          /* stderr is a terminal: one progress line redrawn in place */
+    double last_line; /* otherwise: when the last progress line was written */
+    double period;    /* and how often one is */
+    long failures;    /* units of this run that did not measure ok */
+    int settled;      /* problems whose winner is chosen */
 } sweep;
 
 #define PROGRESS_LOG_S 10.0 /* a log's progress period (KT_PROGRESS_S overrides) */
@@ -108,10 +108,11 @@ static double progress_period(void) {
 static void progress_line(sweep *s, const char *on, double eta, int last) {
     int items, compiled, failed;
     kt_compile_pool_counts(s->pool, &items, &compiled, &failed);
-    fprintf(stderr, "%s[%ld/%ld] problems %d/%d, compiled %d/%d (%d failed), measured %ld (%ld failed); %s; "
-            "%.1fs elapsed, ETA %.1fs%s", s->tty ? "\r" : "", s->done, s->total, s->settled, s->n_problems, compiled,
-            items, failed, s->rep->measured, s->failures, on, kt_now() - s->start, eta,
-            s->tty ? (last ? "\033[K\n" : "\033[K") : "\n");
+    fprintf(stderr,
+            "%s[%ld/%ld] problems %d/%d, compiled %d/%d (%d failed), measured %ld (%ld failed); %s; "
+            "%.1fs elapsed, ETA %.1fs%s",
+            s->tty ? "\r" : "", s->done, s->total, s->settled, s->n_problems, compiled, items, failed, s->rep->measured,
+            s->failures, on, kt_now() - s->start, eta, s->tty ? (last ? "\033[K\n" : "\033[K") : "\n");
 }
 
 /* Counts unit u's result; shows the progress line on a terminal each time, in a log every
@@ -153,12 +154,13 @@ static int drop_worker(slot *sl, const char *what) {
 
 /* Loads the family's GPU reference into the worker of sl (its setups compute with it). */
 static int load_reference(sweep *s, slot *sl) {
-    kt_worker_job job = {.kind = KT_JOB_REFERENCE, .n = 1, .config = {s->f->default_config},
-                         .cubin = {&s->reference}};
+    kt_worker_job job = {.kind = KT_JOB_REFERENCE, .n = 1, .config = {s->f->default_config}, .cubin = {&s->reference}};
     kt_worker_result r;
     int rc = kt_worker_send(sl->w, &job) ? -1 : kt_worker_receive(sl->w, START_TIMEOUT_S, &r);
-    if (rc > 0) kt_fail("no answer in %g s", START_TIMEOUT_S);
-    else if (!rc && r.outcome != KT_WORKER_DONE) rc = kt_fail("%s", r.error);
+    if (rc > 0)
+        kt_fail("no answer in %g s", START_TIMEOUT_S);
+    else if (!rc && r.outcome != KT_WORKER_DONE)
+        rc = kt_fail("%s", r.error);
     return rc ? drop_worker(sl, "loading the reference module") : 0;
 }
 
@@ -263,7 +265,8 @@ static int first_of_shape(const problem *all, int j) {
  * finishes shape by shape; more GPUs take later shapes while a shape waits for a round). */
 static int plan_problems(sweep *s) {
     const kt_sweep_options *o = s->o;
-    int fast = !strcmp(o->strategy, "fast"), groups = 0;
+    const kt_strategy *st = kt_strategy_find(o->strategy);
+    int fast = st && st->anchored, groups = 0;
     problem *all = malloc(sizeof *all * MAX_PROBLEMS);
     int n_all = 0;
     if (!all) return kt_fail("out of memory");
@@ -413,8 +416,8 @@ static int start_retime(sweep *s, slot *sl, int problem_index) {
     problem *pb = &s->problems[problem_index];
     char ids[FINALISTS][17];
     int retimed = 0;
-    int n = kt_db_finalists(s->db, s->device_id, s->f->name, s->source_hash, pb->shape, pb->p.m, FINALISTS, ids,
-                            &retimed);
+    int n =
+        kt_db_finalists(s->db, s->device_id, s->f->name, s->source_hash, pb->shape, pb->p.m, FINALISTS, ids, &retimed);
     if (n < 0) return -1;
     kt_worker_job job = {.kind = KT_JOB_RETIME, .problem = pb->p, .seed = pb->seed};
     kt_cubin own[FINALISTS];
@@ -510,8 +513,13 @@ static int dispatch(sweep *s, slot *sl) {
         const char *err = NULL;
         int v = s->variant_of[u.k];
         const kt_cubin *cubin = kt_compile_pool_wait(s->pool, v, &err); /* compiled: no wait */
-        kt_worker_job job = {.kind = KT_JOB_MEASURE, .problem = pb->p, .seed = pb->seed, .n = 1,
-                             .config = {s->space[u.k]}, .cubin = {cubin}, .loaded = {sl->loaded[v]}};
+        kt_worker_job job = {.kind = KT_JOB_MEASURE,
+                             .problem = pb->p,
+                             .seed = pb->seed,
+                             .n = 1,
+                             .config = {s->space[u.k]},
+                             .cubin = {cubin},
+                             .loaded = {sl->loaded[v]}};
         /* A variant that spills to local memory, here or on the arch kt ships for, is refused
          * like one that does not build: winners must never spill (local memory traffic on
          * the hot path). */
@@ -595,8 +603,10 @@ static int on_retimed(sweep *s, slot *sl, const kt_worker_result *r) {
     }
     kt_retime rt[KT_RETIME_MAX];
     for (int i = 0; i < sl->sent.n; i++) {
-        rt[i] = (kt_retime){.rounds = r->timing[i].repeats, .median_us = r->timing[i].median_us,
-                            .min_us = r->timing[i].min_us, .max_us = r->timing[i].max_us};
+        rt[i] = (kt_retime){.rounds = r->timing[i].repeats,
+                            .median_us = r->timing[i].median_us,
+                            .min_us = r->timing[i].min_us,
+                            .max_us = r->timing[i].max_us};
         kt_variant_id(s->f, &sl->sent.config[i], s->arch, rt[i].variant_id);
     }
     s->rep->retimed++;
@@ -721,7 +731,9 @@ int kt_sweep(const kt_sweep_options *o, kt_sweep_report *report) {
     if (!rc && (s->n_space = kt_space_enumerate(s->f, s->arch, NULL, o->where, &s->space, NULL)) < 0) rc = -1;
     /* Random and fast walk one seeded shuffle of the space, the same for every problem, so
      * the problems' samples overlap wherever the same configs fit: fewer variants to compile. */
-    if (!rc && strcmp(o->strategy, "exhaustive")) kt_space_sample(s->f, s->space, s->n_space, s->n_space, o->seed);
+    const kt_strategy *st = kt_strategy_find(o->strategy);
+    if (!rc && !st) rc = kt_fail("no search strategy '%s'", o->strategy ? o->strategy : "");
+    if (!rc && st->shuffled) kt_space_sample(s->f, s->space, s->n_space, s->n_space, o->seed);
     if (!rc && (!(s->space_ids = malloc(sizeof *s->space_ids * (size_t)(s->n_space + 1))) ||
                 !(s->variant_of = malloc(sizeof *s->variant_of * (size_t)(s->n_space + 1)))))
         rc = kt_fail("out of memory");
@@ -742,11 +754,11 @@ int kt_sweep(const kt_sweep_options *o, kt_sweep_report *report) {
     if (!rc) rc = kt_search_start(s->search);
     s->done_before = s->rep->already;
     if (!rc && !o->quiet)
-        fprintf(stderr, "kt: %s: %d problems, %d units to measure on %d x %s%s, %ld already measured; %ld "
+        fprintf(stderr,
+                "kt: %s: %d problems, %d units to measure on %d x %s%s, %ld already measured; %ld "
                 "(config, shape, M) worth timing, %ld pruned as hopeless\n",
                 s->f->name, s->n_problems, s->n_units, s->n_slots, s->rep->device.name,
-                strcmp(o->strategy, "fast") ? "" : " (phases 2 and 3 will add more)", s->rep->already,
-                s->rep->space, s->rep->pruned);
+                st->anchored ? " (phases 2 and 3 will add more)" : "", s->rep->already, s->rep->space, s->rep->pruned);
     double run_start = kt_now();
     if (!rc) rc = run(s);
     s->rep->worker_s = (kt_now() - run_start) * s->n_slots;

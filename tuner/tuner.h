@@ -40,8 +40,7 @@ typedef struct kt_bench kt_bench;
 /* Allocates, fills from seed and uploads the problem's tensors, computes the reference onto
  * the device (on the CPU and uploaded, or by the family's GPU reference in ref_mod for large
  * problems) and loads the check kernel, all once for every variant checked on it. */
-int kt_bench_setup(const kt_family *f, const kt_problem *p, uint64_t seed, const kt_module *ref_mod,
-                   kt_bench **out);
+int kt_bench_setup(const kt_family *f, const kt_problem *p, uint64_t seed, const kt_module *ref_mod, kt_bench **out);
 void kt_bench_free(kt_bench *b);
 /* Loads the module whose reference kernel checks f's large problems (kt_bench_setup's
  * ref_mod): the default config of f->reference_family, or of f. */
@@ -80,9 +79,8 @@ double kt_bench_timing_seconds(const kt_bench *b);
 /* Device memory b holds (inputs with their rotation copies, outputs, reference). */
 size_t kt_bench_device_bytes(const kt_bench *b);
 /* Relative error of the output tensors against the reference (max over tensors); NaN if any
- * unit fails (kt_check.h), and why says which tensor and element. Compares the current device outputs on the GPU (tuner/check.cu), or on
- * the CPU when KT_CHECK_ON_GPU=0 was set at setup; both add up the same
- * kt_check_sums. */
+ * unit fails (kt_check.h), and why says which tensor and element. Compares the current device outputs on the GPU
+ * (tuner/check.cu), or on the CPU when KT_CHECK_ON_GPU=0 was set at setup; both add up the same kt_check_sums. */
 int kt_bench_check(kt_bench *b, double *rel_err, char *why, size_t n);
 
 /* The CPU compare: the sums of output tensor t (its dtype, count, compare, set_len) in host
@@ -96,14 +94,11 @@ void *kt_bench_stream(const kt_bench *b);
 /* Measuring workers (worker.c). A worker is a forked child process that owns one GPU: the
  * sweep's own process never initialises CUDA, so a variant that faults or hangs takes
  * down only a worker and its context, never the sweep. Jobs and answers are fixed binary
- * structs on a socket pair. With KT_FAKE_GPU=1 workers skip CUDA and fake the GPU
- * ("kt fake GPU", cc 12.0, KT_FAKE_GPU_COUNT of them) with deterministic times, so the
- * CPU tests can run whole sweeps; the fake still faults (FAULT=1) and hangs (HANG=1) for
- * real, and KT_FAKE_DELAY_MS slows each job. Its times hash (variant, shape, M), or with
- * KT_FAKE_TIME=smooth form a bowl with its minimum at the config KT_FAKE_BOWL. */
-#define KT_RETIME_MAX 8       /* variants one re-timing compares at most */
-#define KT_RETIME_ROUNDS 5    /* interleaved rounds of a re-timing (A B C A B C ...), */
-#define KT_RETIME_REPEATS 5   /* each a median of this many replays: the rounds' median is the time */
+ * structs on a socket pair. With KT_FAKE_GPU=1 workers skip CUDA and fake the GPU with
+ * deterministic times (fake_gpu.h), so the CPU tests can run whole sweeps. */
+#define KT_RETIME_MAX 8        /* variants one re-timing compares at most */
+#define KT_RETIME_ROUNDS 5     /* interleaved rounds of a re-timing (A B C A B C ...), */
+#define KT_RETIME_REPEATS 5    /* each a median of this many replays: the rounds' median is the time */
 #define KT_WORKER_MODULES 4096 /* modules a worker keeps loaded; past that it loads per job */
 
 typedef struct kt_worker kt_worker;
@@ -147,7 +142,7 @@ typedef struct kt_worker_result {
     char error[512];
     kt_status status; /* measure */
     double rel_err;
-    int kept;         /* measure: the worker keeps the module loaded for later jobs */
+    int kept;                        /* measure: the worker keeps the module loaded for later jobs */
     kt_timing timing[KT_RETIME_MAX]; /* measure: [0]; retime: each variant over the rounds */
     double busy_s[KT_BUSY_KINDS];    /* the worker's seconds on this job, by kind */
     int setups;                      /* problems it set up for this job (0: already held) */
@@ -173,6 +168,17 @@ int kt_worker_receive(kt_worker *w, double timeout_s, kt_worker_result *r);
  * 11 (Segmentation fault)") into why[n] (may be NULL), and frees it. */
 void kt_worker_stop(kt_worker *w, char *why, size_t n);
 
+/* A search strategy of `kt tune --strategy NAME` (tuner/search.c's table; search.h says what
+ * each does). */
+typedef struct kt_strategy {
+    const char *name;
+    int default_budget; /* --budget when none is given */
+    int shuffled;       /* walks the space in one seeded shuffle (else in the space's order) */
+    int anchored;       /* chooses in phases from anchor Ms, so one shape's Ms go together (shards too) */
+} kt_strategy;
+/* The strategy called name, NULL if none. */
+const kt_strategy *kt_strategy_find(const char *name);
+
 /* A sweep request, as `kt tune` parses it. */
 typedef struct kt_sweep_options {
     const kt_family *family;
@@ -181,34 +187,34 @@ typedef struct kt_sweep_options {
     long ms[32];
     int n_ms;
     const char *db_path;
-    const char *strategy; /* "exhaustive", "random" or "fast" (tuner/search.h) */
+    const char *strategy; /* a kt_strategy's name: "exhaustive", "random" or "fast" (tuner/search.h) */
     int budget;           /* random: configs per (shape, M); fast: per anchor M, its first sample at most and,
                              with budget/2, its local search's share (tuner/search.h) */
     uint64_t seed;
     int compile_threads;
     int quiet;
-    const char *commit;   /* kt's git commit, for the run row */
-    const char *cmdline;  /* the command line, for the run row */
+    const char *commit;           /* kt's git commit, for the run row */
+    const char *cmdline;          /* the command line, for the run row */
     int shard_index, shard_count; /* measure only the (shape, M) problems of shard i of n (n <= 1: all);
                                    * fast: the whole shapes of shard i */
-    int max_workers;      /* measure on at most this many GPUs (0: every GPU of the host) */
-    const char *where;    /* NULL, or the part of the space to sweep ("DIRECT=1,TILE_M=16") */
+    int max_workers;              /* measure on at most this many GPUs (0: every GPU of the host) */
+    const char *where;            /* NULL, or the part of the space to sweep ("DIRECT=1,TILE_M=16") */
 } kt_sweep_options;
 
 /* What a sweep did. */
 typedef struct kt_sweep_report {
-    kt_device_info device; /* the GPU measured on (GPU 0 of the host) */
-    int workers;           /* GPUs measured on, one worker process each */
-    long measured;         /* rows this run recorded, faults included */
-    long by_phase[3];      /* of those, chosen by phase 1, 2 and 3 (exhaustive, random: all phase 1) */
-    long already;          /* (variant, shape, M) chosen that an earlier run had measured */
-    long space;            /* (variant, shape, M) that fit and are worth timing: what exhaustive measures */
-    long pruned;           /* (variant, shape, M) that fit but the family's hopeless() prunes */
-    long faults;           /* variants recorded as faults (worker died, watchdog, lost context) */
-    long retimed;          /* (shape, M) problems whose finalists were re-timed */
+    kt_device_info device;        /* the GPU measured on (GPU 0 of the host) */
+    int workers;                  /* GPUs measured on, one worker process each */
+    long measured;                /* rows this run recorded, faults included */
+    long by_phase[3];             /* of those, chosen by phase 1, 2 and 3 (exhaustive, random: all phase 1) */
+    long already;                 /* (variant, shape, M) chosen that an earlier run had measured */
+    long space;                   /* (variant, shape, M) that fit and are worth timing: what exhaustive measures */
+    long pruned;                  /* (variant, shape, M) that fit but the family's hopeless() prunes */
+    long faults;                  /* variants recorded as faults (worker died, watchdog, lost context) */
+    long retimed;                 /* (shape, M) problems whose finalists were re-timed */
     double busy_s[KT_BUSY_KINDS]; /* the workers' seconds, all together, by kind */
-    long setups;           /* problems the workers set up, all together (again after eviction) */
-    double worker_s;       /* the workers' seconds alive, all together (busy or waiting for jobs) */
+    long setups;                  /* problems the workers set up, all together (again after eviction) */
+    double worker_s;              /* the workers' seconds alive, all together (busy or waiting for jobs) */
 } kt_sweep_report;
 
 /* Runs the sweep on every GPU of the host (worker processes; this process never touches

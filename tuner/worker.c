@@ -3,12 +3,11 @@
  * and time one variant, or re-time a few interleaved. A variant that faults poisons only
  * the worker's CUDA context and a hanging one only the worker, so the sweep records it
  * and starts a new worker. The parent side (spawn, send, receive, stop) is here too.
- * With KT_FAKE_GPU=1 the worker never touches CUDA and fakes the GPU for the CPU tests. */
-#include "tuner.h"
+ * With KT_FAKE_GPU=1 the worker never touches CUDA: fake_gpu.c answers its jobs. */
+#include "fake_gpu.h"
 
 #include <dirent.h>
 #include <errno.h>
-#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -86,13 +85,6 @@ static int readable(int fd, double timeout_s) {
 
 /* ------------------------------------------------------------ the child */
 
-static double env_double(const char *name, double fallback) {
-    const char *s = getenv(name);
-    char *end;
-    double v = s ? strtod(s, &end) : 0;
-    return s && end != s && v >= 0 ? v : fallback;
-}
-
 /* A problem set up on the GPU (inputs, outputs, reference) for the jobs that need it. */
 typedef struct problem_setup {
     kt_bench *bench;
@@ -101,27 +93,17 @@ typedef struct problem_setup {
     long used; /* when a job last used it (a job count): the least recent goes first */
 } problem_setup;
 
-/* A recorded time of "SHAPE M CONFIG" (KT_FAKE_TIME=replay:FILE). */
-typedef struct replay_time {
-    char key[352];
-    double us;
-} replay_time;
-
 /* What one worker holds between jobs: the problems it has set up, each once for all its jobs
  * (a sweep's search moves between a shape's Ms round by round: setting a problem up again
  * on each move would cost inputs, uploads and the reference every time), and the modules
  * it has loaded (a sweep measures each variant at many Ms: it loads once). */
 typedef struct worker_state {
     const kt_family *f;
-    int fake;
-    int smooth;        /* fake GPU, KT_FAKE_TIME=smooth: times form a bowl around `bowl` */
-    kt_config bowl;
-    replay_time *replay; /* fake GPU, KT_FAKE_TIME=replay:FILE: recorded times */
-    int n_replay;
+    kt_fake_gpu *fake; /* KT_FAKE_GPU=1: answers the jobs in place of the GPU */
     problem_setup setups[WORKER_SETUPS];
     size_t setup_budget; /* device bytes the setups may hold (0: not known yet) */
     long jobs;
-    kt_bench *bench;   /* the current job's */
+    kt_bench *bench; /* the current job's */
     kt_module reference;
     int have_reference;
     kt_module modules[KT_WORKER_MODULES];
@@ -178,66 +160,11 @@ static kt_module *module_of(worker_state *s, const job *j, int i, kt_module *spa
     return m;
 }
 
-/* The value of the parameter called name in c, or 0 if the family has none. */
-static int param(const kt_family *f, const kt_config *c, const char *name) {
-    for (int i = 0; i < f->n_params; i++)
-        if (!strcmp(f->params[i].name, name)) return c->v[i];
-    return 0;
-}
-
-/* Fake times. By default 10 us times 1.05^k, k from a hash of (variant, shape, M): no
- * structure at all, and distinct times at least 5% apart (never a tie within the noise
- * band unless equal). With KT_FAKE_TIME=smooth, a bowl over the parameters' value indices
- * whose one minimum is the config KT_FAKE_BOWL (unnamed parameters: the default):
- * 10 us x (1 + M/256) x (1 + 0.1 x the squared index distance), so a local search can walk
- * down to it and the right winner is known. A re-timing round r reads 0.1% slower per
- * round, so re-timed numbers differ from the first pass. With KT_FAKE_TIME=replay:FILE,
- * the times FILE recorded ("SHAPE M CONFIG US" lines, e.g. from an exhaustive sweep on a
- * GPU; US 0 for a config that failed there, -1 here), 1 s for a config it lacks: a search
- * replayed against real measurements, offline. */
-static double fake_us(const worker_state *s, const job *j, int i, int round) {
-    double us;
-    if (s->replay) {
-        char shape[128], config[192], key[sizeof s->replay->key];
-        kt_format_shape(s->f, &j->head.problem, shape, sizeof shape);
-        kt_format_config(s->f, &j->v[i].config, config, sizeof config);
-        snprintf(key, sizeof key, "%s %ld %s", shape, j->head.problem.m, config);
-        us = 1e6;
-        for (int r = 0; r < s->n_replay; r++)
-            if (!strcmp(s->replay[r].key, key)) us = s->replay[r].us > 0 ? s->replay[r].us : -1;
-        if (us < 0) return us;
-    } else if (s->smooth) {
-        double d2 = 0;
-        for (int p = 0; p < s->f->n_params; p++) {
-            int d = kt_param_value_index(&s->f->params[p], j->v[i].config.v[p]) -
-                    kt_param_value_index(&s->f->params[p], s->bowl.v[p]);
-            d2 += d * d;
-        }
-        us = 10.0 * (1 + j->head.problem.m / 256.0) * (1 + 0.1 * d2);
-    } else {
-        char shape[128];
-        kt_format_shape(s->f, &j->head.problem, shape, sizeof shape);
-        uint64_t h = kt_hash(shape, strlen(shape), (uint64_t)j->head.problem.m);
-        h = kt_hash(j->v[i].variant_id, strlen(j->v[i].variant_id), h);
-        us = 10.0 * pow(1.05, (double)(h % 40));
-    }
-    return us * (1 + 0.001 * round);
-}
-
-/* The planted variants of the selftest family misbehave for real, fake GPU or not. */
-static void fake_misbehave(const worker_state *s, const kt_config *c) {
-    if (param(s->f, c, "FAULT")) {
-        signal(SIGSEGV, SIG_DFL);
-        raise(SIGSEGV);
-    }
-    if (param(s->f, c, "HANG"))
-        for (;;) pause();
-}
-
 /* Frees the least recently used setups other than keep while all of them hold more device
  * memory than the budget (a quarter of the GPU's, taken at the first setup). */
 static void evict_over_budget(worker_state *s, const problem_setup *keep) {
-    if (!s->setup_budget) s->setup_budget = kt_gpu_current()->mem_bytes ? kt_gpu_current()->mem_bytes / 4 : (size_t)4 << 30;
+    if (!s->setup_budget)
+        s->setup_budget = kt_gpu_current()->mem_bytes ? kt_gpu_current()->mem_bytes / 4 : (size_t)4 << 30;
     for (;;) {
         size_t held = 0;
         problem_setup *lru = NULL;
@@ -304,22 +231,11 @@ static void busy(kt_worker_result *r, int kind, double *since) {
 }
 
 static void measure(worker_state *s, const job *j, kt_worker_result *r) {
-    kt_timing *t = &r->timing[0];
     if (s->fake) {
-        fake_misbehave(s, &j->v[0].config);
-        r->kept = 1; /* as if loaded: later jobs come without the image, as on a GPU */
-        r->status = KT_OK;
-        r->rel_err = 1e-3;
-        t->median_us = fake_us(s, j, 0, 0);
-        if (t->median_us < 0) {
-            r->status = KT_LAUNCH_ERROR;
-            snprintf(r->error, sizeof r->error, "failed in the recording");
-            return;
-        }
-        t->min_us = t->median_us * 0.98;
-        t->max_us = t->median_us * 1.03;
+        kt_fake_gpu_measure(s->fake, &j->head.problem, &j->v[0].config, j->v[0].variant_id, r);
         return;
     }
+    kt_timing *t = &r->timing[0];
     double since = kt_now();
     if (setup(s, j, r)) return;
     busy(r, KT_BUSY_SETUP, &since);
@@ -377,8 +293,7 @@ static void retime(worker_state *s, const job *j, kt_worker_result *r) {
         for (int i = 0; i < n && r->outcome == KT_WORKER_DONE; i++) {
             kt_timing t;
             if (s->fake) {
-                fake_misbehave(s, &j->v[i].config);
-                us[i][round] = fake_us(s, j, i, round);
+                us[i][round] = kt_fake_gpu_us(s->fake, &j->head.problem, &j->v[i].config, j->v[i].variant_id, round);
             } else if (kt_bench_time_variant(s->bench, mods[i], KT_RETIME_REPEATS, &t)) {
                 r->outcome = KT_WORKER_LOST; /* a verified variant that fails now lost the context */
                 snprintf(r->error, sizeof r->error, "%s", kt_error());
@@ -392,7 +307,8 @@ static void retime(worker_state *s, const job *j, kt_worker_result *r) {
         if (!kept[i]) kt_module_unload(mods[i]);
     for (int i = 0; i < n && r->outcome == KT_WORKER_DONE; i++) {
         qsort(us[i], KT_RETIME_ROUNDS, sizeof(double), cmp_double);
-        r->timing[i] = (kt_timing){us[i][KT_RETIME_ROUNDS / 2], us[i][0], us[i][KT_RETIME_ROUNDS - 1], KT_RETIME_ROUNDS};
+        r->timing[i] =
+            (kt_timing){us[i][KT_RETIME_ROUNDS / 2], us[i][0], us[i][KT_RETIME_ROUNDS - 1], KT_RETIME_ROUNDS};
     }
 }
 
@@ -408,18 +324,11 @@ static void load_reference(worker_state *s, const job *j, kt_worker_result *r) {
 }
 
 static void hello(worker_state *s, int ordinal, kt_worker_hello *h) {
-    memset(h, 0, sizeof *h);
     if (s->fake) {
-        h->ok = 1;
-        h->gpu_count = (int)env_double("KT_FAKE_GPU_COUNT", 1);
-        if (h->gpu_count < 1) h->gpu_count = 1;
-        /* an RTX PRO 6000's 188 SMs, or KT_FAKE_SMS (replays of another GPU's recordings) */
-        h->info = (kt_device_info){.name = "kt fake GPU", .cc_major = 12, .cc_minor = 0,
-                                   .sm_count = (int)env_double("KT_FAKE_SMS", 188),
-                                   .driver_version = 13000, .l2_bytes = 128u << 20,
-                                   .smem_per_block_optin = 99u << 10};
+        kt_fake_gpu_hello(h);
         return;
     }
+    memset(h, 0, sizeof *h);
     if (kt_gpu_init() || kt_gpu_open(ordinal, &h->info)) {
         snprintf(h->error, sizeof h->error, "%s", kt_error());
         return;
@@ -441,50 +350,25 @@ static void close_inherited(int fd) {
     closedir(d);
 }
 
-/* Reads KT_FAKE_TIME=replay:FILE's recorded times into s; -1 if FILE cannot be read. */
-static int load_replay(worker_state *s, const char *path) {
-    FILE *in = fopen(path, "r");
-    if (!in) return -1;
-    char shape[128], config[192];
-    long m;
-    double us;
-    size_t cap = 0;
-    int rc = 0;
-    while (!rc && fscanf(in, "%127s %ld %191s %lf", shape, &m, config, &us) == 4) {
-        replay_time *grown = kt_grow(s->replay, &cap, (size_t)s->n_replay, sizeof *grown);
-        if (!grown) rc = -1;
-        else s->replay = grown;
-        if (!rc) {
-            snprintf(s->replay[s->n_replay].key, sizeof s->replay->key, "%s %ld %s", shape, m, config);
-            s->replay[s->n_replay++].us = us;
-        }
-    }
-    fclose(in);
-    return rc || !s->n_replay ? -1 : 0;
-}
-
 /* The child: says hello, then answers jobs until the sweep closes the socket. Never returns. */
 static _Noreturn void serve(int fd, const kt_family *f, int ordinal) {
     worker_state *s = calloc(1, sizeof *s); /* half a megabyte of module slots: not on the stack */
     if (!s) _exit(1);
     s->f = f;
-    s->fake = getenv("KT_FAKE_GPU") && !strcmp(getenv("KT_FAKE_GPU"), "1");
-    s->smooth = s->fake && getenv("KT_FAKE_TIME") && !strcmp(getenv("KT_FAKE_TIME"), "smooth");
-    s->bowl = f->default_config;
-    if (s->smooth && getenv("KT_FAKE_BOWL") && kt_parse_config(f, getenv("KT_FAKE_BOWL"), &s->bowl)) _exit(1);
-    const char *fake_time = getenv("KT_FAKE_TIME");
-    if (s->fake && fake_time && !strncmp(fake_time, "replay:", 7) && load_replay(s, fake_time + 7)) _exit(1);
+    if (kt_fake_gpu_open(f, &s->fake)) _exit(1);
     kt_worker_hello h;
     hello(s, ordinal, &h);
     if (send_all(fd, &h, sizeof h) || !h.ok) _exit(1);
-    double delay_s = env_double("KT_FAKE_DELAY_MS", 0) / 1e3;
     for (job j; !job_read(fd, &j); job_free(&j)) {
         kt_worker_result r;
         memset(&r, 0, sizeof r);
-        if (s->fake && delay_s > 0) usleep((useconds_t)(delay_s * 1e6));
-        if (j.head.kind == KT_JOB_REFERENCE) load_reference(s, &j, &r);
-        else if (j.head.kind == KT_JOB_MEASURE) measure(s, &j, &r);
-        else retime(s, &j, &r);
+        if (s->fake) kt_fake_gpu_delay(s->fake);
+        if (j.head.kind == KT_JOB_REFERENCE)
+            load_reference(s, &j, &r);
+        else if (j.head.kind == KT_JOB_MEASURE)
+            measure(s, &j, &r);
+        else
+            retime(s, &j, &r);
         if (send_all(fd, &r, sizeof r) || r.outcome == KT_WORKER_LOST) _exit(1);
     }
     _exit(0); /* _exit: the parent's atexit handlers and stdio buffers are not ours */

@@ -9,9 +9,9 @@
 #ifndef KT_INDEXER_LAYOUT_H
 #define KT_INDEXER_LAYOUT_H
 
-#define KT_IDX_HEADS 64   /* indexer query heads (V3.2 and V4) */
-#define KT_IDX_DIM 128    /* indexer head dim */
-#define KT_IDX_PAGE 64    /* tokens per page */
+#define KT_IDX_HEADS 64 /* indexer query heads (V3.2 and V4) */
+#define KT_IDX_DIM 128  /* indexer head dim */
+#define KT_IDX_PAGE 64  /* tokens per page */
 #define KT_IDX_PAGE_BYTES (KT_IDX_PAGE * (KT_IDX_DIM + 4))
 #define KT_IDX_MAX_TOPK 2048
 

@@ -23,10 +23,10 @@ enum { KT_CHECK_REL_L2, KT_CHECK_EXACT, KT_CHECK_SET };
 
 /* One output tensor's sums (the GPU writes them, the host reads them: one layout). */
 typedef struct kt_check_sums {
-    double diff2;                /* sum of (out - ref)^2 over the finite pairs */
-    double ref2;                 /* sum of ref^2 over the same pairs */
-    unsigned long long bad;      /* units that fail */
-    unsigned long long bad_rank; /* n - the index of the first failing unit's first element; 0 if none */
+    double diff2;                 /* sum of (out - ref)^2 over the finite pairs */
+    double ref2;                  /* sum of ref^2 over the same pairs */
+    unsigned long long bad;       /* units that fail */
+    unsigned long long bad_rank;  /* n - the index of the first failing unit's first element; 0 if none */
     unsigned long long unwritten; /* elements still holding the poison */
 } kt_check_sums;
 
@@ -55,7 +55,10 @@ KT_CHECK_FN double kt_check_load(const void *out, int dtype, unsigned long long 
         return c & 0x80 ? -v : v;
     }
     if (dtype == KT_CHECK_BF16 || dtype == KT_CHECK_F32) {
-        union { unsigned u; float f; } f;
+        union {
+            unsigned u;
+            float f;
+        } f;
         f.u = dtype == KT_CHECK_F32 ? ((const unsigned *)out)[i] : (unsigned)((const unsigned short *)out)[i] << 16;
         if ((f.u & 0x7fffffffu) > 0x7f800000u) *poison = 1;
         return f.f;
@@ -102,8 +105,10 @@ KT_CHECK_FN void kt_check_unit(const void *out, int dtype, const double *ref, un
     } else {
         double o = kt_check_load(out, dtype, u, &poison), r = ref[u];
         s->unwritten += (unsigned long long)poison;
-        if (poison || o != o || r != r) bad = 1;
-        else if (kt_check_is_inf(o) || kt_check_is_inf(r)) bad = o != r;
+        if (poison || o != o || r != r)
+            bad = 1;
+        else if (kt_check_is_inf(o) || kt_check_is_inf(r))
+            bad = o != r;
         else {
             s->diff2 += (o - r) * (o - r);
             s->ref2 += r * r;

@@ -9,9 +9,7 @@ typedef unsigned int kt_u32;
 typedef unsigned long long kt_u64;
 
 // Shared-memory address of a generic pointer, for the PTX that takes .shared addresses.
-__device__ __forceinline__ kt_u32 kt_smem_addr(const void *p) {
-    return (kt_u32)__cvta_generic_to_shared(p);
-}
+__device__ __forceinline__ kt_u32 kt_smem_addr(const void *p) { return (kt_u32)__cvta_generic_to_shared(p); }
 
 // 16-byte global->shared copy that bypasses L1; src_bytes < 16 zero-fills the rest.
 __device__ __forceinline__ void kt_cp_async16(kt_u32 dst, const void *src, int src_bytes) {
@@ -69,20 +67,18 @@ __device__ __forceinline__ void kt_ldmatrix_x2(kt_u32 addr, kt_u32 &r0, kt_u32 &
 
 // D = A(16x32 e4m3, row) * B(32x8 e4m3, col) + D, f32 accumulators.
 __device__ __forceinline__ void kt_mma_e4m3(float (&d)[4], const kt_u32 (&a)[4], kt_u32 b0, kt_u32 b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 // D = A * B (the accumulator starts from zero: no register moves to clear it).
 __device__ __forceinline__ void kt_mma_e4m3_first(float (&d)[4], const kt_u32 (&a)[4], kt_u32 b0, kt_u32 b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%10,%10,%10,%10};\n"
-        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%10,%10,%10,%10};\n"
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
 }
 
 // Round-to-nearest-even float -> bf16 bits (NaN stays NaN), the same rule as the host.
@@ -102,10 +98,9 @@ __device__ __forceinline__ kt_u16 kt_f32x2_to_e4m3x2(float lo, float hi) {
     return r;
 }
 
-// act_quant's rule for a 128-group (the fused quantising GEMM and MoE's gate+up epilogue): its scale from its max |x|, and
-// the codes e4m3(x / scale) of four of its values packed low to high, x / scale by one Newton
-// step on x * inv (inv = 1 / scale): the correctly rounded quotient but for rare last-bit
-// cases, without the division's slow-path call.
+// act_quant's rule for a 128-group (the fused quantising GEMM and MoE's gate+up epilogue): its scale from its max |x|,
+// and the codes e4m3(x / scale) of four of its values packed low to high, x / scale by one Newton step on x * inv (inv
+// = 1 / scale): the correctly rounded quotient but for rare last-bit cases, without the division's slow-path call.
 __device__ __forceinline__ float kt_quant_scale(float amax) { return fmaxf(amax, 1e-10f) / 448.0f; }
 __device__ __forceinline__ kt_u32 kt_quant_codes4(const float *x, float scale, float inv) {
     float q[4];
@@ -174,7 +169,8 @@ __device__ __forceinline__ void kt_cluster_wait() { asm volatile("barrier.cluste
 // thread's arrival is made here, the bytes come from other CTAs' kt_cluster_push4.
 __device__ __forceinline__ void kt_mbar_init_expect(kt_u32 bar, kt_u32 bytes) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n"
-                 "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+                 "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
+                 "r"(bytes)
                  : "memory");
 }
 
@@ -191,7 +187,8 @@ __device__ __forceinline__ void kt_cluster_push4(kt_u32 dst, float4 v, kt_u32 ba
 __device__ __forceinline__ void kt_mbar_wait(kt_u32 bar, kt_u32 parity) {
     asm volatile("{\n.reg .pred done;\nwait_%=:\n"
                  "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
-                 "@!done bra wait_%=;\n}\n" ::"r"(bar), "r"(parity)
+                 "@!done bra wait_%=;\n}\n" ::"r"(bar),
+                 "r"(parity)
                  : "memory");
 }
 

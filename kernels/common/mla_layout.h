@@ -52,7 +52,7 @@
 #define KT_MLA_V4_ROPE_AT 448
 #define KT_MLA_V4_SCALES 8
 #define KT_MLA_V4_FOOTER_AT (KT_MLA_PAGE * KT_MLA_V4_DATA)
-#define KT_MLA_V4_PAGE_BYTES                                                                       \
+#define KT_MLA_V4_PAGE_BYTES                                                                                           \
     ((KT_MLA_PAGE * (KT_MLA_V4_DATA + KT_MLA_V4_SCALES) + KT_MLA_V4_DATA - 1) / KT_MLA_V4_DATA * KT_MLA_V4_DATA)
 
 /* Softmax scales of the two models: V3.2's (DeepSeek's 192^-0.5 with its YaRN mscale) and
@@ -90,7 +90,10 @@ KT_MLA_FN long kt_mla_scales_at(int layout, long id) {
 }
 /* The value of a ue8m0 scale byte, 2^(e - 127), by its bits (e = 0 and 255 are never written). */
 KT_MLA_FN float kt_mla_ue8m0(unsigned char e) {
-    union { unsigned u; float f; } v;
+    union {
+        unsigned u;
+        float f;
+    } v;
     v.u = (unsigned)e << 23;
     return v.f;
 }
@@ -98,7 +101,10 @@ KT_MLA_FN float kt_mla_ue8m0(unsigned char e) {
 /* The exact value of e4m3 code c (FN: no infinities; 0x7f / 0xff are NaN, never written). */
 KT_MLA_FN double kt_mla_e4m3(unsigned char c) {
     int e = (c >> 3) & 15, m = c & 7;
-    union { unsigned long long u; double d; } p; /* 2^(e - 10), or 2^-9 for the subnormals */
+    union {
+        unsigned long long u;
+        double d;
+    } p; /* 2^(e - 10), or 2^-9 for the subnormals */
     p.u = (unsigned long long)(e ? e - 10 + 1023 : 1023 - 9) << 52;
     double v = (e ? 8 + m : m) * p.d;
     return c & 0x80 ? -v : v;
@@ -110,14 +116,20 @@ KT_MLA_FN double kt_mla_value(int layout, const unsigned char *cache, long id, i
     int nope = kt_mla_nope(layout);
     if (d >= nope) {
         const unsigned char *r = cache + kt_mla_rope_at(layout, id) + 2 * (d - nope);
-        union { unsigned u; float f; } v;
+        union {
+            unsigned u;
+            float f;
+        } v;
         v.u = ((unsigned)r[0] | (unsigned)r[1] << 8) << 16;
         return v.f;
     }
     const unsigned char *s = cache + kt_mla_scales_at(layout, id);
     double scale;
     if (layout == KT_MLA_V32) {
-        union { unsigned u; float f; } v;
+        union {
+            unsigned u;
+            float f;
+        } v;
         const unsigned char *b = s + 4 * (d / KT_MLA_V32_TILE);
         v.u = (unsigned)b[0] | (unsigned)b[1] << 8 | (unsigned)b[2] << 16 | (unsigned)b[3] << 24;
         scale = v.f;
@@ -131,14 +143,14 @@ KT_MLA_FN double kt_mla_value(int layout, const unsigned char *cache, long id, i
  * addresses). Index lists are int32 [B, SQ, TOPK] and, V4, [B, SQ, 128] for the window
  * cache; lengths int32 [B]: slot j of request b is used when j < len[b] and its id >= 0. */
 typedef struct kt_mla_args {
-    unsigned long long q;           /* bf16 [B, SQ, HQ, dqk] */
-    unsigned long long kv, idx, len; /* the (compressed) cache, its indices, their lengths */
+    unsigned long long q;               /* bf16 [B, SQ, HQ, dqk] */
+    unsigned long long kv, idx, len;    /* the (compressed) cache, its indices, their lengths */
     unsigned long long kv2, idx2, len2; /* V4: the sliding-window cache; 0 in V32 */
-    unsigned long long sink;        /* V4: f32 [HQ] attention sinks; 0 in V32 */
-    unsigned long long part;        /* f32 partials: [B*SQ*HQ*nsplit][512] sums, then (m, l) pairs */
-    unsigned long long out;         /* bf16 [B, SQ, HQ, 512] */
-    unsigned long long lse;         /* f32 [B, HQ, SQ], natural log; +inf for a row with no slot */
-    int B, SQ, HQ, TOPK, nsplit;    /* nsplit: splits a query's slots are cut into */
+    unsigned long long sink;            /* V4: f32 [HQ] attention sinks; 0 in V32 */
+    unsigned long long part;            /* f32 partials: [B*SQ*HQ*nsplit][512] sums, then (m, l) pairs */
+    unsigned long long out;             /* bf16 [B, SQ, HQ, 512] */
+    unsigned long long lse;             /* f32 [B, HQ, SQ], natural log; +inf for a row with no slot */
+    int B, SQ, HQ, TOPK, nsplit;        /* nsplit: splits a query's slots are cut into */
 } kt_mla_args;
 
 /* Slots a request's query attends over: the top-k list, then V4's window. */

@@ -33,7 +33,9 @@
 static inline long kt_moe_max_padded(long M, long topk, long E, long TM) {
     return (M * topk + E * (TM - 1) + TM - 1) / TM * TM;
 }
-static inline long kt_moe_max_tiles(long M, long topk, long E, long TM) { return kt_moe_max_padded(M, topk, E, TM) / TM; }
+static inline long kt_moe_max_tiles(long M, long topk, long E, long TM) {
+    return kt_moe_max_padded(M, topk, E, TM) / TM;
+}
 /* Offsets (in int32 elements) of the three arrays in the record, and its size. */
 #define KT_MOE_SORTED(M, topk, E, TM) 0L
 #define KT_MOE_TILES(M, topk, E, TM) kt_moe_max_padded(M, topk, E, TM)
@@ -68,10 +70,15 @@ static inline int kt_moe_align_ref(const int *topk_ids, long M, long topk, long 
  * (bit 3 the sign, 2 exponent bits of bias 1, 1 mantissa bit: 0, 0.5, 1, 1.5, 2, 3, 4, 6) times
  * the ue8m0 scale 2^(s - 127) (s = 0 is 2^-127, a float subnormal; 255 is NaN). The value kt's
  * loader, host reference and tests decode. */
-static inline float kt_moe_mxfp4_value(const unsigned char *codes, const unsigned char *scales, long K, long n, long k) {
-    const unsigned c = (codes[n * (K / 2) + k / 2] >> (k % 2 * 4)) & 15u, e = (c >> 1) & 3u, s = scales[n * (K / 32) + k / 32];
+static inline float kt_moe_mxfp4_value(const unsigned char *codes, const unsigned char *scales, long K, long n,
+                                       long k) {
+    const unsigned c = (codes[n * (K / 2) + k / 2] >> (k % 2 * 4)) & 15u, e = (c >> 1) & 3u,
+                   s = scales[n * (K / 32) + k / 32];
     const float v = e ? (float)(2u | (c & 1u)) * (float)(1u << (e - 1u)) * 0.5f : (float)(c & 1u) * 0.5f;
-    union { unsigned u; float f; } scale;
+    union {
+        unsigned u;
+        float f;
+    } scale;
     scale.u = s == 255u ? 0x7fc00000u : s ? s << 23 : 0x00400000u;
     return (c & 8u ? -v : v) * scale.f;
 }

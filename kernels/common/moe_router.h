@@ -50,15 +50,15 @@ enum { KT_MOE_ROUTER_V4 = 0, KT_MOE_ROUTER_V3 = 1 };
 /* The routing distributions of the fill (the DIST key's values). */
 enum { KT_MOE_DIST_UNIFORM = 0, KT_MOE_DIST_ZIPF = 1, KT_MOE_DIST_HOT = 2 };
 
-#define KT_MOE_MAX_E 256          /* experts a router handles: 8 per lane of its warp */
+#define KT_MOE_MAX_E 256 /* experts a router handles: 8 per lane of its warp */
 #define KT_MOE_MAX_TOPK 16
-#define KT_MOE_MAX_NTM 4          /* alignment records one router writes (token tiles TM..8TM) */
-#define KT_MOE_FUSED_SLOTS 1024   /* M * TOPK the one-kernel path keeps in shared memory */
-#define KT_MOE_V3_GROUPS 8        /* DeepSeek-V3's n_group */
-#define KT_MOE_V3_TOPK_GROUPS 4   /* and topk_group */
-#define KT_MOE_V4_SCALE 1.5f      /* routed_scaling_factor */
+#define KT_MOE_MAX_NTM 4        /* alignment records one router writes (token tiles TM..8TM) */
+#define KT_MOE_FUSED_SLOTS 1024 /* M * TOPK the one-kernel path keeps in shared memory */
+#define KT_MOE_V3_GROUPS 8      /* DeepSeek-V3's n_group */
+#define KT_MOE_V3_TOPK_GROUPS 4 /* and topk_group */
+#define KT_MOE_V4_SCALE 1.5f    /* routed_scaling_factor */
 #define KT_MOE_V3_SCALE 2.5f
-#define KT_MOE_NORM_EPS 1e-20f    /* the weights' denominator: sum + eps, as transformers */
+#define KT_MOE_NORM_EPS 1e-20f /* the weights' denominator: sum + eps, as transformers */
 
 /* e^x for |x| <= 87: x = n ln2 + r (|r| <= ln2 / 2), e^r by its Taylor polynomial of degree 7
  * (truncation below 1e-8 relative), times 2^n built from its bits. */
@@ -131,8 +131,10 @@ KT_MR_FN int kt_moe_expert_of_row(const int *start, int E, long i) {
     int lo = 0, hi = E - 1;
     while (lo < hi) {
         int mid = (lo + hi + 1) / 2;
-        if (start[mid] <= i) lo = mid;
-        else hi = mid - 1;
+        if (start[mid] <= i)
+            lo = mid;
+        else
+            hi = mid - 1;
     }
     return lo;
 }

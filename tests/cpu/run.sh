@@ -6,8 +6,9 @@
 # lines, then "suite NAME: N passed, N failed (S s)"), and the last line is the combined
 # "N passed, N failed". The suites get a scratch JIT cache and a scratch HOME, never the
 # user's ~/.cache/kt; that nothing was written under HOME is checked at the end.
-# --fast (make test): the unit tests but the sweeps, the CLI and the layout tests; without it
-# (make test-all, CI) every suite. KT_SUITES="cli layout" runs only the suites it names.
+# --fast (make test): the unit tests but the sweeps and the slow NVRTC builds (KT_TEST_SLOW),
+# the CLI, the layout and format tests; without it (make test-all, CI) every suite.
+# KT_SUITES="cli layout" runs only the suites it names.
 set -u
 fast=0
 [ "${1:-}" = --fast ] && fast=1
@@ -38,12 +39,13 @@ run() {
     total_failed=$((total_failed + $(echo "$line" | cut -d' ' -f3)))
 }
 if [ $fast -eq 1 ]; then
-    run unit ./build/test_cpu -sweep
+    run unit ./build/test_cpu --fast -sweep
 else
     run unit ./build/test_cpu
 fi
 run cli bash tests/cpu/cli.sh ./bin/kt
 run layout bash tests/cpu/layout.sh
+run format bash tests/cpu/format.sh
 if [ $fast -eq 0 ]; then
     run sweep bash tests/cpu/sweep.sh ./bin/kt
     run report bash tests/cpu/report.sh ./bin/kt ./build/tools/png_ink

@@ -14,8 +14,10 @@ void kt_test_query(const char *path, const char *q, char *out, size_t n) {
         sqlite3_prepare_v2(h, q, -1, &st, NULL) == SQLITE_OK) {
         int rc = sqlite3_step(st);
         const char *text = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
-        if (rc == SQLITE_ROW) snprintf(out, n, "%s", text ? text : "NULL");
-        else if (rc == SQLITE_DONE) out[0] = 0;
+        if (rc == SQLITE_ROW)
+            snprintf(out, n, "%s", text ? text : "NULL");
+        else if (rc == SQLITE_DONE)
+            out[0] = 0;
         sqlite3_finalize(st);
     }
     sqlite3_close(h);

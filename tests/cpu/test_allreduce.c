@@ -50,9 +50,16 @@ static void ar_cleanup(ar_fixture *fx) {
 
 static kt_allreduce_row ar_row(const ar_fixture *fx, int world, size_t bytes, const char *proto, const char *algo,
                                double median_us) {
-    kt_allreduce_row r = {.device_id = fx->device_id, .run_id = fx->run_id, .world = world, .nccl_version = 22703,
-                          .bytes = bytes, .median_us = median_us, .min_us = median_us * 0.95,
-                          .max_us = median_us * 1.1, .default_us = median_us * 1.3, .floor_us = median_us / 2};
+    kt_allreduce_row r = {.device_id = fx->device_id,
+                          .run_id = fx->run_id,
+                          .world = world,
+                          .nccl_version = 22703,
+                          .bytes = bytes,
+                          .median_us = median_us,
+                          .min_us = median_us * 0.95,
+                          .max_us = median_us * 1.1,
+                          .default_us = median_us * 1.3,
+                          .floor_us = median_us / 2};
     snprintf(r.proto, sizeof r.proto, "%s", proto);
     snprintf(r.algo, sizeof r.algo, "%s", algo);
     return r;
@@ -68,9 +75,13 @@ static const char *served(kt_db *db, const kt_db_device *dev, int world, size_t 
     static char out[96];
     kt_allreduce_setting s;
     int rc = kt_db_allreduce_lookup(db, dev, world, bytes, &s);
-    if (rc < 0) snprintf(out, sizeof out, "ERR");
-    else if (rc) snprintf(out, sizeof out, "default@%ld", s.bytes_bucket);
-    else snprintf(out, sizeof out, "%s/%s@%ld:%s", s.proto, s.algo, s.bytes_bucket, s.level == KT_EXACT ? "exact" : "near");
+    if (rc < 0)
+        snprintf(out, sizeof out, "ERR");
+    else if (rc)
+        snprintf(out, sizeof out, "default@%ld", s.bytes_bucket);
+    else
+        snprintf(out, sizeof out, "%s/%s@%ld:%s", s.proto, s.algo, s.bytes_bucket,
+                 s.level == KT_EXACT ? "exact" : "near");
     return out;
 }
 
@@ -96,17 +107,17 @@ KT_TEST(allreduce_buckets) {
 KT_TEST(allreduce_db_roundtrip_and_selection) {
     ar_fixture fx;
     EXPECT(ar_setup(&fx, "kt.db") == 0);
-    EXPECT(ar_add(&fx, 4, 8192, "LL", "Ring", 10.5) == 0);          /* bucket 8192 */
-    EXPECT(ar_add(&fx, 4, 131072, "LL128", "Ring", 20) == 0);       /* bucket 131072 */
-    EXPECT(ar_add(&fx, 4, 1048576, "Simple", "Ring", 90) == 0);     /* bucket 1048576 */
-    EXPECT(ar_add(&fx, 2, 14336, "", "", 7) == 0);                  /* bucket 16384: NCCL's own */
+    EXPECT(ar_add(&fx, 4, 8192, "LL", "Ring", 10.5) == 0);      /* bucket 8192 */
+    EXPECT(ar_add(&fx, 4, 131072, "LL128", "Ring", 20) == 0);   /* bucket 131072 */
+    EXPECT(ar_add(&fx, 4, 1048576, "Simple", "Ring", 90) == 0); /* bucket 1048576 */
+    EXPECT(ar_add(&fx, 2, 14336, "", "", 7) == 0);              /* bucket 16384: NCCL's own */
     kt_allreduce_setting s;
     EXPECT(kt_db_allreduce_lookup(fx.db, &h200x, 4, 8192, &s) == 0);
     EXPECT(!strcmp(s.proto, "LL") && !strcmp(s.algo, "Ring") && s.bytes_bucket == 8192 && s.level == KT_EXACT);
     EXPECT(s.median_us == 10.5 && fabs(s.default_us - 10.5 * 1.3) < 1e-9 && s.run_id == fx.run_id);
     EXPECT(!strcmp(s.run_commit, "c0ffee") && strlen(s.run_at) == 24 && s.run_at[23] == 'Z');
-    EXPECT(!strcmp(served(fx.db, &h200x, 4, 6000), "LL/Ring@8192:exact"));      /* 6000 -> bucket 8192 */
-    EXPECT(!strcmp(served(fx.db, &h200x, 4, 12000), "LL/Ring@8192:near"));      /* 16384: 1 from 8192 */
+    EXPECT(!strcmp(served(fx.db, &h200x, 4, 6000), "LL/Ring@8192:exact")); /* 6000 -> bucket 8192 */
+    EXPECT(!strcmp(served(fx.db, &h200x, 4, 12000), "LL/Ring@8192:near")); /* 16384: 1 from 8192 */
     EXPECT(!strcmp(served(fx.db, &h200x, 4, 524288), "Simple/Ring@1048576:near"));
     EXPECT(!strcmp(served(fx.db, &h200x, 4, 32768), "LL128/Ring@131072:near")); /* 2 from each: larger */
     EXPECT(!strcmp(served(fx.db, &h200x, 4, (size_t)1 << 30), "Simple/Ring@1048576:near"));

@@ -255,8 +255,8 @@ KT_TEST(pipeline_stages_map_their_tensors) {
                         int role_ok = st[i].role == KT_SCRATCH ? pt[j].role == KT_SCRATCH
                                       : st[i].role == KT_TEMP  ? pt[j].role == KT_TEMP
                                                                : pt[j].role == KT_TEMP || pt[j].role == st[i].role;
-                        int ok = j >= 0 && j < np && pt[j].dtype == st[i].dtype && pt[j].count >= st[i].count &&
-                                 role_ok;
+                        int ok =
+                            j >= 0 && j < np && pt[j].dtype == st[i].dtype && pt[j].count >= st[i].count && role_ok;
                         if (!ok) fprintf(stderr, "  %s stage %d (%s) tensor %s\n", f->name, s, g->name, st[i].name);
                         EXPECT(ok);
                     }

@@ -32,13 +32,13 @@ KT_TEST(e4m3_all_codes_round_trip) {
 }
 
 KT_TEST(e4m3_rounding_and_saturation) {
-    EXPECT(kt_float_to_e4m3(1.0625f) == 0x38);  /* tie between 1 and 1.125 -> even */
-    EXPECT(kt_float_to_e4m3(1.1875f) == 0x3a);  /* tie between 1.125 and 1.25 -> even */
+    EXPECT(kt_float_to_e4m3(1.0625f) == 0x38); /* tie between 1 and 1.125 -> even */
+    EXPECT(kt_float_to_e4m3(1.1875f) == 0x3a); /* tie between 1.125 and 1.25 -> even */
     EXPECT(kt_float_to_e4m3(1.07f) == 0x39);
-    EXPECT(kt_float_to_e4m3(1000.0f) == 0x7e);  /* saturates to 448 */
+    EXPECT(kt_float_to_e4m3(1000.0f) == 0x7e); /* saturates to 448 */
     EXPECT(kt_float_to_e4m3(-1000.0f) == 0xfe);
-    EXPECT(kt_float_to_e4m3(ldexpf(1, -10)) == 0x00); /* tie between 0 and 2^-9 -> even 0 */
-    EXPECT(kt_float_to_e4m3(ldexpf(3, -10)) == 0x02); /* 1.5 subnormal steps -> even 2 */
+    EXPECT(kt_float_to_e4m3(ldexpf(1, -10)) == 0x00);     /* tie between 0 and 2^-9 -> even 0 */
+    EXPECT(kt_float_to_e4m3(ldexpf(3, -10)) == 0x02);     /* 1.5 subnormal steps -> even 2 */
     EXPECT(kt_float_to_e4m3(ldexpf(15.5f, -10)) == 0x08); /* rounds up into the first normal binade */
 }
 
@@ -216,7 +216,8 @@ KT_TEST(space_where_selects_a_part) {
     for (int i = 0; i < n_narrow; i++)
         in_part &= narrow[i].v[P_DIRECT] == 1 && narrow[i].v[P_TILE_M] == 16 && narrow[i].v[P_SPLIT_K] == 2;
     EXPECT(in_part);
-    EXPECT(kt_space_enumerate(f, 120, NULL, "DIRECT=2", &none, NULL) == -1 && strstr(kt_error(), "not one of its values"));
+    EXPECT(kt_space_enumerate(f, 120, NULL, "DIRECT=2", &none, NULL) == -1 &&
+           strstr(kt_error(), "not one of its values"));
     EXPECT(kt_space_enumerate(f, 120, NULL, "TILE=64", &none, NULL) == -1 && strstr(kt_error(), "unknown name 'TILE'"));
     EXPECT(kt_space_enumerate(f, 120, NULL, "DIRECT", &none, NULL) == -1 && strstr(kt_error(), "NAME=VALUE"));
     free(all);
@@ -510,7 +511,8 @@ KT_TEST(quant_fp8_gemm_host_reference) {
         for (int n = 0; n < 256; n++) {
             double exact = 0;
             for (int k = 0; k < 384; k++)
-                exact += kt_bf16_to_float(X[m * 384 + k]) * kt_e4m3_to_float(B[n * 384 + k]) * Bs[(n / 128) * 3 + k / 128];
+                exact +=
+                    kt_bf16_to_float(X[m * 384 + k]) * kt_e4m3_to_float(B[n * 384 + k]) * Bs[(n / 128) * 3 + k / 128];
             diff2 += (ref[m * 256 + n] - exact) * (ref[m * 256 + n] - exact);
             ref2 += exact * exact;
         }
@@ -580,66 +582,65 @@ KT_TEST(compile_pool_reports_spills_on_the_ship_arch) {
     unsetenv("KT_CACHE_DIR");
 }
 
-/* What dispatch serves an untuned problem of the GEMM families: for the target, DeepSeek-V3
- * and small shapes at every M bucket (and odd M) on GPUs of 132 and 188 SMs, a config that
- * builds for sm_120 and sm_90 and fits; at the real shapes one the sweep would time too, whose
- * CTAs cover half the SMs or more unless split-K is at its limit; and none spills on either arch. */
-KT_TEST(untuned_problems_get_a_config_that_fits_fills_and_never_spills) {
-    char *dir = temp_dir();
-    setenv("KT_CACHE_DIR", dir, 1);
-    static const long shapes[][2] = {{1536, 4096}, {8192, 1024}, {1024, 4096}, {4096, 2048}, {4096, 512},
-                                     {1536, 7168}, {4096, 7168}, {7168, 2048}, {2304, 7168}, {128, 128},
-                                     {256, 1536}};
-    static const long ms[] = {1, 2, 3, 4, 8, 16, 17, 24, 32, 48, 64, 96, 100, 128, 256, 512, 1024, 1536, 2048,
-                              3072, 4096, 5000};
+/* What dispatch serves an untuned problem of GEMM family f: for the target, DeepSeek-V3 and
+ * small shapes at every M bucket (and odd M) on GPUs of 132 and 188 SMs, a config that builds
+ * for sm_120 and sm_90 and fits; at the real shapes one the sweep would time too, whose CTAs
+ * cover half the SMs or more unless split-K is at its limit. Returns the distinct configs
+ * served (up to 256) in distinct. */
+static int untuned_configs(const kt_family *f, kt_config *distinct) {
+    static const long shapes[][2] = {{1536, 4096}, {8192, 1024}, {1024, 4096}, {4096, 2048}, {4096, 512}, {1536, 7168},
+                                     {4096, 7168}, {7168, 2048}, {2304, 7168}, {128, 128},   {256, 1536}};
+    static const long ms[] = {1,  2,   3,   4,   8,   16,   17,   24,   32,   48,   64,
+                              96, 100, 128, 256, 512, 1024, 1536, 2048, 3072, 4096, 5000};
     static const int sms[] = {132, 188};
-    const char *families[] = {"fp8_gemm", "quant_fp8_gemm"};
-    for (int fi = 0; fi < 2; fi++) {
-        const kt_family *f = kt_family_find(families[fi]);
-        kt_config distinct[256];
-        int n = 0;
-        EXPECT(f && f->default_for);
-        if (!f || !f->default_for) continue;
-        for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
-            for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++)
-                for (int gi = 0; gi < 2; gi++) {
-                    kt_problem p = {.n_dims = 2, .dim = {shapes[si][0], shapes[si][1]}, .m = ms[mi]};
-                    kt_config c;
-                    char why[256];
-                    f->default_for(&p, sms[gi], &c);
-                    int ok = !f->check_config(&c, 120, why, sizeof why) && !f->check_config(&c, 90, why, sizeof why) &&
-                             f->config_fits(&c, &p);
-                    EXPECT(ok);
-                    if (!ok) fprintf(stderr, "  %s N=%ld K=%ld M=%ld: %s\n", f->name, p.dim[0], p.dim[1], p.m, why);
-                    if (shapes[si][0] >= 1024) {
-                        const int *v = c.v;
-                        long ctas = p.dim[0] / v[P_TILE_N] * ((p.m + v[P_TILE_M] - 1) / v[P_TILE_M]) * v[P_SPLIT_K];
-                        EXPECT(!f->hopeless(&c, &p));
-                        EXPECT(2 * ctas >= sms[gi] || v[P_SPLIT_K] == 8 || 4 * v[P_SPLIT_K] > p.dim[1] / v[P_TILE_K]);
-                    }
-                    int seen = 0;
-                    for (int i = 0; i < n; i++) seen |= !memcmp(&distinct[i], &c, sizeof c);
-                    if (!seen && n < 256) distinct[n++] = c;
+    int n = 0;
+    EXPECT(f && f->default_for);
+    if (!f || !f->default_for) return 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
+        for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++)
+            for (int gi = 0; gi < 2; gi++) {
+                kt_problem p = {.n_dims = 2, .dim = {shapes[si][0], shapes[si][1]}, .m = ms[mi]};
+                kt_config c;
+                char why[256];
+                f->default_for(&p, sms[gi], &c);
+                int ok = !f->check_config(&c, 120, why, sizeof why) && !f->check_config(&c, 90, why, sizeof why) &&
+                         f->config_fits(&c, &p);
+                EXPECT(ok);
+                if (!ok) fprintf(stderr, "  %s N=%ld K=%ld M=%ld: %s\n", f->name, p.dim[0], p.dim[1], p.m, why);
+                if (shapes[si][0] >= 1024) {
+                    const int *v = c.v;
+                    long ctas = p.dim[0] / v[P_TILE_N] * ((p.m + v[P_TILE_M] - 1) / v[P_TILE_M]) * v[P_SPLIT_K];
+                    EXPECT(!f->hopeless(&c, &p));
+                    EXPECT(2 * ctas >= sms[gi] || v[P_SPLIT_K] == 8 || 4 * v[P_SPLIT_K] > p.dim[1] / v[P_TILE_K]);
                 }
-        /* on sm_90 the pool builds each for sm_120 as well */
-        kt_compile_pool *pool = kt_compile_pool_start(f, distinct, n, 90, 2);
-        for (int i = 0; i < n; i++) {
-            const kt_cubin *cb = kt_compile_pool_wait(pool, i, NULL);
-            EXPECT(cb && cb->report.spill_bytes == 0 && cb->ship_spill_bytes == 0);
-        }
-        kt_compile_pool_free(pool);
+                int seen = 0;
+                for (int i = 0; i < n; i++) seen |= !memcmp(&distinct[i], &c, sizeof c);
+                if (!seen && n < 256) distinct[n++] = c;
+            }
+    return n;
+}
+
+static const char *const gemm_families[] = {"fp8_gemm", "quant_fp8_gemm"};
+
+KT_TEST(untuned_problems_get_a_config_that_fits_and_fills) {
+    kt_config distinct[256];
+    for (int fi = 0; fi < 2; fi++) EXPECT(untuned_configs(kt_family_find(gemm_families[fi]), distinct) > 0);
+}
+
+/* None of the configs untuned problems get spills on sm_90 or sm_120 (the pool on sm_90
+ * builds each for sm_120 as well): ~30 NVRTC builds per family on each arch. */
+KT_TEST_SLOW(untuned_configs_never_spill) {
+    for (int fi = 0; fi < 2; fi++) {
+        const kt_family *f = kt_family_find(gemm_families[fi]);
+        kt_config distinct[256];
+        kt_test_expect_no_spills(f, distinct, untuned_configs(f, distinct));
     }
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    EXPECT(system(cmd) == 0);
-    unsetenv("KT_CACHE_DIR");
 }
 
 /* Compiles `count` configs of f drawn with `seed` from its space on arch, limited to `where`
  * (NULL: the whole space, whose sample starts with the default): how many failed to build,
  * -1 where the space has none; *first_spill: list[0]'s spill bytes, -1 if it failed. */
-static int compile_sample(const kt_family *f, int arch, const char *where, int count, uint64_t seed,
-                          int *first_spill) {
+static int compile_sample(const kt_family *f, int arch, const char *where, int count, uint64_t seed, int *first_spill) {
     kt_config *list = NULL;
     int n = kt_space_enumerate(f, arch, NULL, where, &list, NULL), failures = 0;
     *first_spill = -1;
@@ -665,8 +666,9 @@ static int compile_sample(const kt_family *f, int arch, const char *where, int c
 }
 
 /* Compiles a representative sample of every family, and the tuner's check kernel, for each
- * target arch: no errors, and the default variants and the check kernel do not spill. */
-KT_TEST(nvrtc_compiles_every_family_and_source_for_every_arch) {
+ * target arch: no errors, and the default variants and the check kernel do not spill (~200
+ * NVRTC builds: make test-all only). */
+KT_TEST_SLOW(nvrtc_compiles_every_family_and_source_for_every_arch) {
     char *dir = temp_dir();
     setenv("KT_CACHE_DIR", dir, 1);
     const int archs[] = {120, 1201, 90};

@@ -41,14 +41,14 @@ static int setup(fixture *fx) {
 static void cleanup(fixture *fx);
 
 /* Sets fx up, or counts a failure and leaves the test (nothing after it could run). */
-#define SETUP(fx)                                                                              \
-    do {                                                                                       \
-        int ready_ = setup(&(fx)) == 0;                                                        \
-        EXPECT(ready_);                                                                        \
-        if (!ready_) {                                                                         \
-            cleanup(&(fx));                                                                    \
-            return;                                                                            \
-        }                                                                                      \
+#define SETUP(fx)                                                                                                      \
+    do {                                                                                                               \
+        int ready_ = setup(&(fx)) == 0;                                                                                \
+        EXPECT(ready_);                                                                                                \
+        if (!ready_) {                                                                                                 \
+            cleanup(&(fx));                                                                                            \
+            return;                                                                                                    \
+        }                                                                                                              \
     } while (0)
 
 static void cleanup(fixture *fx) {
@@ -90,8 +90,8 @@ static kt_measurement row(const fixture *fx, const char *family, const char *has
     return r;
 }
 
-static int add(const fixture *fx, const char *family, const char *hash, const char *variant, const char *shape,
-               long m, kt_status status, double median_us) {
+static int add(const fixture *fx, const char *family, const char *hash, const char *variant, const char *shape, long m,
+               kt_status status, double median_us) {
     kt_measurement r = row(fx, family, hash, variant, shape, m, status, median_us);
     int rc = kt_db_add_measurement(fx->db, &r);
     if (rc) fprintf(stderr, "add: %s\n", kt_error());
@@ -133,9 +133,9 @@ KT_TEST(db_schema_created) {
     char buf[64];
     EXPECT(kt_test_query_long(fx.path, "SELECT value FROM meta WHERE key = 'schema_version'") == KT_SCHEMA_VERSION);
     EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN "
-                               "('meta', 'devices', 'runs', 'measurements', 'winners')") == 5);
+                                       "('meta', 'devices', 'runs', 'measurements', 'winners')") == 5);
     EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM sqlite_master WHERE type = 'index' "
-                               "AND name = 'measurements_unit'") == 1);
+                                       "AND name = 'measurements_unit'") == 1);
     kt_test_query(fx.path, "PRAGMA journal_mode", buf, sizeof buf);
     EXPECT(!strcmp(buf, "wal"));
     /* started_at is ISO-8601 UTC: 2025-01-31T12:34:56.789Z */
@@ -186,18 +186,19 @@ KT_TEST(db_measurement_roundtrip) {
     fixture fx;
     char buf[256];
     SETUP(fx);
-    kt_measurement r = row(&fx, "fp8_gemm", "0123456789abcdef", "feedfacecafebeef", "N=1536,K=4096", 17,
-                           KT_WRONG_RESULT, 12.5);
+    kt_measurement r =
+        row(&fx, "fp8_gemm", "0123456789abcdef", "feedfacecafebeef", "N=1536,K=4096", 17, KT_WRONG_RESULT, 12.5);
     r.rel_err = 0.25;
     r.registers = 96;
     r.spill_bytes = 8;
     EXPECT(kt_db_add_measurement(fx.db, &r) == 0);
     /* committed on return: a second connection sees it while ours is still open */
-    kt_test_query(fx.path,
-          "SELECT printf('%d|%d|%s|%s|%s|%s|%s|%d|%s|%s|%.2f|%.3f|%.3f|%.2f|%d|%d|%.0f', run_id, device_id, "
-          "family, source_hash, variant_id, config, shape, m, status, error, median_us, min_us, max_us, rel_err, "
-          "registers, spill_bytes, compile_ms) FROM measurements",
-          buf, sizeof buf);
+    kt_test_query(
+        fx.path,
+        "SELECT printf('%d|%d|%s|%s|%s|%s|%s|%d|%s|%s|%.2f|%.3f|%.3f|%.2f|%d|%d|%.0f', run_id, device_id, "
+        "family, source_hash, variant_id, config, shape, m, status, error, median_us, min_us, max_us, rel_err, "
+        "registers, spill_bytes, compile_ms) FROM measurements",
+        buf, sizeof buf);
     char want[256];
     snprintf(want, sizeof want,
              "%lld|%lld|fp8_gemm|0123456789abcdef|feedfacecafebeef|CFG_feedfacecafebeef|N=1536,K=4096|17|"
@@ -209,7 +210,8 @@ KT_TEST(db_measurement_roundtrip) {
     EXPECT(strlen(buf) == 24 && buf[10] == 'T' && buf[23] == 'Z');
     /* an ok row gets no error text */
     EXPECT(add(&fx, "fp8_gemm", "0123456789abcdef", "v2", "N=1536,K=4096", 17, KT_OK, 3) == 0);
-    EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM measurements WHERE variant_id = 'v2' AND error IS NULL") == 1);
+    EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM measurements WHERE variant_id = 'v2' AND error IS NULL") ==
+           1);
     /* foreign keys are on: a measurement of an unknown run is refused */
     r.run_id = 999;
     snprintf(r.variant_id, sizeof r.variant_id, "v3");
@@ -260,7 +262,7 @@ KT_TEST(db_winner_ignores_failures) {
     EXPECT(!strcmp(buf, "v2 8.0 24"));
     EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM winners") == 1);
     EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM winners w JOIN measurements m ON m.id = w.measurement_id "
-                               "WHERE m.status = 'ok' AND m.variant_id = w.variant_id") == 1);
+                                       "WHERE m.status = 'ok' AND m.variant_id = w.variant_id") == 1);
     /* v2 gives a wrong result at another m of the bucket: it is out, v1 wins */
     EXPECT(add(&fx, "fam", "h", "v2", "N=64", 18, KT_WRONG_RESULT, 7) == 0);
     EXPECT(kt_db_update_winner(fx.db, fx.device_id, "fam", "h", "N=64", 18) == 0);
@@ -278,8 +280,8 @@ KT_TEST(db_winner_ignores_failures) {
 }
 
 /* Inserts an ok measurement of fp8_gemm at (N, K, m) and makes it its bucket's winner. */
-static int win(const fixture *fx, const kt_family *f, const char *hash, const char *variant, long n, long k,
-               long m, double median_us) {
+static int win(const fixture *fx, const kt_family *f, const char *hash, const char *variant, long n, long k, long m,
+               double median_us) {
     kt_problem p = {.n_dims = 2, .dim = {n, k}, .m = m};
     char shape[128];
     kt_format_shape(f, &p, shape, sizeof shape);
@@ -549,7 +551,8 @@ KT_TEST(db_migrate_v2_duplicates) {
     EXPECT(!strcmp(buf, "2,3,5,6,9"));
     /* the folded rows keep their measured times */
     EXPECT(kt_test_query_long(fx.path, "SELECT sum(median_us) FROM measurements_folded") == 10 + 9 + 21 + 8);
-    kt_test_query(fx.path, "SELECT group_concat(measurement_id) FROM (SELECT measurement_id FROM winners ORDER BY m_bucket)",
+    kt_test_query(fx.path,
+                  "SELECT group_concat(measurement_id) FROM (SELECT measurement_id FROM winners ORDER BY m_bucket)",
                   buf, sizeof buf);
     EXPECT(!strcmp(buf, "4,7"));
     /* the unique key holds: a second row of a unit is refused (1), a new unit stored (0) */
@@ -604,7 +607,8 @@ static void writer(const fixture *fx, int child, int n, int start, int report) {
     char ids[2][17];
     int retimed = 0, nf = kt_db_finalists(mine.db, mine.device_id, "fam", "h", "N=64", 1, 2, ids, &retimed);
     for (int i = 0; i < nf; i++) memcpy(rt[i].variant_id, ids[i], 17);
-    if (nf != 2 || (!retimed && kt_db_add_retimes(mine.db, mine.run_id, mine.device_id, "fam", "h", "N=64", 1, rt, 2))) {
+    if (nf != 2 ||
+        (!retimed && kt_db_add_retimes(mine.db, mine.run_id, mine.device_id, "fam", "h", "N=64", 1, rt, 2))) {
         fprintf(stderr, "writer %d: %s\n", child, kt_error());
         _exit(1);
     }
@@ -646,8 +650,9 @@ KT_TEST(db_concurrent_writers) {
     }
     EXPECT(got == CHILDREN && existed == (CHILDREN - 1) * N);
     EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM measurements") == N + CHILDREN * N);
-    EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM (SELECT DISTINCT variant_id, shape, m FROM measurements)") ==
-           N + CHILDREN * N);
+    EXPECT(
+        kt_test_query_long(fx.path, "SELECT count(*) FROM (SELECT DISTINCT variant_id, shape, m FROM measurements)") ==
+        N + CHILDREN * N);
     EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM devices") == 1);
     EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM runs") == CHILDREN);
     EXPECT(kt_test_query_long(fx.path, "SELECT count(*) FROM retimes WHERE variant_id LIKE '000000ff%'") == 2);
@@ -661,8 +666,10 @@ KT_TEST(db_concurrent_writers) {
 static int csv_records(const char *s) {
     int n = 0, quoted = 0;
     for (; *s; s++) {
-        if (*s == '"') quoted = !quoted;
-        else if (*s == '\n' && !quoted) n++;
+        if (*s == '"')
+            quoted = !quoted;
+        else if (*s == '\n' && !quoted)
+            n++;
     }
     return n;
 }
@@ -671,9 +678,12 @@ static int csv_records(const char *s) {
 static int json_objects(const char *s) {
     int n = 0, in_string = 0;
     for (; *s; s++) {
-        if (in_string && *s == '\\') s++;
-        else if (*s == '"') in_string = !in_string;
-        else if (*s == '{' && !in_string) n++;
+        if (in_string && *s == '\\')
+            s++;
+        else if (*s == '"')
+            in_string = !in_string;
+        else if (*s == '{' && !in_string)
+            n++;
     }
     return n;
 }

@@ -43,7 +43,7 @@ KT_TEST(indexer_radix_select_matches_the_rule) {
     kt_mla_indexer_topk_radix(x, N, 4, first);
     EXPECT(first[0] == 0 && first[1] == 1 && first[2] == 2 && first[3] == 3);
     for (int i = 0; i < N; i++) x[i] = ldexpf(1.0f + (float)(i % 7) / 8, (int)(kt_rng_next(&rng) % 60) - 30);
-    EXPECT(radix_matches_sort(x, N, 1000)); /* keys that differ only in low digits */
+    EXPECT(radix_matches_sort(x, N, 1000));                                 /* keys that differ only in low digits */
     for (int i = 0; i < N; i++) x[i] = 1.0f + (float)(i % 1024) * 0x1p-23f; /* one top digit */
     EXPECT(radix_matches_sort(x, N, 700));
 }
@@ -163,7 +163,8 @@ KT_TEST(indexer_grid_logits_exact_in_f32) {
 KT_TEST(indexer_rejects_bad_keys) {
     const kt_family *f = family();
     if (!f) return;
-    const char *bad[] = {"TOPK=4096,CTX=8192,DIST=equal,VALUES=grid", "TOPK=2048,CTX=1073741824,DIST=equal,VALUES=grid"};
+    const char *bad[] = {"TOPK=4096,CTX=8192,DIST=equal,VALUES=grid",
+                         "TOPK=2048,CTX=1073741824,DIST=equal,VALUES=grid"};
     char why[256];
     for (int i = 0; i < 2; i++) {
         kt_problem p = {0};

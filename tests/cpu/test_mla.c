@@ -55,16 +55,16 @@ KT_TEST(mla_quantiser_writes_flashmla_bytes) {
     static uint8_t page[37440];
     memset(page, 0xaa, sizeof page);
     kt_mla_quantise_token(KT_MLA_V4, page, 2, x);
-    EXPECT(page[2 * 576 + 3] == 0x7e);           /* 448 */
-    EXPECT(page[2 * 576 + 0] == 0x68);           /* 0.5 / 2^-7 = 64 */
-    EXPECT(page[2 * 576 + 64 + 9] == 0xfa);      /* -5 / 2^-6 = -320 = -1.25 * 2^8 */
-    EXPECT(page[2 * 576 + 64] == 0x60);          /* 0.5 / 2^-6 = 32 */
-    EXPECT(page[64 * 576 + 2 * 8 + 0] == 120);   /* 2^-7 */
-    EXPECT(page[64 * 576 + 2 * 8 + 1] == 121);   /* 2^-6 */
-    EXPECT(page[64 * 576 + 2 * 8 + 2] == 118);   /* tile 2: 0.5 / 448 -> 2^-9 */
-    EXPECT(page[64 * 576 + 2 * 8 + 7] == 0);     /* the pad */
+    EXPECT(page[2 * 576 + 3] == 0x7e);                                  /* 448 */
+    EXPECT(page[2 * 576 + 0] == 0x68);                                  /* 0.5 / 2^-7 = 64 */
+    EXPECT(page[2 * 576 + 64 + 9] == 0xfa);                             /* -5 / 2^-6 = -320 = -1.25 * 2^8 */
+    EXPECT(page[2 * 576 + 64] == 0x60);                                 /* 0.5 / 2^-6 = 32 */
+    EXPECT(page[64 * 576 + 2 * 8 + 0] == 120);                          /* 2^-7 */
+    EXPECT(page[64 * 576 + 2 * 8 + 1] == 121);                          /* 2^-6 */
+    EXPECT(page[64 * 576 + 2 * 8 + 2] == 118);                          /* tile 2: 0.5 / 448 -> 2^-9 */
+    EXPECT(page[64 * 576 + 2 * 8 + 7] == 0);                            /* the pad */
     EXPECT(page[2 * 576 + 448] == 0xc0 && page[2 * 576 + 449] == 0x3f); /* 1.5 */
-    EXPECT(page[3 * 576] == 0xaa);               /* the next token untouched */
+    EXPECT(page[3 * 576] == 0xaa);                                      /* the next token untouched */
     static uint8_t v32[64 * 656];
     kt_mla_quantise_token(KT_MLA_V32, v32, 1, x);
     float s0, s1;
@@ -102,7 +102,7 @@ KT_TEST(mla_reference_special_rows) {
     for (long h = 0; h < HQ; h++) {
         EXPECT(isinf(lse[(2 * HQ + h) * SQ + 0]) && lse[(2 * HQ + h) * SQ + 0] > 0); /* request 2 */
         EXPECT(isinf(lse[(2 * HQ + h) * SQ + 1]));
-        EXPECT(isinf(lse[(6 * HQ + h) * SQ + 1]));  /* request 6's second query: all holes */
+        EXPECT(isinf(lse[(6 * HQ + h) * SQ + 1])); /* request 6's second query: all holes */
         EXPECT(isfinite(lse[(6 * HQ + h) * SQ + 0]));
         EXPECT(isfinite(lse[(0 * HQ + h) * SQ + 0]));
     }
@@ -126,8 +126,9 @@ KT_TEST(mla_reference_special_rows) {
 
 /* The sm_120a path (PATH=1) compiles and its SASS holds the block-scaled e4m3 mma
  * (QMMA.SF ... E4M3.E4M3.E8), with no spills; the portable build for sm_120 has none of it
- * and no spills either; PATH=1 is refused on sm_120 and sm_90 and on V3.2's f32 scales. */
-KT_TEST(mla_sm120a_path_has_block_scaled_mma) {
+ * and no spills either; PATH=1 is refused on sm_120 and sm_90 and on V3.2's f32 scales (two
+ * mla_decode builds: make test-all). */
+KT_TEST_SLOW(mla_sm120a_path_has_block_scaled_mma) {
     const kt_family *f = kt_family_find("mla_decode");
     char tool[512] = "", why[256];
     FILE *p = popen("bash tools/cuobjdump.sh", "r");
@@ -171,8 +172,10 @@ KT_TEST(mla_sm120a_path_has_block_scaled_mma) {
             if (fgets(line, sizeof line, p)) hits = atol(line);
             pclose(p);
         }
-        if (path) EXPECT(qmma > 0 && hits > 0); /* the split kernel's q . k on the block-scaled mma */
-        else EXPECT(qmma == 0 && hits > 0);    /* the portable build: bf16 mma only */
+        if (path)
+            EXPECT(qmma > 0 && hits > 0); /* the split kernel's q . k on the block-scaled mma */
+        else
+            EXPECT(qmma == 0 && hits > 0); /* the portable build: bf16 mma only */
         unlink(file);
         kt_cubin_free(&cubin);
     }

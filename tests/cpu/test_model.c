@@ -42,9 +42,10 @@ KT_TEST(safetensors_reads_a_good_file) {
     close(mkstemp(path));
     /* b: BF16 [2,3] (12 bytes at 0), a: F32 [2] (8 bytes at 12), an empty tensor, metadata */
     FILE *f = fopen(path, "wb");
-    const char *h = "{\"__metadata__\":{\"format\":\"pt\"},\"b\":{\"dtype\":\"BF16\",\"shape\":[2,3],\"data_offsets\":[0,12]},"
-                    "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[12,20]},"
-                    "\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[12,12]}}";
+    const char *h =
+        "{\"__metadata__\":{\"format\":\"pt\"},\"b\":{\"dtype\":\"BF16\",\"shape\":[2,3],\"data_offsets\":[0,12]},"
+        "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[12,20]},"
+        "\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[12,12]}}";
     uint64_t n = strlen(h);
     fwrite(&n, 8, 1, f);
     fwrite(h, 1, n, f);
@@ -152,9 +153,11 @@ KT_TEST(model_config_refuses_bad_fields) {
     EXPECT(parse_edited("\"hash_moe\",", "", &c) == -1 && strstr(kt_error(), "mlp_layer_types"));
     EXPECT(parse_edited("\"head_dim\":512", "\"head_dim\":256", &c) == -1 && strstr(kt_error(), "KV layout"));
     /* V4's fields under V3.2's model_type: read as V3.2, whose dense width is missing */
-    EXPECT(parse_edited("deepseek_v4", "deepseek_v32", &c) == -1 && strstr(kt_error(), "missing field intermediate_size"));
+    EXPECT(parse_edited("deepseek_v4", "deepseek_v32", &c) == -1 &&
+           strstr(kt_error(), "missing field intermediate_size"));
     EXPECT(parse_edited("deepseek_v4", "llama", &c) == -1 && strstr(kt_error(), "model_type 'llama'"));
-    EXPECT(parse_edited("\"default\"}}}", "\"dynamic\"}}}", &c) == -1 && strstr(kt_error(), "'dynamic' is not supported"));
+    EXPECT(parse_edited("\"default\"}}}", "\"dynamic\"}}}", &c) == -1 &&
+           strstr(kt_error(), "'dynamic' is not supported"));
     EXPECT(kt_model_config_parse("config.json", "{", 1, &c) == -1 && strstr(kt_error(), "not valid JSON"));
 }
 
@@ -176,7 +179,8 @@ KT_TEST(model_ref_batch_independent_and_kt_close) {
     EXPECT(kt_model_ref_open(&c, NULL, 7, KT_REF_EXACT, 2, 32, &two) == 0);
     EXPECT(kt_model_ref_open(&c, NULL, 7, KT_REF_KT, 1, 32, &q) == 0);
     long V = c.vocab;
-    double *l1 = malloc((size_t)V * sizeof *l1), *l2 = malloc((size_t)(2 * V) * sizeof *l2), *lq = malloc((size_t)V * sizeof *lq);
+    double *l1 = malloc((size_t)V * sizeof *l1), *l2 = malloc((size_t)(2 * V) * sizeof *l2),
+           *lq = malloc((size_t)V * sizeof *lq);
     double worst_batch = 0, worst_kt = 0;
     uint64_t rng = 99;
     /* 20 steps: past the window (8), 5 CSA windows, 2 HCA windows, top-2 of up to 5 entries */
@@ -218,12 +222,14 @@ KT_TEST(model_ref_formats) {
     double kv0[512];
     memcpy(kv0, kv, sizeof kv);
     kt_quant_kv(kv, 512, 64);
-    EXPECT(fabs(kv[0] - kv0[0]) <= fabs(kv0[0]) / 16 + 1e-12 && kv[500] == (double)kt_bf16_to_float(kt_float_to_bf16((float)kv0[500])));
+    EXPECT(fabs(kv[0] - kv0[0]) <= fabs(kv0[0]) / 16 + 1e-12 &&
+           kv[500] == (double)kt_bf16_to_float(kt_float_to_bf16((float)kv0[500])));
     free(w), free(w0);
 }
 
-KT_TEST(model_cu_compiles) {
-    /* the runtime's plain kernels build for the ship arch and the H200 stand-in, spilling nothing */
+KT_TEST_SLOW(model_cu_compiles) {
+    /* the runtime's plain kernels build for the ship arch and the H200 stand-in, spilling nothing
+     * (make test-all: two NVRTC builds of model.cu) */
     int archs[] = {120, 90};
     for (int i = 0; i < 2; i++) {
         kt_cubin c;

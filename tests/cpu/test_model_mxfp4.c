@@ -30,8 +30,8 @@ static void write_tensors(const char *path, const st_out *t, int n) {
     char *h = malloc(cap);
     len += (size_t)snprintf(h + len, cap - len, "{");
     for (int i = 0; i < n; i++) {
-        len += (size_t)snprintf(h + len, cap - len, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%ld", i ? "," : "", t[i].name,
-                                t[i].dtype, t[i].shape[0]);
+        len += (size_t)snprintf(h + len, cap - len, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%ld", i ? "," : "",
+                                t[i].name, t[i].dtype, t[i].shape[0]);
         if (t[i].ndim == 2) len += (size_t)snprintf(h + len, cap - len, ",%ld", t[i].shape[1]);
         len += (size_t)snprintf(h + len, cap - len, "],\"data_offsets\":[%zu,%zu]}", off, off + t[i].bytes);
         off += t[i].bytes;
@@ -114,7 +114,8 @@ KT_TEST(mxfp4_experts_in_moe_gemm_layout) {
         for (int which = 0; which < 3; which++) {
             char name[112];
             kt_model_expert_name(&c, 0, e, which, name, sizeof name);
-            mxfp4_pair(name, which == 2 ? D : I, which == 2 ? I : D, -3, &rng, &t[(e * 3 + which) * 2], &t[(e * 3 + which) * 2 + 1]);
+            mxfp4_pair(name, which == 2 ? D : I, which == 2 ? I : D, -3, &rng, &t[(e * 3 + which) * 2],
+                       &t[(e * 3 + which) * 2 + 1]);
         }
     char path[128];
     tmp_path(path, sizeof path, "experts");
@@ -131,7 +132,8 @@ KT_TEST(mxfp4_experts_in_moe_gemm_layout) {
         const st_out *w1 = &t[e * 6], *w3 = &t[e * 6 + 2], *w2 = &t[e * 6 + 4];
         size_t cb = (size_t)(I * D / 2), sb = (size_t)(I * D / 32);
         same &= !memcmp(guc + (size_t)e * 2 * cb, w1->data, cb) && !memcmp(guc + (size_t)e * 2 * cb + cb, w3->data, cb);
-        same &= !memcmp(gus + (size_t)e * 2 * sb, w1[1].data, sb) && !memcmp(gus + (size_t)e * 2 * sb + sb, w3[1].data, sb);
+        same &=
+            !memcmp(gus + (size_t)e * 2 * sb, w1[1].data, sb) && !memcmp(gus + (size_t)e * 2 * sb + sb, w3[1].data, sb);
         same &= !memcmp(dnc + (size_t)e * cb, w2->data, cb) && !memcmp(dns + (size_t)e * sb, w2[1].data, sb);
     }
     EXPECT(same);
@@ -147,8 +149,8 @@ KT_TEST(mxfp4_experts_in_moe_gemm_layout) {
 
 /* Writes codes (dtype cd, [n, cb]) and scales (dtype sd, [n, sk], byte fill) named blk.*, and
  * reads blk.weight as d ([n, k], kind); returns kt_model_weight's rc. */
-static int read_malformed(const char *cd, long cb, const char *sname, const char *sd, long sk, uint8_t fill, long n, long k,
-                          kt_weight_kind kind, char *path, size_t np) {
+static int read_malformed(const char *cd, long cb, const char *sname, const char *sd, long sk, uint8_t fill, long n,
+                          long k, kt_weight_kind kind, char *path, size_t np) {
     tmp_path(path, np, "bad");
     st_out t[2] = {tensor("blk.weight", cd, n, cb, 1), tensor(sname, sd, n, sk, strcmp(sd, "F32") ? 1 : 4)};
     memset(t[0].data, 0x21, t[0].bytes);
@@ -157,7 +159,8 @@ static int read_malformed(const char *cd, long cb, const char *sname, const char
     free(t[0].data), free(t[1].data);
     kt_st_set w;
     if (kt_st_open_file(&w, path)) return unlink(path), -2;
-    kt_model_tensor d = {.name = "blk.weight", .ndim = kind == KT_W_GEMM ? 2 : 1, .shape = {n, kind == KT_W_GEMM ? k : 0}, .kind = kind};
+    kt_model_tensor d = {
+        .name = "blk.weight", .ndim = kind == KT_W_GEMM ? 2 : 1, .shape = {n, kind == KT_W_GEMM ? k : 0}, .kind = kind};
     kt_model_config c = {0};
     float *v;
     int32_t *iv;
@@ -221,7 +224,8 @@ static void write_model(const kt_model_config *c, const char *dir, int mxfp4) {
         long k = d->ndim == 2 ? d->shape[1] : 1;
         if (d->kind == KT_W_INDEX) {
             t[m] = tensor(d->name, "I32", d->shape[0], d->shape[1], 4);
-            for (long j = 0; j < d->shape[0] * k; j++) ((int32_t *)t[m].data)[j] = (int32_t)(kt_rng_next(&rng) % c->n_experts);
+            for (long j = 0; j < d->shape[0] * k; j++)
+                ((int32_t *)t[m].data)[j] = (int32_t)(kt_rng_next(&rng) % c->n_experts);
             m++;
         } else if (strstr(d->name, ".ffn.experts.")) {
             st_out codes, scales;
@@ -232,7 +236,8 @@ static void write_model(const kt_model_config *c, const char *dir, int mxfp4) {
             }
             t[m] = tensor(d->name, "F32", d->shape[0], k, 4);
             for (long r = 0; r < d->shape[0]; r++)
-                for (long j = 0; j < k; j++) ((float *)t[m].data)[r * k + j] = kt_moe_mxfp4_value(codes.data, scales.data, k, r, j);
+                for (long j = 0; j < k; j++)
+                    ((float *)t[m].data)[r * k + j] = kt_moe_mxfp4_value(codes.data, scales.data, k, r, j);
             m++;
             free(codes.data), free(scales.data);
         } else {
@@ -314,7 +319,8 @@ KT_TEST(fp8_weight_with_release_scale) {
     long bad = 0;
     for (long r = 0; r < 200; r++)
         for (long k = 0; k < 256; k++)
-            bad += v[r * 256 + k] != kt_e4m3_to_float(t[0].data[r * 256 + k]) * ldexpf(1.0f, sc[(r / 128) * 2 + k / 128] - 127);
+            bad += v[r * 256 + k] !=
+                   kt_e4m3_to_float(t[0].data[r * 256 + k]) * ldexpf(1.0f, sc[(r / 128) * 2 + k / 128] - 127);
     EXPECT(bad == 0);
     free(v);
     kt_st_close(&w);

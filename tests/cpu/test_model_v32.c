@@ -22,7 +22,8 @@ static const char *tiny_v32 =
     "\"n_shared_experts\":1,\"n_routed_experts\":8,\"n_group\":2,\"topk_group\":1,\"num_experts_per_tok\":2,"
     "\"routed_scaling_factor\":2.5,\"kv_lora_rank\":512,\"q_lora_rank\":128,\"qk_rope_head_dim\":64,"
     "\"qk_nope_head_dim\":64,\"v_head_dim\":64,\"head_dim\":64,\"norm_topk_prob\":true,\"hidden_act\":\"silu\","
-    "\"index_topk\":4,\"index_head_dim\":128,\"index_n_heads\":16,\"mlp_layer_types\":[\"dense\",\"sparse\",\"sparse\"],"
+    "\"index_topk\":4,\"index_head_dim\":128,\"index_n_heads\":16,\"mlp_layer_types\":[\"dense\",\"sparse\",\"sparse\"]"
+    ","
     "\"rope_parameters\":{\"rope_type\":\"yarn\",\"rope_theta\":10000.0,\"factor\":4.0,\"mscale\":1.0,"
     "\"mscale_all_dim\":1.0,\"original_max_position_embeddings\":1024,\"beta_fast\":32.0,\"beta_slow\":1.0},"
     "\"tie_word_embeddings\":false,\"rms_norm_eps\":1e-06}";
@@ -59,28 +60,37 @@ KT_TEST(model_config_reads_v32) {
     EXPECT(parse_v32_edited("\"mscale\":1.0", "\"mscale\":0.707", &c) == 0 &&
            fabs(c.rope_main.attention_factor - (0.0707 * log(4.0) + 1) / (0.1 * log(4.0) + 1)) < 1e-15);
     /* the release's config.json: rope_scaling with "type", rope_theta outside it, first_k_dense_replace */
-    EXPECT(parse_v32_edited("\"mlp_layer_types\":[\"dense\",\"sparse\",\"sparse\"],\"rope_parameters\":{\"rope_type\":\"yarn\",\"rope_theta\":10000.0,",
-                            "\"first_k_dense_replace\":2,\"rope_theta\":50000,\"scoring_func\":\"sigmoid\",\"topk_method\":"
-                            "\"noaux_tc\",\"rope_scaling\":{\"type\":\"yarn\",", &c) == 0);
+    EXPECT(parse_v32_edited(
+               "\"mlp_layer_types\":[\"dense\",\"sparse\",\"sparse\"],\"rope_parameters\":{\"rope_type\":\"yarn\","
+               "\"rope_theta\":10000.0,",
+               "\"first_k_dense_replace\":2,\"rope_theta\":50000,\"scoring_func\":\"sigmoid\",\"topk_method\":"
+               "\"noaux_tc\",\"rope_scaling\":{\"type\":\"yarn\",",
+               &c) == 0);
     EXPECT(c.mlp[1] == KT_MLP_DENSE && c.mlp[2] == KT_MLP_MOE && c.rope_main.theta == 50000 && c.rope_main.factor == 4);
 }
 
 KT_TEST(model_config_refuses_bad_v32) {
     kt_model_config c;
-    EXPECT(parse_v32_edited("\"kv_lora_rank\":512", "\"kv_lora_rank\":256", &c) == -1 && strstr(kt_error(), "512 latent + 64 rope"));
-    EXPECT(parse_v32_edited("\"hidden_act\":\"silu\"", "\"hidden_act\":\"gelu\"", &c) == -1 && strstr(kt_error(), "hidden_act 'gelu'"));
+    EXPECT(parse_v32_edited("\"kv_lora_rank\":512", "\"kv_lora_rank\":256", &c) == -1 &&
+           strstr(kt_error(), "512 latent + 64 rope"));
+    EXPECT(parse_v32_edited("\"hidden_act\":\"silu\"", "\"hidden_act\":\"gelu\"", &c) == -1 &&
+           strstr(kt_error(), "hidden_act 'gelu'"));
     EXPECT(parse_v32_edited("\"norm_topk_prob\":true", "\"scoring_func\":\"softmax\"", &c) == -1 &&
            strstr(kt_error(), "scoring_func 'softmax': kt runs sigmoid"));
     EXPECT(parse_v32_edited("\"n_group\":2", "\"n_group\":3", &c) == -1 && strstr(kt_error(), "n_group = 3"));
     EXPECT(parse_v32_edited("\"topk_group\":1", "\"topk_group\":3", &c) == -1 && strstr(kt_error(), "topk_group = 3"));
     EXPECT(parse_v32_edited("\"num_experts_per_tok\":2", "\"num_experts_per_tok\":5", &c) == -1 &&
            strstr(kt_error(), "num_experts_per_tok = 5 from topk_group = 1 of 2 groups of 4"));
-    EXPECT(parse_v32_edited("\"sparse\",\"sparse\"]", "\"sparse\",\"moe\"]", &c) == -1 && strstr(kt_error(), "unknown MLP type 'moe'"));
+    EXPECT(parse_v32_edited("\"sparse\",\"sparse\"]", "\"sparse\",\"moe\"]", &c) == -1 &&
+           strstr(kt_error(), "unknown MLP type 'moe'"));
     EXPECT(parse_v32_edited("\"tie_word_embeddings\":false", "\"tie_word_embeddings\":true", &c) == -1 &&
            strstr(kt_error(), "lm_head.weight"));
-    EXPECT(parse_v32_edited("\"q_lora_rank\":128", "\"q_lora_rank\":null", &c) == -1 && strstr(kt_error(), "q_lora_rank null"));
-    EXPECT(parse_v32_edited("\"intermediate_size\":256,", "", &c) == -1 && strstr(kt_error(), "missing field intermediate_size"));
-    EXPECT(parse_v32_edited("\"norm_topk_prob\":true", "\"norm_topk_prob\":1", &c) == -1 && strstr(kt_error(), "norm_topk_prob"));
+    EXPECT(parse_v32_edited("\"q_lora_rank\":128", "\"q_lora_rank\":null", &c) == -1 &&
+           strstr(kt_error(), "q_lora_rank null"));
+    EXPECT(parse_v32_edited("\"intermediate_size\":256,", "", &c) == -1 &&
+           strstr(kt_error(), "missing field intermediate_size"));
+    EXPECT(parse_v32_edited("\"norm_topk_prob\":true", "\"norm_topk_prob\":1", &c) == -1 &&
+           strstr(kt_error(), "norm_topk_prob"));
 }
 
 /* The tensor called name in the list, or NULL. */
@@ -98,20 +108,23 @@ KT_TEST(model_tensors_v32_release_names) {
     EXPECT(n == 3 + 3 * 14 + 3 + 2 * (2 + 27));
     kt_model_tensor *t = malloc((size_t)n * sizeof *t);
     EXPECT(kt_model_tensors(&c, t, n) == n);
-    const struct { const char *name; long d0, d1; kt_weight_kind kind; } want[] = {
-        {"model.layers.0.self_attn.kv_a_proj_with_mqa.weight", 576, 128, KT_W_GEMM},
-        {"model.layers.0.self_attn.kv_b_proj.weight", 2 * (64 + 64), 512, KT_W_GEMM},
-        {"model.layers.0.self_attn.q_b_proj.weight", 2 * 128, 128, KT_W_GEMM},
-        {"model.layers.0.self_attn.o_proj.weight", 128, 2 * 64, KT_W_GEMM},
-        {"model.layers.0.self_attn.indexer.wq_b.weight", 16 * 128, 128, KT_W_GEMM},
-        {"model.layers.0.self_attn.indexer.wk.weight", 128, 128, KT_W_GEMM},
-        {"model.layers.0.self_attn.indexer.k_norm.bias", 128, 0, KT_W_PLAIN},
-        {"model.layers.0.self_attn.indexer.weights_proj.weight", 16, 128, KT_W_PLAIN},
-        {"model.layers.0.mlp.down_proj.weight", 128, 256, KT_W_GEMM},
-        {"model.layers.2.mlp.gate.e_score_correction_bias", 8, 0, KT_W_PLAIN},
-        {"model.layers.2.mlp.experts.7.down_proj.weight", 128, 128, KT_W_GEMM},
-        {"model.layers.1.mlp.shared_experts.up_proj.weight", 128, 128, KT_W_GEMM},
-        {"lm_head.weight", 256, 128, KT_W_PLAIN}};
+    const struct {
+        const char *name;
+        long d0, d1;
+        kt_weight_kind kind;
+    } want[] = {{"model.layers.0.self_attn.kv_a_proj_with_mqa.weight", 576, 128, KT_W_GEMM},
+                {"model.layers.0.self_attn.kv_b_proj.weight", 2 * (64 + 64), 512, KT_W_GEMM},
+                {"model.layers.0.self_attn.q_b_proj.weight", 2 * 128, 128, KT_W_GEMM},
+                {"model.layers.0.self_attn.o_proj.weight", 128, 2 * 64, KT_W_GEMM},
+                {"model.layers.0.self_attn.indexer.wq_b.weight", 16 * 128, 128, KT_W_GEMM},
+                {"model.layers.0.self_attn.indexer.wk.weight", 128, 128, KT_W_GEMM},
+                {"model.layers.0.self_attn.indexer.k_norm.bias", 128, 0, KT_W_PLAIN},
+                {"model.layers.0.self_attn.indexer.weights_proj.weight", 16, 128, KT_W_PLAIN},
+                {"model.layers.0.mlp.down_proj.weight", 128, 256, KT_W_GEMM},
+                {"model.layers.2.mlp.gate.e_score_correction_bias", 8, 0, KT_W_PLAIN},
+                {"model.layers.2.mlp.experts.7.down_proj.weight", 128, 128, KT_W_GEMM},
+                {"model.layers.1.mlp.shared_experts.up_proj.weight", 128, 128, KT_W_GEMM},
+                {"lm_head.weight", 256, 128, KT_W_PLAIN}};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         const kt_model_tensor *x = find(t, n, want[i].name);
         EXPECT(x && x->shape[0] == want[i].d0 && x->shape[1] == want[i].d1 && x->kind == want[i].kind);
@@ -149,7 +162,8 @@ KT_TEST(model_ref_v32) {
     EXPECT(kt_model_config_parse("config.json", tiny_v32, strlen(tiny_v32), &c) == 0);
     EXPECT(parse_v32_edited("\"index_topk\":4", "\"index_topk\":64", &all) == 0);
     /* no discrete choice can flip: every token kept, every expert routed (one group) */
-    EXPECT(parse_v32_edits("\"index_topk\":4", "\"index_topk\":64", "\"n_group\":2,\"topk_group\":1,\"num_experts_per_tok\":2",
+    EXPECT(parse_v32_edits("\"index_topk\":4", "\"index_topk\":64",
+                           "\"n_group\":2,\"topk_group\":1,\"num_experts_per_tok\":2",
                            "\"n_group\":1,\"topk_group\":1,\"num_experts_per_tok\":8", &smooth) == 0);
     long V = c.vocab;
     kt_model_ref *r[5];
@@ -167,8 +181,10 @@ KT_TEST(model_ref_v32) {
     int same_early = 1, differ_late = 1;
     for (long t = 0; t < 16; t++) {
         double d = rel_l2(out[0] + t * V, out[2] + t * V, V);
-        if (t < 4) same_early &= d == 0;
-        else differ_late &= d > 1e-6;
+        if (t < 4)
+            same_early &= d == 0;
+        else
+            differ_late &= d > 1e-6;
     }
     EXPECT(same_early && differ_late);
     /* kt's formats against the exact math where nothing can flip: measured 0.14 worst step

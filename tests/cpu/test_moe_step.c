@@ -92,8 +92,10 @@ KT_TEST(moe_step_reference_follows_the_routing) {
         s.f->reference(&s.p, s.h, s.ref); /* may read NaN experts: only token 2 can change */
         int others_same = 1, two_changed = 0;
         for (long i = 0; i < 6 * H; i++) {
-            if (i / H == 2) two_changed |= !(s.ref[i] == before[i]);
-            else others_same &= s.ref[i] == before[i];
+            if (i / H == 2)
+                two_changed |= !(s.ref[i] == before[i]);
+            else
+                others_same &= s.ref[i] == before[i];
         }
         EXPECT(others_same && two_changed);
         free(before);

@@ -24,7 +24,8 @@ static const char report[] =
     "\"smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio\","
     "\"smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio\",\"launch__grid_size\"\n"
     "\"\",\"\",\"ns\",\"byte\",\"Kbyte\",\"%\",\"%\",\"%\",\"%\",\"%\",\"%\",\"%\",\"\",\"\",\"\",\"\",\"\",\"\",\"\"\n"
-    "\"0\",\"fp8_gemm_kernel(\"\"a,b\"\")\",\"12,345\",\"9000000\",\"64\",\"71.5\",\"40.25\",\"12.5\",\"30\",\"99\",\"11.9\","
+    "\"0\",\"fp8_gemm_kernel(\"\"a,b\"\")\",\"12,345\",\"9000000\",\"64\",\"71.5\",\"40.25\",\"12.5\",\"30\",\"99\","
+    "\"11.9\","
     "\"12.5\",\"8.5\",\"1.0\",\"2.25\",\"0.5\",\"3.5\",\"n/a\",\"132\"\n"
     "==PROF== Disconnected from process 4242\n";
 
@@ -93,7 +94,7 @@ KT_TEST(ncu_csv_from_the_h200) {
     kt_ncu_summary s;
     kt_ncu_summarize(&r.kernels[0], &s);
     EXPECT(!strcmp(r.kernels[0].name, "fp8_gemm"));
-    EXPECT(s.duration_us > 9 && s.duration_us < 11); /* 9.92 us: "ns" read as nanoseconds */
+    EXPECT(s.duration_us > 9 && s.duration_us < 11);      /* 9.92 us: "ns" read as nanoseconds */
     EXPECT(s.dram_bytes > 6.3e6 && s.dram_bytes < 6.5e6); /* bytes() is 6.41e6 */
     EXPECT(s.dram_pct > 13 && s.dram_pct < 14 && s.l2_pct > 19 && s.l2_pct < 20 && s.sm_pct > 10 && s.sm_pct < 11);
     EXPECT(!strcmp(s.tensor_metric, "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"));

@@ -22,8 +22,7 @@ static int add(kt_db *db, long long dev, long long run, const char *variant, con
     snprintf(r.shape, sizeof r.shape, "LAYOUT=V4,HQ=64,TOPK=512");
     snprintf(r.error, sizeof r.error, "%s", error);
     r.median_us = us, r.min_us = us * 0.95, r.max_us = us * 1.05;
-    return kt_db_add_measurement(db, &r) ||
-           kt_db_update_winner(db, dev, "mla_future", r.source_hash, r.shape, m);
+    return kt_db_add_measurement(db, &r) || kt_db_update_winner(db, dev, "mla_future", r.source_hash, r.shape, m);
 }
 
 static int count(const char *s, const char *what) {
@@ -44,7 +43,8 @@ KT_TEST(report_unknown_family_escaped) {
              kt_db_run_begin(db, dev, "abc123", "kt tune --family mla_future <&>", &run) ||
              add(db, dev, run, "v1", "SPLIT=2,BLOCK=64", 1, KT_OK, 20.5, "") ||
              add(db, dev, run, "v2", "SPLIT=4,BLOCK=64", 1, KT_OK, 12.25, "") ||
-             add(db, dev, run, "v3", "SPLIT=8,BLOCK=64", 1, KT_WRONG_RESULT, 0, "out[3] <script>alert(1)</script> & \"q\"") ||
+             add(db, dev, run, "v3", "SPLIT=8,BLOCK=64", 1, KT_WRONG_RESULT, 0,
+                 "out[3] <script>alert(1)</script> & \"q\"") ||
              add(db, dev, run, "v2", "SPLIT=4,BLOCK=64", 4, KT_OK, 14.0, "");
     EXPECT(rc == 0);
     kt_db_close(db);

@@ -56,7 +56,8 @@ KT_TEST(model_step_plan_flash_tp4) {
             EXPECT(shape_is("mla_decode", &p.attn[KT_PLAN_HCA], s, B));
             EXPECT(p.attn[KT_PLAN_SLIDING].n_dims == 0); /* V4-Flash's layers are all compressed */
             EXPECT(shape_is("moe_route", &p.route, "ROUTER=V4,E=256,TOPK=6,TM=8,NTM=4,DIST=uniform", B));
-            EXPECT(shape_is("moe_gemm", &p.gateup, "FORMAT=fp8,STAGE=gateup,E=256,N=1024,K=4096,TOPK=6,DIST=uniform", B));
+            EXPECT(
+                shape_is("moe_gemm", &p.gateup, "FORMAT=fp8,STAGE=gateup,E=256,N=1024,K=4096,TOPK=6,DIST=uniform", B));
             EXPECT(shape_is("moe_gemm", &p.down, "FORMAT=fp8,STAGE=down,E=256,N=4096,K=512,TOPK=6,DIST=uniform", B));
             const kt_family *f[16];
             kt_problem probs[16];

@@ -68,9 +68,17 @@ static int run_sweep(const kt_sweep_options *o, kt_sweep_report *r) {
 
 /* The selftest sweep of N=4096 at M = 1 and 64 into db. */
 static int sweep(const char *db, int max_workers, kt_sweep_report *r) {
-    kt_sweep_options o = {.family = kt_family_find("selftest"), .n_shapes = 1, .n_ms = 2, .db_path = db,
-                          .strategy = "exhaustive", .seed = 7, .compile_threads = 2, .quiet = 1,
-                          .commit = "test", .cmdline = "test_sweep", .max_workers = max_workers};
+    kt_sweep_options o = {.family = kt_family_find("selftest"),
+                          .n_shapes = 1,
+                          .n_ms = 2,
+                          .db_path = db,
+                          .strategy = "exhaustive",
+                          .seed = 7,
+                          .compile_threads = 2,
+                          .quiet = 1,
+                          .commit = "test",
+                          .cmdline = "test_sweep",
+                          .max_workers = max_workers};
     o.shapes[0] = (kt_problem){.n_dims = 1, .dim = {4096}};
     o.ms[0] = 1;
     o.ms[1] = 64;
@@ -79,17 +87,18 @@ static int sweep(const char *db, int max_workers, kt_sweep_report *r) {
 
 /* Every (variant, M) with its status and first-pass median, in one string (for equality). */
 static void rows_of(const char *db, char *out, size_t n) {
-    kt_test_query(db,
-          "SELECT group_concat(r, ';') FROM (SELECT variant_id || ' ' || shape || ' ' || m || ' ' || status || ' ' || "
-          "ifnull(printf('%.4f', median_us), '-') AS r FROM measurements ORDER BY variant_id, shape, m)",
-          out, n);
+    kt_test_query(
+        db,
+        "SELECT group_concat(r, ';') FROM (SELECT variant_id || ' ' || shape || ' ' || m || ' ' || status || ' ' || "
+        "ifnull(printf('%.4f', median_us), '-') AS r FROM measurements ORDER BY variant_id, shape, m)",
+        out, n);
 }
 
 static void winners_of(const char *db, char *out, size_t n) {
     kt_test_query(db,
-          "SELECT group_concat(r, ';') FROM (SELECT shape || ' ' || m_bucket || ' ' || variant_id || ' ' || "
-          "printf('%.4f', median_us) AS r FROM winners ORDER BY shape, m_bucket)",
-          out, n);
+                  "SELECT group_concat(r, ';') FROM (SELECT shape || ' ' || m_bucket || ' ' || variant_id || ' ' || "
+                  "printf('%.4f', median_us) AS r FROM winners ORDER BY shape, m_bucket)",
+                  out, n);
 }
 
 KT_TEST(sweep_survives_faults_and_hangs) {
@@ -102,26 +111,29 @@ KT_TEST(sweep_survives_faults_and_hangs) {
     EXPECT(!strcmp(r.device.name, "kt fake GPU") && r.device.cc_major == 12 && r.device.sm_count == 188);
     EXPECT(kt_test_query_long(t.db, "SELECT count(*) FROM measurements") == 24);
     EXPECT(kt_test_query_long(t.db, "SELECT count(*) FROM measurements WHERE config LIKE '%FAULT=1%' AND status = "
-                            "'launch-error' AND error LIKE 'worker fault: killed by signal 11%'") == 12);
-    EXPECT(kt_test_query_long(t.db, "SELECT count(*) FROM measurements WHERE config LIKE '%FAULT=0,HANG=1' AND status = "
-                            "'launch-error' AND error = 'watchdog: no answer in 2 s'") == 6);
-    EXPECT(kt_test_query_long(t.db, "SELECT count(*) FROM measurements WHERE config LIKE '%FAULT=0,HANG=0' AND status = "
-                            "'ok' AND rel_err = 1e-3 AND min_us < median_us AND median_us < max_us") == 6);
+                                    "'launch-error' AND error LIKE 'worker fault: killed by signal 11%'") == 12);
+    EXPECT(kt_test_query_long(t.db,
+                              "SELECT count(*) FROM measurements WHERE config LIKE '%FAULT=0,HANG=1' AND status = "
+                              "'launch-error' AND error = 'watchdog: no answer in 2 s'") == 6);
+    EXPECT(kt_test_query_long(t.db,
+                              "SELECT count(*) FROM measurements WHERE config LIKE '%FAULT=0,HANG=0' AND status = "
+                              "'ok' AND rel_err = 1e-3 AND min_us < median_us AND median_us < max_us") == 6);
     /* one worker: ok rows after the first fault were measured by a restarted one (units of
      * compiled variants go first, so the first variant's two units may both precede it) */
     EXPECT(kt_test_query_long(t.db, "SELECT count(*) FROM measurements WHERE status = 'ok' AND id > "
-                            "(SELECT min(id) FROM measurements WHERE status = 'launch-error')") >= 4);
+                                    "(SELECT min(id) FROM measurements WHERE status = 'launch-error')") >= 4);
     /* each M re-timed its three ok variants once, as one group */
     EXPECT(kt_test_query_long(t.db, "SELECT count(*) FROM retimes r JOIN measurements m USING (variant_id, shape, m) "
-                            "WHERE m.status = 'ok' AND r.rounds = 5 AND r.min_us <= r.median_us "
-                            "AND r.median_us <= r.max_us") == 6);
+                                    "WHERE m.status = 'ok' AND r.rounds = 5 AND r.min_us <= r.median_us "
+                                    "AND r.median_us <= r.max_us") == 6);
     /* the winner is the fastest ok variant of the fake's time order (its times are 5% apart),
      * recorded with its re-timed median */
     for (int m = 1; m <= 64; m *= 64) {
         char want[64], got[64], q[512];
         snprintf(q, sizeof q,
                  "SELECT variant_id FROM measurements WHERE m = %d AND status = 'ok' ORDER BY median_us, variant_id "
-                 "LIMIT 1", m);
+                 "LIMIT 1",
+                 m);
         kt_test_query(t.db, q, want, sizeof want);
         snprintf(q, sizeof q, "SELECT variant_id FROM winners WHERE m_bucket = %d", m);
         kt_test_query(t.db, q, got, sizeof got);
@@ -164,8 +176,12 @@ KT_TEST(sweep_spreads_over_fake_gpus) {
 KT_TEST(sweep_without_gpu_says_so) {
     scratch t;
     begin(&t);
-    kt_sweep_options o = {.family = kt_family_find("selftest"), .n_shapes = 1, .n_ms = 1, .db_path = t.db,
-                          .strategy = "exhaustive", .quiet = 1};
+    kt_sweep_options o = {.family = kt_family_find("selftest"),
+                          .n_shapes = 1,
+                          .n_ms = 1,
+                          .db_path = t.db,
+                          .strategy = "exhaustive",
+                          .quiet = 1};
     o.shapes[0] = (kt_problem){.n_dims = 1, .dim = {4096}};
     o.ms[0] = 1;
     unsetenv("KT_FAKE_GPU");
@@ -191,9 +207,17 @@ static const long fast_ms[] = {16, 24, 32, 48, 64}; /* anchors 16 and 64 (4x apa
 
 /* A fast sweep of fp8_gemm at N=4096,K=2048 and fast_ms into db. */
 static int fast_sweep(const char *db, int budget, kt_sweep_report *r) {
-    kt_sweep_options o = {.family = kt_family_find("fp8_gemm"), .n_shapes = 1, .n_ms = 5, .db_path = db,
-                          .strategy = "fast", .budget = budget, .seed = 11, .compile_threads = 2, .quiet = 1,
-                          .commit = "test", .cmdline = "test_sweep fast"};
+    kt_sweep_options o = {.family = kt_family_find("fp8_gemm"),
+                          .n_shapes = 1,
+                          .n_ms = 5,
+                          .db_path = db,
+                          .strategy = "fast",
+                          .budget = budget,
+                          .seed = 11,
+                          .compile_threads = 2,
+                          .quiet = 1,
+                          .commit = "test",
+                          .cmdline = "test_sweep fast"};
     o.shapes[0] = (kt_problem){.n_dims = 2, .dim = {FAST_N, FAST_K}};
     memcpy(o.ms, fast_ms, sizeof fast_ms);
     return run_sweep(&o, r);
@@ -278,8 +302,8 @@ KT_TEST(fast_sweep_caps_and_transfer) {
             for (int b = 1; b < 4; b++) {
                 kt_problem p = {.n_dims = 2, .dim = {FAST_N, FAST_K}, .m = fast_ms[b]};
                 if (!f->config_fits(&c, &p) || f->hopeless(&c, &p)) continue;
-                snprintf(q, sizeof q, "SELECT count(*) FROM measurements WHERE m = %ld AND config = '%s'",
-                         fast_ms[b], cfg);
+                snprintf(q, sizeof q, "SELECT count(*) FROM measurements WHERE m = %ld AND config = '%s'", fast_ms[b],
+                         cfg);
                 EXPECT(kt_test_query_long(t.db, q) == 1);
                 checked++;
             }
@@ -342,8 +366,15 @@ KT_TEST(fast_sweep_samples_strata_twice_where_the_default_is_pruned) {
     kt_problem p = {.n_dims = 2, .dim = {FAST_N, FAST_K}, .m = 256};
     EXPECT(f->hopeless(&f->default_config, &p));
     EXPECT(fast_strata(256) > budget / 2);
-    kt_sweep_options o = {.family = f, .n_shapes = 1, .n_ms = 1, .db_path = t.db, .strategy = "fast",
-                          .budget = budget, .seed = 3, .compile_threads = 2, .quiet = 1};
+    kt_sweep_options o = {.family = f,
+                          .n_shapes = 1,
+                          .n_ms = 1,
+                          .db_path = t.db,
+                          .strategy = "fast",
+                          .budget = budget,
+                          .seed = 3,
+                          .compile_threads = 2,
+                          .quiet = 1};
     o.shapes[0] = (kt_problem){.n_dims = 2, .dim = {FAST_N, FAST_K}};
     o.ms[0] = 256;
     kt_sweep_report r;
@@ -353,9 +384,10 @@ KT_TEST(fast_sweep_samples_strata_twice_where_the_default_is_pruned) {
     int first = 1 + untuned_pick(256, pick, sizeof pick) + budget;
     EXPECT(first == 2 + budget && r.by_phase[0] == first);
     kt_format_config(f, &f->default_config, def, sizeof def);
-    snprintf(from, sizeof from,
-             "(SELECT config FROM (SELECT config FROM measurements ORDER BY id LIMIT %d) WHERE config NOT IN ('%s', '%s'))",
-             first, def, pick);
+    snprintf(
+        from, sizeof from,
+        "(SELECT config FROM (SELECT config FROM measurements ORDER BY id LIMIT %d) WHERE config NOT IN ('%s', '%s'))",
+        first, def, pick);
     EXPECT(kt_test_query_long(t.db, "SELECT count(*) FROM measurements") > first); /* and a local search */
     snprintf(q, sizeof q, "SELECT count(DISTINCT substr(config, 1, instr(config, ',TILE_K'))) FROM %s", from);
     EXPECT(kt_test_query_long(t.db, q) >= budget / 2);
@@ -371,8 +403,15 @@ KT_TEST(fast_sweep_samples_strata_twice_where_the_default_is_pruned) {
 KT_TEST(fast_sweep_survives_faults) {
     scratch t;
     begin(&t);
-    kt_sweep_options o = {.family = kt_family_find("selftest"), .n_shapes = 1, .n_ms = 4, .db_path = t.db,
-                          .strategy = "fast", .budget = 6, .seed = 5, .compile_threads = 2, .quiet = 1};
+    kt_sweep_options o = {.family = kt_family_find("selftest"),
+                          .n_shapes = 1,
+                          .n_ms = 4,
+                          .db_path = t.db,
+                          .strategy = "fast",
+                          .budget = 6,
+                          .seed = 5,
+                          .compile_threads = 2,
+                          .quiet = 1};
     o.shapes[0] = (kt_problem){.n_dims = 1, .dim = {4096}};
     static const long ms[] = {1, 2, 4, 8}; /* anchors 1, 4, 8; 2 between */
     memcpy(o.ms, ms, sizeof ms);
@@ -402,8 +441,14 @@ static int open_fixture(fixture *fx, const char *name) {
 }
 
 static int add(const fixture *fx, const char *variant, long m, kt_status status, double median) {
-    kt_measurement r = {.run_id = fx->run_id, .device_id = fx->device_id, .family = "fam", .m = m,
-                        .status = status, .median_us = median, .min_us = median * 0.9, .max_us = median * 1.1};
+    kt_measurement r = {.run_id = fx->run_id,
+                        .device_id = fx->device_id,
+                        .family = "fam",
+                        .m = m,
+                        .status = status,
+                        .median_us = median,
+                        .min_us = median * 0.9,
+                        .max_us = median * 1.1};
     snprintf(r.source_hash, sizeof r.source_hash, "h");
     snprintf(r.variant_id, sizeof r.variant_id, "%s", variant);
     snprintf(r.config, sizeof r.config, "CFG_%s", variant);
@@ -418,8 +463,8 @@ static int retime(const fixture *fx, long long run_id, long m, int n, const kt_r
 
 static void winner(const fixture *fx, long bucket, char *out, size_t n) {
     char q[256];
-    snprintf(q, sizeof q,
-             "SELECT variant_id || ' ' || printf('%%.2f', median_us) FROM winners WHERE m_bucket = %ld", bucket);
+    snprintf(q, sizeof q, "SELECT variant_id || ' ' || printf('%%.2f', median_us) FROM winners WHERE m_bucket = %ld",
+             bucket);
     kt_test_query(fx->t.db, q, out, n);
 }
 
@@ -508,9 +553,9 @@ KT_TEST(merge_copies_once_and_recomputes_winners) {
     winner(&a, 16, w, sizeof w);
     EXPECT(!strcmp(w, "v3 8.50"));
     EXPECT(kt_test_query_long(a.t.db, "SELECT count(*) FROM winners w JOIN devices d ON d.id = w.device_id "
-                              "WHERE w.variant_id = 'v9' AND d.driver_version = 13050") == 1);
+                                      "WHERE w.variant_id = 'v9' AND d.driver_version = 13050") == 1);
     EXPECT(kt_test_query_long(a.t.db, "SELECT count(*) FROM runs r JOIN devices d ON d.id = r.device_id "
-                              "WHERE r.cmdline = 'kt tune --test'") == 2);
+                                      "WHERE r.cmdline = 'kt tune --test'") == 2);
     /* what cannot be merged says why and changes nothing */
     EXPECT(kt_db_merge(a.db, a.t.db) == -1 && strstr(kt_error(), "into itself"));
     char missing[128], junk[128];

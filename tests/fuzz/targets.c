@@ -35,9 +35,9 @@ static char *text_of(const uint8_t *data, size_t size, const kt_family **f) {
     return s;
 }
 
-#define REQUIRE(cond) \
-    do {              \
-        if (!(cond)) abort(); \
+#define REQUIRE(cond)                                                                                                  \
+    do {                                                                                                               \
+        if (!(cond)) abort();                                                                                          \
     } while (0)
 
 #ifndef KT_FUZZ_db_header
@@ -127,8 +127,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 #elif defined(KT_FUZZ_db_header)
     (void)f;
     static char path[64];
-    if (!path[0]) snprintf(path, sizeof path, "%s/kt_fuzz_db_%d.db", access("/dev/shm", W_OK) ? "/tmp" : "/dev/shm",
-                           (int)getpid());
+    if (!path[0])
+        snprintf(path, sizeof path, "%s/kt_fuzz_db_%d.db", access("/dev/shm", W_OK) ? "/tmp" : "/dev/shm",
+                 (int)getpid());
     kt_db *db = NULL;
     FILE *in = fopen(path, "wb"); /* not kt_write_file_atomic: its fsync would bound the rate */
     int wrote = in && fwrite(data, 1, size, in) == size;

@@ -9,19 +9,9 @@ set -u
 cd "$(dirname "$0")/../.."
 KT=${1:-./bin/kt}
 LOGS=${2:-${LOGS:-/tmp/kt-gpu-mla}}
-mkdir -p "$LOGS"
 SEED=${KT_SEED:-$RANDOM}
 SAMPLE=${KT_MLA_SAMPLE:-2}
-passed=0 failed=0
-step() {
-    local name=$1; shift
-    local t0=$SECONDS
-    if "$@" >"$LOGS/$name.log" 2>&1; then
-        passed=$((passed + 1)); echo "ok   $name ($((SECONDS - t0))s)"
-    else
-        failed=$((failed + 1)); echo "FAIL $name ($((SECONDS - t0))s): see $name.log"; tail -n 15 "$LOGS/$name.log"
-    fi
-}
+source tests/gpu/step.sh # step NAME CMD...
 echo "mla.sh: seed $SEED"
 v() { $KT verify --family mla_decode --sample "$SAMPLE" --seed "$SEED" "$@"; }
 step mla_v4_h64 v --shape LAYOUT=V4,HQ=64,TOPK=512,SQ=1 --m 1,3,8,64,128

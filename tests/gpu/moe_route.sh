@@ -10,19 +10,8 @@ set -u
 cd "$(dirname "$0")/../.."
 KT=${KT:-./bin/kt}
 LOGS=${LOGS:-/tmp/kt-moe-route}
-mkdir -p "$LOGS"
-passed=0 failed=0
 
-# step NAME CMD...: runs CMD with its output in $LOGS/NAME.log; counts it.
-step() {
-    local name=$1; shift
-    local t0=$SECONDS
-    if "$@" >"$LOGS/$name.log" 2>&1; then
-        passed=$((passed + 1)); echo "ok   $name ($((SECONDS - t0))s): $(tail -n 1 "$LOGS/$name.log")"
-    else
-        failed=$((failed + 1)); echo "FAIL $name ($((SECONDS - t0))s): see $name.log"; grep -v '^ok ' "$LOGS/$name.log" | tail -n 15
-    fi
-}
+source tests/gpu/step.sh # step NAME CMD...
 
 # shapes ROUTER TOPK: the --shape options of every distribution and tile for that router.
 shapes() {

@@ -11,19 +11,8 @@ set -u
 cd "$(dirname "$0")/../.."
 KT=${KT:-./bin/kt}
 LOGS=${LOGS:-/tmp/kt-moe-step}
-mkdir -p "$LOGS"
-passed=0 failed=0
 
-# step NAME CMD...: runs CMD with its output in $LOGS/NAME.log; counts it.
-step() {
-    local name=$1; shift
-    local t0=$SECONDS
-    if "$@" >"$LOGS/$name.log" 2>&1; then
-        passed=$((passed + 1)); echo "ok   $name ($((SECONDS - t0))s): $(tail -n 1 "$LOGS/$name.log")"
-    else
-        failed=$((failed + 1)); echo "FAIL $name ($((SECONDS - t0))s): see $name.log"; tail -n 15 "$LOGS/$name.log"
-    fi
-}
+source tests/gpu/step.sh # step NAME CMD...
 
 V4="E=256,HIDDEN=4096,INTER=512"
 step verify_fp8 $KT verify --family moe_step --shape "ROUTER=V4,FORMAT=fp8,$V4,DIST=uniform" --m 1,16,64 --seed $RANDOM

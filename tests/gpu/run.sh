@@ -15,22 +15,12 @@ rm -rf "$LOGS" && mkdir -p "$LOGS"
 export KT_CACHE_DIR=${KT_CACHE_DIR:-/tmp/kt-gpu-cache-$$}
 KT=./bin/kt
 MODE=${1:-full}
-passed=0 failed=0
 # want GROUP: whether this run includes that group of steps.
 want() { [ "$MODE" = full ] || [ "$MODE" = quick ] || [ "$MODE" = "$1" ]; }
 
 [ -x "$KT" ] || make -j"$(nproc)" bin/kt >"$LOGS/build.log" 2>&1 || { echo "build failed: see $LOGS/build.log"; exit 1; }
 
-# step NAME CMD...: runs CMD with its output in $LOGS/NAME.log; counts it.
-step() {
-    local name=$1; shift
-    local t0=$SECONDS
-    if "$@" >"$LOGS/$name.log" 2>&1; then
-        passed=$((passed + 1)); echo "ok   $name ($((SECONDS - t0))s)"
-    else
-        failed=$((failed + 1)); echo "FAIL $name ($((SECONDS - t0))s): see $name.log"; tail -n 15 "$LOGS/$name.log"
-    fi
-}
+source tests/gpu/step.sh # step NAME CMD...
 
 step devices $KT devices
 cat "$LOGS/devices.log"

@@ -20,8 +20,10 @@ int main(int argc, char **argv) {
     if (rc != 1 || w.level != KT_DEFAULT) return fprintf(stderr, "runtime_only: lookup gave %d\n", rc), 1;
     kt_module m;
     kt_lookup_level level;
-    if (kt_dispatch(db, f, &p, &m, &level) == 0) kt_module_unload(&m);
-    else if (!kt_error()[0]) return fprintf(stderr, "runtime_only: dispatch failed without a message\n"), 1;
+    if (kt_dispatch(db, f, &p, &m, &level) == 0)
+        kt_module_unload(&m);
+    else if (!kt_error()[0])
+        return fprintf(stderr, "runtime_only: dispatch failed without a message\n"), 1;
     kt_db_close(db);
     printf("runtime_only: lookup %s, default %s\n", kt_lookup_level_name(w.level), w.config);
     return 0;
