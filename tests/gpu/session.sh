@@ -77,11 +77,6 @@ p mla_indexer --family mla_indexer --shape TOPK=512,CTX=8192,DIST=equal,VALUES=g
 p moe_gemm --family moe_gemm --shape FORMAT=fp8,STAGE=gateup,E=256,N=1024,K=4096,TOPK=6,DIST=uniform --m 16
 p moe_route --family moe_route --shape "$M4,DIST=uniform" --m 64
 
-# ---- the bench of moe_gemm's default at the V4-Flash TP4 gate+up (its cuBLAS grouped baseline in the run)
-b() { local name=$1; shift; part "bench_$name" 40 $KT bench --json "$LOGS/bench_$name.json" "$@"; grep -E '^[A-Z]|shape' "$LOGS/bench_$name.log" | head -n 20; }
-b moe_gemm --family moe_gemm --shape FORMAT=fp8,STAGE=gateup,E=256,N=1024,K=4096,TOPK=6,DIST=uniform \
-    --shape FORMAT=mxfp4,STAGE=gateup,E=256,N=1024,K=4096,TOPK=6,DIST=uniform --m 1,16,64
-
 # ---- the GEMM A/B (an older build on the report fixture's winners), the embedding test's log
 if [ -x "${KT_OLD:-}" ]; then # the fixture is schema 2: a migrated copy
     cp tests/fixtures/h200_small.db "$LOGS/ab.db" && $KT db migrate --db "$LOGS/ab.db" >/dev/null &&
@@ -89,6 +84,11 @@ if [ -x "${KT_OLD:-}" ]; then # the fixture is schema 2: a migrated copy
     cat "$LOGS/ab_fp8_gemm.log" 2>/dev/null
 fi
 tail -n 5 "$LOGS/embed.log"
+
+# ---- the bench of moe_gemm's default at the V4-Flash TP4 gate+up (its cuBLAS grouped baseline in the run)
+b() { local name=$1; shift; part "bench_$name" 40 $KT bench --json "$LOGS/bench_$name.json" "$@"; grep -E '^[A-Z]|shape' "$LOGS/bench_$name.log" | head -n 20; }
+b moe_gemm --family moe_gemm --shape FORMAT=fp8,STAGE=gateup,E=256,N=1024,K=4096,TOPK=6,DIST=uniform \
+    --shape FORMAT=mxfp4,STAGE=gateup,E=256,N=1024,K=4096,TOPK=6,DIST=uniform --m 1,16,64
 
 # ---- the all-reduce settings in the DB on one GPU (NCCL's protocols timed, stored, read by kt run --tp 1)
 part allreduce_db 120 env OUT="$LOGS" bash tests/gpu/relb.sh
