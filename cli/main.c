@@ -44,6 +44,7 @@ typedef struct common {
     int budget, sample, threads, help;
     int shard_index, shard_count, workers; /* tune: --shard i/n, --workers N */
     int iters, ncu, quiet;                 /* profile: --iters N, --ncu; tune: --quiet */
+    int db_given;                          /* --db was on the command line (not the default kt.db) */
     const char *out_dir, *bench_json[8];   /* report: -o DIR, --bench FILE... */
     int n_bench_json;
     uint64_t seed;
@@ -122,6 +123,7 @@ static int parse_common(int argc, char **argv, common *c) {
                 break;
             case O_DB:
                 c->db_path = optarg;
+                c->db_given = 1;
                 break;
             case O_CONFIG:
                 c->config = optarg;
@@ -558,7 +560,11 @@ static int cmd_verify(int argc, char **argv) {
     if (f->n_stages) {
         kt_db *db = NULL;
         kt_module ref = {0};
-        if (c.db_path && kt_db_open(c.db_path, 1, &db)) return die("%s", kt_error());
+        /* the stages' winners from the DB; without one (no --db and no kt.db here) their defaults */
+        if (!c.db_given && access(c.db_path, F_OK))
+            fprintf(stderr, "kt: no %s here: %s's stages run their family defaults\n", c.db_path, f->name);
+        else if (kt_db_open(c.db_path, 1, &db))
+            return die("%s", kt_error());
         if (f->launch_reference && kt_reference_module(f, &ref)) return die("%s", kt_error());
         int failed = verify_pipeline(f, &c, db, f->launch_reference ? &ref : NULL);
         kt_module_unload(&ref);

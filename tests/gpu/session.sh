@@ -88,7 +88,8 @@ tail -n 5 "$LOGS/embed.log"
 # ---- the bench of moe_gemm's default at the V4-Flash TP4 gate+up (its cuBLAS grouped baseline in the run)
 b() { local name=$1; shift; part "bench_$name" 40 $KT bench --json "$LOGS/bench_$name.json" "$@"; grep -E '^[A-Z]|shape' "$LOGS/bench_$name.log" | head -n 20; }
 b moe_gemm --family moe_gemm --shape FORMAT=fp8,STAGE=gateup,E=256,N=1024,K=4096,TOPK=6,DIST=uniform \
-    --shape FORMAT=mxfp4,STAGE=gateup,E=256,N=1024,K=4096,TOPK=6,DIST=uniform --m 1,16,64
+    --shape FORMAT=mxfp4,STAGE=gateup,E=256,N=1024,K=4096,TOPK=6,DIST=uniform --m 1,16,64 \
+    --config TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=2,SPLIT=1,NATIVE=0
 
 # ---- the all-reduce settings in the DB on one GPU (NCCL's protocols timed, stored, read by kt run --tp 1)
 part allreduce_db 120 env OUT="$LOGS" bash tests/gpu/relb.sh
