@@ -5,7 +5,7 @@
 # its TPOT, kt profile --ncu on one variant of each new kernel family, moe_gemm's bench beside
 # its cuBLAS grouped baseline, and the GEMM A/B of an older build (KT_OLD) on the report
 # fixture's winners, and the all-reduce settings' round trip. Each part has its own timeout and is skipped when the budget left cannot
-# hold it; logs under $OUT/session (or /tmp/session). Ends with "N passed, N failed, N skipped".
+# hold it; logs under $OUT/session (or /tmp/session), packed as $OUT/session_logs.tar.gz. Ends with "N passed, N failed, N skipped".
 #   usage: tests/gpu/session.sh [BUDGET_S]       (default 300; KT_OLD: an older kt for the A/B)
 set -u
 cd "$(dirname "$0")/../.."
@@ -96,4 +96,6 @@ part allreduce_db 120 env OUT="$LOGS" bash tests/gpu/relb.sh
 grep -E '^(PASS|FAIL)|passed' "$LOGS/allreduce_db.log" | tail -n 8
 
 echo "$passed passed, $failed failed, $skipped skipped (${SECONDS}s)"
+# the device tool brings back a limited number of files: one archive of the logs
+if [ -n "${OUT:-}" ]; then tar czf "$OUT/session_logs.tar.gz" -C "$LOGS" --exclude='*.safetensors' --exclude='*.bin' . && rm -rf "$LOGS"; fi
 [ "$failed" = 0 ]
