@@ -82,13 +82,16 @@ static int parse_layer_types(const char *file, const cJSON *o, kt_model_config *
     return 0;
 }
 
-/* mlp_layer_types, or the first num_hash_layers (default 3) hash-routed. */
-static int parse_mlp_types(const char *file, const cJSON *o, kt_model_config *c) {
+/* The MLP of each layer: mlp_layer_types by name (names[k] -> kinds[k]), or where the list is
+ * absent the first `first_key` (default 3) layers kinds[0] and the rest kinds[1] (V4: hash-routed
+ * then MoE by num_hash_layers; V3.2: dense then MoE by first_k_dense_replace). */
+static int parse_mlp_types(const char *file, const cJSON *o, kt_model_config *c, const char *first_key,
+                           const char *const names[2], const kt_mlp_type kinds[2]) {
     const cJSON *ml = cJSON_GetObjectItemCaseSensitive(o, "mlp_layer_types");
     if (!ml || cJSON_IsNull(ml)) {
-        long n_hash;
-        if (get_long(file, o, "num_hash_layers", 3, &n_hash)) return -1;
-        for (long i = 0; i < c->n_layers; i++) c->mlp[i] = i < n_hash ? KT_MLP_HASH : KT_MLP_MOE;
+        long n_first;
+        if (get_long(file, o, first_key, 3, &n_first)) return -1;
+        for (long i = 0; i < c->n_layers; i++) c->mlp[i] = kinds[i < n_first ? 0 : 1];
         return 0;
     }
     if (!cJSON_IsArray(ml) || cJSON_GetArraySize(ml) < c->n_layers)
@@ -96,12 +99,11 @@ static int parse_mlp_types(const char *file, const cJSON *o, kt_model_config *c)
     for (long i = 0; i < c->n_layers; i++) {
         const cJSON *e = cJSON_GetArrayItem(ml, (int)i);
         if (!cJSON_IsString(e)) return kt_fail("%s: mlp_layer_types[%ld]: expected a string", file, i);
-        if (!strcmp(e->valuestring, "hash_moe"))
-            c->mlp[i] = KT_MLP_HASH;
-        else if (!strcmp(e->valuestring, "moe"))
-            c->mlp[i] = KT_MLP_MOE;
-        else
-            return kt_fail("%s: mlp_layer_types[%ld]: unknown MLP type '%s'", file, i, e->valuestring);
+        int k = !strcmp(e->valuestring, names[0]) ? 0 : !strcmp(e->valuestring, names[1]) ? 1 : -1;
+        if (k < 0)
+            return kt_fail("%s: mlp_layer_types[%ld]: unknown MLP type '%s' (%s, %s)", file, i, e->valuestring,
+                           names[0], names[1]);
+        c->mlp[i] = kinds[k];
     }
     return 0;
 }
@@ -243,8 +245,10 @@ static int parse_v4(const char *file, const cJSON *o, kt_model_config *c) {
     if (c->n_layers < 1 || c->n_layers > KT_MODEL_MAX_LAYERS)
         return kt_fail("%s: num_hidden_layers = %ld: kt runs 1 to %d", file, c->n_layers, KT_MODEL_MAX_LAYERS);
     c->rope_dim = prf > 0 ? (long)(c->head_dim * prf) : rope_legacy > 0 ? rope_legacy : c->head_dim / 8;
-    if (parse_layer_types(file, o, c) || parse_mlp_types(file, o, c) || parse_ropes(file, o, c) ||
-        parse_compress_rates(file, o, c))
+    if (parse_layer_types(file, o, c) ||
+        parse_mlp_types(file, o, c, "num_hash_layers", (const char *const[]){"hash_moe", "moe"},
+                        (const kt_mlp_type[]){KT_MLP_HASH, KT_MLP_MOE}) ||
+        parse_ropes(file, o, c) || parse_compress_rates(file, o, c))
         return -1;
     return check_sizes(file, c);
 }
@@ -255,30 +259,6 @@ static int check_str(const char *file, const cJSON *o, const char *key, const ch
     if (!it || cJSON_IsNull(it)) return 0;
     if (!cJSON_IsString(it)) return kt_fail("%s: %s: expected a string", file, key);
     if (strcmp(it->valuestring, want)) return kt_fail("%s: %s '%s': kt runs %s", file, key, it->valuestring, what);
-    return 0;
-}
-
-/* mlp_layer_types ("dense" / "sparse"), or the first first_k_dense_replace (default 3) dense. */
-static int parse_mlp_types_v32(const char *file, const cJSON *o, kt_model_config *c) {
-    const cJSON *ml = cJSON_GetObjectItemCaseSensitive(o, "mlp_layer_types");
-    if (!ml || cJSON_IsNull(ml)) {
-        long n_dense;
-        if (get_long(file, o, "first_k_dense_replace", 3, &n_dense)) return -1;
-        for (long i = 0; i < c->n_layers; i++) c->mlp[i] = i < n_dense ? KT_MLP_DENSE : KT_MLP_MOE;
-        return 0;
-    }
-    if (!cJSON_IsArray(ml) || cJSON_GetArraySize(ml) < c->n_layers)
-        return kt_fail("%s: mlp_layer_types: expected a list of num_hidden_layers (%ld) names", file, c->n_layers);
-    for (long i = 0; i < c->n_layers; i++) {
-        const cJSON *e = cJSON_GetArrayItem(ml, (int)i);
-        if (!cJSON_IsString(e)) return kt_fail("%s: mlp_layer_types[%ld]: expected a string", file, i);
-        if (!strcmp(e->valuestring, "dense"))
-            c->mlp[i] = KT_MLP_DENSE;
-        else if (!strcmp(e->valuestring, "sparse"))
-            c->mlp[i] = KT_MLP_MOE;
-        else
-            return kt_fail("%s: mlp_layer_types[%ld]: unknown MLP type '%s' (dense, sparse)", file, i, e->valuestring);
-    }
     return 0;
 }
 
@@ -356,7 +336,10 @@ static int parse_v32(const char *file, const cJSON *o, kt_model_config *c) {
         return kt_fail("%s: num_hidden_layers = %ld: kt runs 1 to %d", file, c->n_layers, KT_MODEL_MAX_LAYERS);
     c->head_dim = c->qk_nope + c->rope_dim;
     for (long i = 0; i < c->n_layers; i++) c->attn[i] = KT_ATTN_DSA;
-    if (parse_mlp_types_v32(file, o, c) || parse_rope_v32(file, o, c)) return -1;
+    if (parse_mlp_types(file, o, c, "first_k_dense_replace", (const char *const[]){"dense", "sparse"},
+                        (const kt_mlp_type[]){KT_MLP_DENSE, KT_MLP_MOE}) ||
+        parse_rope_v32(file, o, c))
+        return -1;
     return check_sizes_v32(file, c);
 }
 
