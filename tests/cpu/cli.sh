@@ -151,15 +151,7 @@ check "a read-only cache folder: said once, compiled anyway" '[ $? -eq 0 ] && [ 
 chmod 755 "$tmp/deploy" "$tmp/rocache"
 # kt run: bad input, and the float64 host reference on a tiny synthetic model (no GPU needed)
 mkdir -p "$tmp/m" "$tmp/bad"
-cat >"$tmp/m/config.json" <<'JSON'
-{"model_type": "deepseek_v4", "vocab_size": 256, "hidden_size": 128, "num_hidden_layers": 3,
- "num_attention_heads": 1, "head_dim": 512, "q_lora_rank": 128, "o_groups": 1, "o_lora_rank": 128,
- "sliding_window": 8, "index_n_heads": 2, "index_head_dim": 128, "index_topk": 2, "n_routed_experts": 4,
- "num_experts_per_tok": 2, "moe_intermediate_size": 128, "partial_rotary_factor": 0.125,
- "compress_rates": {"compressed_sparse_attention": 4, "heavily_compressed_attention": 8},
- "layer_types": ["sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"],
- "mlp_layer_types": ["hash_moe", "moe", "moe"]}
-JSON
+cp tests/fixtures/tiny_v4/config.json "$tmp/m/config.json" # one layer of each attention kind, hash layer first
 printf '{"model_type": "deepseek_v4", "hidden_size": 128}' >"$tmp/bad/config.json"
 printf '1 2 3\n4 5\n' >"$tmp/m/ragged.txt"
 expect_fail "run without --model" "needs --model" run

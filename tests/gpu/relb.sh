@@ -27,15 +27,7 @@ timeout 30 $KT db show --db "$LOGS/ar.db" >"$LOGS/show.log" 2>&1 &&
 check $? "db show lists the settings of buckets 512 and 16384"
 
 mkdir -p "$LOGS/m"
-cat >"$LOGS/m/config.json" <<'JSON'
-{"model_type": "deepseek_v4", "vocab_size": 256, "hidden_size": 128, "num_hidden_layers": 3,
- "num_attention_heads": 1, "head_dim": 512, "q_lora_rank": 128, "o_groups": 1, "o_lora_rank": 128,
- "sliding_window": 8, "index_n_heads": 2, "index_head_dim": 128, "index_topk": 2, "n_routed_experts": 4,
- "num_experts_per_tok": 2, "moe_intermediate_size": 128, "partial_rotary_factor": 0.125,
- "compress_rates": {"compressed_sparse_attention": 4, "heavily_compressed_attention": 8},
- "layer_types": ["sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"],
- "mlp_layer_types": ["hash_moe", "moe", "moe"]}
-JSON
+cp tests/fixtures/tiny_v4/config.json "$LOGS/m/config.json" # one layer of each attention kind, hash layer first
 timeout 300 $KT run --model "$LOGS/m" --synthetic --batch 2 --steps 2 --context 16 --tp 1 --db "$LOGS/ar.db" \
     >"$LOGS/run.log" 2>"$LOGS/run.err"
 rc=$?; check $rc "kt run --tp 1 --db on a tiny synthetic model"
