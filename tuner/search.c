@@ -145,13 +145,10 @@ static int strata_params(const kt_family *f) {
 /* The step of `param` from config k for problem pi: its plain neighbour when that is worth
  * timing and new; when it is not in the space or not worth timing, the same step with one
  * other parameter moved as well, as few value steps as will do (the first such that is):
- * parameters are coupled (warps must tile the CTA tile, K-split warps need TILE_K 128, a
- * DIRECT ring should hold a warp's k-blocks), and without the repair a search stalls at
- * configs whose every single step is rejected. The second parameter is one outside the
- * stratum where any will do: a repair that also changes the tile shape or DIRECT lands in
- * another basin (replaying the H200's exhaustive sweeps, a WARPS_K step at DIRECT=1 was
- * mended by flipping DIRECT: the other path, 1.7x slower than where it stepped from).
- * -1 if none (or the neighbour was timed). */
+ * parameters are coupled (warps must tile the CTA tile, K-split warps need TILE_K 128), and
+ * without the repair a search stalls. The second parameter is one outside the stratum where
+ * any will do: a repair that changes the tile shape or DIRECT lands in another basin
+ * (bench/NOTES.md, "The fast search's evidence"). -1 if none (or the neighbour was timed). */
 static int step_from(const kt_search *s, int pi, int k, int param, int step) {
     const problem *pb = &s->pr[pi];
     int plain = neighbour(s, k, param, step);
@@ -271,31 +268,11 @@ static int off_default(const kt_family *f, const kt_config *c) {
 /* The fast strategy's first sample on pi: configs of each combination of values of the
  * leading parameters worth timing (a family lists its parameters most telling first: for
  * fp8_gemm the CTA tile and whether weights skip shared memory), up to `limit`, in the
- * space's (shuffled) order; what it leaves of `limit` goes to pi's local search. A plain
- * sample of 40 of ~1000 often held no config of the tile shape that wins (on the H200's
- * recorded sweeps), and a local search seldom walks across tile shapes. Filling the sample
- * up with more configs at random did worse than giving their units to the local search:
- * a few configs in 1000 are within 3% of the best, so a random one seldom is (replays of
- * the H200's exhaustive sweeps of two shapes at 4 Ms, 24 seeds: mean regret 3.8% against
- * 2.0%, and 4.4% against 3.8% on an older kernel's, with 16% and 9% fewer units, as the
- * local search of a small M runs dry early).
- * Where the family default is worth timing on pi, each stratum's config is the one nearest
- * the default in the other parameters (the first such in the shuffle): strata compared at
- * about the same warps, stages and splits are ranked by what they are, where one random
- * config each ranked them by luck (at (8192,1024) M = 16 the stratum of the best came
- * 13th-15th of 16 in 6 of 8 seeds). Where the family prunes the default (for fp8_gemm at
- * M <= 8, whose tile is too tall, and M >= 128, whose warp tiles are too small), its other
- * parameters are no guide (centring at M = 256 as well took (4096,512) there from ~1% to
- * 14-22%), and each stratum takes the shuffle's first two configs, in the shuffle's order
- * (so where `limit` ends first, strata with few configs may go unsampled): a stratum's
- * better of two ranks it less by luck than one (at (8192,1024) M = 256 the best config's
- * stratum, 128x64 through shared memory, was sampled at 30 us against its best 19.4, never
- * searched, and the winner 7-14% slower). Replays of two recorded exhaustive sweeps, 8 seeds
- * each, the same units: mean regret 1.3% -> 0.7% and 1.6% -> 0.4%, problems within 3% 48 ->
- * 51 and 48 -> 52 of 56. One config of every stratum first, then second ones while `limit`
- * lasts, did worse (1.1% and 1.0%), and with `limit` raised to two of every stratum (+10%
- * units) no better for its cost (0.6% and 0.6%). (Same replays, 48 seeds, for centring:
- * 2.1% -> 1.5% and 3.4% -> 2.0%.) */
+ * space's (shuffled) order; what it leaves of `limit` goes to pi's local search. Where the
+ * family default is worth timing on pi, each stratum's config is the one nearest the default
+ * in the other parameters (the first such in the shuffle); where the family prunes the
+ * default, each stratum takes the shuffle's first two configs, in the shuffle's order. Why
+ * each choice, with the replays that decided it: bench/NOTES.md, "The fast search's evidence". */
 static int stratified_walk(kt_search *s, int pi, int limit) {
     const kt_family *f = s->f;
     int strata = 1;
@@ -358,12 +335,9 @@ static int search_from(kt_search *s, int pi, int x) { /* x an index: pick() may 
  * config in search_order (the fastest of its 3 fastest tile shapes first) whose
  * neighbourhood is not exhausted takes a step (search_from); a faster one found becomes
  * the fastest and is searched from next round. Once those 3 are searched out, the search
- * goes on from the next fastest configs, so that what the cap allows is spent: on the
- * H200 (5 target shapes x 18 Ms) the neighbourhoods of large-M anchors, thinned by
- * pruning, ran dry after ~25 units, and stopping there lost up to 20% (mean regret at M >=
- * 128 against the best config any of 8 sweeps timed: 3.4-3.7% stopping, 1.4-1.7% going on,
- * 2.2% for the search before the first-sample changes). Returns how many it chose: 0 when
- * every config is searched out or the cap is reached. */
+ * goes on from the next fastest configs, so that what the cap allows is spent (stopping
+ * there lost up to 20% at large M: bench/NOTES.md, "The fast search's evidence"). Returns
+ * how many it chose: 0 when every config is searched out or the cap is reached. */
 static int local_round(kt_search *s, int pi) {
     problem *pb = &s->pr[pi];
     int *order = malloc(sizeof *order * (size_t)(pb->n + 1));
@@ -376,14 +350,9 @@ static int local_round(kt_search *s, int pi) {
 
 /* The end of a large-M anchor's local search: every config worth timing of its fastest
  * config's stratum with the stratum's last parameter free (for fp8_gemm: the winner's CTA
- * tile, through shared memory or not), beyond the cap. There the fastest configs sit among
- * neighbours that do not build, and the first sample ranks a stratum by two random configs:
- * at (8192,1024) M = 256 the best (128x64 through shared memory, 2x2 warps, 3 stages) was
- * missed for 128x64 with DIRECT, 6.5-11% slower, in three H200 runs. Replays of the four
- * recorded exhaustive sweeps with kt's default seed: that problem 21.9 / 0 / 0 / 0 % (from
- * 24.9 / 11.0 / 9.8 / 11.1; the oldest kernel's winner is in another tile), 6 seeds of the
- * two newest: mean regret 0.69 -> 0.09% and 0.81 -> 0.21%, for 8-11% more units. Doing it at
- * M = 1024 and 4096 as well took 35% more. Returns how many it chose. */
+ * tile, through shared memory or not), beyond the cap: there the fastest configs sit among
+ * neighbours that do not build, and the first sample ranks a stratum by two random configs
+ * (bench/NOTES.md, "The fast search's evidence"). Returns how many it chose. */
 static int sweep_tile(kt_search *s, int pi) {
     problem *pb = &s->pr[pi];
     int best, made = 0;
