@@ -229,9 +229,26 @@ done
 bash tools/ab.sh "$tmp/kt_old" "$tmp/kt_new" "$tmp/fast.db" 2 >"$tmp/ab.out" 2>&1
 rc=$?
 check "ab.sh: each winner timed by both builds, and the mean change" '[ $rc -eq 0 ] &&
-    [ "$(grep -c " 2.00 *1.50 *-25.0%" "$tmp/ab.out")" -eq 8 ] && grep -q "^mean change -25.00% over 8 problems" "$tmp/ab.out"'
+    [ "$(grep -c " 2.00 *1.50 *-25.0%" "$tmp/ab.out")" -eq 8 ] && grep -q "^mean change -25.00%, geometric mean -25.00% over 8 problems" "$tmp/ab.out"'
 bash tools/ab.sh "$tmp/kt_old" "$KT" "$tmp/fast.db" >/dev/null 2>&1
 check "ab.sh: a build that cannot bench fails the comparison" '[ $? -ne 0 ]'
+# ab.sh --winners: one stand-in build times two DBs' winners, the second DB (alt.db: fast.db
+# with its first winner's STAGES changed to 9) faster there only: one problem -50%, the rest 0.
+printf '#!/usr/bin/env bash\nreal="%s"\nif [ "$1 $2" = "db show" ] && [ "${4##*/}" = alt.db ]; then\n' "$(realpath "$KT")" >"$tmp/kt_w"
+cat >>"$tmp/kt_w" <<'STANDIN'
+    "$real" db show --db "${4%alt.db}fast.db" |
+        awk '/^winners/ {w = 1} w && !done && /STAGES=[0-9]/ {sub(/STAGES=[0-9]+/, "STAGES=9"); done = 1} 1'
+    exit
+fi
+[ "$1" = bench ] || exec "$real" "$@"
+shift 4; case "$5" in *STAGES=9*) us=1.00 ;; *) us=2.00 ;; esac; echo "$1 $3 $us 1.0"
+STANDIN
+chmod +x "$tmp/kt_w"
+KT="$tmp/kt_w" bash tools/ab.sh --winners "$tmp/fast.db" "$tmp/alt.db" 1 >"$tmp/abw.out" 2>&1
+rc=$?
+check "ab.sh --winners: both DBs' winners timed, the differing config named, the geometric mean" '[ $rc -eq 0 ] &&
+    [ "$(grep -c " 2.00 *2.00 *+0.0%" "$tmp/abw.out")" -eq 7 ] && [ "$(grep -c " 2.00 *1.00 *-50.0%.*(old " "$tmp/abw.out")" -eq 1 ] &&
+    grep -q "^mean change -6.25%, geometric mean -8.30% over 8 problems" "$tmp/abw.out"'
 
 # tests/gpu/run.sh sanitize, run from a copy of the suite beside a stand-in kt (devices: two
 # GPUs; verify: verified) and a stand-in compute-sanitizer that runs the command and reports
