@@ -521,7 +521,7 @@ static int bench_case(bench_run *run, const kt_problem *p, bench_row *row) {
 static double best_baseline_us(const bench_run *run, const bench_row *row) {
     double best = NAN;
     for (int i = 0; i < run->n_baselines; i++)
-        if (isnan(best) || row->base[i].us < best) best = row->base[i].us;
+        if (!run->f->baselines[i]->own && (isnan(best) || row->base[i].us < best)) best = row->base[i].us;
     return best;
 }
 
@@ -532,8 +532,13 @@ static double roof_us(const bench_row *row) {
     return isnan(row->mma_floor_us) ? row->floor_us : fmax(row->floor_us, row->mma_floor_us);
 }
 
-/* A baseline column's width: its "NAME_us" and a space. */
-static int baseline_width(const kt_baseline *bl) { return (int)strlen(bl->name) + 4; }
+/* A baseline's column and JSON key: NAME_us, kt_NAME_us for a part of kt's own kernel. */
+static void baseline_key(const kt_baseline *bl, char *out, size_t n) {
+    snprintf(out, n, "%s%s_us", bl->own ? "kt_" : "", bl->name);
+}
+
+/* A baseline column's width: its "NAME_us" (or "kt_NAME_us") and a space. */
+static int baseline_width(const kt_baseline *bl) { return (int)strlen(bl->name) + 4 + (bl->own ? 3 : 0); }
 
 /* 1 when a baseline ran its per-tensor fallback ("T" in its column, see the legend). */
 static int tensor_scales(const baseline_result *r) {
@@ -553,7 +558,7 @@ static void print_header(const bench_run *run) {
     printf("%-20s %6s %10s %9s %9s %9s %9s", "shape", f->m_name, "kt_us", "floor_us", "kt/floor", "mma_us", "roof_us");
     for (int i = 0; i < run->n_baselines; i++) {
         char name[64];
-        snprintf(name, sizeof name, "%s_us", f->baselines[i]->name);
+        baseline_key(f->baselines[i], name, sizeof name);
         printf(" %*s", baseline_width(f->baselines[i]), name);
     }
     printf(" %13s %13s %9s %9s  %s\n", "best_base/kt", "quant+kt_us", "fused_us", "rel_err", "config");
@@ -662,7 +667,7 @@ static void json_row(text *t, const bench_run *run, const bench_row *row) {
         const kt_baseline *bl = run->f->baselines[i];
         const baseline_result *r = &row->base[i];
         char key[80];
-        snprintf(key, sizeof key, "%s_us", bl->name);
+        baseline_key(bl, key, sizeof key);
         json_number(t, key, r->us);
         if (!bl->choose) continue; /* what ran, of a baseline with alternatives */
         snprintf(key, sizeof key, "%s_baseline", bl->name);

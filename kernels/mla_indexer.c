@@ -359,8 +359,8 @@ static int enqueue_naive(void *state, const kt_launch *l) {
     (void)state;
     return launch_scan(l, 1) || launch_select(l) ? -1 : 0;
 }
-static const kt_baseline scan_only = {.name = "scan", .enqueue = enqueue_scan};
-static const kt_baseline select_only = {.name = "select", .enqueue = enqueue_select};
+static const kt_baseline scan_only = {.name = "scan", .own = 1, .enqueue = enqueue_scan};
+static const kt_baseline select_only = {.name = "select", .own = 1, .enqueue = enqueue_select};
 static const kt_baseline naive = {.name = "naive", .enqueue = enqueue_naive};
 static const kt_baseline *const baselines[] = {&scan_only, &select_only, &naive, NULL};
 

@@ -572,6 +572,7 @@ const kt_family kt_family_moe_gemm = {
     KT_FAMILY_GPU_REFERENCE(1 << 20),
     .tolerance = 1e-2,
     .flops = flops,
+    .mma = KT_MMA_E4M3, /* the portable path: the weights dequantised to e4m3 operands (NATIVE=1: block-scaled) */
     .rotation_bytes = bytes,
     .bench_fields = bench_fields,
     .baselines = baselines,

@@ -160,7 +160,8 @@ static int winner_row(report *r, sqlite3_stmt *st) {
 }
 
 /* A bench file's row: its problem, device rates and every "*_us" field but kt's own
- * timing and the floors, which are its baselines. */
+ * timing, the floors and the roof, which are its baselines (kt_* ones: kt's own pipelines
+ * and kernel parts, drawn but never the best baseline). */
 static int bench_row_of(report *r, sqlite3_stmt *st) {
     bench_row *b = kt_grow(r->bench, &r->cap_bench, (size_t)r->n_bench, sizeof *b);
     if (!b) return -1;
@@ -183,11 +184,12 @@ static int bench_row_of(report *r, sqlite3_stmt *st) {
             if (isfinite(mma)) r->dev[i].mma_fps = mma;
         }
     sqlite3_stmt *fields;
-    KT_CHECK(SQL, sqlite3_prepare_v2(r->db,
-                                     "SELECT key, value FROM json_each(?1) WHERE key LIKE '%\\_us' ESCAPE '\\' AND "
-                                     "key NOT IN ('kt_us', 'kt_min_us', 'kt_max_us', 'floor_us', 'mma_floor_us') "
-                                     "AND type IN ('real', 'integer')",
-                                     -1, &fields, NULL));
+    KT_CHECK(SQL,
+             sqlite3_prepare_v2(r->db,
+                                "SELECT key, value FROM json_each(?1) WHERE key LIKE '%\\_us' ESCAPE '\\' AND "
+                                "key NOT IN ('kt_us', 'kt_min_us', 'kt_max_us', 'floor_us', 'mma_floor_us', 'roof_us') "
+                                "AND type IN ('real', 'integer')",
+                                -1, &fields, NULL));
     sqlite3_bind_value(fields, 1, sqlite3_column_value(st, 6));
     while (sqlite3_step(fields) == SQLITE_ROW && b->n_base < MAX_BASELINES) {
         text_col(fields, 0, b->base[b->n_base], sizeof b->base[0]);

@@ -157,6 +157,9 @@ struct kt_family;
 /* A vendor or naive implementation `kt bench` times beside the family's variant. */
 typedef struct kt_baseline {
     const char *name; /* "cublaslt_fp8", "cublas_bf16", "naive" */
+    /* 1: a part of kt's own kernel timed alone (the indexer's scan or its selection): shown as
+     * kt_NAME_us, never the best baseline kt is compared with. */
+    int own;
     /* Optional: state for problem p (may leave *state NULL). */
     int (*prepare)(const kt_problem *p, void **state);
     /* Optional: makes alternative i of the baseline current (cuBLASLt's heuristic algorithms,
