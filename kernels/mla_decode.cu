@@ -45,8 +45,7 @@ static_assert(CHUNK % 16 == 0 && CHUNK <= 64 && SPLIT % CHUNK == 0, "chunks of 1
 static_assert(STAGES >= 1 && STAGES <= 6, "1-6 raw buffers");
 
 // The layouts as compile-time constants: head dim, codes, scale tile, the raw row a token
-// takes in shared memory (V32: its 656 bytes; V4: 576 data bytes, then its 8 scale bytes),
-// and the 16-byte copies that gather it.
+// takes in shared memory (V32: its 656 bytes; V4: 576 data bytes, then its 8 scale bytes).
 template <int L> struct lay {
     static constexpr int DQK = L == KT_MLA_V32 ? KT_MLA_V32_DQK : KT_MLA_V4_DQK;
     static constexpr int NOPE = L == KT_MLA_V32 ? KT_MLA_V32_NOPE : KT_MLA_V4_NOPE;
@@ -55,9 +54,8 @@ template <int L> struct lay {
     static constexpr int RAW_ROW = L == KT_MLA_V32 ? KT_MLA_V32_TOKEN : KT_MLA_V4_DATA + 16;
     static constexpr int SCALE_AT = L == KT_MLA_V32 ? KT_MLA_V32_SCALE_AT : KT_MLA_V4_DATA;
     static constexpr int ROPE_AT = L == KT_MLA_V32 ? KT_MLA_V32_ROPE_AT : KT_MLA_V4_ROPE_AT;
-    static constexpr int COPIES = DATA / 16 + (L == KT_MLA_V4 ? 1 : 0); // V4: + the scales
-    static constexpr int KT_LD = DQK * 2 + 16;                          // bf16 tile row: an odd number of 16-byte units
-    static constexpr int KSLICE = DQK / KSPLIT;                         // head dims of a warp's q . k
+    static constexpr int KT_LD = DQK * 2 + 16;  // bf16 tile row: an odd number of 16-byte units
+    static constexpr int KSLICE = DQK / KSPLIT; // head dims of a warp's q . k
     static constexpr int KSTEPS = KSLICE / 16;
     static_assert(KSLICE % 16 == 0, "the head dim splits into 16-wide k-steps per warp");
     // shared memory: raw ring | bf16 tile | partial scores [WPM][HPC][CHUNK+4] f32 |
@@ -148,22 +146,30 @@ template <int L> __device__ __forceinline__ bool any_in_length(const kt_mla_args
 }
 
 // Starts the copies of the chunk whose slot ids are ids[0, CHUNK) into raw buffer dst; unused
-// slots are zero-filled (their scores are masked, their values then add nothing).
+// slots are zero-filled (their scores are masked, their values then add nothing). GATHER_TPR
+// threads share a row, each copying every GATHER_TPR-th 16-byte piece: a row's source address
+// is worked out once per thread, not once per piece (the loop is issue-bound at 4-8 warps an SM).
+constexpr int GATHER_TPR = 8;
+static_assert(THREADS % GATHER_TPR == 0, "whole rows per pass");
 template <int L> __device__ __forceinline__ void gather(const kt_mla_args &a, const int *ids, kt_u8 *dst) {
     using T = lay<L>;
-    for (int i = threadIdx.x; i < CHUNK * T::COPIES; i += THREADS) {
-        const int j = i / T::COPIES, part = i % T::COPIES;
+    constexpr int PIECES = T::DATA / 16, PER_THREAD = (PIECES + GATHER_TPR - 1) / GATHER_TPR;
+    const int q = threadIdx.x % GATHER_TPR;
+    for (int j = threadIdx.x / GATHER_TPR; j < CHUNK; j += THREADS / GATHER_TPR) {
         const int e = ids[j];
         const kt_u8 *cache = (const kt_u8 *)(L == KT_MLA_V4 && e >= 0 && (e & WINDOW_BIT) ? a.kv2 : a.kv);
-        const long id = e < 0 ? -1 : e & (WINDOW_BIT - 1);
-        const kt_u32 row = kt_smem_addr(dst + j * T::RAW_ROW);
-        if (part < T::DATA / 16) {
-            const kt_u8 *src = id >= 0 ? cache + kt_mla_token_at(L, id) + part * 16 : cache;
-            kt_cp_async16(row + part * 16, src, id >= 0 ? 16 : 0);
-        } else { // V4: the token's 7 scale bytes + pad from the page footer
-            const kt_u8 *src = id >= 0 ? cache + kt_mla_scales_at(L, id) : cache;
-            kt_cp_async4(row + T::SCALE_AT, src, id >= 0 ? 4 : 0);
-            kt_cp_async4(row + T::SCALE_AT + 4, src + (id >= 0 ? 4 : 0), id >= 0 ? 4 : 0);
+        const long id = e & (WINDOW_BIT - 1);
+        const int bytes = e >= 0 ? 16 : 0, step = e >= 0 ? 16 * GATHER_TPR : 0;
+        const kt_u8 *src = e >= 0 ? cache + kt_mla_token_at(L, id) + q * 16 : cache;
+        const kt_u32 row = kt_smem_addr(dst + j * T::RAW_ROW) + q * 16;
+#pragma unroll
+        for (int k = 0; k < PER_THREAD; k++)
+            if (q + k * GATHER_TPR < PIECES) kt_cp_async16(row + k * 16 * GATHER_TPR, src + k * step, bytes);
+        if (L == KT_MLA_V4 && q == GATHER_TPR - 1) { // the token's 7 scale bytes + pad from the page footer
+            const kt_u8 *sc = e >= 0 ? cache + kt_mla_scales_at(L, id) : cache;
+            const kt_u32 at = kt_smem_addr(dst + j * T::RAW_ROW + T::SCALE_AT);
+            kt_cp_async4(at, sc, e >= 0 ? 4 : 0);
+            kt_cp_async4(at + 4, sc + (e >= 0 ? 4 : 0), e >= 0 ? 4 : 0);
         }
     }
 }
