@@ -250,6 +250,32 @@ check "ab.sh --winners: both DBs' winners timed, the differing config named, the
     [ "$(grep -c " 2.00 *2.00 *+0.0%" "$tmp/abw.out")" -eq 7 ] && [ "$(grep -c " 2.00 *1.00 *-50.0%.*(old " "$tmp/abw.out")" -eq 1 ] &&
     grep -q "^mean change -6.25%, geometric mean -8.30% over 8 problems" "$tmp/abw.out"'
 
+# tools/tune_run.sh with a stand-in kt: `run` logs the dispatches of its --batch (as kt run's
+# start-up does, both kernel sets: each line twice), `tune` records its arguments; one tune per
+# family over the shapes seen, at the batch sizes seen; a failing run fails the script.
+cat >"$tmp/kt_run" <<'STANDIN'
+#!/usr/bin/env bash
+if [ "$1" = run ]; then
+    while [ "$1" != --batch ]; do shift; done
+    [ "$2" = 13 ] && { echo "kt run: no GPU" >&2; exit 1; }
+    for rep in 1 2; do
+        echo "kt: fp8_gemm N=1024,K=4096 M=$2 -> TILE_N=64 (default)" >&2
+        echo "kt: fp8_gemm N=4096,K=512 M=$2 -> TILE_N=32 (default)" >&2
+        echo "kt: mla_decode LAYOUT=V4,HQ=16,TOPK=512,SQ=1 M=$2 -> HPC=16 (default)" >&2
+    done
+    echo "kt run: TPOT 1 ms"
+elif [ "$1" = tune ]; then echo "$*" >>"$TUNE_LOG"; fi
+STANDIN
+chmod +x "$tmp/kt_run"
+TUNE_LOG=$tmp/tunes.txt KT="$tmp/kt_run" bash tools/tune_run.sh "$tmp/rt.db" 1,64 --budget 4 -- --model m --synthetic >"$tmp/tune_run.out" 2>&1
+rc=$?
+check "tune_run.sh: one tune per family over its shapes at the batch sizes its step dispatched" '[ $rc -eq 0 ] &&
+    [ "$(wc -l <"$tmp/tunes.txt")" -eq 2 ] &&
+    grep -qx "tune --family fp8_gemm --shape N=1024,K=4096 --shape N=4096,K=512 --m 1,64 --db $tmp/rt.db --budget 4" "$tmp/tunes.txt" &&
+    grep -qx "tune --family mla_decode --shape LAYOUT=V4,HQ=16,TOPK=512,SQ=1 --m 1,64 --db $tmp/rt.db --budget 4" "$tmp/tunes.txt"'
+TUNE_LOG=$tmp/tunes2.txt KT="$tmp/kt_run" bash tools/tune_run.sh "$tmp/rt.db" 1,13 -- --model m >/dev/null 2>&1
+check "tune_run.sh: a kt run that fails fails the script before any tune" '[ $? -ne 0 ] && [ ! -e "$tmp/tunes2.txt" ]'
+
 # tests/gpu/run.sh sanitize, run from a copy of the suite beside a stand-in kt (devices: two
 # GPUs; verify: verified) and a stand-in compute-sanitizer that runs the command and reports
 # clean (SANITIZER_DIRTY=TOOL: that tool reports an error). The fast sweep's DB above has 4
