@@ -249,10 +249,13 @@ extern "C" __global__ void rt_hc_pre(const float *x, const float *mixp, int S, c
     if (threadIdx.x < 32)
         rt_hc_weights(mix, base, scale, pre, postcomb ? postcomb + (long)b * (H + H * H) : 0, comb, H, iters, hc_eps);
     __syncthreads();
-    for (int d = threadIdx.x; d < D; d += blockDim.x) {
-        float v = 0;
-        for (int k = 0; k < H; k++) v += pre[k] * xb[k * D + d];
-        col[d] = v;
+    for (int d = threadIdx.x; d < D / 4; d += blockDim.x) { // D is a multiple of 128: float4s
+        float4 v = make_float4(0, 0, 0, 0);
+        for (int k = 0; k < H; k++) {
+            float4 u = ((const float4 *)(xb + k * D))[d];
+            v.x += pre[k] * u.x, v.y += pre[k] * u.y, v.z += pre[k] * u.z, v.w += pre[k] * u.w;
+        }
+        ((float4 *)col)[d] = v;
     }
     __syncthreads();
     rt_rmsnorm(col, D, w, eps, red);
@@ -318,50 +321,49 @@ extern "C" __global__ void rt_kv_append(const kt_u16 *kv, const float *w, const 
     rt_kv_store(v, cache + b * stride, *pos % W, red);
 }
 
-// A compressor's projections of the token, from rt_gemv's S splits of [wkv; wg] . h (B x 2 OW):
-// buf_kv/buf_g[b][slot][j] (+ ape[slot][j] on the gate), slot = *pos % rate; OW = overlap * width.
-extern "C" __global__ void rt_comp_proj(const float *part, int S, const float *ape, float *buf_kv, float *buf_g,
-                                        const int *pos, int OW, int rate) {
-    int b = blockIdx.y, B = gridDim.y, j = blockIdx.x * blockDim.x + threadIdx.x, slot = *pos % rate;
-    if (j >= OW) return;
-    long o = ((long)b * rate + slot) * OW + j;
-    buf_kv[o] = rt_gemv_at(part, S, B, 2 * OW, b, j);
-    buf_g[o] = rt_gemv_at(part, S, B, 2 * OW, b, OW + j) + ape[(long)slot * OW + j];
-}
-
-// When *pos closes a window (every `rate` tokens), the compressor's entry (*pos+1)/rate - 1, per
-// channel: a softmax over the window's gates (CSA, overlap 2: also the previous window's first
-// series, kept in prev_*) and the gated sum, into e[b][width] (rt_comp_store finishes it). A
-// block: 32 channels x 8 parts of the series (max, then sum, combined in part order); grid
-// (width / 32, batch). With overlap 2 the window's first series then replaces prev_*.
-extern "C" __global__ void rt_comp_emit(const float *buf_kv, const float *buf_g, float *prev_kv, float *prev_g,
-                                        float *e, const int *pos, int width, int overlap, int rate) {
+// A compressor's step for the token, grid (width / 32, batch), a block of 32 channels x 8 parts:
+// its projections from rt_gemv's S splits of [wkv; wg] . h (B x 2 OW, OW = overlap * width) into
+// buf_kv/buf_g[b][slot] (+ ape[slot] on the gate), slot = *pos % rate, for the block's channels
+// (with overlap 2 also their second series, width + ch); then, when *pos closes a window (every
+// `rate` tokens), entry (*pos+1)/rate - 1's channels: a softmax over the window's gates (CSA,
+// overlap 2: also the previous window's first series, kept in prev_*) and the gated sum into
+// e[b][width] (rt_comp_store finishes it); the max, then the sums, over the 8 parts combined in
+// part order. With overlap 2 the window's first series then replaces prev_*.
+extern "C" __global__ void rt_comp_emit(const float *part, int S, const float *ape, float *buf_kv, float *buf_g,
+                                        float *prev_kv, float *prev_g, float *e, const int *pos, int width, int overlap,
+                                        int rate) {
     __shared__ float pm[8][32], ps[8][32], pv[8][32];
-    int b = blockIdx.y, p = *pos, OW = overlap * width, part = threadIdx.x / 32;
-    int ch = blockIdx.x * 32 + threadIdx.x % 32, c = min(ch, width - 1), cur = overlap == 2 ? width + c : c;
+    int b = blockIdx.y, B = gridDim.y, p = *pos, OW = overlap * width, prt = threadIdx.x / 32, t = threadIdx.x % 32;
+    int ch = blockIdx.x * 32 + t, c = min(ch, width - 1), cur = overlap == 2 ? width + c : c, slot = p % rate;
+    float *kv = buf_kv + (long)b * rate * OW, *g = buf_g + (long)b * rate * OW;
+    if (ch < width && prt < overlap) {
+        int j = prt * width + ch;
+        kv[slot * OW + j] = rt_gemv_at(part, S, B, 2 * OW, b, j);
+        g[slot * OW + j] = rt_gemv_at(part, S, B, 2 * OW, b, OW + j) + ape[(long)slot * OW + j];
+    }
     if ((p + 1) % rate) return;
-    const float *kv = buf_kv + (long)b * rate * OW, *g = buf_g + (long)b * rate * OW;
+    __syncthreads();
     float *pk = prev_kv + (long)b * rate * width, *pg = prev_g + (long)b * rate * width;
     int n = overlap == 2 && (p + 1) / rate > 1 ? 2 * rate : rate; // series s >= rate: the previous window's
     float mx = -INFINITY, sum = 0, v = 0;
-    for (int s = part; s < n; s += 8) mx = fmaxf(mx, s < rate ? g[s * OW + cur] : pg[(s - rate) * width + c]);
-    pm[part][threadIdx.x % 32] = mx;
+    for (int s = prt; s < n; s += 8) mx = fmaxf(mx, s < rate ? g[s * OW + cur] : pg[(s - rate) * width + c]);
+    pm[prt][t] = mx;
     __syncthreads();
     mx = -INFINITY;
-    for (int i = 0; i < 8; i++) mx = fmaxf(mx, pm[i][threadIdx.x % 32]);
-    for (int s = part; s < n; s += 8) {
+    for (int i = 0; i < 8; i++) mx = fmaxf(mx, pm[i][t]);
+    for (int s = prt; s < n; s += 8) {
         float q = expf((s < rate ? g[s * OW + cur] : pg[(s - rate) * width + c]) - mx);
         sum += q, v += q * (s < rate ? kv[s * OW + cur] : pk[(s - rate) * width + c]);
     }
-    ps[part][threadIdx.x % 32] = sum, pv[part][threadIdx.x % 32] = v;
+    ps[prt][t] = sum, pv[prt][t] = v;
     __syncthreads();
-    if (part == 0 && ch < width) {
+    if (prt == 0 && ch < width) {
         sum = 0, v = 0;
-        for (int i = 0; i < 8; i++) sum += ps[i][threadIdx.x], v += pv[i][threadIdx.x];
+        for (int i = 0; i < 8; i++) sum += ps[i][t], v += pv[i][t];
         e[(long)b * width + ch] = v / sum;
     }
     if (overlap == 2 && ch < width) // this window's first series joins the next window's entry
-        for (int s = part; s < rate; s += 8) {
+        for (int s = prt; s < rate; s += 8) {
             pk[s * width + ch] = kv[s * OW + ch];
             pg[s * width + ch] = g[s * OW + ch];
         }

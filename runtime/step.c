@@ -27,7 +27,7 @@
 // clang-format off
 #define RT_KERNELS(X)                                                                                      \
     X(EMBED, rt_embed) X(HC_PRE, rt_hc_pre) X(HC_POST, rt_hc_post) X(RMSNORM, rt_rmsnorm_bf16)             \
-    X(Q_PREP, rt_q_prep) X(KV_APPEND, rt_kv_append) X(COMP_PROJ, rt_comp_proj) X(COMP_EMIT, rt_comp_emit) \
+    X(Q_PREP, rt_q_prep) X(KV_APPEND, rt_kv_append) X(COMP_EMIT, rt_comp_emit)                              \
     X(INDEX_SCORE, rt_index_score) X(TOPK, rt_topk) X(ATTENTION, rt_attention) X(UNGROUP, rt_ungroup)      \
     X(ROUTER, rt_router) X(MOE_UP, rt_moe_up) X(MOE_DOWN, rt_moe_down) X(MOE_COMBINE, rt_moe_combine)      \
     X(SWIGLU, rt_swiglu) X(ARGMAX, rt_argmax) X(GEMV, rt_gemv) X(GEMV_SUM, rt_gemv_sum)                  \
@@ -265,8 +265,10 @@ static int compressor(kt_step *s, const comp_dev *cd, dptr kvcache, dptr keys, d
     int overlap = cd->overlap, R = (int)c->rope_dim, S;
     float eps = (float)c->rms_eps;
     if (gemv(s, "rt_gemv/comp", cd->wkv, cd->wg, OW, 2L * OW, c->hidden, s->h, 0, &S)) return -1;
-    void *a1[] = {&s->gvpart, &S, (void *)&cd->ape, (void *)&cd->buf_kv, (void *)&cd->buf_g, &s->pos, &OW, &rate};
-    void *a2[] = {(void *)&cd->buf_kv,
+    void *a2[] = {&s->gvpart,
+                  &S,
+                  (void *)&cd->ape,
+                  (void *)&cd->buf_kv,
                   (void *)&cd->buf_g,
                   (void *)&cd->prev_kv,
                   (void *)&cd->prev_g,
@@ -277,8 +279,7 @@ static int compressor(kt_step *s, const comp_dev *cd, dptr kvcache, dptr keys, d
                   &rate};
     void *a3[] = {&s->cemit, (void *)&cd->norm, &s->inv_comp, &s->pos, &kvcache, &keys,
                   &ikc,      &stride,           &width,       &rate,   &R,       &eps};
-    return rt(s, K_COMP_PROJ, (unsigned)(OW + 255) / 256, (unsigned)s->B, 256, 0, a1) ||
-                   rt(s, K_COMP_EMIT, (unsigned)(width + 31) / 32, (unsigned)s->B, 256, 0, a2) ||
+    return rt(s, K_COMP_EMIT, (unsigned)(width + 31) / 32, (unsigned)s->B, 256, 0, a2) ||
                    rt(s, K_COMP_STORE, (unsigned)s->B, 1, 256, 0, a3)
                ? -1
                : 0;
@@ -786,8 +787,8 @@ static int alloc_moe(kt_step *s) {
  * them to its consumer (those with a plain output only when split). */
 static size_t gemv_scratch(const kt_model_config *c, long B) {
     long H = c->hc_mult, D = c->hidden, HD = c->head_dim, ID = c->index_dim;
-    long nk[][3] = {{(2 + H) * H, H * D, 0}, {H, H * D, 0},          {4 * HD, D, 0},  {4 * ID, D, 0},
-                    {c->n_experts, D, 0},    {c->index_heads, D, 0}, {c->vocab, D, 1}};
+    long nk[][3] = {{(2 + H) * H, H * D, 0}, {H, H * D, 0},          {2 * HD, D, 0},  {4 * HD, D, 0}, {4 * ID, D, 0},
+                    {c->n_experts, D, 0},    {c->index_heads, D, 0}, {c->vocab, D, 1}}; /* {N, K, plain output} */
     size_t most = 16;
     for (size_t i = 0; i < sizeof nk / sizeof nk[0]; i++) {
         long S = gemv_splits(B, nk[i][0], nk[i][1]);
