@@ -135,23 +135,29 @@ extern "C" __global__ void __launch_bounds__(256)
     }
     float acc[RT_GV_ROWS * RT_GV_SEQS] = {};
     for (int k0 = kbeg; k0 < kend; k0 += RT_GV_KC) {
-        int n4 = min(RT_GV_KC, kend - k0) / 4;
+        int n4 = min(RT_GV_KC, kend - k0) / 4; // a multiple of 32: the bounds below are warp-uniform
+        float4 wv[RT_GV_KC / 128][RT_GV_ROWS]; // the lane's weights of the tile, loaded together first
+#pragma unroll
+        for (int i = 0; i < RT_GV_KC / 128; i++)
+#pragma unroll
+            for (int r = 0; r < RT_GV_ROWS; r++)
+                wv[i][r] = lane + 32 * i < n4 ? __ldg(w[r] + k0 / 4 + lane + 32 * i) : make_float4(0, 0, 0, 0);
         __syncthreads();
         for (int i = threadIdx.x; i < RT_GV_SEQS * n4; i += blockDim.x) {
             int sq = i / n4, c = i % n4;
             xs[sq][c] = b0 + sq < B ? ((const float4 *)(x + (long)(b0 + sq) * K + k0))[c] : make_float4(0, 0, 0, 0);
         }
         __syncthreads();
-        for (int c = lane; c < n4; c += 32) {
-            float4 wv[RT_GV_ROWS];
 #pragma unroll
-            for (int r = 0; r < RT_GV_ROWS; r++) wv[r] = __ldg(w[r] + k0 / 4 + c);
+        for (int i = 0; i < RT_GV_KC / 128; i++) {
+            if (lane + 32 * i >= n4) break;
 #pragma unroll
             for (int sq = 0; sq < RT_GV_SEQS; sq++) {
-                float4 v = xs[sq][c];
+                float4 v = xs[sq][lane + 32 * i];
 #pragma unroll
                 for (int r = 0; r < RT_GV_ROWS; r++)
-                    acc[r * RT_GV_SEQS + sq] += wv[r].x * v.x + wv[r].y * v.y + wv[r].z * v.z + wv[r].w * v.w;
+                    acc[r * RT_GV_SEQS + sq] +=
+                        wv[i][r].x * v.x + wv[i][r].y * v.y + wv[i][r].z * v.z + wv[i][r].w * v.w;
             }
         }
     }
@@ -170,17 +176,22 @@ extern "C" __global__ void __launch_bounds__(256)
     if (n < N && b < B) part[((long)blockIdx.z * B + b) * N + n] = acc[0];
 }
 
-// Sum of the S splits of rt_gemv's output (B x N) at (b, n), in split order.
-__device__ __forceinline__ float rt_gemv_at(const float *part, int S, int B, int N, int b, int n) {
+// Sum of the S splits of rt_gemv's output (B x N) at (b, n), by a warp (lanes over the splits,
+// then a butterfly: one fixed order), in every lane; (b, n) the same across the warp.
+__device__ float rt_gemv_at(const float *part, int S, int B, int N, int b, int n) {
     float v = 0;
-    for (int z = 0; z < S; z++) v += part[((long)z * B + b) * N + n];
+    for (int z = threadIdx.x % 32; z < S; z += 32) v += part[((long)z * B + b) * N + n];
+    for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
 
-// out = the sum of rt_gemv's S splits (count = B * N values), for a consumer that takes plain f32.
+// out = the sum of rt_gemv's S splits (count = B * N values), for a consumer that takes plain
+// f32; a warp per value.
 extern "C" __global__ void rt_gemv_sum(const float *part, float *out, int S, long count) {
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < count) out[i] = rt_gemv_at(part, S, 1, (int)count, 0, (int)i);
+    long i = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (i >= count) return;
+    float v = rt_gemv_at(part, S, 1, (int)count, 0, (int)i);
+    if (threadIdx.x % 32 == 0) out[i] = v;
 }
 
 // x[b][k][d] = E[tok[b]][d]: every stream starts as the token's embedding.
@@ -244,7 +255,10 @@ extern "C" __global__ void rt_hc_pre(const float *x, const float *mixp, int S, c
         ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
     }
     float r = rsqrtf(rt_block_sum(ss, red) / HD + eps);
-    for (int j = threadIdx.x; j < nmix; j += blockDim.x) mix[j] = rt_gemv_at(mixp, S, B, nmix, b, j) * r;
+    for (int j = threadIdx.x / 32; j < nmix; j += blockDim.x / 32) {
+        float v = rt_gemv_at(mixp, S, B, nmix, b, j);
+        if (threadIdx.x % 32 == 0) mix[j] = v * r;
+    }
     __syncthreads();
     if (threadIdx.x < 32)
         rt_hc_weights(mix, base, scale, pre, postcomb ? postcomb + (long)b * (H + H * H) : 0, comb, H, iters, hc_eps);
@@ -336,10 +350,11 @@ extern "C" __global__ void rt_comp_emit(const float *part, int S, const float *a
     int b = blockIdx.y, B = gridDim.y, p = *pos, OW = overlap * width, prt = threadIdx.x / 32, t = threadIdx.x % 32;
     int ch = blockIdx.x * 32 + t, c = min(ch, width - 1), cur = overlap == 2 ? width + c : c, slot = p % rate;
     float *kv = buf_kv + (long)b * rate * OW, *g = buf_g + (long)b * rate * OW;
-    if (ch < width && prt < overlap) {
-        int j = prt * width + ch;
-        kv[slot * OW + j] = rt_gemv_at(part, S, B, 2 * OW, b, j);
-        g[slot * OW + j] = rt_gemv_at(part, S, B, 2 * OW, b, OW + j) + ape[(long)slot * OW + j];
+    for (int i = prt; i < 32 * overlap; i += 8) { // warp prt: column j of series i / 32, channel i % 32
+        int cj = blockIdx.x * 32 + i % 32, j = (i / 32) * width + cj;
+        if (cj >= width) continue;
+        float vk = rt_gemv_at(part, S, B, 2 * OW, b, j), vg = rt_gemv_at(part, S, B, 2 * OW, b, OW + j);
+        if (t == 0) kv[slot * OW + j] = vk, g[slot * OW + j] = vg + ape[(long)slot * OW + j];
     }
     if ((p + 1) % rate) return;
     __syncthreads();
@@ -406,7 +421,10 @@ extern "C" __global__ void rt_index_q(const kt_u16 *iq, const float *wpart, int 
     __syncthreads();
     rt_rope(q, ID, R, inv, (float)*pos, 1.0f);
     float s = rt_quant_e4m3(q, ID, qq + row * ID, red);
-    if (threadIdx.x == 0) w[row] = rt_gemv_at(wpart, S, B, IH, b, hh) * rsqrtf((float)IH) * s * rsqrtf((float)ID);
+    if (threadIdx.x < 32) {
+        float d = rt_gemv_at(wpart, S, B, IH, b, hh);
+        if (threadIdx.x == 0) w[row] = d * rsqrtf((float)IH) * s * rsqrtf((float)ID);
+    }
 }
 
 // The lightning indexer's scores of every compressed entry for the token: w = wproj . h /
@@ -419,8 +437,10 @@ extern "C" __global__ void rt_index_score(const kt_u16 *iq, const float *wpart, 
     __shared__ float wt[64];
     int b = blockIdx.x, n = (*pos + 1) / rate;
     for (int i = threadIdx.x; i < IH * ID; i += blockDim.x) q[i] = kt_bf16_to_f32(iq[(long)b * IH * ID + i]);
-    for (int j = threadIdx.x; j < IH; j += blockDim.x)
-        wt[j] = rt_gemv_at(wpart, S, gridDim.x, IH, b, j) * rsqrtf((float)IH);
+    for (int j = threadIdx.x / 32; j < IH; j += blockDim.x / 32) {
+        float d = rt_gemv_at(wpart, S, gridDim.x, IH, b, j);
+        if (threadIdx.x % 32 == 0) wt[j] = d * rsqrtf((float)IH);
+    }
     __syncthreads();
     for (int hh = 0; hh < IH; hh++) rt_rope(q + hh * ID, ID, R, inv, (float)*pos, 1.0f);
     const float *kb = keys + b * kstride;
@@ -554,9 +574,9 @@ extern "C" __global__ void rt_router(const float *lp, int S, const float *bias, 
                                      int *eidx, float *ew, int E, int K, float scale) {
     extern __shared__ float sc[];
     int b = blockIdx.x;
-    for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    for (int e = threadIdx.x / 32; e < E; e += blockDim.x / 32) {
         float l = rt_gemv_at(lp, S, gridDim.x, E, b, e);
-        sc[e] = sqrtf(l > 20.f ? l : log1pf(expf(l)));
+        if (threadIdx.x % 32 == 0) sc[e] = sqrtf(l > 20.f ? l : log1pf(expf(l)));
     }
     __syncthreads();
     if (threadIdx.x) return;

@@ -158,10 +158,12 @@ static int rt(kt_step *s, int k, unsigned gx, unsigned gy, unsigned block, unsig
     return rt_as(s, k, rt_names[k], gx, gy, 1, block, smem, args);
 }
 
-/* rt_gemv's splits of K (128-value chunks) for B x N outputs: enough blocks (256) to fill the GPU. */
+/* rt_gemv's splits of K (128-value chunks) for B x N outputs: enough blocks (256) to fill the
+ * GPU, at most 32 (a consumer's warp sums them in one pass). */
 static int gemv_splits(long B, long N, long K) {
     long blocks = (B + 7) / 8 * ((N + 31) / 32), S = (256 + blocks - 1) / blocks, kb = K / 128;
-    long per = (kb + (S < kb ? S : kb) - 1) / (S < kb ? S : kb);
+    S = S < kb ? S : kb, S = S < 32 ? S : 32;
+    long per = (kb + S - 1) / S;
     return (int)((kb + per - 1) / per);
 }
 
@@ -179,7 +181,7 @@ static int gemv(kt_step *s, const char *name, dptr W, dptr W2, long N1, long N, 
     if (S) *S = splits;
     void *a[] = {&W, &W2, &x, &part, &n1, &n, &k, &B, &kc}, *as[] = {&s->gvpart, &out, &splits, &count};
     if (rt_as(s, K_GEMV, name, (unsigned)(B + 7) / 8, (unsigned)(N + 31) / 32, (unsigned)splits, 256, 0, a)) return -1;
-    return out && splits > 1 ? rt(s, K_GEMV_SUM, (unsigned)((count + 255) / 256), 1, 256, 0, as) : 0;
+    return out && splits > 1 ? rt(s, K_GEMV_SUM, (unsigned)((count + 7) / 8), 1, 256, 0, as) : 0;
 }
 
 static int same_problem(const kt_problem *a, const kt_problem *b) {
