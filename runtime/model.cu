@@ -335,31 +335,29 @@ extern "C" __global__ void rt_kv_append(const kt_u16 *kv, const float *w, const 
     rt_kv_store(v, cache + b * stride, *pos % W, red);
 }
 
-// A compressor's step for the token, grid (width / 32, batch), a block of 32 channels x 8 parts:
-// its projections from rt_gemv's S splits of [wkv; wg] . h (B x 2 OW, OW = overlap * width) into
-// buf_kv/buf_g[b][slot] (+ ape[slot] on the gate), slot = *pos % rate, for the block's channels
-// (with overlap 2 also their second series, width + ch); then, when *pos closes a window (every
-// `rate` tokens), entry (*pos+1)/rate - 1's channels: a softmax over the window's gates (CSA,
-// overlap 2: also the previous window's first series, kept in prev_*) and the gated sum into
-// e[b][width] (rt_comp_store finishes it); the max, then the sums, over the 8 parts combined in
-// part order. With overlap 2 the window's first series then replaces prev_*.
-extern "C" __global__ void rt_comp_emit(const float *part, int S, const float *ape, float *buf_kv, float *buf_g,
-                                        float *prev_kv, float *prev_g, float *e, const int *pos, int width, int overlap,
-                                        int rate) {
-    __shared__ float pm[8][32], ps[8][32], pv[8][32];
-    int b = blockIdx.y, B = gridDim.y, p = *pos, OW = overlap * width, prt = threadIdx.x / 32, t = threadIdx.x % 32;
-    int ch = blockIdx.x * 32 + t, c = min(ch, width - 1), cur = overlap == 2 ? width + c : c, slot = p % rate;
-    float *kv = buf_kv + (long)b * rate * OW, *g = buf_g + (long)b * rate * OW;
-    for (int i = prt; i < 32 * overlap; i += 8) { // warp prt: column j of series i / 32, channel i % 32
+// A compressor's projections of the token for the block's 32 channels (with overlap 2 also their
+// second series, width + ch), from rt_gemv's S splits of [wkv; wg] . h (B x 2 OW), into this
+// window's slot of kv / g (+ ape[slot] on the gate); warp w takes columns w, w + 8, ...
+__device__ void rt_comp_slot(const float *part, int S, const float *ape, float *kv, float *g, int b, int width,
+                             int overlap, int slot) {
+    int OW = overlap * width;
+    for (int i = threadIdx.x / 32; i < 32 * overlap; i += blockDim.x / 32) {
         int cj = blockIdx.x * 32 + i % 32, j = (i / 32) * width + cj;
         if (cj >= width) continue;
-        float vk = rt_gemv_at(part, S, B, 2 * OW, b, j), vg = rt_gemv_at(part, S, B, 2 * OW, b, OW + j);
-        if (t == 0) kv[slot * OW + j] = vk, g[slot * OW + j] = vg + ape[(long)slot * OW + j];
+        float vk = rt_gemv_at(part, S, gridDim.y, 2 * OW, b, j), vg = rt_gemv_at(part, S, gridDim.y, 2 * OW, b, OW + j);
+        if (threadIdx.x % 32 == 0) kv[slot * OW + j] = vk, g[slot * OW + j] = vg + ape[(long)slot * OW + j];
     }
-    if ((p + 1) % rate) return;
-    __syncthreads();
-    float *pk = prev_kv + (long)b * rate * width, *pg = prev_g + (long)b * rate * width;
-    int n = overlap == 2 && (p + 1) / rate > 1 ? 2 * rate : rate; // series s >= rate: the previous window's
+}
+
+// The closed window's entry for the block's 32 channels (8 parts of 32 threads split the
+// series; the max, then the sums, combined in part order): per channel a softmax over the n
+// series' gates (s < rate this window's, CSA's s >= rate the previous window's first, in pk /
+// pg) and the gated sum into e[ch]; with overlap 2 this window's first series then replaces pk / pg.
+__device__ void rt_comp_window(const float *kv, const float *g, float *pk, float *pg, float *e, int width, int overlap,
+                               int rate, int n) {
+    __shared__ float pm[8][32], ps[8][32], pv[8][32];
+    int OW = overlap * width, prt = threadIdx.x / 32, t = threadIdx.x % 32, ch = blockIdx.x * 32 + t;
+    int c = min(ch, width - 1), cur = overlap == 2 ? width + c : c;
     float mx = -INFINITY, sum = 0, v = 0;
     for (int s = prt; s < n; s += 8) mx = fmaxf(mx, s < rate ? g[s * OW + cur] : pg[(s - rate) * width + c]);
     pm[prt][t] = mx;
@@ -375,27 +373,24 @@ extern "C" __global__ void rt_comp_emit(const float *part, int S, const float *a
     if (prt == 0 && ch < width) {
         sum = 0, v = 0;
         for (int i = 0; i < 8; i++) sum += ps[i][t], v += pv[i][t];
-        e[(long)b * width + ch] = v / sum;
+        e[ch] = v / sum;
     }
-    if (overlap == 2 && ch < width) // this window's first series joins the next window's entry
+    if (overlap == 2 && ch < width)
         for (int s = prt; s < rate; s += 8) {
             pk[s * width + ch] = kv[s * OW + ch];
             pg[s * width + ch] = g[s * OW + ch];
         }
 }
 
-// The compressed entry e[b] (rt_comp_emit's) when *pos closes a window: rmsnorm * w, RoPE at
-// entry * rate; stored in the V4 layout (kv_cache), as f32 keys (rt_index_score's), or as
-// mla_indexer's paged e4m3 keys (ikeys; width 128). A block per sequence; `cstride` bytes,
+// Compressed entry `entry` of sequence b from e[width] (written by the grid's other blocks: read
+// past L1): rmsnorm * w, RoPE at entry * rate; stored in the V4 layout (kv_cache), as f32 keys
+// (rt_index_score's), or as mla_indexer's paged e4m3 keys (ikeys; width 128); `cstride` bytes,
 // floats or pages per sequence.
-extern "C" __global__ void rt_comp_store(const float *e, const float *w, const float *inv, const int *pos,
-                                         kt_u8 *kv_cache, float *keys, kt_u8 *ikeys, unsigned long long cstride,
-                                         int width, int rate, int R, float eps) {
+__device__ void rt_comp_store(const float *e, const float *w, const float *inv, long entry, int b, kt_u8 *kv_cache,
+                              float *keys, kt_u8 *ikeys, unsigned long long cstride, int width, int rate, int R,
+                              float eps) {
     __shared__ float v[KT_KV_DIM], red[32];
-    int b = blockIdx.x, p = *pos;
-    if ((p + 1) % rate) return;
-    long entry = (p + 1) / rate - 1;
-    for (int i = threadIdx.x; i < width; i += blockDim.x) v[i] = e[(long)b * width + i];
+    for (int i = threadIdx.x; i < width; i += blockDim.x) v[i] = __ldcg(e + i);
     __syncthreads();
     rt_rmsnorm(v, width, w, eps, red);
     rt_rope(v, width, R, inv, (float)(entry * rate), 1.0f);
@@ -405,6 +400,35 @@ extern "C" __global__ void rt_comp_store(const float *e, const float *w, const f
         rt_index_key_store(v, ikeys, (long long)(b * cstride + entry / KT_IDX_PAGE), (int)(entry % KT_IDX_PAGE), red);
     else
         for (int i = threadIdx.x; i < width; i += blockDim.x) keys[b * cstride + entry * width + i] = v[i];
+}
+
+// A compressor's step for the token, grid (width / 32, batch), 256 threads: the projections'
+// slot *pos % rate (rt_comp_slot); when *pos closes a window (every `rate` tokens) the entry
+// (*pos+1)/rate - 1 (rt_comp_window, into e[b]), and the last of the sequence's blocks to finish
+// (count[b], left at 0 for the next launch) stores it (rt_comp_store).
+extern "C" __global__ void rt_comp_emit(const float *part, int S, const float *ape, float *buf_kv, float *buf_g,
+                                        float *prev_kv, float *prev_g, float *e, int *count, const float *w,
+                                        const float *inv, const int *pos, kt_u8 *kv_cache, float *keys, kt_u8 *ikeys,
+                                        unsigned long long cstride, int width, int overlap, int rate, int R,
+                                        float eps) {
+    __shared__ int last;
+    int b = blockIdx.y, p = *pos, OW = overlap * width;
+    float *kv = buf_kv + (long)b * rate * OW, *g = buf_g + (long)b * rate * OW;
+    rt_comp_slot(part, S, ape, kv, g, b, width, overlap, p % rate);
+    if ((p + 1) % rate) return;
+    __syncthreads();
+    long entry = (p + 1) / rate - 1;
+    int n = overlap == 2 && entry > 0 ? 2 * rate : rate;
+    rt_comp_window(kv, g, prev_kv + (long)b * rate * width, prev_g + (long)b * rate * width, e + (long)b * width, width,
+                   overlap, rate, n);
+    __threadfence(); // e[b] seen by the block that stores it
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(count + b, 1) == (int)gridDim.x - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    if (threadIdx.x == 0) count[b] = 0;
+    rt_comp_store(e + (long)b * width, w, inv, entry, b, kv_cache, keys, ikeys, cstride, width, rate, R, eps);
 }
 
 // mla_indexer's inputs for the query, a block per (head, sequence): the head's q = RoPE(iq) in

@@ -32,7 +32,7 @@
     X(ROUTER, rt_router) X(MOE_UP, rt_moe_up) X(MOE_DOWN, rt_moe_down) X(MOE_COMBINE, rt_moe_combine)      \
     X(SWIGLU, rt_swiglu) X(ARGMAX, rt_argmax) X(GEMV, rt_gemv) X(GEMV_SUM, rt_gemv_sum)                  \
     X(FILL_F32, rt_fill_f32) X(FILL_E4M3, rt_fill_e4m3) X(FILL_I32, rt_fill_i32) X(LENGTHS, rt_lengths)       \
-    X(INDEX_Q, rt_index_q) X(O_POST, rt_o_post) X(COMP_STORE, rt_comp_store)
+    X(INDEX_Q, rt_index_q) X(O_POST, rt_o_post)
 // clang-format on
 #define RT_ENUM(e, n) K_##e,
 #define RT_NAME(e, n) #n,
@@ -96,7 +96,7 @@ struct kt_step {
     dptr embed, hh_fn, hh_base, hh_scale, norm, head, inv_main, inv_comp;
     dptr tok, pos, x, postcomb, h, hb, hq, hs, qa, qr, qrq, qrs, q, qf, kvraw, iq, og, ogq, ogs, oa_g, oa, oaq, oas,
         y_attn, eidx, ew, a_e, aq_e, as_e, y_e, gu, a_sh, aq_sh, as_sh, y_sh, moe_out, yfin, logits, next;
-    dptr gvpart, cemit; /* rt_gemv's split sums (gv_bytes), rt_comp_emit's entry [B][width] */
+    dptr gvpart, cemit, ccount; /* rt_gemv's split sums (gv_bytes); rt_comp_emit's entry [B][width], counters [B] */
     size_t gv_bytes;
     /* the families' buffers: list lengths [3][B] (rt_lengths), mla_decode's lists, q, out and
      * partials; mla_indexer's q, weights, block table and logits; moe_route's gate logits and
@@ -267,24 +267,28 @@ static int compressor(kt_step *s, const comp_dev *cd, dptr kvcache, dptr keys, d
     int overlap = cd->overlap, R = (int)c->rope_dim, S;
     float eps = (float)c->rms_eps;
     if (gemv(s, "rt_gemv/comp", cd->wkv, cd->wg, OW, 2L * OW, c->hidden, s->h, 0, &S)) return -1;
-    void *a2[] = {&s->gvpart,
-                  &S,
-                  (void *)&cd->ape,
-                  (void *)&cd->buf_kv,
-                  (void *)&cd->buf_g,
-                  (void *)&cd->prev_kv,
-                  (void *)&cd->prev_g,
-                  &s->cemit,
-                  &s->pos,
-                  &width,
-                  &overlap,
-                  &rate};
-    void *a3[] = {&s->cemit, (void *)&cd->norm, &s->inv_comp, &s->pos, &kvcache, &keys,
-                  &ikc,      &stride,           &width,       &rate,   &R,       &eps};
-    return rt(s, K_COMP_EMIT, (unsigned)(width + 31) / 32, (unsigned)s->B, 256, 0, a2) ||
-                   rt(s, K_COMP_STORE, (unsigned)s->B, 1, 256, 0, a3)
-               ? -1
-               : 0;
+    void *a[] = {&s->gvpart,
+                 &S,
+                 (void *)&cd->ape,
+                 (void *)&cd->buf_kv,
+                 (void *)&cd->buf_g,
+                 (void *)&cd->prev_kv,
+                 (void *)&cd->prev_g,
+                 &s->cemit,
+                 &s->ccount,
+                 (void *)&cd->norm,
+                 &s->inv_comp,
+                 &s->pos,
+                 &kvcache,
+                 &keys,
+                 &ikc,
+                 &stride,
+                 &width,
+                 &overlap,
+                 &rate,
+                 &R,
+                 &eps};
+    return rt(s, K_COMP_EMIT, (unsigned)(width + 31) / 32, (unsigned)s->B, 256, 0, a);
 }
 
 /* The HC module before block `which` (0 attention, 1 MoE), into h / hb, then act_quant; or, the
@@ -849,7 +853,8 @@ static int alloc_acts(kt_step *s) {
              {&s->logits, B * (size_t)c->vocab * 4},
              {&s->next, B * 4},
              {&s->gvpart, s->gv_bytes = gemv_scratch(c, s->B)},
-             {&s->cemit, B * (HD > (size_t)c->index_dim ? HD : (size_t)c->index_dim) * 4}};
+             {&s->cemit, B * (HD > (size_t)c->index_dim ? HD : (size_t)c->index_dim) * 4},
+             {&s->ccount, B * 4}};
     for (size_t i = 0; i < sizeof a / sizeof a[0]; i++)
         if (dalloc(a[i].p, a[i].bytes)) return -1;
     return dalloc(&s->lens, 3 * B * 4) || (s->plan.family[KT_PART_INDEXER] && alloc_indexer(s)) ||

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # speed.sh — one GPU call that checks the runtime's glue kernels (runtime/model.cu: rt_gemv, the
 # split-K f32 GEMV of every sequence, and its consumers rt_hc_pre, rt_comp_emit, rt_router,
-# rt_index_q/score; rt_comp_store) for correctness and prints the decode TPOT:
+# rt_index_q/score) for correctness and prints the decode TPOT:
 #   1. runtime.sh's "routed" tiny DeepseekV4 (every part a kt family): the families, the plain
 #      kernels and both host references against transformers (runtime.sh correct, its limits);
 #   2. the same model at B = 12 (two batch tiles of rt_gemv, the second partial) with each of the
