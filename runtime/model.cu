@@ -155,9 +155,10 @@ extern "C" __global__ void __launch_bounds__(256)
             for (int sq = 0; sq < RT_GV_SEQS; sq++) {
                 float4 v = xs[sq][lane + 32 * i];
 #pragma unroll
-                for (int r = 0; r < RT_GV_ROWS; r++)
-                    acc[r * RT_GV_SEQS + sq] +=
-                        wv[i][r].x * v.x + wv[i][r].y * v.y + wv[i][r].z * v.z + wv[i][r].w * v.w;
+                for (int r = 0; r < RT_GV_ROWS; r++) { // 4 FMAs a pair (32 independent chains)
+                    float *a = &acc[r * RT_GV_SEQS + sq];
+                    *a = fmaf(wv[i][r].w, v.w, fmaf(wv[i][r].z, v.z, fmaf(wv[i][r].y, v.y, fmaf(wv[i][r].x, v.x, *a))));
+                }
             }
         }
     }
