@@ -1,12 +1,15 @@
 // model.cu — the plain kernels of the runtime's decode step (runtime/step.c), one per layer part
 // that no kt family covers (embedding, hyper-connections, norms, RoPE, the KV append in the V4
 // byte layout, the compressors, the list lengths, the HC head and the LM head), the glue around
-// the families (rt_index_q, rt_o_post, rt_gate_logits), and the simple reference path of the
-// parts a family runs by default (`kt run --plain-kernels`: the indexer's scores and top-k,
-// sparse attention with sinks, the router, the routed experts). Correct and simple: one block
-// per (sequence[, head]) or warps per output row, f32 math; the float64 reference they match is
-// runtime/model_ref.c (`kt run --reference kt`). Compiled at run time by NVRTC through the JIT
-// cache (kt_compile_source("model.cu")); exercised by tests/gpu/runtime.sh.
+// the families (rt_index_q, rt_o_post), and the simple reference path of the parts a family runs
+// by default (`kt run --plain-kernels`: the indexer's scores and top-k, sparse attention with
+// sinks, the router, the routed experts). Every f32 projection of the hidden state over all
+// sequences (LM head, HC mixes, compressors, router, gate, indexer weights) is one kernel,
+// rt_gemv (weights read once for 8 sequences, K split over blocks), whose consumers finish per
+// sequence. Otherwise simple: a block per (sequence[, head]) or warps per output row, f32 math;
+// the float64 reference they match is runtime/model_ref.c (`kt run --reference kt`). Compiled
+// at run time by NVRTC through the JIT cache (kt_compile_source("model.cu")); exercised by
+// tests/gpu/runtime.sh (correctness) and tests/gpu/speed.sh (correctness and TPOT).
 // The decode position comes from device memory (*pos) so one captured graph serves every step.
 #include "kt_device.cuh"
 #include "indexer_layout.h"
@@ -108,63 +111,172 @@ __device__ void rt_index_key_store(const float *x, kt_u8 *cache, long long page,
     if (threadIdx.x == 0) *(float *)(cache + kt_idx_scale_offset(page, slot)) = s;
 }
 
+// The step's f32 GEMVs over every sequence (the LM head, the HC mixes, the compressors', router's,
+// gate's and indexer's projections): part[z][b][n] = W[n] . x[b] over split z of K (gridDim.z
+// splits of kc values, kc a multiple of 128), rows n < N1 of W and the N - N1 after of W2 (NULL
+// when N1 = N). A block: 8 warps of RT_GV_ROWS rows each and RT_GV_SEQS sequences (grid.x, the
+// fastest, so the blocks sharing rows run together and read them once from DRAM), the x tile
+// from shared memory; a lane reads float4s of its rows along k. Consumers sum the splits in
+// order (rt_gemv_at): no atomics, the same logits every replay.
+#define RT_GV_ROWS 4
+#define RT_GV_SEQS 8
+#define RT_GV_KC 512
+static_assert(RT_GV_ROWS * RT_GV_SEQS == 32, "rt_gemv's lane reduction leaves one sum per lane");
+extern "C" __global__ void __launch_bounds__(256)
+    rt_gemv(const float *W, const float *W2, const float *x, float *part, int N1, int N, int K, int B, int kc) {
+    __shared__ float4 xs[RT_GV_SEQS][RT_GV_KC / 4];
+    int lane = threadIdx.x % 32, row0 = (blockIdx.y * 8 + threadIdx.x / 32) * RT_GV_ROWS, b0 = blockIdx.x * RT_GV_SEQS;
+    int kbeg = blockIdx.z * kc, kend = min(K, kbeg + kc);
+    const float4 *w[RT_GV_ROWS];
+#pragma unroll
+    for (int r = 0; r < RT_GV_ROWS; r++) {
+        int n = min(row0 + r, N - 1);
+        w[r] = (const float4 *)(n < N1 ? W + (long)n * K : W2 + (long)(n - N1) * K);
+    }
+    float acc[RT_GV_ROWS * RT_GV_SEQS] = {};
+    for (int k0 = kbeg; k0 < kend; k0 += RT_GV_KC) {
+        int n4 = min(RT_GV_KC, kend - k0) / 4; // a multiple of 32: the bounds below are warp-uniform
+        float4 wv[RT_GV_KC / 128][RT_GV_ROWS]; // the lane's weights of the tile, loaded together first
+#pragma unroll
+        for (int i = 0; i < RT_GV_KC / 128; i++)
+#pragma unroll
+            for (int r = 0; r < RT_GV_ROWS; r++)
+                wv[i][r] = lane + 32 * i < n4 ? __ldg(w[r] + k0 / 4 + lane + 32 * i) : make_float4(0, 0, 0, 0);
+        __syncthreads();
+        for (int i = threadIdx.x; i < RT_GV_SEQS * n4; i += blockDim.x) {
+            int sq = i / n4, c = i % n4;
+            xs[sq][c] = b0 + sq < B ? ((const float4 *)(x + (long)(b0 + sq) * K + k0))[c] : make_float4(0, 0, 0, 0);
+        }
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < RT_GV_KC / 128; i++) {
+            if (lane + 32 * i >= n4) break;
+#pragma unroll
+            for (int sq = 0; sq < RT_GV_SEQS; sq++) {
+                float4 v = xs[sq][lane + 32 * i];
+#pragma unroll
+                for (int r = 0; r < RT_GV_ROWS; r++) { // 4 FMAs a pair (32 independent chains)
+                    float *a = &acc[r * RT_GV_SEQS + sq];
+                    *a = fmaf(wv[i][r].w, v.w, fmaf(wv[i][r].z, v.z, fmaf(wv[i][r].y, v.y, fmaf(wv[i][r].x, v.x, *a))));
+                }
+            }
+        }
+    }
+    // the 32 sums over the lanes by halving: lane l ends with sum l (row l / SEQS, sequence l % SEQS)
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) {
+        int up = lane & o;
+#pragma unroll
+        for (int i = 0; i < 16; i++)
+            if (i < o) {
+                float give = up ? acc[i] : acc[i + o], keep = up ? acc[i + o] : acc[i];
+                acc[i] = keep + __shfl_xor_sync(0xffffffffu, give, o);
+            }
+    }
+    int n = row0 + lane / RT_GV_SEQS, b = b0 + lane % RT_GV_SEQS;
+    if (n < N && b < B) part[((long)blockIdx.z * B + b) * N + n] = acc[0];
+}
+
+// Sum of the S splits of rt_gemv's output (B x N) at (b, n), by a warp (lanes over the splits,
+// then a butterfly: one fixed order), in every lane; (b, n) the same across the warp.
+__device__ float rt_gemv_at(const float *part, int S, int B, int N, int b, int n) {
+    float v = 0;
+    for (int z = threadIdx.x % 32; z < S; z += 32) v += part[((long)z * B + b) * N + n];
+    for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// out = the sum of rt_gemv's S splits (count = B * N values), for a consumer that takes plain
+// f32; a warp per value.
+extern "C" __global__ void rt_gemv_sum(const float *part, float *out, int S, long count) {
+    long i = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (i >= count) return;
+    float v = rt_gemv_at(part, S, 1, (int)count, 0, (int)i);
+    if (threadIdx.x % 32 == 0) out[i] = v;
+}
+
 // x[b][k][d] = E[tok[b]][d]: every stream starts as the token's embedding.
 extern "C" __global__ void rt_embed(const float *E, const int *tok, float *x, int D, int H) {
     int b = blockIdx.x;
     for (int i = threadIdx.x; i < H * D; i += blockDim.x) x[(long)b * H * D + i] = E[(long)tok[b] * D + i % D];
 }
 
-// The HC module before a block, one block per sequence: mix = fn . rmsnorm(flatten(x)); pre,
-// post, the Sinkhorn-projected comb (postcomb[b] = post[H] | comb[H*H]); the collapsed input
-// rmsnorm'd with w into h (f32) and hb (bf16). Dynamic shared memory: D floats.
-extern "C" __global__ void rt_hc_pre(const float *x, const float *fn, const float *base, const float *scale,
+// Sinkhorn's sum of the column (rows 0) or row (rows 1) of entry e of the H x H comb (0 past it).
+__device__ __forceinline__ float rt_hc_line(const float *comb, int e, int H, int rows) {
+    float sum = 0;
+    if (e < H * H)
+        for (int c = 0; c < H; c++) sum += rows ? comb[(e / H) * H + c] : comb[c * H + e % H];
+    return sum;
+}
+
+// The HC weights of one sequence from its mix (one warp; comb: H*H floats of shared memory):
+// pre = sigmoid(mix * scale0 + base) + hc_eps; with pc, post = 2 sigmoid(..) into pc[0..H) and
+// comb = the Sinkhorn projection of the row softmax (+ hc_eps) into pc[H..H+H*H). Lanes take
+// the H*H entries, each summing its row or column in the serial order.
+__device__ void rt_hc_weights(const float *mix, const float *base, const float *scale, float *pre, float *pc,
+                              float *comb, int H, int iters, float hc_eps) {
+    int l = threadIdx.x % 32;
+    if (l < H) pre[l] = 1.0f / (1.0f + expf(-(mix[l] * scale[0] + base[l]))) + hc_eps;
+    if (!pc) return;
+    if (l < H) pc[l] = 2.0f / (1.0f + expf(-(mix[H + l] * scale[1] + base[H + l])));
+    const float *cm = mix + 2 * H, *cb = base + 2 * H;
+    for (int e = l; e < H * H; e += 32) {
+        int i = e / H;
+        float mx = -INFINITY, sum = 0;
+        for (int j = 0; j < H; j++) mx = fmaxf(mx, cm[i * H + j] * scale[2] + cb[i * H + j]);
+        for (int j = 0; j < H; j++) sum += expf(cm[i * H + j] * scale[2] + cb[i * H + j] - mx);
+        comb[e] = expf(cm[e] * scale[2] + cb[e] - mx) / sum + hc_eps;
+    }
+    __syncwarp();
+    for (int it = 0; it < 2 * iters - 1; it++) { // column pass first, then row and column passes
+        float s0 = rt_hc_line(comb, l, H, it % 2), s1 = rt_hc_line(comb, l + 32, H, it % 2);
+        __syncwarp();
+        if (l < H * H) comb[l] /= s0 + hc_eps;
+        if (l + 32 < H * H) comb[l + 32] /= s1 + hc_eps;
+        __syncwarp();
+    }
+    for (int e = l; e < H * H; e += 32) pc[H + e] = comb[e];
+}
+
+// The HC module before a block (and, postcomb NULL, the HC head), a block per sequence, after
+// rt_gemv's mix (S splits of B x nmix, nmix = (2 + H) * H, or H for the head): mix = fn .
+// flatten(x) * rsqrt(mean(x^2) + eps); pre, post and the Sinkhorn-projected comb (postcomb[b] =
+// post[H] | comb[H*H]); the collapsed input sum_k pre_k x_k rmsnorm'd with w into h (f32) and,
+// hb not NULL, hb (bf16). Dynamic shared memory: D floats.
+extern "C" __global__ void rt_hc_pre(const float *x, const float *mixp, int S, const float *base, const float *scale,
                                      const float *w, float *postcomb, float *h, kt_u16 *hb, int D, int H, int iters,
                                      float eps, float hc_eps) {
     extern __shared__ float col[];
-    __shared__ float red[32], mix[80], pre[8];
-    int b = blockIdx.x, HD = H * D, nmix = (2 + H) * H;
+    __shared__ float red[32], mix[80], pre[8], comb[64];
+    int b = blockIdx.x, B = gridDim.x, HD = H * D, nmix = postcomb ? (2 + H) * H : H;
     const float *xb = x + (long)b * HD;
     float ss = 0;
-    for (int i = threadIdx.x; i < HD; i += blockDim.x) ss += xb[i] * xb[i];
+    for (int i = threadIdx.x; i < HD / 4; i += blockDim.x) {
+        float4 v = ((const float4 *)xb)[i];
+        ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
     float r = rsqrtf(rt_block_sum(ss, red) / HD + eps);
     for (int j = threadIdx.x / 32; j < nmix; j += blockDim.x / 32) {
-        float d = rt_warp_dot(fn + (long)j * HD, xb, HD);
-        if (threadIdx.x % 32 == 0) mix[j] = d * r;
+        float v = rt_gemv_at(mixp, S, B, nmix, b, j);
+        if (threadIdx.x % 32 == 0) mix[j] = v * r;
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-        float *pc = postcomb + (long)b * (H + H * H), comb[64];
-        for (int i = 0; i < H; i++) {
-            pre[i] = 1.0f / (1.0f + expf(-(mix[i] * scale[0] + base[i]))) + hc_eps;
-            pc[i] = 2.0f / (1.0f + expf(-(mix[H + i] * scale[1] + base[H + i])));
-        }
-        for (int i = 0; i < H; i++) {
-            float mx = -INFINITY, sum = 0;
-            for (int j = 0; j < H; j++) mx = fmaxf(mx, mix[2 * H + i * H + j] * scale[2] + base[2 * H + i * H + j]);
-            for (int j = 0; j < H; j++)
-                sum += comb[i * H + j] = expf(mix[2 * H + i * H + j] * scale[2] + base[2 * H + i * H + j] - mx);
-            for (int j = 0; j < H; j++) comb[i * H + j] = comb[i * H + j] / sum + hc_eps;
-        }
-        for (int it = 0; it < 2 * iters - 1; it++) { // column pass first, then row and column passes
-            for (int a = 0; a < H; a++) {
-                float sum = 0;
-                for (int c = 0; c < H; c++) sum += it % 2 == 0 ? comb[c * H + a] : comb[a * H + c];
-                for (int c = 0; c < H; c++) (it % 2 == 0 ? comb[c * H + a] : comb[a * H + c]) /= sum + hc_eps;
-            }
-        }
-        for (int i = 0; i < H * H; i++) pc[H + i] = comb[i];
-    }
+    if (threadIdx.x < 32)
+        rt_hc_weights(mix, base, scale, pre, postcomb ? postcomb + (long)b * (H + H * H) : 0, comb, H, iters, hc_eps);
     __syncthreads();
-    for (int d = threadIdx.x; d < D; d += blockDim.x) {
-        float v = 0;
-        for (int k = 0; k < H; k++) v += pre[k] * xb[k * D + d];
-        col[d] = v;
+    for (int d = threadIdx.x; d < D / 4; d += blockDim.x) { // D is a multiple of 128: float4s
+        float4 v = make_float4(0, 0, 0, 0);
+        for (int k = 0; k < H; k++) {
+            float4 u = ((const float4 *)(xb + k * D))[d];
+            v.x += pre[k] * u.x, v.y += pre[k] * u.y, v.z += pre[k] * u.z, v.w += pre[k] * u.w;
+        }
+        ((float4 *)col)[d] = v;
     }
     __syncthreads();
     rt_rmsnorm(col, D, w, eps, red);
     for (int d = threadIdx.x; d < D; d += blockDim.x) {
         h[(long)b * D + d] = col[d];
-        hb[(long)b * D + d] = kt_f32_to_bf16(col[d]);
+        if (hb) hb[(long)b * D + d] = kt_f32_to_bf16(col[d]);
     }
 }
 
@@ -224,109 +336,138 @@ extern "C" __global__ void rt_kv_append(const kt_u16 *kv, const float *w, const 
     rt_kv_store(v, cache + b * stride, *pos % W, red);
 }
 
-// A compressor's projections of the token: buf_kv/buf_g[b][slot][j] = wkv/wg[j] . h[b]
-// (+ ape[slot][j] on the gate), slot = *pos % rate; OW = overlap * width rows; a warp per row.
-extern "C" __global__ void rt_comp_proj(const float *h, const float *wkv, const float *wg, const float *ape,
-                                        float *buf_kv, float *buf_g, const int *pos, int D, int OW, int rate) {
-    int b = blockIdx.y, j = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, slot = *pos % rate;
-    if (j >= OW) return;
-    float kv = rt_warp_dot(wkv + (long)j * D, h + (long)b * D, D),
-          g = rt_warp_dot(wg + (long)j * D, h + (long)b * D, D);
-    if (threadIdx.x % 32 == 0) {
-        long o = ((long)b * rate + slot) * OW + j;
-        buf_kv[o] = kv;
-        buf_g[o] = g + ape[(long)slot * OW + j];
+// A compressor's projections of the token for the block's 32 channels (with overlap 2 also their
+// second series, width + ch), from rt_gemv's S splits of [wkv; wg] . h (B x 2 OW), into this
+// window's slot of kv / g (+ ape[slot] on the gate); warp w takes columns w, w + 8, ...
+__device__ void rt_comp_slot(const float *part, int S, const float *ape, float *kv, float *g, int b, int width,
+                             int overlap, int slot) {
+    int OW = overlap * width;
+    for (int i = threadIdx.x / 32; i < 32 * overlap; i += blockDim.x / 32) {
+        int cj = blockIdx.x * 32 + i % 32, j = (i / 32) * width + cj;
+        if (cj >= width) continue;
+        float vk = rt_gemv_at(part, S, gridDim.y, 2 * OW, b, j), vg = rt_gemv_at(part, S, gridDim.y, 2 * OW, b, OW + j);
+        if (threadIdx.x % 32 == 0) kv[slot * OW + j] = vk, g[slot * OW + j] = vg + ape[(long)slot * OW + j];
     }
 }
 
-// When *pos closes a window (every `rate` tokens), the compressor's entry e = (*pos+1)/rate - 1:
-// per channel a softmax over the window's gates (CSA, overlap 2: also the previous window's
-// first series, kept in prev_*), the gated sum, rmsnorm * w, RoPE at e * rate; stored in the
-// V4 layout (kv_cache), as f32 keys (rt_index_score's), or as mla_indexer's paged e4m3 keys
-// (ikeys; width 128). A block per sequence; `cstride` bytes, floats or pages per sequence.
-extern "C" __global__ void rt_comp_emit(const float *buf_kv, const float *buf_g, float *prev_kv, float *prev_g,
-                                        const float *w, const float *inv, const int *pos, kt_u8 *kv_cache, float *keys,
-                                        kt_u8 *ikeys, unsigned long long cstride, int width, int overlap, int rate,
-                                        int R, float eps) {
-    __shared__ float e[KT_KV_DIM], red[32];
-    int b = blockIdx.x, p = *pos, OW = overlap * width;
-    if ((p + 1) % rate) return;
-    long entry = (p + 1) / rate - 1;
-    const float *kv = buf_kv + (long)b * rate * OW, *g = buf_g + (long)b * rate * OW;
-    float *pk = prev_kv + (long)b * rate * width, *pg = prev_g + (long)b * rate * width;
-    int has_prev = overlap == 2 && entry > 0;
-    for (int ch = threadIdx.x; ch < width; ch += blockDim.x) {
-        int cur = overlap == 2 ? width + ch : ch;
-        float mx = -INFINITY, sum = 0, v = 0;
-        for (int s = 0; s < rate; s++) mx = fmaxf(mx, g[s * OW + cur]);
-        if (has_prev)
-            for (int s = 0; s < rate; s++) mx = fmaxf(mx, pg[s * width + ch]);
-        for (int s = 0; s < rate; s++) {
-            float q = expf(g[s * OW + cur] - mx);
-            sum += q, v += q * kv[s * OW + cur];
-        }
-        if (has_prev)
-            for (int s = 0; s < rate; s++) {
-                float q = expf(pg[s * width + ch] - mx);
-                sum += q, v += q * pk[s * width + ch];
-            }
+// The closed window's entry for the block's 32 channels (8 parts of 32 threads split the
+// series; the max, then the sums, combined in part order): per channel a softmax over the n
+// series' gates (s < rate this window's, CSA's s >= rate the previous window's first, in pk /
+// pg) and the gated sum into e[ch]; with overlap 2 this window's first series then replaces pk / pg.
+__device__ void rt_comp_window(const float *kv, const float *g, float *pk, float *pg, float *e, int width, int overlap,
+                               int rate, int n) {
+    __shared__ float pm[8][32], ps[8][32], pv[8][32];
+    int OW = overlap * width, prt = threadIdx.x / 32, t = threadIdx.x % 32, ch = blockIdx.x * 32 + t;
+    int c = min(ch, width - 1), cur = overlap == 2 ? width + c : c;
+    float mx = -INFINITY, sum = 0, v = 0;
+    for (int s = prt; s < n; s += 8) mx = fmaxf(mx, s < rate ? g[s * OW + cur] : pg[(s - rate) * width + c]);
+    pm[prt][t] = mx;
+    __syncthreads();
+    mx = -INFINITY;
+    for (int i = 0; i < 8; i++) mx = fmaxf(mx, pm[i][t]);
+    for (int s = prt; s < n; s += 8) {
+        float q = expf((s < rate ? g[s * OW + cur] : pg[(s - rate) * width + c]) - mx);
+        sum += q, v += q * (s < rate ? kv[s * OW + cur] : pk[(s - rate) * width + c]);
+    }
+    ps[prt][t] = sum, pv[prt][t] = v;
+    __syncthreads();
+    if (prt == 0 && ch < width) {
+        sum = 0, v = 0;
+        for (int i = 0; i < 8; i++) sum += ps[i][t], v += pv[i][t];
         e[ch] = v / sum;
     }
-    __syncthreads();
-    if (overlap == 2) // this window's first series joins the next window's entry
-        for (int i = threadIdx.x; i < rate * width; i += blockDim.x) {
-            pk[i] = kv[(i / width) * OW + i % width];
-            pg[i] = g[(i / width) * OW + i % width];
+    if (overlap == 2 && ch < width)
+        for (int s = prt; s < rate; s += 8) {
+            pk[s * width + ch] = kv[s * OW + ch];
+            pg[s * width + ch] = g[s * OW + ch];
         }
-    rt_rmsnorm(e, width, w, eps, red);
-    rt_rope(e, width, R, inv, (float)(entry * rate), 1.0f);
-    if (kv_cache)
-        rt_kv_store(e, kv_cache + b * cstride, entry, red);
-    else if (ikeys)
-        rt_index_key_store(e, ikeys, (long long)(b * cstride + entry / KT_IDX_PAGE), (int)(entry % KT_IDX_PAGE), red);
-    else
-        for (int i = threadIdx.x; i < width; i += blockDim.x) keys[b * cstride + entry * width + i] = e[i];
 }
 
-// The indexer's query of sequence b into shared memory: q[IH * ID] = RoPE(iq heads) and the
-// head weights wt[h] = wproj_h . h / sqrt(IH).
-__device__ void rt_index_query(const kt_u16 *iq, const float *h, const float *wproj, const float *inv, const int *pos,
-                               int b, int IH, int ID, int D, int R, float *q, float *wt) {
-    for (int i = threadIdx.x; i < IH * ID; i += blockDim.x) q[i] = kt_bf16_to_f32(iq[(long)b * IH * ID + i]);
-    for (int j = threadIdx.x / 32; j < IH; j += blockDim.x / 32) {
-        float d = rt_warp_dot(wproj + (long)j * D, h + (long)b * D, D);
-        if (threadIdx.x % 32 == 0) wt[j] = d * rsqrtf((float)IH);
-    }
+// Compressed entry `entry` of sequence b from e[width] (written by the grid's other blocks: read
+// past L1): rmsnorm * w, RoPE at entry * rate; stored in the V4 layout (kv_cache), as f32 keys
+// (rt_index_score's), or as mla_indexer's paged e4m3 keys (ikeys; width 128); `cstride` bytes,
+// floats or pages per sequence.
+__device__ void rt_comp_store(const float *e, const float *w, const float *inv, long entry, int b, kt_u8 *kv_cache,
+                              float *keys, kt_u8 *ikeys, unsigned long long cstride, int width, int rate, int R,
+                              float eps) {
+    __shared__ float v[KT_KV_DIM], red[32];
+    for (int i = threadIdx.x; i < width; i += blockDim.x) v[i] = __ldcg(e + i);
     __syncthreads();
-    for (int hh = 0; hh < IH; hh++) rt_rope(q + hh * ID, ID, R, inv, (float)*pos, 1.0f);
+    rt_rmsnorm(v, width, w, eps, red);
+    rt_rope(v, width, R, inv, (float)(entry * rate), 1.0f);
+    if (kv_cache)
+        rt_kv_store(v, kv_cache + b * cstride, entry, red);
+    else if (ikeys)
+        rt_index_key_store(v, ikeys, (long long)(b * cstride + entry / KT_IDX_PAGE), (int)(entry % KT_IDX_PAGE), red);
+    else
+        for (int i = threadIdx.x; i < width; i += blockDim.x) keys[b * cstride + entry * width + i] = v[i];
 }
 
-// mla_indexer's inputs for the query (a block per sequence): each head's q in e4m3 with its
-// scale s_h folded into the weight, w[b][h] = wt[h] s_h / sqrt(ID) (relu(s x) = s relu(x),
-// s > 0), so the family's logit sum_h w_h relu(q_h . k) k_scale is rt_index_score's score.
-// Dynamic shared memory IH * ID floats.
-extern "C" __global__ void rt_index_q(const kt_u16 *iq, const float *h, const float *wproj, const float *inv,
-                                      const int *pos, kt_u8 *qq, float *w, int IH, int ID, int D, int R) {
+// A compressor's step for the token, grid (width / 32, batch), 256 threads: the projections'
+// slot *pos % rate (rt_comp_slot); when *pos closes a window (every `rate` tokens) the entry
+// (*pos+1)/rate - 1 (rt_comp_window, into e[b]), and the last of the sequence's blocks to finish
+// (count[b], left at 0 for the next launch) stores it (rt_comp_store).
+extern "C" __global__ void rt_comp_emit(const float *part, int S, const float *ape, float *buf_kv, float *buf_g,
+                                        float *prev_kv, float *prev_g, float *e, int *count, const float *w,
+                                        const float *inv, const int *pos, kt_u8 *kv_cache, float *keys, kt_u8 *ikeys,
+                                        unsigned long long cstride, int width, int overlap, int rate, int R,
+                                        float eps) {
+    __shared__ int last;
+    int b = blockIdx.y, p = *pos, OW = overlap * width;
+    float *kv = buf_kv + (long)b * rate * OW, *g = buf_g + (long)b * rate * OW;
+    rt_comp_slot(part, S, ape, kv, g, b, width, overlap, p % rate);
+    if ((p + 1) % rate) return;
+    __syncthreads();
+    long entry = (p + 1) / rate - 1;
+    int n = overlap == 2 && entry > 0 ? 2 * rate : rate;
+    rt_comp_window(kv, g, prev_kv + (long)b * rate * width, prev_g + (long)b * rate * width, e + (long)b * width, width,
+                   overlap, rate, n);
+    __threadfence(); // e[b] seen by the block that stores it
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(count + b, 1) == (int)gridDim.x - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    if (threadIdx.x == 0) count[b] = 0;
+    rt_comp_store(e + (long)b * width, w, inv, entry, b, kv_cache, keys, ikeys, cstride, width, rate, R, eps);
+}
+
+// mla_indexer's inputs for the query, a block per (head, sequence): the head's q = RoPE(iq) in
+// e4m3 with its scale s folded into the weight, w[b][h] = (wproj_h . h) / sqrt(IH) s / sqrt(ID)
+// (relu(s x) = s relu(x), s > 0; wproj . h from rt_gemv's S splits), so the family's logit
+// sum_h w_h relu(q_h . k) k_scale is rt_index_score's score. Dynamic shared memory ID floats.
+extern "C" __global__ void rt_index_q(const kt_u16 *iq, const float *wpart, int S, const float *inv, const int *pos,
+                                      kt_u8 *qq, float *w, int ID, int R) {
     extern __shared__ float q[];
-    __shared__ float wt[64], red[32];
-    int b = blockIdx.x;
-    rt_index_query(iq, h, wproj, inv, pos, b, IH, ID, D, R, q, wt);
-    for (int hh = 0; hh < IH; hh++) {
-        float s = rt_quant_e4m3(q + hh * ID, ID, qq + ((long)b * IH + hh) * ID, red);
-        if (threadIdx.x == 0) w[(long)b * IH + hh] = wt[hh] * s * rsqrtf((float)ID);
+    __shared__ float red[32];
+    int hh = blockIdx.x, IH = gridDim.x, b = blockIdx.y, B = gridDim.y;
+    long row = (long)b * IH + hh;
+    for (int i = threadIdx.x; i < ID; i += blockDim.x) q[i] = kt_bf16_to_f32(iq[row * ID + i]);
+    __syncthreads();
+    rt_rope(q, ID, R, inv, (float)*pos, 1.0f);
+    float s = rt_quant_e4m3(q, ID, qq + row * ID, red);
+    if (threadIdx.x < 32) {
+        float d = rt_gemv_at(wpart, S, B, IH, b, hh);
+        if (threadIdx.x == 0) w[row] = d * rsqrtf((float)IH) * s * rsqrtf((float)ID);
     }
 }
 
 // The lightning indexer's scores of every compressed entry for the token: w = wproj . h /
-// sqrt(IH), q = RoPE(iq heads), score[s] = sum_h w_h relu(q_h . k_s) / sqrt(ID). A block per
-// sequence; dynamic shared memory IH * ID floats.
-extern "C" __global__ void rt_index_score(const kt_u16 *iq, const float *h, const float *wproj, const float *keys,
+// sqrt(IH) (rt_gemv's S splits, B x IH), q = RoPE(iq heads), score[s] = sum_h w_h relu(q_h .
+// k_s) / sqrt(ID). A block per sequence; dynamic shared memory IH * ID floats.
+extern "C" __global__ void rt_index_score(const kt_u16 *iq, const float *wpart, int S, const float *keys,
                                           const float *inv, const int *pos, float *scores, unsigned long long kstride,
-                                          int IH, int ID, int D, int rate, int R, int max_entries) {
+                                          int IH, int ID, int rate, int R, int max_entries) {
     extern __shared__ float q[];
     __shared__ float wt[64];
     int b = blockIdx.x, n = (*pos + 1) / rate;
-    rt_index_query(iq, h, wproj, inv, pos, b, IH, ID, D, R, q, wt);
+    for (int i = threadIdx.x; i < IH * ID; i += blockDim.x) q[i] = kt_bf16_to_f32(iq[(long)b * IH * ID + i]);
+    for (int j = threadIdx.x / 32; j < IH; j += blockDim.x / 32) {
+        float d = rt_gemv_at(wpart, S, gridDim.x, IH, b, j);
+        if (threadIdx.x % 32 == 0) wt[j] = d * rsqrtf((float)IH);
+    }
+    __syncthreads();
+    for (int hh = 0; hh < IH; hh++) rt_rope(q + hh * ID, ID, R, inv, (float)*pos, 1.0f);
     const float *kb = keys + b * kstride;
     for (int s = threadIdx.x / 32; s < n; s += blockDim.x / 32) {
         float t = 0;
@@ -443,14 +584,6 @@ extern "C" __global__ void rt_o_post(const kt_u16 *o, const float *inv, const in
     }
 }
 
-// The gate's logits for moe_route: logits[b][e] = wg[e] . h[b] (f32), a warp per expert.
-extern "C" __global__ void rt_gate_logits(const float *h, const float *wg, float *logits, int E, int D) {
-    int b = blockIdx.y, e = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    if (e >= E) return;
-    float d = rt_warp_dot(wg + (long)e * D, h + (long)b * D, D);
-    if (threadIdx.x % 32 == 0) logits[(long)b * E + e] = d;
-}
-
 // out[b][g*L + i] = in[g][b][i]: the grouped projection's outputs back in token order.
 extern "C" __global__ void rt_ungroup(const kt_u16 *in, kt_u16 *out, int G, int B, int L) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -459,14 +592,15 @@ extern "C" __global__ void rt_ungroup(const kt_u16 *in, kt_u16 *out, int G, int 
     out[b * G * L + g * L + j] = in[i];
 }
 
-// The router, a block per sequence: scores = sqrtsoftplus(wg . h); experts = tid2eid[tok] (hash
-// layers, bias NULL) or the top K of scores + bias; weights = scores normalised * scale.
-extern "C" __global__ void rt_router(const float *h, const float *wg, const float *bias, const int *tid2eid,
-                                     const int *tok, int *eidx, float *ew, int E, int K, int D, float scale) {
+// The router, a block per sequence, from rt_gemv's S splits of the logits wg . h (B x E):
+// scores = sqrtsoftplus(logits); experts = tid2eid[tok] (hash layers, bias NULL) or the top K
+// of scores + bias; weights = scores normalised * scale.
+extern "C" __global__ void rt_router(const float *lp, int S, const float *bias, const int *tid2eid, const int *tok,
+                                     int *eidx, float *ew, int E, int K, float scale) {
     extern __shared__ float sc[];
     int b = blockIdx.x;
     for (int e = threadIdx.x / 32; e < E; e += blockDim.x / 32) {
-        float l = rt_warp_dot(wg + (long)e * D, h + (long)b * D, D);
+        float l = rt_gemv_at(lp, S, gridDim.x, E, b, e);
         if (threadIdx.x % 32 == 0) sc[e] = sqrtf(l > 20.f ? l : log1pf(expf(l)));
     }
     __syncthreads();
@@ -547,39 +681,6 @@ extern "C" __global__ void rt_swiglu(const kt_u16 *gu, kt_u16 *a, int I, float l
     float g = fminf(kt_bf16_to_f32(gu[(long)b * 2 * I + i]), limit);
     float u = fminf(fmaxf(kt_bf16_to_f32(gu[(long)b * 2 * I + I + i]), -limit), limit);
     a[(long)b * I + i] = kt_f32_to_bf16(g / (1.f + expf(-g)) * u);
-}
-
-// The HC head and the final norm, a block per sequence: y = rmsnorm(sum_k pre_k x_k) * w.
-extern "C" __global__ void rt_hc_head(const float *x, const float *fn, const float *base, const float *scale,
-                                      const float *w, float *y, int D, int H, float eps, float hc_eps) {
-    extern __shared__ float col[];
-    __shared__ float red[32], pre[8];
-    int b = blockIdx.x, HD = H * D;
-    const float *xb = x + (long)b * HD;
-    float ss = 0;
-    for (int i = threadIdx.x; i < HD; i += blockDim.x) ss += xb[i] * xb[i];
-    float r = rsqrtf(rt_block_sum(ss, red) / HD + eps);
-    for (int j = threadIdx.x / 32; j < H; j += blockDim.x / 32) {
-        float d = rt_warp_dot(fn + (long)j * HD, xb, HD) * r;
-        if (threadIdx.x % 32 == 0) pre[j] = 1.f / (1.f + expf(-(d * scale[0] + base[j]))) + hc_eps;
-    }
-    __syncthreads();
-    for (int d = threadIdx.x; d < D; d += blockDim.x) {
-        float v = 0;
-        for (int k = 0; k < H; k++) v += pre[k] * xb[k * D + d];
-        col[d] = v;
-    }
-    __syncthreads();
-    rt_rmsnorm(col, D, w, eps, red);
-    for (int d = threadIdx.x; d < D; d += blockDim.x) y[(long)b * D + d] = col[d];
-}
-
-// The LM head: logits[b][v] = W[v] . y[b], a warp per vocabulary row (f32 weights).
-extern "C" __global__ void rt_head(const float *y, const float *W, float *logits, int D, int V) {
-    int b = blockIdx.y, v = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    if (v >= V) return;
-    float d = rt_warp_dot(W + (long)v * D, y + (long)b * D, D);
-    if (threadIdx.x % 32 == 0) logits[(long)b * V + v] = d;
 }
 
 // Greedy sampling: tok[b] = argmax_v logits[b][v] (ties: the lower id).

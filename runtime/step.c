@@ -27,12 +27,12 @@
 // clang-format off
 #define RT_KERNELS(X)                                                                                      \
     X(EMBED, rt_embed) X(HC_PRE, rt_hc_pre) X(HC_POST, rt_hc_post) X(RMSNORM, rt_rmsnorm_bf16)             \
-    X(Q_PREP, rt_q_prep) X(KV_APPEND, rt_kv_append) X(COMP_PROJ, rt_comp_proj) X(COMP_EMIT, rt_comp_emit) \
+    X(Q_PREP, rt_q_prep) X(KV_APPEND, rt_kv_append) X(COMP_EMIT, rt_comp_emit)                              \
     X(INDEX_SCORE, rt_index_score) X(TOPK, rt_topk) X(ATTENTION, rt_attention) X(UNGROUP, rt_ungroup)      \
     X(ROUTER, rt_router) X(MOE_UP, rt_moe_up) X(MOE_DOWN, rt_moe_down) X(MOE_COMBINE, rt_moe_combine)      \
-    X(SWIGLU, rt_swiglu) X(HC_HEAD, rt_hc_head) X(HEAD, rt_head) X(ARGMAX, rt_argmax)                      \
+    X(SWIGLU, rt_swiglu) X(ARGMAX, rt_argmax) X(GEMV, rt_gemv) X(GEMV_SUM, rt_gemv_sum)                  \
     X(FILL_F32, rt_fill_f32) X(FILL_E4M3, rt_fill_e4m3) X(FILL_I32, rt_fill_i32) X(LENGTHS, rt_lengths)       \
-    X(INDEX_Q, rt_index_q) X(O_POST, rt_o_post) X(GATE, rt_gate_logits)
+    X(INDEX_Q, rt_index_q) X(O_POST, rt_o_post)
 // clang-format on
 #define RT_ENUM(e, n) K_##e,
 #define RT_NAME(e, n) #n,
@@ -96,6 +96,8 @@ struct kt_step {
     dptr embed, hh_fn, hh_base, hh_scale, norm, head, inv_main, inv_comp;
     dptr tok, pos, x, postcomb, h, hb, hq, hs, qa, qr, qrq, qrs, q, qf, kvraw, iq, og, ogq, ogs, oa_g, oa, oaq, oas,
         y_attn, eidx, ew, a_e, aq_e, as_e, y_e, gu, a_sh, aq_sh, as_sh, y_sh, moe_out, yfin, logits, next;
+    dptr gvpart, cemit, ccount; /* rt_gemv's split sums (gv_bytes); rt_comp_emit's entry [B][width], counters [B] */
+    size_t gv_bytes;
     /* the families' buffers: list lengths [3][B] (rt_lengths), mla_decode's lists, q, out and
      * partials; mla_indexer's q, weights, block table and logits; moe_route's gate logits and
      * alignment records, moe_gemm's intermediate, partials, counters and bf16 output */
@@ -141,13 +143,45 @@ static int prof_mark(kt_step *s, const char *name) {
     return 0;
 }
 
-static int rt(kt_step *s, int k, unsigned gx, unsigned gy, unsigned block, unsigned smem, void **args) {
+/* Launches plain kernel k on grid (gx, gy, gz), named `name` in the profile and NVTX. */
+static int rt_as(kt_step *s, int k, const char *name, unsigned gx, unsigned gy, unsigned gz, unsigned block,
+                 unsigned smem, void **args) {
     if (s->collecting) return 0;
-    if (prof_mark(s, rt_names[k])) return -1;
-    nvtxRangePushA(rt_names[k]);
-    int rc = kt_launch_kernel(&s->rt[k], 0, gx, gy, 1, block, smem, s->stream, args);
+    if (prof_mark(s, name)) return -1;
+    nvtxRangePushA(name);
+    int rc = kt_launch_kernel(&s->rt[k], 0, gx, gy, gz, block, smem, s->stream, args);
     nvtxRangePop();
     return rc;
+}
+
+static int rt(kt_step *s, int k, unsigned gx, unsigned gy, unsigned block, unsigned smem, void **args) {
+    return rt_as(s, k, rt_names[k], gx, gy, 1, block, smem, args);
+}
+
+/* rt_gemv's splits of K (128-value chunks) for B x N outputs: enough blocks (256) to fill the
+ * GPU, at most 32 (a consumer's warp sums them in one pass). */
+static int gemv_splits(long B, long N, long K) {
+    long blocks = (B + 7) / 8 * ((N + 31) / 32), S = (256 + blocks - 1) / blocks, kb = K / 128;
+    S = S < kb ? S : kb, S = S < 32 ? S : 32;
+    long per = (kb + S - 1) / S;
+    return (int)((kb + per - 1) / per);
+}
+
+/* The N x K f32 GEMV of every sequence's x (B x K), rows N1 of W then N - N1 of W2 (may be 0),
+ * by rt_gemv (profiled as `name`): with out, the plain result [B][N] there; else *S splits of it
+ * in s->gvpart for a consumer that sums them (rt_gemv_at). */
+static int gemv(kt_step *s, const char *name, dptr W, dptr W2, long N1, long N, long K, dptr x, dptr out, int *S) {
+    int B = s->B, n1 = (int)N1, n = (int)N, k = (int)K, splits = gemv_splits(B, N, K);
+    int kc = (int)((K / 128 + splits - 1) / splits * 128);
+    dptr part = out && splits == 1 ? out : s->gvpart;
+    long count = (long)B * N;
+    if (K % 128 || (part == s->gvpart && (size_t)(splits * count * 4) > s->gv_bytes))
+        return kt_fail("internal: rt_gemv %s: K %ld is not in 128s or its %d splits outgrow the scratch", name, K,
+                       splits);
+    if (S) *S = splits;
+    void *a[] = {&W, &W2, &x, &part, &n1, &n, &k, &B, &kc}, *as[] = {&s->gvpart, &out, &splits, &count};
+    if (rt_as(s, K_GEMV, name, (unsigned)(B + 7) / 8, (unsigned)(N + 31) / 32, (unsigned)splits, 256, 0, a)) return -1;
+    return out && splits > 1 ? rt(s, K_GEMV_SUM, (unsigned)((count + 7) / 8), 1, 256, 0, as) : 0;
 }
 
 static int same_problem(const kt_problem *a, const kt_problem *b) {
@@ -229,59 +263,49 @@ static int all_reduce(kt_step *s, dptr buf, int bf16) {
 /* A compressor's step into one of kvcache (V4 layout), keys (f32) or ikc (mla_indexer's pages). */
 static int compressor(kt_step *s, const comp_dev *cd, dptr kvcache, dptr keys, dptr ikc, unsigned long long stride) {
     const kt_model_config *c = &s->c;
-    int D = (int)c->hidden, OW = (int)(cd->overlap * cd->width), rate = (int)cd->rate, width = (int)cd->width;
-    int overlap = cd->overlap, R = (int)c->rope_dim;
+    int OW = (int)(cd->overlap * cd->width), rate = (int)cd->rate, width = (int)cd->width;
+    int overlap = cd->overlap, R = (int)c->rope_dim, S;
     float eps = (float)c->rms_eps;
-    void *a1[] = {&s->h,
-                  (void *)&cd->wkv,
-                  (void *)&cd->wg,
-                  (void *)&cd->ape,
-                  (void *)&cd->buf_kv,
-                  (void *)&cd->buf_g,
-                  &s->pos,
-                  &D,
-                  &OW,
-                  &rate};
-    if (rt(s, K_COMP_PROJ, (unsigned)(OW + 7) / 8, (unsigned)s->B, 256, 0, a1)) return -1;
-    void *a2[] = {(void *)&cd->buf_kv,
-                  (void *)&cd->buf_g,
-                  (void *)&cd->prev_kv,
-                  (void *)&cd->prev_g,
-                  (void *)&cd->norm,
-                  &s->inv_comp,
-                  &s->pos,
-                  &kvcache,
-                  &keys,
-                  &ikc,
-                  &stride,
-                  &width,
-                  &overlap,
-                  &rate,
-                  &R,
-                  &eps};
-    return rt(s, K_COMP_EMIT, (unsigned)s->B, 1, 256, 0, a2);
+    if (gemv(s, "rt_gemv/comp", cd->wkv, cd->wg, OW, 2L * OW, c->hidden, s->h, 0, &S)) return -1;
+    void *a[] = {&s->gvpart,
+                 &S,
+                 (void *)&cd->ape,
+                 (void *)&cd->buf_kv,
+                 (void *)&cd->buf_g,
+                 (void *)&cd->prev_kv,
+                 (void *)&cd->prev_g,
+                 &s->cemit,
+                 &s->ccount,
+                 (void *)&cd->norm,
+                 &s->inv_comp,
+                 &s->pos,
+                 &kvcache,
+                 &keys,
+                 &ikc,
+                 &stride,
+                 &width,
+                 &overlap,
+                 &rate,
+                 &R,
+                 &eps};
+    return rt(s, K_COMP_EMIT, (unsigned)(width + 31) / 32, (unsigned)s->B, 256, 0, a);
 }
 
-/* The HC module before block `which` (0 attention, 1 MoE), into h / hb, then act_quant. */
-static int hc_pre(kt_step *s, layer_dev *L, int which, dptr norm) {
+/* The HC module before block `which` (0 attention, 1 MoE), into h / hb, then act_quant; or, the
+ * HC head (postcomb and hb 0), into h only. */
+static int hc_mix(kt_step *s, dptr fn, dptr base, dptr scale, dptr norm, dptr postcomb, dptr h, dptr hb) {
     const kt_model_config *c = &s->c;
-    int D = (int)c->hidden, H = (int)c->hc_mult, it = (int)c->hc_iters;
+    int D = (int)c->hidden, H = (int)c->hc_mult, it = (int)c->hc_iters, S;
     float eps = (float)c->rms_eps, hc_eps = (float)c->hc_eps;
-    void *a[] = {&s->x,
-                 &L->hc_fn[which],
-                 &L->hc_base[which],
-                 &L->hc_scale[which],
-                 &norm,
-                 &s->postcomb,
-                 &s->h,
-                 &s->hb,
-                 &D,
-                 &H,
-                 &it,
-                 &eps,
-                 &hc_eps};
-    if (rt(s, K_HC_PRE, (unsigned)s->B, 1, 256, (unsigned)(D * 4), a)) return -1;
-    return quant(s, s->hb, s->hq, s->hs, s->B, D);
+    long nmix = postcomb ? (2 + H) * H : H;
+    if (gemv(s, "rt_gemv/hc", fn, 0, nmix, nmix, (long)H * D, s->x, 0, &S)) return -1;
+    void *a[] = {&s->x, &s->gvpart, &S, &base, &scale, &norm, &postcomb, &h, &hb, &D, &H, &it, &eps, &hc_eps};
+    return rt(s, K_HC_PRE, (unsigned)s->B, 1, 512, (unsigned)(D * 4), a);
+}
+
+static int hc_pre(kt_step *s, layer_dev *L, int which, dptr norm) {
+    if (hc_mix(s, L->hc_fn[which], L->hc_base[which], L->hc_scale[which], norm, s->postcomb, s->h, s->hb)) return -1;
+    return quant(s, s->hb, s->hq, s->hs, s->B, s->c.hidden);
 }
 
 static int hc_post(kt_step *s, dptr yb, dptr yf) {
@@ -296,15 +320,16 @@ static int indexer(kt_step *s, layer_dev *L) {
     const kt_model_config *c = &s->c;
     int IH = (int)c->index_heads, ID = (int)c->index_dim, D = (int)c->hidden, R = (int)c->rope_dim;
     int rate = (int)c->csa_rate, topk = (int)c->index_topk, maxe = (int)L->max_entries,
-        seq_ids = (int)kt_step_token_id(L->max_entries, 1, 0);
+        seq_ids = (int)kt_step_token_id(L->max_entries, 1, 0), S = 0;
     if (!s->plan.family[KT_PART_INDEXER]) {
         if (compressor(s, &L->index, 0, L->ikeys, 0, L->kstride) ||
             gemm(s, &L->iwq_b, 0, (long)IH * ID, s->qrq, s->qrs, s->iq, s->B))
             return -1;
-        void *as[] = {&s->iq,      &s->h, &L->iwproj, &L->ikeys, &s->inv_comp, &s->pos, &L->scores,
-                      &L->kstride, &IH,   &ID,        &D,        &rate,        &R,      &maxe};
+        void *as[] = {&s->iq,      &s->gvpart, &S,  &L->ikeys, &s->inv_comp, &s->pos, &L->scores,
+                      &L->kstride, &IH,        &ID, &rate,     &R,           &maxe};
         void *at[] = {&L->scores, &L->idx, &s->pos, &rate, &topk, &maxe, &seq_ids};
-        return rt(s, K_INDEX_SCORE, (unsigned)s->B, 1, 256, (unsigned)(IH * ID * 4), as) ||
+        return gemv(s, "rt_gemv/index", L->iwproj, 0, IH, IH, D, s->h, 0, &S) ||
+                       rt(s, K_INDEX_SCORE, (unsigned)s->B, 1, 256, (unsigned)(IH * ID * 4), as) ||
                        rt(s, K_TOPK, (unsigned)s->B, 1, 256, 0, at)
                    ? -1
                    : 0;
@@ -313,8 +338,10 @@ static int indexer(kt_step *s, layer_dev *L) {
     if (compressor(s, &L->index, 0, 0, L->ikc, pages) ||
         gemm(s, &L->iwq_b, 0, (long)IH * ID, s->qrq, s->qrs, s->iq, s->B))
         return -1;
-    void *aq[] = {&s->iq, &s->h, &L->iwproj, &s->inv_comp, &s->pos, &s->iqq, &s->iw, &IH, &ID, &D, &R};
-    if (rt(s, K_INDEX_Q, (unsigned)s->B, 1, 256, (unsigned)(IH * ID * 4), aq)) return -1;
+    void *aq[] = {&s->iq, &s->gvpart, &S, &s->inv_comp, &s->pos, &s->iqq, &s->iw, &ID, &R};
+    if (gemv(s, "rt_gemv/index", L->iwproj, 0, IH, IH, D, s->h, 0, &S) ||
+        rt(s, K_INDEX_Q, (unsigned)IH, (unsigned)s->B, 128, (unsigned)(ID * 4), aq))
+        return -1;
     dptr ptr[7] = {s->iqq, s->iw, L->ikc, s->lens + (dptr)(2 * s->B * 4), s->itable, s->ilogits, L->idx};
     return fam_launch(s, fam_p(s, "mla_indexer", &s->plan.indexer), ptr, 7);
 }
@@ -397,11 +424,13 @@ static int moe_plain(kt_step *s, layer_dev *L, int hash) {
     int B = s->B, D = (int)c->hidden, E = (int)c->n_experts, K = (int)c->top_k, I = (int)c->moe_inter;
     float scale = (float)c->routed_scale, limit = (float)c->swiglu_limit;
     dptr bias = hash ? 0 : L->gate_bias, t2e = hash ? L->tid2eid : 0, shared = c->n_shared ? s->y_sh : 0;
-    void *ar[] = {&s->h, &L->gate, &bias, &t2e, &s->tok, &s->eidx, &s->ew, &E, &K, &D, &scale};
+    int S = 0;
+    void *ar[] = {&s->gvpart, &S, &bias, &t2e, &s->tok, &s->eidx, &s->ew, &E, &K, &scale};
     void *au[] = {&L->e13, &L->e13s, &s->hq, &s->hs, &s->eidx, &s->a_e, &I, &D, &K, &limit};
     void *ad[] = {&L->e2, &L->e2s, &s->aq_e, &s->as_e, &s->eidx, &s->y_e, &I, &D};
     void *ac[] = {&s->y_e, &s->ew, &shared, &s->moe_out, &K, &D};
-    return rt(s, K_ROUTER, (unsigned)B, 1, 256, (unsigned)(E * 4), ar) ||
+    return gemv(s, "rt_gemv/router", L->gate, 0, E, E, D, s->h, 0, &S) ||
+                   rt(s, K_ROUTER, (unsigned)B, 1, 256, (unsigned)(E * 4), ar) ||
                    rt(s, K_MOE_UP, (unsigned)(I + 7) / 8, (unsigned)(B * K), 256, 0, au) ||
                    quant(s, s->a_e, s->aq_e, s->as_e, (long)B * K, I) ||
                    rt(s, K_MOE_DOWN, (unsigned)(D + 7) / 8, (unsigned)(B * K), 256, 0, ad) || shared_expert(s, L) ||
@@ -410,19 +439,18 @@ static int moe_plain(kt_step *s, layer_dev *L, int hash) {
                : 0;
 }
 
-/* The family MoE: gate logits (rt_gate_logits), moe_route (ids, weights, alignment records),
+/* The family MoE: gate logits (rt_gemv), moe_route (ids, weights, alignment records),
  * moe_gemm gate+up (SwiGLU, e4m3 requantised) and down (the weighted combine + the shared
  * expert's output), into moe_outb (bf16). */
 static int moe_family(kt_step *s, layer_dev *L) {
     const kt_model_config *c = &s->c;
-    int B = s->B, D = (int)c->hidden, E = (int)c->n_experts;
-    void *ag[] = {&s->h, &L->gate, &s->elog, &E, &D};
+    int D = (int)c->hidden, E = (int)c->n_experts;
     dptr route[5] = {s->elog, L->gate_bias, s->eidx, s->ew, s->ealign}, shared = c->n_shared ? s->y_sh : s->no_shared;
     dptr up[KT_MOE_T_COUNT] = {s->hq,  s->hs,     L->e13, L->e13s, s->eidx,  s->ew,
                                shared, s->ealign, s->he,  s->hse,  s->mpart, s->mcnt};
     dptr down[KT_MOE_T_COUNT] = {s->he,  s->hse,    L->e2,       L->e2s,   s->eidx,  s->ew,
                                  shared, s->ealign, s->moe_outb, s->mpart, s->mpart, s->mcnt};
-    return rt(s, K_GATE, (unsigned)(E + 7) / 8, (unsigned)B, 256, 0, ag) ||
+    return gemv(s, "rt_gemv/gate", L->gate, 0, E, E, D, s->h, s->elog, NULL) ||
                    fam_launch(s, fam_p(s, "moe_route", &s->plan.route), route, 5) || shared_expert(s, L) ||
                    fam_launch(s, fam_p(s, "moe_gemm", &s->plan.gateup), up, KT_MOE_T_COUNT) ||
                    fam_launch(s, fam_p(s, "moe_gemm", &s->plan.down), down, KT_MOE_T_COUNT)
@@ -443,7 +471,6 @@ static int moe(kt_step *s, long l) {
 static int enqueue(kt_step *s) {
     const kt_model_config *c = &s->c;
     int D = (int)c->hidden, H = (int)c->hc_mult, V = (int)c->vocab;
-    float eps = (float)c->rms_eps, hc_eps = (float)c->hc_eps;
     int W = (int)c->window, hr = (int)c->hca_rate, cr = (int)c->csa_rate, B = s->B;
     void *ae[] = {&s->embed, &s->tok, &s->x, &D, &H};
     void *al0[] = {&s->pos, &s->lens, &W, &hr, &cr, &B};
@@ -457,11 +484,9 @@ static int enqueue(kt_step *s) {
         nvtxRangePop();
         if (rc) return -1;
     }
-    void *ah[] = {&s->x, &s->hh_fn, &s->hh_base, &s->hh_scale, &s->norm, &s->yfin, &D, &H, &eps, &hc_eps};
-    void *al[] = {&s->yfin, &s->head, &s->logits, &D, &V};
     void *am[] = {&s->logits, &s->next, &V};
-    if (rt(s, K_HC_HEAD, (unsigned)s->B, 1, 256, (unsigned)(D * 4), ah) ||
-        rt(s, K_HEAD, (unsigned)(V + 7) / 8, (unsigned)s->B, 256, 0, al) ||
+    if (hc_mix(s, s->hh_fn, s->hh_base, s->hh_scale, s->norm, 0, s->yfin, 0) ||
+        gemv(s, "rt_gemv/head", s->head, 0, V, V, D, s->yfin, s->logits, NULL) ||
         rt(s, K_ARGMAX, (unsigned)s->B, 1, 256, 0, am))
         return -1;
     return prof_mark(s, "end");
@@ -764,6 +789,21 @@ static int alloc_moe(kt_step *s) {
                : 0;
 }
 
+/* rt_gemv's scratch: the most split sums (S x B x N floats) of any GEMV of the step that leaves
+ * them to its consumer (those with a plain output only when split). */
+static size_t gemv_scratch(const kt_model_config *c, long B) {
+    long H = c->hc_mult, D = c->hidden, HD = c->head_dim, ID = c->index_dim;
+    long nk[][3] = {{(2 + H) * H, H * D, 0}, {H, H * D, 0},          {2 * HD, D, 0},  {4 * HD, D, 0}, {4 * ID, D, 0},
+                    {c->n_experts, D, 0},    {c->index_heads, D, 0}, {c->vocab, D, 1}}; /* {N, K, plain output} */
+    size_t most = 16;
+    for (size_t i = 0; i < sizeof nk / sizeof nk[0]; i++) {
+        long S = gemv_splits(B, nk[i][0], nk[i][1]);
+        size_t bytes = (size_t)(S * B * nk[i][0]) * 4;
+        if ((!nk[i][2] || S > 1) && bytes > most) most = bytes;
+    }
+    return most;
+}
+
 /* Activation buffers for B sequences. */
 static int alloc_acts(kt_step *s) {
     const kt_model_config *c = &s->c;
@@ -811,7 +851,10 @@ static int alloc_acts(kt_step *s) {
              {&s->moe_out, B * D * 4},
              {&s->yfin, B * D * 4},
              {&s->logits, B * (size_t)c->vocab * 4},
-             {&s->next, B * 4}};
+             {&s->next, B * 4},
+             {&s->gvpart, s->gv_bytes = gemv_scratch(c, s->B)},
+             {&s->cemit, B * (HD > (size_t)c->index_dim ? HD : (size_t)c->index_dim) * 4},
+             {&s->ccount, B * 4}};
     for (size_t i = 0; i < sizeof a / sizeof a[0]; i++)
         if (dalloc(a[i].p, a[i].bytes)) return -1;
     return dalloc(&s->lens, 3 * B * 4) || (s->plan.family[KT_PART_INDEXER] && alloc_indexer(s)) ||
