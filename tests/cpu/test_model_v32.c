@@ -198,11 +198,22 @@ KT_TEST(model_ref_v32) {
 }
 
 KT_TEST(step_refuses_v32) {
-    /* kt run without --reference on V3.2: one line naming the missing GPU step and the way out */
+    /* kt run without --reference on a V3.2 its families cannot take (16 indexer heads; V3.2 has
+     * no plain kernels): one line naming the part, the family's reason and the way out, before
+     * any GPU is opened; --plain-kernels likewise */
     kt_model_config c;
     EXPECT(kt_model_config_parse("config.json", tiny_v32, strlen(tiny_v32), &c) == 0);
     kt_run_options o = {.batch = 1, .context = 8, .steps = 1};
     kt_step *s = NULL;
-    EXPECT(kt_step_open(&c, NULL, &o, &s) == -1 && s == NULL && strstr(kt_error(), "mla_decode LAYOUT=V32") &&
-           strstr(kt_error(), "--reference kt"));
+    EXPECT(kt_step_open(&c, NULL, &o, &s) == -1 && s == NULL && strstr(kt_error(), "V3.2's indexer") &&
+           strstr(kt_error(), "64 heads of 128, the model has 16") && strstr(kt_error(), "--reference kt"));
+    c.index_heads = 64;
+    o.plain_kernels = 1;
+    EXPECT(kt_step_open(&c, NULL, &o, &s) == -1 && s == NULL && strstr(kt_error(), "--plain-kernels"));
+    o.plain_kernels = 0; /* 64 indexer heads: the attention's scale (YaRN factor 4), then its 2 heads */
+    EXPECT(kt_step_open(&c, NULL, &o, &s) == -1 && s == NULL && strstr(kt_error(), "V3.2's attention") &&
+           strstr(kt_error(), "softmax scale"));
+    c.softmax_scale = 0.13523377;
+    EXPECT(kt_step_open(&c, NULL, &o, &s) == -1 && s == NULL && strstr(kt_error(), "V3.2's attention") &&
+           strstr(kt_error(), "HQ=2"));
 }

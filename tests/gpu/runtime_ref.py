@@ -13,9 +13,9 @@ v32` saves a tiny random DeepseekV32; `mxfp4 DIR OUT` writes DIR's V4 routed exp
 release ships them (I8 e2m1 pairs + F8_E8M0 `scale` per 32) into OUT and their exact values
 back into DIR as bf16; `hostcheck` runs transformers fp32 teacher-forced on the prompt and
 compares the host reference's dumps (`kt run --reference exact|kt --steps 0`) with it.
-  usage: runtime_ref.py make DIR [--arch v4|v32] [--mxfp4 OUT] [--smooth] [--prompt P] [--batch B] [--seed N]
+  usage: runtime_ref.py make DIR [--arch v4|v32|v32fam] [--mxfp4 OUT] [--smooth] [--prompt P] [--batch B] [--seed N]
          runtime_ref.py compare DIR --kt-log LOG --dump NAME=FILE... [--limits JSON] [--require-greedy]
-         runtime_ref.py fed LOG (the tokens kt fed, as a prompt file); runtime_ref.py flash DIR
+         runtime_ref.py fed LOG (the tokens kt fed, as a prompt file); runtime_ref.py flash DIR [--arch v4|v32]
          runtime_ref.py mxfp4 DIR OUT; runtime_ref.py hostcheck DIR --dump NAME=FILE... [--limits JSON]
 """
 import argparse
@@ -64,6 +64,24 @@ def tiny_config_v32():
         index_n_heads=16, max_position_embeddings=4096, tie_word_embeddings=False, initializer_range=0.05,
         rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "mscale": 1.0,
                          "mscale_all_dim": 1.0, "original_max_position_embeddings": 1024,
+                         "beta_fast": 32.0, "beta_slow": 1.0})
+
+
+def tiny_config_v32_families():
+    """A tiny DeepseekV32 at the smallest shapes kt's families take, so that `kt run` runs it on the
+    GPU: 16 heads (mla_decode HQ % 16) of 128 nope + 64 rope with YaRN factor 40 and mscale_all_dim 1
+    (V3.2's softmax scale, the constant mla_decode LAYOUT=V32 applies), 64 indexer heads of 128
+    (mla_indexer) picking 16 tokens, 256 experts in 8 groups, the best 4 groups, top-8, x 2.5
+    (moe_route's V3 router); 3 layers, the first dense."""
+    return DeepseekV32Config(
+        vocab_size=512, hidden_size=256, intermediate_size=256, moe_intermediate_size=128, num_hidden_layers=3,
+        num_attention_heads=16, num_key_value_heads=16, n_shared_experts=1, n_routed_experts=256, n_group=8,
+        topk_group=4, num_experts_per_tok=8, kv_lora_rank=512, q_lora_rank=128, qk_rope_head_dim=64,
+        qk_nope_head_dim=128, v_head_dim=128, first_k_dense_replace=1, index_topk=16, index_head_dim=128,
+        index_n_heads=64, max_position_embeddings=4096, tie_word_embeddings=False, initializer_range=0.05,
+        routed_scaling_factor=2.5, norm_topk_prob=True,
+        rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 40.0, "mscale": 1.0,
+                         "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096,
                          "beta_fast": 32.0, "beta_slow": 1.0})
 
 
@@ -187,8 +205,8 @@ def rel(a, b):
 def cmd_make(a):
     torch.manual_seed(a.seed)
     g = torch.Generator().manual_seed(a.seed)
-    cfg = tiny_config_v32() if a.arch == "v32" else tiny_config(a.smooth)
-    model = (DeepseekV32ForCausalLM if a.arch == "v32" else DeepseekV4ForCausalLM)(cfg).eval()
+    cfg = {"v32": tiny_config_v32, "v32fam": tiny_config_v32_families}.get(a.arch, lambda: tiny_config(a.smooth))()
+    model = (DeepseekV32ForCausalLM if a.arch.startswith("v32") else DeepseekV4ForCausalLM)(cfg).eval()
     randomise(model, g)
     os.makedirs(a.dir, exist_ok=True)
     model.to(torch.bfloat16).save_pretrained(a.dir)
@@ -214,8 +232,13 @@ def cmd_compare(a):
         dumps[name] = torch.tensor(
             list(memoryview(open(path, "rb").read()).cast("f"))).view(len(fed), a.batch, V)
     hf = {}
-    for kind in ("fp32", "qdq"):
-        m = DeepseekV4ForCausalLM.from_pretrained(a.dir, torch_dtype=torch.float32).to(dev).eval()
+    cls = model_class(a.dir)
+    v32 = cls is DeepseekV32ForCausalLM
+    if v32:  # emulate_kt hooks V4's module names; V3.2 is compared with fp32 and the host references
+        print("qdq (kt's formats emulated in transformers): V4 only; V3.2's FP8 share is the host reference's")
+    for kind in ("fp32",) if v32 else ("fp32", "qdq"):
+        extra = {"attn_implementation": "eager"} if v32 else {}
+        m = cls.from_pretrained(a.dir, torch_dtype=torch.float32, **extra).to(dev).eval()
         if kind == "qdq":
             emulate_kt(m)
         lg, _ = run(m, tokens, 0)
@@ -354,9 +377,16 @@ def cmd_fed(a):
 
 
 def cmd_flash(a):
-    """DeepSeek-V4-Flash's config.json (transformers' defaults) for `kt run --synthetic`."""
+    """DeepSeek-V4-Flash's config.json (transformers' defaults) for `kt run --synthetic`; --arch v32:
+    DeepSeek-V3.2's (transformers' defaults with the release's YaRN: factor 40 from 4096 positions,
+    mscale = mscale_all_dim = 1)."""
     os.makedirs(a.dir, exist_ok=True)
-    DeepseekV4Config().save_pretrained(a.dir)
+    if a.arch == "v32":
+        DeepseekV32Config(rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 40.0, "mscale": 1.0,
+                                           "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096,
+                                           "beta_fast": 32.0, "beta_slow": 1.0}).save_pretrained(a.dir)
+    else:
+        DeepseekV4Config().save_pretrained(a.dir)
 
 
 def main():
@@ -366,10 +396,12 @@ def main():
     fd.add_argument("kt_log")
     fl = sub.add_parser("flash")
     fl.add_argument("dir")
+    fl.add_argument("--arch", choices=("v4", "v32"), default="v4")
     mk = sub.add_parser("make")
     mk.add_argument("dir")
     mk.add_argument("--smooth", action="store_true", help="every expert and every entry selected (no top-k flips)")
-    mk.add_argument("--arch", choices=("v4", "v32"), default="v4")
+    mk.add_argument("--arch", choices=("v4", "v32", "v32fam"), default="v4",
+                    help="v32fam: the tiny DeepseekV32 kt's GPU step runs (families' shapes)")
     mk.add_argument("--mxfp4", metavar="OUT", help="then write its routed experts as MXFP4 into OUT (as `mxfp4`)")
     mx = sub.add_parser("mxfp4")
     mx.add_argument("dir")
