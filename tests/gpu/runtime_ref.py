@@ -17,6 +17,7 @@ compares the host reference's dumps (`kt run --reference exact|kt --steps 0`) wi
          runtime_ref.py compare DIR --kt-log LOG --dump NAME=FILE... [--limits JSON] [--require-greedy]
          runtime_ref.py fed LOG (the tokens kt fed, as a prompt file); runtime_ref.py flash DIR [--arch v4|v32]
          runtime_ref.py mxfp4 DIR OUT; runtime_ref.py hostcheck DIR --dump NAME=FILE... [--limits JSON]
+         runtime_ref.py dumps A B --vocab V --limit X [--batch B] [--why TEXT] (two kt dumps, per step)
 """
 import argparse
 import json
@@ -251,6 +252,9 @@ def cmd_compare(a):
     for k, j, x, y in rows:
         r = rel(x, y)
         print(f"{k + ' vs ' + j:34s} {r.median().item():8.4f} {r.max().item():8.4f}")
+    for k, j, x, y in rows:  # the GPU's error step by step: where a wrong part shows first
+        if "gpu" in (k, j):
+            print(f"  {k} vs {j} per step: " + " ".join(f"{v:.3f}" for v in rel(x, y).tolist()))
     for name, (lim_med, ref) in json.loads(a.limits).items():
         k, j = name.split(":")
         y = hf[j[3:]] if j.startswith("hf_") else dumps[j]
@@ -369,6 +373,19 @@ def cmd_hostcheck(a):
     sys.exit(0 if ok else 1)
 
 
+def cmd_dumps(a):
+    """Two dumps of the same teacher-forced run (kt run --dump): every step's relative L2 (max over
+    the batch) printed; passes when the median is at most --limit."""
+    x, y = (torch.tensor(list(memoryview(open(f, "rb").read()).cast("f"))).view(-1, a.batch, a.vocab)
+            for f in (a.a, a.b))
+    r = rel(x, y)
+    print("per-step rel L2: " + " ".join(f"{v:.2e}" for v in r.tolist()))
+    good = r.median().item() <= a.limit
+    print(f"{'PASS' if good else 'FAIL'} {os.path.basename(a.a)} vs {os.path.basename(a.b)}: median "
+          f"{r.median().item():.2e} (max {r.max().item():.2e}) <= {a.limit} ({a.why})")
+    sys.exit(0 if good else 1)
+
+
 def cmd_fed(a):
     """The tokens kt fed, one line per sequence: the prompt for a teacher-forced host reference."""
     fed, _ = read_kt_log(a.kt_log, 0)
@@ -392,6 +409,13 @@ def cmd_flash(a):
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
+    du = sub.add_parser("dumps")
+    du.add_argument("a")
+    du.add_argument("b")
+    du.add_argument("--batch", type=int, default=2)
+    du.add_argument("--vocab", type=int, required=True)
+    du.add_argument("--limit", type=float, required=True)
+    du.add_argument("--why", default="")
     fd = sub.add_parser("fed")
     fd.add_argument("kt_log")
     fl = sub.add_parser("flash")
@@ -422,7 +446,7 @@ def main():
         p.add_argument("--seed", type=int, default=1234)
     a = ap.parse_args()
     {"make": cmd_make, "compare": cmd_compare, "fed": cmd_fed, "flash": cmd_flash, "mxfp4": cmd_mxfp4,
-     "hostcheck": cmd_hostcheck}[a.cmd](a)
+     "hostcheck": cmd_hostcheck, "dumps": cmd_dumps}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -15,8 +15,9 @@
 #    --arch v32fam: 16 heads, 64 indexer heads picking 16 of up to 32 tokens, 256 experts, top-8
 #    of the best 4 of 8 groups): `kt run` decodes B = 2 sequences (24-token prompt, 8 greedy
 #    steps) with mla_indexer, mla_decode LAYOUT=V32, moe_route ROUTER=V3 and moe_gemm; the host
-#    reference (exact and kt's formats) teacher-forced on its tokens; transformers fp32 on the
-#    same tokens; every step's logits compared and the greedy tokens checked;
+#    reference (exact and kt's formats) teacher-forced on its tokens; the first layer alone and
+#    the first two, GPU vs the host reference in kt's formats (where a wrong part shows first);
+#    transformers fp32 on the same tokens; every step's logits compared, the greedy tokens checked;
 #  - TPOT of V3.2's shapes (the release's config.json, synthetic weights, its first 4 layers: 3
 #    dense and 1 MoE) at B = 1 and 64, context 8192.
 # Every part under `timeout`; logs under $OUT/v32 (or $LOGS). Ends with "N passed, N failed".
@@ -100,6 +101,22 @@ gpu_step() {
         timeout 60 $KT run --model "$F" --batch 2 --context 32 --steps 0 --prompt "$G/fed.txt" --reference $r \
             --dump "$G/$r.bin" >"$G/$r.log" 2>&1
         check $? "v32 gpu: host reference ($r) teacher-forced on the GPU run's tokens"
+    done
+    # the first layer alone (attention, the indexer, the dense MLP: no routing) and the first two (the
+    # MoE too), the GPU against the host reference in kt's formats on the same tokens: where a
+    # wrong part shows first. Both quantise alike, so they differ by f32-vs-double roundings that
+    # flip an FP8 code now and then, the indexer's e4m3 scores, mla_decode's bf16 probabilities
+    local n why=("" "one layer: no routing; the indexer's e4m3 scores the only choice that can flip"
+                 "two layers: the MoE's routing among 256 experts can flip too") limit=(0 0.05 0.1)
+    for n in 1 2; do
+        timeout 60 $KT run --model "$F" --layers $n --batch 2 --context 32 --steps 0 --prompt "$G/fed.txt" \
+            --dump "$G/gpu_l$n.bin" >"$G/gpu_l$n.log" 2>&1 &&
+            timeout 60 $KT run --model "$F" --layers $n --batch 2 --context 32 --steps 0 --prompt "$G/fed.txt" \
+                --reference kt --dump "$G/kt_l$n.bin" >"$G/kt_l$n.log" 2>&1 &&
+            timeout 60 $PY tests/gpu/runtime_ref.py dumps "$G/gpu_l$n.bin" "$G/kt_l$n.bin" --vocab 512 \
+                --limit ${limit[n]} --why "${why[n]}" >"$G/layers$n.log" 2>&1
+        check $? "v32 gpu: the first $n layer(s), GPU vs the host reference in kt's formats"
+        tail -n 2 "$G/layers$n.log"
     done
     local lim='{"exact:hf_fp32": [1e-4, "the host reference is the transformers math in double (7e-7 on a CPU)"],
                 "gpu:ktref": [0.2, "the flip floor (ktref vs exact 0.13 here) plus the families roundings"]}'
