@@ -8,6 +8,8 @@ FP8 e4m3 weights in 128x128 blocks, activations in 1x128 groups before every FP8
 outputs rounded to bf16, the sliding/compressed KV nope part in e4m3 with power-of-two scales
 per 64 and its rope part in bf16, as kt's KV layout stores them), and prints the per-step
 relative L2 of every pair of logits (kt's dumps and transformers') and the greedy agreement.
+For V3.2 "qdq" emulates what transformers' expanded MLA shows of kt's formats (emulate_kt_v32: the
+FP8 GEMMs, kv_b_proj's FP8 weights, the cached latent in the V32 layout, the routed experts).
 The second model and the MXFP4 experts (tests/gpu/runtime_v32.sh, no GPU needed): `make --arch
 v32` saves a tiny random DeepseekV32; `mxfp4 DIR OUT` writes DIR's V4 routed experts as the
 release ships them (I8 e2m1 pairs + F8_E8M0 `scale` per 32) into OUT and their exact values
@@ -123,13 +125,16 @@ def e4m3(x):
 
 
 def qdq_weight(w):
-    """kt's load-time rule: per 128x128 block s = amax / 448, code = e4m3(w / s)."""
+    """kt's load-time rule: per 128x128 block s = amax / 448, code = e4m3(w / s); rows past a
+    multiple of 128 (V3.2's kv_a, 576) make a partial block, as zero rows would."""
     shape = w.shape
     w2 = w.float().reshape(-1, shape[-1])
     n, k = w2.shape
-    b = w2.view(n // 128, 128, k // 128, 128)
+    pad = -n % 128
+    w2 = torch.cat([w2, w2.new_zeros(pad, k)]) if pad else w2
+    b = w2.view((n + pad) // 128, 128, k // 128, 128)
     s = (b.abs().amax(dim=(1, 3), keepdim=True).clamp(min=1e-10) / 448).float()
-    return (e4m3(b / s) * s).view(shape)
+    return (e4m3(b / s) * s).view(n + pad, k)[:n].view(shape)
 
 
 def qdq_act(x):
@@ -148,6 +153,54 @@ def qdq_kv(y, rope):
     s = torch.exp2(torch.ceil(torch.log2(amax / 448)))
     nope = (e4m3(g / s) * s).view(nope.shape)
     return torch.cat([nope, r.to(torch.bfloat16).float()], dim=-1).to(y.dtype)
+
+
+def qdq_latent_v32(y):
+    """kt's V3.2 KV layout on the latent: per 128 e4m3 with a power-of-two scale, amax / 448
+    clamped at 1e-4 (mla_layout.h)."""
+    g = y.float().view(*y.shape[:-1], y.shape[-1] // 128, 128)
+    s = torch.exp2(torch.ceil(torch.log2((g.abs().amax(dim=-1, keepdim=True) / 448).clamp(min=1e-4))))
+    return (e4m3(g / s) * s).view(y.shape).to(y.dtype)
+
+
+V32_FP8_LINEARS = ("self_attn.q_a_proj", "self_attn.q_b_proj", "self_attn.kv_a_proj_with_mqa", "self_attn.o_proj",
+                   "indexer.wq_b", "indexer.wk", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj",
+                   "shared_experts.gate_proj", "shared_experts.up_proj", "shared_experts.down_proj")
+
+
+def experts_v32_qdq(mod):
+    """DeepseekV32Experts' forward with kt's formats: e4m3 input and SwiGLU output (moe_gemm)."""
+    def forward(hidden_states, top_k_index, top_k_weights):
+        x = qdq_act(hidden_states)
+        out = torch.zeros_like(hidden_states)
+        for e in top_k_index.unique().tolist():
+            pos, tok = torch.where(top_k_index.t() == e)
+            gate, up = torch.nn.functional.linear(x[tok], mod.gate_up_proj[e]).chunk(2, dim=-1)
+            h = torch.nn.functional.linear(qdq_act(mod.act_fn(gate) * up), mod.down_proj[e])
+            out.index_add_(0, tok, (h * top_k_weights[tok, pos, None]).to(out.dtype))
+        return out
+    mod.forward = forward
+
+
+def emulate_kt_v32(model):
+    """V3.2 in kt's formats, as far as transformers' expanded MLA shows them: the FP8 GEMMs
+    (weights, e4m3 inputs, bf16 outputs), kv_b_proj's FP8 weights, the cached latent in the V32
+    layout, the routed experts. Not emulated: the absorbed query and latent output in bf16, the
+    rope key in bf16, the indexer's e4m3 scores (transformers' MLA is not in absorbed form)."""
+    with torch.no_grad():
+        for name, mod in model.named_modules():
+            if name.endswith(V32_FP8_LINEARS):
+                mod.weight.copy_(qdq_weight(mod.weight))
+                mod.register_forward_pre_hook(lambda m, a: (qdq_act(a[0]),) + tuple(a[1:]))
+                mod.register_forward_hook(lambda m, a, y: y.to(torch.bfloat16).to(y.dtype))
+            elif name.endswith("self_attn.kv_b_proj"):
+                mod.weight.copy_(qdq_weight(mod.weight))
+            elif name.endswith("self_attn.kv_a_layernorm"):
+                mod.register_forward_hook(lambda m, a, y: qdq_latent_v32(y))
+            elif name.endswith("mlp.experts"):
+                mod.gate_up_proj.copy_(qdq_weight(mod.gate_up_proj))
+                mod.down_proj.copy_(qdq_weight(mod.down_proj))
+                experts_v32_qdq(mod)
 
 
 def emulate_kt(model):
@@ -235,13 +288,11 @@ def cmd_compare(a):
     hf = {}
     cls = model_class(a.dir)
     v32 = cls is DeepseekV32ForCausalLM
-    if v32:  # emulate_kt hooks V4's module names; V3.2 is compared with fp32 and the host references
-        print("qdq (kt's formats emulated in transformers): V4 only; V3.2's FP8 share is the host reference's")
-    for kind in ("fp32",) if v32 else ("fp32", "qdq"):
+    for kind in ("fp32", "qdq"):
         extra = {"attn_implementation": "eager"} if v32 else {}
         m = cls.from_pretrained(a.dir, torch_dtype=torch.float32, **extra).to(dev).eval()
         if kind == "qdq":
-            emulate_kt(m)
+            (emulate_kt_v32 if v32 else emulate_kt)(m)
         lg, _ = run(m, tokens, 0)
         hf[kind] = lg[: len(fed)]
     P = a.prompt
