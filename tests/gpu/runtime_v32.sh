@@ -15,11 +15,11 @@
 #    --arch v32fam: 16 heads, 64 indexer heads picking 16 of up to 32 tokens, 256 experts, top-8
 #    of the best 4 of 8 groups): `kt run` decodes B = 2 sequences (24-token prompt, 8 greedy
 #    steps) with mla_indexer, mla_decode LAYOUT=V32, moe_route ROUTER=V3 and moe_gemm; the host
-#    reference (exact and kt's formats) teacher-forced on its tokens; the first layer alone and
-#    the first two, GPU vs the host reference in kt's formats (where a wrong part shows first);
+#    reference (exact and kt's formats) teacher-forced on its tokens; the first layer alone (no
+#    MoE), GPU vs the host reference in kt's formats (the attention path's error on its own);
 #    transformers fp32 on the same tokens; every step's logits compared, the greedy tokens checked;
 #  - TPOT of V3.2's shapes (the release's config.json, synthetic weights, its first 4 layers: 3
-#    dense and 1 MoE) at B = 64 and 1, context 8192, as far as the 150 s budget goes.
+#    dense and 1 MoE) at B = 64, context 8192, if the 150 s budget leaves room.
 # Every part under `timeout`; logs under $OUT/v32 (or $LOGS). Ends with "N passed, N failed".
 #   usage: tests/gpu/runtime_v32.sh [host|gpu|all]   (default all; gpu parts skipped without a GPU)
 set -u
@@ -102,13 +102,12 @@ gpu_step() {
             --dump "$G/$r.bin" >"$G/$r.log" 2>&1
         check $? "v32 gpu: host reference ($r) teacher-forced on the GPU run's tokens"
     done
-    # the first layer alone (attention, the indexer, the dense MLP: no routing) and the first two (the
-    # MoE too), the GPU against the host reference in kt's formats on the same tokens: where a
-    # wrong part shows first. Both quantise alike, so they differ by f32-vs-double roundings that
-    # flip an FP8 code now and then, the indexer's e4m3 scores, mla_decode's bf16 probabilities
-    local n why=("" "one layer: no routing; the indexer's e4m3 scores the only choice that can flip"
-                 "two layers: the MoE's routing among 256 experts can flip too") limit=(0 0.05 0.1)
-    for n in 1 2; do
+    # the first layer alone (attention, the indexer, the dense MLP: no routing), the GPU against the
+    # host reference in kt's formats on the same tokens: the attention path's error without the
+    # MoE's. Both quantise alike, so they differ by f32-vs-double roundings that flip an FP8 code
+    # now and then, the indexer's e4m3 scores, mla_decode's bf16 probabilities
+    local n why=("" "one layer: no routing; the indexer's e4m3 scores the only choice that can flip") limit=(0 0.05)
+    for n in 1; do
         timeout 60 $KT run --model "$F" --layers $n --batch 2 --context 32 --steps 0 --prompt "$G/fed.txt" \
             --dump "$G/gpu_l$n.bin" >"$G/gpu_l$n.log" 2>&1 &&
             timeout 60 $KT run --model "$F" --layers $n --batch 2 --context 32 --steps 0 --prompt "$G/fed.txt" \
@@ -131,7 +130,7 @@ gpu_step() {
 gpu_tpot() {
     local V=$LOGS/v32flash
     timeout 60 $PY tests/gpu/runtime_ref.py flash "$V" --arch v32 >/dev/null 2>&1
-    for b in 64 1; do
+    for b in 64; do
         # the gpu parts stay within KT_V32_BUDGET seconds: a TPOT run that would start past it is skipped
         if [ $((SECONDS - GPU_T0)) -gt $((${KT_V32_BUDGET:-150} - 45)) ]; then
             check 1 "v32 gpu: TPOT B=$b skipped, $((SECONDS - GPU_T0)) s of the ${KT_V32_BUDGET:-150} s budget spent"
