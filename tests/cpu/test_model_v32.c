@@ -217,3 +217,22 @@ KT_TEST(step_refuses_v32) {
     EXPECT(kt_step_open(&c, NULL, &o, &s) == -1 && s == NULL && strstr(kt_error(), "V3.2's attention") &&
            strstr(kt_error(), "HQ=2"));
 }
+
+KT_TEST(gemm_blocks_pad_v32) {
+    /* the GPU step loads V3.2's kv_a (576 rows) into whole 128-row blocks, the rows past 576 zero:
+     * the partial block's scale and codes are those of the 576-row quantisation (the host
+     * reference's), and the padding's codes are zero */
+    long n = 576, k = 256, np = 640;
+    float *w = malloc(sizeof(float) * np * k), *wp = calloc((size_t)(np * k), sizeof(float));
+    float s[5 * 2], sp[5 * 2];
+    uint8_t *q = malloc((size_t)(n * k)), *qp = malloc((size_t)(np * k));
+    uint64_t rng = 23;
+    for (long i = 0; i < n * k; i++) wp[i] = w[i] = kt_rng_uniform(&rng) * (i < 512 * k ? 1.0f : 0.01f);
+    kt_quant_blocks(w, n, k, q, s);
+    kt_quant_blocks(wp, np, k, qp, sp);
+    EXPECT(memcmp(s, sp, sizeof s) == 0 && memcmp(q, qp, (size_t)(n * k)) == 0);
+    int zero = 1;
+    for (long i = n * k; i < np * k; i++) zero &= qp[i] == 0;
+    EXPECT(zero);
+    free(w), free(wp), free(q), free(qp);
+}
