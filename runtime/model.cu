@@ -14,6 +14,7 @@
 #include "kt_device.cuh"
 #include "indexer_layout.h"
 #include "kv_v4.cuh"
+#include "mla_layout.h"
 
 #define RT_THREADS 256
 #define INFINITY __int_as_float(0x7f800000)
@@ -701,6 +702,169 @@ extern "C" __global__ void rt_argmax(const float *logits, int *tok, int V) {
         __syncthreads();
     }
     if (threadIdx.x == 0) tok[b] = bi[0];
+}
+
+// ------------------------------------------------------------------------- DeepSeek-V3.2
+// V3.2's plain kernels (runtime/step.c's V3.2 section; model_ref.c's attention_v32 and
+// indexer_v32 are the math): the residual stream's norms, the KV append in mla_decode's V32
+// layout, the absorbed MLA query and output through kv_b_proj (read as FP8 blocks), and the
+// indexer's key and query in mla_indexer's formats. a block per sequence (and head).
+
+// h = rmsnorm(x) * w (f32) and, hb not NULL, its bf16 copy (act_quant's input); a block per
+// row of D. Dynamic shared memory: D floats.
+extern "C" __global__ void rt_rmsnorm_f32(const float *x, const float *w, float *h, kt_u16 *hb, int D, float eps) {
+    extern __shared__ float v[];
+    __shared__ float red[32];
+    long row = blockIdx.x;
+    for (int i = threadIdx.x; i < D; i += blockDim.x) v[i] = x[row * D + i];
+    __syncthreads();
+    rt_rmsnorm(v, D, w, eps, red);
+    for (int i = threadIdx.x; i < D; i += blockDim.x) {
+        h[row * D + i] = v[i];
+        if (hb) hb[row * D + i] = kt_f32_to_bf16(v[i]);
+    }
+}
+
+// The residual add x[b] += y[b] (y bf16, a GEMM's output); grid (D / 256, B).
+extern "C" __global__ void rt_residual(float *x, const kt_u16 *y, int D) {
+    int d = blockIdx.x * blockDim.x + threadIdx.x;
+    long i = (long)blockIdx.y * D + d;
+    if (d < D) x[i] += kt_bf16_to_f32(y[i]);
+}
+
+// Half-split RoPE ("rotate_half", V3.2's indexer) on the leading R channels of x at p, cos and
+// sin times af (YaRN's attention factor): channel i pairs with i + R / 2.
+__device__ void rt_rope_half(float *x, int R, const float *inv, float af, float p) {
+    for (int i = threadIdx.x; i < R / 2; i += blockDim.x) {
+        float f = p * inv[i], c = af * cosf(f), s = af * sinf(f);
+        float a = x[i], b = x[i + R / 2];
+        x[i] = a * c - b * s;
+        x[i + R / 2] = b * c + a * s;
+    }
+    __syncthreads();
+}
+
+// V3.2's MLA RoPE: interleaved on the trailing R of x[dim], times af.
+__device__ void rt_rope_v32(float *x, int dim, int R, const float *inv, float af, float p) {
+    rt_rope(x, dim, R, inv, p, 1.0f);
+    for (int i = threadIdx.x; i < R; i += blockDim.x) x[dim - R + i] *= af;
+    __syncthreads();
+}
+
+// A 576 vector into mla_decode's V32 layout at token id (kt_mla_quantise_token's rounding):
+// per 128 latent values e4m3 codes with a power-of-two f32 scale, the 64 rope values bf16.
+__device__ void rt_v32_store(const float *x, kt_u8 *cache, long id, float *red) {
+    kt_u8 *codes = cache + kt_mla_token_at(KT_MLA_V32, id);
+    float *scales = (float *)(cache + kt_mla_scales_at(KT_MLA_V32, id));
+    for (int t = 0; t < KT_MLA_V32_TILES; t++) {
+        float a = 0;
+        for (int i = threadIdx.x; i < KT_MLA_V32_TILE; i += blockDim.x) a = fmaxf(a, fabsf(x[t * KT_MLA_V32_TILE + i]));
+        a = rt_block_max(a, red);
+        float s = exp2f(ceilf(log2f(fmaxf(a / 448.0f, KT_MLA_MIN_SCALE))));
+        for (int i = threadIdx.x; i < KT_MLA_V32_TILE; i += blockDim.x)
+            codes[t * KT_MLA_V32_TILE + i] = rt_to_e4m3(x[t * KT_MLA_V32_TILE + i] / s);
+        if (threadIdx.x == 0) scales[t] = s;
+    }
+    kt_u16 *rope = (kt_u16 *)(cache + kt_mla_rope_at(KT_MLA_V32, id));
+    for (int i = threadIdx.x; i < KT_MLA_ROPE; i += blockDim.x) rope[i] = kt_f32_to_bf16(x[KT_MLA_V32_NOPE + i]);
+}
+
+// The new token's MLA key: kv_a's row (bf16, ld values a row) = latent 512 | rope 64; the latent
+// rmsnorm'd with w, the rope part rotated at *pos; stored at sequence b's token *pos (cache-wide
+// id b * seq_pages * 64 + *pos, runtime/step_plan.h). A block per sequence.
+extern "C" __global__ void rt_v32_kv_append(const kt_u16 *kv, int ld, const float *w, const float *inv, float af,
+                                            const int *pos, kt_u8 *cache, long seq_pages, float eps) {
+    __shared__ float v[KT_MLA_V32_DQK], red[32];
+    int b = blockIdx.x, p = *pos;
+    for (int i = threadIdx.x; i < KT_MLA_V32_DQK; i += blockDim.x) v[i] = kt_bf16_to_f32(kv[(long)b * ld + i]);
+    __syncthreads();
+    rt_rmsnorm(v, KT_MLA_V32_NOPE, w, eps, red);
+    rt_rope_v32(v, KT_MLA_V32_DQK, KT_MLA_ROPE, inv, af, (float)p);
+    rt_v32_store(v, cache, (long)b * seq_pages * KT_MLA_PAGE + p, red);
+}
+
+// kv_b_proj's weight (FP8 [rows, 512] with 128x128 f32 scales) at (r, j).
+__device__ __forceinline__ float rt_v32_wkvb(const kt_u8 *wc, const float *ws, long r, int j) {
+    return rt_e4m3(wc[r * KT_MLA_V32_NOPE + j]) * ws[(r / 128) * (KT_MLA_V32_NOPE / 128) + j / 128];
+}
+
+// The absorbed query of head h (grid (heads, batch)): q's rope part rotated at *pos; its nope
+// part through the head's key rows of kv_b_proj into the 512 latent, ql[j] = sum_d q[d] W[h (NO +
+// VH) + d][j]; qb[b][h] = ql | rope, bf16 (mla_decode's q). A plain GEMV: the speed helper's
+// multi-sequence GEMV should replace it.
+extern "C" __global__ void rt_v32_q_absorb(const kt_u16 *q, const kt_u8 *wc, const float *ws, const float *inv,
+                                           float af, const int *pos, kt_u16 *qb, int NO, int VH, int R) {
+    __shared__ float v[512];
+    int h = blockIdx.x, QK = NO + R;
+    long row = (long)blockIdx.y * gridDim.x + h;
+    for (int i = threadIdx.x; i < QK; i += blockDim.x) v[i] = kt_bf16_to_f32(q[row * QK + i]);
+    __syncthreads();
+    rt_rope_v32(v, QK, R, inv, af, (float)*pos);
+    kt_u16 *out = qb + row * KT_MLA_V32_DQK;
+    for (int j = threadIdx.x; j < KT_MLA_V32_NOPE; j += blockDim.x) {
+        float acc = 0;
+        for (int d = 0; d < NO; d++) acc += v[d] * rt_v32_wkvb(wc, ws, (long)h * (NO + VH) + d, j);
+        out[j] = kt_f32_to_bf16(acc);
+    }
+    for (int i = threadIdx.x; i < R; i += blockDim.x) out[KT_MLA_V32_NOPE + i] = kt_f32_to_bf16(v[NO + i]);
+}
+
+// mla_decode's latent output of head h through the head's value rows of kv_b_proj: o[b][h VH + d]
+// = sum_j ol[j] W[h (NO + VH) + NO + d][j], bf16 (o_proj's act_quant input). Grid (heads,
+// batch), a warp per output (a plain GEMV, as rt_v32_q_absorb).
+extern "C" __global__ void rt_v32_o_up(const kt_u16 *ob, const kt_u8 *wc, const float *ws, kt_u16 *o, int NO, int VH) {
+    __shared__ float ol[KT_MLA_V32_NOPE];
+    int h = blockIdx.x;
+    long row = (long)blockIdx.y * gridDim.x + h;
+    for (int j = threadIdx.x; j < KT_MLA_V32_NOPE; j += blockDim.x)
+        ol[j] = kt_bf16_to_f32(ob[row * KT_MLA_V32_NOPE + j]);
+    __syncthreads();
+    for (int d = threadIdx.x / 32; d < VH; d += blockDim.x / 32) {
+        long r = (long)h * (NO + VH) + NO + d;
+        float acc = 0;
+        for (int j = threadIdx.x % 32; j < KT_MLA_V32_NOPE; j += 32) acc += ol[j] * rt_v32_wkvb(wc, ws, r, j);
+        for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+        if (threadIdx.x % 32 == 0) o[row * VH + d] = kt_f32_to_bf16(acc);
+    }
+}
+
+// The indexer's key of the new token (a block per sequence): wk's output k (bf16 [B][128])
+// LayerNorm'd (weight, bias, eps 1e-6, as transformers' k_norm), half-split RoPE at *pos on its
+// leading R, stored in mla_indexer's pages at sequence b's page b * seq_pages + *pos / 64.
+extern "C" __global__ void rt_v32_index_k(const kt_u16 *k, const float *w, const float *bias, const float *inv,
+                                          float af, const int *pos, kt_u8 *cache, long seq_pages, int R) {
+    __shared__ float v[KT_IDX_DIM], red[32];
+    int b = blockIdx.x, p = *pos;
+    float s = 0;
+    for (int i = threadIdx.x; i < KT_IDX_DIM; i += blockDim.x) s += v[i] = kt_bf16_to_f32(k[(long)b * KT_IDX_DIM + i]);
+    float mean = rt_block_sum(s, red) / KT_IDX_DIM, ss = 0;
+    for (int i = threadIdx.x; i < KT_IDX_DIM; i += blockDim.x) ss += (v[i] - mean) * (v[i] - mean);
+    float r = rsqrtf(rt_block_sum(ss, red) / KT_IDX_DIM + 1e-6f);
+    for (int i = threadIdx.x; i < KT_IDX_DIM; i += blockDim.x) v[i] = (v[i] - mean) * r * w[i] + bias[i];
+    __syncthreads();
+    rt_rope_half(v, R, inv, af, (float)p);
+    rt_index_key_store(v, cache, (long long)b * seq_pages + p / KT_IDX_PAGE, p % KT_IDX_PAGE, red);
+}
+
+// mla_indexer's query of sequence b (as rt_index_q, with V3.2's half-split RoPE on each head's
+// leading R): heads in e4m3 with the scale s_h folded into w[b][h] = (wproj_h . h / sqrt(IH)) s_h
+// / sqrt(ID). Dynamic shared memory IH * ID floats.
+extern "C" __global__ void rt_v32_index_q(const kt_u16 *iq, const float *h, const float *wproj, const float *inv,
+                                          float af, const int *pos, kt_u8 *qq, float *w, int IH, int ID, int D, int R) {
+    extern __shared__ float q[];
+    __shared__ float wt[64], red[32];
+    int b = blockIdx.x;
+    for (int i = threadIdx.x; i < IH * ID; i += blockDim.x) q[i] = kt_bf16_to_f32(iq[(long)b * IH * ID + i]);
+    for (int j = threadIdx.x / 32; j < IH; j += blockDim.x / 32) {
+        float d = rt_warp_dot(wproj + (long)j * D, h + (long)b * D, D);
+        if (threadIdx.x % 32 == 0) wt[j] = d * rsqrtf((float)IH);
+    }
+    __syncthreads();
+    for (int hh = 0; hh < IH; hh++) rt_rope_half(q + hh * ID, R, inv, af, (float)*pos);
+    for (int hh = 0; hh < IH; hh++) {
+        float s = rt_quant_e4m3(q + hh * ID, ID, qq + ((long)b * IH + hh) * ID, red);
+        if (threadIdx.x == 0) w[(long)b * IH + hh] = wt[hh] * s * rsqrtf((float)ID);
+    }
 }
 
 // Seeded synthetic weights on the device (--synthetic): f32 values base + amp * u[-1, 1), or

@@ -10,6 +10,7 @@
 
 #include "../kernels/common/indexer_layout.h"
 #include "../kernels/common/kv_v4.cuh"
+#include "../kernels/common/mla_layout.h"
 #include "../kernels/moe_gemm.h"
 #include "cu.h"
 #include "kt.h"
@@ -32,7 +33,9 @@
     X(ROUTER, rt_router) X(MOE_UP, rt_moe_up) X(MOE_DOWN, rt_moe_down) X(MOE_COMBINE, rt_moe_combine)      \
     X(SWIGLU, rt_swiglu) X(ARGMAX, rt_argmax) X(GEMV, rt_gemv) X(GEMV_SUM, rt_gemv_sum)                  \
     X(FILL_F32, rt_fill_f32) X(FILL_E4M3, rt_fill_e4m3) X(FILL_I32, rt_fill_i32) X(LENGTHS, rt_lengths)       \
-    X(INDEX_Q, rt_index_q) X(O_POST, rt_o_post)
+    X(INDEX_Q, rt_index_q) X(O_POST, rt_o_post) X(RMSNORM_F32, rt_rmsnorm_f32) X(RESIDUAL, rt_residual)       \
+    X(V32_KV_APPEND, rt_v32_kv_append) X(V32_Q_ABSORB, rt_v32_q_absorb) X(V32_O_UP, rt_v32_o_up)              \
+    X(V32_INDEX_K, rt_v32_index_k) X(V32_INDEX_Q, rt_v32_index_q)
 // clang-format on
 #define RT_ENUM(e, n) K_##e,
 #define RT_NAME(e, n) #n,
@@ -56,6 +59,8 @@ typedef struct layer_dev {
     dptr hc_fn[2], hc_base[2], hc_scale[2], attn_norm, ffn_norm, q_norm, kv_norm, sink, gate, gate_bias, tid2eid,
         iwproj;
     gemm_w wq_a, wq_b, wkv, wo_a, wo_b, iwq_b, sh13, sh2;
+    gemm_w wkvb, iwk;        /* V3.2: kv_b_proj (read by rt_v32_q_absorb / rt_v32_o_up), the indexer's wk */
+    dptr ik_norm, ik_bias;   /* V3.2: the indexer's k_norm (LayerNorm) */
     dptr e13, e13s, e2, e2s; /* routed experts: [E][2I][D] (w1 | w3) and [E][D][I], FP8 + scales */
     comp_dev comp, index;
     dptr win, ccache, ikeys, ikc, scores, idx;    /* ikeys f32 (rt_index_score), ikc paged e4m3 (mla_indexer) */
@@ -95,7 +100,7 @@ struct kt_step {
     uint64_t seed;
     dptr embed, hh_fn, hh_base, hh_scale, norm, head, inv_main, inv_comp;
     dptr tok, pos, x, postcomb, h, hb, hq, hs, qa, qr, qrq, qrs, q, qf, kvraw, iq, og, ogq, ogs, oa_g, oa, oaq, oas,
-        y_attn, eidx, ew, a_e, aq_e, as_e, y_e, gu, a_sh, aq_sh, as_sh, y_sh, moe_out, yfin, logits, next;
+        y_attn, eidx, ew, a_e, aq_e, as_e, y_e, gu, a_sh, aq_sh, as_sh, y_sh, moe_out, yfin, logits, next, ik;
     dptr gvpart, cemit, ccount; /* rt_gemv's split sums (gv_bytes); rt_comp_emit's entry [B][width], counters [B] */
     size_t gv_bytes;
     /* the families' buffers: list lengths [3][B] (rt_lengths), mla_decode's lists, q, out and
@@ -403,18 +408,22 @@ static int attention(kt_step *s, long l) {
     return hc_post(s, s->y_attn, 0);
 }
 
-/* The shared expert into y_sh (bf16 [B, D]); 0 without one (the caller passes no_shared). */
-static int shared_expert(kt_step *s, layer_dev *L) {
-    const kt_model_config *c = &s->c;
-    int B = s->B, D = (int)c->hidden, I = (int)c->moe_inter;
-    float limit = (float)c->swiglu_limit;
-    if (!c->n_shared) return 0;
+/* A SwiGLU MLP of hq/hs on the FP8 GEMMs (w13: gate rows then up rows; w2: down) into out
+ * (bf16 [B, D]): the shared expert, V3.2's dense layers. */
+static int swiglu_mlp(kt_step *s, const gemm_w *w13, const gemm_w *w2, dptr out) {
+    int B = s->B, I = (int)w2->k;
+    float limit = (float)s->c.swiglu_limit;
     void *as[] = {&s->gu, &s->a_sh, &I, &limit};
-    return gemm(s, &L->sh13, 0, 2L * I, s->hq, s->hs, s->gu, B) ||
+    return gemm(s, w13, 0, 2L * I, s->hq, s->hs, s->gu, B) ||
                    rt(s, K_SWIGLU, (unsigned)(I + 255) / 256, (unsigned)B, 256, 0, as) ||
-                   quant(s, s->a_sh, s->aq_sh, s->as_sh, B, I) || gemm(s, &L->sh2, 0, D, s->aq_sh, s->as_sh, s->y_sh, B)
+                   quant(s, s->a_sh, s->aq_sh, s->as_sh, B, I) || gemm(s, w2, 0, w2->n, s->aq_sh, s->as_sh, out, B)
                ? -1
                : 0;
+}
+
+/* The shared expert into y_sh (bf16 [B, D]); 0 without one (the caller passes no_shared). */
+static int shared_expert(kt_step *s, layer_dev *L) {
+    return s->c.n_shared ? swiglu_mlp(s, &L->sh13, &L->sh2, s->y_sh) : 0;
 }
 
 /* The plain MoE (hash-routed layers always: moe_route has no tid2eid mode): rt_router, the
@@ -467,23 +476,128 @@ static int moe(kt_step *s, long l) {
     return family ? hc_post(s, out, 0) : hc_post(s, 0, out);
 }
 
+/* ------------------------------------------------------------- DeepSeek-V3.2 */
+/* V3.2's layers (model_ref.c's step_v32): pre-norm residual blocks on an f32 stream x [B, D] (no
+ * hyper-connections), MLA in its absorbed form over the indexer's top-k (mla_indexer, mla_decode
+ * LAYOUT=V32), then a dense SwiGLU MLP (fp8_gemm) or the V3 MoE (moe_route ROUTER=V3, moe_gemm
+ * with the shared experts). The families are V3.2's only path: it has no plain kernels. */
+
+/* x's rmsnorm with w into h (f32) and hq / hs (act_quant of its bf16 copy hb). */
+static int norm_v32(kt_step *s, dptr w) {
+    int D = (int)s->c.hidden;
+    float eps = (float)s->c.rms_eps;
+    void *a[] = {&s->x, &w, &s->h, &s->hb, &D, &eps};
+    return rt(s, K_RMSNORM_F32, (unsigned)s->B, 1, 256, (unsigned)(D * 4), a) || quant(s, s->hb, s->hq, s->hs, s->B, D)
+               ? -1
+               : 0;
+}
+
+/* x += y (a block's bf16 output). */
+static int residual(kt_step *s, dptr y) {
+    int D = (int)s->c.hidden;
+    void *a[] = {&s->x, &y, &D};
+    return rt(s, K_RESIDUAL, (unsigned)(D + 255) / 256, (unsigned)s->B, 256, 0, a);
+}
+
+/* The indexer: the new token's key (wk, k_norm, RoPE) into its pages, the query (wq_b of qr) and
+ * head weights (of h) in mla_indexer's formats, then its top-k of tokens 0..pos into L->idx. */
+static int indexer_v32(kt_step *s, layer_dev *L) {
+    const kt_model_config *c = &s->c;
+    int B = s->B, IH = (int)c->index_heads, ID = (int)c->index_dim, D = (int)c->hidden, R = (int)c->rope_dim;
+    float af = (float)c->rope_main.attention_factor;
+    long pages = L->cpages;
+    if (gemm(s, &L->iwq_b, 0, (long)IH * ID, s->qrq, s->qrs, s->iq, B) ||
+        gemm(s, &L->iwk, 0, ID, s->hq, s->hs, s->ik, B))
+        return -1;
+    void *ak[] = {&s->ik, &L->ik_norm, &L->ik_bias, &s->inv_main, &af, &s->pos, &L->ikc, &pages, &R};
+    void *aq[] = {&s->iq, &s->h, &L->iwproj, &s->inv_main, &af, &s->pos, &s->iqq, &s->iw, &IH, &ID, &D, &R};
+    if (rt(s, K_V32_INDEX_K, (unsigned)B, 1, 128, 0, ak) ||
+        rt(s, K_V32_INDEX_Q, (unsigned)B, 1, 256, (unsigned)(IH * ID * 4), aq))
+        return -1;
+    dptr ptr[7] = {s->iqq, s->iw, L->ikc, s->lens + (dptr)(2 * B * 4), s->itable, s->ilogits, L->idx};
+    return fam_launch(s, fam_p(s, "mla_indexer", &s->plan.indexer), ptr, 7);
+}
+
+/* MLA: q_a -> q_norm -> q_b; kv_a -> the cache (kv_norm, RoPE, V32 layout); the indexer; the
+ * absorbed query, mla_decode over the top-k, the latent out through kv_b_proj's value rows,
+ * o_proj, the residual. */
+static int attention_v32(kt_step *s, long l) {
+    const kt_model_config *c = &s->c;
+    layer_dev *L = &s->L[l];
+    int B = s->B, QL = (int)c->q_lora, H = (int)c->n_heads, NO = (int)c->qk_nope, VH = (int)c->v_head;
+    int R = (int)c->rope_dim, ld = (int)L->wkv.n;
+    float eps = (float)c->rms_eps, af = (float)c->rope_main.attention_factor;
+    long pages = L->cpages;
+    void *an[] = {&s->qa, &L->q_norm, &s->qr, &QL, &eps};
+    if (norm_v32(s, L->attn_norm) || gemm(s, &L->wq_a, 0, QL, s->hq, s->hs, s->qa, B) ||
+        rt(s, K_RMSNORM, (unsigned)B, 1, 256, (unsigned)(QL * 4), an) || quant(s, s->qr, s->qrq, s->qrs, B, QL) ||
+        gemm(s, &L->wq_b, 0, (long)H * (NO + R), s->qrq, s->qrs, s->q, B) ||
+        gemm(s, &L->wkv, 0, ld, s->hq, s->hs, s->kvraw, B))
+        return -1;
+    void *akv[] = {&s->kvraw, &ld, &L->kv_norm, &s->inv_main, &af, &s->pos, &L->ccache, &pages, &eps};
+    void *aq[] = {&s->q, &L->wkvb.codes, &L->wkvb.scales, &s->inv_main, &af, &s->pos, &s->qb, &NO, &VH, &R};
+    void *ao[] = {&s->ob, &L->wkvb.codes, &L->wkvb.scales, &s->og, &NO, &VH};
+    dptr ptr[7] = {s->qb, L->ccache, L->idx, s->csa_len, s->ob, s->lse, s->apart};
+    if (rt(s, K_V32_KV_APPEND, (unsigned)B, 1, 256, 0, akv) || indexer_v32(s, L) ||
+        rt(s, K_V32_Q_ABSORB, (unsigned)H, (unsigned)B, 256, 0, aq) ||
+        fam_launch(s, fam_p(s, "mla_decode", &s->plan.attn[KT_PLAN_DSA]), ptr, 7) ||
+        rt(s, K_V32_O_UP, (unsigned)H, (unsigned)B, 256, 0, ao) || quant(s, s->og, s->ogq, s->ogs, B, (long)H * VH) ||
+        gemm(s, &L->wo_b, 0, c->hidden, s->ogq, s->ogs, s->y_attn, B) || all_reduce(s, s->y_attn, 1))
+        return -1;
+    return residual(s, s->y_attn);
+}
+
+/* The dense MLP (gate|up in sh13, down in sh2) or the V3 MoE (moe_family), then the residual. */
+static int mlp_v32(kt_step *s, long l) {
+    layer_dev *L = &s->L[l];
+    int dense = s->c.mlp[l] == KT_MLP_DENSE;
+    if (norm_v32(s, L->ffn_norm) || (dense ? swiglu_mlp(s, &L->sh13, &L->sh2, s->y_sh) : moe_family(s, L))) return -1;
+    dptr out = dense ? s->y_sh : s->moe_outb;
+    return all_reduce(s, out, 1) || residual(s, out) ? -1 : 0;
+}
+
+/* The layers, each in an NVTX range: attention then the feed-forward part. */
+static int layers(kt_step *s, int (*attn)(kt_step *, long), int (*ffn)(kt_step *, long)) {
+    for (long l = 0; l < s->c.n_layers; l++) {
+        char name[32];
+        snprintf(name, sizeof name, "kt/layer/%ld", l);
+        nvtxRangePushA(name);
+        int rc = attn(s, l) || ffn(s, l);
+        nvtxRangePop();
+        if (rc) return -1;
+    }
+    return 0;
+}
+
+/* V3.2's step: embedding, the layers, final norm, LM head, greedy argmax. */
+static int enqueue_v32(kt_step *s) {
+    const kt_model_config *c = &s->c;
+    int D = (int)c->hidden, V = (int)c->vocab, B = s->B, one = 1;
+    float eps = (float)c->rms_eps;
+    dptr no_bf16 = 0;
+    void *ae[] = {&s->embed, &s->tok, &s->x, &D, &one};
+    void *al0[] = {&s->pos, &s->lens, &one, &one, &one, &B}; /* lens[2][b] = pos + 1: every token indexed */
+    void *an[] = {&s->x, &s->norm, &s->yfin, &no_bf16, &D, &eps};
+    void *am[] = {&s->logits, &s->next, &V};
+    if (rt(s, K_EMBED, (unsigned)B, 1, 256, 0, ae) || rt(s, K_LENGTHS, (unsigned)(B + 63) / 64, 1, 64, 0, al0) ||
+        layers(s, attention_v32, mlp_v32) || rt(s, K_RMSNORM_F32, (unsigned)B, 1, 256, (unsigned)(D * 4), an) ||
+        gemv(s, "rt_gemv/head", s->head, 0, V, V, D, s->yfin, s->logits, NULL) ||
+        rt(s, K_ARGMAX, (unsigned)B, 1, 256, 0, am))
+        return -1;
+    return prof_mark(s, "end");
+}
+
 /* Enqueues the whole step on s->stream. */
 static int enqueue(kt_step *s) {
     const kt_model_config *c = &s->c;
     int D = (int)c->hidden, H = (int)c->hc_mult, V = (int)c->vocab;
     int W = (int)c->window, hr = (int)c->hca_rate, cr = (int)c->csa_rate, B = s->B;
+    if (c->arch == KT_ARCH_V32) return enqueue_v32(s);
     void *ae[] = {&s->embed, &s->tok, &s->x, &D, &H};
     void *al0[] = {&s->pos, &s->lens, &W, &hr, &cr, &B};
-    if (rt(s, K_EMBED, (unsigned)B, 1, 256, 0, ae) || rt(s, K_LENGTHS, (unsigned)(B + 63) / 64, 1, 64, 0, al0))
+    if (rt(s, K_EMBED, (unsigned)B, 1, 256, 0, ae) || rt(s, K_LENGTHS, (unsigned)(B + 63) / 64, 1, 64, 0, al0) ||
+        layers(s, attention, moe))
         return -1;
-    for (long l = 0; l < c->n_layers; l++) {
-        char name[32];
-        snprintf(name, sizeof name, "kt/layer/%ld", l);
-        nvtxRangePushA(name);
-        int rc = attention(s, l) || moe(s, l);
-        nvtxRangePop();
-        if (rc) return -1;
-    }
     void *am[] = {&s->logits, &s->next, &V};
     if (hc_mix(s, s->hh_fn, s->hh_base, s->hh_scale, s->norm, 0, s->yfin, 0) ||
         gemv(s, "rt_gemv/head", s->head, 0, V, V, D, s->yfin, s->logits, NULL) ||
@@ -556,14 +670,16 @@ static int plain(kt_step *s, dptr *out, const char *fmt, long l) {
 
 /* A GEMM weight into rows row0.. of g (allocated by the caller when row0 > 0): FP8 codes and
  * 128x128 scales, quantised here from the checkpoint's values, or seeded codes with scales of
- * 1/(448 sqrt(k)). */
+ * 1/(448 sqrt(k)). A last part of rows not a multiple of 128 (V3.2's kv_a, 576 rows) ends in a
+ * partial block: g's rows past it stay zero (the same block scale: zeros add no amax). */
 static int gemm_part(kt_step *s, gemm_w *g, long row0, const kt_model_tensor *d) {
-    long n = d->shape[0], k = d->shape[1], kb = (k + 127) / 128;
-    if (n % 128 || k % 128) return kt_fail("%s: [%ld, %ld] is not in 128x128 blocks", d->name, n, k);
+    long n = d->shape[0], k = d->shape[1], kb = (k + 127) / 128, nb = (n + 127) / 128;
+    if (k % 128 || row0 % 128 || row0 + nb * 128 > g->n)
+        return kt_fail("%s: [%ld, %ld] at row %ld is not in 128x128 blocks", d->name, n, k, row0);
     dptr codes = g->codes + (dptr)(row0 * k), scales = g->scales + (dptr)((row0 / 128) * kb * 4);
     if (!s->w)
         return fill(s, K_FILL_E4M3, codes, (unsigned long long)(n * k), 0, 0, 0) ||
-                       fill(s, K_FILL_F32, scales, (unsigned long long)(n / 128 * kb),
+                       fill(s, K_FILL_F32, scales, (unsigned long long)(nb * kb),
                             (float)(1.0 / (448 * sqrt((double)k))), 0, 0)
                    ? -1
                    : 0;
@@ -571,11 +687,10 @@ static int gemm_part(kt_step *s, gemm_w *g, long row0, const kt_model_tensor *d)
     int32_t *iv;
     if (kt_model_weight(&s->c, s->w, d, &v, &iv)) return -1;
     uint8_t *q = malloc((size_t)(n * k));
-    float *sc = malloc((size_t)(n / 128 * kb) * sizeof *sc);
+    float *sc = malloc((size_t)(nb * kb) * sizeof *sc);
     kt_quant_blocks(v, n, k, q, sc);
-    int rc =
-        kt_status_CU(kt_cu.cuMemcpyHtoD(codes, q, (size_t)(n * k)), "cuMemcpyHtoD", __FILE__, __LINE__) ||
-        kt_status_CU(kt_cu.cuMemcpyHtoD(scales, sc, (size_t)(n / 128 * kb) * 4), "cuMemcpyHtoD", __FILE__, __LINE__);
+    int rc = kt_status_CU(kt_cu.cuMemcpyHtoD(codes, q, (size_t)(n * k)), "cuMemcpyHtoD", __FILE__, __LINE__) ||
+             kt_status_CU(kt_cu.cuMemcpyHtoD(scales, sc, (size_t)(nb * kb) * 4), "cuMemcpyHtoD", __FILE__, __LINE__);
     free(v), free(q), free(sc);
     return rc ? -1 : 0;
 }
@@ -629,9 +744,10 @@ static int load_experts(kt_step *s, layer_dev *L, long l) {
     for (long e = 0; e < E; e++) {
         up.codes = L->e13 + (dptr)(e * 2 * I * D), up.scales = L->e13s + (dptr)(e * (2 * I / 128) * (D / 128) * 4);
         down.codes = L->e2 + (dptr)(e * D * I), down.scales = L->e2s + (dptr)(e * (D / 128) * (I / 128) * 4);
-        const kt_model_tensor *w1 = desc(s, "model.layers.%ld.ffn.experts.%ld.w1.weight", l, e);
-        const kt_model_tensor *w3 = desc(s, "model.layers.%ld.ffn.experts.%ld.w3.weight", l, e);
-        const kt_model_tensor *w2 = desc(s, "model.layers.%ld.ffn.experts.%ld.w2.weight", l, e);
+        char names[3][96]; /* gate (V4's w1), up (w3), down (w2): the model's own names */
+        for (int which = 0; which < 3; which++) kt_model_expert_name(c, l, e, which, names[which], sizeof names[which]);
+        const kt_model_tensor *w1 = desc(s, names[0], l, e), *w3 = desc(s, names[1], l, e),
+                              *w2 = desc(s, names[2], l, e);
         if (!w1 || !w2 || !w3 || gemm_part(s, &up, 0, w1) || gemm_part(s, &up, I, w3) || gemm_part(s, &down, 0, w2))
             return -1;
     }
@@ -704,6 +820,54 @@ static int load_layer(kt_step *s, long l) {
     return 0;
 }
 
+/* V3.2's layer: norms, the MLA and indexer projections (kv_a padded to whole 128-row blocks), the
+ * dense MLP in sh13 / sh2 or the router, experts and shared experts; the caches: every token's
+ * MLA key in mla_decode's V32 layout and its indexer key in mla_indexer's pages (cpages pages a
+ * sequence), the indexer's top-k. */
+static int load_layer_v32(kt_step *s, long l) {
+    const kt_model_config *c = &s->c;
+    layer_dev *L = &s->L[l];
+    long D = c->hidden, H = c->n_heads, QK = c->qk_nope + c->rope_dim, KV = c->kv_lora + c->rope_dim;
+#define V32_W(name) ((const char *const[]){"model.layers.%ld." name ".weight", NULL})
+    if (plain(s, &L->attn_norm, "model.layers.%ld.input_layernorm.weight", l) ||
+        plain(s, &L->ffn_norm, "model.layers.%ld.post_attention_layernorm.weight", l) ||
+        plain(s, &L->q_norm, "model.layers.%ld.self_attn.q_a_layernorm.weight", l) ||
+        plain(s, &L->kv_norm, "model.layers.%ld.self_attn.kv_a_layernorm.weight", l) ||
+        plain(s, &L->ik_norm, "model.layers.%ld.self_attn.indexer.k_norm.weight", l) ||
+        plain(s, &L->ik_bias, "model.layers.%ld.self_attn.indexer.k_norm.bias", l) ||
+        plain(s, &L->iwproj, "model.layers.%ld.self_attn.indexer.weights_proj.weight", l) ||
+        gemm_load(s, &L->wq_a, c->q_lora, D, l, V32_W("self_attn.q_a_proj"), 1) ||
+        gemm_load(s, &L->wq_b, H * QK, c->q_lora, l, V32_W("self_attn.q_b_proj"), 1) ||
+        gemm_load(s, &L->wkv, (KV + 127) / 128 * 128, D, l, V32_W("self_attn.kv_a_proj_with_mqa"), 1) ||
+        gemm_load(s, &L->wkvb, H * (c->qk_nope + c->v_head), c->kv_lora, l, V32_W("self_attn.kv_b_proj"), 1) ||
+        gemm_load(s, &L->wo_b, D, H * c->v_head, l, V32_W("self_attn.o_proj"), 1) ||
+        gemm_load(s, &L->iwq_b, c->index_heads * c->index_dim, c->q_lora, l, V32_W("self_attn.indexer.wq_b"), 1) ||
+        gemm_load(s, &L->iwk, c->index_dim, D, l, V32_W("self_attn.indexer.wk"), 1))
+        return -1;
+    static const char *const dense13[] = {"model.layers.%ld.mlp.gate_proj.weight",
+                                          "model.layers.%ld.mlp.up_proj.weight", NULL};
+    static const char *const shared13[] = {"model.layers.%ld.mlp.shared_experts.gate_proj.weight",
+                                           "model.layers.%ld.mlp.shared_experts.up_proj.weight", NULL};
+    long I = c->mlp[l] == KT_MLP_DENSE ? c->inter : c->moe_inter * c->n_shared;
+    if (c->mlp[l] == KT_MLP_DENSE
+            ? gemm_load(s, &L->sh13, 2 * I, D, l, dense13, 1) ||
+                  gemm_load(s, &L->sh2, D, I, l, V32_W("mlp.down_proj"), 1)
+            : plain(s, &L->gate, "model.layers.%ld.mlp.gate.weight", l) ||
+                  plain(s, &L->gate_bias, "model.layers.%ld.mlp.gate.e_score_correction_bias", l) ||
+                  load_experts(s, L, l) ||
+                  (c->n_shared && (gemm_load(s, &L->sh13, 2 * I, D, l, shared13, 1) ||
+                                   gemm_load(s, &L->sh2, D, I, l, V32_W("mlp.shared_experts.down_proj"), 1))))
+        return -1;
+#undef V32_W
+    L->max_entries = s->ctx;
+    L->cpages = (s->ctx + KT_MLA_PAGE - 1) / KT_MLA_PAGE;
+    size_t pages = (size_t)(s->B * L->cpages);
+    return dalloc(&L->ccache, pages * KT_MLA_V32_PAGE_BYTES) || dalloc(&L->ikc, pages * KT_IDX_PAGE_BYTES) ||
+                   dalloc(&L->idx, (size_t)(s->B * c->index_topk) * 4)
+               ? -1
+               : 0;
+}
+
 /* Bytes of tensor `name` of family's problem p (the family sizes its own buffers). */
 static size_t fam_bytes(const char *family, const kt_problem *p, const char *name) {
     const kt_family *f = kt_family_find(family);
@@ -726,8 +890,12 @@ static int upload_ints(dptr *out, long n, int (*f)(const kt_step *, long), const
 
 /* mla_indexer's block table row width, the family's: pages of 2 CTX (kernels/mla_indexer.c). */
 static long table_width(const kt_step *s) { return kt_idx_pages(2 * s->plan.indexer.dim[1]); }
+/* Keys a sequence's pages hold: V4's compressed entries, V3.2's every token. */
+static long indexed_per_seq(const kt_step *s) {
+    return s->c.arch == KT_ARCH_V32 ? s->ctx : kt_step_entries(s->ctx, s->c.csa_rate);
+}
 static int table_entry(const kt_step *s, long i) {
-    return kt_step_table_entry(kt_step_entries(s->ctx, s->c.csa_rate), i / table_width(s), i % table_width(s));
+    return kt_step_table_entry(indexed_per_seq(s), i / table_width(s), i % table_width(s));
 }
 
 static int alloc_indexer(kt_step *s) {
@@ -797,11 +965,75 @@ static size_t gemv_scratch(const kt_model_config *c, long B) {
                     {c->n_experts, D, 0},    {c->index_heads, D, 0}, {c->vocab, D, 1}}; /* {N, K, plain output} */
     size_t most = 16;
     for (size_t i = 0; i < sizeof nk / sizeof nk[0]; i++) {
+        if (nk[i][0] <= 0 || nk[i][1] < 128) continue; /* a projection this model lacks (V3.2: no HC) */
         long S = gemv_splits(B, nk[i][0], nk[i][1]);
         size_t bytes = (size_t)(S * B * nk[i][0]) * 4;
         if ((!nk[i][2] || S > 1) && bytes > most) most = bytes;
     }
     return most;
+}
+
+typedef struct dbuf {
+    dptr *p;
+    size_t bytes;
+} dbuf;
+
+static int alloc_bufs(const dbuf *a, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (dalloc(a[i].p, a[i].bytes)) return -1;
+    return 0;
+}
+
+/* V3.2's activation buffers for B sequences (the families' through alloc_indexer and alloc_moe;
+ * mla_decode's q, out and partials here: its q is the absorbed 576 a head). */
+static int alloc_acts_v32(kt_step *s) {
+    const kt_model_config *c = &s->c;
+    size_t B = (size_t)s->B, D = (size_t)c->hidden, QL = (size_t)c->q_lora, H = (size_t)c->n_heads;
+    size_t QK = (size_t)(c->qk_nope + c->rope_dim), VH = (size_t)c->v_head, ID = (size_t)c->index_dim;
+    size_t IQ = (size_t)c->index_heads * ID, K = (size_t)c->top_k, KV = (size_t)s->L[0].wkv.n;
+    size_t I = (size_t)(c->moe_inter * c->n_shared),
+           part = fam_bytes("mla_decode", &s->plan.attn[KT_PLAN_DSA], "partials");
+    for (long l = 0; l < c->n_layers; l++)
+        if (c->mlp[l] == KT_MLP_DENSE && (size_t)c->inter > I) I = (size_t)c->inter;
+    const dbuf a[] = {{&s->tok, B * 4},
+                      {&s->pos, 4},
+                      {&s->x, B * D * 4},
+                      {&s->h, B * D * 4},
+                      {&s->hb, B * D * 2},
+                      {&s->hq, B * D},
+                      {&s->hs, B * D / 128 * 4},
+                      {&s->qa, B * QL * 2},
+                      {&s->qr, B * QL * 2},
+                      {&s->qrq, B * QL},
+                      {&s->qrs, B * QL / 128 * 4},
+                      {&s->q, B * H * QK * 2},
+                      {&s->kvraw, B * KV * 2},
+                      {&s->iq, B * IQ * 2},
+                      {&s->ik, B * ID * 2},
+                      {&s->qb, B * H * KT_MLA_V32_DQK * 2},
+                      {&s->ob, B * H * KT_MLA_DV * 2},
+                      {&s->lse, B * H * 4},
+                      {&s->apart, part},
+                      {&s->og, B * H * VH * 2},
+                      {&s->ogq, B * H * VH},
+                      {&s->ogs, B * H * VH / 128 * 4},
+                      {&s->y_attn, B * D * 2},
+                      {&s->eidx, B * K * 4},
+                      {&s->ew, B * K * 4},
+                      {&s->gu, B * 2 * I * 2},
+                      {&s->a_sh, B * I * 2},
+                      {&s->aq_sh, B * I},
+                      {&s->as_sh, B * I / 128 * 4},
+                      {&s->y_sh, B * D * 2},
+                      {&s->yfin, B * D * 4},
+                      {&s->logits, B * (size_t)c->vocab * 4},
+                      {&s->next, B * 4},
+                      {&s->lens, 3 * B * 4},
+                      {&s->gvpart, s->gv_bytes = gemv_scratch(c, s->B)}};
+    return alloc_bufs(a, sizeof a / sizeof a[0]) || upload_ints(&s->csa_len, s->B, csa_length, s) || alloc_indexer(s) ||
+                   (s->plan.route.n_dims && alloc_moe(s))
+               ? -1
+               : 0;
 }
 
 /* Activation buffers for B sequences. */
@@ -810,54 +1042,50 @@ static int alloc_acts(kt_step *s) {
     size_t B = (size_t)s->B, D = (size_t)c->hidden, H = (size_t)c->hc_mult, QL = (size_t)c->q_lora;
     size_t QD = (size_t)kt_model_q_dim(c), HD = (size_t)c->head_dim, G = (size_t)c->o_groups, OL = (size_t)c->o_lora;
     size_t K = (size_t)c->top_k, I = (size_t)c->moe_inter, ID = (size_t)(c->index_heads * c->index_dim);
-    struct {
-        dptr *p;
-        size_t bytes;
-    } a[] = {{&s->tok, B * 4},
-             {&s->pos, 4},
-             {&s->x, B * H * D * 4},
-             {&s->postcomb, B * (H + H * H) * 4},
-             {&s->h, B * D * 4},
-             {&s->hb, B * D * 2},
-             {&s->hq, B * D},
-             {&s->hs, B * D / 128 * 4},
-             {&s->qa, B * QL * 2},
-             {&s->qr, B * QL * 2},
-             {&s->qrq, B * QL},
-             {&s->qrs, B * QL / 128 * 4},
-             {&s->q, B * QD * 2},
-             {&s->qf, B * QD * 4},
-             {&s->kvraw, B * HD * 2},
-             {&s->iq, B * ID * 2},
-             {&s->og, B * QD * 2},
-             {&s->ogq, B * QD},
-             {&s->ogs, B * QD / 128 * 4},
-             {&s->oa_g, B * G * OL * 2},
-             {&s->oa, B * G * OL * 2},
-             {&s->oaq, B * G * OL},
-             {&s->oas, B * G * OL / 128 * 4},
-             {&s->y_attn, B * D * 2},
-             {&s->eidx, B * K * 4},
-             {&s->ew, B * K * 4},
-             {&s->a_e, B * K * I * 2},
-             {&s->aq_e, B * K * I},
-             {&s->as_e, B * K * I / 128 * 4},
-             {&s->y_e, B * K * D * 4},
-             {&s->gu, B * 2 * I * 2},
-             {&s->a_sh, B * I * 2},
-             {&s->aq_sh, B * I},
-             {&s->as_sh, B * I / 128 * 4},
-             {&s->y_sh, B * D * 2},
-             {&s->moe_out, B * D * 4},
-             {&s->yfin, B * D * 4},
-             {&s->logits, B * (size_t)c->vocab * 4},
-             {&s->next, B * 4},
-             {&s->gvpart, s->gv_bytes = gemv_scratch(c, s->B)},
-             {&s->cemit, B * (HD > (size_t)c->index_dim ? HD : (size_t)c->index_dim) * 4},
-             {&s->ccount, B * 4}};
-    for (size_t i = 0; i < sizeof a / sizeof a[0]; i++)
-        if (dalloc(a[i].p, a[i].bytes)) return -1;
-    return dalloc(&s->lens, 3 * B * 4) || (s->plan.family[KT_PART_INDEXER] && alloc_indexer(s)) ||
+    const dbuf a[] = {{&s->tok, B * 4},
+                      {&s->pos, 4},
+                      {&s->x, B * H * D * 4},
+                      {&s->postcomb, B * (H + H * H) * 4},
+                      {&s->h, B * D * 4},
+                      {&s->hb, B * D * 2},
+                      {&s->hq, B * D},
+                      {&s->hs, B * D / 128 * 4},
+                      {&s->qa, B * QL * 2},
+                      {&s->qr, B * QL * 2},
+                      {&s->qrq, B * QL},
+                      {&s->qrs, B * QL / 128 * 4},
+                      {&s->q, B * QD * 2},
+                      {&s->qf, B * QD * 4},
+                      {&s->kvraw, B * HD * 2},
+                      {&s->iq, B * ID * 2},
+                      {&s->og, B * QD * 2},
+                      {&s->ogq, B * QD},
+                      {&s->ogs, B * QD / 128 * 4},
+                      {&s->oa_g, B * G * OL * 2},
+                      {&s->oa, B * G * OL * 2},
+                      {&s->oaq, B * G * OL},
+                      {&s->oas, B * G * OL / 128 * 4},
+                      {&s->y_attn, B * D * 2},
+                      {&s->eidx, B * K * 4},
+                      {&s->ew, B * K * 4},
+                      {&s->a_e, B * K * I * 2},
+                      {&s->aq_e, B * K * I},
+                      {&s->as_e, B * K * I / 128 * 4},
+                      {&s->y_e, B * K * D * 4},
+                      {&s->gu, B * 2 * I * 2},
+                      {&s->a_sh, B * I * 2},
+                      {&s->aq_sh, B * I},
+                      {&s->as_sh, B * I / 128 * 4},
+                      {&s->y_sh, B * D * 2},
+                      {&s->moe_out, B * D * 4},
+                      {&s->yfin, B * D * 4},
+                      {&s->logits, B * (size_t)c->vocab * 4},
+                      {&s->next, B * 4},
+                      {&s->gvpart, s->gv_bytes = gemv_scratch(c, s->B)},
+                      {&s->cemit, B * (HD > (size_t)c->index_dim ? HD : (size_t)c->index_dim) * 4},
+                      {&s->ccount, B * 4}};
+    return alloc_bufs(a, sizeof a / sizeof a[0]) || dalloc(&s->lens, 3 * B * 4) ||
+                   (s->plan.family[KT_PART_INDEXER] && alloc_indexer(s)) ||
                    (s->plan.family[KT_PART_ATTENTION] && alloc_attention(s)) ||
                    (s->plan.family[KT_PART_MOE] && alloc_moe(s))
                ? -1
@@ -939,16 +1167,28 @@ static int compile_ahead(kt_step *s, int sets) {
 
 /* Logs which parts run a family and which stay plain (and why). */
 static void log_plan(const kt_step *s) {
-    static const char *const fams[KT_N_PARTS] = {"mla_indexer", "mla_decode (LAYOUT=V4)", "moe_route + moe_gemm (fp8)"};
+    int v32 = s->c.arch == KT_ARCH_V32;
+    static const char *const fams[2][KT_N_PARTS] = {
+        {"mla_indexer", "mla_decode (LAYOUT=V4)", "moe_route + moe_gemm (fp8)"},
+        {"mla_indexer (every token)", "mla_decode (LAYOUT=V32)", "moe_route (ROUTER=V3) + moe_gemm (fp8)"}};
     static const char *const plain[KT_N_PARTS] = {"rt_index_score + rt_topk", "rt_attention",
                                                   "rt_router + rt_moe_up/down/combine"};
+    if (v32) {
+        fprintf(stderr, "kt run: deepseek_v32: its parts run their kt families only (no plain reference kernels; "
+                        "--plain-kernels is V4's)\n");
+        if (s->plan.family[KT_PART_MOE])
+            fprintf(stderr, "kt run: moe       moe_gemm clamps SwiGLU at 10 (V4's swiglu_limit), V3.2 has no clamp: "
+                            "the same while |gate|, |up| < 10\n");
+    }
     for (int i = 0; i < KT_N_PARTS; i++) {
         if (s->plan.family[i])
-            fprintf(stderr, "kt run: %-9s kt family %s\n", kt_step_part_names[i], fams[i]);
+            fprintf(stderr, "kt run: %-9s kt family %s\n", kt_step_part_names[i], fams[v32][i]);
+        else if (v32)
+            fprintf(stderr, "kt run: %-9s no kt family (%s)\n", kt_step_part_names[i], s->plan.why[i]);
         else
             fprintf(stderr, "kt run: %-9s plain %s (%s)\n", kt_step_part_names[i], plain[i], s->plan.why[i]);
     }
-    if (s->plan.family[KT_PART_MOE])
+    if (s->plan.family[KT_PART_MOE] && !v32)
         fprintf(stderr,
                 "kt run: moe       hash-routed layers plain (rt_router with tid2eid; moe_route has no hash mode)\n");
 }
@@ -968,17 +1208,37 @@ static int load_rt(kt_step *s) {
     return rc;
 }
 
+/* V3.2 runs its indexer, attention and (with routed layers) MoE on their families only: -1 naming
+ * the part a family cannot take (the plan's reason). */
+static int v32_refuses(const kt_step_plan *p) {
+    for (int i = 0; i < KT_N_PARTS; i++) {
+        int needed = i != KT_PART_MOE || strcmp(p->why[i], "no routed MoE layer");
+        if (!p->family[i] && needed)
+            return kt_fail("deepseek_v32: kt's GPU step runs V3.2's %s on its kt family only (V3.2 has no plain "
+                           "kernels): %s; the float64 host reference runs it: kt run --reference kt|exact",
+                           kt_step_part_names[i], p->why[i]);
+    }
+    return 0;
+}
+
+/* V3.2's embedding, final norm, LM head, RoPE table and buffers. */
+static int load_top_v32(kt_step *s) {
+    return plain(s, &s->embed, "model.embed_tokens.weight", 0) || plain(s, &s->norm, "model.norm.weight", 0) ||
+                   plain(s, &s->head, "lm_head.weight", 0) ||
+                   upload_inv(&s->c.rope_main, s->c.rope_dim, &s->inv_main) || alloc_acts_v32(s)
+               ? -1
+               : 0;
+}
+
 /* The kernel part of start-up: model.cu's load, the compiles ahead, every dispatch (lookup, cache read, load). */
 static double kernel_ms(const kt_step *s) { return s->rt_ms + s->prewarm_ms + s->dispatch_ms; }
 
 int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_options *o, kt_step **out) {
-    if (c->arch == KT_ARCH_V32)
-        return kt_fail(
-            "deepseek_v32: kt's GPU step runs deepseek_v4 only: V3.2's attention (mla_decode LAYOUT=V32 with "
-            "its indexer over every token) and V3 router are not wired into runtime/step.c; the float64 host "
-            "reference runs it: kt run --reference kt (kt's formats) or --reference exact");
     if (c->index_heads > 64 || c->hc_mult > 8 || c->top_k > 64)
         return kt_fail("kt's plain kernels take index_n_heads <= 64, hc_mult <= 8, num_experts_per_tok <= 64");
+    kt_step_plan plan; /* decided before the GPU opens: V3.2's refusal needs none */
+    kt_step_plan_make(c, o->batch, o->context, o->plain_kernels, o->synthetic, &plan);
+    if (c->arch == KT_ARCH_V32 && v32_refuses(&plan)) return -1;
     kt_device_info info;
     if (kt_gpu_open(0, &info)) return -1;
     kt_step *s = calloc(1, sizeof *s);
@@ -988,7 +1248,7 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
     s->ctx = o->context;
     s->w = w;
     s->seed = o->seed;
-    kt_step_plan_make(c, s->B, s->ctx, o->plain_kernels, o->synthetic, &s->plan);
+    s->plan = plan;
     log_plan(s);
     if (o->db_path && kt_db_open(o->db_path, 1, &s->db)) return -1;
     KT_CHECK(CU, kt_cu.cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING));
@@ -1008,12 +1268,14 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
     s->L = calloc((size_t)c->n_layers, sizeof *s->L);
     double t0 = kt_now();
     for (long l = 0; l < c->n_layers; l++)
-        if (load_layer(s, l)) return -1;
-    if (plain(s, &s->embed, "model.embed_tokens.weight", 0) || plain(s, &s->hh_fn, "model.hc_head.hc_fn", 0) ||
-        plain(s, &s->hh_base, "model.hc_head.hc_base", 0) || plain(s, &s->hh_scale, "model.hc_head.hc_scale", 0) ||
-        plain(s, &s->norm, "model.norm.weight", 0) || plain(s, &s->head, "head.weight", 0) ||
-        upload_inv(&c->rope_main, c->rope_dim, &s->inv_main) ||
-        upload_inv(&c->rope_compress, c->rope_dim, &s->inv_comp) || alloc_acts(s))
+        if ((c->arch == KT_ARCH_V32 ? load_layer_v32 : load_layer)(s, l)) return -1;
+    if (c->arch == KT_ARCH_V32
+            ? load_top_v32(s)
+            : (plain(s, &s->embed, "model.embed_tokens.weight", 0) || plain(s, &s->hh_fn, "model.hc_head.hc_fn", 0) ||
+               plain(s, &s->hh_base, "model.hc_head.hc_base", 0) ||
+               plain(s, &s->hh_scale, "model.hc_head.hc_scale", 0) || plain(s, &s->norm, "model.norm.weight", 0) ||
+               plain(s, &s->head, "head.weight", 0) || upload_inv(&c->rope_main, c->rope_dim, &s->inv_main) ||
+               upload_inv(&c->rope_compress, c->rope_dim, &s->inv_comp) || alloc_acts(s)))
         return -1;
     s->weight_bytes -= 4.0 * c->vocab * c->hidden; /* the embedding: only B rows are read */
     KT_CHECK(CU, kt_cu.cuStreamSynchronize(s->stream));
@@ -1090,6 +1352,11 @@ static double step_bytes(const kt_step *s, long pos) {
     double experts = (double)(s->B * c->top_k < c->n_experts ? s->B * c->top_k : c->n_experts);
     double kv = 0;
     for (long l = 0; l < c->n_layers; l++) {
+        if (c->attn[l] == KT_ATTN_DSA) { /* V3.2: the indexer reads every key, mla_decode its top-k */
+            long n = pos + 1, k = n < c->index_topk ? n : c->index_topk;
+            kv += (double)n * (KT_IDX_DIM + 4) + (double)k * KT_MLA_V32_TOKEN;
+            continue;
+        }
         long win = pos + 1 < c->window ? pos + 1 : c->window, comp = 0;
         if (c->attn[l] == KT_ATTN_HCA) comp = (pos + 1) / c->hca_rate;
         if (c->attn[l] == KT_ATTN_CSA) {

@@ -8,6 +8,7 @@
 #include "../kernels/common/moe_layout.h"
 #include "../kernels/common/moe_router.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -68,6 +69,28 @@ static int plan_indexer(const kt_model_config *c, int B, long ctx, kt_step_plan 
                    entries);
 }
 
+/* V3.2's indexer scores every token of the sequence (DeepSeek's DSA): the keys paged e4m3 + f32
+ * scale as mla_indexer's cache, CTX the context's tokens. */
+static int plan_indexer_v32(const kt_model_config *c, int B, long ctx, kt_step_plan *p, char *why, size_t n) {
+    if (c->index_heads != KT_IDX_HEADS || c->index_dim != KT_IDX_DIM)
+        return snprintf(why, n, "mla_indexer takes %d heads of %d, the model has %ld of %ld", KT_IDX_HEADS, KT_IDX_DIM,
+                        c->index_heads, c->index_dim),
+               -1;
+    return problem("mla_indexer", B, &p->indexer, why, n, "TOPK=%ld,CTX=%ld,DIST=equal,VALUES=grid", c->index_topk,
+                   ctx);
+}
+
+/* V3.2's attention: mla_decode LAYOUT=V32 over the indexer's list (the absorbed 512 + 64 query per
+ * head), at the kernel's softmax scale (V3.2's 192^-0.5 x YaRN's mscale^2, a constant there). */
+static int plan_attention_v32(const kt_model_config *c, int B, kt_step_plan *p, char *why, size_t n) {
+    if (fabs(c->softmax_scale / KT_MLA_V32_SM_SCALE - 1) > 1e-6)
+        return snprintf(why, n, "softmax scale %.8g: mla_decode LAYOUT=V32 scales by %.8g", c->softmax_scale,
+                        (double)KT_MLA_V32_SM_SCALE),
+               -1;
+    return problem("mla_decode", B, &p->attn[KT_PLAN_DSA], why, n, "LAYOUT=V32,HQ=%ld,TOPK=%ld,SQ=1", c->n_heads,
+                   c->index_topk);
+}
+
 /* Attention: the window as mla_decode's 128-slot window list, the compressed entries as its
  * top-k list (CSA: the indexer's; HCA: every entry, TOPK = the cache's capacity; sliding
  * layers: an empty list, TOPK=1 because a key size is at least 1). */
@@ -76,13 +99,28 @@ static int plan_attention(const kt_model_config *c, int B, long ctx, kt_step_pla
         return snprintf(why, n, "sliding_window %ld: mla_decode's window list holds %d", c->window, KT_MLA_V4_WINDOW),
                -1;
     if (c->head_dim != KT_MLA_V4_DQK) return snprintf(why, n, "head_dim %ld: mla_decode V4 takes 512", c->head_dim), -1;
-    const kt_attn_type types[KT_PLAN_MODES] = {KT_ATTN_SLIDING, KT_ATTN_CSA, KT_ATTN_HCA};
-    const long topk[KT_PLAN_MODES] = {1, c->index_topk, kt_step_entries(ctx, c->hca_rate)};
-    for (int m = 0; m < KT_PLAN_MODES; m++)
+    const kt_attn_type types[KT_PLAN_DSA] = {KT_ATTN_SLIDING, KT_ATTN_CSA, KT_ATTN_HCA};
+    const long topk[KT_PLAN_DSA] = {1, c->index_topk, kt_step_entries(ctx, c->hca_rate)};
+    for (int m = 0; m < KT_PLAN_DSA; m++)
         if (has_attn(c, types[m]) &&
             problem("mla_decode", B, &p->attn[m], why, n, "LAYOUT=V4,HQ=%ld,TOPK=%ld,SQ=1", c->n_heads, topk[m]))
             return -1;
     return 0;
+}
+
+/* moe_route (router r) and moe_gemm's two FP8 stages for the routed experts. DIST: seeded gates
+ * route uniformly, a checkpoint's skew (zipf). */
+static int plan_experts(const kt_model_config *c, int B, int synthetic, const char *r, kt_step_plan *p, char *why,
+                        size_t n) {
+    const char *dist = synthetic ? "uniform" : "zipf";
+    long E = c->n_experts, K = c->top_k, I = c->moe_inter, D = c->hidden;
+    if (problem("moe_route", B, &p->route, why, n, "ROUTER=%s,E=%ld,TOPK=%ld,TM=%d,NTM=%d,DIST=%s", r, E, K, ROUTE_TM,
+                ROUTE_NTM, dist) ||
+        problem("moe_gemm", B, &p->gateup, why, n, "FORMAT=fp8,STAGE=gateup,E=%ld,N=%ld,K=%ld,TOPK=%ld,DIST=%s", E,
+                2 * I, D, K, dist))
+        return -1;
+    return problem("moe_gemm", B, &p->down, why, n, "FORMAT=fp8,STAGE=down,E=%ld,N=%ld,K=%ld,TOPK=%ld,DIST=%s", E, D, I,
+                   K, dist);
 }
 
 /* Router and experts go together: the experts read the router's alignment records. The
@@ -96,15 +134,23 @@ static int plan_moe(const kt_model_config *c, int B, int synthetic, kt_step_plan
                -1;
     if (c->swiglu_limit != MOE_GEMM_SWIGLU_LIMIT)
         return snprintf(why, n, "swiglu_limit %g: moe_gemm clamps at %g", c->swiglu_limit, MOE_GEMM_SWIGLU_LIMIT), -1;
-    const char *dist = synthetic ? "uniform" : "zipf";
-    long E = c->n_experts, K = c->top_k, I = c->moe_inter, D = c->hidden;
-    if (problem("moe_route", B, &p->route, why, n, "ROUTER=V4,E=%ld,TOPK=%ld,TM=%d,NTM=%d,DIST=%s", E, K, ROUTE_TM,
-                ROUTE_NTM, dist) ||
-        problem("moe_gemm", B, &p->gateup, why, n, "FORMAT=fp8,STAGE=gateup,E=%ld,N=%ld,K=%ld,TOPK=%ld,DIST=%s", E,
-                2 * I, D, K, dist))
-        return -1;
-    return problem("moe_gemm", B, &p->down, why, n, "FORMAT=fp8,STAGE=down,E=%ld,N=%ld,K=%ld,TOPK=%ld,DIST=%s", E, D, I,
-                   K, dist);
+    return plan_experts(c, B, synthetic, "V4", p, why, n);
+}
+
+/* V3.2's MoE: moe_route's V3 router is DeepSeek-V3's (8 groups, the best 4, normalised weights x
+ * 2.5: moe_router.h), so the config must be that router. moe_gemm's SwiGLU clamps at V4's
+ * swiglu_limit 10 where V3.2 has no clamp: the same while |gate|, |up| < 10 (kt run says so). */
+static int plan_moe_v32(const kt_model_config *c, int B, int synthetic, kt_step_plan *p, char *why, size_t n) {
+    if (!has_routed(c)) return snprintf(why, n, "no routed MoE layer"), -1;
+    if (c->n_group != KT_MOE_V3_GROUPS || c->topk_group != KT_MOE_V3_TOPK_GROUPS || !c->norm_topk ||
+        c->routed_scale != KT_MOE_V3_SCALE)
+        return snprintf(why, n,
+                        "n_group %ld, topk_group %ld, norm_topk_prob %d, routed_scaling_factor %g: moe_route's V3 "
+                        "router takes %d, %d, 1, %g",
+                        c->n_group, c->topk_group, c->norm_topk, c->routed_scale, KT_MOE_V3_GROUPS,
+                        KT_MOE_V3_TOPK_GROUPS, (double)KT_MOE_V3_SCALE),
+               -1;
+    return plan_experts(c, B, synthetic, "V3", p, why, n);
 }
 
 void kt_step_plan_make(const kt_model_config *c, int B, long ctx, int plain, int synthetic, kt_step_plan *p) {
@@ -116,9 +162,13 @@ void kt_step_plan_make(const kt_model_config *c, int B, long ctx, int plain, int
             snprintf(why, n, "--plain-kernels");
             continue;
         }
-        int rc = i == KT_PART_INDEXER     ? plan_indexer(c, B, ctx, p, why, n)
-                 : i == KT_PART_ATTENTION ? plan_attention(c, B, ctx, p, why, n)
-                                          : plan_moe(c, B, synthetic, p, why, n);
+        int v32 = c->arch == KT_ARCH_V32, rc;
+        if (i == KT_PART_INDEXER)
+            rc = v32 ? plan_indexer_v32(c, B, ctx, p, why, n) : plan_indexer(c, B, ctx, p, why, n);
+        else if (i == KT_PART_ATTENTION)
+            rc = v32 ? plan_attention_v32(c, B, p, why, n) : plan_attention(c, B, ctx, p, why, n);
+        else
+            rc = v32 ? plan_moe_v32(c, B, synthetic, p, why, n) : plan_moe(c, B, synthetic, p, why, n);
         p->family[i] = rc == 0;
         if (rc == 0) why[0] = 0;
     }
@@ -132,11 +182,12 @@ void kt_step_plan_make(const kt_model_config *c, int B, long ctx, int plain, int
 }
 
 int kt_step_plan_problems(const kt_step_plan *p, const kt_family **f, kt_problem *probs, int max) {
-    const kt_problem *all[] = {&p->indexer, &p->attn[0], &p->attn[1], &p->attn[2], &p->route, &p->gateup, &p->down};
+    const kt_problem *all[] = {&p->indexer, &p->attn[0], &p->attn[1], &p->attn[2],
+                               &p->attn[3], &p->route,   &p->gateup,  &p->down};
     const char *names[] = {"mla_indexer", "mla_decode", "mla_decode", "mla_decode",
-                           "moe_route",   "moe_gemm",   "moe_gemm"};
+                           "mla_decode",  "moe_route",  "moe_gemm",   "moe_gemm"};
     int n = 0;
-    for (int i = 0; i < 7 && n < max; i++)
+    for (int i = 0; i < 8 && n < max; i++)
         if (all[i]->n_dims) {
             f[n] = kt_family_find(names[i]);
             probs[n++] = *all[i];

@@ -9,8 +9,11 @@
 #include "kt.h"
 #include "model.h"
 
+/* V3.2 (deepseek_v32) has no plain kernels for these parts: the families are its only path, and
+ * kt_step_open refuses a V3.2 model whose plan keeps a part plain. */
 typedef enum kt_step_part {
-    KT_PART_INDEXER,   /* CSA layers' indexer scores + top-k: mla_indexer | rt_index_score + rt_topk */
+    KT_PART_INDEXER, /* CSA layers' (V3.2: every layer's) indexer scores + top-k: mla_indexer | rt_index_score + rt_topk
+                      */
     KT_PART_ATTENTION, /* window + compressed sparse attention: mla_decode | rt_attention */
     KT_PART_MOE,       /* router + routed experts + combine: moe_route, moe_gemm | rt_router, rt_moe_* */
     KT_N_PARTS
@@ -18,8 +21,9 @@ typedef enum kt_step_part {
 
 extern const char *const kt_step_part_names[KT_N_PARTS]; /* "indexer", "attention", "moe" */
 
-/* Attention modes of a layer (the mla_decode problem of each): sliding only, CSA, HCA. */
-enum { KT_PLAN_SLIDING, KT_PLAN_CSA, KT_PLAN_HCA, KT_PLAN_MODES };
+/* Attention modes of a layer (the mla_decode problem of each): V4's sliding only, CSA, HCA;
+ * V3.2's DSA (LAYOUT=V32 over the indexer's top-k of every token). */
+enum { KT_PLAN_SLIDING, KT_PLAN_CSA, KT_PLAN_HCA, KT_PLAN_DSA, KT_PLAN_MODES };
 
 typedef struct kt_step_plan {
     int family[KT_N_PARTS];         /* 1: the part runs its kt family; 0: the plain kernels */

@@ -198,11 +198,41 @@ KT_TEST(model_ref_v32) {
 }
 
 KT_TEST(step_refuses_v32) {
-    /* kt run without --reference on V3.2: one line naming the missing GPU step and the way out */
+    /* kt run without --reference on a V3.2 its families cannot take (16 indexer heads; V3.2 has
+     * no plain kernels): one line naming the part, the family's reason and the way out, before
+     * any GPU is opened; --plain-kernels likewise */
     kt_model_config c;
     EXPECT(kt_model_config_parse("config.json", tiny_v32, strlen(tiny_v32), &c) == 0);
     kt_run_options o = {.batch = 1, .context = 8, .steps = 1};
     kt_step *s = NULL;
-    EXPECT(kt_step_open(&c, NULL, &o, &s) == -1 && s == NULL && strstr(kt_error(), "mla_decode LAYOUT=V32") &&
-           strstr(kt_error(), "--reference kt"));
+    EXPECT(kt_step_open(&c, NULL, &o, &s) == -1 && s == NULL && strstr(kt_error(), "V3.2's indexer") &&
+           strstr(kt_error(), "64 heads of 128, the model has 16") && strstr(kt_error(), "--reference kt"));
+    c.index_heads = 64;
+    o.plain_kernels = 1;
+    EXPECT(kt_step_open(&c, NULL, &o, &s) == -1 && s == NULL && strstr(kt_error(), "--plain-kernels"));
+    o.plain_kernels = 0; /* 64 indexer heads: the attention's scale (YaRN factor 4), then its 2 heads */
+    EXPECT(kt_step_open(&c, NULL, &o, &s) == -1 && s == NULL && strstr(kt_error(), "V3.2's attention") &&
+           strstr(kt_error(), "softmax scale"));
+    c.softmax_scale = 0.13523377;
+    EXPECT(kt_step_open(&c, NULL, &o, &s) == -1 && s == NULL && strstr(kt_error(), "V3.2's attention") &&
+           strstr(kt_error(), "HQ=2"));
+}
+
+KT_TEST(gemm_blocks_pad_v32) {
+    /* the GPU step loads V3.2's kv_a (576 rows) into whole 128-row blocks, the rows past 576 zero:
+     * the partial block's scale and codes are those of the 576-row quantisation (the host
+     * reference's), and the padding's codes are zero */
+    long n = 576, k = 256, np = 640;
+    float *w = malloc(sizeof(float) * np * k), *wp = calloc((size_t)(np * k), sizeof(float));
+    float s[5 * 2], sp[5 * 2];
+    uint8_t *q = malloc((size_t)(n * k)), *qp = malloc((size_t)(np * k));
+    uint64_t rng = 23;
+    for (long i = 0; i < n * k; i++) wp[i] = w[i] = kt_rng_uniform(&rng) * (i < 512 * k ? 1.0f : 0.01f);
+    kt_quant_blocks(w, n, k, q, s);
+    kt_quant_blocks(wp, np, k, qp, sp);
+    EXPECT(memcmp(s, sp, sizeof s) == 0 && memcmp(q, qp, (size_t)(n * k)) == 0);
+    int zero = 1;
+    for (long i = n * k; i < np * k; i++) zero &= qp[i] == 0;
+    EXPECT(zero);
+    free(w), free(wp), free(q), free(qp);
 }

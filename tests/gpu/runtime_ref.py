@@ -8,15 +8,18 @@ FP8 e4m3 weights in 128x128 blocks, activations in 1x128 groups before every FP8
 outputs rounded to bf16, the sliding/compressed KV nope part in e4m3 with power-of-two scales
 per 64 and its rope part in bf16, as kt's KV layout stores them), and prints the per-step
 relative L2 of every pair of logits (kt's dumps and transformers') and the greedy agreement.
+For V3.2 "qdq" emulates what transformers' expanded MLA shows of kt's formats (emulate_kt_v32: the
+FP8 GEMMs, kv_b_proj's FP8 weights, the cached latent in the V32 layout, the routed experts).
 The second model and the MXFP4 experts (tests/gpu/runtime_v32.sh, no GPU needed): `make --arch
 v32` saves a tiny random DeepseekV32; `mxfp4 DIR OUT` writes DIR's V4 routed experts as the
 release ships them (I8 e2m1 pairs + F8_E8M0 `scale` per 32) into OUT and their exact values
 back into DIR as bf16; `hostcheck` runs transformers fp32 teacher-forced on the prompt and
 compares the host reference's dumps (`kt run --reference exact|kt --steps 0`) with it.
-  usage: runtime_ref.py make DIR [--arch v4|v32] [--mxfp4 OUT] [--smooth] [--prompt P] [--batch B] [--seed N]
+  usage: runtime_ref.py make DIR [--arch v4|v32|v32fam] [--mxfp4 OUT] [--smooth] [--prompt P] [--batch B] [--seed N]
          runtime_ref.py compare DIR --kt-log LOG --dump NAME=FILE... [--limits JSON] [--require-greedy]
-         runtime_ref.py fed LOG (the tokens kt fed, as a prompt file); runtime_ref.py flash DIR
+         runtime_ref.py fed LOG (the tokens kt fed, as a prompt file); runtime_ref.py flash DIR [--arch v4|v32]
          runtime_ref.py mxfp4 DIR OUT; runtime_ref.py hostcheck DIR --dump NAME=FILE... [--limits JSON]
+         runtime_ref.py dumps A B --vocab V --limit X [--batch B] [--why TEXT] (two kt dumps, per step)
 """
 import argparse
 import json
@@ -67,6 +70,24 @@ def tiny_config_v32():
                          "beta_fast": 32.0, "beta_slow": 1.0})
 
 
+def tiny_config_v32_families():
+    """A tiny DeepseekV32 at the smallest shapes kt's families take, so that `kt run` runs it on the
+    GPU: 16 heads (mla_decode HQ % 16) of 128 nope + 64 rope with YaRN factor 40 and mscale_all_dim 1
+    (V3.2's softmax scale, the constant mla_decode LAYOUT=V32 applies), 64 indexer heads of 128
+    (mla_indexer) picking 16 tokens, 256 experts in 8 groups, the best 4 groups, top-8, x 2.5
+    (moe_route's V3 router); 3 layers, the first dense."""
+    return DeepseekV32Config(
+        vocab_size=512, hidden_size=256, intermediate_size=256, moe_intermediate_size=128, num_hidden_layers=3,
+        num_attention_heads=16, num_key_value_heads=16, n_shared_experts=1, n_routed_experts=256, n_group=8,
+        topk_group=4, num_experts_per_tok=8, kv_lora_rank=512, q_lora_rank=128, qk_rope_head_dim=64,
+        qk_nope_head_dim=128, v_head_dim=128, first_k_dense_replace=1, index_topk=16, index_head_dim=128,
+        index_n_heads=64, max_position_embeddings=4096, tie_word_embeddings=False, initializer_range=0.05,
+        routed_scaling_factor=2.5, norm_topk_prob=True,
+        rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 40.0, "mscale": 1.0,
+                         "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096,
+                         "beta_fast": 32.0, "beta_slow": 1.0})
+
+
 def model_class(d):
     mt = json.load(open(os.path.join(d, "config.json")))["model_type"]
     return DeepseekV32ForCausalLM if mt == "deepseek_v32" else DeepseekV4ForCausalLM
@@ -104,13 +125,16 @@ def e4m3(x):
 
 
 def qdq_weight(w):
-    """kt's load-time rule: per 128x128 block s = amax / 448, code = e4m3(w / s)."""
+    """kt's load-time rule: per 128x128 block s = amax / 448, code = e4m3(w / s); rows past a
+    multiple of 128 (V3.2's kv_a, 576) make a partial block, as zero rows would."""
     shape = w.shape
     w2 = w.float().reshape(-1, shape[-1])
     n, k = w2.shape
-    b = w2.view(n // 128, 128, k // 128, 128)
+    pad = -n % 128
+    w2 = torch.cat([w2, w2.new_zeros(pad, k)]) if pad else w2
+    b = w2.view((n + pad) // 128, 128, k // 128, 128)
     s = (b.abs().amax(dim=(1, 3), keepdim=True).clamp(min=1e-10) / 448).float()
-    return (e4m3(b / s) * s).view(shape)
+    return (e4m3(b / s) * s).view(n + pad, k)[:n].view(shape)
 
 
 def qdq_act(x):
@@ -129,6 +153,54 @@ def qdq_kv(y, rope):
     s = torch.exp2(torch.ceil(torch.log2(amax / 448)))
     nope = (e4m3(g / s) * s).view(nope.shape)
     return torch.cat([nope, r.to(torch.bfloat16).float()], dim=-1).to(y.dtype)
+
+
+def qdq_latent_v32(y):
+    """kt's V3.2 KV layout on the latent: per 128 e4m3 with a power-of-two scale, amax / 448
+    clamped at 1e-4 (mla_layout.h)."""
+    g = y.float().view(*y.shape[:-1], y.shape[-1] // 128, 128)
+    s = torch.exp2(torch.ceil(torch.log2((g.abs().amax(dim=-1, keepdim=True) / 448).clamp(min=1e-4))))
+    return (e4m3(g / s) * s).view(y.shape).to(y.dtype)
+
+
+V32_FP8_LINEARS = ("self_attn.q_a_proj", "self_attn.q_b_proj", "self_attn.kv_a_proj_with_mqa", "self_attn.o_proj",
+                   "indexer.wq_b", "indexer.wk", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj",
+                   "shared_experts.gate_proj", "shared_experts.up_proj", "shared_experts.down_proj")
+
+
+def experts_v32_qdq(mod):
+    """DeepseekV32Experts' forward with kt's formats: e4m3 input and SwiGLU output (moe_gemm)."""
+    def forward(hidden_states, top_k_index, top_k_weights):
+        x = qdq_act(hidden_states)
+        out = torch.zeros_like(hidden_states)
+        for e in top_k_index.unique().tolist():
+            pos, tok = torch.where(top_k_index.t() == e)
+            gate, up = torch.nn.functional.linear(x[tok], mod.gate_up_proj[e]).chunk(2, dim=-1)
+            h = torch.nn.functional.linear(qdq_act(mod.act_fn(gate) * up), mod.down_proj[e])
+            out.index_add_(0, tok, (h * top_k_weights[tok, pos, None]).to(out.dtype))
+        return out
+    mod.forward = forward
+
+
+def emulate_kt_v32(model):
+    """V3.2 in kt's formats, as far as transformers' expanded MLA shows them: the FP8 GEMMs
+    (weights, e4m3 inputs, bf16 outputs), kv_b_proj's FP8 weights, the cached latent in the V32
+    layout, the routed experts. Not emulated: the absorbed query and latent output in bf16, the
+    rope key in bf16, the indexer's e4m3 scores (transformers' MLA is not in absorbed form)."""
+    with torch.no_grad():
+        for name, mod in model.named_modules():
+            if name.endswith(V32_FP8_LINEARS):
+                mod.weight.copy_(qdq_weight(mod.weight))
+                mod.register_forward_pre_hook(lambda m, a: (qdq_act(a[0]),) + tuple(a[1:]))
+                mod.register_forward_hook(lambda m, a, y: y.to(torch.bfloat16).to(y.dtype))
+            elif name.endswith("self_attn.kv_b_proj"):
+                mod.weight.copy_(qdq_weight(mod.weight))
+            elif name.endswith("self_attn.kv_a_layernorm"):
+                mod.register_forward_hook(lambda m, a, y: qdq_latent_v32(y))
+            elif name.endswith("mlp.experts"):
+                mod.gate_up_proj.copy_(qdq_weight(mod.gate_up_proj))
+                mod.down_proj.copy_(qdq_weight(mod.down_proj))
+                experts_v32_qdq(mod)
 
 
 def emulate_kt(model):
@@ -187,8 +259,8 @@ def rel(a, b):
 def cmd_make(a):
     torch.manual_seed(a.seed)
     g = torch.Generator().manual_seed(a.seed)
-    cfg = tiny_config_v32() if a.arch == "v32" else tiny_config(a.smooth)
-    model = (DeepseekV32ForCausalLM if a.arch == "v32" else DeepseekV4ForCausalLM)(cfg).eval()
+    cfg = {"v32": tiny_config_v32, "v32fam": tiny_config_v32_families}.get(a.arch, lambda: tiny_config(a.smooth))()
+    model = (DeepseekV32ForCausalLM if a.arch.startswith("v32") else DeepseekV4ForCausalLM)(cfg).eval()
     randomise(model, g)
     os.makedirs(a.dir, exist_ok=True)
     model.to(torch.bfloat16).save_pretrained(a.dir)
@@ -214,10 +286,13 @@ def cmd_compare(a):
         dumps[name] = torch.tensor(
             list(memoryview(open(path, "rb").read()).cast("f"))).view(len(fed), a.batch, V)
     hf = {}
+    cls = model_class(a.dir)
+    v32 = cls is DeepseekV32ForCausalLM
     for kind in ("fp32", "qdq"):
-        m = DeepseekV4ForCausalLM.from_pretrained(a.dir, torch_dtype=torch.float32).to(dev).eval()
+        extra = {"attn_implementation": "eager"} if v32 else {}
+        m = cls.from_pretrained(a.dir, torch_dtype=torch.float32, **extra).to(dev).eval()
         if kind == "qdq":
-            emulate_kt(m)
+            (emulate_kt_v32 if v32 else emulate_kt)(m)
         lg, _ = run(m, tokens, 0)
         hf[kind] = lg[: len(fed)]
     P = a.prompt
@@ -228,6 +303,9 @@ def cmd_compare(a):
     for k, j, x, y in rows:
         r = rel(x, y)
         print(f"{k + ' vs ' + j:34s} {r.median().item():8.4f} {r.max().item():8.4f}")
+    for k, j, x, y in rows:  # the GPU's error step by step: where a wrong part shows first
+        if "gpu" in (k, j):
+            print(f"  {k} vs {j} per step: " + " ".join(f"{v:.3f}" for v in rel(x, y).tolist()))
     for name, (lim_med, ref) in json.loads(a.limits).items():
         k, j = name.split(":")
         y = hf[j[3:]] if j.startswith("hf_") else dumps[j]
@@ -346,6 +424,19 @@ def cmd_hostcheck(a):
     sys.exit(0 if ok else 1)
 
 
+def cmd_dumps(a):
+    """Two dumps of the same teacher-forced run (kt run --dump): every step's relative L2 (max over
+    the batch) printed; passes when the median is at most --limit."""
+    x, y = (torch.tensor(list(memoryview(open(f, "rb").read()).cast("f"))).view(-1, a.batch, a.vocab)
+            for f in (a.a, a.b))
+    r = rel(x, y)
+    print("per-step rel L2: " + " ".join(f"{v:.2e}" for v in r.tolist()))
+    good = r.median().item() <= a.limit
+    print(f"{'PASS' if good else 'FAIL'} {os.path.basename(a.a)} vs {os.path.basename(a.b)}: median "
+          f"{r.median().item():.2e} (max {r.max().item():.2e}) <= {a.limit} ({a.why})")
+    sys.exit(0 if good else 1)
+
+
 def cmd_fed(a):
     """The tokens kt fed, one line per sequence: the prompt for a teacher-forced host reference."""
     fed, _ = read_kt_log(a.kt_log, 0)
@@ -354,22 +445,38 @@ def cmd_fed(a):
 
 
 def cmd_flash(a):
-    """DeepSeek-V4-Flash's config.json (transformers' defaults) for `kt run --synthetic`."""
+    """DeepSeek-V4-Flash's config.json (transformers' defaults) for `kt run --synthetic`; --arch v32:
+    DeepSeek-V3.2's (transformers' defaults with the release's YaRN: factor 40 from 4096 positions,
+    mscale = mscale_all_dim = 1)."""
     os.makedirs(a.dir, exist_ok=True)
-    DeepseekV4Config().save_pretrained(a.dir)
+    if a.arch == "v32":
+        DeepseekV32Config(rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 40.0, "mscale": 1.0,
+                                           "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096,
+                                           "beta_fast": 32.0, "beta_slow": 1.0}).save_pretrained(a.dir)
+    else:
+        DeepseekV4Config().save_pretrained(a.dir)
 
 
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
+    du = sub.add_parser("dumps")
+    du.add_argument("a")
+    du.add_argument("b")
+    du.add_argument("--batch", type=int, default=2)
+    du.add_argument("--vocab", type=int, required=True)
+    du.add_argument("--limit", type=float, required=True)
+    du.add_argument("--why", default="")
     fd = sub.add_parser("fed")
     fd.add_argument("kt_log")
     fl = sub.add_parser("flash")
     fl.add_argument("dir")
+    fl.add_argument("--arch", choices=("v4", "v32"), default="v4")
     mk = sub.add_parser("make")
     mk.add_argument("dir")
     mk.add_argument("--smooth", action="store_true", help="every expert and every entry selected (no top-k flips)")
-    mk.add_argument("--arch", choices=("v4", "v32"), default="v4")
+    mk.add_argument("--arch", choices=("v4", "v32", "v32fam"), default="v4",
+                    help="v32fam: the tiny DeepseekV32 kt's GPU step runs (families' shapes)")
     mk.add_argument("--mxfp4", metavar="OUT", help="then write its routed experts as MXFP4 into OUT (as `mxfp4`)")
     mx = sub.add_parser("mxfp4")
     mx.add_argument("dir")
@@ -390,7 +497,7 @@ def main():
         p.add_argument("--seed", type=int, default=1234)
     a = ap.parse_args()
     {"make": cmd_make, "compare": cmd_compare, "fed": cmd_fed, "flash": cmd_flash, "mxfp4": cmd_mxfp4,
-     "hostcheck": cmd_hostcheck}[a.cmd](a)
+     "hostcheck": cmd_hostcheck, "dumps": cmd_dumps}[a.cmd](a)
 
 
 if __name__ == "__main__":
