@@ -218,8 +218,8 @@ const kt_family kt_family_moe_step = {
     .bytes = bytes,
     .rotation_bytes = bytes, /* a step reads the touched experts only: rotate copies enough for those */
     .n_stages = 3,
-    /* moe_route's HASH-only tokens and table: V4 and V3 never read them */
-    .stages = {{&kt_family_moe_route, route_problem, {T_LOGITS, T_BIAS, T_IDS, T_TOPW, T_ALIGN, T_LOGITS, T_LOGITS}},
+    /* moe_route's HASH-only tokens and table (int32, one element): V4 and V3 never read them */
+    .stages = {{&kt_family_moe_route, route_problem, {T_LOGITS, T_BIAS, T_IDS, T_TOPW, T_ALIGN, T_IDS, T_IDS}},
                {&kt_family_moe_gemm,
                 gateup_problem,
                 {T_X, T_XS, T_W1, T_WS1, T_IDS, T_TOPW, T_SHARED, T_ALIGN, T_H, T_HS, T_PART, T_CNT}},

@@ -4,7 +4,8 @@
 #  1. runtime_v32.sh mxfp4-gpu: the tiny transformers-made V4 with MXFP4 experts (its first layer
 #     hash-routed) on the GPU step against transformers and the host reference (its limits);
 #  2. kt verify of moe_route ROUTER=HASH (V4-Flash's E 256, top-6; uniform, Zipf, hot; M 1, 16,
-#     64, 256; the default config and 2 seeded ones) against its float64 reference;
+#     64, 256; the default config and 2 seeded ones) against its float64 reference, and of
+#     moe_gemm FORMAT=mxfp4 at the tiny model's shapes;
 #  3. V4-Flash synthetic, --tp-shapes 4, 43 layers, context 8192, B = 1 and 64, FP8 and MXFP4
 #     experts (--experts): TPOT, floor and the per-op ms of one eager step (--json).
 # Every part under `timeout`, one PASS/FAIL line each; logs under $OUT/moe4 (or $LOGS).
@@ -34,6 +35,13 @@ for d in uniform zipf hot; do shapes="$shapes --shape ROUTER=HASH,E=256,TOPK=6,T
 timeout 60 $KT verify --family moe_route $shapes --m 1,16,64,256 --sample 2 --seed $RANDOM >"$LOGS/verify_hash.log" 2>&1
 check $? "kt verify moe_route ROUTER=HASH (uniform, zipf, hot; M 1-256; default + 2 sampled configs)"
 tail -n 3 "$LOGS/verify_hash.log" | sed 's/^/  /'
+# the MXFP4 GEMMs at the tiny model's shapes (E 32, hidden 256, expert width 128, top-2), so a
+# failure of part 1 says whether the kernel or the step's wiring is at fault
+timeout 60 $KT verify --family moe_gemm --shape FORMAT=mxfp4,STAGE=gateup,E=32,N=256,K=256,TOPK=2,DIST=uniform \
+    --shape FORMAT=mxfp4,STAGE=down,E=32,N=256,K=128,TOPK=2,DIST=uniform --m 1,2,16 --seed $RANDOM \
+    >"$LOGS/verify_tiny_mxfp4.log" 2>&1
+check $? "kt verify moe_gemm FORMAT=mxfp4 at the tiny model's shapes (M 1, 2, 16)"
+tail -n 2 "$LOGS/verify_tiny_mxfp4.log" | sed 's/^/  /'
 
 # 3. V4-Flash TPOT, FP8 and MXFP4 experts
 F=$MODELS/flash
