@@ -783,8 +783,9 @@ static int alloc_moe(kt_step *s) {
     size_t pg = fam_bytes("moe_gemm", &p->gateup, "partials"), pd = fam_bytes("moe_gemm", &p->down, "partials");
     size_t cg = fam_bytes("moe_gemm", &p->gateup, "counters"), cd = fam_bytes("moe_gemm", &p->down, "counters");
     size_t BD = (size_t)s->B * s->c.hidden;
+    const kt_problem *route = p->route.n_dims ? &p->route : &p->route_hash; /* the same record sizes */
     return dalloc(&s->elog, (size_t)s->B * s->c.n_experts * 4) ||
-                   dalloc(&s->ealign, fam_bytes("moe_route", &p->route, "align")) ||
+                   dalloc(&s->ealign, fam_bytes("moe_route", route, "align")) ||
                    dalloc(&s->he, fam_bytes("moe_gemm", &p->gateup, "h")) ||
                    dalloc(&s->hse, fam_bytes("moe_gemm", &p->gateup, "hs")) || dalloc(&s->mpart, pg > pd ? pg : pd) ||
                    dalloc(&s->mcnt, cg > cd ? cg : cd) || dalloc(&s->moe_outb, BD * 2) || dalloc(&s->no_shared, BD * 2)
