@@ -884,6 +884,7 @@ static int cmd_run(int argc, char **argv) {
                                          {"tp", required_argument, 0, 'n'},
                                          {"plain-kernels", no_argument, 0, 'P'},
                                          {"plan", required_argument, 0, 'A'},
+                                         {"experts", required_argument, 0, 'X'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     kt_run_options o = {.batch = 1, .context = 4096, .steps = 8, .tp_shapes = 1, .seed = 20261201};
@@ -952,6 +953,11 @@ static int cmd_run(int argc, char **argv) {
             case 'u':
                 o.dump_path = optarg;
                 break;
+            case 'X':
+                if (strcmp(optarg, "fp8") && strcmp(optarg, "mxfp4"))
+                    return die("--experts: expected fp8 or mxfp4, got '%s'", optarg);
+                o.experts = optarg;
+                break;
             case 'r':
                 if (strcmp(optarg, "exact") && strcmp(optarg, "kt"))
                     return die("--reference: expected exact or kt, got '%s'", optarg);
@@ -961,6 +967,7 @@ static int cmd_run(int argc, char **argv) {
                 printf("usage: kt run --model DIR [--synthetic] [--batch B] [--context L] [--steps S] [--layers N]\n"
                        "              [--tp-shapes N] [--db FILE] [--json FILE] [--prompt FILE] [--dump FILE]\n"
                        "              [--reference exact|kt] [--seed N] [--tp 1] [--plain-kernels] [--plan ARCH]\n"
+                       "              [--experts fp8|mxfp4]\n"
                        "  Decodes B sequences: the prompt file's token ids (one line each; default token 0), then S\n"
                        "  greedy tokens, one step at a time, on the GPU from the DB's winners (family defaults\n"
                        "  without --db), or with --reference on the float64 host reference (exact: the weights as\n"
@@ -969,7 +976,10 @@ static int cmd_run(int argc, char **argv) {
                        "  --plain-kernels runs the simple reference kernels of runtime/model.cu where a kt family\n"
                        "  exists (indexer, attention, router and experts): the path to compare logits and TPOT with.\n"
                        "  --plan ARCH prints, without a GPU, which parts run a family and each family problem the\n"
-                       "  step dispatches with the default config for ARCH (an H200's 132 SMs), one per line.\n");
+                       "  step dispatches with the default config for ARCH (an H200's 132 SMs), one per line.\n"
+                       "  --experts fp8|mxfp4 picks the routed experts' format of --synthetic weights and of --plan\n"
+                       "  (default fp8): mxfp4 runs them through moe_gemm FORMAT=mxfp4, as V4-Flash ships them. A\n"
+                       "  checkpoint's experts run in the format it stores (MXFP4: moe_gemm; FP8/BF16: FP8).\n");
                 return 0;
             default:
                 return die("unknown or incomplete option '%s' (see kt run --help)", argv[optind - 1]);

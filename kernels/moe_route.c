@@ -1,12 +1,14 @@
 /* moe_route.c — host descriptor of the MoE routing + alignment family (kernels/moe_route.cu):
- * f32 gate logits [M, E] and the correction bias [E] in; topk_ids, topk_weights and the
- * alignment records of kernels/common/moe_layout.h out. Key: ROUTER (V4, V3), E, TOPK, TM and
+ * f32 gate logits [M, E] and the correction bias [E] in (ROUTER=HASH: the tokens [M] and the
+ * tid2eid table [rows, TOPK] too, its bias unread); topk_ids, topk_weights and the alignment
+ * records of kernels/common/moe_layout.h out. Key: ROUTER (V4, V3, HASH), E, TOPK, TM and
  * NTM (records for the grouped GEMM's token tiles TM, 2 TM, ..., 2^(NTM-1) TM: the GEMM tunes
  * its tile and reads its own), DIST (uniform, zipf, hot: what the fill's routing follows). */
 #include "family_hooks.h"
 #include "../runtime/kt.h"
 #include "common/moe_layout.h"
 #include "common/moe_router.h"
+#include "moe_gemm.h"
 #include "moe_route.h"
 
 #include <math.h>
@@ -14,12 +16,12 @@
 #include <string.h>
 
 enum { P_WARPS, P_FUSED, P_BLOCKS };
-enum { T_LOGITS, T_BIAS, T_IDS, T_WEIGHTS, T_REC };
+enum { T_LOGITS, T_BIAS, T_IDS, T_WEIGHTS, T_REC, T_TOKENS, T_TABLE, T_COUNT };
 enum { K_FUSED, K_TOKENS, K_ALIGN };
 #define HIST_INTS 8192 /* the kernel's per-warp expert counts: WARPS * E of them */
 #define MAX_M 8192
 
-const char *const kt_moe_router_names[] = {"V4", "V3", NULL};
+const char *const kt_moe_router_names[] = {"V4", "V3", "HASH", NULL};
 const char *const kt_moe_dist_names[] = {"uniform", "zipf", "hot", NULL};
 
 static int check_problem(const kt_problem *p, char *why, size_t n) {
@@ -79,7 +81,12 @@ static int tensors(const kt_problem *p, kt_tensor_desc *t) {
     t[T_IDS] = (kt_tensor_desc){"topk_ids", KT_I32, M * K, KT_OUTPUT, KT_CMP_EXACT};
     t[T_WEIGHTS] = (kt_tensor_desc){"topk_weights", KT_F32, M * K, KT_OUTPUT};
     t[T_REC] = (kt_tensor_desc){"align", KT_I32, (size_t)record_ints(p), KT_OUTPUT, KT_CMP_EXACT};
-    return 5;
+    /* HASH's tokens and table (the fill's KT_MOE_HASH_ROWS rows; a model's has its vocab's);
+     * one-element inputs the other routers never read */
+    int hash = p->dim[KT_MR_ROUTER] == KT_MOE_ROUTER_HASH;
+    t[T_TOKENS] = (kt_tensor_desc){"tokens", KT_I32, hash ? M : 1, KT_INPUT};
+    t[T_TABLE] = (kt_tensor_desc){"tid2eid", KT_I32, hash ? KT_MOE_HASH_ROWS * K : 1, KT_INPUT};
+    return T_COUNT;
 }
 
 /* A double in [0, 1) from the generator. */
@@ -157,13 +164,42 @@ void kt_moe_route_fill(int router, long E, long topk, int dist, long M, uint64_t
     free(cdf);
 }
 
+/* HASH: V4's logits (only the table's experts' scores count), the table's rows drawn from
+ * DIST (kt_moe_draw_routing: distinct experts a row) and seeded tokens over its rows; the
+ * other routers' one-element tokens and table 0. */
 static void fill(const kt_problem *p, uint64_t seed, void *const *host) {
-    kt_moe_route_fill((int)p->dim[KT_MR_ROUTER], p->dim[KT_MR_E], p->dim[KT_MR_TOPK], (int)p->dim[KT_MR_DIST], p->m,
-                      seed, host[T_LOGITS], host[T_BIAS]);
+    const int router = (int)p->dim[KT_MR_ROUTER], dist = (int)p->dim[KT_MR_DIST];
+    const long E = p->dim[KT_MR_E], K = p->dim[KT_MR_TOPK];
+    kt_moe_route_fill(router == KT_MOE_ROUTER_HASH ? KT_MOE_ROUTER_V4 : router, E, K, dist, p->m, seed, host[T_LOGITS],
+                      host[T_BIAS]);
+    int *tokens = host[T_TOKENS], *table = host[T_TABLE];
+    if (router != KT_MOE_ROUTER_HASH) {
+        tokens[0] = table[0] = 0;
+        return;
+    }
+    uint64_t rng = seed ^ 0x68617368ULL;
+    kt_moe_draw_routing(KT_MOE_HASH_ROWS, K, E, dist, kt_rng_next(&rng), table, NULL);
+    for (long t = 0; t < p->m; t++) tokens[t] = (int)(kt_rng_next(&rng) % KT_MOE_HASH_ROWS);
 }
 
 double kt_moe_sigmoid_f64(double x) { return 1.0 / (1.0 + exp(-x)); }
 double kt_moe_sqrt_softplus_f64(double x) { return sqrt(x > 20.0 ? x : log1p(exp(x))); }
+
+/* The weights of a token's chosen experts ids[K]: the float64 scores, normalised, scaled. */
+static void ref_weights(int router, long K, const float *logits, const int *ids, double *weights) {
+    double sum = 0;
+    for (long k = 0; k < K; k++) {
+        double x = logits[ids[k]];
+        weights[k] = router == KT_MOE_ROUTER_V3 ? kt_moe_sigmoid_f64(x) : kt_moe_sqrt_softplus_f64(x);
+        sum += weights[k];
+    }
+    for (long k = 0; k < K; k++) weights[k] = weights[k] / (sum + 1e-20) * kt_moe_scale(router);
+}
+
+void kt_moe_hash_token_ref(long K, const float *logits, const int *row, int *ids, double *weights) {
+    for (long k = 0; k < K; k++) ids[k] = row[k];
+    ref_weights(KT_MOE_ROUTER_HASH, K, logits, ids, weights);
+}
 
 /* a before b in the choice order: the larger value, then the lower index (-0 == +0). */
 static int chosen_first(float va, long a, float vb, long b) { return va > vb || (va == vb && a < b); }
@@ -200,18 +236,14 @@ void kt_moe_route_token_ref(int router, long E, long topk, const float *logits, 
     int taken[KT_MOE_MAX_E] = {0};
     for (long e = 0; e < E; e++) value[e] = kt_moe_choice(kt_moe_score(router, logits[e]), bias[e]);
     if (router == KT_MOE_ROUTER_V3) v3_mask(E, value);
-    double sum = 0;
     for (long k = 0; k < topk; k++) {
         long best = -1;
         for (long e = 0; e < E; e++)
             if (!taken[e] && (best < 0 || chosen_first(value[e], e, value[best], best))) best = e;
         taken[best] = 1;
         ids[k] = (int)best;
-        weights[k] =
-            router == KT_MOE_ROUTER_V4 ? kt_moe_sqrt_softplus_f64(logits[best]) : kt_moe_sigmoid_f64(logits[best]);
-        sum += weights[k];
     }
-    for (long k = 0; k < topk; k++) weights[k] = weights[k] / (sum + 1e-20) * kt_moe_scale(router);
+    ref_weights(router, topk, logits, ids, weights);
 }
 
 /* Expected outputs: the reference routing, then moe_layout.h's reference alignment of it. */
@@ -219,12 +251,16 @@ static void reference(const kt_problem *p, void *const *host, double *ref) {
     const long M = p->m, E = p->dim[KT_MR_E], K = p->dim[KT_MR_TOPK], TM = p->dim[KT_MR_TM];
     const int router = (int)p->dim[KT_MR_ROUTER];
     const float *logits = host[T_LOGITS], *bias = host[T_BIAS];
+    const int *tokens = host[T_TOKENS], *table = host[T_TABLE];
     int *ids = malloc(sizeof(int) * M * K), *rec = malloc(sizeof(int) * record_ints(p)),
         *count = malloc(sizeof(int) * E);
     double *w = malloc(sizeof(double) * K);
     if (!ids || !rec || !count || !w) abort();
     for (long t = 0; t < M; t++) {
-        kt_moe_route_token_ref(router, E, K, logits + t * E, bias, ids + t * K, w);
+        if (router == KT_MOE_ROUTER_HASH)
+            kt_moe_hash_token_ref(K, logits + t * E, table + (long)tokens[t] * K, ids + t * K, w);
+        else
+            kt_moe_route_token_ref(router, E, K, logits + t * E, bias, ids + t * K, w);
         for (long k = 0; k < K; k++) ref[M * K + t * K + k] = w[k];
     }
     for (long i = 0; i < M * K; i++) ref[i] = ids[i];
@@ -242,14 +278,26 @@ static int launch(const kt_launch *l) {
     int M = (int)p->m, E = (int)p->dim[KT_MR_E], K = (int)p->dim[KT_MR_TOPK], TM = (int)p->dim[KT_MR_TM];
     int NTM = (int)p->dim[KT_MR_NTM], router = (int)p->dim[KT_MR_ROUTER], warps = l->config->v[P_WARPS];
     unsigned blocks = (unsigned)l->config->v[P_BLOCKS], threads = (unsigned)(32 * warps);
-    uint64_t ptr[5];
+    uint64_t ptr[T_COUNT];
     memcpy(ptr, l->ptr, sizeof ptr);
     if (l->config->v[P_FUSED]) {
-        void *args[] = {&ptr[T_LOGITS], &ptr[T_BIAS], &ptr[T_IDS], &ptr[T_WEIGHTS], &ptr[T_REC], &M, &E, &K, &TM,
-                        &NTM,           &router};
+        void *args[] = {&ptr[T_LOGITS],
+                        &ptr[T_BIAS],
+                        &ptr[T_IDS],
+                        &ptr[T_WEIGHTS],
+                        &ptr[T_REC],
+                        &ptr[T_TOKENS],
+                        &ptr[T_TABLE],
+                        &M,
+                        &E,
+                        &K,
+                        &TM,
+                        &NTM,
+                        &router};
         return kt_launch_kernel_pdl(l->mod, K_FUSED, blocks, 1, 1, threads, 0, l->stream, args);
     }
-    void *route[] = {&ptr[T_LOGITS], &ptr[T_BIAS], &ptr[T_IDS], &ptr[T_WEIGHTS], &M, &E, &K, &router};
+    void *route[] = {
+        &ptr[T_LOGITS], &ptr[T_BIAS], &ptr[T_IDS], &ptr[T_WEIGHTS], &ptr[T_TOKENS], &ptr[T_TABLE], &M, &E, &K, &router};
     void *align[] = {&ptr[T_IDS], &ptr[T_REC], &M, &E, &K, &TM, &NTM};
     return kt_launch_kernel_pdl(l->mod, K_TOKENS, (unsigned)((M + warps - 1) / warps), 1, 1, threads, 0, l->stream,
                                 route) ||
@@ -258,23 +306,27 @@ static int launch(const kt_launch *l) {
                : 0;
 }
 
-/* Logits and bias read; ids, weights and the whole record written. */
+/* Logits and bias read (HASH: logits, tokens and the rows read); ids, weights and the whole
+ * record written. */
 static double bytes(const kt_problem *p) {
     double M = (double)p->m, E = (double)p->dim[KT_MR_E], K = (double)p->dim[KT_MR_TOPK];
-    return 4.0 * (M * E + E + 2 * M * K + (double)record_ints(p));
+    double in = p->dim[KT_MR_ROUTER] == KT_MOE_ROUTER_HASH ? M * E + M + M * K : M * E + E;
+    return 4.0 * (in + 2 * M * K + (double)record_ints(p));
 }
 
 static const char *const kernel_names[] = {"moe_route_fused", "moe_route_tokens", "moe_align", NULL};
-/* V4-Flash (top-6) and V3 (top-8) over 256 experts, records for moe_gemm's tiles 8-64, each
- * distribution. */
+/* V4-Flash (top-6; its hash-routed layers too) and V3 (top-8) over 256 experts, records for
+ * moe_gemm's tiles 8-64, each distribution. */
 static const long target_shapes[][KT_MAX_DIMS] = {
-    {KT_MOE_ROUTER_V4, 256, 6, 8, 4, KT_MOE_DIST_UNIFORM}, {KT_MOE_ROUTER_V4, 256, 6, 8, 4, KT_MOE_DIST_ZIPF},
-    {KT_MOE_ROUTER_V4, 256, 6, 8, 4, KT_MOE_DIST_HOT},     {KT_MOE_ROUTER_V3, 256, 8, 8, 4, KT_MOE_DIST_UNIFORM},
-    {KT_MOE_ROUTER_V3, 256, 8, 8, 4, KT_MOE_DIST_ZIPF},    {KT_MOE_ROUTER_V3, 256, 8, 8, 4, KT_MOE_DIST_HOT}};
+    {KT_MOE_ROUTER_V4, 256, 6, 8, 4, KT_MOE_DIST_UNIFORM},   {KT_MOE_ROUTER_V4, 256, 6, 8, 4, KT_MOE_DIST_ZIPF},
+    {KT_MOE_ROUTER_V4, 256, 6, 8, 4, KT_MOE_DIST_HOT},       {KT_MOE_ROUTER_V3, 256, 8, 8, 4, KT_MOE_DIST_UNIFORM},
+    {KT_MOE_ROUTER_V3, 256, 8, 8, 4, KT_MOE_DIST_ZIPF},      {KT_MOE_ROUTER_V3, 256, 8, 8, 4, KT_MOE_DIST_HOT},
+    {KT_MOE_ROUTER_HASH, 256, 6, 8, 4, KT_MOE_DIST_UNIFORM}, {KT_MOE_ROUTER_HASH, 256, 6, 8, 4, KT_MOE_DIST_ZIPF}};
 
 const kt_family kt_family_moe_route = {
     .name = "moe_route",
-    .summary = "MoE router (V4 sqrt-softplus top-6, V3 sigmoid group-limited top-8) + alignment to the GEMM tile",
+    .summary = "MoE router (V4 sqrt-softplus top-6, V3 sigmoid group-limited top-8, V4's tid2eid hash) + alignment "
+               "to the GEMM tile",
     .source = "moe_route.cu",
     .kernels = kernel_names,
     .n_keys = KT_MR_KEYS,
@@ -290,7 +342,7 @@ const kt_family kt_family_moe_route = {
     .params = {{"WARPS", 3, {4, 8, 16}}, {"FUSED", 2, {0, 1}}, {"BLOCKS", 3, {1, 4, 16}}},
     .default_config = {{8, 0, 16}},
     .target_shapes = target_shapes,
-    .n_target_shapes = 6,
+    .n_target_shapes = 8,
     KT_FAMILY_HOOKS,
     .default_for = default_for,
     .tolerance = 2e-6, /* the f32 weights against float64: a few ulp */

@@ -1,7 +1,9 @@
 // moe_route.cu — MoE routing and alignment for decode (kt verify --family moe_route
 //   --shape ROUTER=V4,E=256,TOPK=6,TM=8,NTM=4,DIST=zipf --m 1,16,256):
 //   router: f32 gate logits [M, E] + correction bias [E] -> topk_ids [M, TOPK], topk_weights
-//     (kernels/common/moe_router.h: V4 sqrt(softplus), V3 sigmoid with the best 4 of 8 groups);
+//     (kernels/common/moe_router.h: V4 sqrt(softplus), V3 sigmoid with the best 4 of 8 groups;
+//     HASH, V4's hash-routed layers: the ids are the table row tid2eid[tokens[t]], the weights
+//     V4's, kt verify --family moe_route --shape ROUTER=HASH,E=256,TOPK=6,TM=8,NTM=4,DIST=zipf);
 //   align: topk_ids -> alignment records of kernels/common/moe_layout.h (slots sorted by
 //     expert, each expert padded to the tile, the tiles' experts, the tile count).
 // Fixed sizes, no host sync: capturable in a CUDA graph. A warp routes a token (an expert per
@@ -132,6 +134,32 @@ __device__ __forceinline__ void route_token(const float *logits, const float *bi
     }
 }
 
+// One warp routes token t of a hash-routed layer: lane k < K takes expert table[tokens[t]][k]
+// and its V4 score; the weights as route_token's, normalised over the row's K scores.
+__device__ __forceinline__ void hash_token(const float *logits, const int *tokens, const int *table, int *ids,
+                                           float *weights, int t, int E, int K) {
+    const int lane = threadIdx.x % 32;
+    const int e = lane < K ? table[(long)tokens[t] * K + lane] : 0;
+    const float my_s = lane < K ? kt_moe_score(KT_MOE_ROUTER_HASH, logits[(long)t * E + e]) : 0.0f;
+    float sum = my_s;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    if (lane < K) {
+        ids[(long)t * K + lane] = e;
+        weights[(long)t * K + lane] =
+            KT_MR_MUL(KT_MR_DIV(my_s, KT_MR_ADD(sum, KT_MOE_NORM_EPS)), kt_moe_scale(KT_MOE_ROUTER_HASH));
+    }
+}
+
+// Token t by the problem's router (a warp).
+__device__ __forceinline__ void route_any(const float *logits, const float *bias, const int *tokens, const int *table,
+                                          int *ids, float *weights, int t, int E, int K, int router) {
+    if (router == KT_MOE_ROUTER_HASH)
+        hash_token(logits, tokens, table, ids, weights, t, E, K);
+    else
+        route_token(logits, bias, ids, weights, t, E, K, router);
+}
+
 // Per-expert shared state of the alignment.
 struct align_smem {
     int hist[HIST_INTS]; // [warp][expert]: slots of the warp's run, then its base within the expert
@@ -240,13 +268,15 @@ __device__ void align_grid(const int *ids, int *rec, int M, int K, int E, int TM
 // (block 0 also writes ids and weights) and aligns from there: one launch, no round trip.
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
     moe_route_fused(const float *__restrict__ logits, const float *__restrict__ bias, int *ids, float *weights,
-                    int *rec, int M, int E, int K, int TM, int NTM, int router) {
+                    int *rec, const int *__restrict__ tokens, const int *__restrict__ table, int M, int E, int K,
+                    int TM, int NTM, int router) {
     __shared__ align_smem s;
     __shared__ int ids_s[KT_MOE_FUSED_SLOTS];
     __shared__ float weights_s[KT_MOE_FUSED_SLOTS];
     kt_allow_consumer();
     kt_wait_producer();
-    for (int t = threadIdx.x / 32; t < M; t += WARPS) route_token(logits, bias, ids_s, weights_s, t, E, K, router);
+    for (int t = threadIdx.x / 32; t < M; t += WARPS)
+        route_any(logits, bias, tokens, table, ids_s, weights_s, t, E, K, router);
     __syncthreads();
     for (int i = threadIdx.x; blockIdx.x == 0 && i < M * K; i += THREADS) {
         ids[i] = ids_s[i];
@@ -257,12 +287,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 
 // FUSED=0, first kernel: a warp per token over ceil(M / WARPS) blocks.
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
-    moe_route_tokens(const float *__restrict__ logits, const float *__restrict__ bias, int *ids, float *weights, int M,
-                     int E, int K, int router) {
+    moe_route_tokens(const float *__restrict__ logits, const float *__restrict__ bias, int *ids, float *weights,
+                     const int *__restrict__ tokens, const int *__restrict__ table, int M, int E, int K, int router) {
     kt_allow_consumer();
     kt_wait_producer();
     const int t = blockIdx.x * WARPS + threadIdx.x / 32;
-    if (t < M) route_token(logits, bias, ids, weights, t, E, K, router);
+    if (t < M) route_any(logits, bias, tokens, table, ids, weights, t, E, K, router);
 }
 
 // FUSED=0, second kernel: BLOCKS blocks align what moe_route_tokens wrote.

@@ -10,7 +10,7 @@
  * are kernels/common/moe_router.h's KT_MOE_ROUTER_* and KT_MOE_DIST_*; TM the smallest token
  * tile and NTM the number of alignment records (tiles TM, 2 TM, ...). */
 enum { KT_MR_ROUTER, KT_MR_E, KT_MR_TOPK, KT_MR_TM, KT_MR_NTM, KT_MR_DIST, KT_MR_KEYS };
-extern const char *const kt_moe_router_names[]; /* "V4", "V3", NULL */
+extern const char *const kt_moe_router_names[]; /* "V4", "V3", "HASH", NULL */
 extern const char *const kt_moe_dist_names[];   /* "uniform", "zipf", "hot", NULL */
 
 /* Seeded f32 gate logits [M, E] and correction bias [E] shaped so that the routing follows
@@ -27,6 +27,10 @@ void kt_moe_route_fill(int router, long E, long topk, int dist, long M, uint64_t
  * weights from the exact float64 scores of the chosen experts, normalised, scaled. */
 void kt_moe_route_token_ref(int router, long E, long topk, const float *logits, const float *bias, int *ids,
                             double *weights);
+
+/* The float64 reference of a hash-routed token: ids = its table row [K] in order, weights V4's
+ * (the exact float64 sqrt(softplus) of their logits, normalised, x routed_scaling_factor). */
+void kt_moe_hash_token_ref(long K, const float *logits, const int *row, int *ids, double *weights);
 
 /* The exact float64 scores, for the reference weights and the accuracy test of the f32 ones. */
 double kt_moe_sigmoid_f64(double x);

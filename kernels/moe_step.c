@@ -61,6 +61,11 @@ static void gateup_problem(const kt_problem *p, kt_problem *s) { gemm_problem(p,
 static void down_problem(const kt_problem *p, kt_problem *s) { gemm_problem(p, KT_MOE_DOWN, s); }
 
 static int check_problem(const kt_problem *p, char *why, size_t n) {
+    if (p->dim[K_ROUTER] == KT_MOE_ROUTER_HASH) /* its inputs are the gate's logits only */
+        return snprintf(why, n,
+                        "ROUTER=HASH: moe_step routes by the logits (V4, V3); the hash router needs the "
+                        "tokens and tid2eid (moe_route ROUTER=HASH, run by kt run's step)"),
+               -1;
     kt_problem s;
     route_problem(p, &s);
     if (kt_family_moe_route.check_problem(&s, why, n)) return -1;
@@ -213,7 +218,8 @@ const kt_family kt_family_moe_step = {
     .bytes = bytes,
     .rotation_bytes = bytes, /* a step reads the touched experts only: rotate copies enough for those */
     .n_stages = 3,
-    .stages = {{&kt_family_moe_route, route_problem, {T_LOGITS, T_BIAS, T_IDS, T_TOPW, T_ALIGN}},
+    /* moe_route's HASH-only tokens and table (int32, one element): V4 and V3 never read them */
+    .stages = {{&kt_family_moe_route, route_problem, {T_LOGITS, T_BIAS, T_IDS, T_TOPW, T_ALIGN, T_IDS, T_IDS}},
                {&kt_family_moe_gemm,
                 gateup_problem,
                 {T_X, T_XS, T_W1, T_WS1, T_IDS, T_TOPW, T_SHARED, T_ALIGN, T_H, T_HS, T_PART, T_CNT}},

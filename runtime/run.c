@@ -3,6 +3,8 @@
  * GPU step (runtime/step.c) or, with --reference, the float64 host reference (model_ref.c). */
 #include "run.h"
 
+#include "../kernels/moe_gemm.h"
+
 #include "kt.h"
 #include "model_ref.h"
 #include "step.h"
@@ -100,7 +102,8 @@ static long argmax(const double *x, long n) {
  * "plan: FAMILY SHAPE B=M CONFIG" (what tests/cpu/cli.sh feeds `kt compile --config`). */
 static int print_plan(const kt_run_options *o, const kt_model_config *c) {
     kt_step_plan plan;
-    kt_step_plan_make(c, o->batch, o->context, o->plain_kernels, o->synthetic, &plan);
+    int experts = o->experts && !strcmp(o->experts, "mxfp4") ? KT_MOE_MXFP4 : KT_MOE_FP8;
+    kt_step_plan_make(c, o->batch, o->context, o->plain_kernels, o->synthetic, experts, &plan);
     for (int i = 0; i < KT_N_PARTS; i++)
         printf("part: %s %s%s%s\n", kt_step_part_names[i], plan.family[i] ? "family" : "plain",
                plan.family[i] ? "" : ": ", plan.why[i]);
@@ -123,6 +126,9 @@ int kt_run(const kt_run_options *o) {
     kt_model_config c;
     if (run_config(o, &c)) return -1;
     if (o->plan_arch) return print_plan(o, &c);
+    if (o->reference && o->experts)
+        return kt_fail("--experts chooses the GPU step's seeded experts; the host reference runs a checkpoint's "
+                       "experts as stored (MXFP4 decoded exactly)");
     int32_t *prompt;
     long plen;
     if (read_prompt(o->prompt_path, o->batch, c.vocab, &prompt, &plen)) return -1;

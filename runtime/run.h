@@ -21,6 +21,8 @@ typedef struct kt_run_options {
     const char *reference;   /* NULL: GPU; "exact" or "kt": the float64 host reference */
     int plain_kernels;       /* the step's simple reference path: model.cu's kernels where a family exists */
     int plan_arch;           /* non-zero: print the step's plan and family problems for this arch, no GPU */
+    const char *experts;     /* "fp8" or "mxfp4": the seeded routed experts' format (and --plan's); NULL: FP8,
+                                or a checkpoint's own (which a non-NULL value must match) */
     uint64_t seed;
 } kt_run_options;
 

@@ -1,7 +1,8 @@
 /* step.c — the GPU decode step (step.h). Weights go to the device in kt's formats (GEMM weights
  * FP8 e4m3 with 128x128 scales, quantised at load from bf16/f32; the rest f32); each layer part
  * is a kt family's kernel served by kt_dispatch (fp8_gemm, act_quant, and where step_plan.c says
- * so mla_indexer, mla_decode, moe_route, moe_gemm) or a plain kernel of runtime/model.cu (the
+ * so mla_indexer, mla_decode, moe_route (V4 and the hash-routed layers' HASH), moe_gemm FP8 or
+ * MXFP4, the checkpoint's experts' format) or a plain kernel of runtime/model.cu (the
  * simple reference path, all of it under `kt run --plain-kernels`; the README's "kt family vs
  * simple kernel" table says which); the step is captured once as a CUDA graph that reads the
  * position and tokens from device memory, and replayed every step. A second graph from the
@@ -61,7 +62,7 @@ typedef struct layer_dev {
     gemm_w wq_a, wq_b, wkv, wo_a, wo_b, iwq_b, sh13, sh2;
     gemm_w wkvb, iwk;        /* V3.2: kv_b_proj (read by rt_v32_q_absorb / rt_v32_o_up), the indexer's wk */
     dptr ik_norm, ik_bias;   /* V3.2: the indexer's k_norm (LayerNorm) */
-    dptr e13, e13s, e2, e2s; /* routed experts: [E][2I][D] (w1 | w3) and [E][D][I], FP8 + scales */
+    dptr e13, e13s, e2, e2s; /* routed experts: [E][2I][D] (w1 | w3) and [E][D][I], FP8 or MXFP4 + scales */
     comp_dev comp, index;
     dptr win, ccache, ikeys, ikc, scores, idx;    /* ikeys f32 (rt_index_score), ikc paged e4m3 (mla_indexer) */
     unsigned long long wstride, cstride, kstride; /* per sequence: bytes, bytes, floats */
@@ -426,8 +427,8 @@ static int shared_expert(kt_step *s, layer_dev *L) {
     return s->c.n_shared ? swiglu_mlp(s, &L->sh13, &L->sh2, s->y_sh) : 0;
 }
 
-/* The plain MoE (hash-routed layers always: moe_route has no tid2eid mode): rt_router, the
- * per-slot expert kernels and rt_moe_combine, into moe_out (f32). */
+/* The plain MoE (FP8 experts): rt_router (tid2eid for hash-routed layers), the per-slot expert
+ * kernels and rt_moe_combine, into moe_out (f32). */
 static int moe_plain(kt_step *s, layer_dev *L, int hash) {
     const kt_model_config *c = &s->c;
     int B = s->B, D = (int)c->hidden, E = (int)c->n_experts, K = (int)c->top_k, I = (int)c->moe_inter;
@@ -448,20 +449,22 @@ static int moe_plain(kt_step *s, layer_dev *L, int hash) {
                : 0;
 }
 
-/* The family MoE: gate logits (rt_gemv), moe_route (ids, weights, alignment records),
- * moe_gemm gate+up (SwiGLU, e4m3 requantised) and down (the weighted combine + the shared
- * expert's output), into moe_outb (bf16). */
-static int moe_family(kt_step *s, layer_dev *L) {
+/* The family MoE: gate logits (rt_gemv), moe_route (V4 or V3 with the bias, or HASH: the
+ * experts tid2eid[token]; ids, weights, alignment records), moe_gemm gate+up (SwiGLU, e4m3
+ * requantised) and down (the weighted combine + the shared expert's output), into moe_outb
+ * (bf16); the experts in the plan's format. */
+static int moe_family(kt_step *s, layer_dev *L, int hash) {
     const kt_model_config *c = &s->c;
     int D = (int)c->hidden, E = (int)c->n_experts;
-    dptr route[5] = {s->elog, L->gate_bias, s->eidx, s->ew, s->ealign}, shared = c->n_shared ? s->y_sh : s->no_shared;
+    dptr route[7] = {s->elog, L->gate_bias, s->eidx, s->ew, s->ealign, s->tok, L->tid2eid};
+    dptr shared = c->n_shared ? s->y_sh : s->no_shared;
     dptr up[KT_MOE_T_COUNT] = {s->hq,  s->hs,     L->e13, L->e13s, s->eidx,  s->ew,
                                shared, s->ealign, s->he,  s->hse,  s->mpart, s->mcnt};
     dptr down[KT_MOE_T_COUNT] = {s->he,  s->hse,    L->e2,       L->e2s,   s->eidx,  s->ew,
                                  shared, s->ealign, s->moe_outb, s->mpart, s->mpart, s->mcnt};
     return gemv(s, "rt_gemv/gate", L->gate, 0, E, E, D, s->h, s->elog, NULL) ||
-                   fam_launch(s, fam_p(s, "moe_route", &s->plan.route), route, 5) || shared_expert(s, L) ||
-                   fam_launch(s, fam_p(s, "moe_gemm", &s->plan.gateup), up, KT_MOE_T_COUNT) ||
+                   fam_launch(s, fam_p(s, "moe_route", hash ? &s->plan.route_hash : &s->plan.route), route, 7) ||
+                   shared_expert(s, L) || fam_launch(s, fam_p(s, "moe_gemm", &s->plan.gateup), up, KT_MOE_T_COUNT) ||
                    fam_launch(s, fam_p(s, "moe_gemm", &s->plan.down), down, KT_MOE_T_COUNT)
                ? -1
                : 0;
@@ -469,8 +472,8 @@ static int moe_family(kt_step *s, layer_dev *L) {
 
 static int moe(kt_step *s, long l) {
     layer_dev *L = &s->L[l];
-    int hash = s->c.mlp[l] == KT_MLP_HASH, family = !hash && s->plan.family[KT_PART_MOE];
-    if (hc_pre(s, L, 1, L->ffn_norm) || (family ? moe_family(s, L) : moe_plain(s, L, hash))) return -1;
+    int hash = s->c.mlp[l] == KT_MLP_HASH, family = s->plan.family[KT_PART_MOE];
+    if (hc_pre(s, L, 1, L->ffn_norm) || (family ? moe_family(s, L, hash) : moe_plain(s, L, hash))) return -1;
     dptr out = family ? s->moe_outb : s->moe_out;
     if (all_reduce(s, out, family)) return -1;
     return family ? hc_post(s, out, 0) : hc_post(s, 0, out);
@@ -551,7 +554,8 @@ static int attention_v32(kt_step *s, long l) {
 static int mlp_v32(kt_step *s, long l) {
     layer_dev *L = &s->L[l];
     int dense = s->c.mlp[l] == KT_MLP_DENSE;
-    if (norm_v32(s, L->ffn_norm) || (dense ? swiglu_mlp(s, &L->sh13, &L->sh2, s->y_sh) : moe_family(s, L))) return -1;
+    if (norm_v32(s, L->ffn_norm) || (dense ? swiglu_mlp(s, &L->sh13, &L->sh2, s->y_sh) : moe_family(s, L, 0)))
+        return -1;
     dptr out = dense ? s->y_sh : s->moe_outb;
     return all_reduce(s, out, 1) || residual(s, out) ? -1 : 0;
 }
@@ -723,20 +727,45 @@ static int load_comp(kt_step *s, comp_dev *cd, long l, const char *prefix, long 
                : 0;
 }
 
-/* The routed experts of layer l packed for rt_moe_up / rt_moe_down. */
+/* The ue8m0 scale of seeded MXFP4 codes along k: rt_fill_e4m3's bytes read as e2m1 pairs have
+ * an RMS of ~4.3, so 2^(s-127) ~ 1 / (4.3 sqrt(3k)) gives the FP8 fill's U(-1, 1) / sqrt(k) RMS. */
+static unsigned char seeded_mxfp4_scale(long k) { return (unsigned char)(127 - lround(log2(4.3 * sqrt(3.0 * k)))); }
+
+/* Layer l's routed experts in moe_gemm's MXFP4 layout (kt_model_experts_mxfp4's: codes [E][2I][D/2]
+ * w1 | w3 and [E][D][I/2], ue8m0 scales per 32 along K), or seeded: random codes (every byte is
+ * an e2m1 pair) and one scale a matrix. */
+static int load_experts_mxfp4(kt_step *s, layer_dev *L, long l) {
+    const kt_model_config *c = &s->c;
+    size_t I = (size_t)c->moe_inter, D = (size_t)c->hidden, gu = (size_t)c->n_experts * 2 * I * D,
+           dn = (size_t)c->n_experts * D * I;
+    if (dalloc(&L->e13, gu / 2) || dalloc(&L->e13s, gu / 32) || dalloc(&L->e2, dn / 2) || dalloc(&L->e2s, dn / 32))
+        return -1;
+    s->expert_bytes = 3.0 * I * D / 2 + 3.0 * I * D / 32;
+    if (!s->w) {
+        if (fill(s, K_FILL_E4M3, L->e13, gu / 2, 0, 0, 0) || fill(s, K_FILL_E4M3, L->e2, dn / 2, 0, 0, 0)) return -1;
+        KT_CHECK(CU, kt_cu.cuMemsetD8(L->e13s, seeded_mxfp4_scale((long)D), gu / 32));
+        KT_CHECK(CU, kt_cu.cuMemsetD8(L->e2s, seeded_mxfp4_scale((long)I), dn / 32));
+        return 0;
+    }
+    uint8_t *h = malloc(gu / 2 + gu / 32 + dn / 2 + dn / 32);
+    if (!h) return kt_fail("out of memory for layer %ld's MXFP4 experts", l);
+    uint8_t *gs = h + gu / 2, *dc = gs + gu / 32, *ds = dc + dn / 2;
+    int rc = kt_model_experts_mxfp4(c, s->w, l, h, gs, dc, ds) ||
+             kt_status_CU(kt_cu.cuMemcpyHtoD(L->e13, h, gu / 2), "cuMemcpyHtoD", __FILE__, __LINE__) ||
+             kt_status_CU(kt_cu.cuMemcpyHtoD(L->e13s, gs, gu / 32), "cuMemcpyHtoD", __FILE__, __LINE__) ||
+             kt_status_CU(kt_cu.cuMemcpyHtoD(L->e2, dc, dn / 2), "cuMemcpyHtoD", __FILE__, __LINE__) ||
+             kt_status_CU(kt_cu.cuMemcpyHtoD(L->e2s, ds, dn / 32), "cuMemcpyHtoD", __FILE__, __LINE__);
+    free(h);
+    return rc ? -1 : 0;
+}
+
+/* The routed experts of layer l in the plan's format: MXFP4 for moe_gemm, or FP8 packed for
+ * moe_gemm and rt_moe_up / rt_moe_down alike. */
 static int load_experts(kt_step *s, layer_dev *L, long l) {
     const kt_model_config *c = &s->c;
     long E = c->n_experts, I = c->moe_inter, D = c->hidden;
     gemm_w up = {0, 0, 2 * I, D}, down = {0, 0, D, I};
-    int fp4 = s->w ? kt_model_experts_are_mxfp4(c, s->w, l) : 0;
-    if (fp4)
-        return fp4 < 0
-                   ? -1
-                   : kt_fail(
-                         "layer %ld: the checkpoint's routed experts are MXFP4: the GPU step's experts are FP8 "
-                         "(rt_moe_up/down or moe_gemm FORMAT=fp8); moe_gemm FORMAT=mxfp4 is not wired yet (its "
-                         "layout: kt_model_experts_mxfp4); the host reference runs them: kt run --reference kt|exact",
-                         l);
+    if (s->plan.experts == KT_MOE_MXFP4) return load_experts_mxfp4(s, L, l);
     if (dalloc(&L->e13, (size_t)(E * 2 * I * D)) || dalloc(&L->e13s, (size_t)(E * (2 * I / 128) * (D / 128)) * 4) ||
         dalloc(&L->e2, (size_t)(E * D * I)) || dalloc(&L->e2s, (size_t)(E * (D / 128) * (I / 128)) * 4))
         return -1;
@@ -948,8 +977,9 @@ static int alloc_moe(kt_step *s) {
     size_t pg = fam_bytes("moe_gemm", &p->gateup, "partials"), pd = fam_bytes("moe_gemm", &p->down, "partials");
     size_t cg = fam_bytes("moe_gemm", &p->gateup, "counters"), cd = fam_bytes("moe_gemm", &p->down, "counters");
     size_t BD = (size_t)s->B * s->c.hidden;
+    const kt_problem *route = p->route.n_dims ? &p->route : &p->route_hash; /* the same record sizes */
     return dalloc(&s->elog, (size_t)s->B * s->c.n_experts * 4) ||
-                   dalloc(&s->ealign, fam_bytes("moe_route", &p->route, "align")) ||
+                   dalloc(&s->ealign, fam_bytes("moe_route", route, "align")) ||
                    dalloc(&s->he, fam_bytes("moe_gemm", &p->gateup, "h")) ||
                    dalloc(&s->hse, fam_bytes("moe_gemm", &p->gateup, "hs")) || dalloc(&s->mpart, pg > pd ? pg : pd) ||
                    dalloc(&s->mcnt, cg > cd ? cg : cd) || dalloc(&s->moe_outb, BD * 2) || dalloc(&s->no_shared, BD * 2)
@@ -1165,12 +1195,42 @@ static int compile_ahead(kt_step *s, int sets) {
     return 0;
 }
 
+/* The routed experts' format, moe_gemm's FORMAT index: the checkpoint's (every MoE layer's
+ * experts MXFP4, or none), or --experts for seeded weights (default FP8); a --experts that
+ * contradicts the checkpoint fails. */
+static int experts_format(const kt_model_config *c, const kt_st_set *w, const char *want, int *fmt) {
+    static const char *const stored[2] = {"not MXFP4 (loaded as FP8)", "MXFP4"};
+    int asked = KT_MOE_FP8;
+    while (want && kt_moe_format_names[asked] && strcmp(kt_moe_format_names[asked], want)) asked++;
+    if (want && !kt_moe_format_names[asked]) return kt_fail("--experts %s: expected fp8 or mxfp4", want);
+    *fmt = asked;
+    for (long l = 0, first = -1; w && l < c->n_layers; l++) {
+        if (c->mlp[l] == KT_MLP_DENSE) continue;
+        int fp4 = kt_model_experts_are_mxfp4(c, w, l);
+        if (fp4 < 0) return -1;
+        if (first >= 0 && fp4 != *fmt)
+            return kt_fail("layer %ld's routed experts are %s, layer %ld's %s: kt loads one format", l, stored[fp4],
+                           first, stored[*fmt]);
+        if (first < 0 && want && fp4 != asked)
+            return kt_fail("--experts %s: the checkpoint's routed experts are %s (--experts chooses seeded ones)", want,
+                           stored[fp4]);
+        if (first < 0) first = l, *fmt = fp4;
+    }
+    return 0;
+}
+
 /* Logs which parts run a family and which stay plain (and why). */
 static void log_plan(const kt_step *s) {
     int v32 = s->c.arch == KT_ARCH_V32;
-    static const char *const fams[2][KT_N_PARTS] = {
-        {"mla_indexer", "mla_decode (LAYOUT=V4)", "moe_route + moe_gemm (fp8)"},
-        {"mla_indexer (every token)", "mla_decode (LAYOUT=V32)", "moe_route (ROUTER=V3) + moe_gemm (fp8)"}};
+    char moe[160];
+    snprintf(moe, sizeof moe, "moe_route (%s) + moe_gemm (%s)",
+             v32                                                 ? "ROUTER=V3"
+             : s->plan.route.n_dims && s->plan.route_hash.n_dims ? "V4, HASH for the hash-routed layers"
+             : s->plan.route_hash.n_dims                         ? "HASH"
+                                                                 : "V4",
+             kt_moe_format_names[s->plan.experts]);
+    const char *const fams[2][KT_N_PARTS] = {{"mla_indexer", "mla_decode (LAYOUT=V4)", moe},
+                                             {"mla_indexer (every token)", "mla_decode (LAYOUT=V32)", moe}};
     static const char *const plain[KT_N_PARTS] = {"rt_index_score + rt_topk", "rt_attention",
                                                   "rt_router + rt_moe_up/down/combine"};
     if (v32) {
@@ -1188,9 +1248,6 @@ static void log_plan(const kt_step *s) {
         else
             fprintf(stderr, "kt run: %-9s plain %s (%s)\n", kt_step_part_names[i], plain[i], s->plan.why[i]);
     }
-    if (s->plan.family[KT_PART_MOE] && !v32)
-        fprintf(stderr,
-                "kt run: moe       hash-routed layers plain (rt_router with tid2eid; moe_route has no hash mode)\n");
 }
 
 static int load_rt(kt_step *s) {
@@ -1237,7 +1294,9 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
     if (c->index_heads > 64 || c->hc_mult > 8 || c->top_k > 64)
         return kt_fail("kt's plain kernels take index_n_heads <= 64, hc_mult <= 8, num_experts_per_tok <= 64");
     kt_step_plan plan; /* decided before the GPU opens: V3.2's refusal needs none */
-    kt_step_plan_make(c, o->batch, o->context, o->plain_kernels, o->synthetic, &plan);
+    int experts = KT_MOE_FP8;
+    if (experts_format(c, w, o->experts, &experts)) return -1;
+    kt_step_plan_make(c, o->batch, o->context, o->plain_kernels, o->synthetic, experts, &plan);
     if (c->arch == KT_ARCH_V32 && v32_refuses(&plan)) return -1;
     kt_device_info info;
     if (kt_gpu_open(0, &info)) return -1;
@@ -1250,6 +1309,10 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
     s->seed = o->seed;
     s->plan = plan;
     log_plan(s);
+    if (experts == KT_MOE_MXFP4 && !s->plan.family[KT_PART_MOE])
+        return kt_fail("MXFP4 routed experts run on moe_gemm only (the plain rt_moe_up/down read FP8), and the MoE "
+                       "part is plain here: %s",
+                       s->plan.why[KT_PART_MOE]);
     if (o->db_path && kt_db_open(o->db_path, 1, &s->db)) return -1;
     KT_CHECK(CU, kt_cu.cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING));
     for (int i = 0; i < MAX_EVENTS; i++) KT_CHECK(CU, kt_cu.cuEventCreate(&s->ev[i], CU_EVENT_DEFAULT));
@@ -1416,14 +1479,15 @@ int kt_step_report(kt_step *s, const kt_run_options *o) {
     if (!o->json_path) return 0;
     FILE *f = fopen(o->json_path, "w");
     if (!f) return kt_fail("cannot write %s", o->json_path);
-    fprintf(f,
-            "{\"tpot_ms\": %.4f, \"default_tpot_ms\": %.4f, \"tuned_gain_pct\": %.2f, \"floor_ms\": %.4f, "
-            "\"floor_ratio\": %.3f, \"tokens_per_s\": %.1f, \"bytes\": %.0f, \"batch\": %d, \"context\": %ld, "
-            "\"layers\": %ld, \"tp_shapes\": %d, \"plain_kernels\": %d, \"kernel_start_ms\": %.1f, "
-            "\"lookup\": {\"exact\": %d, \"nearest_m\": %d, \"nearest_shape\": %d, \"default\": %d}, \"parts\": {",
-            ms[0], s->n_graphs == 2 ? ms[1] : ms[0], s->n_graphs == 2 ? 100 * (ms[1] - ms[0]) / ms[1] : 0.0, floor_ms,
-            ms[0] / floor_ms, s->B * 1e3 / ms[0], bytes, s->B, s->ctx, s->c.n_layers, o->tp_shapes, o->plain_kernels,
-            kernel_ms(s), levels[0], levels[1], levels[2], levels[3]);
+    fprintf(
+        f,
+        "{\"tpot_ms\": %.4f, \"default_tpot_ms\": %.4f, \"tuned_gain_pct\": %.2f, \"floor_ms\": %.4f, "
+        "\"floor_ratio\": %.3f, \"tokens_per_s\": %.1f, \"bytes\": %.0f, \"batch\": %d, \"context\": %ld, "
+        "\"layers\": %ld, \"tp_shapes\": %d, \"plain_kernels\": %d, \"experts\": \"%s\", \"kernel_start_ms\": %.1f, "
+        "\"lookup\": {\"exact\": %d, \"nearest_m\": %d, \"nearest_shape\": %d, \"default\": %d}, \"parts\": {",
+        ms[0], s->n_graphs == 2 ? ms[1] : ms[0], s->n_graphs == 2 ? 100 * (ms[1] - ms[0]) / ms[1] : 0.0, floor_ms,
+        ms[0] / floor_ms, s->B * 1e3 / ms[0], bytes, s->B, s->ctx, s->c.n_layers, o->tp_shapes, o->plain_kernels,
+        kt_moe_format_names[s->plan.experts], kernel_ms(s), levels[0], levels[1], levels[2], levels[3]);
     for (int i = 0; i < KT_N_PARTS; i++)
         fprintf(f, "%s\"%s\": \"%s\"", i ? ", " : "", kt_step_part_names[i], s->plan.family[i] ? "family" : "plain");
     fprintf(f, "}, \"per_op_ms\": {");

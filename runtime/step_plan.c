@@ -7,6 +7,7 @@
 #include "../kernels/common/mla_layout.h"
 #include "../kernels/common/moe_layout.h"
 #include "../kernels/common/moe_router.h"
+#include "../kernels/moe_gemm.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -47,9 +48,9 @@ static int has_attn(const kt_model_config *c, kt_attn_type t) {
     return 0;
 }
 
-static int has_routed(const kt_model_config *c) {
+static int has_mlp(const kt_model_config *c, kt_mlp_type t) {
     for (long l = 0; l < c->n_layers; l++)
-        if (c->mlp[l] == KT_MLP_MOE) return 1;
+        if (c->mlp[l] == t) return 1;
     return 0;
 }
 
@@ -108,40 +109,48 @@ static int plan_attention(const kt_model_config *c, int B, long ctx, kt_step_pla
     return 0;
 }
 
-/* moe_route (router r) and moe_gemm's two FP8 stages for the routed experts. DIST: seeded gates
- * route uniformly, a checkpoint's skew (zipf). */
-static int plan_experts(const kt_model_config *c, int B, int synthetic, const char *r, kt_step_plan *p, char *why,
-                        size_t n) {
-    const char *dist = synthetic ? "uniform" : "zipf";
+/* moe_route (router r for the routed layers, HASH for the hash-routed ones: tid2eid) and
+ * moe_gemm's two stages in the experts' format. DIST: seeded gates route uniformly, a
+ * checkpoint's skew (zipf). */
+static int plan_experts(const kt_model_config *c, int B, int synthetic, const char *r, int experts, kt_step_plan *p,
+                        char *why, size_t n) {
+    const char *dist = synthetic ? "uniform" : "zipf", *fmt = kt_moe_format_names[experts];
     long E = c->n_experts, K = c->top_k, I = c->moe_inter, D = c->hidden;
-    if (problem("moe_route", B, &p->route, why, n, "ROUTER=%s,E=%ld,TOPK=%ld,TM=%d,NTM=%d,DIST=%s", r, E, K, ROUTE_TM,
-                ROUTE_NTM, dist) ||
-        problem("moe_gemm", B, &p->gateup, why, n, "FORMAT=fp8,STAGE=gateup,E=%ld,N=%ld,K=%ld,TOPK=%ld,DIST=%s", E,
+    if ((has_mlp(c, KT_MLP_MOE) &&
+         problem("moe_route", B, &p->route, why, n, "ROUTER=%s,E=%ld,TOPK=%ld,TM=%d,NTM=%d,DIST=%s", r, E, K, ROUTE_TM,
+                 ROUTE_NTM, dist)) ||
+        (has_mlp(c, KT_MLP_HASH) &&
+         problem("moe_route", B, &p->route_hash, why, n, "ROUTER=HASH,E=%ld,TOPK=%ld,TM=%d,NTM=%d,DIST=%s", E, K,
+                 ROUTE_TM, ROUTE_NTM, dist)) ||
+        problem("moe_gemm", B, &p->gateup, why, n, "FORMAT=%s,STAGE=gateup,E=%ld,N=%ld,K=%ld,TOPK=%ld,DIST=%s", fmt, E,
                 2 * I, D, K, dist))
         return -1;
-    return problem("moe_gemm", B, &p->down, why, n, "FORMAT=fp8,STAGE=down,E=%ld,N=%ld,K=%ld,TOPK=%ld,DIST=%s", E, D, I,
-                   K, dist);
+    return problem("moe_gemm", B, &p->down, why, n, "FORMAT=%s,STAGE=down,E=%ld,N=%ld,K=%ld,TOPK=%ld,DIST=%s", fmt, E,
+                   D, I, K, dist);
 }
 
 /* Router and experts go together: the experts read the router's alignment records. The
- * expert weights are loaded in moe_gemm's FP8 layout ([E, 2I, D] gate|up, [E, D, I], 128x128
- * f32 scales: kernels/common/moe_layout.h), the layout the plain kernels read too. */
-static int plan_moe(const kt_model_config *c, int B, int synthetic, kt_step_plan *p, char *why, size_t n) {
-    if (!has_routed(c)) return snprintf(why, n, "no routed (non-hash) MoE layer"), -1;
+ * routed layers route by moe_route V4, the hash-routed ones by moe_route HASH (tid2eid), both
+ * into the same moe_gemm problems. The expert weights are loaded in moe_gemm's layout of
+ * `experts` (kernels/common/moe_layout.h): FP8 ([E, 2I, D] gate|up, [E, D, I], 128x128 f32
+ * scales; the plain kernels read it too) or MXFP4 (the checkpoint's, moe_gemm only). */
+static int plan_moe(const kt_model_config *c, int B, int synthetic, int experts, kt_step_plan *p, char *why, size_t n) {
+    if (!has_mlp(c, KT_MLP_MOE) && !has_mlp(c, KT_MLP_HASH)) return snprintf(why, n, "no MoE layer"), -1;
     if (c->routed_scale != KT_MOE_V4_SCALE)
         return snprintf(why, n, "routed_scaling_factor %g: moe_route's V4 router scales by %g", c->routed_scale,
                         (double)KT_MOE_V4_SCALE),
                -1;
     if (c->swiglu_limit != MOE_GEMM_SWIGLU_LIMIT)
         return snprintf(why, n, "swiglu_limit %g: moe_gemm clamps at %g", c->swiglu_limit, MOE_GEMM_SWIGLU_LIMIT), -1;
-    return plan_experts(c, B, synthetic, "V4", p, why, n);
+    return plan_experts(c, B, synthetic, "V4", experts, p, why, n);
 }
 
 /* V3.2's MoE: moe_route's V3 router is DeepSeek-V3's (8 groups, the best 4, normalised weights x
  * 2.5: moe_router.h), so the config must be that router. moe_gemm's SwiGLU clamps at V4's
  * swiglu_limit 10 where V3.2 has no clamp: the same while |gate|, |up| < 10 (kt run says so). */
-static int plan_moe_v32(const kt_model_config *c, int B, int synthetic, kt_step_plan *p, char *why, size_t n) {
-    if (!has_routed(c)) return snprintf(why, n, "no routed MoE layer"), -1;
+static int plan_moe_v32(const kt_model_config *c, int B, int synthetic, int experts, kt_step_plan *p, char *why,
+                        size_t n) {
+    if (!has_mlp(c, KT_MLP_MOE)) return snprintf(why, n, "no routed MoE layer"), -1;
     if (c->n_group != KT_MOE_V3_GROUPS || c->topk_group != KT_MOE_V3_TOPK_GROUPS || !c->norm_topk ||
         c->routed_scale != KT_MOE_V3_SCALE)
         return snprintf(why, n,
@@ -150,11 +159,13 @@ static int plan_moe_v32(const kt_model_config *c, int B, int synthetic, kt_step_
                         c->n_group, c->topk_group, c->norm_topk, c->routed_scale, KT_MOE_V3_GROUPS,
                         KT_MOE_V3_TOPK_GROUPS, (double)KT_MOE_V3_SCALE),
                -1;
-    return plan_experts(c, B, synthetic, "V3", p, why, n);
+    return plan_experts(c, B, synthetic, "V3", experts, p, why, n);
 }
 
-void kt_step_plan_make(const kt_model_config *c, int B, long ctx, int plain, int synthetic, kt_step_plan *p) {
+void kt_step_plan_make(const kt_model_config *c, int B, long ctx, int plain, int synthetic, int experts,
+                       kt_step_plan *p) {
     memset(p, 0, sizeof *p);
+    p->experts = experts;
     for (int i = 0; i < KT_N_PARTS; i++) {
         char *why = p->why[i];
         size_t n = sizeof p->why[i];
@@ -168,7 +179,8 @@ void kt_step_plan_make(const kt_model_config *c, int B, long ctx, int plain, int
         else if (i == KT_PART_ATTENTION)
             rc = v32 ? plan_attention_v32(c, B, p, why, n) : plan_attention(c, B, ctx, p, why, n);
         else
-            rc = v32 ? plan_moe_v32(c, B, synthetic, p, why, n) : plan_moe(c, B, synthetic, p, why, n);
+            rc =
+                v32 ? plan_moe_v32(c, B, synthetic, experts, p, why, n) : plan_moe(c, B, synthetic, experts, p, why, n);
         p->family[i] = rc == 0;
         if (rc == 0) why[0] = 0;
     }
@@ -176,18 +188,19 @@ void kt_step_plan_make(const kt_model_config *c, int B, long ctx, int plain, int
     if (!p->family[KT_PART_ATTENTION]) memset(p->attn, 0, sizeof p->attn);
     if (!p->family[KT_PART_MOE]) {
         memset(&p->route, 0, sizeof p->route);
+        memset(&p->route_hash, 0, sizeof p->route_hash);
         memset(&p->gateup, 0, sizeof p->gateup);
         memset(&p->down, 0, sizeof p->down);
     }
 }
 
 int kt_step_plan_problems(const kt_step_plan *p, const kt_family **f, kt_problem *probs, int max) {
-    const kt_problem *all[] = {&p->indexer, &p->attn[0], &p->attn[1], &p->attn[2],
-                               &p->attn[3], &p->route,   &p->gateup,  &p->down};
-    const char *names[] = {"mla_indexer", "mla_decode", "mla_decode", "mla_decode",
-                           "mla_decode",  "moe_route",  "moe_gemm",   "moe_gemm"};
+    const kt_problem *all[] = {&p->indexer, &p->attn[0],    &p->attn[1], &p->attn[2], &p->attn[3],
+                               &p->route,   &p->route_hash, &p->gateup,  &p->down};
+    const char *names[] = {"mla_indexer", "mla_decode", "mla_decode", "mla_decode", "mla_decode",
+                           "moe_route",   "moe_route",  "moe_gemm",   "moe_gemm"};
     int n = 0;
-    for (int i = 0; i < 8 && n < max; i++)
+    for (size_t i = 0; i < sizeof all / sizeof all[0] && n < max; i++)
         if (all[i]->n_dims) {
             f[n] = kt_family_find(names[i]);
             probs[n++] = *all[i];

@@ -15,7 +15,7 @@ typedef enum kt_step_part {
     KT_PART_INDEXER, /* CSA layers' (V3.2: every layer's) indexer scores + top-k: mla_indexer | rt_index_score + rt_topk
                       */
     KT_PART_ATTENTION, /* window + compressed sparse attention: mla_decode | rt_attention */
-    KT_PART_MOE,       /* router + routed experts + combine: moe_route, moe_gemm | rt_router, rt_moe_* */
+    KT_PART_MOE,       /* router (V4 and hash) + routed experts + combine: moe_route, moe_gemm | rt_router, rt_moe_* */
     KT_N_PARTS
 } kt_step_part;
 
@@ -30,13 +30,17 @@ typedef struct kt_step_plan {
     char why[KT_N_PARTS][320];      /* why a part stays plain ("" when it runs its family) */
     kt_problem indexer;             /* mla_indexer */
     kt_problem attn[KT_PLAN_MODES]; /* mla_decode per mode (n_dims 0: no layer of that mode) */
-    kt_problem route, gateup, down; /* moe_route, moe_gemm STAGE=gateup, STAGE=down */
+    kt_problem route, gateup, down; /* moe_route V4, moe_gemm STAGE=gateup, STAGE=down */
+    kt_problem route_hash;          /* moe_route HASH: the hash-routed layers (n_dims 0: none) */
+    int experts;                    /* the routed experts' format: moe_gemm's FORMAT (KT_MOE_FP8, KT_MOE_MXFP4) */
 } kt_step_plan;
 
 /* The plan of a B-sequence step over a cache of ctx tokens: plain != 0 (`kt run
  * --plain-kernels`) keeps every part plain; synthetic picks the routing distribution the
- * experts' problems name (uniform for seeded gates, zipf for a checkpoint's). */
-void kt_step_plan_make(const kt_model_config *c, int B, long ctx, int plain, int synthetic, kt_step_plan *p);
+ * experts' problems name (uniform for seeded gates, zipf for a checkpoint's); experts is the
+ * routed experts' format, moe_gemm's FORMAT index (KT_MOE_FP8 or KT_MOE_MXFP4). */
+void kt_step_plan_make(const kt_model_config *c, int B, long ctx, int plain, int synthetic, int experts,
+                       kt_step_plan *p);
 
 /* The (family, problem) pairs the plan dispatches, at most max; returns the count. */
 int kt_step_plan_problems(const kt_step_plan *p, const kt_family **f, kt_problem *probs, int max);

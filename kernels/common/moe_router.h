@@ -45,8 +45,9 @@ KT_MR_FN unsigned kt_mr_float_bits(float f) {
 }
 #endif
 
-/* The routers (the ROUTER key's values, in this order). */
-enum { KT_MOE_ROUTER_V4 = 0, KT_MOE_ROUTER_V3 = 1 };
+/* The routers (the ROUTER key's values, in this order). HASH is V4's hash-routed layers: the
+ * experts of token t are tid2eid[t] (a table row, in its order), weighted by V4's scores. */
+enum { KT_MOE_ROUTER_V4 = 0, KT_MOE_ROUTER_V3 = 1, KT_MOE_ROUTER_HASH = 2 };
 /* The routing distributions of the fill (the DIST key's values). */
 enum { KT_MOE_DIST_UNIFORM = 0, KT_MOE_DIST_ZIPF = 1, KT_MOE_DIST_HOT = 2 };
 
@@ -59,6 +60,7 @@ enum { KT_MOE_DIST_UNIFORM = 0, KT_MOE_DIST_ZIPF = 1, KT_MOE_DIST_HOT = 2 };
 #define KT_MOE_V4_SCALE 1.5f    /* routed_scaling_factor */
 #define KT_MOE_V3_SCALE 2.5f
 #define KT_MOE_NORM_EPS 1e-20f /* the weights' denominator: sum + eps, as transformers */
+#define KT_MOE_HASH_ROWS 1024  /* the table rows (token ids) the HASH fill draws; a model's are its vocab */
 
 /* e^x for |x| <= 87: x = n ln2 + r (|r| <= ln2 / 2), e^r by its Taylor polynomial of degree 7
  * (truncation below 1e-8 relative), times 2^n built from its bits. */
@@ -107,13 +109,14 @@ KT_MR_FN float kt_moe_sqrt_softplus(float x) {
     return KT_MR_SQRT(sp);
 }
 
-/* The score of a logit under router r, and the value experts are chosen by: score + bias,
- * with -0 made +0 (the tie rule treats them as equal; +0 is the canonical one). */
+/* The score of a logit under router r (V4 and HASH: sqrt(softplus); V3: sigmoid), and the
+ * value experts are chosen by: score + bias, with -0 made +0 (the tie rule treats them as
+ * equal; +0 is the canonical one). */
 KT_MR_FN float kt_moe_score(int router, float logit) {
-    return router == KT_MOE_ROUTER_V4 ? kt_moe_sqrt_softplus(logit) : kt_moe_sigmoid(logit);
+    return router == KT_MOE_ROUTER_V3 ? kt_moe_sigmoid(logit) : kt_moe_sqrt_softplus(logit);
 }
 KT_MR_FN float kt_moe_choice(float score, float bias) { return KT_MR_ADD(KT_MR_ADD(score, bias), 0.0f); }
-KT_MR_FN float kt_moe_scale(int router) { return router == KT_MOE_ROUTER_V4 ? KT_MOE_V4_SCALE : KT_MOE_V3_SCALE; }
+KT_MR_FN float kt_moe_scale(int router) { return router == KT_MOE_ROUTER_V3 ? KT_MOE_V3_SCALE : KT_MOE_V4_SCALE; }
 
 /* A choice value (not NaN) and its expert as one 64-bit key whose order is the choice order:
  * the larger value first, then the lower expert (-0 must be made +0 first: kt_moe_choice).

@@ -175,6 +175,8 @@ expect_fail "run: context too short" "exceed --context 4" run --model "$tmp/m" -
 expect_ok "run: host reference, synthetic weights" "step 11:" run --model "$tmp/m" --synthetic --reference kt --batch 2 --steps 11 --context 16
 # --plan: the step's parts without a GPU; this model's shapes keep each part plain, with the reason
 expect_fail "run: bad --plan arch" "--plan: expected sm_90" run --model "$tmp/m" --synthetic --plan sm_80
+expect_fail "run: bad --experts" "--experts: expected fp8 or mxfp4, got 'fp4'" run --model "$tmp/m" --synthetic --experts fp4
+expect_fail "run: --experts on the host reference" "--experts chooses the GPU step's seeded experts" run --model "$tmp/m" --synthetic --reference kt --experts mxfp4
 expect_ok "run --plan: attention plain (1 head)" "part: attention plain: mla_decode B=2: HQ=1" run --model "$tmp/m" --synthetic --batch 2 --context 16 --plan sm_90
 expect_ok "run --plan: indexer plain (2 heads)" "part: indexer plain: mla_indexer takes 64 heads of 128, the model has 2" run --model "$tmp/m" --synthetic --batch 2 --context 16 --plan sm_120
 expect_ok "run --plan: moe plain (4 experts)" "part: moe plain: moe_route B=2: E=4" run --model "$tmp/m" --synthetic --batch 2 --context 16 --plan sm_90

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # step_plan.sh — the family kernels `kt run` dispatches for V4-Flash at --tp-shapes 4 (B 1, 16,
-# 64; context 8K and 32K) and for DeepSeek-V3.2 (B 1, 64; context 8K) build: `kt run --plan ARCH` lists each problem with the default config
-# a DB-less dispatch takes, and every distinct (family, config) is NVRTC-compiled with `kt
-# compile --config` for sm_90 (the H200) and sm_120 (where kt ships), no spills. Minutes of
-# NVRTC on a cold cache (make test-all runs it).
+# 64; context 8K and 32K; FP8 and MXFP4 experts, the hash-routed layers on moe_route HASH) and
+# for DeepSeek-V3.2 (B 1, 64; context 8K) build: `kt run --plan ARCH` lists each problem with the
+# default config a DB-less dispatch takes, and every distinct (family, config) is NVRTC-compiled
+# with `kt compile --config` for sm_90 (the H200) and sm_120 (where kt ships), no spills. Minutes
+# of NVRTC on a cold cache (make test-all runs it).
 #   usage: tests/cpu/step_plan.sh [KT]
 set -u
 cd "$(dirname "$0")/../.."
@@ -20,11 +21,16 @@ JSON
 for arch in sm_90 sm_120; do
     for b in 1 16 64; do
         for ctx in 8192 32768; do
-            $KT run --model "$tmp" --synthetic --tp-shapes 4 --batch $b --context $ctx --plan $arch >"$tmp/plan" 2>"$tmp/err"
-            check $? "kt run --plan $arch B=$b context $ctx: $(tail -n 1 "$tmp/err")"
-            n=$(grep -c '^part: .* family$' "$tmp/plan")
-            [ "$n" = 3 ] ; check $? "$arch B=$b context $ctx: every part runs its family ($(grep plain "$tmp/plan"))"
-            grep '^plan: ' "$tmp/plan" | awk -v a=$arch '{print a, $2, $5}' >>"$tmp/variants"
+            for e in fp8 mxfp4; do
+                $KT run --model "$tmp" --synthetic --tp-shapes 4 --batch $b --context $ctx --plan $arch --experts $e \
+                    >"$tmp/plan" 2>"$tmp/err"
+                check $? "kt run --plan $arch B=$b context $ctx experts $e: $(tail -n 1 "$tmp/err")"
+                n=$(grep -c '^part: .* family$' "$tmp/plan")
+                [ "$n" = 3 ] ; check $? "$arch B=$b context $ctx: every part runs its family ($(grep plain "$tmp/plan"))"
+                grep -q "^plan: moe_gemm FORMAT=$e," "$tmp/plan" && grep -q '^plan: moe_route ROUTER=HASH,' "$tmp/plan"
+                check $? "$arch B=$b context $ctx: moe_gemm FORMAT=$e and moe_route HASH (the hash-routed layers) planned"
+                grep '^plan: ' "$tmp/plan" | awk -v a=$arch '{print a, $2, $5}' >>"$tmp/variants"
+            done
         done
     done
 done

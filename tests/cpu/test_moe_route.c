@@ -132,6 +132,7 @@ KT_TEST(moe_router_v3_group_limit) {
 typedef struct routed {
     kt_problem p;
     float *logits, *bias;
+    int *tokens, *table; /* HASH's inputs (one element for V4 and V3) */
     double *ref;
     long n_ref;
 } routed;
@@ -145,8 +146,10 @@ static routed route_problem(int router, long K, long TM, long NTM, int dist, lon
         if (t[i].role == KT_OUTPUT) r.n_ref += (long)t[i].count;
     r.logits = malloc(sizeof(float) * M * 256);
     r.bias = malloc(sizeof(float) * 256);
+    r.tokens = malloc(sizeof(int) * t[5].count);
+    r.table = malloc(sizeof(int) * t[6].count);
     r.ref = malloc(sizeof(double) * r.n_ref);
-    void *host[KT_MAX_TENSORS] = {r.logits, r.bias};
+    void *host[KT_MAX_TENSORS] = {r.logits, r.bias, NULL, NULL, NULL, r.tokens, r.table};
     f->fill(&r.p, seed, host);
     f->reference(&r.p, host, r.ref);
     return r;
@@ -155,6 +158,8 @@ static routed route_problem(int router, long K, long TM, long NTM, int dist, lon
 static void routed_free(routed *r) {
     free(r->logits);
     free(r->bias);
+    free(r->tokens);
+    free(r->table);
     free(r->ref);
 }
 
@@ -172,12 +177,12 @@ static long busiest(const routed *r) {
 }
 
 KT_TEST(moe_route_fill_follows_its_distribution) {
-    for (int router = 0; router < 2; router++) {
-        long K = router ? 8 : 6, M = 256;
+    for (int router = 0; router < 3; router++) {
+        long K = router == KT_MOE_ROUTER_V3 ? 8 : 6, M = 256;
         routed u = route_problem(router, K, 16, 1, KT_MOE_DIST_UNIFORM, M, 11);
         routed z = route_problem(router, K, 16, 1, KT_MOE_DIST_ZIPF, M, 11);
         routed h = route_problem(router, K, 16, 1, KT_MOE_DIST_HOT, M, 11);
-        long ties = M / 16; /* the all-equal tokens route by bias alone */
+        long ties = router == KT_MOE_ROUTER_HASH ? 0 : M / 16; /* the all-equal tokens route by bias alone */
         printf("  %s: busiest expert %ld (uniform), %ld (zipf), %ld (hot) of %ld tokens\n", kt_moe_router_names[router],
                busiest(&u), busiest(&z), busiest(&h), M);
         EXPECT(busiest(&h) >= M - ties);       /* the hot expert: every token but the tie tokens */
@@ -242,16 +247,17 @@ static int check_routing(const routed *r) {
 KT_TEST(moe_route_reference_invariants) {
     static const long ms[] = {1, 4, 16, 64, 256};
     int bad = 0, cases = 0;
-    for (int router = 0; router < 2; router++)
+    for (int router = 0; router < 3; router++)
         for (int dist = 0; dist < 3; dist++)
             for (int i = 0; i < 5; i++)
                 for (long TM = 8; TM <= 64; TM *= 8) { /* TM 8 with moe_gemm's 4 records, TM 64 alone */
-                    routed r = route_problem(router, router ? 8 : 6, TM, TM == 8 ? 4 : 1, dist, ms[i], 100 + i);
+                    long K = router == KT_MOE_ROUTER_V3 ? 8 : 6;
+                    routed r = route_problem(router, K, TM, TM == 8 ? 4 : 1, dist, ms[i], 100 + i);
                     bad += check_routing(&r);
                     cases++;
                     routed_free(&r);
                 }
-    EXPECT(cases == 60 && bad == 0);
+    EXPECT(cases == 90 && bad == 0);
     /* the check catches a broken record: one slot moved into a padding row */
     routed r = route_problem(KT_MOE_ROUTER_V4, 6, 8, 4, KT_MOE_DIST_UNIFORM, 16, 3);
     double *rec = r.ref + 2 * 16 * 6 + kt_moe_align_multi_offset(16, 6, 256, 8, 3); /* the last record */
@@ -260,6 +266,54 @@ KT_TEST(moe_route_reference_invariants) {
     rec[0] = KT_MOE_PAD;
     EXPECT(check_routing(&r) != 0);
     routed_free(&r);
+}
+
+/* The hash router's reference against its definition (transformers' DeepseekV4 hash layers):
+ * token t's experts are the table row of its token id, in the row's order, and its weights
+ * sqrt(softplus(logit)) of those experts in float64, normalised, x 1.5. */
+static int hash_mismatches(const routed *r) {
+    const long M = r->p.m, K = r->p.dim[KT_MR_TOPK];
+    int bad = 0;
+    for (long t = 0; t < M; t++) {
+        const int *row = r->table + (long)r->tokens[t] * K;
+        double sum = 0;
+        for (long k = 0; k < K; k++) sum += sqrt(log1p(exp((double)r->logits[t * 256 + row[k]])));
+        for (long k = 0; k < K; k++) {
+            double w = sqrt(log1p(exp((double)r->logits[t * 256 + row[k]]))) / sum * 1.5;
+            bad += r->ref[t * K + k] != row[k] || fabs(r->ref[M * K + t * K + k] - w) > 1e-12 * w;
+        }
+    }
+    return bad;
+}
+
+KT_TEST(moe_route_hash_reference) {
+    routed r = route_problem(KT_MOE_ROUTER_HASH, 6, 8, 4, KT_MOE_DIST_ZIPF, 64, 21);
+    long distinct_tokens = 0;
+    for (long t = 0; t < 64; t++) {
+        int seen = 0;
+        for (long u = 0; u < t; u++) seen |= r.tokens[u] == r.tokens[t];
+        distinct_tokens += !seen && r.tokens[t] >= 0 && r.tokens[t] < KT_MOE_HASH_ROWS;
+    }
+    EXPECT(distinct_tokens > 48); /* seeded tokens over the table's rows */
+    EXPECT(hash_mismatches(&r) == 0 && check_routing(&r) == 0);
+    r.tokens[7] = (r.tokens[7] + 1) % KT_MOE_HASH_ROWS; /* the check sees a token read from the wrong row */
+    EXPECT(hash_mismatches(&r) != 0);
+    routed_free(&r);
+    /* the V4/V3 problems keep one-element tokens and table; HASH's are [M] and [rows, TOPK] */
+    const kt_family *f = kt_family_find("moe_route");
+    kt_tensor_desc t[KT_MAX_TENSORS];
+    kt_problem p = {0};
+    EXPECT(kt_parse_shape(f, "ROUTER=HASH,E=256,TOPK=6,TM=8,NTM=4,DIST=uniform", &p) == 0);
+    p.m = 16;
+    EXPECT(f->tensors(&p, t) == 7 && t[5].count == 16 && t[6].count == KT_MOE_HASH_ROWS * 6);
+    p.dim[KT_MR_ROUTER] = KT_MOE_ROUTER_V4;
+    EXPECT(f->tensors(&p, t) == 7 && t[5].count == 1 && t[6].count == 1);
+    EXPECT(kt_family_find("moe_step") &&
+           kt_parse_shape(kt_family_find("moe_step"), "ROUTER=HASH,FORMAT=fp8,E=256,HIDDEN=4096,INTER=512,DIST=uniform",
+                          &p) == 0);
+    char why[256];
+    p.m = 4;
+    EXPECT(kt_family_find("moe_step")->check_problem(&p, why, sizeof why) < 0 && strstr(why, "ROUTER=HASH"));
 }
 
 KT_TEST(moe_route_rejects_bad_keys) {

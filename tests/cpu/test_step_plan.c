@@ -1,5 +1,6 @@
 /* test_step_plan.c — CPU tests of the runtime step's plan (runtime/step_plan.c): for V4-Flash at
- * --tp-shapes 4 (B 1, 16, 64; context 8K and 32K) every part runs its kt family, each problem
+ * --tp-shapes 4 (B 1, 16, 64; context 8K and 32K; FP8 and MXFP4 experts, its 3 hash-routed
+ * layers by moe_route HASH) every part runs its kt family, each problem
  * is the model's shape (passing the family's check_problem, its default config building for
  * sm_90 and sm_120 and fitting); a model a family cannot express keeps that part plain with the
  * reason; --plain-kernels keeps every part plain; the caches' addressing agrees between the
@@ -10,6 +11,7 @@
 #include "../../kernels/common/indexer_layout.h"
 #include "../../kernels/common/kv_v4.cuh"
 #include "../../kernels/common/mla_layout.h"
+#include "../../kernels/moe_gemm.h"
 #include "kt.h"
 #include "model.h"
 #include "step_plan.h"
@@ -43,11 +45,12 @@ KT_TEST(model_step_plan_flash_tp4) {
     const int batches[] = {1, 16, 64};
     const long contexts[] = {8192, 32768};
     for (int bi = 0; bi < 3; bi++)
-        for (int ci = 0; ci < 2; ci++) {
-            int B = batches[bi];
-            long ctx = contexts[ci];
+        for (int ci = 0; ci < 4; ci++) {
+            int B = batches[bi], fmt = ci / 2;
+            long ctx = contexts[ci % 2];
+            const char *fn = fmt == KT_MOE_MXFP4 ? "mxfp4" : "fp8";
             kt_step_plan p;
-            kt_step_plan_make(&c, B, ctx, 0, 1, &p);
+            kt_step_plan_make(&c, B, ctx, 0, 1, fmt, &p);
             for (int i = 0; i < KT_N_PARTS; i++) {
                 if (!p.family[i]) fprintf(stderr, "  %s plain: %s\n", kt_step_part_names[i], p.why[i]);
                 EXPECT(p.family[i] == 1 && p.why[i][0] == 0);
@@ -60,13 +63,15 @@ KT_TEST(model_step_plan_flash_tp4) {
             EXPECT(shape_is("mla_decode", &p.attn[KT_PLAN_HCA], s, B));
             EXPECT(p.attn[KT_PLAN_SLIDING].n_dims == 0); /* V4-Flash's layers are all compressed */
             EXPECT(shape_is("moe_route", &p.route, "ROUTER=V4,E=256,TOPK=6,TM=8,NTM=4,DIST=uniform", B));
-            EXPECT(
-                shape_is("moe_gemm", &p.gateup, "FORMAT=fp8,STAGE=gateup,E=256,N=1024,K=4096,TOPK=6,DIST=uniform", B));
-            EXPECT(shape_is("moe_gemm", &p.down, "FORMAT=fp8,STAGE=down,E=256,N=4096,K=512,TOPK=6,DIST=uniform", B));
+            EXPECT(shape_is("moe_route", &p.route_hash, "ROUTER=HASH,E=256,TOPK=6,TM=8,NTM=4,DIST=uniform", B));
+            snprintf(s, sizeof s, "FORMAT=%s,STAGE=gateup,E=256,N=1024,K=4096,TOPK=6,DIST=uniform", fn);
+            EXPECT(shape_is("moe_gemm", &p.gateup, s, B));
+            snprintf(s, sizeof s, "FORMAT=%s,STAGE=down,E=256,N=4096,K=512,TOPK=6,DIST=uniform", fn);
+            EXPECT(shape_is("moe_gemm", &p.down, s, B) && p.experts == fmt);
             const kt_family *f[16];
             kt_problem probs[16];
             int n = kt_step_plan_problems(&p, f, probs, 16);
-            EXPECT(n == 6);
+            EXPECT(n == 7);
             for (int i = 0; i < n; i++) {
                 char why[256];
                 EXPECT(f[i]->check_problem(&probs[i], why, sizeof why) == 0);
@@ -83,7 +88,7 @@ KT_TEST(model_step_plan_fallbacks) {
     kt_model_config c;
     flash(4, &c);
     kt_step_plan p;
-    kt_step_plan_make(&c, 4, 8192, 1, 1, &p); /* --plain-kernels */
+    kt_step_plan_make(&c, 4, 8192, 1, 1, KT_MOE_FP8, &p); /* --plain-kernels */
     for (int i = 0; i < KT_N_PARTS; i++) EXPECT(!p.family[i] && strstr(p.why[i], "--plain-kernels"));
     const kt_family *f[16];
     kt_problem probs[16];
@@ -91,28 +96,31 @@ KT_TEST(model_step_plan_fallbacks) {
     /* the shapes a family cannot take: each part plain with the reason, the others unaffected */
     kt_model_config d = c;
     d.index_heads = 4;
-    kt_step_plan_make(&d, 4, 8192, 0, 1, &p);
+    kt_step_plan_make(&d, 4, 8192, 0, 1, KT_MOE_FP8, &p);
     EXPECT(!p.family[KT_PART_INDEXER] && strstr(p.why[KT_PART_INDEXER], "64 heads") && p.family[KT_PART_ATTENTION] &&
            p.family[KT_PART_MOE]);
     d = c;
     d.n_heads = 2; /* mla_decode takes a multiple of 16 heads */
-    kt_step_plan_make(&d, 4, 8192, 0, 1, &p);
+    kt_step_plan_make(&d, 4, 8192, 0, 1, KT_MOE_FP8, &p);
     EXPECT(!p.family[KT_PART_ATTENTION] && strstr(p.why[KT_PART_ATTENTION], "HQ=2") && p.family[KT_PART_INDEXER]);
     d = c;
     d.window = 256;
-    kt_step_plan_make(&d, 4, 8192, 0, 1, &p);
+    kt_step_plan_make(&d, 4, 8192, 0, 1, KT_MOE_FP8, &p);
     EXPECT(!p.family[KT_PART_ATTENTION] && strstr(p.why[KT_PART_ATTENTION], "sliding_window 256"));
     d = c;
     d.n_experts = 8; /* moe_route takes a multiple of 32 experts */
-    kt_step_plan_make(&d, 4, 8192, 0, 0, &p);
+    kt_step_plan_make(&d, 4, 8192, 0, 0, KT_MOE_FP8, &p);
     EXPECT(!p.family[KT_PART_MOE] && strstr(p.why[KT_PART_MOE], "E=8") && p.family[KT_PART_ATTENTION]);
     d = c;
     d.routed_scale = 2.5;
-    kt_step_plan_make(&d, 4, 8192, 0, 0, &p);
+    kt_step_plan_make(&d, 4, 8192, 0, 0, KT_MOE_FP8, &p);
     EXPECT(!p.family[KT_PART_MOE] && strstr(p.why[KT_PART_MOE], "routed_scaling_factor 2.5"));
     d = c;
-    kt_step_plan_make(&d, 4, 8192, 0, 0, &p); /* a checkpoint's routing: zipf */
+    kt_step_plan_make(&d, 4, 8192, 0, 0, KT_MOE_FP8, &p); /* a checkpoint's routing: zipf */
     EXPECT(p.family[KT_PART_MOE] && shape_is("moe_route", &p.route, "ROUTER=V4,E=256,TOPK=6,TM=8,NTM=4,DIST=zipf", 4));
+    for (long l = 0; l < d.n_layers; l++) d.mlp[l] = KT_MLP_MOE; /* no hash-routed layer: no HASH problem */
+    kt_step_plan_make(&d, 4, 8192, 0, 0, KT_MOE_FP8, &p);
+    EXPECT(p.family[KT_PART_MOE] && p.route.n_dims && !p.route_hash.n_dims);
 }
 
 KT_TEST(model_step_addressing) {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # moe_route.sh — the moe_route family on the GPU: kt verify of the default config and 2 seeded
-# random ones on fresh inputs (a new seed each run) at M = 1, 4, 16, 64, 256, both routers
-# (V4 top-6, V3 top-8 of 256), every routing distribution, the records for moe_gemm's tiles
-# (TM = 8, NTM = 4: tiles 8, 16, 32, 64) and one record for TM = 16; then the
+# random ones on fresh inputs (a new seed each run) at M = 1, 4, 16, 64, 256, the three routers
+# (V4 top-6, V3 top-8 of 256, V4's hash router top-6), every routing distribution, the records
+# for moe_gemm's tiles (TM = 8, NTM = 4: tiles 8, 16, 32, 64) and one record for TM = 16; then the
 # route + align time per M of both paths (kt bench, one fused block / two kernels). Logs in
 # $LOGS (default /tmp/kt-moe-route). Ends with "N passed, N failed".
 #   usage: tests/gpu/moe_route.sh            (KT: the kt binary, default ./bin/kt)
@@ -25,6 +25,8 @@ MS=1,4,16,64,256
 step verify_v4 $KT verify --family moe_route $(shapes V4 6) --m $MS --sample 2 --seed $RANDOM
 # shellcheck disable=SC2046
 step verify_v3 $KT verify --family moe_route $(shapes V3 8) --m $MS --sample 2 --seed $RANDOM
+# shellcheck disable=SC2046
+step verify_hash $KT verify --family moe_route $(shapes HASH 6) --m $MS --sample 2 --seed $RANDOM
 TARGETS="--shape ROUTER=V4,E=256,TOPK=6,TM=8,NTM=4,DIST=uniform --shape ROUTER=V4,E=256,TOPK=6,TM=8,NTM=4,DIST=zipf
     --shape ROUTER=V3,E=256,TOPK=8,TM=8,NTM=4,DIST=uniform --shape ROUTER=V3,E=256,TOPK=8,TM=8,NTM=4,DIST=zipf"
 # shellcheck disable=SC2086

@@ -9,8 +9,8 @@
 #  - DeepSeek-V4 with MXFP4 routed experts: the tiny routed V4 of runtime.sh, its experts written
 #    as the release ships them (I8 e2m1 pairs + F8_E8M0 `scale`) in one folder and as their
 #    exact bf16 values in another: the reference on the MXFP4 folder must equal it on the bf16
-#    folder bit for bit and match transformers on the bf16 one; on a GPU the step refuses MXFP4.
-# gpu (needs a GPU; about 100 s on an H200 with a cold JIT cache):
+#    folder bit for bit and match transformers on the bf16 one.
+# gpu (needs a GPU; about 100 s on an H200 with a cold JIT cache, +40 s for the MXFP4 model):
 #  - kt's GPU step of V3.2 on the tiny DeepseekV32 at the families' shapes (runtime_ref.py make
 #    --arch v32fam: 16 heads, 64 indexer heads picking 16 of up to 32 tokens, 256 experts, top-8
 #    of the best 4 of 8 groups): `kt run` decodes B = 2 sequences (24-token prompt, 8 greedy
@@ -19,9 +19,14 @@
 #    MoE), GPU vs the host reference in kt's formats (the attention path's error on its own);
 #    transformers fp32 on the same tokens; every step's logits compared, the greedy tokens checked;
 #  - TPOT of V3.2's shapes (the release's config.json, synthetic weights, its first 4 layers: 3
-#    dense and 1 MoE) at B = 64, context 8192, if the 150 s budget leaves room.
+#    dense and 1 MoE) at B = 64, context 8192, if the 150 s budget leaves room;
+#  - the V4 step on the MXFP4 folder (moe_gemm FORMAT=mxfp4; its hash-routed first layer by
+#    moe_route HASH): B = 2, the 24-token prompt and 8 greedy steps; both host references
+#    teacher-forced on its tokens; runtime_ref.py compare against transformers on the bf16 twin
+#    (the same numbers), with runtime.sh's limits, and the same greedy tokens.
 # Every part under `timeout`; logs under $OUT/v32 (or $LOGS). Ends with "N passed, N failed".
-#   usage: tests/gpu/runtime_v32.sh [host|gpu|all]   (default all; gpu parts skipped without a GPU)
+#   usage: tests/gpu/runtime_v32.sh [host|gpu|mxfp4-gpu|all]   (default all; gpu parts skipped without a
+#          GPU; mxfp4-gpu: the MXFP4 model's GPU comparison alone, tests/gpu/moe4.sh's)
 set -u
 cd "$(dirname "$0")/../.."
 LOGS=${LOGS:-${OUT:+$OUT/v32}}
@@ -54,9 +59,7 @@ host_part() {
     [ $? != 0 ] && grep -q "V3.2's indexer on its kt family only.*64 heads of 128, the model has 16" "$LOGS/v32.gpu.log"
     check $? "v32: kt run refuses a V3.2 whose indexer mla_indexer cannot take (no plain kernels), naming why"
 
-    M=$LOGS/v4 X=$LOGS/v4mx
-    timeout $T $PY tests/gpu/runtime_ref.py make "$M" --prompt 24 --mxfp4 "$X" >"$LOGS/v4.make.log" 2>&1
-    check $? "mxfp4: tiny DeepseekV4 saved, its routed experts written as MXFP4"
+    make_mxfp4
     for run in "exact $X mx" "exact $M bf" "kt $X mxkt"; do
         set -- $run
         timeout $T $KT run --model "$2" --batch 2 --context 32 --steps 0 --prompt "$M/prompt.txt" --reference $1 \
@@ -68,11 +71,41 @@ host_part() {
         >"$LOGS/v4.check.log" 2>&1
     check $? "mxfp4: host reference on MXFP4 experts vs bf16 (bit-equal) and vs transformers fp32"
     grep -v "^Loading\|Writing" "$LOGS/v4.check.log" | tail -n 5
-    if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
-        timeout $T $KT run --model "$X" --batch 1 --context 8 --steps 1 >"$LOGS/v4.gpu.log" 2>&1
-        [ $? != 0 ] && grep -q "routed experts are MXFP4" "$LOGS/v4.gpu.log"
-        check $? "mxfp4: the GPU step refuses MXFP4 experts, naming moe_gemm"
-    fi
+}
+
+# the tiny V4 (transformers-made) and its twin with the routed experts written as MXFP4
+make_mxfp4() {
+    M=$LOGS/v4 X=$LOGS/v4mx
+    timeout $T $PY tests/gpu/runtime_ref.py make "$M" --prompt 24 --mxfp4 "$X" >"$LOGS/v4.make.log" 2>&1
+    check $? "mxfp4: tiny DeepseekV4 saved, its routed experts written as MXFP4"
+}
+
+# the V4 GPU step with the MXFP4 experts against transformers (bf16 twin) and the host reference
+mxfp4_gpu() {
+    local G=$LOGS/v4gpu
+    mkdir -p "$G"
+    timeout $T $KT run --model "$X" --batch 2 --context 32 --steps 8 --prompt "$M/prompt.txt" --dump "$G/gpu.bin" \
+        >"$G/gpu.log" 2>"$G/gpu.err"
+    local rc=$?
+    check $rc "mxfp4: kt run on the GPU with the MXFP4 experts"
+    grep "^kt run: moe " "$G/gpu.err"
+    [ $rc = 0 ] || { tail -n 8 "$G/gpu.err"; return; }
+    grep -q "^kt run: moe .*kt family moe_route (V4, HASH for the hash-routed layers) + moe_gemm (mxfp4)" "$G/gpu.err"
+    check $? "mxfp4: the MoE ran moe_route V4 + HASH and moe_gemm FORMAT=mxfp4 (the startup log above)"
+    $PY tests/gpu/runtime_ref.py fed "$G/gpu.log" >"$G/fed.txt"
+    for r in kt exact; do
+        timeout $T $KT run --model "$X" --batch 2 --context 32 --steps 0 --prompt "$G/fed.txt" --reference $r \
+            --dump "$G/$r.bin" >"$G/$r.log" 2>&1
+        check $? "mxfp4: host reference ($r) on the GPU run's tokens"
+    done
+    # runtime.sh's limits (its comments say why): the GPU step against the host reference in
+    # kt's formats, and the host reference's exact math against transformers
+    local lim='{"exact:hf_fp32": [0.001, "the host reference is the transformers math in double"],
+          "gpu:ktref": [0.15, "the families: the flip floor plus their bf16/e4m3 roundings"]}'
+    timeout $T $PY tests/gpu/runtime_ref.py compare "$M" --prompt 24 --kt-log "$G/gpu.log" --dump gpu="$G/gpu.bin" \
+        --dump ktref="$G/kt.bin" --dump exact="$G/exact.bin" --limits "$lim" --require-greedy >"$G/compare.log" 2>&1
+    check $? "mxfp4: GPU logits and greedy tokens against transformers (bf16 twin) and the host reference"
+    grep -v "^Loading\|Writing" "$G/compare.log" | tail -n 20
 }
 
 # the GPU step on the tiny V3.2 the families take: limits on the median per-step relative L2 of
@@ -146,12 +179,22 @@ gpu_tpot() {
     done
 }
 
-if [ "$MODE" != gpu ]; then
+case $MODE in host | gpu | mxfp4-gpu | all) ;; *) echo "usage: $0 [host|gpu|mxfp4-gpu|all]" >&2; exit 2 ;; esac
+if [ "$MODE" = host ] || [ "$MODE" = all ]; then
     host_part
 fi
 if [ "$MODE" != host ]; then
     GPU_T0=$SECONDS
-    if has_gpu; then gpu_step; gpu_tpot; else echo "no GPU: the gpu parts skipped"; fi
+    if ! has_gpu; then
+        echo "no GPU: the gpu parts skipped"
+    elif [ "$MODE" = mxfp4-gpu ]; then
+        make_mxfp4 && mxfp4_gpu
+    else
+        gpu_step
+        gpu_tpot
+        [ -n "${X:-}" ] || make_mxfp4
+        mxfp4_gpu
+    fi
 fi
 find "$LOGS" -name '*.safetensors' -delete
 echo "$passed passed, $failed failed"
