@@ -161,7 +161,7 @@ KT_TEST(model_step_plan_v32) {
     kt_model_config c;
     EXPECT(kt_model_config_parse("config.json", v32fam_config, strlen(v32fam_config), &c) == 0);
     kt_step_plan p;
-    kt_step_plan_make(&c, 2, 32, 0, 0, &p);
+    kt_step_plan_make(&c, 2, 32, 0, 0, KT_MOE_FP8, &p);
     for (int i = 0; i < KT_N_PARTS; i++) {
         if (!p.family[i]) fprintf(stderr, "  %s plain: %s\n", kt_step_part_names[i], p.why[i]);
         EXPECT(p.family[i] == 1);
@@ -178,21 +178,21 @@ KT_TEST(model_step_plan_v32) {
     /* what the V3.2 families cannot take, each with its reason */
     kt_model_config d = c;
     d.softmax_scale *= 1.01; /* mla_decode V32's scale is a constant */
-    kt_step_plan_make(&d, 2, 32, 0, 0, &p);
+    kt_step_plan_make(&d, 2, 32, 0, 0, KT_MOE_FP8, &p);
     EXPECT(!p.family[KT_PART_ATTENTION] && strstr(p.why[KT_PART_ATTENTION], "softmax scale") &&
            p.family[KT_PART_INDEXER]);
     d = c;
     d.n_group = 4;
-    kt_step_plan_make(&d, 2, 32, 0, 0, &p);
+    kt_step_plan_make(&d, 2, 32, 0, 0, KT_MOE_FP8, &p);
     EXPECT(!p.family[KT_PART_MOE] && strstr(p.why[KT_PART_MOE], "n_group 4"));
     d = c;
     d.n_experts = 128, d.top_k = 4; /* moe_route V3 takes multiples of 256 */
-    kt_step_plan_make(&d, 2, 32, 0, 0, &p);
+    kt_step_plan_make(&d, 2, 32, 0, 0, KT_MOE_FP8, &p);
     EXPECT(!p.family[KT_PART_MOE] && strstr(p.why[KT_PART_MOE], "E=128"));
     /* the release's shapes: 128 heads, the indexer's top 2048 of every token */
     d = c;
     d.n_heads = 128, d.index_topk = 2048, d.hidden = 7168, d.moe_inter = 2048;
-    kt_step_plan_make(&d, 64, 8192, 0, 1, &p);
+    kt_step_plan_make(&d, 64, 8192, 0, 1, KT_MOE_FP8, &p);
     EXPECT(p.family[0] && p.family[1] && p.family[2]);
     EXPECT(shape_is("mla_indexer", &p.indexer, "TOPK=2048,CTX=8192,DIST=equal,VALUES=grid", 64));
     EXPECT(shape_is("mla_decode", &p.attn[KT_PLAN_DSA], "LAYOUT=V32,HQ=128,TOPK=2048,SQ=1", 64));
