@@ -45,12 +45,16 @@ __device__ float rt_block_max(float v, float *red) {
     for (int i = 0; i < (int)(blockDim.x / 32); i++) t = fmaxf(t, red[i]);
     return t;
 }
+// The sum of v over the warp's lanes (a butterfly: one fixed order), in every lane.
+__device__ __forceinline__ float rt_warp_sum(float v) {
+    for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
 // Dot of a warp over n: a[i] * b[i] (lane-strided), the total in every lane.
 __device__ float rt_warp_dot(const float *a, const float *b, int n) {
     float s = 0;
     for (int i = threadIdx.x % 32; i < n; i += 32) s += a[i] * b[i];
-    for (int o = 16; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
-    return s;
+    return rt_warp_sum(s);
 }
 
 // Interleaved RoPE of the trailing R channels of x[dim] (in shared memory) at position p;
@@ -178,13 +182,16 @@ extern "C" __global__ void __launch_bounds__(256)
     if (n < N && b < B) part[((long)blockIdx.z * B + b) * N + n] = acc[0];
 }
 
-// Sum of the S splits of rt_gemv's output (B x N) at (b, n), by a warp (lanes over the splits,
-// then a butterfly: one fixed order), in every lane; (b, n) the same across the warp.
+// Lane l's split of rt_gemv's output (B x N) at (b, n): split l, 0 past S (S <= 32, the host's
+// gemv_splits), so that rt_warp_sum of it is the value.
+__device__ __forceinline__ float rt_gemv_lane(const float *part, int S, int B, int N, int b, int n) {
+    int z = threadIdx.x % 32;
+    return z < S ? part[((long)z * B + b) * N + n] : 0.f;
+}
+// Sum of the S splits of rt_gemv's output at (b, n) by a warp, in every lane; (b, n) the same
+// across the warp.
 __device__ float rt_gemv_at(const float *part, int S, int B, int N, int b, int n) {
-    float v = 0;
-    for (int z = threadIdx.x % 32; z < S; z += 32) v += part[((long)z * B + b) * N + n];
-    for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
+    return rt_warp_sum(rt_gemv_lane(part, S, B, N, b, n));
 }
 
 // out = the sum of rt_gemv's S splits (count = B * N values), for a consumer that takes plain
@@ -202,11 +209,12 @@ extern "C" __global__ void rt_embed(const float *E, const int *tok, float *x, in
     for (int i = threadIdx.x; i < H * D; i += blockDim.x) x[(long)b * H * D + i] = E[(long)tok[b] * D + i % D];
 }
 
-// Sinkhorn's sum of the column (rows 0) or row (rows 1) of entry e of the H x H comb (0 past it).
-__device__ __forceinline__ float rt_hc_line(const float *comb, int e, int H, int rows) {
+// Sinkhorn's sum of the column (rows 0) or row (rows 1) of entry (i, a) of the H x H comb, in
+// index order (0 past the matrix: i >= H).
+__device__ __forceinline__ float rt_hc_line(const float *comb, int i, int a, int H, int rows) {
     float sum = 0;
-    if (e < H * H)
-        for (int c = 0; c < H; c++) sum += rows ? comb[(e / H) * H + c] : comb[c * H + e % H];
+    if (i < H)
+        for (int c = 0; c < H; c++) sum += rows ? comb[i * H + c] : comb[c * H + a];
     return sum;
 }
 
@@ -229,8 +237,9 @@ __device__ void rt_hc_weights(const float *mix, const float *base, const float *
         comb[e] = expf(cm[e] * scale[2] + cb[e] - mx) / sum + hc_eps;
     }
     __syncwarp();
+    int i0 = l / H, a0 = l % H, i1 = (l + 32) / H, a1 = (l + 32) % H;
     for (int it = 0; it < 2 * iters - 1; it++) { // column pass first, then row and column passes
-        float s0 = rt_hc_line(comb, l, H, it % 2), s1 = rt_hc_line(comb, l + 32, H, it % 2);
+        float s0 = rt_hc_line(comb, i0, a0, H, it % 2), s1 = rt_hc_line(comb, i1, a1, H, it % 2);
         __syncwarp();
         if (l < H * H) comb[l] /= s0 + hc_eps;
         if (l + 32 < H * H) comb[l + 32] /= s1 + hc_eps;
@@ -251,23 +260,29 @@ extern "C" __global__ void rt_hc_pre(const float *x, const float *mixp, int S, c
     __shared__ float red[32], mix[80], pre[8], comb[64];
     int b = blockIdx.x, B = gridDim.x, HD = H * D, nmix = postcomb ? (2 + H) * H : H;
     const float *xb = x + (long)b * HD;
+    for (int j = threadIdx.x / 32; j < nmix; j += blockDim.x / 32) { // unscaled: r below
+        float v = rt_gemv_at(mixp, S, B, nmix, b, j);
+        if (threadIdx.x % 32 == 0) mix[j] = v;
+    }
     float ss = 0;
+#pragma unroll 8 // the loads in flight together (latency, not bandwidth, is this block's cost)
     for (int i = threadIdx.x; i < HD / 4; i += blockDim.x) {
         float4 v = ((const float4 *)xb)[i];
         ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
     }
-    float r = rsqrtf(rt_block_sum(ss, red) / HD + eps);
-    for (int j = threadIdx.x / 32; j < nmix; j += blockDim.x / 32) {
-        float v = rt_gemv_at(mixp, S, B, nmix, b, j);
-        if (threadIdx.x % 32 == 0) mix[j] = v * r;
+    float r = rsqrtf(rt_block_sum(ss, red) / HD + eps); // its barrier also publishes mix
+    if (threadIdx.x < 32) {
+        for (int j = threadIdx.x; j < nmix; j += 32) mix[j] *= r;
+        __syncwarp();
+        rt_hc_weights(mix, base, scale, pre, postcomb ? postcomb + (long)b * (H + H * H) : 0, comb, H, iters, hc_eps);
     }
     __syncthreads();
-    if (threadIdx.x < 32)
-        rt_hc_weights(mix, base, scale, pre, postcomb ? postcomb + (long)b * (H + H * H) : 0, comb, H, iters, hc_eps);
-    __syncthreads();
+#pragma unroll 2
     for (int d = threadIdx.x; d < D / 4; d += blockDim.x) { // D is a multiple of 128: float4s
         float4 v = make_float4(0, 0, 0, 0);
-        for (int k = 0; k < H; k++) {
+#pragma unroll
+        for (int k = 0; k < 8; k++) { // H <= 8 (kt_step_open)
+            if (k >= H) break;
             float4 u = ((const float4 *)(xb + k * D))[d];
             v.x += pre[k] * u.x, v.y += pre[k] * u.y, v.z += pre[k] * u.z, v.w += pre[k] * u.w;
         }
@@ -339,15 +354,30 @@ extern "C" __global__ void rt_kv_append(const kt_u16 *kv, const float *w, const 
 
 // A compressor's projections of the token for the block's 32 channels (with overlap 2 also their
 // second series, width + ch), from rt_gemv's S splits of [wkv; wg] . h (B x 2 OW), into this
-// window's slot of kv / g (+ ape[slot] on the gate); warp w takes columns w, w + 8, ...
+// window's slot of kv / g (+ ape[slot] on the gate). Of the block's 64 * overlap values (kv then
+// g, each series-major over the 32 channels) warp w takes w, w + 8, ...: their lanes' splits
+// loaded first (in flight together), then summed.
+#define RT_COMP_PARTS 8 // warps of rt_comp_emit's 256-thread block
 __device__ void rt_comp_slot(const float *part, int S, const float *ape, float *kv, float *g, int b, int width,
                              int overlap, int slot) {
-    int OW = overlap * width;
-    for (int i = threadIdx.x / 32; i < 32 * overlap; i += blockDim.x / 32) {
-        int cj = blockIdx.x * 32 + i % 32, j = (i / 32) * width + cj;
-        if (cj >= width) continue;
-        float vk = rt_gemv_at(part, S, gridDim.y, 2 * OW, b, j), vg = rt_gemv_at(part, S, gridDim.y, 2 * OW, b, OW + j);
-        if (threadIdx.x % 32 == 0) kv[slot * OW + j] = vk, g[slot * OW + j] = vg + ape[(long)slot * OW + j];
+    int OW = overlap * width, w = threadIdx.x / 32, nv = 64 * overlap;
+    float v[128 / RT_COMP_PARTS]; // nv <= 128 (overlap <= 2)
+#pragma unroll
+    for (int t = 0; t < 128 / RT_COMP_PARTS; t++) {
+        int i = w + RT_COMP_PARTS * t, r = i % (32 * overlap), cj = blockIdx.x * 32 + r % 32;
+        int n = (i / (32 * overlap)) * OW + (r / 32) * width + cj;
+        v[t] = i < nv && cj < width ? rt_gemv_lane(part, S, gridDim.y, 2 * OW, b, n) : 0.f;
+    }
+#pragma unroll
+    for (int t = 0; t < 128 / RT_COMP_PARTS; t++) {
+        int i = w + RT_COMP_PARTS * t, r = i % (32 * overlap), cj = blockIdx.x * 32 + r % 32;
+        int j = (r / 32) * width + cj;
+        float sum = rt_warp_sum(v[t]);
+        if (i >= nv || cj >= width || threadIdx.x % 32) continue;
+        if (i < 32 * overlap)
+            kv[slot * OW + j] = sum;
+        else
+            g[slot * OW + j] = sum + ape[(long)slot * OW + j];
     }
 }
 
@@ -357,16 +387,19 @@ __device__ void rt_comp_slot(const float *part, int S, const float *ape, float *
 // pg) and the gated sum into e[ch]; with overlap 2 this window's first series then replaces pk / pg.
 __device__ void rt_comp_window(const float *kv, const float *g, float *pk, float *pg, float *e, int width, int overlap,
                                int rate, int n) {
-    __shared__ float pm[8][32], ps[8][32], pv[8][32];
+    __shared__ float pm[RT_COMP_PARTS][32], ps[RT_COMP_PARTS][32], pv[RT_COMP_PARTS][32];
     int OW = overlap * width, prt = threadIdx.x / 32, t = threadIdx.x % 32, ch = blockIdx.x * 32 + t;
     int c = min(ch, width - 1), cur = overlap == 2 ? width + c : c;
     float mx = -INFINITY, sum = 0, v = 0;
-    for (int s = prt; s < n; s += 8) mx = fmaxf(mx, s < rate ? g[s * OW + cur] : pg[(s - rate) * width + c]);
+#pragma unroll 4
+    for (int s = prt; s < n; s += RT_COMP_PARTS)
+        mx = fmaxf(mx, s < rate ? g[s * OW + cur] : pg[(s - rate) * width + c]);
     pm[prt][t] = mx;
     __syncthreads();
     mx = -INFINITY;
-    for (int i = 0; i < 8; i++) mx = fmaxf(mx, pm[i][t]);
-    for (int s = prt; s < n; s += 8) {
+    for (int i = 0; i < RT_COMP_PARTS; i++) mx = fmaxf(mx, pm[i][t]);
+#pragma unroll 4
+    for (int s = prt; s < n; s += RT_COMP_PARTS) {
         float q = expf((s < rate ? g[s * OW + cur] : pg[(s - rate) * width + c]) - mx);
         sum += q, v += q * (s < rate ? kv[s * OW + cur] : pk[(s - rate) * width + c]);
     }
@@ -374,11 +407,11 @@ __device__ void rt_comp_window(const float *kv, const float *g, float *pk, float
     __syncthreads();
     if (prt == 0 && ch < width) {
         sum = 0, v = 0;
-        for (int i = 0; i < 8; i++) sum += ps[i][t], v += pv[i][t];
+        for (int i = 0; i < RT_COMP_PARTS; i++) sum += ps[i][t], v += pv[i][t];
         e[ch] = v / sum;
     }
     if (overlap == 2 && ch < width)
-        for (int s = prt; s < rate; s += 8) {
+        for (int s = prt; s < rate; s += RT_COMP_PARTS) {
             pk[s * width + ch] = kv[s * OW + ch];
             pg[s * width + ch] = g[s * OW + ch];
         }
