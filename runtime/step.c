@@ -1409,12 +1409,14 @@ static int profile(kt_step *s, prof_row *rows, int *n_rows) {
 }
 
 /* Bytes a step at position pos must move: the weights it reads, the routed experts its tokens
- * pick (at most B*K distinct), and the KV it reads. */
+ * pick (at most B*K distinct in each layer with experts: not V3.2's dense ones), and the KV it
+ * reads. */
 static double step_bytes(const kt_step *s, long pos) {
     const kt_model_config *c = &s->c;
     double experts = (double)(s->B * c->top_k < c->n_experts ? s->B * c->top_k : c->n_experts);
-    double kv = 0;
+    double kv = 0, routed = 0;
     for (long l = 0; l < c->n_layers; l++) {
+        routed += c->mlp[l] != KT_MLP_DENSE;
         if (c->attn[l] == KT_ATTN_DSA) { /* V3.2: the indexer reads every key, mla_decode its top-k */
             long n = pos + 1, k = n < c->index_topk ? n : c->index_topk;
             kv += (double)n * (KT_IDX_DIM + 4) + (double)k * KT_MLA_V32_TOKEN;
@@ -1430,7 +1432,7 @@ static double step_bytes(const kt_step *s, long pos) {
         }
         kv += (double)(win + comp) * KT_KV_TOKEN_BYTES;
     }
-    return s->weight_bytes + experts * s->expert_bytes * c->n_layers + kv * s->B;
+    return s->weight_bytes + experts * s->expert_bytes * routed + kv * s->B;
 }
 
 /* Device copy bandwidth (bytes read + written per second) over a 256 MB buffer. */
