@@ -485,6 +485,8 @@ static int moe(kt_step *s, long l) {
  * LAYOUT=V32), then a dense SwiGLU MLP (fp8_gemm) or the V3 MoE (moe_route ROUTER=V3, moe_gemm
  * with the shared experts). The families are V3.2's only path: it has no plain kernels. */
 
+#define V32_SEQS 8 /* sequences a block of rt_v32_q_absorb / rt_v32_o_up takes (model.cu's RT_V32_SEQS) */
+
 /* x's rmsnorm with w into h (f32) and hq / hs (act_quant of its bf16 copy hb). */
 static int norm_v32(kt_step *s, dptr w) {
     int D = (int)s->c.hidden;
@@ -538,13 +540,14 @@ static int attention_v32(kt_step *s, long l) {
         gemm(s, &L->wkv, 0, ld, s->hq, s->hs, s->kvraw, B))
         return -1;
     void *akv[] = {&s->kvraw, &ld, &L->kv_norm, &s->inv_main, &af, &s->pos, &L->ccache, &pages, &eps};
-    void *aq[] = {&s->q, &L->wkvb.codes, &L->wkvb.scales, &s->inv_main, &af, &s->pos, &s->qb, &NO, &VH, &R};
-    void *ao[] = {&s->ob, &L->wkvb.codes, &L->wkvb.scales, &s->og, &NO, &VH};
+    void *aq[] = {&s->q, &L->wkvb.codes, &L->wkvb.scales, &s->inv_main, &af, &s->pos, &s->qb, &NO, &VH, &R, &B};
+    void *ao[] = {&s->ob, &L->wkvb.codes, &L->wkvb.scales, &s->og, &NO, &VH, &B};
+    unsigned bg = (unsigned)(B + V32_SEQS - 1) / V32_SEQS; /* model.cu's RT_V32_SEQS sequences a block */
     dptr ptr[7] = {s->qb, L->ccache, L->idx, s->csa_len, s->ob, s->lse, s->apart};
     if (rt(s, K_V32_KV_APPEND, (unsigned)B, 1, 256, 0, akv) || indexer_v32(s, L) ||
-        rt(s, K_V32_Q_ABSORB, (unsigned)H, (unsigned)B, 256, 0, aq) ||
+        rt(s, K_V32_Q_ABSORB, (unsigned)H, bg, 256, 0, aq) ||
         fam_launch(s, fam_p(s, "mla_decode", &s->plan.attn[KT_PLAN_DSA]), ptr, 7) ||
-        rt(s, K_V32_O_UP, (unsigned)H, (unsigned)B, 256, 0, ao) || quant(s, s->og, s->ogq, s->ogs, B, (long)H * VH) ||
+        rt(s, K_V32_O_UP, (unsigned)H, bg, 256, 0, ao) || quant(s, s->og, s->ogq, s->ogs, B, (long)H * VH) ||
         gemm(s, &L->wo_b, 0, c->hidden, s->ogq, s->ogs, s->y_attn, B) || all_reduce(s, s->y_attn, 1))
         return -1;
     return residual(s, s->y_attn);
