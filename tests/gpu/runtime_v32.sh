@@ -124,6 +124,7 @@ gpu_step() {
         --json "$G/run.json" >"$G/gpu.log" 2>"$G/gpu.err"
     local rc=$?
     check $rc "v32 gpu: kt run (families) decodes 8 greedy steps"
+    sha256sum "$G/gpu.bin" # the GPU's logits are deterministic: a change meant to keep the math shows here
     grep "^kt run: \(indexer\|attention\|moe\|deepseek\) \|TPOT" "$G/gpu.err" "$G/gpu.log"
     [ $rc = 0 ] || { tail -n 20 "$G/gpu.err"; return; }
     [ "$(grep -c "^kt run: \(indexer\|attention\|moe\) *kt family" "$G/gpu.err")" = 3 ]
