@@ -866,24 +866,26 @@ extern "C" __global__ void rt_v32_index_k(const kt_u16 *k, const float *w, const
     rt_index_key_store(v, cache, (long long)b * seq_pages + p / KT_IDX_PAGE, p % KT_IDX_PAGE, red);
 }
 
-// mla_indexer's query of sequence b (as rt_index_q, with V3.2's half-split RoPE on each head's
-// leading R): heads in e4m3 with the scale s_h folded into w[b][h] = (wproj_h . h / sqrt(IH)) s_h
-// / sqrt(ID). Dynamic shared memory IH * ID floats.
+// mla_indexer's query of sequence b, heads h0.. h0 + RT_V32_HEADS (grid (B, ceil(IH / 8)); as
+// rt_index_q, with V3.2's half-split RoPE on each head's leading R): heads in e4m3 with the scale
+// s_h folded into w[b][h] = (wproj_h . h / sqrt(IH)) s_h / sqrt(ID). Dynamic shared memory
+// RT_V32_HEADS * ID floats.
+#define RT_V32_HEADS 8
 extern "C" __global__ void rt_v32_index_q(const kt_u16 *iq, const float *h, const float *wproj, const float *inv,
                                           float af, const int *pos, kt_u8 *qq, float *w, int IH, int ID, int D, int R) {
     extern __shared__ float q[];
-    __shared__ float wt[64], red[32];
-    int b = blockIdx.x;
-    for (int i = threadIdx.x; i < IH * ID; i += blockDim.x) q[i] = kt_bf16_to_f32(iq[(long)b * IH * ID + i]);
-    for (int j = threadIdx.x / 32; j < IH; j += blockDim.x / 32) {
-        float d = rt_warp_dot(wproj + (long)j * D, h + (long)b * D, D);
+    __shared__ float wt[RT_V32_HEADS], red[32];
+    int b = blockIdx.x, h0 = blockIdx.y * RT_V32_HEADS, n = min(RT_V32_HEADS, IH - h0);
+    for (int i = threadIdx.x; i < n * ID; i += blockDim.x) q[i] = kt_bf16_to_f32(iq[((long)b * IH + h0) * ID + i]);
+    for (int j = threadIdx.x / 32; j < n; j += blockDim.x / 32) {
+        float d = rt_warp_dot(wproj + (long)(h0 + j) * D, h + (long)b * D, D);
         if (threadIdx.x % 32 == 0) wt[j] = d * rsqrtf((float)IH);
     }
     __syncthreads();
-    for (int hh = 0; hh < IH; hh++) rt_rope_half(q + hh * ID, R, inv, af, (float)*pos);
-    for (int hh = 0; hh < IH; hh++) {
-        float s = rt_quant_e4m3(q + hh * ID, ID, qq + ((long)b * IH + hh) * ID, red);
-        if (threadIdx.x == 0) w[(long)b * IH + hh] = wt[hh] * s * rsqrtf((float)ID);
+    for (int hh = 0; hh < n; hh++) rt_rope_half(q + hh * ID, R, inv, af, (float)*pos);
+    for (int hh = 0; hh < n; hh++) {
+        float s = rt_quant_e4m3(q + hh * ID, ID, qq + ((long)b * IH + h0 + hh) * ID, red);
+        if (threadIdx.x == 0) w[(long)b * IH + h0 + hh] = wt[hh] * s * rsqrtf((float)ID);
     }
 }
 

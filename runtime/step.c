@@ -485,7 +485,8 @@ static int moe(kt_step *s, long l) {
  * LAYOUT=V32), then a dense SwiGLU MLP (fp8_gemm) or the V3 MoE (moe_route ROUTER=V3, moe_gemm
  * with the shared experts). The families are V3.2's only path: it has no plain kernels. */
 
-#define V32_SEQS 8 /* sequences a block of rt_v32_q_absorb / rt_v32_o_up takes (model.cu's RT_V32_SEQS) */
+#define V32_SEQS 8  /* sequences a block of rt_v32_q_absorb / rt_v32_o_up takes (model.cu's RT_V32_SEQS) */
+#define V32_HEADS 8 /* indexer heads a block of rt_v32_index_q takes (model.cu's RT_V32_HEADS) */
 
 /* x's rmsnorm with w into h (f32) and hq / hs (act_quant of its bf16 copy hb). */
 static int norm_v32(kt_step *s, dptr w) {
@@ -517,7 +518,8 @@ static int indexer_v32(kt_step *s, layer_dev *L) {
     void *ak[] = {&s->ik, &L->ik_norm, &L->ik_bias, &s->inv_main, &af, &s->pos, &L->ikc, &pages, &R};
     void *aq[] = {&s->iq, &s->h, &L->iwproj, &s->inv_main, &af, &s->pos, &s->iqq, &s->iw, &IH, &ID, &D, &R};
     if (rt(s, K_V32_INDEX_K, (unsigned)B, 1, 128, 0, ak) ||
-        rt(s, K_V32_INDEX_Q, (unsigned)B, 1, 256, (unsigned)(IH * ID * 4), aq))
+        rt(s, K_V32_INDEX_Q, (unsigned)B, (unsigned)(IH + V32_HEADS - 1) / V32_HEADS, 256,
+           (unsigned)(V32_HEADS * ID * 4), aq))
         return -1;
     dptr ptr[7] = {s->iqq, s->iw, L->ikc, s->lens + (dptr)(2 * B * 4), s->itable, s->ilogits, L->idx};
     return fam_launch(s, fam_p(s, "mla_indexer", &s->plan.indexer), ptr, 7);
