@@ -708,7 +708,8 @@ extern "C" __global__ void rt_argmax(const float *logits, int *tok, int V) {
 // V3.2's plain kernels (runtime/step.c's V3.2 section; model_ref.c's attention_v32 and
 // indexer_v32 are the math): the residual stream's norms, the KV append in mla_decode's V32
 // layout, the absorbed MLA query and output through kv_b_proj (read as FP8 blocks), and the
-// indexer's key and query in mla_indexer's formats. a block per sequence (and head).
+// indexer's key and query in mla_indexer's formats: a block per sequence, or per head and 8
+// sequences (the kv_b_proj GEMVs), or per sequence and 8 heads (the indexer's query).
 
 // h = rmsnorm(x) * w (f32) and, hb not NULL, its bf16 copy (act_quant's input); a block per
 // row of D. Dynamic shared memory: D floats.
