@@ -741,7 +741,8 @@ extern "C" __global__ void rt_argmax(const float *logits, int *tok, int V) {
 // V3.2's plain kernels (runtime/step.c's V3.2 section; model_ref.c's attention_v32 and
 // indexer_v32 are the math): the residual stream's norms, the KV append in mla_decode's V32
 // layout, the absorbed MLA query and output through kv_b_proj (read as FP8 blocks), and the
-// indexer's key and query in mla_indexer's formats. a block per sequence (and head).
+// indexer's key and query in mla_indexer's formats: a block per sequence, or per head and 8
+// sequences (the kv_b_proj GEMVs), or per sequence and 8 heads (the indexer's query).
 
 // h = rmsnorm(x) * w (f32) and, hb not NULL, its bf16 copy (act_quant's input); a block per
 // row of D. Dynamic shared memory: D floats.
@@ -821,43 +822,63 @@ __device__ __forceinline__ float rt_v32_wkvb(const kt_u8 *wc, const float *ws, l
     return rt_e4m3(wc[r * KT_MLA_V32_NOPE + j]) * ws[(r / 128) * (KT_MLA_V32_NOPE / 128) + j / 128];
 }
 
-// The absorbed query of head h (grid (heads, batch)): q's rope part rotated at *pos; its nope
-// part through the head's key rows of kv_b_proj into the 512 latent, ql[j] = sum_d q[d] W[h (NO +
-// VH) + d][j]; qb[b][h] = ql | rope, bf16 (mla_decode's q). A plain GEMV: the speed helper's
-// multi-sequence GEMV should replace it.
+// kv_b_proj's GEMVs take RT_V32_SEQS sequences a block (grid.y = ceil(B / RT_V32_SEQS)): each
+// weight is read once for them; a missing sequence's inputs are zeros, its outputs not written.
+#define RT_V32_SEQS 8
+
+// The absorbed query of head h for sequences b0.. b0 + RT_V32_SEQS (grid (heads, ceil(B / 8))):
+// q's rope part rotated at *pos; its nope part through the head's key rows of kv_b_proj into the
+// 512 latent, ql[j] = sum_d q[d] W[h (NO + VH) + d][j]; qb[b][h] = ql | rope, bf16 (mla_decode's q).
 extern "C" __global__ void rt_v32_q_absorb(const kt_u16 *q, const kt_u8 *wc, const float *ws, const float *inv,
-                                           float af, const int *pos, kt_u16 *qb, int NO, int VH, int R) {
-    __shared__ float v[512];
-    int h = blockIdx.x, QK = NO + R;
-    long row = (long)blockIdx.y * gridDim.x + h;
-    for (int i = threadIdx.x; i < QK; i += blockDim.x) v[i] = kt_bf16_to_f32(q[row * QK + i]);
-    __syncthreads();
-    rt_rope_v32(v, QK, R, inv, af, (float)*pos);
-    kt_u16 *out = qb + row * KT_MLA_V32_DQK;
-    for (int j = threadIdx.x; j < KT_MLA_V32_NOPE; j += blockDim.x) {
-        float acc = 0;
-        for (int d = 0; d < NO; d++) acc += v[d] * rt_v32_wkvb(wc, ws, (long)h * (NO + VH) + d, j);
-        out[j] = kt_f32_to_bf16(acc);
+                                           float af, const int *pos, kt_u16 *qb, int NO, int VH, int R, int B) {
+    __shared__ float v[RT_V32_SEQS][512];
+    int h = blockIdx.x, H = gridDim.x, QK = NO + R, b0 = blockIdx.y * RT_V32_SEQS;
+    for (int s = 0; s < RT_V32_SEQS; s++) {
+        for (int i = threadIdx.x; i < QK; i += blockDim.x)
+            v[s][i] = b0 + s < B ? kt_bf16_to_f32(q[((long)(b0 + s) * H + h) * QK + i]) : 0.0f;
+        __syncthreads();
+        rt_rope_v32(v[s], QK, R, inv, af, (float)*pos);
     }
-    for (int i = threadIdx.x; i < R; i += blockDim.x) out[KT_MLA_V32_NOPE + i] = kt_f32_to_bf16(v[NO + i]);
+    for (int j = threadIdx.x; j < KT_MLA_V32_NOPE; j += blockDim.x) {
+        float acc[RT_V32_SEQS] = {0};
+        for (int d = 0; d < NO; d++) {
+            float w = rt_v32_wkvb(wc, ws, (long)h * (NO + VH) + d, j);
+#pragma unroll
+            for (int s = 0; s < RT_V32_SEQS; s++) acc[s] += v[s][d] * w;
+        }
+#pragma unroll
+        for (int s = 0; s < RT_V32_SEQS; s++)
+            if (b0 + s < B) qb[((long)(b0 + s) * H + h) * KT_MLA_V32_DQK + j] = kt_f32_to_bf16(acc[s]);
+    }
+    for (int s = 0; s < RT_V32_SEQS && b0 + s < B; s++)
+        for (int i = threadIdx.x; i < R; i += blockDim.x)
+            qb[((long)(b0 + s) * H + h) * KT_MLA_V32_DQK + KT_MLA_V32_NOPE + i] = kt_f32_to_bf16(v[s][NO + i]);
 }
 
-// mla_decode's latent output of head h through the head's value rows of kv_b_proj: o[b][h VH + d]
-// = sum_j ol[j] W[h (NO + VH) + NO + d][j], bf16 (o_proj's act_quant input). Grid (heads,
-// batch), a warp per output (a plain GEMV, as rt_v32_q_absorb).
-extern "C" __global__ void rt_v32_o_up(const kt_u16 *ob, const kt_u8 *wc, const float *ws, kt_u16 *o, int NO, int VH) {
-    __shared__ float ol[KT_MLA_V32_NOPE];
-    int h = blockIdx.x;
-    long row = (long)blockIdx.y * gridDim.x + h;
-    for (int j = threadIdx.x; j < KT_MLA_V32_NOPE; j += blockDim.x)
-        ol[j] = kt_bf16_to_f32(ob[row * KT_MLA_V32_NOPE + j]);
+// mla_decode's latent output of head h through the head's value rows of kv_b_proj, for sequences
+// b0.. b0 + RT_V32_SEQS: o[b][h VH + d] = sum_j ol[j] W[h (NO + VH) + NO + d][j], bf16 (o_proj's
+// act_quant input). Grid (heads, ceil(B / 8)), a warp per output row.
+extern "C" __global__ void rt_v32_o_up(const kt_u16 *ob, const kt_u8 *wc, const float *ws, kt_u16 *o, int NO, int VH,
+                                       int B) {
+    __shared__ float ol[RT_V32_SEQS][KT_MLA_V32_NOPE];
+    int h = blockIdx.x, H = gridDim.x, b0 = blockIdx.y * RT_V32_SEQS;
+    for (int s = 0; s < RT_V32_SEQS; s++)
+        for (int j = threadIdx.x; j < KT_MLA_V32_NOPE; j += blockDim.x)
+            ol[s][j] = b0 + s < B ? kt_bf16_to_f32(ob[((long)(b0 + s) * H + h) * KT_MLA_V32_NOPE + j]) : 0.0f;
     __syncthreads();
     for (int d = threadIdx.x / 32; d < VH; d += blockDim.x / 32) {
         long r = (long)h * (NO + VH) + NO + d;
-        float acc = 0;
-        for (int j = threadIdx.x % 32; j < KT_MLA_V32_NOPE; j += 32) acc += ol[j] * rt_v32_wkvb(wc, ws, r, j);
-        for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-        if (threadIdx.x % 32 == 0) o[row * VH + d] = kt_f32_to_bf16(acc);
+        float acc[RT_V32_SEQS] = {0};
+        for (int j = threadIdx.x % 32; j < KT_MLA_V32_NOPE; j += 32) {
+            float w = rt_v32_wkvb(wc, ws, r, j);
+#pragma unroll
+            for (int s = 0; s < RT_V32_SEQS; s++) acc[s] += ol[s][j] * w;
+        }
+#pragma unroll
+        for (int s = 0; s < RT_V32_SEQS; s++) {
+            for (int off = 16; off > 0; off /= 2) acc[s] += __shfl_xor_sync(0xffffffffu, acc[s], off);
+            if (threadIdx.x % 32 == 0 && b0 + s < B) o[((long)(b0 + s) * H + h) * VH + d] = kt_f32_to_bf16(acc[s]);
+        }
     }
 }
 
@@ -879,24 +900,26 @@ extern "C" __global__ void rt_v32_index_k(const kt_u16 *k, const float *w, const
     rt_index_key_store(v, cache, (long long)b * seq_pages + p / KT_IDX_PAGE, p % KT_IDX_PAGE, red);
 }
 
-// mla_indexer's query of sequence b (as rt_index_q, with V3.2's half-split RoPE on each head's
-// leading R): heads in e4m3 with the scale s_h folded into w[b][h] = (wproj_h . h / sqrt(IH)) s_h
-// / sqrt(ID). Dynamic shared memory IH * ID floats.
+// mla_indexer's query of sequence b, heads h0.. h0 + RT_V32_HEADS (grid (B, ceil(IH / 8)); as
+// rt_index_q, with V3.2's half-split RoPE on each head's leading R): heads in e4m3 with the scale
+// s_h folded into w[b][h] = (wproj_h . h / sqrt(IH)) s_h / sqrt(ID). Dynamic shared memory
+// RT_V32_HEADS * ID floats.
+#define RT_V32_HEADS 8
 extern "C" __global__ void rt_v32_index_q(const kt_u16 *iq, const float *h, const float *wproj, const float *inv,
                                           float af, const int *pos, kt_u8 *qq, float *w, int IH, int ID, int D, int R) {
     extern __shared__ float q[];
-    __shared__ float wt[64], red[32];
-    int b = blockIdx.x;
-    for (int i = threadIdx.x; i < IH * ID; i += blockDim.x) q[i] = kt_bf16_to_f32(iq[(long)b * IH * ID + i]);
-    for (int j = threadIdx.x / 32; j < IH; j += blockDim.x / 32) {
-        float d = rt_warp_dot(wproj + (long)j * D, h + (long)b * D, D);
+    __shared__ float wt[RT_V32_HEADS], red[32];
+    int b = blockIdx.x, h0 = blockIdx.y * RT_V32_HEADS, n = min(RT_V32_HEADS, IH - h0);
+    for (int i = threadIdx.x; i < n * ID; i += blockDim.x) q[i] = kt_bf16_to_f32(iq[((long)b * IH + h0) * ID + i]);
+    for (int j = threadIdx.x / 32; j < n; j += blockDim.x / 32) {
+        float d = rt_warp_dot(wproj + (long)(h0 + j) * D, h + (long)b * D, D);
         if (threadIdx.x % 32 == 0) wt[j] = d * rsqrtf((float)IH);
     }
     __syncthreads();
-    for (int hh = 0; hh < IH; hh++) rt_rope_half(q + hh * ID, R, inv, af, (float)*pos);
-    for (int hh = 0; hh < IH; hh++) {
-        float s = rt_quant_e4m3(q + hh * ID, ID, qq + ((long)b * IH + hh) * ID, red);
-        if (threadIdx.x == 0) w[(long)b * IH + hh] = wt[hh] * s * rsqrtf((float)ID);
+    for (int hh = 0; hh < n; hh++) rt_rope_half(q + hh * ID, R, inv, af, (float)*pos);
+    for (int hh = 0; hh < n; hh++) {
+        float s = rt_quant_e4m3(q + hh * ID, ID, qq + ((long)b * IH + h0 + hh) * ID, red);
+        if (threadIdx.x == 0) w[(long)b * IH + h0 + hh] = wt[hh] * s * rsqrtf((float)ID);
     }
 }
 

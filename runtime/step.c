@@ -485,6 +485,9 @@ static int moe(kt_step *s, long l) {
  * LAYOUT=V32), then a dense SwiGLU MLP (fp8_gemm) or the V3 MoE (moe_route ROUTER=V3, moe_gemm
  * with the shared experts). The families are V3.2's only path: it has no plain kernels. */
 
+#define V32_SEQS 8  /* sequences a block of rt_v32_q_absorb / rt_v32_o_up takes (model.cu's RT_V32_SEQS) */
+#define V32_HEADS 8 /* indexer heads a block of rt_v32_index_q takes (model.cu's RT_V32_HEADS) */
+
 /* x's rmsnorm with w into h (f32) and hq / hs (act_quant of its bf16 copy hb). */
 static int norm_v32(kt_step *s, dptr w) {
     int D = (int)s->c.hidden;
@@ -515,7 +518,8 @@ static int indexer_v32(kt_step *s, layer_dev *L) {
     void *ak[] = {&s->ik, &L->ik_norm, &L->ik_bias, &s->inv_main, &af, &s->pos, &L->ikc, &pages, &R};
     void *aq[] = {&s->iq, &s->h, &L->iwproj, &s->inv_main, &af, &s->pos, &s->iqq, &s->iw, &IH, &ID, &D, &R};
     if (rt(s, K_V32_INDEX_K, (unsigned)B, 1, 128, 0, ak) ||
-        rt(s, K_V32_INDEX_Q, (unsigned)B, 1, 256, (unsigned)(IH * ID * 4), aq))
+        rt(s, K_V32_INDEX_Q, (unsigned)B, (unsigned)(IH + V32_HEADS - 1) / V32_HEADS, 256,
+           (unsigned)(V32_HEADS * ID * 4), aq))
         return -1;
     dptr ptr[7] = {s->iqq, s->iw, L->ikc, s->lens + (dptr)(2 * B * 4), s->itable, s->ilogits, L->idx};
     return fam_launch(s, fam_p(s, "mla_indexer", &s->plan.indexer), ptr, 7);
@@ -538,13 +542,14 @@ static int attention_v32(kt_step *s, long l) {
         gemm(s, &L->wkv, 0, ld, s->hq, s->hs, s->kvraw, B))
         return -1;
     void *akv[] = {&s->kvraw, &ld, &L->kv_norm, &s->inv_main, &af, &s->pos, &L->ccache, &pages, &eps};
-    void *aq[] = {&s->q, &L->wkvb.codes, &L->wkvb.scales, &s->inv_main, &af, &s->pos, &s->qb, &NO, &VH, &R};
-    void *ao[] = {&s->ob, &L->wkvb.codes, &L->wkvb.scales, &s->og, &NO, &VH};
+    void *aq[] = {&s->q, &L->wkvb.codes, &L->wkvb.scales, &s->inv_main, &af, &s->pos, &s->qb, &NO, &VH, &R, &B};
+    void *ao[] = {&s->ob, &L->wkvb.codes, &L->wkvb.scales, &s->og, &NO, &VH, &B};
+    unsigned bg = (unsigned)(B + V32_SEQS - 1) / V32_SEQS; /* model.cu's RT_V32_SEQS sequences a block */
     dptr ptr[7] = {s->qb, L->ccache, L->idx, s->csa_len, s->ob, s->lse, s->apart};
     if (rt(s, K_V32_KV_APPEND, (unsigned)B, 1, 256, 0, akv) || indexer_v32(s, L) ||
-        rt(s, K_V32_Q_ABSORB, (unsigned)H, (unsigned)B, 256, 0, aq) ||
+        rt(s, K_V32_Q_ABSORB, (unsigned)H, bg, 256, 0, aq) ||
         fam_launch(s, fam_p(s, "mla_decode", &s->plan.attn[KT_PLAN_DSA]), ptr, 7) ||
-        rt(s, K_V32_O_UP, (unsigned)H, (unsigned)B, 256, 0, ao) || quant(s, s->og, s->ogq, s->ogs, B, (long)H * VH) ||
+        rt(s, K_V32_O_UP, (unsigned)H, bg, 256, 0, ao) || quant(s, s->og, s->ogq, s->ogs, B, (long)H * VH) ||
         gemm(s, &L->wo_b, 0, c->hidden, s->ogq, s->ogs, s->y_attn, B) || all_reduce(s, s->y_attn, 1))
         return -1;
     return residual(s, s->y_attn);
@@ -1409,12 +1414,14 @@ static int profile(kt_step *s, prof_row *rows, int *n_rows) {
 }
 
 /* Bytes a step at position pos must move: the weights it reads, the routed experts its tokens
- * pick (at most B*K distinct), and the KV it reads. */
+ * pick (at most B*K distinct in each layer with experts: not V3.2's dense ones), and the KV it
+ * reads. */
 static double step_bytes(const kt_step *s, long pos) {
     const kt_model_config *c = &s->c;
     double experts = (double)(s->B * c->top_k < c->n_experts ? s->B * c->top_k : c->n_experts);
-    double kv = 0;
+    double kv = 0, routed = 0;
     for (long l = 0; l < c->n_layers; l++) {
+        routed += c->mlp[l] != KT_MLP_DENSE;
         if (c->attn[l] == KT_ATTN_DSA) { /* V3.2: the indexer reads every key, mla_decode its top-k */
             long n = pos + 1, k = n < c->index_topk ? n : c->index_topk;
             kv += (double)n * (KT_IDX_DIM + 4) + (double)k * KT_MLA_V32_TOKEN;
@@ -1430,7 +1437,7 @@ static double step_bytes(const kt_step *s, long pos) {
         }
         kv += (double)(win + comp) * KT_KV_TOKEN_BYTES;
     }
-    return s->weight_bytes + experts * s->expert_bytes * c->n_layers + kv * s->B;
+    return s->weight_bytes + experts * s->expert_bytes * routed + kv * s->B;
 }
 
 /* Device copy bandwidth (bytes read + written per second) over a 256 MB buffer. */
