@@ -127,8 +127,18 @@ __device__ void rt_index_key_store(const float *x, kt_u8 *cache, long long page,
 #define RT_GV_SEQS 8
 #define RT_GV_KC 512
 static_assert(RT_GV_ROWS * RT_GV_SEQS == 32, "rt_gemv's lane reduction leaves one sum per lane");
+// Every kernel's first statement: the step's kernels launch as programmatic dependents (PDL), so
+// each may start while the one before it finishes; it waits here for the kernels before it to
+// complete (and so, transitively, every earlier one: each waited in turn) and lets the next one
+// launch. Unconditional and first, before any early return, or a later kernel could overtake.
+__device__ __forceinline__ void rt_begin() {
+    kt_wait_producer();
+    kt_allow_consumer();
+}
+
 extern "C" __global__ void __launch_bounds__(256)
     rt_gemv(const float *W, const float *W2, const float *x, float *part, int N1, int N, int K, int B, int kc) {
+    rt_begin();
     __shared__ float4 xs[RT_GV_SEQS][RT_GV_KC / 4];
     int lane = threadIdx.x % 32, row0 = (blockIdx.y * 8 + threadIdx.x / 32) * RT_GV_ROWS, b0 = blockIdx.x * RT_GV_SEQS;
     int kbeg = blockIdx.z * kc, kend = min(K, kbeg + kc);
@@ -197,6 +207,7 @@ __device__ float rt_gemv_at(const float *part, int S, int B, int N, int b, int n
 // out = the sum of rt_gemv's S splits (count = B * N values), for a consumer that takes plain
 // f32; a warp per value.
 extern "C" __global__ void rt_gemv_sum(const float *part, float *out, int S, long count) {
+    rt_begin();
     long i = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (i >= count) return;
     float v = rt_gemv_at(part, S, 1, (int)count, 0, (int)i);
@@ -205,6 +216,7 @@ extern "C" __global__ void rt_gemv_sum(const float *part, float *out, int S, lon
 
 // x[b][k][d] = E[tok[b]][d]: every stream starts as the token's embedding.
 extern "C" __global__ void rt_embed(const float *E, const int *tok, float *x, int D, int H) {
+    rt_begin();
     int b = blockIdx.x;
     for (int i = threadIdx.x; i < H * D; i += blockDim.x) x[(long)b * H * D + i] = E[(long)tok[b] * D + i % D];
 }
@@ -256,6 +268,7 @@ __device__ void rt_hc_weights(const float *mix, const float *base, const float *
 extern "C" __global__ void rt_hc_pre(const float *x, const float *mixp, int S, const float *base, const float *scale,
                                      const float *w, float *postcomb, float *h, kt_u16 *hb, int D, int H, int iters,
                                      float eps, float hc_eps) {
+    rt_begin();
     extern __shared__ float col[];
     __shared__ float red[32], mix[80], pre[8], comb[64];
     int b = blockIdx.x, B = gridDim.x, HD = H * D, nmix = postcomb ? (2 + H) * H : H;
@@ -299,6 +312,7 @@ extern "C" __global__ void rt_hc_pre(const float *x, const float *mixp, int S, c
 // The HC module after a block: x[k] = post[k] * y + sum_j comb[j][k] x[j]; y bf16 (yb) or f32 (yf).
 extern "C" __global__ void rt_hc_post(float *x, const float *postcomb, const kt_u16 *yb, const float *yf, int D,
                                       int H) {
+    rt_begin();
     int b = blockIdx.y, d = blockIdx.x * blockDim.x + threadIdx.x;
     if (d >= D) return;
     const float *pc = postcomb + (long)b * (H + H * H);
@@ -313,6 +327,7 @@ extern "C" __global__ void rt_hc_post(float *x, const float *postcomb, const kt_
 
 // out = rmsnorm(in) * w over rows of n (bf16 in and out), a block per row.
 extern "C" __global__ void rt_rmsnorm_bf16(const kt_u16 *in, const float *w, kt_u16 *out, int n, float eps) {
+    rt_begin();
     extern __shared__ float v[];
     __shared__ float red[32];
     long row = blockIdx.x;
@@ -326,6 +341,7 @@ extern "C" __global__ void rt_rmsnorm_bf16(const kt_u16 *in, const float *w, kt_
 // (rt_attention's input) or, qf NULL, qb bf16 [B, heads, HD] (mla_decode's q).
 extern "C" __global__ void rt_q_prep(const kt_u16 *q, float *qf, kt_u16 *qb, const float *inv, const int *pos, int HD,
                                      int R, float eps) {
+    rt_begin();
     __shared__ float v[512], red[32];
     long row = (long)blockIdx.y * gridDim.x + blockIdx.x;
     for (int i = threadIdx.x; i < HD; i += blockDim.x) v[i] = kt_bf16_to_f32(q[row * HD + i]);
@@ -343,6 +359,7 @@ extern "C" __global__ void rt_q_prep(const kt_u16 *q, float *qf, kt_u16 *qb, con
 // *pos % W (cache: `stride` bytes per sequence). A block per sequence.
 extern "C" __global__ void rt_kv_append(const kt_u16 *kv, const float *w, const float *inv, const int *pos,
                                         kt_u8 *cache, unsigned long long stride, int W, int R, float eps) {
+    rt_begin();
     __shared__ float v[KT_KV_DIM], red[32];
     int b = blockIdx.x;
     for (int i = threadIdx.x; i < KT_KV_DIM; i += blockDim.x) v[i] = kt_bf16_to_f32(kv[(long)b * KT_KV_DIM + i]);
@@ -446,6 +463,7 @@ extern "C" __global__ void rt_comp_emit(const float *part, int S, const float *a
                                         const float *inv, const int *pos, kt_u8 *kv_cache, float *keys, kt_u8 *ikeys,
                                         unsigned long long cstride, int width, int overlap, int rate, int R,
                                         float eps) {
+    rt_begin();
     __shared__ int last;
     int b = blockIdx.y, p = *pos, OW = overlap * width;
     float *kv = buf_kv + (long)b * rate * OW, *g = buf_g + (long)b * rate * OW;
@@ -472,6 +490,7 @@ extern "C" __global__ void rt_comp_emit(const float *part, int S, const float *a
 // sum_h w_h relu(q_h . k) k_scale is rt_index_score's score. Dynamic shared memory ID floats.
 extern "C" __global__ void rt_index_q(const kt_u16 *iq, const float *wpart, int S, const float *inv, const int *pos,
                                       kt_u8 *qq, float *w, int ID, int R) {
+    rt_begin();
     extern __shared__ float q[];
     __shared__ float red[32];
     int hh = blockIdx.x, IH = gridDim.x, b = blockIdx.y, B = gridDim.y;
@@ -492,6 +511,7 @@ extern "C" __global__ void rt_index_q(const kt_u16 *iq, const float *wpart, int 
 extern "C" __global__ void rt_index_score(const kt_u16 *iq, const float *wpart, int S, const float *keys,
                                           const float *inv, const int *pos, float *scores, unsigned long long kstride,
                                           int IH, int ID, int rate, int R, int max_entries) {
+    rt_begin();
     extern __shared__ float q[];
     __shared__ float wt[64];
     int b = blockIdx.x, n = (*pos + 1) / rate;
@@ -514,6 +534,7 @@ extern "C" __global__ void rt_index_score(const kt_u16 *iq, const float *wpart, 
 // as cache-wide token ids b * seq_ids + entry (what mla_indexer writes through its block table).
 extern "C" __global__ void rt_topk(float *scores, int *idx, const int *pos, int rate, int k, int max_entries,
                                    int seq_ids) {
+    rt_begin();
     __shared__ float bv[RT_THREADS];
     __shared__ int bi[RT_THREADS];
     int b = blockIdx.x, n = (*pos + 1) / rate;
@@ -551,6 +572,7 @@ extern "C" __global__ void rt_attention(const float *qf, const kt_u8 *win, unsig
                                         const kt_u8 *comp, unsigned long long cstride, const int *idx,
                                         const float *sink, const float *inv, const int *pos, kt_u16 *og, int W,
                                         int mode, int rate, int topk, int R, int GI, int B) {
+    rt_begin();
     extern __shared__ float lg[];
     __shared__ float q[KT_KV_DIM], o[KT_KV_DIM], red[32];
     int hh = blockIdx.x, b = blockIdx.y, H = gridDim.x, p = *pos;
@@ -595,6 +617,7 @@ extern "C" __global__ void rt_attention(const float *qf, const kt_u8 *win, unsig
 // The lengths of the step's lists at *pos (every sequence at the same position): len[0][b] the
 // window's tokens, len[1][b] the HCA entries, len[2][b] the CSA entries (mla_indexer's L_b).
 extern "C" __global__ void rt_lengths(const int *pos, int *len, int W, int hca_rate, int csa_rate, int B) {
+    rt_begin();
     int b = blockIdx.x * blockDim.x + threadIdx.x, p = *pos;
     if (b >= B) return;
     len[b] = p + 1 < W ? p + 1 : W;
@@ -606,6 +629,7 @@ extern "C" __global__ void rt_lengths(const int *pos, int *len, int W, int hca_r
 // bf16 in group order og[g][b][GI] (as rt_attention writes). Grid (heads, batch).
 extern "C" __global__ void rt_o_post(const kt_u16 *o, const float *inv, const int *pos, kt_u16 *og, int R, int GI,
                                      int B) {
+    rt_begin();
     __shared__ float v[KT_KV_DIM];
     int hh = blockIdx.x, b = blockIdx.y, H = gridDim.x;
     for (int j = threadIdx.x; j < KT_KV_DIM; j += blockDim.x)
@@ -620,6 +644,7 @@ extern "C" __global__ void rt_o_post(const kt_u16 *o, const float *inv, const in
 
 // out[b][g*L + i] = in[g][b][i]: the grouped projection's outputs back in token order.
 extern "C" __global__ void rt_ungroup(const kt_u16 *in, kt_u16 *out, int G, int B, int L) {
+    rt_begin();
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (long)G * B * L) return;
     long g = i / ((long)B * L), b = i / L % B, j = i % L;
@@ -631,6 +656,7 @@ extern "C" __global__ void rt_ungroup(const kt_u16 *in, kt_u16 *out, int G, int 
 // of scores + bias; weights = scores normalised * scale.
 extern "C" __global__ void rt_router(const float *lp, int S, const float *bias, const int *tid2eid, const int *tok,
                                      int *eidx, float *ew, int E, int K, float scale) {
+    rt_begin();
     extern __shared__ float sc[];
     int b = blockIdx.x;
     for (int e = threadIdx.x / 32; e < E; e += blockDim.x / 32) {
@@ -676,6 +702,7 @@ __device__ float rt_warp_dot_fp8(const kt_u8 *w, const float *ws, long row, int 
 // g, u = w13[e] rows i and I + i . x (FP8 weights [E][2I][D], act_quant'ed x); a bf16 [B*K][I].
 extern "C" __global__ void rt_moe_up(const kt_u8 *w13, const float *s13, const kt_u8 *xq, const float *xs,
                                      const int *eidx, kt_u16 *a, int I, int D, int K, float limit) {
+    rt_begin();
     int slot = blockIdx.y, b = slot / K, i = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (i >= I) return;
     long e = eidx[slot];
@@ -690,6 +717,7 @@ extern "C" __global__ void rt_moe_up(const kt_u8 *w13, const float *s13, const k
 // Routed experts, down: y[slot][d] = w2[e] row d . a (FP8 [E][D][I], act_quant'ed a), f32.
 extern "C" __global__ void rt_moe_down(const kt_u8 *w2, const float *s2, const kt_u8 *aq, const float *as,
                                        const int *eidx, float *y, int I, int D) {
+    rt_begin();
     int slot = blockIdx.y, d = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (d >= D) return;
     long e = eidx[slot];
@@ -701,6 +729,7 @@ extern "C" __global__ void rt_moe_down(const kt_u8 *w2, const float *s2, const k
 // The MoE output: out[b][d] = sum_k ew[b][k] y[b*K+k][d] + shared[b][d] (bf16, may be NULL).
 extern "C" __global__ void rt_moe_combine(const float *y, const float *ew, const kt_u16 *shared, float *out, int K,
                                           int D) {
+    rt_begin();
     int b = blockIdx.y, d = blockIdx.x * blockDim.x + threadIdx.x;
     if (d >= D) return;
     float v = 0;
@@ -710,6 +739,7 @@ extern "C" __global__ void rt_moe_combine(const float *y, const float *ew, const
 
 // The shared expert's activation: a[b][i] = silu(min(g, L)) * clamp(u, L), gu = [g | u] bf16 [B][2I].
 extern "C" __global__ void rt_swiglu(const kt_u16 *gu, kt_u16 *a, int I, float limit) {
+    rt_begin();
     int b = blockIdx.y, i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= I) return;
     float g = fminf(kt_bf16_to_f32(gu[(long)b * 2 * I + i]), limit);
@@ -719,6 +749,7 @@ extern "C" __global__ void rt_swiglu(const kt_u16 *gu, kt_u16 *a, int I, float l
 
 // Greedy sampling: tok[b] = argmax_v logits[b][v] (ties: the lower id).
 extern "C" __global__ void rt_argmax(const float *logits, int *tok, int V) {
+    rt_begin();
     __shared__ float bv[RT_THREADS];
     __shared__ int bi[RT_THREADS];
     int b = blockIdx.x;
@@ -747,6 +778,7 @@ extern "C" __global__ void rt_argmax(const float *logits, int *tok, int V) {
 // h = rmsnorm(x) * w (f32) and, hb not NULL, its bf16 copy (act_quant's input); a block per
 // row of D. Dynamic shared memory: D floats.
 extern "C" __global__ void rt_rmsnorm_f32(const float *x, const float *w, float *h, kt_u16 *hb, int D, float eps) {
+    rt_begin();
     extern __shared__ float v[];
     __shared__ float red[32];
     long row = blockIdx.x;
@@ -761,6 +793,7 @@ extern "C" __global__ void rt_rmsnorm_f32(const float *x, const float *w, float 
 
 // The residual add x[b] += y[b] (y bf16, a GEMM's output); grid (D / 256, B).
 extern "C" __global__ void rt_residual(float *x, const kt_u16 *y, int D) {
+    rt_begin();
     int d = blockIdx.x * blockDim.x + threadIdx.x;
     long i = (long)blockIdx.y * D + d;
     if (d < D) x[i] += kt_bf16_to_f32(y[i]);
@@ -808,6 +841,7 @@ __device__ void rt_v32_store(const float *x, kt_u8 *cache, long id, float *red) 
 // id b * seq_pages * 64 + *pos, runtime/step_plan.h). A block per sequence.
 extern "C" __global__ void rt_v32_kv_append(const kt_u16 *kv, int ld, const float *w, const float *inv, float af,
                                             const int *pos, kt_u8 *cache, long seq_pages, float eps) {
+    rt_begin();
     __shared__ float v[KT_MLA_V32_DQK], red[32];
     int b = blockIdx.x, p = *pos;
     for (int i = threadIdx.x; i < KT_MLA_V32_DQK; i += blockDim.x) v[i] = kt_bf16_to_f32(kv[(long)b * ld + i]);
@@ -831,6 +865,7 @@ __device__ __forceinline__ float rt_v32_wkvb(const kt_u8 *wc, const float *ws, l
 // 512 latent, ql[j] = sum_d q[d] W[h (NO + VH) + d][j]; qb[b][h] = ql | rope, bf16 (mla_decode's q).
 extern "C" __global__ void rt_v32_q_absorb(const kt_u16 *q, const kt_u8 *wc, const float *ws, const float *inv,
                                            float af, const int *pos, kt_u16 *qb, int NO, int VH, int R, int B) {
+    rt_begin();
     __shared__ float v[RT_V32_SEQS][512];
     int h = blockIdx.x, H = gridDim.x, QK = NO + R, b0 = blockIdx.y * RT_V32_SEQS;
     for (int s = 0; s < RT_V32_SEQS; s++) {
@@ -860,6 +895,7 @@ extern "C" __global__ void rt_v32_q_absorb(const kt_u16 *q, const kt_u8 *wc, con
 // act_quant input). Grid (heads, ceil(B / 8)), a warp per output row.
 extern "C" __global__ void rt_v32_o_up(const kt_u16 *ob, const kt_u8 *wc, const float *ws, kt_u16 *o, int NO, int VH,
                                        int B) {
+    rt_begin();
     __shared__ float ol[RT_V32_SEQS][KT_MLA_V32_NOPE];
     int h = blockIdx.x, H = gridDim.x, b0 = blockIdx.y * RT_V32_SEQS;
     for (int s = 0; s < RT_V32_SEQS; s++)
@@ -887,6 +923,7 @@ extern "C" __global__ void rt_v32_o_up(const kt_u16 *ob, const kt_u8 *wc, const 
 // leading R, stored in mla_indexer's pages at sequence b's page b * seq_pages + *pos / 64.
 extern "C" __global__ void rt_v32_index_k(const kt_u16 *k, const float *w, const float *bias, const float *inv,
                                           float af, const int *pos, kt_u8 *cache, long seq_pages, int R) {
+    rt_begin();
     __shared__ float v[KT_IDX_DIM], red[32];
     int b = blockIdx.x, p = *pos;
     float s = 0;
@@ -907,6 +944,7 @@ extern "C" __global__ void rt_v32_index_k(const kt_u16 *k, const float *w, const
 #define RT_V32_HEADS 8
 extern "C" __global__ void rt_v32_index_q(const kt_u16 *iq, const float *h, const float *wproj, const float *inv,
                                           float af, const int *pos, kt_u8 *qq, float *w, int IH, int ID, int D, int R) {
+    rt_begin();
     extern __shared__ float q[];
     __shared__ float wt[RT_V32_HEADS], red[32];
     int b = blockIdx.x, h0 = blockIdx.y * RT_V32_HEADS, n = min(RT_V32_HEADS, IH - h0);
@@ -933,16 +971,19 @@ __device__ __forceinline__ float rt_hash_uniform(unsigned long long seed, unsign
     return (float)(z >> 40) / (float)(1ull << 23) - 1.0f;
 }
 extern "C" __global__ void rt_fill_f32(float *x, unsigned long long n, unsigned long long seed, float base, float amp) {
+    rt_begin();
     for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (unsigned long long)gridDim.x * blockDim.x)
         x[i] = base + amp * rt_hash_uniform(seed, i);
 }
 extern "C" __global__ void rt_fill_e4m3(kt_u8 *x, unsigned long long n, unsigned long long seed) {
+    rt_begin();
     for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (unsigned long long)gridDim.x * blockDim.x)
         x[i] = rt_to_e4m3(rt_hash_uniform(seed, i) * 448.0f);
 }
 extern "C" __global__ void rt_fill_i32(int *x, unsigned long long n, unsigned long long seed, int mod) {
+    rt_begin();
     for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (unsigned long long)gridDim.x * blockDim.x)
         x[i] = (int)((rt_hash_uniform(seed, i) + 1.0f) * 0.5f * mod) % mod;

@@ -155,7 +155,7 @@ static int rt_as(kt_step *s, int k, const char *name, unsigned gx, unsigned gy, 
     if (s->collecting) return 0;
     if (prof_mark(s, name)) return -1;
     nvtxRangePushA(name);
-    int rc = kt_launch_kernel(&s->rt[k], 0, gx, gy, gz, block, smem, s->stream, args);
+    int rc = kt_launch_kernel_pdl(&s->rt[k], 0, gx, gy, gz, block, smem, s->stream, args); /* model.cu: rt_begin */
     nvtxRangePop();
     return rc;
 }
