@@ -26,6 +26,22 @@ check "the libkt-only program needs no cuBLAS" bash -c "ldd '$tmp/runtime_only' 
 check "libkt.a references no cuBLAS symbol" bash -c "! nm -u lib/libkt.a | grep -E ' U (cublas|cuda[A-Z])'"
 check "libkt.a references no tuner or bench symbol" bash -c "! nm -u lib/libkt.a | grep -E ' U kt_(tune|sweep|bench|space|worker|compile_pool|db_add|db_update|db_merge)'"
 
+# runtime/model.cu's kernels launch as programmatic dependents (step.c's rt_as): each must wait
+# for the kernels before it first thing, or one that returned early would let a later kernel
+# overtake its predecessors (model.cu's rt_begin)
+pdl_first() {
+    awk '/extern "C" __global__/ { k++; want = 1 }
+         want && /\{/ { sub(/.*\{/, ""); open = 1 }
+         want && open { gsub(/^[ \t]+|[ \t]+$/, ""); if ($0 == "") next
+                        if ($0 != "rt_begin();") { print "kernel " k " does not start with rt_begin(): " $0; bad++ }
+                        want = open = 0 }
+         END { exit !(k > 20 && !bad) }' "${1:-runtime/model.cu}"
+}
+check "every runtime/model.cu kernel starts with rt_begin() (PDL)" pdl_first
+sed '0,/^    rt_begin();$/{/^    rt_begin();$/d}' runtime/model.cu >"$tmp/model_planted.cu"
+pdl_planted() { ! pdl_first "$tmp/model_planted.cu" >/dev/null; }
+check "the PDL check fails on a kernel without rt_begin() first" pdl_planted
+
 below_cli=$(ls runtime/*.[ch] db/*.[ch] kernels/*.[ch] kernels/common/*.h tuner/*.[ch] bench/*.[ch] 2>/dev/null)
 check "nothing below the CLI includes the CLI's headers" bash -c "! grep -lE '^#include \"[^\"]*cli/' $(echo $below_cli)"
 runtime=$(ls runtime/*.[ch] db/db.c db/db_internal.h kernels/*.[ch] kernels/common/*.h 2>/dev/null)
