@@ -736,8 +736,43 @@ static int cmd_bench_allreduce(int argc, char **argv) {
     return rc;
 }
 
+/* kt bench launch: the graph-latency probe (no family). */
+static int cmd_bench_launch(int argc, char **argv) {
+    static const struct option opts[] = {{"kernels", required_argument, 0, 'n'},
+                                         {"json", required_argument, 0, 'j'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    long n = 1024;
+    const char *json = NULL;
+    optind = 1;
+    opterr = 0;
+    for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
+        switch (c) {
+            case 'n':
+                if (kt_parse_int_list(optarg, &n, 1) != 1 || n <= 16 || n > 65536)
+                    return die("--kernels '%s': one count from 17 to 65536 (the short chain is 16)", optarg);
+                break;
+            case 'j':
+                json = optarg;
+                break;
+            case 'h':
+                printf("usage: kt bench launch [--kernels 1024] [--json FILE]\n"
+                       "  The per-kernel time of a chain of tiny dependent kernels replayed as one CUDA graph,\n"
+                       "  without and with programmatic dependent launch, at 1 block and one block per SM: the\n"
+                       "  floor a decode step of N kernels pays per launch.\n");
+                return 0;
+            default:
+                return die("bench launch: unknown or incomplete option '%s' (see --help)", argv[optind - 1]);
+        }
+    }
+    kt_device_info info;
+    if (need_gpu(&info)) return 1;
+    return kt_bench_graph_latency((int)n, json) ? die("bench launch failed: %s", kt_error()) : 0;
+}
+
 static int cmd_bench(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "allreduce")) return cmd_bench_allreduce(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "launch")) return cmd_bench_launch(argc - 1, argv + 1);
     common c;
     if (parse_common(argc, argv, &c)) return 1;
     if (c.help) {
