@@ -115,7 +115,7 @@ struct kt_step {
     double dispatch_ms, prewarm_ms, rt_ms; /* start-up's kernel part: dispatches, parallel compiles, model.cu */
     int prewarmed;
     CUgraphExec graph[2];
-    int n_graphs;
+    int n_graphs, graph_kernels[2]; /* kernel nodes of each graph: the step's launches */
     int profiling, n_events;
     CUevent ev[MAX_EVENTS];
     const char *ev_name[MAX_EVENTS];
@@ -615,6 +615,23 @@ static int enqueue(kt_step *s) {
     return prof_mark(s, "end");
 }
 
+/* The kernel nodes of graph g (every launch of the step: plain kernels and the families'). */
+static int count_kernels(CUgraph g, int *n) {
+    size_t nodes = 0;
+    KT_CHECK(CU, kt_cu.cuGraphGetNodes(g, NULL, &nodes));
+    CUgraphNode *list = malloc((nodes ? nodes : 1) * sizeof *list);
+    if (!list) return kt_fail("out of memory");
+    int rc = kt_status_CU(kt_cu.cuGraphGetNodes(g, list, &nodes), "cuGraphGetNodes", __FILE__, __LINE__);
+    *n = 0;
+    for (size_t i = 0; i < nodes && !rc; i++) {
+        CUgraphNodeType t;
+        rc = kt_status_CU(kt_cu.cuGraphNodeGetType(list[i], &t), "cuGraphNodeGetType", __FILE__, __LINE__);
+        *n += !rc && t == CU_GRAPH_NODE_TYPE_KERNEL;
+    }
+    free(list);
+    return rc;
+}
+
 /* Resolves every kernel of set `set` with one eager step, then captures the step as a graph. */
 static int build_graph(kt_step *s, int set) {
     s->set = set;
@@ -626,7 +643,8 @@ static int build_graph(kt_step *s, int set) {
     CUresult end = kt_cu.cuStreamEndCapture(s->stream, &g);
     if (rc) return g ? kt_cu.cuGraphDestroy(g), -1 : -1;
     KT_CHECK(CU, end);
-    rc = kt_status_CU(kt_cu.cuGraphInstantiate(&s->graph[set], g, 0), "cuGraphInstantiate", __FILE__, __LINE__);
+    rc = count_kernels(g, &s->graph_kernels[set]) ||
+         kt_status_CU(kt_cu.cuGraphInstantiate(&s->graph[set], g, 0), "cuGraphInstantiate", __FILE__, __LINE__);
     kt_cu.cuGraphDestroy(g);
     if (rc) return -1;
     s->n_graphs = set + 1;
@@ -1471,6 +1489,8 @@ int kt_step_report(kt_step *s, const kt_run_options *o) {
            "%.0f GB/s), %.2fx the floor\n",
            s->B, s->ctx, s->c.n_layers, o->tp_shapes, ms[0], s->B * 1e3 / ms[0], floor_ms, bytes / 1e6, bw / 1e9,
            ms[0] / floor_ms);
+    printf("kt run: the step's graph: %d kernels, %.2f us a kernel\n", s->graph_kernels[0],
+           ms[0] * 1e3 / s->graph_kernels[0]);
     if (s->n_graphs == 2)
         printf("kt run: tuned winners %.3f ms vs family defaults %.3f ms: %.1f%% saved\n", ms[0], ms[1],
                100 * (ms[1] - ms[0]) / ms[1]);
@@ -1490,10 +1510,10 @@ int kt_step_report(kt_step *s, const kt_run_options *o) {
         f,
         "{\"tpot_ms\": %.4f, \"default_tpot_ms\": %.4f, \"tuned_gain_pct\": %.2f, \"floor_ms\": %.4f, "
         "\"floor_ratio\": %.3f, \"tokens_per_s\": %.1f, \"bytes\": %.0f, \"batch\": %d, \"context\": %ld, "
-        "\"layers\": %ld, \"tp_shapes\": %d, \"plain_kernels\": %d, \"experts\": \"%s\", \"kernel_start_ms\": %.1f, "
+        "\"layers\": %ld, \"tp_shapes\": %d, \"kernels\": %d, \"plain_kernels\": %d, \"experts\": \"%s\", \"kernel_start_ms\": %.1f, "
         "\"lookup\": {\"exact\": %d, \"nearest_m\": %d, \"nearest_shape\": %d, \"default\": %d}, \"parts\": {",
         ms[0], s->n_graphs == 2 ? ms[1] : ms[0], s->n_graphs == 2 ? 100 * (ms[1] - ms[0]) / ms[1] : 0.0, floor_ms,
-        ms[0] / floor_ms, s->B * 1e3 / ms[0], bytes, s->B, s->ctx, s->c.n_layers, o->tp_shapes, o->plain_kernels,
+        ms[0] / floor_ms, s->B * 1e3 / ms[0], bytes, s->B, s->ctx, s->c.n_layers, o->tp_shapes, s->graph_kernels[0], o->plain_kernels,
         kt_moe_format_names[s->plan.experts], kernel_ms(s), levels[0], levels[1], levels[2], levels[3]);
     for (int i = 0; i < KT_N_PARTS; i++)
         fprintf(f, "%s\"%s\": \"%s\"", i ? ", " : "", kt_step_part_names[i], s->plan.family[i] ? "family" : "plain");
