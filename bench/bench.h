@@ -58,8 +58,8 @@ int kt_bench_mma_ceiling(kt_mma_kind kind, double *best, double *at_8_warps);
 int kt_bench_memory_rates(double *l2, double dsmem[3]);
 
 /* `kt bench launch` (bench/launch.c): the time a kernel node costs in a CUDA graph of n_long
- * tiny dependent kernels (n_long > 16, the short chain), without and with PDL, at 1 block and one block per SM; prints the
- * table and, json_path not NULL, writes it; -1 if a chain's counters show a kernel overtook. */
+ * tiny dependent kernels (n_long > 16, the short chain), without and with PDL, at 1 block and one block per SM; prints
+ * the table and, json_path not NULL, writes it; -1 if a chain's counters show a kernel overtook. */
 int kt_bench_graph_latency(int n_long, const char *json_path);
 
 /* ---------------------------------------------------------- all-reduce (NCCL) */

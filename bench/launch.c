@@ -87,8 +87,9 @@ static int launch_run(chain *c, int n_long, const char *json_path) {
             double per = (b - a) * 1e3 / (n_long - LAUNCH_SHORT), base = a * 1e3 - per * LAUNCH_SHORT;
             printf("  %-6d %-6s %12.3f %12.2f %14.1f\n", grids[g], pdl ? "yes" : "no", per, base, b * 1e3);
             if (f)
-                fprintf(f, "%s{\"blocks\": %d, \"pdl\": %d, \"us_per_kernel\": %.4f, \"graph_us\": %.3f, "
-                           "\"long_us\": %.2f}",
+                fprintf(f,
+                        "%s{\"blocks\": %d, \"pdl\": %d, \"us_per_kernel\": %.4f, \"graph_us\": %.3f, "
+                        "\"long_us\": %.2f}",
                         g + pdl ? ", " : "", grids[g], pdl, per, base, b * 1e3);
         }
     if (f) fprintf(f, "]}\n"), fclose(f);

@@ -110,6 +110,25 @@ __device__ float rt_quant_e4m3(const float *x, int n, kt_u8 *out, float *red) {
     for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = rt_to_e4m3(x[i] / s);
     return s;
 }
+// act_quant's rule (kernels/act_quant.cu) over a row of n values in shared memory (n a multiple
+// of 128), each rounded to bf16 first (the bf16 activation act_quant would have read): q e4m3
+// [n], s f32 [n / 128], bit for bit act_quant's output, so the row's producer quantises it and no
+// act_quant launch follows. A warp per 128-group, 4 values a lane, the group's max by shuffles.
+__device__ void rt_quant_row(const float *v, int n, kt_u8 *q, float *s) {
+    int lane = threadIdx.x % 32;
+    for (int g = threadIdx.x / 32; g < n / 128; g += blockDim.x / 32) {
+        float f[4], amax = 0;
+        for (int i = 0; i < 4; i++) {
+            f[i] = kt_bf16_to_f32(kt_f32_to_bf16(v[g * 128 + lane * 4 + i]));
+            amax = fmaxf(amax, fabsf(f[i]));
+        }
+        for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+        const float scale = fmaxf(amax, 1e-10f) / 448.0f;
+        *(kt_u32 *)(q + g * 128 + lane * 4) = kt_f32x2_to_e4m3x2(f[0] / scale, f[1] / scale) |
+                                              (kt_u32)kt_f32x2_to_e4m3x2(f[2] / scale, f[3] / scale) << 16;
+        if (lane == 0) s[g] = scale;
+    }
+}
 // Stores a 128 indexer key in mla_indexer's paged layout (indexer_layout.h) at slot of page.
 __device__ void rt_index_key_store(const float *x, kt_u8 *cache, long long page, int slot, float *red) {
     float s = rt_quant_e4m3(x, KT_IDX_DIM, cache + kt_idx_code_offset(page, slot), red);
@@ -136,9 +155,43 @@ __device__ __forceinline__ void rt_begin() {
     kt_allow_consumer();
 }
 
-extern "C" __global__ void __launch_bounds__(256)
-    rt_gemv(const float *W, const float *W2, const float *x, float *part, int N1, int N, int K, int B, int kc) {
-    rt_begin();
+// The HC module's post step after a block, for rt_gemv_hc: x[b][k] = post[k] * y[b] + sum_j
+// comb[j][k] old[b][j] (postcomb[b] = post[H] | comb[H*H]; y bf16 (yb) or f32 (yf)), the sum in
+// that order.
+struct rt_hc_post_args {
+    const float *old, *pc, *yf;
+    float *x;
+    const kt_u16 *yb;
+    int D, H;
+};
+
+// The four values x[b][k..k+3] of the streams after the post step (k a multiple of 4, so in one
+// stream), stored into x when `store`.
+__device__ float4 rt_hc_post4(const rt_hc_post_args &a, int b, int k, bool store) {
+    const int H = a.H, h = k / a.D, d = k % a.D;
+    const float *pc = a.pc + (long)b * (H + H * H);
+    float v[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++)
+        v[e] = pc[h] * (a.yb ? kt_bf16_to_f32(a.yb[(long)b * a.D + d + e]) : a.yf[(long)b * a.D + d + e]);
+#pragma unroll
+    for (int j = 0; j < 8; j++) { // H <= 8 (kt_step_open)
+        if (j >= H) break;
+        float4 o = *(const float4 *)(a.old + ((long)b * H + j) * a.D + d);
+        float c = pc[H + j * H + h];
+        v[0] += c * o.x, v[1] += c * o.y, v[2] += c * o.z, v[3] += c * o.w;
+    }
+    float4 r = make_float4(v[0], v[1], v[2], v[3]);
+    if (store) *(float4 *)(a.x + (long)b * H * a.D + k) = r;
+    return r;
+}
+
+// rt_gemv's body; POST: x is the streams after the post step, made from post.old as the tiles
+// are loaded and stored into post.x by the blocks of the first row tile (the HC mixes have at
+// most 32 rows: one row tile, so every value is stored once).
+template <bool POST>
+__device__ void rt_gemv_run(const float *W, const float *W2, const float *x, float *part, int N1, int N, int K, int B,
+                            int kc, const rt_hc_post_args &post) {
     __shared__ float4 xs[RT_GV_SEQS][RT_GV_KC / 4];
     int lane = threadIdx.x % 32, row0 = (blockIdx.y * 8 + threadIdx.x / 32) * RT_GV_ROWS, b0 = blockIdx.x * RT_GV_SEQS;
     int kbeg = blockIdx.z * kc, kend = min(K, kbeg + kc);
@@ -160,7 +213,9 @@ extern "C" __global__ void __launch_bounds__(256)
         __syncthreads();
         for (int i = threadIdx.x; i < RT_GV_SEQS * n4; i += blockDim.x) {
             int sq = i / n4, c = i % n4;
-            xs[sq][c] = b0 + sq < B ? ((const float4 *)(x + (long)(b0 + sq) * K + k0))[c] : make_float4(0, 0, 0, 0);
+            xs[sq][c] = b0 + sq >= B ? make_float4(0, 0, 0, 0)
+                        : POST       ? rt_hc_post4(post, b0 + sq, k0 + 4 * c, blockIdx.y == 0)
+                                     : ((const float4 *)(x + (long)(b0 + sq) * K + k0))[c];
         }
         __syncthreads();
 #pragma unroll
@@ -190,6 +245,22 @@ extern "C" __global__ void __launch_bounds__(256)
     }
     int n = row0 + lane / RT_GV_SEQS, b = b0 + lane % RT_GV_SEQS;
     if (n < N && b < B) part[((long)blockIdx.z * B + b) * N + n] = acc[0];
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    rt_gemv(const float *W, const float *W2, const float *x, float *part, int N1, int N, int K, int B, int kc) {
+    rt_begin();
+    rt_gemv_run<false>(W, W2, x, part, N1, N, K, B, kc, rt_hc_post_args{});
+}
+
+// The HC mixes (N <= 32 rows of W over K = H x D) of the streams after the previous block's post
+// step, which it applies on the way (old -> x, rt_hc_post4): the post step and the next HC
+// module's GEMV in one launch.
+extern "C" __global__ void __launch_bounds__(256)
+    rt_gemv_hc(const float *W, const float *old, float *x, const float *postcomb, const kt_u16 *yb, const float *yf,
+               float *part, int N, int K, int B, int kc, int D, int H) {
+    rt_begin();
+    rt_gemv_run<true>(W, W, x, part, N, N, K, B, kc, rt_hc_post_args{old, postcomb, yf, x, yb, D, H});
 }
 
 // Lane l's split of rt_gemv's output (B x N) at (b, n): split l, 0 past S (S <= 32, the host's
@@ -264,10 +335,10 @@ __device__ void rt_hc_weights(const float *mix, const float *base, const float *
 // rt_gemv's mix (S splits of B x nmix, nmix = (2 + H) * H, or H for the head): mix = fn .
 // flatten(x) * rsqrt(mean(x^2) + eps); pre, post and the Sinkhorn-projected comb (postcomb[b] =
 // post[H] | comb[H*H]); the collapsed input sum_k pre_k x_k rmsnorm'd with w into h (f32) and,
-// hb not NULL, hb (bf16). Dynamic shared memory: D floats.
+// hq not NULL, act_quant'ed into hq / hs (the block's GEMMs' input). Dynamic shared memory: D floats.
 extern "C" __global__ void rt_hc_pre(const float *x, const float *mixp, int S, const float *base, const float *scale,
-                                     const float *w, float *postcomb, float *h, kt_u16 *hb, int D, int H, int iters,
-                                     float eps, float hc_eps) {
+                                     const float *w, float *postcomb, float *h, kt_u8 *hq, float *hs, int D, int H,
+                                     int iters, float eps, float hc_eps) {
     rt_begin();
     extern __shared__ float col[];
     __shared__ float red[32], mix[80], pre[8], comb[64];
@@ -303,30 +374,13 @@ extern "C" __global__ void rt_hc_pre(const float *x, const float *mixp, int S, c
     }
     __syncthreads();
     rt_rmsnorm(col, D, w, eps, red);
-    for (int d = threadIdx.x; d < D; d += blockDim.x) {
-        h[(long)b * D + d] = col[d];
-        if (hb) hb[(long)b * D + d] = kt_f32_to_bf16(col[d]);
-    }
+    for (int d = threadIdx.x; d < D; d += blockDim.x) h[(long)b * D + d] = col[d];
+    if (hq) rt_quant_row(col, D, hq + (long)b * D, hs + (long)b * (D / 128));
 }
 
-// The HC module after a block: x[k] = post[k] * y + sum_j comb[j][k] x[j]; y bf16 (yb) or f32 (yf).
-extern "C" __global__ void rt_hc_post(float *x, const float *postcomb, const kt_u16 *yb, const float *yf, int D,
-                                      int H) {
-    rt_begin();
-    int b = blockIdx.y, d = blockIdx.x * blockDim.x + threadIdx.x;
-    if (d >= D) return;
-    const float *pc = postcomb + (long)b * (H + H * H);
-    float old[8], y = yb ? kt_bf16_to_f32(yb[(long)b * D + d]) : yf[(long)b * D + d];
-    for (int j = 0; j < H; j++) old[j] = x[((long)b * H + j) * D + d];
-    for (int k = 0; k < H; k++) {
-        float v = pc[k] * y;
-        for (int j = 0; j < H; j++) v += pc[H + j * H + k] * old[j];
-        x[((long)b * H + k) * D + d] = v;
-    }
-}
-
-// out = rmsnorm(in) * w over rows of n (bf16 in and out), a block per row.
-extern "C" __global__ void rt_rmsnorm_bf16(const kt_u16 *in, const float *w, kt_u16 *out, int n, float eps) {
+// rmsnorm(in) * w over rows of n (bf16 in), act_quant'ed into q e4m3 [rows, n] and sc f32
+// [rows, n / 128] (the next GEMM's input); a block per row.
+extern "C" __global__ void rt_rmsnorm_bf16(const kt_u16 *in, const float *w, kt_u8 *q, float *sc, int n, float eps) {
     rt_begin();
     extern __shared__ float v[];
     __shared__ float red[32];
@@ -334,7 +388,7 @@ extern "C" __global__ void rt_rmsnorm_bf16(const kt_u16 *in, const float *w, kt_
     for (int i = threadIdx.x; i < n; i += blockDim.x) v[i] = kt_bf16_to_f32(in[row * n + i]);
     __syncthreads();
     rt_rmsnorm(v, n, w, eps, red);
-    for (int i = threadIdx.x; i < n; i += blockDim.x) out[row * n + i] = kt_f32_to_bf16(v[i]);
+    rt_quant_row(v, n, q + row * n, sc + row * (n / 128));
 }
 
 // Query heads: unweighted rmsnorm and RoPE at *pos; grid (heads, batch), q bf16 -> qf f32
@@ -775,9 +829,10 @@ extern "C" __global__ void rt_argmax(const float *logits, int *tok, int V) {
 // indexer's key and query in mla_indexer's formats: a block per sequence, or per head and 8
 // sequences (the kv_b_proj GEMVs), or per sequence and 8 heads (the indexer's query).
 
-// h = rmsnorm(x) * w (f32) and, hb not NULL, its bf16 copy (act_quant's input); a block per
-// row of D. Dynamic shared memory: D floats.
-extern "C" __global__ void rt_rmsnorm_f32(const float *x, const float *w, float *h, kt_u16 *hb, int D, float eps) {
+// h = rmsnorm(x) * w (f32) and, hq not NULL, act_quant'ed into hq / hs (the GEMMs' input); a
+// block per row of D. Dynamic shared memory: D floats.
+extern "C" __global__ void rt_rmsnorm_f32(const float *x, const float *w, float *h, kt_u8 *hq, float *hs, int D,
+                                          float eps) {
     rt_begin();
     extern __shared__ float v[];
     __shared__ float red[32];
@@ -785,10 +840,8 @@ extern "C" __global__ void rt_rmsnorm_f32(const float *x, const float *w, float 
     for (int i = threadIdx.x; i < D; i += blockDim.x) v[i] = x[row * D + i];
     __syncthreads();
     rt_rmsnorm(v, D, w, eps, red);
-    for (int i = threadIdx.x; i < D; i += blockDim.x) {
-        h[row * D + i] = v[i];
-        if (hb) hb[row * D + i] = kt_f32_to_bf16(v[i]);
-    }
+    for (int i = threadIdx.x; i < D; i += blockDim.x) h[row * D + i] = v[i];
+    if (hq) rt_quant_row(v, D, hq + row * D, hs + row * (D / 128));
 }
 
 // The residual add x[b] += y[b] (y bf16, a GEMM's output); grid (D / 256, B).

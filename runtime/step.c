@@ -28,7 +28,7 @@
 
 // clang-format off
 #define RT_KERNELS(X)                                                                                      \
-    X(EMBED, rt_embed) X(HC_PRE, rt_hc_pre) X(HC_POST, rt_hc_post) X(RMSNORM, rt_rmsnorm_bf16)             \
+    X(EMBED, rt_embed) X(HC_PRE, rt_hc_pre) X(GEMV_HC, rt_gemv_hc) X(RMSNORM, rt_rmsnorm_bf16)             \
     X(Q_PREP, rt_q_prep) X(KV_APPEND, rt_kv_append) X(COMP_EMIT, rt_comp_emit)                              \
     X(INDEX_SCORE, rt_index_score) X(TOPK, rt_topk) X(ATTENTION, rt_attention) X(UNGROUP, rt_ungroup)      \
     X(ROUTER, rt_router) X(MOE_UP, rt_moe_up) X(MOE_DOWN, rt_moe_down) X(MOE_COMBINE, rt_moe_combine)      \
@@ -100,9 +100,12 @@ struct kt_step {
     const kt_st_set *w;
     uint64_t seed;
     dptr embed, hh_fn, hh_base, hh_scale, norm, head, inv_main, inv_comp;
-    dptr tok, pos, x, postcomb, h, hb, hq, hs, qa, qr, qrq, qrs, q, qf, kvraw, iq, og, ogq, ogs, oa_g, oa, oaq, oas,
-        y_attn, eidx, ew, a_e, aq_e, as_e, y_e, gu, a_sh, aq_sh, as_sh, y_sh, moe_out, yfin, logits, next, ik;
+    dptr tok, pos, x, postcomb, h, hq, hs, qa, qrq, qrs, q, qf, kvraw, iq, og, oa_g, oa, y_attn, eidx, ew, a_e, aq_e,
+        as_e, y_e, gu, a_sh, y_sh, moe_out, yfin, logits, next, ik;
     dptr gvpart, cemit, ccount; /* rt_gemv's split sums (gv_bytes); rt_comp_emit's entry [B][width], counters [B] */
+    dptr xbuf[2];               /* V4: the HC streams before and after a post step (x is one of them) */
+    dptr post_yb, post_yf;      /* the block output whose HC post step the next HC module's GEMV applies */
+    int post_pending;
     size_t gv_bytes;
     /* the families' buffers: list lengths [3][B] (rt_lengths), mla_decode's lists, q, out and
      * partials; mla_indexer's q, weights, block table and logits; moe_route's gate logits and
@@ -250,11 +253,21 @@ static int quant(kt_step *s, dptr x, dptr q, dptr sc, long M, long K) {
     return fam_launch(s, fam(s, "act_quant", K, 0, M), p, 3);
 }
 
+/* Rows row0.. of w: their codes and scales. */
+static dptr rows_codes(const gemm_w *w, long row0) { return w->codes + (dptr)(row0 * w->k); }
+static dptr rows_scales(const gemm_w *w, long row0) { return w->scales + (dptr)((row0 / 128) * (w->k / 128) * 4); }
+
 /* fp8_gemm: C bf16 [M, n] = A (codes, scales) x rows row0.. row0+n of w. */
 static int gemm(kt_step *s, const gemm_w *w, long row0, long n, dptr A, dptr As, dptr C, long M) {
-    long kb = w->k / 128;
-    dptr p[5] = {A, As, w->codes + (dptr)(row0 * w->k), w->scales + (dptr)((row0 / 128) * kb * 4), C};
+    dptr p[5] = {A, As, rows_codes(w, row0), rows_scales(w, row0), C};
     return fam_launch(s, fam(s, "fp8_gemm", n, w->k, M), p, 5);
+}
+
+/* quant_fp8_gemm: the same GEMM of bf16 X [M, K], act_quant'ed inside (one launch where
+ * act_quant + fp8_gemm were two); for an activation that feeds this GEMM only. */
+static int qgemm(kt_step *s, const gemm_w *w, long row0, long n, dptr X, dptr C, long M) {
+    dptr p[4] = {X, rows_codes(w, row0), rows_scales(w, row0), C};
+    return fam_launch(s, fam(s, "quant_fp8_gemm", n, w->k, M), p, 4);
 }
 
 /* ------------------------------------------------------------------ the step */
@@ -297,27 +310,43 @@ static int compressor(kt_step *s, const comp_dev *cd, dptr kvcache, dptr keys, d
     return rt(s, K_COMP_EMIT, (unsigned)(width + 31) / 32, (unsigned)s->B, 256, 0, a);
 }
 
-/* The HC module before block `which` (0 attention, 1 MoE), into h / hb, then act_quant; or, the
- * HC head (postcomb and hb 0), into h only. */
-static int hc_mix(kt_step *s, dptr fn, dptr base, dptr scale, dptr norm, dptr postcomb, dptr h, dptr hb) {
+/* The GEMV of the HC mixes (nmix rows of fn) over x; a block's post step pending (hc_post), by
+ * rt_gemv_hc, which applies it on the way into the other x buffer (then x). */
+static int hc_gemv(kt_step *s, dptr fn, long nmix, int *S) {
+    int B = s->B, D = (int)s->c.hidden, H = (int)s->c.hc_mult, n = (int)nmix, K = H * D;
+    if (!s->post_pending) return gemv(s, "rt_gemv/hc", fn, 0, nmix, nmix, K, s->x, 0, S);
+    int splits = gemv_splits(B, nmix, K), kc = (int)((K / 128 + splits - 1) / splits * 128);
+    if (nmix > 32 || K % 128 || (size_t)splits * B * nmix * 4 > s->gv_bytes)
+        return kt_fail("internal: rt_gemv_hc: %ld mixes of %d (at most 32 rows, K in 128s, %d splits in the scratch)",
+                       nmix, K, splits);
+    dptr old = s->x, x = s->x == s->xbuf[0] ? s->xbuf[1] : s->xbuf[0];
+    void *a[] = {&fn, &old, &x, &s->postcomb, &s->post_yb, &s->post_yf, &s->gvpart, &n, &K, &B, &kc, &D, &H};
+    s->x = x, s->post_pending = 0, *S = splits;
+    return rt_as(s, K_GEMV_HC, "rt_gemv_hc", (unsigned)(B + 7) / 8, 1, (unsigned)splits, 256, 0, a);
+}
+
+/* The HC module before block `which` (0 attention, 1 MoE), into h and its act_quant codes hq /
+ * hs (rt_hc_pre quantises: no act_quant launch); or, the HC head (postcomb and hq 0), into h only. */
+static int hc_mix(kt_step *s, dptr fn, dptr base, dptr scale, dptr norm, dptr postcomb, dptr h, dptr hq, dptr hs) {
     const kt_model_config *c = &s->c;
     int D = (int)c->hidden, H = (int)c->hc_mult, it = (int)c->hc_iters, S;
     float eps = (float)c->rms_eps, hc_eps = (float)c->hc_eps;
     long nmix = postcomb ? (2 + H) * H : H;
-    if (gemv(s, "rt_gemv/hc", fn, 0, nmix, nmix, (long)H * D, s->x, 0, &S)) return -1;
-    void *a[] = {&s->x, &s->gvpart, &S, &base, &scale, &norm, &postcomb, &h, &hb, &D, &H, &it, &eps, &hc_eps};
+    if (hc_gemv(s, fn, nmix, &S)) return -1;
+    void *a[] = {&s->x, &s->gvpart, &S, &base, &scale, &norm, &postcomb, &h, &hq, &hs, &D, &H, &it, &eps, &hc_eps};
     return rt(s, K_HC_PRE, (unsigned)s->B, 1, 512, (unsigned)(D * 4), a);
 }
 
 static int hc_pre(kt_step *s, layer_dev *L, int which, dptr norm) {
-    if (hc_mix(s, L->hc_fn[which], L->hc_base[which], L->hc_scale[which], norm, s->postcomb, s->h, s->hb)) return -1;
-    return quant(s, s->hb, s->hq, s->hs, s->B, s->c.hidden);
+    return hc_mix(s, L->hc_fn[which], L->hc_base[which], L->hc_scale[which], norm, s->postcomb, s->h, s->hq, s->hs);
 }
 
+/* The HC module after a block (y bf16 yb or f32 yf): x[k] = post[k] y + sum_j comb[j][k] x[j],
+ * left to the next HC module's GEMV (hc_gemv: one launch fewer a block). */
 static int hc_post(kt_step *s, dptr yb, dptr yf) {
-    int D = (int)s->c.hidden, H = (int)s->c.hc_mult;
-    void *a[] = {&s->x, &s->postcomb, &yb, &yf, &D, &H};
-    return rt(s, K_HC_POST, (unsigned)(D + 255) / 256, (unsigned)s->B, 256, 0, a);
+    if (s->post_pending) return kt_fail("internal: two HC post steps without an HC module between them");
+    s->post_yb = yb, s->post_yf = yf, s->post_pending = 1;
+    return 0;
 }
 
 /* The CSA layer's indexer: its compressor's key, then the top-k entries into L->idx (cache-wide
@@ -383,8 +412,8 @@ static int attention(kt_step *s, long l) {
     float eps = (float)c->rms_eps;
     dptr inv = mode ? s->inv_comp : s->inv_main, qf = s->plan.family[KT_PART_ATTENTION] ? 0 : s->qf;
     if (hc_pre(s, L, 0, L->attn_norm) || gemm(s, &L->wq_a, 0, QL, s->hq, s->hs, s->qa, B)) return -1;
-    void *an[] = {&s->qa, &L->q_norm, &s->qr, &QL, &eps};
-    if (rt(s, K_RMSNORM, (unsigned)B, 1, 256, (unsigned)(QL * 4), an) || quant(s, s->qr, s->qrq, s->qrs, B, QL) ||
+    void *an[] = {&s->qa, &L->q_norm, &s->qrq, &s->qrs, &QL, &eps}; /* q_norm's output act_quant'ed */
+    if (rt(s, K_RMSNORM, (unsigned)B, 1, 256, (unsigned)(QL * 4), an) ||
         gemm(s, &L->wq_b, 0, c->n_heads * HD, s->qrq, s->qrs, s->q, B) ||
         gemm(s, &L->wkv, 0, HD, s->hq, s->hs, s->kvraw, B))
         return -1;
@@ -394,16 +423,13 @@ static int attention(kt_step *s, long l) {
         rt(s, K_KV_APPEND, (unsigned)B, 1, 256, 0, ak))
         return -1;
     if (mode && compressor(s, &L->comp, L->ccache, 0, 0, L->cstride)) return -1;
-    if ((mode == 1 && indexer(s, L)) || attend(s, L, mode, inv) || quant(s, s->og, s->ogq, s->ogs, (long)G * B, GI))
-        return -1;
-    for (int g = 0; g < G; g++)
-        if (gemm(s, &L->wo_a, (long)g * OL, OL, s->ogq + (dptr)g * B * GI, s->ogs + (dptr)g * B * (GI / 128) * 4,
-                 s->oa_g + (dptr)g * B * OL * 2, B))
+    if ((mode == 1 && indexer(s, L)) || attend(s, L, mode, inv)) return -1;
+    for (int g = 0; g < G; g++) /* group g's rows of og (bf16 [G][B][GI]) through its rows of wo_a */
+        if (qgemm(s, &L->wo_a, (long)g * OL, OL, s->og + (dptr)g * B * GI * 2, s->oa_g + (dptr)g * B * OL * 2, B))
             return -1;
     int total = G * B * OL;
     void *au[] = {&s->oa_g, &s->oa, &G, &B, &OL};
-    if (rt(s, K_UNGROUP, (unsigned)(total + 255) / 256, 1, 256, 0, au) ||
-        quant(s, s->oa, s->oaq, s->oas, B, (long)G * OL) || gemm(s, &L->wo_b, 0, D, s->oaq, s->oas, s->y_attn, B))
+    if (rt(s, K_UNGROUP, (unsigned)(total + 255) / 256, 1, 256, 0, au) || qgemm(s, &L->wo_b, 0, D, s->oa, s->y_attn, B))
         return -1;
     if (all_reduce(s, s->y_attn, 1)) return -1;
     return hc_post(s, s->y_attn, 0);
@@ -417,7 +443,7 @@ static int swiglu_mlp(kt_step *s, const gemm_w *w13, const gemm_w *w2, dptr out)
     void *as[] = {&s->gu, &s->a_sh, &I, &limit};
     return gemm(s, w13, 0, 2L * I, s->hq, s->hs, s->gu, B) ||
                    rt(s, K_SWIGLU, (unsigned)(I + 255) / 256, (unsigned)B, 256, 0, as) ||
-                   quant(s, s->a_sh, s->aq_sh, s->as_sh, B, I) || gemm(s, w2, 0, w2->n, s->aq_sh, s->as_sh, out, B)
+                   qgemm(s, w2, 0, w2->n, s->a_sh, out, B)
                ? -1
                : 0;
 }
@@ -488,14 +514,12 @@ static int moe(kt_step *s, long l) {
 #define V32_SEQS 8  /* sequences a block of rt_v32_q_absorb / rt_v32_o_up takes (model.cu's RT_V32_SEQS) */
 #define V32_HEADS 8 /* indexer heads a block of rt_v32_index_q takes (model.cu's RT_V32_HEADS) */
 
-/* x's rmsnorm with w into h (f32) and hq / hs (act_quant of its bf16 copy hb). */
+/* x's rmsnorm with w into h (f32) and hq / hs (its act_quant codes, by rt_rmsnorm_f32). */
 static int norm_v32(kt_step *s, dptr w) {
     int D = (int)s->c.hidden;
     float eps = (float)s->c.rms_eps;
-    void *a[] = {&s->x, &w, &s->h, &s->hb, &D, &eps};
-    return rt(s, K_RMSNORM_F32, (unsigned)s->B, 1, 256, (unsigned)(D * 4), a) || quant(s, s->hb, s->hq, s->hs, s->B, D)
-               ? -1
-               : 0;
+    void *a[] = {&s->x, &w, &s->h, &s->hq, &s->hs, &D, &eps};
+    return rt(s, K_RMSNORM_F32, (unsigned)s->B, 1, 256, (unsigned)(D * 4), a);
 }
 
 /* x += y (a block's bf16 output). */
@@ -535,9 +559,9 @@ static int attention_v32(kt_step *s, long l) {
     int R = (int)c->rope_dim, ld = (int)L->wkv.n;
     float eps = (float)c->rms_eps, af = (float)c->rope_main.attention_factor;
     long pages = L->cpages;
-    void *an[] = {&s->qa, &L->q_norm, &s->qr, &QL, &eps};
+    void *an[] = {&s->qa, &L->q_norm, &s->qrq, &s->qrs, &QL, &eps};
     if (norm_v32(s, L->attn_norm) || gemm(s, &L->wq_a, 0, QL, s->hq, s->hs, s->qa, B) ||
-        rt(s, K_RMSNORM, (unsigned)B, 1, 256, (unsigned)(QL * 4), an) || quant(s, s->qr, s->qrq, s->qrs, B, QL) ||
+        rt(s, K_RMSNORM, (unsigned)B, 1, 256, (unsigned)(QL * 4), an) ||
         gemm(s, &L->wq_b, 0, (long)H * (NO + R), s->qrq, s->qrs, s->q, B) ||
         gemm(s, &L->wkv, 0, ld, s->hq, s->hs, s->kvraw, B))
         return -1;
@@ -549,8 +573,8 @@ static int attention_v32(kt_step *s, long l) {
     if (rt(s, K_V32_KV_APPEND, (unsigned)B, 1, 256, 0, akv) || indexer_v32(s, L) ||
         rt(s, K_V32_Q_ABSORB, (unsigned)H, bg, 256, 0, aq) ||
         fam_launch(s, fam_p(s, "mla_decode", &s->plan.attn[KT_PLAN_DSA]), ptr, 7) ||
-        rt(s, K_V32_O_UP, (unsigned)H, bg, 256, 0, ao) || quant(s, s->og, s->ogq, s->ogs, B, (long)H * VH) ||
-        gemm(s, &L->wo_b, 0, c->hidden, s->ogq, s->ogs, s->y_attn, B) || all_reduce(s, s->y_attn, 1))
+        rt(s, K_V32_O_UP, (unsigned)H, bg, 256, 0, ao) || qgemm(s, &L->wo_b, 0, c->hidden, s->og, s->y_attn, B) ||
+        all_reduce(s, s->y_attn, 1))
         return -1;
     return residual(s, s->y_attn);
 }
@@ -583,10 +607,10 @@ static int enqueue_v32(kt_step *s) {
     const kt_model_config *c = &s->c;
     int D = (int)c->hidden, V = (int)c->vocab, B = s->B, one = 1;
     float eps = (float)c->rms_eps;
-    dptr no_bf16 = 0;
+    dptr no_quant = 0;
     void *ae[] = {&s->embed, &s->tok, &s->x, &D, &one};
     void *al0[] = {&s->pos, &s->lens, &one, &one, &one, &B}; /* lens[2][b] = pos + 1: every token indexed */
-    void *an[] = {&s->x, &s->norm, &s->yfin, &no_bf16, &D, &eps};
+    void *an[] = {&s->x, &s->norm, &s->yfin, &no_quant, &no_quant, &D, &eps};
     void *am[] = {&s->logits, &s->next, &V};
     if (rt(s, K_EMBED, (unsigned)B, 1, 256, 0, ae) || rt(s, K_LENGTHS, (unsigned)(B + 63) / 64, 1, 64, 0, al0) ||
         layers(s, attention_v32, mlp_v32) || rt(s, K_RMSNORM_F32, (unsigned)B, 1, 256, (unsigned)(D * 4), an) ||
@@ -602,13 +626,14 @@ static int enqueue(kt_step *s) {
     int D = (int)c->hidden, H = (int)c->hc_mult, V = (int)c->vocab;
     int W = (int)c->window, hr = (int)c->hca_rate, cr = (int)c->csa_rate, B = s->B;
     if (c->arch == KT_ARCH_V32) return enqueue_v32(s);
+    s->x = s->xbuf[0], s->post_pending = 0; /* every step (and capture) starts on the same buffer */
     void *ae[] = {&s->embed, &s->tok, &s->x, &D, &H};
     void *al0[] = {&s->pos, &s->lens, &W, &hr, &cr, &B};
     if (rt(s, K_EMBED, (unsigned)B, 1, 256, 0, ae) || rt(s, K_LENGTHS, (unsigned)(B + 63) / 64, 1, 64, 0, al0) ||
         layers(s, attention, moe))
         return -1;
     void *am[] = {&s->logits, &s->next, &V};
-    if (hc_mix(s, s->hh_fn, s->hh_base, s->hh_scale, s->norm, 0, s->yfin, 0) ||
+    if (hc_mix(s, s->hh_fn, s->hh_base, s->hh_scale, s->norm, 0, s->yfin, 0, 0) ||
         gemv(s, "rt_gemv/head", s->head, 0, V, V, D, s->yfin, s->logits, NULL) ||
         rt(s, K_ARGMAX, (unsigned)s->B, 1, 256, 0, am))
         return -1;
@@ -1052,11 +1077,9 @@ static int alloc_acts_v32(kt_step *s) {
                       {&s->pos, 4},
                       {&s->x, B * D * 4},
                       {&s->h, B * D * 4},
-                      {&s->hb, B * D * 2},
                       {&s->hq, B * D},
                       {&s->hs, B * D / 128 * 4},
                       {&s->qa, B * QL * 2},
-                      {&s->qr, B * QL * 2},
                       {&s->qrq, B * QL},
                       {&s->qrs, B * QL / 128 * 4},
                       {&s->q, B * H * QK * 2},
@@ -1068,15 +1091,11 @@ static int alloc_acts_v32(kt_step *s) {
                       {&s->lse, B * H * 4},
                       {&s->apart, part},
                       {&s->og, B * H * VH * 2},
-                      {&s->ogq, B * H * VH},
-                      {&s->ogs, B * H * VH / 128 * 4},
                       {&s->y_attn, B * D * 2},
                       {&s->eidx, B * K * 4},
                       {&s->ew, B * K * 4},
                       {&s->gu, B * 2 * I * 2},
                       {&s->a_sh, B * I * 2},
-                      {&s->aq_sh, B * I},
-                      {&s->as_sh, B * I / 128 * 4},
                       {&s->y_sh, B * D * 2},
                       {&s->yfin, B * D * 4},
                       {&s->logits, B * (size_t)c->vocab * 4},
@@ -1097,14 +1116,13 @@ static int alloc_acts(kt_step *s) {
     size_t K = (size_t)c->top_k, I = (size_t)c->moe_inter, ID = (size_t)(c->index_heads * c->index_dim);
     const dbuf a[] = {{&s->tok, B * 4},
                       {&s->pos, 4},
-                      {&s->x, B * H * D * 4},
+                      {&s->xbuf[0], B * H * D * 4},
+                      {&s->xbuf[1], B * H * D * 4},
                       {&s->postcomb, B * (H + H * H) * 4},
                       {&s->h, B * D * 4},
-                      {&s->hb, B * D * 2},
                       {&s->hq, B * D},
                       {&s->hs, B * D / 128 * 4},
                       {&s->qa, B * QL * 2},
-                      {&s->qr, B * QL * 2},
                       {&s->qrq, B * QL},
                       {&s->qrs, B * QL / 128 * 4},
                       {&s->q, B * QD * 2},
@@ -1112,12 +1130,8 @@ static int alloc_acts(kt_step *s) {
                       {&s->kvraw, B * HD * 2},
                       {&s->iq, B * ID * 2},
                       {&s->og, B * QD * 2},
-                      {&s->ogq, B * QD},
-                      {&s->ogs, B * QD / 128 * 4},
                       {&s->oa_g, B * G * OL * 2},
                       {&s->oa, B * G * OL * 2},
-                      {&s->oaq, B * G * OL},
-                      {&s->oas, B * G * OL / 128 * 4},
                       {&s->y_attn, B * D * 2},
                       {&s->eidx, B * K * 4},
                       {&s->ew, B * K * 4},
@@ -1127,8 +1141,6 @@ static int alloc_acts(kt_step *s) {
                       {&s->y_e, B * K * D * 4},
                       {&s->gu, B * 2 * I * 2},
                       {&s->a_sh, B * I * 2},
-                      {&s->aq_sh, B * I},
-                      {&s->as_sh, B * I / 128 * 4},
                       {&s->y_sh, B * D * 2},
                       {&s->moe_out, B * D * 4},
                       {&s->yfin, B * D * 4},
@@ -1506,15 +1518,16 @@ int kt_step_report(kt_step *s, const kt_run_options *o) {
     if (!o->json_path) return 0;
     FILE *f = fopen(o->json_path, "w");
     if (!f) return kt_fail("cannot write %s", o->json_path);
-    fprintf(
-        f,
-        "{\"tpot_ms\": %.4f, \"default_tpot_ms\": %.4f, \"tuned_gain_pct\": %.2f, \"floor_ms\": %.4f, "
-        "\"floor_ratio\": %.3f, \"tokens_per_s\": %.1f, \"bytes\": %.0f, \"batch\": %d, \"context\": %ld, "
-        "\"layers\": %ld, \"tp_shapes\": %d, \"kernels\": %d, \"plain_kernels\": %d, \"experts\": \"%s\", \"kernel_start_ms\": %.1f, "
-        "\"lookup\": {\"exact\": %d, \"nearest_m\": %d, \"nearest_shape\": %d, \"default\": %d}, \"parts\": {",
-        ms[0], s->n_graphs == 2 ? ms[1] : ms[0], s->n_graphs == 2 ? 100 * (ms[1] - ms[0]) / ms[1] : 0.0, floor_ms,
-        ms[0] / floor_ms, s->B * 1e3 / ms[0], bytes, s->B, s->ctx, s->c.n_layers, o->tp_shapes, s->graph_kernels[0], o->plain_kernels,
-        kt_moe_format_names[s->plan.experts], kernel_ms(s), levels[0], levels[1], levels[2], levels[3]);
+    fprintf(f,
+            "{\"tpot_ms\": %.4f, \"default_tpot_ms\": %.4f, \"tuned_gain_pct\": %.2f, \"floor_ms\": %.4f, "
+            "\"floor_ratio\": %.3f, \"tokens_per_s\": %.1f, \"bytes\": %.0f, \"batch\": %d, \"context\": %ld, "
+            "\"layers\": %ld, \"tp_shapes\": %d, \"kernels\": %d, \"plain_kernels\": %d, \"experts\": \"%s\", "
+            "\"kernel_start_ms\": %.1f, "
+            "\"lookup\": {\"exact\": %d, \"nearest_m\": %d, \"nearest_shape\": %d, \"default\": %d}, \"parts\": {",
+            ms[0], s->n_graphs == 2 ? ms[1] : ms[0], s->n_graphs == 2 ? 100 * (ms[1] - ms[0]) / ms[1] : 0.0, floor_ms,
+            ms[0] / floor_ms, s->B * 1e3 / ms[0], bytes, s->B, s->ctx, s->c.n_layers, o->tp_shapes, s->graph_kernels[0],
+            o->plain_kernels, kt_moe_format_names[s->plan.experts], kernel_ms(s), levels[0], levels[1], levels[2],
+            levels[3]);
     for (int i = 0; i < KT_N_PARTS; i++)
         fprintf(f, "%s\"%s\": \"%s\"", i ? ", " : "", kt_step_part_names[i], s->plan.family[i] ? "family" : "plain");
     fprintf(f, "}, \"per_op_ms\": {");
