@@ -427,9 +427,11 @@ static int attention(kt_step *s, long l) {
     for (int g = 0; g < G; g++) /* group g's rows of og (bf16 [G][B][GI]) through its rows of wo_a */
         if (qgemm(s, &L->wo_a, (long)g * OL, OL, s->og + (dptr)g * B * GI * 2, s->oa_g + (dptr)g * B * OL * 2, B))
             return -1;
+    /* the groups' outputs in token order: [G][B][OL] -> [B][G * OL], the same bytes at B = 1 */
     int total = G * B * OL;
     void *au[] = {&s->oa_g, &s->oa, &G, &B, &OL};
-    if (rt(s, K_UNGROUP, (unsigned)(total + 255) / 256, 1, 256, 0, au) || qgemm(s, &L->wo_b, 0, D, s->oa, s->y_attn, B))
+    if ((B > 1 && rt(s, K_UNGROUP, (unsigned)(total + 255) / 256, 1, 256, 0, au)) ||
+        qgemm(s, &L->wo_b, 0, D, B > 1 ? s->oa : s->oa_g, s->y_attn, B))
         return -1;
     if (all_reduce(s, s->y_attn, 1)) return -1;
     return hc_post(s, s->y_attn, 0);
