@@ -378,14 +378,15 @@ extern "C" __global__ void rt_hc_pre(const float *x, const float *mixp, int S, c
     if (hq) rt_quant_row(col, D, hq + (long)b * D, hs + (long)b * (D / 128));
 }
 
-// rmsnorm(in) * w over rows of n (bf16 in), act_quant'ed into q e4m3 [rows, n] and sc f32
-// [rows, n / 128] (the next GEMM's input); a block per row.
-extern "C" __global__ void rt_rmsnorm_bf16(const kt_u16 *in, const float *w, kt_u8 *q, float *sc, int n, float eps) {
+// rmsnorm(in) * w over rows of n (bf16 in, rows ld apart), act_quant'ed into q e4m3 [rows, n]
+// and sc f32 [rows, n / 128] (the next GEMM's input); a block per row.
+extern "C" __global__ void rt_rmsnorm_bf16(const kt_u16 *in, int ld, const float *w, kt_u8 *q, float *sc, int n,
+                                           float eps) {
     rt_begin();
     extern __shared__ float v[];
     __shared__ float red[32];
     long row = blockIdx.x;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) v[i] = kt_bf16_to_f32(in[row * n + i]);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) v[i] = kt_bf16_to_f32(in[row * ld + i]);
     __syncthreads();
     rt_rmsnorm(v, n, w, eps, red);
     rt_quant_row(v, n, q + row * n, sc + row * (n / 128));
@@ -409,14 +410,14 @@ extern "C" __global__ void rt_q_prep(const kt_u16 *q, float *qf, kt_u16 *qb, con
             qb[row * HD + i] = kt_f32_to_bf16(v[i]);
 }
 
-// The new token's KV: rmsnorm * w, RoPE at *pos, stored in the sequence's window cache at slot
+// The new token's KV (kv rows ld apart): rmsnorm * w, RoPE at *pos, stored in the sequence's window cache at slot
 // *pos % W (cache: `stride` bytes per sequence). A block per sequence.
-extern "C" __global__ void rt_kv_append(const kt_u16 *kv, const float *w, const float *inv, const int *pos,
+extern "C" __global__ void rt_kv_append(const kt_u16 *kv, int ld, const float *w, const float *inv, const int *pos,
                                         kt_u8 *cache, unsigned long long stride, int W, int R, float eps) {
     rt_begin();
     __shared__ float v[KT_KV_DIM], red[32];
     int b = blockIdx.x;
-    for (int i = threadIdx.x; i < KT_KV_DIM; i += blockDim.x) v[i] = kt_bf16_to_f32(kv[(long)b * KT_KV_DIM + i]);
+    for (int i = threadIdx.x; i < KT_KV_DIM; i += blockDim.x) v[i] = kt_bf16_to_f32(kv[(long)b * ld + i]);
     __syncthreads();
     rt_rmsnorm(v, KT_KV_DIM, w, eps, red);
     rt_rope(v, KT_KV_DIM, R, inv, (float)*pos, 1.0f);

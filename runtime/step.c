@@ -59,7 +59,7 @@ typedef struct comp_dev {
 typedef struct layer_dev {
     dptr hc_fn[2], hc_base[2], hc_scale[2], attn_norm, ffn_norm, q_norm, kv_norm, sink, gate, gate_bias, tid2eid,
         iwproj;
-    gemm_w wq_a, wq_b, wkv, wo_a, wo_b, iwq_b, sh13, sh2;
+    gemm_w wq_a, wq_b, wkv, wo_a, wo_b, iwq_b, sh13, sh2; /* V4: wq_a holds wkv's rows too (wkv: V3.2's kv_a) */
     gemm_w wkvb, iwk;        /* V3.2: kv_b_proj (read by rt_v32_q_absorb / rt_v32_o_up), the indexer's wk */
     dptr ik_norm, ik_bias;   /* V3.2: the indexer's k_norm (LayerNorm) */
     dptr e13, e13s, e2, e2s; /* routed experts: [E][2I][D] (w1 | w3) and [E][D][I], FP8 or MXFP4 + scales */
@@ -411,14 +411,16 @@ static int attention(kt_step *s, long l) {
     int mode = c->attn[l] == KT_ATTN_CSA ? 1 : c->attn[l] == KT_ATTN_HCA ? 2 : 0;
     float eps = (float)c->rms_eps;
     dptr inv = mode ? s->inv_comp : s->inv_main, qf = s->plan.family[KT_PART_ATTENTION] ? 0 : s->qf;
-    if (hc_pre(s, L, 0, L->attn_norm) || gemm(s, &L->wq_a, 0, QL, s->hq, s->hs, s->qa, B)) return -1;
-    void *an[] = {&s->qa, &L->q_norm, &s->qrq, &s->qrs, &QL, &eps}; /* q_norm's output act_quant'ed */
+    /* q_a and kv of h in one GEMM (wq_a holds wkv's rows after its own): rows [B][QL + HD] */
+    int ld = QL + HD;
+    dptr kv = s->qa + (dptr)QL * 2;
+    if (hc_pre(s, L, 0, L->attn_norm) || gemm(s, &L->wq_a, 0, ld, s->hq, s->hs, s->qa, B)) return -1;
+    void *an[] = {&s->qa, &ld, &L->q_norm, &s->qrq, &s->qrs, &QL, &eps}; /* q_norm's output act_quant'ed */
     if (rt(s, K_RMSNORM, (unsigned)B, 1, 256, (unsigned)(QL * 4), an) ||
-        gemm(s, &L->wq_b, 0, c->n_heads * HD, s->qrq, s->qrs, s->q, B) ||
-        gemm(s, &L->wkv, 0, HD, s->hq, s->hs, s->kvraw, B))
+        gemm(s, &L->wq_b, 0, c->n_heads * HD, s->qrq, s->qrs, s->q, B))
         return -1;
     void *aq[] = {&s->q, &qf, &s->qb, &inv, &s->pos, &HD, &R, &eps};
-    void *ak[] = {&s->kvraw, &L->kv_norm, &inv, &s->pos, &L->win, &L->wstride, &W, &R, &eps};
+    void *ak[] = {&kv, &ld, &L->kv_norm, &inv, &s->pos, &L->win, &L->wstride, &W, &R, &eps};
     if (rt(s, K_Q_PREP, (unsigned)c->n_heads, (unsigned)B, 128, 0, aq) ||
         rt(s, K_KV_APPEND, (unsigned)B, 1, 256, 0, ak))
         return -1;
@@ -561,7 +563,7 @@ static int attention_v32(kt_step *s, long l) {
     int R = (int)c->rope_dim, ld = (int)L->wkv.n;
     float eps = (float)c->rms_eps, af = (float)c->rope_main.attention_factor;
     long pages = L->cpages;
-    void *an[] = {&s->qa, &L->q_norm, &s->qrq, &s->qrs, &QL, &eps};
+    void *an[] = {&s->qa, &QL, &L->q_norm, &s->qrq, &s->qrs, &QL, &eps};
     if (norm_v32(s, L->attn_norm) || gemm(s, &L->wq_a, 0, QL, s->hq, s->hs, s->qa, B) ||
         rt(s, K_RMSNORM, (unsigned)B, 1, 256, (unsigned)(QL * 4), an) ||
         gemm(s, &L->wq_b, 0, (long)H * (NO + R), s->qrq, s->qrs, s->q, B) ||
@@ -837,9 +839,9 @@ static int load_layer(kt_step *s, long l) {
     const kt_model_config *c = &s->c;
     layer_dev *L = &s->L[l];
     long D = c->hidden, HD = c->head_dim;
-    static const char *const wq_a[] = {"model.layers.%ld.attn.wq_a.weight", NULL};
+    /* wq_a and wkv both project h: one GEMM's rows, wq_a's then wkv's */
+    static const char *const wq_a[] = {"model.layers.%ld.attn.wq_a.weight", "model.layers.%ld.attn.wkv.weight", NULL};
     static const char *const wq_b[] = {"model.layers.%ld.attn.wq_b.weight", NULL};
-    static const char *const wkv[] = {"model.layers.%ld.attn.wkv.weight", NULL};
     static const char *const wo_a[] = {"model.layers.%ld.attn.wo_a.weight", NULL};
     static const char *const wo_b[] = {"model.layers.%ld.attn.wo_b.weight", NULL};
     static const char *const iwq_b[] = {"model.layers.%ld.attn.indexer.wq_b.weight", NULL};
@@ -862,8 +864,8 @@ static int load_layer(kt_step *s, long l) {
     if (c->mlp[l] == KT_MLP_HASH ? plain(s, &L->tid2eid, "model.layers.%ld.ffn.gate.tid2eid", l)
                                  : plain(s, &L->gate_bias, "model.layers.%ld.ffn.gate.bias", l))
         return -1;
-    if (gemm_load(s, &L->wq_a, c->q_lora, D, l, wq_a, 1) ||
-        gemm_load(s, &L->wq_b, kt_model_q_dim(c), c->q_lora, l, wq_b, 1) || gemm_load(s, &L->wkv, HD, D, l, wkv, 1) ||
+    if (gemm_load(s, &L->wq_a, c->q_lora + HD, D, l, wq_a, 1) ||
+        gemm_load(s, &L->wq_b, kt_model_q_dim(c), c->q_lora, l, wq_b, 1) ||
         gemm_load(s, &L->wo_a, c->o_groups * c->o_lora, kt_model_group_in(c), l, wo_a, 1) ||
         gemm_load(s, &L->wo_b, D, c->o_groups * c->o_lora, l, wo_b, 1) || load_experts(s, L, l))
         return -1;
@@ -1124,12 +1126,11 @@ static int alloc_acts(kt_step *s) {
                       {&s->h, B * D * 4},
                       {&s->hq, B * D},
                       {&s->hs, B * D / 128 * 4},
-                      {&s->qa, B * QL * 2},
+                      {&s->qa, B * (QL + HD) * 2}, /* q_a and kv: the one GEMM's rows */
                       {&s->qrq, B * QL},
                       {&s->qrs, B * QL / 128 * 4},
                       {&s->q, B * QD * 2},
                       {&s->qf, B * QD * 4},
-                      {&s->kvraw, B * HD * 2},
                       {&s->iq, B * ID * 2},
                       {&s->og, B * QD * 2},
                       {&s->oa_g, B * G * OL * 2},
