@@ -292,19 +292,26 @@ extern "C" __global__ void rt_embed(const float *E, const int *tok, float *x, in
     for (int i = threadIdx.x; i < H * D; i += blockDim.x) x[(long)b * H * D + i] = E[(long)tok[b] * D + i % D];
 }
 
-// Sinkhorn's sum of the column (rows 0) or row (rows 1) of entry (i, a) of the H x H comb, in
-// index order (0 past the matrix: i >= H).
-__device__ __forceinline__ float rt_hc_line(const float *comb, int i, int a, int H, int rows) {
+// Entry e (< 64) of the H x H comb held in registers (entry e in lane e % 32's c[e / 32]), in
+// every lane (each lane asks for its own e).
+__device__ __forceinline__ float rt_hc_entry(float c0, float c1, int e) {
+    float lo = __shfl_sync(0xffffffffu, c0, e & 31), hi = __shfl_sync(0xffffffffu, c1, e & 31);
+    return e < 32 ? lo : hi;
+}
+
+// Sinkhorn's sum of the column (rows 0) or row (rows 1) of entry (i, a), in index order (the
+// lanes past the matrix, i >= H, sum entries of it too: all lanes take part in the shuffles).
+__device__ __forceinline__ float rt_hc_line(float c0, float c1, int i, int a, int H, int rows) {
     float sum = 0;
-    if (i < H)
-        for (int c = 0; c < H; c++) sum += rows ? comb[i * H + c] : comb[c * H + a];
+    for (int c = 0; c < H; c++) sum += rt_hc_entry(c0, c1, rows ? (i % H) * H + c : c * H + a);
     return sum;
 }
 
 // The HC weights of one sequence from its mix (one warp; comb: H*H floats of shared memory):
 // pre = sigmoid(mix * scale0 + base) + hc_eps; with pc, post = 2 sigmoid(..) into pc[0..H) and
 // comb = the Sinkhorn projection of the row softmax (+ hc_eps) into pc[H..H+H*H). Lanes take
-// the H*H entries, each summing its row or column in the serial order.
+// the H*H entries (two a lane past 32), held in registers through the passes, each summing its
+// row or column in the serial order by shuffles (a pass is a few shuffles, no barrier).
 __device__ void rt_hc_weights(const float *mix, const float *base, const float *scale, float *pre, float *pc,
                               float *comb, int H, int iters, float hc_eps) {
     int l = threadIdx.x % 32;
@@ -320,15 +327,15 @@ __device__ void rt_hc_weights(const float *mix, const float *base, const float *
         comb[e] = expf(cm[e] * scale[2] + cb[e] - mx) / sum + hc_eps;
     }
     __syncwarp();
-    int i0 = l / H, a0 = l % H, i1 = (l + 32) / H, a1 = (l + 32) % H;
+    const int HH = H * H, i0 = l / H, a0 = l % H, i1 = (l + 32) / H, a1 = (l + 32) % H;
+    float c0 = l < HH ? comb[l] : 0.f, c1 = l + 32 < HH ? comb[l + 32] : 0.f;
     for (int it = 0; it < 2 * iters - 1; it++) { // column pass first, then row and column passes
-        float s0 = rt_hc_line(comb, i0, a0, H, it % 2), s1 = rt_hc_line(comb, i1, a1, H, it % 2);
-        __syncwarp();
-        if (l < H * H) comb[l] /= s0 + hc_eps;
-        if (l + 32 < H * H) comb[l + 32] /= s1 + hc_eps;
-        __syncwarp();
+        float s0 = rt_hc_line(c0, c1, i0, a0, H, it % 2), s1 = rt_hc_line(c0, c1, i1, a1, H, it % 2);
+        if (l < HH) c0 /= s0 + hc_eps;
+        if (l + 32 < HH) c1 /= s1 + hc_eps;
     }
-    for (int e = l; e < H * H; e += 32) pc[H + e] = comb[e];
+    if (l < HH) pc[H + l] = c0;
+    if (l + 32 < HH) pc[H + l + 32] = c1;
 }
 
 // The HC module before a block (and, postcomb NULL, the HC head), a block per sequence, after
