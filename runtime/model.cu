@@ -167,7 +167,7 @@ struct rt_hc_post_args {
 
 // The four values x[b][k..k+3] of the streams after the post step (k a multiple of 4, so in one
 // stream), stored into x when `store`.
-__device__ float4 rt_hc_post4(const rt_hc_post_args &a, int b, int k, bool store) {
+__device__ __forceinline__ float4 rt_hc_post4(const rt_hc_post_args &a, int b, int k, bool store) {
     const int H = a.H, h = k / a.D, d = k % a.D;
     const float *pc = a.pc + (long)b * (H + H * H);
     float v[4];
@@ -186,12 +186,22 @@ __device__ float4 rt_hc_post4(const rt_hc_post_args &a, int b, int k, bool store
     return r;
 }
 
+// A lane's weights of rt_gemv's tile at k0 (n4 float4s of each of its RT_GV_ROWS rows), loaded together.
+__device__ __forceinline__ void rt_gemv_weights(float4 (&wv)[RT_GV_KC / 128][RT_GV_ROWS],
+                                                const float4 *const (&w)[RT_GV_ROWS], int k0, int n4, int lane) {
+#pragma unroll
+    for (int i = 0; i < RT_GV_KC / 128; i++)
+#pragma unroll
+        for (int r = 0; r < RT_GV_ROWS; r++)
+            wv[i][r] = lane + 32 * i < n4 ? __ldg(w[r] + k0 / 4 + lane + 32 * i) : make_float4(0, 0, 0, 0);
+}
+
 // rt_gemv's body; POST: x is the streams after the post step, made from post.old as the tiles
 // are loaded and stored into post.x by the blocks of the first row tile (the HC mixes have at
 // most 32 rows: one row tile, so every value is stored once).
-template <bool POST>
-__device__ void rt_gemv_run(const float *W, const float *W2, const float *x, float *part, int N1, int N, int K, int B,
-                            int kc, const rt_hc_post_args &post) {
+template <bool POST> // inlined into each kernel, post by value: its fields stay in registers, not a stack frame
+__device__ __forceinline__ void rt_gemv_run(const float *W, const float *W2, const float *x, float *part, int N1, int N,
+                                            int K, int B, int kc, rt_hc_post_args post) {
     __shared__ float4 xs[RT_GV_SEQS][RT_GV_KC / 4];
     int lane = threadIdx.x % 32, row0 = (blockIdx.y * 8 + threadIdx.x / 32) * RT_GV_ROWS, b0 = blockIdx.x * RT_GV_SEQS;
     int kbeg = blockIdx.z * kc, kend = min(K, kbeg + kc);
@@ -205,11 +215,7 @@ __device__ void rt_gemv_run(const float *W, const float *W2, const float *x, flo
     for (int k0 = kbeg; k0 < kend; k0 += RT_GV_KC) {
         int n4 = min(RT_GV_KC, kend - k0) / 4; // a multiple of 32: the bounds below are warp-uniform
         float4 wv[RT_GV_KC / 128][RT_GV_ROWS]; // the lane's weights of the tile, loaded together first
-#pragma unroll
-        for (int i = 0; i < RT_GV_KC / 128; i++)
-#pragma unroll
-            for (int r = 0; r < RT_GV_ROWS; r++)
-                wv[i][r] = lane + 32 * i < n4 ? __ldg(w[r] + k0 / 4 + lane + 32 * i) : make_float4(0, 0, 0, 0);
+        if (!POST) rt_gemv_weights(wv, w, k0, n4, lane);
         __syncthreads();
         for (int i = threadIdx.x; i < RT_GV_SEQS * n4; i += blockDim.x) {
             int sq = i / n4, c = i % n4;
@@ -218,6 +224,9 @@ __device__ void rt_gemv_run(const float *W, const float *W2, const float *x, flo
                                      : ((const float4 *)(x + (long)(b0 + sq) * K + k0))[c];
         }
         __syncthreads();
+        // the post step's loads and the weights' together would spill at sm_90's 128 registers: the
+        // weights follow the tile there (one L2 round trip more a tile)
+        if (POST) rt_gemv_weights(wv, w, k0, n4, lane);
 #pragma unroll
         for (int i = 0; i < RT_GV_KC / 128; i++) {
             if (lane + 32 * i >= n4) break;
