@@ -256,10 +256,39 @@ __device__ __forceinline__ void rt_gemv_run(const float *W, const float *W2, con
     if (n < N && b < B) part[((long)blockIdx.z * B + b) * N + n] = acc[0];
 }
 
-extern "C" __global__ void __launch_bounds__(256)
-    rt_gemv(const float *W, const float *W2, const float *x, float *part, int N1, int N, int K, int B, int kc) {
+// With out, the last of a tile's S split blocks to finish (count[tile], left at 0 for the next
+// launch) sums the tile's outputs into out [B][N], each as a warp's lanes over the splits then
+// rt_warp_sum (rt_gemv_at's order: the same values as a separate summing kernel, one launch fewer).
+__device__ void rt_gemv_finish(const float *part, float *out, int *count, int N, int B) {
+    __shared__ int last;
+    const int tile = blockIdx.y * gridDim.x + blockIdx.x, S = gridDim.z, lane = threadIdx.x % 32;
+    __threadfence(); // this block's splits seen by the last block
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(count + tile, 1) == S - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    if (threadIdx.x == 0) count[tile] = 0;
+    float v[32]; // warp w: the tile's outputs 32 w .. 32 w + 31 (row o / SEQS, sequence o % SEQS), loads first
+    const int o0 = threadIdx.x / 32 * 32, n0 = blockIdx.y * 32, b0 = blockIdx.x * RT_GV_SEQS;
+#pragma unroll
+    for (int j = 0; j < 32; j++) {
+        int n = n0 + (o0 + j) / RT_GV_SEQS, b = b0 + (o0 + j) % RT_GV_SEQS;
+        v[j] = lane < S && n < N && b < B ? __ldcg(part + ((long)lane * B + b) * N + n) : 0.f;
+    }
+#pragma unroll
+    for (int j = 0; j < 32; j++) {
+        int n = n0 + (o0 + j) / RT_GV_SEQS, b = b0 + (o0 + j) % RT_GV_SEQS;
+        float t = rt_warp_sum(v[j]);
+        if (lane == 0 && n < N && b < B) out[(long)b * N + n] = t;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256) rt_gemv(const float *W, const float *W2, const float *x, float *part,
+                                                          float *out, int *count, int N1, int N, int K, int B, int kc) {
     rt_begin();
     rt_gemv_run<false>(W, W2, x, part, N1, N, K, B, kc, rt_hc_post_args{});
+    if (out) rt_gemv_finish(part, out, count, N, B);
 }
 
 // The HC mixes (N <= 32 rows of W over K = H x D) of the streams after the previous block's post
@@ -282,16 +311,6 @@ __device__ __forceinline__ float rt_gemv_lane(const float *part, int S, int B, i
 // across the warp.
 __device__ float rt_gemv_at(const float *part, int S, int B, int N, int b, int n) {
     return rt_warp_sum(rt_gemv_lane(part, S, B, N, b, n));
-}
-
-// out = the sum of rt_gemv's S splits (count = B * N values), for a consumer that takes plain
-// f32; a warp per value.
-extern "C" __global__ void rt_gemv_sum(const float *part, float *out, int S, long count) {
-    rt_begin();
-    long i = (long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    if (i >= count) return;
-    float v = rt_gemv_at(part, S, 1, (int)count, 0, (int)i);
-    if (threadIdx.x % 32 == 0) out[i] = v;
 }
 
 // x[b][k][d] = E[tok[b]][d]: every stream starts as the token's embedding.

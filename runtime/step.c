@@ -32,7 +32,7 @@
     X(Q_PREP, rt_q_prep) X(KV_APPEND, rt_kv_append) X(COMP_EMIT, rt_comp_emit)                              \
     X(INDEX_SCORE, rt_index_score) X(TOPK, rt_topk) X(ATTENTION, rt_attention) X(UNGROUP, rt_ungroup)      \
     X(ROUTER, rt_router) X(MOE_UP, rt_moe_up) X(MOE_DOWN, rt_moe_down) X(MOE_COMBINE, rt_moe_combine)      \
-    X(SWIGLU, rt_swiglu) X(ARGMAX, rt_argmax) X(GEMV, rt_gemv) X(GEMV_SUM, rt_gemv_sum)                  \
+    X(SWIGLU, rt_swiglu) X(ARGMAX, rt_argmax) X(GEMV, rt_gemv)                  \
     X(FILL_F32, rt_fill_f32) X(FILL_E4M3, rt_fill_e4m3) X(FILL_I32, rt_fill_i32) X(LENGTHS, rt_lengths)       \
     X(INDEX_Q, rt_index_q) X(O_POST, rt_o_post) X(RMSNORM_F32, rt_rmsnorm_f32) X(RESIDUAL, rt_residual)       \
     X(V32_KV_APPEND, rt_v32_kv_append) X(V32_Q_ABSORB, rt_v32_q_absorb) X(V32_O_UP, rt_v32_o_up)              \
@@ -102,9 +102,11 @@ struct kt_step {
     dptr embed, hh_fn, hh_base, hh_scale, norm, head, inv_main, inv_comp;
     dptr tok, pos, x, postcomb, h, hq, hs, qa, qrq, qrs, q, qf, kvraw, iq, og, oa_g, oa, y_attn, eidx, ew, a_e, aq_e,
         as_e, y_e, gu, a_sh, y_sh, moe_out, yfin, logits, next, ik;
-    dptr gvpart, cemit, ccount; /* rt_gemv's split sums (gv_bytes); rt_comp_emit's entry [B][width], counters [B] */
-    dptr xbuf[2];               /* V4: the HC streams before and after a post step (x is one of them) */
-    dptr post_yb, post_yf;      /* the block output whose HC post step the next HC module's GEMV applies */
+    dptr gvpart, gvcount, cemit, ccount; /* rt_gemv's split sums (gv_bytes) and tile counters (gv_tiles);
+                                          * rt_comp_emit's entry [B][width], counters [B] */
+    size_t gv_tiles;
+    dptr xbuf[2];          /* V4: the HC streams before and after a post step (x is one of them) */
+    dptr post_yb, post_yf; /* the block output whose HC post step the next HC module's GEMV applies */
     int post_pending;
     size_t gv_bytes;
     /* the families' buffers: list lengths [3][B] (rt_lengths), mla_decode's lists, q, out and
@@ -177,20 +179,21 @@ static int gemv_splits(long B, long N, long K) {
 }
 
 /* The N x K f32 GEMV of every sequence's x (B x K), rows N1 of W then N - N1 of W2 (may be 0),
- * by rt_gemv (profiled as `name`): with out, the plain result [B][N] there; else *S splits of it
- * in s->gvpart for a consumer that sums them (rt_gemv_at). */
+ * by rt_gemv (profiled as `name`): with out, the plain result [B][N] there (split, its last
+ * blocks sum the splits: s->gvcount); else *S splits of it in s->gvpart for a consumer that sums
+ * them (rt_gemv_at). */
 static int gemv(kt_step *s, const char *name, dptr W, dptr W2, long N1, long N, long K, dptr x, dptr out, int *S) {
     int B = s->B, n1 = (int)N1, n = (int)N, k = (int)K, splits = gemv_splits(B, N, K);
     int kc = (int)((K / 128 + splits - 1) / splits * 128);
-    dptr part = out && splits == 1 ? out : s->gvpart;
-    long count = (long)B * N;
-    if (K % 128 || (part == s->gvpart && (size_t)(splits * count * 4) > s->gv_bytes))
+    unsigned tx = (unsigned)(B + 7) / 8, ty = (unsigned)(N + 31) / 32;
+    dptr part = out && splits == 1 ? out : s->gvpart, fin = out && splits > 1 ? out : 0;
+    if (K % 128 || (part == s->gvpart && (size_t)splits * B * N * 4 > s->gv_bytes) ||
+        (fin && (size_t)tx * ty > s->gv_tiles))
         return kt_fail("internal: rt_gemv %s: K %ld is not in 128s or its %d splits outgrow the scratch", name, K,
                        splits);
     if (S) *S = splits;
-    void *a[] = {&W, &W2, &x, &part, &n1, &n, &k, &B, &kc}, *as[] = {&s->gvpart, &out, &splits, &count};
-    if (rt_as(s, K_GEMV, name, (unsigned)(B + 7) / 8, (unsigned)(N + 31) / 32, (unsigned)splits, 256, 0, a)) return -1;
-    return out && splits > 1 ? rt(s, K_GEMV_SUM, (unsigned)((count + 7) / 8), 1, 256, 0, as) : 0;
+    void *a[] = {&W, &W2, &x, &part, &fin, &s->gvcount, &n1, &n, &k, &B, &kc};
+    return rt_as(s, K_GEMV, name, tx, ty, (unsigned)splits, 256, 0, a);
 }
 
 static int same_problem(const kt_problem *a, const kt_problem *b) {
@@ -1055,6 +1058,14 @@ static size_t gemv_scratch(const kt_model_config *c, long B) {
     return most;
 }
 
+/* rt_gemv's split sums and the tile counters of the GEMVs with a plain output (the gate's and the
+ * LM head's rows at most), zeroed: the last block of a tile leaves its counter at 0. */
+static int alloc_gemv(kt_step *s) {
+    long rows = s->c.vocab > s->c.n_experts ? s->c.vocab : s->c.n_experts;
+    s->gv_tiles = (size_t)((s->B + 7) / 8) * (size_t)((rows + 31) / 32);
+    return dalloc(&s->gvpart, s->gv_bytes = gemv_scratch(&s->c, s->B)) || dalloc(&s->gvcount, s->gv_tiles * 4) ? -1 : 0;
+}
+
 typedef struct dbuf {
     dptr *p;
     size_t bytes;
@@ -1104,10 +1115,9 @@ static int alloc_acts_v32(kt_step *s) {
                       {&s->yfin, B * D * 4},
                       {&s->logits, B * (size_t)c->vocab * 4},
                       {&s->next, B * 4},
-                      {&s->lens, 3 * B * 4},
-                      {&s->gvpart, s->gv_bytes = gemv_scratch(c, s->B)}};
-    return alloc_bufs(a, sizeof a / sizeof a[0]) || upload_ints(&s->csa_len, s->B, csa_length, s) || alloc_indexer(s) ||
-                   (s->plan.route.n_dims && alloc_moe(s))
+                      {&s->lens, 3 * B * 4}};
+    return alloc_bufs(a, sizeof a / sizeof a[0]) || alloc_gemv(s) || upload_ints(&s->csa_len, s->B, csa_length, s) ||
+                   alloc_indexer(s) || (s->plan.route.n_dims && alloc_moe(s))
                ? -1
                : 0;
 }
@@ -1149,10 +1159,9 @@ static int alloc_acts(kt_step *s) {
                       {&s->yfin, B * D * 4},
                       {&s->logits, B * (size_t)c->vocab * 4},
                       {&s->next, B * 4},
-                      {&s->gvpart, s->gv_bytes = gemv_scratch(c, s->B)},
                       {&s->cemit, B * (HD > (size_t)c->index_dim ? HD : (size_t)c->index_dim) * 4},
                       {&s->ccount, B * 4}};
-    return alloc_bufs(a, sizeof a / sizeof a[0]) || dalloc(&s->lens, 3 * B * 4) ||
+    return alloc_bufs(a, sizeof a / sizeof a[0]) || alloc_gemv(s) || dalloc(&s->lens, 3 * B * 4) ||
                    (s->plan.family[KT_PART_INDEXER] && alloc_indexer(s)) ||
                    (s->plan.family[KT_PART_ATTENTION] && alloc_attention(s)) ||
                    (s->plan.family[KT_PART_MOE] && alloc_moe(s))
