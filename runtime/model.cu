@@ -413,18 +413,24 @@ extern "C" __global__ void rt_hc_pre(const float *x, const float *mixp, int S, c
     if (hq) rt_quant_row(col, D, hq + (long)b * D, hs + (long)b * (D / 128));
 }
 
-// rmsnorm(in) * w over rows of n (bf16 in, rows ld apart), act_quant'ed into q e4m3 [rows, n]
-// and sc f32 [rows, n / 128] (the next GEMM's input); a block per row.
+// rmsnorm(in) * w of one row of n bf16 values, act_quant'ed into q e4m3 [n] and sc f32 [n / 128]
+// (the next GEMM's input); v: n floats of shared memory.
+__device__ void rt_norm_quant_row(const kt_u16 *in, const float *w, kt_u8 *q, float *sc, int n, float eps, float *v,
+                                  float *red) {
+    for (int i = threadIdx.x; i < n; i += blockDim.x) v[i] = kt_bf16_to_f32(in[i]);
+    __syncthreads();
+    rt_rmsnorm(v, n, w, eps, red);
+    rt_quant_row(v, n, q, sc);
+}
+
+// rt_norm_quant_row over rows of n (rows ld apart), a block per row. Dynamic shared memory n floats.
 extern "C" __global__ void rt_rmsnorm_bf16(const kt_u16 *in, int ld, const float *w, kt_u8 *q, float *sc, int n,
                                            float eps) {
     rt_begin();
     extern __shared__ float v[];
     __shared__ float red[32];
     long row = blockIdx.x;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) v[i] = kt_bf16_to_f32(in[row * ld + i]);
-    __syncthreads();
-    rt_rmsnorm(v, n, w, eps, red);
-    rt_quant_row(v, n, q + row * n, sc + row * (n / 128));
+    rt_norm_quant_row(in + row * ld, w, q + row * n, sc + row * (n / 128), n, eps, v, red);
 }
 
 // Query heads: unweighted rmsnorm and RoPE at *pos; grid (heads, batch), q bf16 -> qf f32
@@ -445,16 +451,21 @@ extern "C" __global__ void rt_q_prep(const kt_u16 *q, float *qf, kt_u16 *qb, con
             qb[row * HD + i] = kt_f32_to_bf16(v[i]);
 }
 
-// The new token's KV (kv rows ld apart): rmsnorm * w, RoPE at *pos, stored in the sequence's window cache at slot
-// *pos % W (cache: `stride` bytes per sequence). A block per sequence.
-extern "C" __global__ void rt_kv_append(const kt_u16 *kv, int ld, const float *w, const float *inv, const int *pos,
-                                        kt_u8 *cache, unsigned long long stride, int W, int R, float eps) {
+// V4's q_a and KV of one GEMM (rows [B][ld]: q_a's QL values, then the KV's 512), grid (B, 2):
+// blockIdx.y 0, q_a's rmsnorm * qw act_quant'ed into q / sc (rt_norm_quant_row); 1, the new
+// token's KV: rmsnorm * kw, RoPE at *pos, stored in the sequence's window cache at slot *pos % W
+// (cache: `stride` bytes per sequence). Dynamic shared memory max(QL, 512) floats.
+extern "C" __global__ void rt_qkv_a(const kt_u16 *qkv, int ld, int QL, const float *qw, kt_u8 *q, float *sc,
+                                    const float *kw, const float *inv, const int *pos, kt_u8 *cache,
+                                    unsigned long long stride, int W, int R, float eps) {
     rt_begin();
-    __shared__ float v[KT_KV_DIM], red[32];
-    int b = blockIdx.x;
-    for (int i = threadIdx.x; i < KT_KV_DIM; i += blockDim.x) v[i] = kt_bf16_to_f32(kv[(long)b * ld + i]);
+    extern __shared__ float v[];
+    __shared__ float red[32];
+    long b = blockIdx.x;
+    if (blockIdx.y == 0) return rt_norm_quant_row(qkv + b * ld, qw, q + b * QL, sc + b * (QL / 128), QL, eps, v, red);
+    for (int i = threadIdx.x; i < KT_KV_DIM; i += blockDim.x) v[i] = kt_bf16_to_f32(qkv[b * ld + QL + i]);
     __syncthreads();
-    rt_rmsnorm(v, KT_KV_DIM, w, eps, red);
+    rt_rmsnorm(v, KT_KV_DIM, kw, eps, red);
     rt_rope(v, KT_KV_DIM, R, inv, (float)*pos, 1.0f);
     rt_kv_store(v, cache + b * stride, *pos % W, red);
 }

@@ -29,7 +29,7 @@
 // clang-format off
 #define RT_KERNELS(X)                                                                                      \
     X(EMBED, rt_embed) X(HC_PRE, rt_hc_pre) X(GEMV_HC, rt_gemv_hc) X(RMSNORM, rt_rmsnorm_bf16)             \
-    X(Q_PREP, rt_q_prep) X(KV_APPEND, rt_kv_append) X(COMP_EMIT, rt_comp_emit)                              \
+    X(Q_PREP, rt_q_prep) X(QKV_A, rt_qkv_a) X(COMP_EMIT, rt_comp_emit)                              \
     X(INDEX_SCORE, rt_index_score) X(TOPK, rt_topk) X(ATTENTION, rt_attention) X(UNGROUP, rt_ungroup)      \
     X(ROUTER, rt_router) X(MOE_UP, rt_moe_up) X(MOE_DOWN, rt_moe_down) X(MOE_COMBINE, rt_moe_combine)      \
     X(SWIGLU, rt_swiglu) X(ARGMAX, rt_argmax) X(GEMV, rt_gemv)                  \
@@ -414,18 +414,17 @@ static int attention(kt_step *s, long l) {
     int mode = c->attn[l] == KT_ATTN_CSA ? 1 : c->attn[l] == KT_ATTN_HCA ? 2 : 0;
     float eps = (float)c->rms_eps;
     dptr inv = mode ? s->inv_comp : s->inv_main, qf = s->plan.family[KT_PART_ATTENTION] ? 0 : s->qf;
-    /* q_a and kv of h in one GEMM (wq_a holds wkv's rows after its own): rows [B][QL + HD] */
+    /* q_a and kv of h in one GEMM (wq_a holds wkv's rows after its own): rows [B][QL + HD]; then
+     * q_a's norm (act_quant'ed for wq_b) and the KV's append in one launch */
     int ld = QL + HD;
-    dptr kv = s->qa + (dptr)QL * 2;
-    if (hc_pre(s, L, 0, L->attn_norm) || gemm(s, &L->wq_a, 0, ld, s->hq, s->hs, s->qa, B)) return -1;
-    void *an[] = {&s->qa, &ld, &L->q_norm, &s->qrq, &s->qrs, &QL, &eps}; /* q_norm's output act_quant'ed */
-    if (rt(s, K_RMSNORM, (unsigned)B, 1, 256, (unsigned)(QL * 4), an) ||
-        gemm(s, &L->wq_b, 0, c->n_heads * HD, s->qrq, s->qrs, s->q, B))
-        return -1;
+    unsigned smem = (unsigned)(QL > KT_KV_DIM ? QL : KT_KV_DIM) * 4;
+    void *an[] = {&s->qa, &ld,     &QL,     &L->q_norm,  &s->qrq, &s->qrs, &L->kv_norm,
+                  &inv,   &s->pos, &L->win, &L->wstride, &W,      &R,      &eps};
     void *aq[] = {&s->q, &qf, &s->qb, &inv, &s->pos, &HD, &R, &eps};
-    void *ak[] = {&kv, &ld, &L->kv_norm, &inv, &s->pos, &L->win, &L->wstride, &W, &R, &eps};
-    if (rt(s, K_Q_PREP, (unsigned)c->n_heads, (unsigned)B, 128, 0, aq) ||
-        rt(s, K_KV_APPEND, (unsigned)B, 1, 256, 0, ak))
+    if (hc_pre(s, L, 0, L->attn_norm) || gemm(s, &L->wq_a, 0, ld, s->hq, s->hs, s->qa, B) ||
+        rt(s, K_QKV_A, (unsigned)B, 2, 256, smem, an) ||
+        gemm(s, &L->wq_b, 0, c->n_heads * HD, s->qrq, s->qrs, s->q, B) ||
+        rt(s, K_Q_PREP, (unsigned)c->n_heads, (unsigned)B, 128, 0, aq))
         return -1;
     if (mode && compressor(s, &L->comp, L->ccache, 0, 0, L->cstride)) return -1;
     if ((mode == 1 && indexer(s, L)) || attend(s, L, mode, inv)) return -1;
