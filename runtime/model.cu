@@ -78,17 +78,18 @@ __device__ void rt_rmsnorm(float *x, int n, const float *w, float eps, float *re
     __syncthreads();
 }
 
-// Stores a 512 vector in the V4 layout at token slot t of cache (rounding as kt_quant_kv).
-__device__ void rt_kv_store(const float *x, kt_u8 *cache, long t, float *red) {
+// Stores a 512 vector in the V4 layout at token slot t of cache (rounding as kt_quant_kv): a warp
+// per 64-group (two values a lane, the group's max by shuffles: no block barrier).
+__device__ void rt_kv_store(const float *x, kt_u8 *cache, long t) {
     kt_u8 *data = cache + kt_kv_data(t), *sc = cache + kt_kv_scales(t);
-    for (int g = 0; g < KT_KV_NOPE / 64; g++) {
-        float a = 0;
-        for (int i = threadIdx.x; i < 64; i += blockDim.x) a = fmaxf(a, fabsf(x[g * 64 + i]));
-        a = rt_block_max(a, red);
+    const int lane = threadIdx.x % 32;
+    for (int g = threadIdx.x / 32; g < KT_KV_NOPE / 64; g += blockDim.x / 32) {
+        float x0 = x[g * 64 + lane], x1 = x[g * 64 + 32 + lane], a = fmaxf(fabsf(x0), fabsf(x1));
+        for (int o = 16; o > 0; o /= 2) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
         int e = a > 0 ? (int)ceilf(log2f(a / 448.0f)) : 0;
         float s = ldexpf(1.0f, e);
-        for (int i = threadIdx.x; i < 64; i += blockDim.x) data[g * 64 + i] = rt_to_e4m3(x[g * 64 + i] / s);
-        if (threadIdx.x == 0) sc[g] = (kt_u8)(e + 127);
+        data[g * 64 + lane] = rt_to_e4m3(x0 / s), data[g * 64 + 32 + lane] = rt_to_e4m3(x1 / s);
+        if (lane == 0) sc[g] = (kt_u8)(e + 127);
     }
     kt_u16 *rope = (kt_u16 *)(data + KT_KV_NOPE);
     for (int i = threadIdx.x; i < KT_KV_ROPE; i += blockDim.x) rope[i] = kt_f32_to_bf16(x[KT_KV_NOPE + i]);
@@ -467,7 +468,7 @@ extern "C" __global__ void rt_qkv_a(const kt_u16 *qkv, int ld, int QL, const flo
     __syncthreads();
     rt_rmsnorm(v, KT_KV_DIM, kw, eps, red);
     rt_rope(v, KT_KV_DIM, R, inv, (float)*pos, 1.0f);
-    rt_kv_store(v, cache + b * stride, *pos % W, red);
+    rt_kv_store(v, cache + b * stride, *pos % W);
 }
 
 // A compressor's projections of the token for the block's 32 channels (with overlap 2 also their
@@ -548,7 +549,7 @@ __device__ void rt_comp_store(const float *e, const float *w, const float *inv, 
     rt_rmsnorm(v, width, w, eps, red);
     rt_rope(v, width, R, inv, (float)(entry * rate), 1.0f);
     if (kv_cache)
-        rt_kv_store(v, kv_cache + b * cstride, entry, red);
+        rt_kv_store(v, kv_cache + b * cstride, entry);
     else if (ikeys)
         rt_index_key_store(v, ikeys, (long long)(b * cstride + entry / KT_IDX_PAGE), (int)(entry % KT_IDX_PAGE), red);
     else
