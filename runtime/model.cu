@@ -138,11 +138,11 @@ __device__ void rt_index_key_store(const float *x, kt_u8 *cache, long long page,
 
 // The step's f32 GEMVs over every sequence (the LM head, the HC mixes, the compressors', router's,
 // gate's and indexer's projections): part[z][b][n] = W[n] . x[b] over split z of K (gridDim.z
-// splits of kc values, kc a multiple of 128), rows n < N1 of W and the N - N1 after of W2 (NULL
-// when N1 = N). A block: 8 warps of RT_GV_ROWS rows each and RT_GV_SEQS sequences (grid.x, the
-// fastest, so the blocks sharing rows run together and read them once from DRAM), the x tile
-// from shared memory; a lane reads float4s of its rows along k. Consumers sum the splits in
-// order (rt_gemv_at): no atomics, the same logits every replay.
+// splits of kc values, kc a multiple of 128; W's rows may be several weights of one x, loaded one
+// below the other: a CSA layer's two compressors and the indexer's head weights). A block: 8 warps of RT_GV_ROWS rows
+// each and RT_GV_SEQS sequences (grid.x, the fastest, so the blocks sharing rows run together and read them once from
+// DRAM), the x tile from shared memory; a lane reads float4s of its rows along k. Consumers sum the splits in order
+// (rt_gemv_at): no atomics, the same logits every replay.
 #define RT_GV_ROWS 4
 #define RT_GV_SEQS 8
 #define RT_GV_KC 512
@@ -201,16 +201,15 @@ __device__ __forceinline__ void rt_gemv_weights(float4 (&wv)[RT_GV_KC / 128][RT_
 // are loaded and stored into post.x by the blocks of the first row tile (the HC mixes have at
 // most 32 rows: one row tile, so every value is stored once).
 template <bool POST> // inlined into each kernel, post by value: its fields stay in registers, not a stack frame
-__device__ __forceinline__ void rt_gemv_run(const float *W, const float *W2, const float *x, float *part, int N1, int N,
-                                            int K, int B, int kc, rt_hc_post_args post) {
+__device__ __forceinline__ void rt_gemv_run(const float *W, const float *x, float *part, int N, int K, int B, int kc,
+                                            rt_hc_post_args post) {
     __shared__ float4 xs[RT_GV_SEQS][RT_GV_KC / 4];
     int lane = threadIdx.x % 32, row0 = (blockIdx.y * 8 + threadIdx.x / 32) * RT_GV_ROWS, b0 = blockIdx.x * RT_GV_SEQS;
     int kbeg = blockIdx.z * kc, kend = min(K, kbeg + kc);
     const float4 *w[RT_GV_ROWS];
 #pragma unroll
     for (int r = 0; r < RT_GV_ROWS; r++) {
-        int n = min(row0 + r, N - 1);
-        w[r] = (const float4 *)(n < N1 ? W + (long)n * K : W2 + (long)(n - N1) * K);
+        w[r] = (const float4 *)(W + (long)min(row0 + r, N - 1) * K);
     }
     float acc[RT_GV_ROWS * RT_GV_SEQS] = {};
     for (int k0 = kbeg; k0 < kend; k0 += RT_GV_KC) {
@@ -260,7 +259,8 @@ __device__ __forceinline__ void rt_gemv_run(const float *W, const float *W2, con
 // With out, the last of a tile's S split blocks to finish (count[tile], left at 0 for the next
 // launch) sums the tile's outputs into out [B][N], each as a warp's lanes over the splits then
 // rt_warp_sum (rt_gemv_at's order: the same values as a separate summing kernel, one launch fewer).
-__device__ void rt_gemv_finish(const float *part, float *out, int *count, int N, int B) {
+// Not inlined: inlined, sm_90's ptxas gave rt_gemv 168-186 registers (one block an SM) for it.
+__device__ __noinline__ void rt_gemv_finish(const float *part, float *out, int *count, int N, int B) {
     __shared__ int last;
     const int tile = blockIdx.y * gridDim.x + blockIdx.x, S = gridDim.z, lane = threadIdx.x % 32;
     __threadfence(); // this block's splits seen by the last block
@@ -270,25 +270,28 @@ __device__ void rt_gemv_finish(const float *part, float *out, int *count, int N,
     if (!last) return;
     __threadfence();
     if (threadIdx.x == 0) count[tile] = 0;
-    float v[32]; // warp w: the tile's outputs 32 w .. 32 w + 31 (row o / SEQS, sequence o % SEQS), loads first
+    // warp w: the tile's outputs 32 w .. 32 w + 31 (row o / SEQS, sequence o % SEQS), 8 loads in flight
     const int o0 = threadIdx.x / 32 * 32, n0 = blockIdx.y * 32, b0 = blockIdx.x * RT_GV_SEQS;
+    for (int j0 = 0; j0 < 32; j0 += 8) {
+        float v[8];
 #pragma unroll
-    for (int j = 0; j < 32; j++) {
-        int n = n0 + (o0 + j) / RT_GV_SEQS, b = b0 + (o0 + j) % RT_GV_SEQS;
-        v[j] = lane < S && n < N && b < B ? __ldcg(part + ((long)lane * B + b) * N + n) : 0.f;
-    }
+        for (int j = 0; j < 8; j++) {
+            int n = n0 + (o0 + j0 + j) / RT_GV_SEQS, b = b0 + (o0 + j0 + j) % RT_GV_SEQS;
+            v[j] = lane < S && n < N && b < B ? __ldcg(part + ((long)lane * B + b) * N + n) : 0.f;
+        }
 #pragma unroll
-    for (int j = 0; j < 32; j++) {
-        int n = n0 + (o0 + j) / RT_GV_SEQS, b = b0 + (o0 + j) % RT_GV_SEQS;
-        float t = rt_warp_sum(v[j]);
-        if (lane == 0 && n < N && b < B) out[(long)b * N + n] = t;
+        for (int j = 0; j < 8; j++) {
+            int n = n0 + (o0 + j0 + j) / RT_GV_SEQS, b = b0 + (o0 + j0 + j) % RT_GV_SEQS;
+            float t = rt_warp_sum(v[j]);
+            if (lane == 0 && n < N && b < B) out[(long)b * N + n] = t;
+        }
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256) rt_gemv(const float *W, const float *W2, const float *x, float *part,
-                                                          float *out, int *count, int N1, int N, int K, int B, int kc) {
+extern "C" __global__ void __launch_bounds__(256)
+    rt_gemv(const float *W, const float *x, float *part, float *out, int *count, int N, int K, int B, int kc) {
     rt_begin();
-    rt_gemv_run<false>(W, W2, x, part, N1, N, K, B, kc, rt_hc_post_args{});
+    rt_gemv_run<false>(W, x, part, N, K, B, kc, rt_hc_post_args{});
     if (out) rt_gemv_finish(part, out, count, N, B);
 }
 
@@ -299,7 +302,7 @@ extern "C" __global__ void __launch_bounds__(256)
     rt_gemv_hc(const float *W, const float *old, float *x, const float *postcomb, const kt_u16 *yb, const float *yf,
                float *part, int N, int K, int B, int kc, int D, int H) {
     rt_begin();
-    rt_gemv_run<true>(W, W, x, part, N, N, K, B, kc, rt_hc_post_args{old, postcomb, yf, x, yb, D, H});
+    rt_gemv_run<true>(W, x, part, N, K, B, kc, rt_hc_post_args{old, postcomb, yf, x, yb, D, H});
 }
 
 // Lane l's split of rt_gemv's output (B x N) at (b, n): split l, 0 past S (S <= 32, the host's
@@ -472,12 +475,12 @@ extern "C" __global__ void rt_qkv_a(const kt_u16 *qkv, int ld, int QL, const flo
 }
 
 // A compressor's projections of the token for the block's 32 channels (with overlap 2 also their
-// second series, width + ch), from rt_gemv's S splits of [wkv; wg] . h (B x 2 OW), into this
+// second series, width + ch), from rt_gemv's S splits of [wkv; wg] . h (B x 2 OW, rows ld apart), into this
 // window's slot of kv / g (+ ape[slot] on the gate). Of the block's 64 * overlap values (kv then
 // g, each series-major over the 32 channels) warp w takes w, w + 8, ...: their lanes' splits
 // loaded first (in flight together), then summed.
 #define RT_COMP_PARTS 8 // warps of rt_comp_emit's 256-thread block
-__device__ void rt_comp_slot(const float *part, int S, const float *ape, float *kv, float *g, int b, int width,
+__device__ void rt_comp_slot(const float *part, int S, int ld, const float *ape, float *kv, float *g, int b, int width,
                              int overlap, int slot) {
     int OW = overlap * width, w = threadIdx.x / 32, nv = 64 * overlap;
     float v[128 / RT_COMP_PARTS]; // nv <= 128 (overlap <= 2)
@@ -485,7 +488,7 @@ __device__ void rt_comp_slot(const float *part, int S, const float *ape, float *
     for (int t = 0; t < 128 / RT_COMP_PARTS; t++) {
         int i = w + RT_COMP_PARTS * t, r = i % (32 * overlap), cj = blockIdx.x * 32 + r % 32;
         int n = (i / (32 * overlap)) * OW + (r / 32) * width + cj;
-        v[t] = i < nv && cj < width ? rt_gemv_lane(part, S, gridDim.y, 2 * OW, b, n) : 0.f;
+        v[t] = i < nv && cj < width ? rt_gemv_lane(part, S, gridDim.y, ld, b, n) : 0.f;
     }
 #pragma unroll
     for (int t = 0; t < 128 / RT_COMP_PARTS; t++) {
@@ -560,7 +563,7 @@ __device__ void rt_comp_store(const float *e, const float *w, const float *inv, 
 // slot *pos % rate (rt_comp_slot); when *pos closes a window (every `rate` tokens) the entry
 // (*pos+1)/rate - 1 (rt_comp_window, into e[b]), and the last of the sequence's blocks to finish
 // (count[b], left at 0 for the next launch) stores it (rt_comp_store).
-extern "C" __global__ void rt_comp_emit(const float *part, int S, const float *ape, float *buf_kv, float *buf_g,
+extern "C" __global__ void rt_comp_emit(const float *part, int S, int ld, const float *ape, float *buf_kv, float *buf_g,
                                         float *prev_kv, float *prev_g, float *e, int *count, const float *w,
                                         const float *inv, const int *pos, kt_u8 *kv_cache, float *keys, kt_u8 *ikeys,
                                         unsigned long long cstride, int width, int overlap, int rate, int R,
@@ -569,7 +572,7 @@ extern "C" __global__ void rt_comp_emit(const float *part, int S, const float *a
     __shared__ int last;
     int b = blockIdx.y, p = *pos, OW = overlap * width;
     float *kv = buf_kv + (long)b * rate * OW, *g = buf_g + (long)b * rate * OW;
-    rt_comp_slot(part, S, ape, kv, g, b, width, overlap, p % rate);
+    rt_comp_slot(part, S, ld, ape, kv, g, b, width, overlap, p % rate);
     if ((p + 1) % rate) return;
     __syncthreads();
     long entry = (p + 1) / rate - 1;
@@ -588,10 +591,10 @@ extern "C" __global__ void rt_comp_emit(const float *part, int S, const float *a
 
 // mla_indexer's inputs for the query, a block per (head, sequence): the head's q = RoPE(iq) in
 // e4m3 with its scale s folded into the weight, w[b][h] = (wproj_h . h) / sqrt(IH) s / sqrt(ID)
-// (relu(s x) = s relu(x), s > 0; wproj . h from rt_gemv's S splits), so the family's logit
+// (relu(s x) = s relu(x), s > 0; wproj . h from rt_gemv's S splits, rows ld apart), so the family's logit
 // sum_h w_h relu(q_h . k) k_scale is rt_index_score's score. Dynamic shared memory ID floats.
-extern "C" __global__ void rt_index_q(const kt_u16 *iq, const float *wpart, int S, const float *inv, const int *pos,
-                                      kt_u8 *qq, float *w, int ID, int R) {
+extern "C" __global__ void rt_index_q(const kt_u16 *iq, const float *wpart, int S, int ld, const float *inv,
+                                      const int *pos, kt_u8 *qq, float *w, int ID, int R) {
     rt_begin();
     extern __shared__ float q[];
     __shared__ float red[32];
@@ -602,7 +605,7 @@ extern "C" __global__ void rt_index_q(const kt_u16 *iq, const float *wpart, int 
     rt_rope(q, ID, R, inv, (float)*pos, 1.0f);
     float s = rt_quant_e4m3(q, ID, qq + row * ID, red);
     if (threadIdx.x < 32) {
-        float d = rt_gemv_at(wpart, S, B, IH, b, hh);
+        float d = rt_gemv_at(wpart, S, B, ld, b, hh);
         if (threadIdx.x == 0) w[row] = d * rsqrtf((float)IH) * s * rsqrtf((float)ID);
     }
 }
@@ -610,7 +613,7 @@ extern "C" __global__ void rt_index_q(const kt_u16 *iq, const float *wpart, int 
 // The lightning indexer's scores of every compressed entry for the token: w = wproj . h /
 // sqrt(IH) (rt_gemv's S splits, B x IH), q = RoPE(iq heads), score[s] = sum_h w_h relu(q_h .
 // k_s) / sqrt(ID). A block per sequence; dynamic shared memory IH * ID floats.
-extern "C" __global__ void rt_index_score(const kt_u16 *iq, const float *wpart, int S, const float *keys,
+extern "C" __global__ void rt_index_score(const kt_u16 *iq, const float *wpart, int S, int ld, const float *keys,
                                           const float *inv, const int *pos, float *scores, unsigned long long kstride,
                                           int IH, int ID, int rate, int R, int max_entries) {
     rt_begin();
@@ -619,7 +622,7 @@ extern "C" __global__ void rt_index_score(const kt_u16 *iq, const float *wpart, 
     int b = blockIdx.x, n = (*pos + 1) / rate;
     for (int i = threadIdx.x; i < IH * ID; i += blockDim.x) q[i] = kt_bf16_to_f32(iq[(long)b * IH * ID + i]);
     for (int j = threadIdx.x / 32; j < IH; j += blockDim.x / 32) {
-        float d = rt_gemv_at(wpart, S, gridDim.x, IH, b, j);
+        float d = rt_gemv_at(wpart, S, gridDim.x, ld, b, j);
         if (threadIdx.x % 32 == 0) wt[j] = d * rsqrtf((float)IH);
     }
     __syncthreads();

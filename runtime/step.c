@@ -51,14 +51,16 @@ typedef struct gemm_w {
 } gemm_w;
 
 typedef struct comp_dev {
-    dptr ape, norm, wg, wkv, buf_kv, buf_g, prev_kv, prev_g;
+    dptr ape, norm, buf_kv, buf_g, prev_kv, prev_g; /* wkv and wg: rows of the layer's proj */
     long rate, width;
     int overlap;
 } comp_dev;
 
 typedef struct layer_dev {
     dptr hc_fn[2], hc_base[2], hc_scale[2], attn_norm, ffn_norm, q_norm, kv_norm, sink, gate, gate_bias, tid2eid,
-        iwproj;
+        iwproj; /* V4: the head weights inside proj; V3.2: its own */
+    dptr proj; /* V4's compressed layers: the compressors' wkv, wg and the indexer's head weights, rows in that order */
+    long proj_rows;
     gemm_w wq_a, wq_b, wkv, wo_a, wo_b, iwq_b, sh13, sh2; /* V4: wq_a holds wkv's rows too (wkv: V3.2's kv_a) */
     gemm_w wkvb, iwk;        /* V3.2: kv_b_proj (read by rt_v32_q_absorb / rt_v32_o_up), the indexer's wk */
     dptr ik_norm, ik_bias;   /* V3.2: the indexer's k_norm (LayerNorm) */
@@ -178,12 +180,11 @@ static int gemv_splits(long B, long N, long K) {
     return (int)((kb + per - 1) / per);
 }
 
-/* The N x K f32 GEMV of every sequence's x (B x K), rows N1 of W then N - N1 of W2 (may be 0),
- * by rt_gemv (profiled as `name`): with out, the plain result [B][N] there (split, its last
- * blocks sum the splits: s->gvcount); else *S splits of it in s->gvpart for a consumer that sums
- * them (rt_gemv_at). */
-static int gemv(kt_step *s, const char *name, dptr W, dptr W2, long N1, long N, long K, dptr x, dptr out, int *S) {
-    int B = s->B, n1 = (int)N1, n = (int)N, k = (int)K, splits = gemv_splits(B, N, K);
+/* The N x K f32 GEMV of every sequence's x (B x K) by rt_gemv (profiled as `name`): with out,
+ * the plain result [B][N] there (split, its last blocks sum the splits: s->gvcount); else *S
+ * splits of it in s->gvpart for a consumer that sums them (rt_gemv_at; its rows N apart). */
+static int gemv(kt_step *s, const char *name, dptr W, long N, long K, dptr x, dptr out, int *S) {
+    int B = s->B, n = (int)N, k = (int)K, splits = gemv_splits(B, N, K);
     int kc = (int)((K / 128 + splits - 1) / splits * 128);
     unsigned tx = (unsigned)(B + 7) / 8, ty = (unsigned)(N + 31) / 32;
     dptr part = out && splits == 1 ? out : s->gvpart, fin = out && splits > 1 ? out : 0;
@@ -192,7 +193,7 @@ static int gemv(kt_step *s, const char *name, dptr W, dptr W2, long N1, long N, 
         return kt_fail("internal: rt_gemv %s: K %ld is not in 128s or its %d splits outgrow the scratch", name, K,
                        splits);
     if (S) *S = splits;
-    void *a[] = {&W, &W2, &x, &part, &fin, &s->gvcount, &n1, &n, &k, &B, &kc};
+    void *a[] = {&W, &x, &part, &fin, &s->gvcount, &n, &k, &B, &kc};
     return rt_as(s, K_GEMV, name, tx, ty, (unsigned)splits, 256, 0, a);
 }
 
@@ -282,15 +283,34 @@ static int all_reduce(kt_step *s, dptr buf, int bf16) {
     return kt_tp_all_reduce(s->tp, buf, (size_t)s->B * s->c.hidden, bf16, s->stream);
 }
 
-/* A compressor's step into one of kvcache (V4 layout), keys (f32) or ikc (mla_indexer's pages). */
-static int compressor(kt_step *s, const comp_dev *cd, dptr kvcache, dptr keys, dptr ikc, unsigned long long stride) {
+/* Rows of the splits rt_gemv left in s->gvpart for a consumer: from `part`, S splits, rows ld apart. */
+typedef struct gv_part {
+    dptr part;
+    int S, ld;
+} gv_part;
+
+/* A compressed layer's projections of h in one rt_gemv over L->proj (load_layer: its compressor's
+ * wkv and wg, then, CSA, the indexer's compressor's and its head weights), into comp, index, iw. */
+static int comp_gemv(kt_step *s, const layer_dev *L, int csa, gv_part *comp, gv_part *index, gv_part *iw) {
+    long oc = L->comp.overlap * L->comp.width, oi = L->index.overlap * L->index.width, ld = L->proj_rows;
+    int S;
+    if (gemv(s, csa ? "rt_gemv/comp+index" : "rt_gemv/comp", L->proj, ld, s->c.hidden, s->h, 0, &S)) return -1;
+    *comp = (gv_part){s->gvpart, S, (int)ld};
+    *index = (gv_part){s->gvpart + (dptr)(2 * oc * 4), S, (int)ld};
+    *iw = (gv_part){s->gvpart + (dptr)((2 * oc + 2 * oi) * 4), S, (int)ld};
+    return 0;
+}
+
+/* A compressor's step from its projections `in` into one of kvcache (V4 layout), keys (f32) or ikc (mla_indexer's
+ * pages). */
+static int compressor(kt_step *s, const comp_dev *cd, const gv_part *in, dptr kvcache, dptr keys, dptr ikc,
+                      unsigned long long stride) {
     const kt_model_config *c = &s->c;
-    int OW = (int)(cd->overlap * cd->width), rate = (int)cd->rate, width = (int)cd->width;
-    int overlap = cd->overlap, R = (int)c->rope_dim, S;
+    int rate = (int)cd->rate, width = (int)cd->width, overlap = cd->overlap, R = (int)c->rope_dim;
     float eps = (float)c->rms_eps;
-    if (gemv(s, "rt_gemv/comp", cd->wkv, cd->wg, OW, 2L * OW, c->hidden, s->h, 0, &S)) return -1;
-    void *a[] = {&s->gvpart,
-                 &S,
+    void *a[] = {(void *)&in->part,
+                 (void *)&in->S,
+                 (void *)&in->ld,
                  (void *)&cd->ape,
                  (void *)&cd->buf_kv,
                  (void *)&cd->buf_g,
@@ -317,7 +337,7 @@ static int compressor(kt_step *s, const comp_dev *cd, dptr kvcache, dptr keys, d
  * rt_gemv_hc, which applies it on the way into the other x buffer (then x). */
 static int hc_gemv(kt_step *s, dptr fn, long nmix, int *S) {
     int B = s->B, D = (int)s->c.hidden, H = (int)s->c.hc_mult, n = (int)nmix, K = H * D;
-    if (!s->post_pending) return gemv(s, "rt_gemv/hc", fn, 0, nmix, nmix, K, s->x, 0, S);
+    if (!s->post_pending) return gemv(s, "rt_gemv/hc", fn, nmix, K, s->x, 0, S);
     int splits = gemv_splits(B, nmix, K), kc = (int)((K / 128 + splits - 1) / splits * 128);
     if (nmix > 32 || K % 128 || (size_t)splits * B * nmix * 4 > s->gv_bytes)
         return kt_fail("internal: rt_gemv_hc: %ld mixes of %d (at most 32 rows, K in 128s, %d splits in the scratch)",
@@ -354,32 +374,30 @@ static int hc_post(kt_step *s, dptr yb, dptr yf) {
 
 /* The CSA layer's indexer: its compressor's key, then the top-k entries into L->idx (cache-wide
  * ids) by mla_indexer or by rt_index_score + rt_topk. */
-static int indexer(kt_step *s, layer_dev *L) {
+static int indexer(kt_step *s, layer_dev *L, const gv_part *index, const gv_part *iw) {
     const kt_model_config *c = &s->c;
-    int IH = (int)c->index_heads, ID = (int)c->index_dim, D = (int)c->hidden, R = (int)c->rope_dim;
+    int IH = (int)c->index_heads, ID = (int)c->index_dim, R = (int)c->rope_dim;
     int rate = (int)c->csa_rate, topk = (int)c->index_topk, maxe = (int)L->max_entries,
-        seq_ids = (int)kt_step_token_id(L->max_entries, 1, 0), S = 0;
+        seq_ids = (int)kt_step_token_id(L->max_entries, 1, 0);
+    void *wp[] = {(void *)&iw->part, (void *)&iw->S, (void *)&iw->ld}; /* the head weights' projections */
     if (!s->plan.family[KT_PART_INDEXER]) {
-        if (compressor(s, &L->index, 0, L->ikeys, 0, L->kstride) ||
+        if (compressor(s, &L->index, index, 0, L->ikeys, 0, L->kstride) ||
             gemm(s, &L->iwq_b, 0, (long)IH * ID, s->qrq, s->qrs, s->iq, s->B))
             return -1;
-        void *as[] = {&s->iq,      &s->gvpart, &S,  &L->ikeys, &s->inv_comp, &s->pos, &L->scores,
-                      &L->kstride, &IH,        &ID, &rate,     &R,           &maxe};
+        void *as[] = {&s->iq,     wp[0],       wp[1], wp[2], &L->ikeys, &s->inv_comp, &s->pos,
+                      &L->scores, &L->kstride, &IH,   &ID,   &rate,     &R,           &maxe};
         void *at[] = {&L->scores, &L->idx, &s->pos, &rate, &topk, &maxe, &seq_ids};
-        return gemv(s, "rt_gemv/index", L->iwproj, 0, IH, IH, D, s->h, 0, &S) ||
-                       rt(s, K_INDEX_SCORE, (unsigned)s->B, 1, 256, (unsigned)(IH * ID * 4), as) ||
+        return rt(s, K_INDEX_SCORE, (unsigned)s->B, 1, 256, (unsigned)(IH * ID * 4), as) ||
                        rt(s, K_TOPK, (unsigned)s->B, 1, 256, 0, at)
                    ? -1
                    : 0;
     }
     unsigned long long pages = (unsigned long long)L->cpages;
-    if (compressor(s, &L->index, 0, 0, L->ikc, pages) ||
+    if (compressor(s, &L->index, index, 0, 0, L->ikc, pages) ||
         gemm(s, &L->iwq_b, 0, (long)IH * ID, s->qrq, s->qrs, s->iq, s->B))
         return -1;
-    void *aq[] = {&s->iq, &s->gvpart, &S, &s->inv_comp, &s->pos, &s->iqq, &s->iw, &ID, &R};
-    if (gemv(s, "rt_gemv/index", L->iwproj, 0, IH, IH, D, s->h, 0, &S) ||
-        rt(s, K_INDEX_Q, (unsigned)IH, (unsigned)s->B, 128, (unsigned)(ID * 4), aq))
-        return -1;
+    void *aq[] = {&s->iq, wp[0], wp[1], wp[2], &s->inv_comp, &s->pos, &s->iqq, &s->iw, &ID, &R};
+    if (rt(s, K_INDEX_Q, (unsigned)IH, (unsigned)s->B, 128, (unsigned)(ID * 4), aq)) return -1;
     dptr ptr[7] = {s->iqq, s->iw, L->ikc, s->lens + (dptr)(2 * s->B * 4), s->itable, s->ilogits, L->idx};
     return fam_launch(s, fam_p(s, "mla_indexer", &s->plan.indexer), ptr, 7);
 }
@@ -426,8 +444,11 @@ static int attention(kt_step *s, long l) {
         gemm(s, &L->wq_b, 0, c->n_heads * HD, s->qrq, s->qrs, s->q, B) ||
         rt(s, K_Q_PREP, (unsigned)c->n_heads, (unsigned)B, 128, 0, aq))
         return -1;
-    if (mode && compressor(s, &L->comp, L->ccache, 0, 0, L->cstride)) return -1;
-    if ((mode == 1 && indexer(s, L)) || attend(s, L, mode, inv)) return -1;
+    gv_part comp, index, iw; /* the compressors' and the indexer's projections of h: one rt_gemv */
+    if (mode &&
+        (comp_gemv(s, L, mode == 1, &comp, &index, &iw) || compressor(s, &L->comp, &comp, L->ccache, 0, 0, L->cstride)))
+        return -1;
+    if ((mode == 1 && indexer(s, L, &index, &iw)) || attend(s, L, mode, inv)) return -1;
     for (int g = 0; g < G; g++) /* group g's rows of og (bf16 [G][B][GI]) through its rows of wo_a */
         if (qgemm(s, &L->wo_a, (long)g * OL, OL, s->og + (dptr)g * B * GI * 2, s->oa_g + (dptr)g * B * OL * 2, B))
             return -1;
@@ -471,7 +492,7 @@ static int moe_plain(kt_step *s, layer_dev *L, int hash) {
     void *au[] = {&L->e13, &L->e13s, &s->hq, &s->hs, &s->eidx, &s->a_e, &I, &D, &K, &limit};
     void *ad[] = {&L->e2, &L->e2s, &s->aq_e, &s->as_e, &s->eidx, &s->y_e, &I, &D};
     void *ac[] = {&s->y_e, &s->ew, &shared, &s->moe_out, &K, &D};
-    return gemv(s, "rt_gemv/router", L->gate, 0, E, E, D, s->h, 0, &S) ||
+    return gemv(s, "rt_gemv/router", L->gate, E, D, s->h, 0, &S) ||
                    rt(s, K_ROUTER, (unsigned)B, 1, 256, (unsigned)(E * 4), ar) ||
                    rt(s, K_MOE_UP, (unsigned)(I + 7) / 8, (unsigned)(B * K), 256, 0, au) ||
                    quant(s, s->a_e, s->aq_e, s->as_e, (long)B * K, I) ||
@@ -494,7 +515,7 @@ static int moe_family(kt_step *s, layer_dev *L, int hash) {
                                shared, s->ealign, s->he,  s->hse,  s->mpart, s->mcnt};
     dptr down[KT_MOE_T_COUNT] = {s->he,  s->hse,    L->e2,       L->e2s,   s->eidx,  s->ew,
                                  shared, s->ealign, s->moe_outb, s->mpart, s->mpart, s->mcnt};
-    return gemv(s, "rt_gemv/gate", L->gate, 0, E, E, D, s->h, s->elog, NULL) ||
+    return gemv(s, "rt_gemv/gate", L->gate, E, D, s->h, s->elog, NULL) ||
                    fam_launch(s, fam_p(s, "moe_route", hash ? &s->plan.route_hash : &s->plan.route), route, 7) ||
                    shared_expert(s, L) || fam_launch(s, fam_p(s, "moe_gemm", &s->plan.gateup), up, KT_MOE_T_COUNT) ||
                    fam_launch(s, fam_p(s, "moe_gemm", &s->plan.down), down, KT_MOE_T_COUNT)
@@ -620,8 +641,7 @@ static int enqueue_v32(kt_step *s) {
     void *am[] = {&s->logits, &s->next, &V};
     if (rt(s, K_EMBED, (unsigned)B, 1, 256, 0, ae) || rt(s, K_LENGTHS, (unsigned)(B + 63) / 64, 1, 64, 0, al0) ||
         layers(s, attention_v32, mlp_v32) || rt(s, K_RMSNORM_F32, (unsigned)B, 1, 256, (unsigned)(D * 4), an) ||
-        gemv(s, "rt_gemv/head", s->head, 0, V, V, D, s->yfin, s->logits, NULL) ||
-        rt(s, K_ARGMAX, (unsigned)B, 1, 256, 0, am))
+        gemv(s, "rt_gemv/head", s->head, V, D, s->yfin, s->logits, NULL) || rt(s, K_ARGMAX, (unsigned)B, 1, 256, 0, am))
         return -1;
     return prof_mark(s, "end");
 }
@@ -640,7 +660,7 @@ static int enqueue(kt_step *s) {
         return -1;
     void *am[] = {&s->logits, &s->next, &V};
     if (hc_mix(s, s->hh_fn, s->hh_base, s->hh_scale, s->norm, 0, s->yfin, 0, 0) ||
-        gemv(s, "rt_gemv/head", s->head, 0, V, V, D, s->yfin, s->logits, NULL) ||
+        gemv(s, "rt_gemv/head", s->head, V, D, s->yfin, s->logits, NULL) ||
         rt(s, K_ARGMAX, (unsigned)s->B, 1, 256, 0, am))
         return -1;
     return prof_mark(s, "end");
@@ -705,25 +725,32 @@ static int fill(kt_step *s, int k, dptr p, unsigned long long n, float base, flo
     return 0;
 }
 
-/* A plain tensor (f32 on the device; int32 for expert tables), from the file or seeded. */
-static int plain(kt_step *s, dptr *out, const char *fmt, long l) {
+/* A plain tensor into device memory at out (allocated by the caller): from the file or seeded. */
+static int plain_at(kt_step *s, dptr out, const char *fmt, long l) {
     const kt_model_tensor *d = desc(s, fmt, l, 0);
     if (!d) return -1;
     long n = d->shape[0] * (d->ndim == 2 ? d->shape[1] : 1), k = d->ndim == 2 ? d->shape[1] : 1;
     s->weight_bytes += 4.0 * n;
     if (!s->w) {
-        if (dalloc(out, (size_t)n * 4)) return -1;
-        if (d->kind == KT_W_INDEX) return fill(s, K_FILL_I32, *out, (unsigned long long)n, 0, 0, (int)s->c.n_experts);
+        if (d->kind == KT_W_INDEX) return fill(s, K_FILL_I32, out, (unsigned long long)n, 0, 0, (int)s->c.n_experts);
         int is_norm = d->ndim == 1 && strstr(d->name, "weight");
-        return fill(s, K_FILL_F32, *out, (unsigned long long)n, is_norm ? 1.0f : 0.0f,
+        return fill(s, K_FILL_F32, out, (unsigned long long)n, is_norm ? 1.0f : 0.0f,
                     d->ndim == 1 ? 0.3f : (float)(1.0 / sqrt((double)k)), 0);
     }
     float *v;
     int32_t *iv;
     if (kt_model_weight(&s->c, s->w, d, &v, &iv)) return -1;
-    int rc = upload(out, v ? (void *)v : (void *)iv, (size_t)n * 4);
+    int rc = kt_status_CU(kt_cu.cuMemcpyHtoD(out, v ? (void *)v : (void *)iv, (size_t)n * 4), "cuMemcpyHtoD", __FILE__,
+                          __LINE__);
     free(v), free(iv);
-    return rc;
+    return rc ? -1 : 0;
+}
+
+/* A plain tensor (f32 on the device; int32 for expert tables), from the file or seeded. */
+static int plain(kt_step *s, dptr *out, const char *fmt, long l) {
+    const kt_model_tensor *d = desc(s, fmt, l, 0);
+    return !d || dalloc(out, (size_t)(d->shape[0] * (d->ndim == 2 ? d->shape[1] : 1)) * 4) ? -1
+                                                                                           : plain_at(s, *out, fmt, l);
 }
 
 /* A GEMM weight into rows row0.. of g (allocated by the caller when row0 > 0): FP8 codes and
@@ -767,15 +794,18 @@ static int gemm_load(kt_step *s, gemm_w *g, long n, long k, long l, const char *
     return 0;
 }
 
-static int load_comp(kt_step *s, comp_dev *cd, long l, const char *prefix, long rate, long width, int overlap) {
+/* A compressor's tensors; its wkv and wg as the rows of proj from row `at` (rows of hidden). */
+static int load_comp(kt_step *s, comp_dev *cd, long l, const char *prefix, long rate, long width, int overlap,
+                     dptr proj, long at) {
     char f[4][96];
     const char *names[4] = {"compressor.ape", "compressor.norm.weight", "compressor.wgate.weight",
                             "compressor.wkv.weight"};
     for (int i = 0; i < 4; i++) snprintf(f[i], sizeof f[i], "model.layers.%%ld.%s%s", prefix, names[i]);
     cd->rate = rate, cd->width = width, cd->overlap = overlap;
     size_t buf = (size_t)(s->B * rate * overlap * width) * 4, prev = (size_t)(s->B * rate * width) * 4;
-    return plain(s, &cd->ape, f[0], l) || plain(s, &cd->norm, f[1], l) || plain(s, &cd->wg, f[2], l) ||
-                   plain(s, &cd->wkv, f[3], l) || dalloc(&cd->buf_kv, buf) || dalloc(&cd->buf_g, buf) ||
+    dptr wkv = proj + (dptr)(at * s->c.hidden * 4), wg = wkv + (dptr)(overlap * width * s->c.hidden * 4);
+    return plain(s, &cd->ape, f[0], l) || plain(s, &cd->norm, f[1], l) || plain_at(s, wg, f[2], l) ||
+                   plain_at(s, wkv, f[3], l) || dalloc(&cd->buf_kv, buf) || dalloc(&cd->buf_g, buf) ||
                    dalloc(&cd->prev_kv, prev) || dalloc(&cd->prev_g, prev)
                ? -1
                : 0;
@@ -880,17 +910,23 @@ static int load_layer(kt_step *s, long l) {
     long rate = c->attn[l] == KT_ATTN_HCA ? c->hca_rate : c->csa_rate;
     L->max_entries = kt_step_entries(s->ctx, rate);
     L->cpages = (L->max_entries + KT_KV_PAGE - 1) / KT_KV_PAGE;
+    /* the projections of h (one rt_gemv: comp_gemv): the compressor's wkv and wg, then (CSA) the
+     * indexer's compressor's and its head weights */
+    int csa = c->attn[l] == KT_ATTN_CSA;
+    long oc = (csa ? 2 : 1) * HD, oi = 2 * c->index_dim;
+    L->proj_rows = 2 * oc + (csa ? 2 * oi + c->index_heads : 0);
     if (c->attn[l] != KT_ATTN_SLIDING) {
         L->cstride = kt_kv_bytes(L->max_entries);
-        if (dalloc(&L->ccache, L->cstride * (size_t)s->B) ||
-            load_comp(s, &L->comp, l, "attn.", rate, HD, c->attn[l] == KT_ATTN_CSA ? 2 : 1))
+        if (dalloc(&L->ccache, L->cstride * (size_t)s->B) || dalloc(&L->proj, (size_t)(L->proj_rows * D) * 4) ||
+            load_comp(s, &L->comp, l, "attn.", rate, HD, csa ? 2 : 1, L->proj, 0))
             return -1;
     }
-    if (c->attn[l] == KT_ATTN_CSA) {
+    if (csa) {
         L->kstride = (unsigned long long)(L->max_entries * c->index_dim);
-        if (load_comp(s, &L->index, l, "attn.indexer.", rate, c->index_dim, 2) ||
+        L->iwproj = L->proj + (dptr)((2 * oc + 2 * oi) * D * 4);
+        if (load_comp(s, &L->index, l, "attn.indexer.", rate, c->index_dim, 2, L->proj, 2 * oc) ||
             gemm_load(s, &L->iwq_b, c->index_heads * c->index_dim, c->q_lora, l, iwq_b, 1) ||
-            plain(s, &L->iwproj, "model.layers.%ld.attn.indexer.weights_proj.weight", l) ||
+            plain_at(s, L->iwproj, "model.layers.%ld.attn.indexer.weights_proj.weight", l) ||
             dalloc(&L->idx, (size_t)(s->B * c->index_topk) * 4))
             return -1;
         /* the keys: mla_indexer's pages (page b * cpages + i of sequence b, the compressed
@@ -1045,8 +1081,12 @@ static int alloc_moe(kt_step *s) {
  * them to its consumer (those with a plain output only when split). */
 static size_t gemv_scratch(const kt_model_config *c, long B) {
     long H = c->hc_mult, D = c->hidden, HD = c->head_dim, ID = c->index_dim;
-    long nk[][3] = {{(2 + H) * H, H * D, 0}, {H, H * D, 0},          {2 * HD, D, 0},  {4 * HD, D, 0}, {4 * ID, D, 0},
-                    {c->n_experts, D, 0},    {c->index_heads, D, 0}, {c->vocab, D, 1}}; /* {N, K, plain output} */
+    long nk[][3] = {{(2 + H) * H, H * D, 0},
+                    {H, H * D, 0},
+                    {2 * HD, D, 0},
+                    {4 * HD + 4 * ID + c->index_heads, D, 0}, /* a CSA layer's compressors + indexer weights */
+                    {c->n_experts, D, 0},
+                    {c->vocab, D, 1}}; /* {N, K, plain output} */
     size_t most = 16;
     for (size_t i = 0; i < sizeof nk / sizeof nk[0]; i++) {
         if (nk[i][0] <= 0 || nk[i][1] < 128) continue; /* a projection this model lacks (V3.2: no HC) */
