@@ -437,14 +437,15 @@ extern "C" __global__ void rt_rmsnorm_bf16(const kt_u16 *in, int ld, const float
     rt_norm_quant_row(in + row * ld, w, q + row * n, sc + row * (n / 128), n, eps, v, red);
 }
 
-// Query heads: unweighted rmsnorm and RoPE at *pos; grid (heads, batch), q bf16 -> qf f32
+// Query heads (a sequence's ld apart): unweighted rmsnorm and RoPE at *pos; grid (heads, batch), q bf16 -> qf f32
 // (rt_attention's input) or, qf NULL, qb bf16 [B, heads, HD] (mla_decode's q).
-extern "C" __global__ void rt_q_prep(const kt_u16 *q, float *qf, kt_u16 *qb, const float *inv, const int *pos, int HD,
-                                     int R, float eps) {
+extern "C" __global__ void rt_q_prep(const kt_u16 *q, int ld, float *qf, kt_u16 *qb, const float *inv, const int *pos,
+                                     int HD, int R, float eps) {
     rt_begin();
     __shared__ float v[512], red[32];
     long row = (long)blockIdx.y * gridDim.x + blockIdx.x;
-    for (int i = threadIdx.x; i < HD; i += blockDim.x) v[i] = kt_bf16_to_f32(q[row * HD + i]);
+    const kt_u16 *in = q + (long)blockIdx.y * ld + (long)blockIdx.x * HD; // a sequence's heads ld apart
+    for (int i = threadIdx.x; i < HD; i += blockDim.x) v[i] = kt_bf16_to_f32(in[i]);
     __syncthreads();
     rt_rmsnorm(v, HD, 0, eps, red);
     rt_rope(v, HD, R, inv, (float)*pos, 1.0f);
@@ -589,18 +590,19 @@ extern "C" __global__ void rt_comp_emit(const float *part, int S, int ld, const 
     rt_comp_store(e + (long)b * width, w, inv, entry, b, kv_cache, keys, ikeys, cstride, width, rate, R, eps);
 }
 
-// mla_indexer's inputs for the query, a block per (head, sequence): the head's q = RoPE(iq) in
+// mla_indexer's inputs for the query, a block per (head, sequence): the head's q = RoPE(iq; a
+// sequence's iq_ld apart) in
 // e4m3 with its scale s folded into the weight, w[b][h] = (wproj_h . h) / sqrt(IH) s / sqrt(ID)
 // (relu(s x) = s relu(x), s > 0; wproj . h from rt_gemv's S splits, rows ld apart), so the family's logit
 // sum_h w_h relu(q_h . k) k_scale is rt_index_score's score. Dynamic shared memory ID floats.
-extern "C" __global__ void rt_index_q(const kt_u16 *iq, const float *wpart, int S, int ld, const float *inv,
+extern "C" __global__ void rt_index_q(const kt_u16 *iq, int iq_ld, const float *wpart, int S, int ld, const float *inv,
                                       const int *pos, kt_u8 *qq, float *w, int ID, int R) {
     rt_begin();
     extern __shared__ float q[];
     __shared__ float red[32];
     int hh = blockIdx.x, IH = gridDim.x, b = blockIdx.y, B = gridDim.y;
     long row = (long)b * IH + hh;
-    for (int i = threadIdx.x; i < ID; i += blockDim.x) q[i] = kt_bf16_to_f32(iq[row * ID + i]);
+    for (int i = threadIdx.x; i < ID; i += blockDim.x) q[i] = kt_bf16_to_f32(iq[(long)b * iq_ld + hh * ID + i]);
     __syncthreads();
     rt_rope(q, ID, R, inv, (float)*pos, 1.0f);
     float s = rt_quant_e4m3(q, ID, qq + row * ID, red);
@@ -611,16 +613,18 @@ extern "C" __global__ void rt_index_q(const kt_u16 *iq, const float *wpart, int 
 }
 
 // The lightning indexer's scores of every compressed entry for the token: w = wproj . h /
-// sqrt(IH) (rt_gemv's S splits, B x IH), q = RoPE(iq heads), score[s] = sum_h w_h relu(q_h .
+// sqrt(IH) (rt_gemv's S splits, B x IH, rows ld apart), q = RoPE(iq heads, a sequence's iq_ld
+// apart), score[s] = sum_h w_h relu(q_h .
 // k_s) / sqrt(ID). A block per sequence; dynamic shared memory IH * ID floats.
-extern "C" __global__ void rt_index_score(const kt_u16 *iq, const float *wpart, int S, int ld, const float *keys,
-                                          const float *inv, const int *pos, float *scores, unsigned long long kstride,
-                                          int IH, int ID, int rate, int R, int max_entries) {
+extern "C" __global__ void rt_index_score(const kt_u16 *iq, int iq_ld, const float *wpart, int S, int ld,
+                                          const float *keys, const float *inv, const int *pos, float *scores,
+                                          unsigned long long kstride, int IH, int ID, int rate, int R,
+                                          int max_entries) {
     rt_begin();
     extern __shared__ float q[];
     __shared__ float wt[64];
     int b = blockIdx.x, n = (*pos + 1) / rate;
-    for (int i = threadIdx.x; i < IH * ID; i += blockDim.x) q[i] = kt_bf16_to_f32(iq[(long)b * IH * ID + i]);
+    for (int i = threadIdx.x; i < IH * ID; i += blockDim.x) q[i] = kt_bf16_to_f32(iq[(long)b * iq_ld + i]);
     for (int j = threadIdx.x / 32; j < IH; j += blockDim.x / 32) {
         float d = rt_gemv_at(wpart, S, gridDim.x, ld, b, j);
         if (threadIdx.x % 32 == 0) wt[j] = d * rsqrtf((float)IH);

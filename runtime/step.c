@@ -61,7 +61,8 @@ typedef struct layer_dev {
         iwproj; /* V4: the head weights inside proj; V3.2: its own */
     dptr proj; /* V4's compressed layers: the compressors' wkv, wg and the indexer's head weights, rows in that order */
     long proj_rows;
-    gemm_w wq_a, wq_b, wkv, wo_a, wo_b, iwq_b, sh13, sh2; /* V4: wq_a holds wkv's rows too (wkv: V3.2's kv_a) */
+    gemm_w wq_a, wq_b, wkv, wo_a, wo_b, iwq_b, sh13,
+        sh2;                 /* V4: wq_a holds wkv's rows, CSA wq_b the indexer's (V3.2: apart) */
     gemm_w wkvb, iwk;        /* V3.2: kv_b_proj (read by rt_v32_q_absorb / rt_v32_o_up), the indexer's wk */
     dptr ik_norm, ik_bias;   /* V3.2: the indexer's k_norm (LayerNorm) */
     dptr e13, e13s, e2, e2s; /* routed experts: [E][2I][D] (w1 | w3) and [E][D][I], FP8 or MXFP4 + scales */
@@ -380,12 +381,13 @@ static int indexer(kt_step *s, layer_dev *L, const gv_part *index, const gv_part
     int rate = (int)c->csa_rate, topk = (int)c->index_topk, maxe = (int)L->max_entries,
         seq_ids = (int)kt_step_token_id(L->max_entries, 1, 0);
     void *wp[] = {(void *)&iw->part, (void *)&iw->S, (void *)&iw->ld}; /* the head weights' projections */
+    /* the indexer's query: wq_b's GEMM's last IH x ID columns (the rows of q, ld apart) */
+    int ld = (int)L->wq_b.n;
+    dptr iq = s->q + (dptr)kt_model_q_dim(c) * 2;
     if (!s->plan.family[KT_PART_INDEXER]) {
-        if (compressor(s, &L->index, index, 0, L->ikeys, 0, L->kstride) ||
-            gemm(s, &L->iwq_b, 0, (long)IH * ID, s->qrq, s->qrs, s->iq, s->B))
-            return -1;
-        void *as[] = {&s->iq,     wp[0],       wp[1], wp[2], &L->ikeys, &s->inv_comp, &s->pos,
-                      &L->scores, &L->kstride, &IH,   &ID,   &rate,     &R,           &maxe};
+        if (compressor(s, &L->index, index, 0, L->ikeys, 0, L->kstride)) return -1;
+        void *as[] = {&iq,        &ld,         wp[0], wp[1], wp[2], &L->ikeys, &s->inv_comp, &s->pos,
+                      &L->scores, &L->kstride, &IH,   &ID,   &rate, &R,        &maxe};
         void *at[] = {&L->scores, &L->idx, &s->pos, &rate, &topk, &maxe, &seq_ids};
         return rt(s, K_INDEX_SCORE, (unsigned)s->B, 1, 256, (unsigned)(IH * ID * 4), as) ||
                        rt(s, K_TOPK, (unsigned)s->B, 1, 256, 0, at)
@@ -393,10 +395,8 @@ static int indexer(kt_step *s, layer_dev *L, const gv_part *index, const gv_part
                    : 0;
     }
     unsigned long long pages = (unsigned long long)L->cpages;
-    if (compressor(s, &L->index, index, 0, 0, L->ikc, pages) ||
-        gemm(s, &L->iwq_b, 0, (long)IH * ID, s->qrq, s->qrs, s->iq, s->B))
-        return -1;
-    void *aq[] = {&s->iq, wp[0], wp[1], wp[2], &s->inv_comp, &s->pos, &s->iqq, &s->iw, &ID, &R};
+    if (compressor(s, &L->index, index, 0, 0, L->ikc, pages)) return -1;
+    void *aq[] = {&iq, &ld, wp[0], wp[1], wp[2], &s->inv_comp, &s->pos, &s->iqq, &s->iw, &ID, &R};
     if (rt(s, K_INDEX_Q, (unsigned)IH, (unsigned)s->B, 128, (unsigned)(ID * 4), aq)) return -1;
     dptr ptr[7] = {s->iqq, s->iw, L->ikc, s->lens + (dptr)(2 * s->B * 4), s->itable, s->ilogits, L->idx};
     return fam_launch(s, fam_p(s, "mla_indexer", &s->plan.indexer), ptr, 7);
@@ -438,10 +438,10 @@ static int attention(kt_step *s, long l) {
     unsigned smem = (unsigned)(QL > KT_KV_DIM ? QL : KT_KV_DIM) * 4;
     void *an[] = {&s->qa, &ld,     &QL,     &L->q_norm,  &s->qrq, &s->qrs, &L->kv_norm,
                   &inv,   &s->pos, &L->win, &L->wstride, &W,      &R,      &eps};
-    void *aq[] = {&s->q, &qf, &s->qb, &inv, &s->pos, &HD, &R, &eps};
+    int qld = (int)L->wq_b.n; /* CSA: the indexer's query after the heads (wq_b holds its rows) */
+    void *aq[] = {&s->q, &qld, &qf, &s->qb, &inv, &s->pos, &HD, &R, &eps};
     if (hc_pre(s, L, 0, L->attn_norm) || gemm(s, &L->wq_a, 0, ld, s->hq, s->hs, s->qa, B) ||
-        rt(s, K_QKV_A, (unsigned)B, 2, 256, smem, an) ||
-        gemm(s, &L->wq_b, 0, c->n_heads * HD, s->qrq, s->qrs, s->q, B) ||
+        rt(s, K_QKV_A, (unsigned)B, 2, 256, smem, an) || gemm(s, &L->wq_b, 0, L->wq_b.n, s->qrq, s->qrs, s->q, B) ||
         rt(s, K_Q_PREP, (unsigned)c->n_heads, (unsigned)B, 128, 0, aq))
         return -1;
     gv_part comp, index, iw; /* the compressors' and the indexer's projections of h: one rt_gemv */
@@ -871,12 +871,15 @@ static int load_layer(kt_step *s, long l) {
     const kt_model_config *c = &s->c;
     layer_dev *L = &s->L[l];
     long D = c->hidden, HD = c->head_dim;
+    int csa = c->attn[l] == KT_ATTN_CSA;
     /* wq_a and wkv both project h: one GEMM's rows, wq_a's then wkv's */
     static const char *const wq_a[] = {"model.layers.%ld.attn.wq_a.weight", "model.layers.%ld.attn.wkv.weight", NULL};
+    /* a CSA layer's wq_b also holds the indexer's wq_b: both project q_a's norm */
     static const char *const wq_b[] = {"model.layers.%ld.attn.wq_b.weight", NULL};
+    static const char *const wq_b_csa[] = {"model.layers.%ld.attn.wq_b.weight",
+                                           "model.layers.%ld.attn.indexer.wq_b.weight", NULL};
     static const char *const wo_a[] = {"model.layers.%ld.attn.wo_a.weight", NULL};
     static const char *const wo_b[] = {"model.layers.%ld.attn.wo_b.weight", NULL};
-    static const char *const iwq_b[] = {"model.layers.%ld.attn.indexer.wq_b.weight", NULL};
     static const char *const sh13[] = {"model.layers.%ld.ffn.shared_experts.w1.weight",
                                        "model.layers.%ld.ffn.shared_experts.w3.weight", NULL};
     static const char *const sh2[] = {"model.layers.%ld.ffn.shared_experts.w2.weight", NULL};
@@ -897,7 +900,8 @@ static int load_layer(kt_step *s, long l) {
                                  : plain(s, &L->gate_bias, "model.layers.%ld.ffn.gate.bias", l))
         return -1;
     if (gemm_load(s, &L->wq_a, c->q_lora + HD, D, l, wq_a, 1) ||
-        gemm_load(s, &L->wq_b, kt_model_q_dim(c), c->q_lora, l, wq_b, 1) ||
+        gemm_load(s, &L->wq_b, kt_model_q_dim(c) + (csa ? c->index_heads * c->index_dim : 0), c->q_lora, l,
+                  csa ? wq_b_csa : wq_b, 1) ||
         gemm_load(s, &L->wo_a, c->o_groups * c->o_lora, kt_model_group_in(c), l, wo_a, 1) ||
         gemm_load(s, &L->wo_b, D, c->o_groups * c->o_lora, l, wo_b, 1) || load_experts(s, L, l))
         return -1;
@@ -912,7 +916,6 @@ static int load_layer(kt_step *s, long l) {
     L->cpages = (L->max_entries + KT_KV_PAGE - 1) / KT_KV_PAGE;
     /* the projections of h (one rt_gemv: comp_gemv): the compressor's wkv and wg, then (CSA) the
      * indexer's compressor's and its head weights */
-    int csa = c->attn[l] == KT_ATTN_CSA;
     long oc = (csa ? 2 : 1) * HD, oi = 2 * c->index_dim;
     L->proj_rows = 2 * oc + (csa ? 2 * oi + c->index_heads : 0);
     if (c->attn[l] != KT_ATTN_SLIDING) {
@@ -925,7 +928,6 @@ static int load_layer(kt_step *s, long l) {
         L->kstride = (unsigned long long)(L->max_entries * c->index_dim);
         L->iwproj = L->proj + (dptr)((2 * oc + 2 * oi) * D * 4);
         if (load_comp(s, &L->index, l, "attn.indexer.", rate, c->index_dim, 2, L->proj, 2 * oc) ||
-            gemm_load(s, &L->iwq_b, c->index_heads * c->index_dim, c->q_lora, l, iwq_b, 1) ||
             plain_at(s, L->iwproj, "model.layers.%ld.attn.indexer.weights_proj.weight", l) ||
             dalloc(&L->idx, (size_t)(s->B * c->index_topk) * 4))
             return -1;
@@ -1178,9 +1180,8 @@ static int alloc_acts(kt_step *s) {
                       {&s->qa, B * (QL + HD) * 2}, /* q_a and kv: the one GEMM's rows */
                       {&s->qrq, B * QL},
                       {&s->qrs, B * QL / 128 * 4},
-                      {&s->q, B * QD * 2},
+                      {&s->q, B * (QD + ID) * 2}, /* CSA layers: the heads, then the indexer's query */
                       {&s->qf, B * QD * 4},
-                      {&s->iq, B * ID * 2},
                       {&s->og, B * QD * 2},
                       {&s->oa_g, B * G * OL * 2},
                       {&s->oa, B * G * OL * 2},
