@@ -103,6 +103,9 @@ expect_ok "list probe shows the key kinds" "LAYOUT={V3|V4} N  (batch: B)" list p
 
 expect_fail "allreduce: too many GPUs" "one count from 1 to 8" bench allreduce --gpus 9
 expect_fail "allreduce: bad batch list" "bad integer list" bench allreduce --batch 1,x
+expect_fail "bench launch: a chain no longer than the short one" "one count from 17 to 65536" bench launch --kernels 16
+expect_fail "bench launch: not a count" "one count from 17" bench launch --kernels x
+expect_fail "bench launch: unknown option" "unknown or incomplete option" bench launch --blocks 4
 # check "what" 'CONDITION': evaluates the shell condition and counts it.
 check() {
     if eval "$2"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL cli: $1: $(head -c 300 "$tmp/err")"; fi
