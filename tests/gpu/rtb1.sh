@@ -41,6 +41,30 @@ say "correctness done"
 grep -q "^rc=0" "$L/speed.txt"
 check $? "speed.sh correctness: routed tiny V4 vs transformers and the host reference, B=12 copies, rerun ($(grep 'passed, ' "$L/speed.txt"))"
 grep "^FAIL\|^PASS" "$L/speed.txt"
+# when the routed model fails: the first 1..4 layers (sliding + hash, CSA, HCA, CSA), the GPU step
+# (families, and --plain-kernels) against the host reference in kt's formats on the prompt, to
+# say which layer type goes wrong (printed, not checked)
+D=${KT_RT_MODELS:-/tmp/kt-rt-models}/routed
+if ! grep -q "^rc=0" "$L/speed.txt" && [ -s "$D/prompt.txt" ]; then
+    mkdir -p "$L/diag"
+    for n in 1 2 3 4; do
+        for m in gpu plain ref; do
+            a=""
+            [ $m = plain ] && a=--plain-kernels
+            [ $m = ref ] && a="--reference kt"
+            # shellcheck disable=SC2086 # $a: zero or two words
+            timeout 40 $KT run --model "$D" --layers $n --batch 2 --context 64 --steps 0 --prompt "$D/prompt.txt" $a \
+                --dump "$L/diag/${m}_l$n.bin" >"$L/diag/${m}_l$n.log" 2>&1 &
+        done
+    done
+    wait
+    for n in 1 2 3 4; do
+        for m in gpu plain; do
+            echo "diag: first $n layer(s), $m vs the host reference (kt): $(timeout 30 $PY tests/gpu/runtime_ref.py dumps \
+                "$L/diag/${m}_l$n.bin" "$L/diag/ref_l$n.bin" --vocab 512 --limit 1 2>&1 | tail -n 1)"
+        done
+    done
+fi
 # v32-gpu's TPOT part is skipped by the budget (its own check fails then): every other check passes
 grep "^FAIL" "$L/v32.txt" | grep -v "TPOT B=.* skipped" >"$L/v32_fails.txt"
 [ ! -s "$L/v32_fails.txt" ] && grep -q "passed, " "$L/v32.txt"
