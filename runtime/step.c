@@ -108,6 +108,8 @@ struct kt_step {
     dptr gvpart, gvcount, cemit, ccount; /* rt_gemv's split sums (gv_bytes) and tile counters (gv_tiles);
                                           * rt_comp_emit's entry [B][width], counters [B] */
     size_t gv_tiles;
+    dptr xq, xs; /* qgemm's act_quant codes and scales above QGEMM_FUSED_MAX_M rows (xq_bytes codes) */
+    size_t xq_bytes;
     dptr xbuf[2];          /* V4: the HC streams before and after a post step (x is one of them) */
     dptr post_yb, post_yf; /* the block output whose HC post step the next HC module's GEMV applies */
     int post_pending;
@@ -268,9 +270,21 @@ static int gemm(kt_step *s, const gemm_w *w, long row0, long n, dptr A, dptr As,
     return fam_launch(s, fam(s, "fp8_gemm", n, w->k, M), p, 5);
 }
 
-/* quant_fp8_gemm: the same GEMM of bf16 X [M, K], act_quant'ed inside (one launch where
- * act_quant + fp8_gemm were two); for an activation that feeds this GEMM only. */
+/* The largest batch whose projections run quant_fp8_gemm: `kt bench`'s fused_us against
+ * quant+kt_us (the act_quant + fp8_gemm pair, both tuned) on the H200 targets, the twelfth
+ * session: the fused kernel faster at M = 1 for 4 of 5 shapes and at M = 16 for 3 of 5, the
+ * pair from M = 64 on (the fused kernel's CTAs each quantise the whole activation tile). */
+#define QGEMM_FUSED_MAX_M 16
+
+/* The same GEMM of bf16 X [M, K] (an activation that feeds this GEMM only), act_quant'ed inside
+ * by quant_fp8_gemm (one launch where act_quant + fp8_gemm were two) up to QGEMM_FUSED_MAX_M
+ * rows, by act_quant into s->xq / s->xs and fp8_gemm above. */
 static int qgemm(kt_step *s, const gemm_w *w, long row0, long n, dptr X, dptr C, long M) {
+    if (M > QGEMM_FUSED_MAX_M) {
+        if ((size_t)(M * w->k) > s->xq_bytes)
+            return kt_fail("internal: act_quant of %ld x %ld outgrows its scratch", M, w->k);
+        return quant(s, X, s->xq, s->xs, M, w->k) || gemm(s, w, row0, n, s->xq, s->xs, C, M) ? -1 : 0;
+    }
     dptr p[4] = {X, rows_codes(w, row0), rows_scales(w, row0), C};
     return fam_launch(s, fam(s, "quant_fp8_gemm", n, w->k, M), p, 4);
 }
@@ -1099,12 +1113,24 @@ static size_t gemv_scratch(const kt_model_config *c, long B) {
     return most;
 }
 
-/* rt_gemv's split sums and the tile counters of the GEMVs with a plain output (the gate's and the
- * LM head's rows at most), zeroed: the last block of a tile leaves its counter at 0. */
-static int alloc_gemv(kt_step *s) {
-    long rows = s->c.vocab > s->c.n_experts ? s->c.vocab : s->c.n_experts;
+/* The scratch both models' steps share: rt_gemv's split sums and the tile counters of the GEMVs
+ * with a plain output (the gate's and the LM head's rows at most), zeroed (the last block of a
+ * tile leaves its counter at 0); qgemm's act_quant codes and scales above QGEMM_FUSED_MAX_M rows
+ * (its K at most: V4's o_a group input and o_b's, the shared expert's, V3.2's o_proj and MLPs). */
+static int alloc_scratch(kt_step *s) {
+    const kt_model_config *c = &s->c;
+    long rows = c->vocab > c->n_experts ? c->vocab : c->n_experts;
+    long ks[] = {c->o_groups > 0 ? kt_model_group_in(c) : 0, /* V3.2 has no o_a groups */
+                 c->o_groups * c->o_lora, c->moe_inter * (c->n_shared > 1 ? c->n_shared : 1), c->inter,
+                 c->n_heads * c->v_head},
+         k = 128;
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) k = ks[i] > k ? ks[i] : k;
     s->gv_tiles = (size_t)((s->B + 7) / 8) * (size_t)((rows + 31) / 32);
-    return dalloc(&s->gvpart, s->gv_bytes = gemv_scratch(&s->c, s->B)) || dalloc(&s->gvcount, s->gv_tiles * 4) ? -1 : 0;
+    s->xq_bytes = s->B > QGEMM_FUSED_MAX_M ? (size_t)(s->B * k) : 0;
+    return dalloc(&s->gvpart, s->gv_bytes = gemv_scratch(c, s->B)) || dalloc(&s->gvcount, s->gv_tiles * 4) ||
+                   dalloc(&s->xq, s->xq_bytes) || dalloc(&s->xs, s->xq_bytes / 128 * 4)
+               ? -1
+               : 0;
 }
 
 typedef struct dbuf {
@@ -1157,7 +1183,7 @@ static int alloc_acts_v32(kt_step *s) {
                       {&s->logits, B * (size_t)c->vocab * 4},
                       {&s->next, B * 4},
                       {&s->lens, 3 * B * 4}};
-    return alloc_bufs(a, sizeof a / sizeof a[0]) || alloc_gemv(s) || upload_ints(&s->csa_len, s->B, csa_length, s) ||
+    return alloc_bufs(a, sizeof a / sizeof a[0]) || alloc_scratch(s) || upload_ints(&s->csa_len, s->B, csa_length, s) ||
                    alloc_indexer(s) || (s->plan.route.n_dims && alloc_moe(s))
                ? -1
                : 0;
@@ -1201,7 +1227,7 @@ static int alloc_acts(kt_step *s) {
                       {&s->next, B * 4},
                       {&s->cemit, B * (HD > (size_t)c->index_dim ? HD : (size_t)c->index_dim) * 4},
                       {&s->ccount, B * 4}};
-    return alloc_bufs(a, sizeof a / sizeof a[0]) || alloc_gemv(s) || dalloc(&s->lens, 3 * B * 4) ||
+    return alloc_bufs(a, sizeof a / sizeof a[0]) || alloc_scratch(s) || dalloc(&s->lens, 3 * B * 4) ||
                    (s->plan.family[KT_PART_INDEXER] && alloc_indexer(s)) ||
                    (s->plan.family[KT_PART_ATTENTION] && alloc_attention(s)) ||
                    (s->plan.family[KT_PART_MOE] && alloc_moe(s))
