@@ -383,15 +383,20 @@ extern "C" __global__ void rt_hc_pre(const float *x, const float *mixp, int S, c
     __shared__ float red[32], mix[80], pre[8], comb[64];
     int b = blockIdx.x, B = gridDim.x, HD = H * D, nmix = postcomb ? (2 + H) * H : H;
     const float *xb = x + (long)b * HD;
-    for (int j = threadIdx.x / 32; j < nmix; j += blockDim.x / 32) { // unscaled: r below
-        float v = rt_gemv_at(mixp, S, B, nmix, b, j);
-        if (threadIdx.x % 32 == 0) mix[j] = v;
-    }
+    const int nw = blockDim.x / 32, wp = threadIdx.x / 32;
+    float mv[5]; // a warp's mixes wp + nw u (nmix <= 80 = 5 x the 16 warps of step.c's 512-thread launch),
+#pragma unroll   // their splits loaded together with x's pass below (one latency, not two)
+    for (int u = 0; u < 5; u++) mv[u] = wp + nw * u < nmix ? rt_gemv_lane(mixp, S, B, nmix, b, wp + nw * u) : 0.f;
     float ss = 0;
 #pragma unroll 8 // the loads in flight together (latency, not bandwidth, is this block's cost)
     for (int i = threadIdx.x; i < HD / 4; i += blockDim.x) {
         float4 v = ((const float4 *)xb)[i];
         ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+#pragma unroll
+    for (int u = 0; u < 5; u++) { // unscaled: r below
+        float v = rt_warp_sum(mv[u]);
+        if (threadIdx.x % 32 == 0 && wp + nw * u < nmix) mix[wp + nw * u] = v;
     }
     float r = rsqrtf(rt_block_sum(ss, red) / HD + eps); // its barrier also publishes mix
     if (threadIdx.x < 32) {
@@ -514,14 +519,14 @@ __device__ void rt_comp_window(const float *kv, const float *g, float *pk, float
     int OW = overlap * width, prt = threadIdx.x / 32, t = threadIdx.x % 32, ch = blockIdx.x * 32 + t;
     int c = min(ch, width - 1), cur = overlap == 2 ? width + c : c;
     float mx = -INFINITY, sum = 0, v = 0;
-#pragma unroll 4
+#pragma unroll 16 // HCA's 128 series: a part's 16 loads in flight together (a latency, not 4)
     for (int s = prt; s < n; s += RT_COMP_PARTS)
         mx = fmaxf(mx, s < rate ? g[s * OW + cur] : pg[(s - rate) * width + c]);
     pm[prt][t] = mx;
     __syncthreads();
     mx = -INFINITY;
     for (int i = 0; i < RT_COMP_PARTS; i++) mx = fmaxf(mx, pm[i][t]);
-#pragma unroll 4
+#pragma unroll 16
     for (int s = prt; s < n; s += RT_COMP_PARTS) {
         float q = expf((s < rate ? g[s * OW + cur] : pg[(s - rate) * width + c]) - mx);
         sum += q, v += q * (s < rate ? kv[s * OW + cur] : pk[(s - rate) * width + c]);
