@@ -295,16 +295,6 @@ extern "C" __global__ void __launch_bounds__(256)
     if (out) rt_gemv_finish(part, out, count, N, B);
 }
 
-// The HC mixes (N <= 32 rows of W over K = H x D) of the streams after the previous block's post
-// step, which it applies on the way (old -> x, rt_hc_post4): the post step and the next HC
-// module's GEMV in one launch.
-extern "C" __global__ void __launch_bounds__(256)
-    rt_gemv_hc(const float *W, const float *old, float *x, const float *postcomb, const kt_u16 *yb, const float *yf,
-               float *part, int N, int K, int B, int kc, int D, int H) {
-    rt_begin();
-    rt_gemv_run<true>(W, x, part, N, K, B, kc, rt_hc_post_args{old, postcomb, yf, x, yb, D, H});
-}
-
 // Lane l's split of rt_gemv's output (B x N) at (b, n): split l, 0 past S (S <= 32, the host's
 // gemv_splits), so that rt_warp_sum of it is the value.
 __device__ __forceinline__ float rt_gemv_lane(const float *part, int S, int B, int N, int b, int n) {
@@ -370,31 +360,33 @@ __device__ void rt_hc_weights(const float *mix, const float *base, const float *
     if (l + 32 < HH) pc[H + l + 32] = c1;
 }
 
-// The HC module before a block (and, postcomb NULL, the HC head), a block per sequence, after
+// The HC module before a block (and, postcomb NULL, the HC head) for sequence b (rt_hc_pre: a
+// block per sequence; rt_gemv_hc's last block at B = 1), after
 // rt_gemv's mix (S splits of B x nmix, nmix = (2 + H) * H, or H for the head): mix = fn .
 // flatten(x) * rsqrt(mean(x^2) + eps); pre, post and the Sinkhorn-projected comb (postcomb[b] =
 // post[H] | comb[H*H]); the collapsed input sum_k pre_k x_k rmsnorm'd with w into h (f32) and,
 // hq not NULL, act_quant'ed into hq / hs (the block's GEMMs' input). Dynamic shared memory: D floats.
-extern "C" __global__ void rt_hc_pre(const float *x, const float *mixp, int S, const float *base, const float *scale,
-                                     const float *w, float *postcomb, float *h, kt_u8 *hq, float *hs, int D, int H,
-                                     int iters, float eps, float hc_eps) {
-    rt_begin();
-    extern __shared__ float col[];
+__device__ void rt_hc_pre_seq(const float *x, const float *mixp, int S, int B, int b, const float *base,
+                              const float *scale, const float *w, float *postcomb, float *h, kt_u8 *hq, float *hs,
+                              int D, int H, int iters, float eps, float hc_eps, float *col) {
     __shared__ float red[32], mix[80], pre[8], comb[64];
-    int b = blockIdx.x, B = gridDim.x, HD = H * D, nmix = postcomb ? (2 + H) * H : H;
-    const float *xb = x + (long)b * HD;
-    const int nw = blockDim.x / 32, wp = threadIdx.x / 32;
-    float mv[5]; // a warp's mixes wp + nw u (nmix <= 80 = 5 x the 16 warps of step.c's 512-thread launch),
-#pragma unroll   // their splits loaded together with x's pass below (one latency, not two)
-    for (int u = 0; u < 5; u++) mv[u] = wp + nw * u < nmix ? rt_gemv_lane(mixp, S, B, nmix, b, wp + nw * u) : 0.f;
+    int HD = H * D, nmix = postcomb ? (2 + H) * H : H;
+    const float *xb = x + (long)b * HD; // read past L1 (rt_gemv_hc's last block reads other blocks' x)
+    const int nw = blockDim.x / 32, wp = threadIdx.x / 32, z = threadIdx.x % 32;
+    float mv[10]; // a warp's mixes wp + nw u (nmix <= 80: 10 rounds of 8 warps or more), lane z's split
+#pragma unroll    // (rt_gemv_lane's, read past L1), loaded together with x's pass below (one latency, not two)
+    for (int u = 0; u < 10; u++) {
+        int j = wp + nw * u;
+        mv[u] = j < nmix && z < S ? __ldcg(mixp + ((long)z * B + b) * nmix + j) : 0.f;
+    }
     float ss = 0;
 #pragma unroll 8 // the loads in flight together (latency, not bandwidth, is this block's cost)
     for (int i = threadIdx.x; i < HD / 4; i += blockDim.x) {
-        float4 v = ((const float4 *)xb)[i];
+        float4 v = __ldcg((const float4 *)xb + i);
         ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
     }
 #pragma unroll
-    for (int u = 0; u < 5; u++) { // unscaled: r below
+    for (int u = 0; u < 10; u++) { // unscaled: r below
         float v = rt_warp_sum(mv[u]);
         if (threadIdx.x % 32 == 0 && wp + nw * u < nmix) mix[wp + nw * u] = v;
     }
@@ -411,7 +403,7 @@ extern "C" __global__ void rt_hc_pre(const float *x, const float *mixp, int S, c
 #pragma unroll
         for (int k = 0; k < 8; k++) { // H <= 8 (kt_step_open)
             if (k >= H) break;
-            float4 u = ((const float4 *)(xb + k * D))[d];
+            float4 u = __ldcg((const float4 *)(xb + k * D) + d);
             v.x += pre[k] * u.x, v.y += pre[k] * u.y, v.z += pre[k] * u.z, v.w += pre[k] * u.w;
         }
         ((float4 *)col)[d] = v;
@@ -420,6 +412,47 @@ extern "C" __global__ void rt_hc_pre(const float *x, const float *mixp, int S, c
     rt_rmsnorm(col, D, w, eps, red);
     for (int d = threadIdx.x; d < D; d += blockDim.x) h[(long)b * D + d] = col[d];
     if (hq) rt_quant_row(col, D, hq + (long)b * D, hs + (long)b * (D / 128));
+}
+
+extern "C" __global__ void rt_hc_pre(const float *x, const float *mixp, int S, const float *base, const float *scale,
+                                     const float *w, float *postcomb, float *h, kt_u8 *hq, float *hs, int D, int H,
+                                     int iters, float eps, float hc_eps) {
+    rt_begin();
+    extern __shared__ float col[];
+    rt_hc_pre_seq(x, mixp, S, gridDim.x, blockIdx.x, base, scale, w, postcomb, h, hq, hs, D, H, iters, eps, hc_eps,
+                  col);
+}
+
+// rt_gemv_hc's last block (count: its counter, left at 0) at B = 1: the HC module of the one
+// sequence from the GEMV's splits, as rt_hc_pre (a launch fewer a module). Not inlined: the
+// GEMV's registers stay its own. Dynamic shared memory: D floats.
+__device__ __noinline__ void rt_hc_pre_last(int *count, const float *x, const float *part, const float *base,
+                                            const float *scale, const float *w, float *postcomb, float *h, kt_u8 *hq,
+                                            float *hs, int D, int H, int iters, float eps, float hc_eps) {
+    extern __shared__ float col[];
+    __shared__ int last;
+    __threadfence(); // this block's splits and x seen by the last block
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(count, 1) == (int)gridDim.z - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    if (threadIdx.x == 0) *count = 0;
+    rt_hc_pre_seq(x, part, gridDim.z, 1, 0, base, scale, w, postcomb, h, hq, hs, D, H, iters, eps, hc_eps, col);
+}
+
+// The HC mixes (N <= 32 rows of W over K = H x D) of the streams after the previous block's post
+// step, which it applies on the way (old -> x, rt_hc_post4, with the previous module's pc_in):
+// the post step and the next HC module's GEMV in one launch; with count (B = 1), its last block
+// runs that module too (rt_hc_pre_last: the arguments after count are rt_hc_pre's).
+extern "C" __global__ void __launch_bounds__(256)
+    rt_gemv_hc(const float *W, const float *old, float *x, const float *pc_in, const kt_u16 *yb, const float *yf,
+               float *part, int N, int K, int B, int kc, int D, int H, int *count, const float *base,
+               const float *scale, const float *w, float *postcomb, float *h, kt_u8 *hq, float *hs, int iters,
+               float eps, float hc_eps) {
+    rt_begin();
+    rt_gemv_run<true>(W, x, part, N, K, B, kc, rt_hc_post_args{old, pc_in, yf, x, yb, D, H});
+    if (count) rt_hc_pre_last(count, x, part, base, scale, w, postcomb, h, hq, hs, D, H, iters, eps, hc_eps);
 }
 
 // rmsnorm(in) * w of one row of n bf16 values, act_quant'ed into q e4m3 [n] and sc f32 [n / 128]

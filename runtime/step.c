@@ -348,31 +348,78 @@ static int compressor(kt_step *s, const comp_dev *cd, const gv_part *in, dptr kv
     return rt(s, K_COMP_EMIT, (unsigned)(width + 31) / 32, (unsigned)s->B, 256, 0, a);
 }
 
-/* The GEMV of the HC mixes (nmix rows of fn) over x; a block's post step pending (hc_post), by
- * rt_gemv_hc, which applies it on the way into the other x buffer (then x). */
-static int hc_gemv(kt_step *s, dptr fn, long nmix, int *S) {
-    int B = s->B, D = (int)s->c.hidden, H = (int)s->c.hc_mult, n = (int)nmix, K = H * D;
-    if (!s->post_pending) return gemv(s, "rt_gemv/hc", fn, nmix, K, s->x, 0, S);
+/* The arguments of rt_hc_pre after x, the mixes' splits and their count (and of rt_gemv_hc's
+ * fused module after the counter), in that order. */
+typedef struct hc_args {
+    dptr base, scale, norm, postcomb, h, hq, hs;
+    int D, H, iters;
+    float eps, hc_eps;
+} hc_args;
+
+/* The HC mixes of the streams after a pending post step (hc_post) by rt_gemv_hc, which applies
+ * it on the way into the other x buffer (then x): the mixes' splits in gvpart (*S); at B = 1
+ * the GEMV's last block also runs the HC module (rt_hc_pre's work): *fused 1. */
+static int hc_gemv_post(kt_step *s, dptr fn, long nmix, const hc_args *m, int *S, int *fused) {
+    int B = s->B, D = m->D, H = m->H, n = (int)nmix, K = H * D;
     int splits = gemv_splits(B, nmix, K), kc = (int)((K / 128 + splits - 1) / splits * 128);
     if (nmix > 32 || K % 128 || (size_t)splits * B * nmix * 4 > s->gv_bytes)
         return kt_fail("internal: rt_gemv_hc: %ld mixes of %d (at most 32 rows, K in 128s, %d splits in the scratch)",
                        nmix, K, splits);
-    dptr old = s->x, x = s->x == s->xbuf[0] ? s->xbuf[1] : s->xbuf[0];
-    void *a[] = {&fn, &old, &x, &s->postcomb, &s->post_yb, &s->post_yf, &s->gvpart, &n, &K, &B, &kc, &D, &H};
-    s->x = x, s->post_pending = 0, *S = splits;
-    return rt_as(s, K_GEMV_HC, "rt_gemv_hc", (unsigned)(B + 7) / 8, 1, (unsigned)splits, 256, 0, a);
+    dptr old = s->x, x = s->x == s->xbuf[0] ? s->xbuf[1] : s->xbuf[0], count = B == 1 ? s->gvcount : 0;
+    void *a[] = {&fn,
+                 &old,
+                 &x,
+                 (void *)&s->postcomb,
+                 &s->post_yb,
+                 &s->post_yf,
+                 &s->gvpart,
+                 &n,
+                 &K,
+                 &B,
+                 &kc,
+                 &D,
+                 &H,
+                 &count,
+                 (void *)&m->base,
+                 (void *)&m->scale,
+                 (void *)&m->norm,
+                 (void *)&m->postcomb,
+                 (void *)&m->h,
+                 (void *)&m->hq,
+                 (void *)&m->hs,
+                 (void *)&m->iters,
+                 (void *)&m->eps,
+                 (void *)&m->hc_eps};
+    s->x = x, s->post_pending = 0, *S = splits, *fused = B == 1;
+    return rt_as(s, K_GEMV_HC, "rt_gemv_hc", (unsigned)(B + 7) / 8, 1, (unsigned)splits, 256,
+                 count ? (unsigned)(D * 4) : 0, a);
 }
 
 /* The HC module before block `which` (0 attention, 1 MoE), into h and its act_quant codes hq /
- * hs (rt_hc_pre quantises: no act_quant launch); or, the HC head (postcomb and hq 0), into h only. */
+ * hs (rt_hc_pre quantises: no act_quant launch); or, the HC head (postcomb and hq 0), into h
+ * only. After a block (its post step pending) at B = 1, one launch: rt_gemv_hc does it all. */
 static int hc_mix(kt_step *s, dptr fn, dptr base, dptr scale, dptr norm, dptr postcomb, dptr h, dptr hq, dptr hs) {
     const kt_model_config *c = &s->c;
-    int D = (int)c->hidden, H = (int)c->hc_mult, it = (int)c->hc_iters, S;
-    float eps = (float)c->rms_eps, hc_eps = (float)c->hc_eps;
-    long nmix = postcomb ? (2 + H) * H : H;
-    if (hc_gemv(s, fn, nmix, &S)) return -1;
-    void *a[] = {&s->x, &s->gvpart, &S, &base, &scale, &norm, &postcomb, &h, &hq, &hs, &D, &H, &it, &eps, &hc_eps};
-    return rt(s, K_HC_PRE, (unsigned)s->B, 1, 512, (unsigned)(D * 4), a);
+    hc_args m = {base,
+                 scale,
+                 norm,
+                 postcomb,
+                 h,
+                 hq,
+                 hs,
+                 (int)c->hidden,
+                 (int)c->hc_mult,
+                 (int)c->hc_iters,
+                 (float)c->rms_eps,
+                 (float)c->hc_eps};
+    long nmix = postcomb ? (2 + m.H) * m.H : m.H;
+    int S, fused = 0;
+    if (s->post_pending ? hc_gemv_post(s, fn, nmix, &m, &S, &fused)
+                        : gemv(s, "rt_gemv/hc", fn, nmix, (long)m.H * m.D, s->x, 0, &S))
+        return -1;
+    void *a[] = {&s->x, &s->gvpart, &S,   &m.base, &m.scale, &m.norm, &m.postcomb, &m.h,
+                 &m.hq, &m.hs,      &m.D, &m.H,    &m.iters, &m.eps,  &m.hc_eps};
+    return fused ? 0 : rt(s, K_HC_PRE, (unsigned)s->B, 1, 512, (unsigned)(m.D * 4), a);
 }
 
 static int hc_pre(kt_step *s, layer_dev *L, int which, dptr norm) {
