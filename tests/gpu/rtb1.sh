@@ -6,7 +6,8 @@
 #      routed tiny V4 against transformers and the host reference, B = 12 copies bit-identical, a
 #      B = 2 rerun byte-identical), runtime_v32.sh v32-gpu (V3.2's GPU step: shares step.c and the
 #      fused quantising kernels) and mxfp4-gpu (V4 with MXFP4 experts and a hash-routed layer);
-#      then the routed model at B = 18 (the act_quant + fp8_gemm pair above 16 rows) against B = 2;
+#      then the routed model at B = 18 (the act_quant + fp8_gemm pair above 16 rows) and B = 1 (the HC
+#      modules inside rt_gemv_hc) against B = 2;
 #   3. V4-Flash `--synthetic --tp-shapes 4 --context 8192 --steps 1 --json` at B = 1 and 64, this
 #      build and, when the lead carries one, main's (.gpu/kt_main), interleaved: TPOT, the floor,
 #      the step's kernel count, the eager ops; this build at most 2% over main's TPOT, and its ops
@@ -75,30 +76,34 @@ grep -q "^rc=0" "$L/mx.txt"
 check $? "runtime_v32.sh mxfp4-gpu: V4 with MXFP4 experts and a hash-routed layer ($(grep 'passed, ' "$L/mx.txt"))"
 grep "^FAIL" "$L/mx.txt"
 
-# the routed model at B = 18 (each prompt 9 times): above QGEMM_FUSED_MAX_M (16) the single-consumer
-# projections run act_quant + fp8_gemm, not quant_fp8_gemm; teacher-forced on the prompt (no greedy
-# divergence): copies bit-identical, and within 1e-2 (median per-step rel L2) of the B = 2 run
+# the routed model at B = 18 (each prompt 9 times: above QGEMM_FUSED_MAX_M (16) the single-consumer
+# projections run act_quant + fp8_gemm, not quant_fp8_gemm) and at B = 1 (the first prompt: the HC
+# modules in rt_gemv_hc's last block), teacher-forced on the prompt (no greedy divergence) against
+# the B = 2 run: B = 18's copies bit-identical, each sequence within 1e-2 (median per-step rel L2)
 if [ -s "$D/prompt.txt" ]; then
     for i in 1 2 3 4 5 6 7 8 9; do cat "$D/prompt.txt"; done >"$L/prompt18.txt"
-    timeout 40 $KT run --model "$D" --batch 18 --context 64 --steps 0 --prompt "$L/prompt18.txt" --dump "$L/b18.bin" \
-        >"$L/b18.log" 2>&1 &&
-        timeout 40 $KT run --model "$D" --batch 2 --context 64 --steps 0 --prompt "$D/prompt.txt" --dump "$L/b2.bin" \
-            >"$L/b2.log" 2>&1 &&
-        $PY - "$L/b18.bin" "$L/b2.bin" <<'EOF'
+    head -n 1 "$D/prompt.txt" >"$L/prompt1.txt"
+    timeout 40 $KT run --model "$D" --batch 2 --context 64 --steps 0 --prompt "$D/prompt.txt" --dump "$L/b2.bin" \
+        >"$L/b2.log" 2>&1
+    for b in 18 1; do
+        timeout 40 $KT run --model "$D" --batch $b --context 64 --steps 0 --prompt "$L/prompt$b.txt" \
+            --dump "$L/b$b.bin" >"$L/b$b.log" 2>&1 &&
+            $PY - "$L/b$b.bin" $b "$L/b2.bin" <<'EOF'
 import sys
 import numpy as np
-a, b = (np.fromfile(p, dtype=np.float32) for p in sys.argv[1:3])
-b = b.reshape(-1, 2, 512)
-a = a.reshape(b.shape[0], 18, 512)
-same = all((a[:, i] == a[:, i % 2]).all() for i in range(18))
-rel = np.linalg.norm(a[:, :2] - b, axis=2) / np.linalg.norm(b, axis=2)
-print(f"B=18: copies bit-identical: {same}; against B=2 (fused quantisation): median rel L2 {np.median(rel):.2e}, "
-      f"max {rel.max():.2e}")
+B = int(sys.argv[2])
+b = np.fromfile(sys.argv[3], dtype=np.float32).reshape(-1, 2, 512)
+a = np.fromfile(sys.argv[1], dtype=np.float32).reshape(b.shape[0], B, 512)
+same = all((a[:, i] == a[:, i % 2]).all() for i in range(B))
+n = min(B, 2)
+rel = np.linalg.norm(a[:, :n] - b[:, :n], axis=2) / np.linalg.norm(b[:, :n], axis=2)
+print(f"B={B}: copies bit-identical: {same}; against B=2: median rel L2 {np.median(rel):.2e}, max {rel.max():.2e}")
 sys.exit(0 if same and np.median(rel) < 1e-2 else 1)
 EOF
-    check $? "routed tiny V4 at B=18 (act_quant + fp8_gemm for o_a, o_b, the shared down): copies identical, B=2's logits"
+        check $? "routed tiny V4 at B=$b against B=2, teacher-forced ($([ $b = 1 ] && echo "the HC modules in rt_gemv_hc's last block" || echo "act_quant + fp8_gemm for o_a, o_b, the shared down"))"
+    done
 else
-    check 1 "routed tiny V4 at B=18: no model from the correctness part"
+    check 1 "routed tiny V4 at B=18 and B=1: no model from the correctness part"
 fi
 
 # 3. TPOT, this build against main's, interleaved
