@@ -289,10 +289,19 @@ __device__ __noinline__ void rt_gemv_finish(const float *part, float *out, int *
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-    rt_gemv(const float *W, const float *x, float *part, float *out, int *count, int N, int K, int B, int kc) {
+    rt_gemv(const float *W, const float *x, float *part, int N, int K, int B, int kc) {
     rt_begin();
     rt_gemv_run<false>(W, x, part, N, K, B, kc, rt_hc_post_args{});
-    if (out) rt_gemv_finish(part, out, count, N, B);
+}
+
+// rt_gemv split, with its plain output `out` summed by the tiles' last blocks (rt_gemv_finish): a
+// kernel of its own so that rt_gemv's code is as it was (the LM head ran 5-9% slower with the call
+// in it on the H200).
+extern "C" __global__ void __launch_bounds__(256)
+    rt_gemv_fin(const float *W, const float *x, float *part, float *out, int *count, int N, int K, int B, int kc) {
+    rt_begin();
+    rt_gemv_run<false>(W, x, part, N, K, B, kc, rt_hc_post_args{});
+    rt_gemv_finish(part, out, count, N, B);
 }
 
 // Lane l's split of rt_gemv's output (B x N) at (b, n): split l, 0 past S (S <= 32, the host's
@@ -314,26 +323,42 @@ extern "C" __global__ void rt_embed(const float *E, const int *tok, float *x, in
     for (int i = threadIdx.x; i < H * D; i += blockDim.x) x[(long)b * H * D + i] = E[(long)tok[b] * D + i % D];
 }
 
-// Entry e (< 64) of the H x H comb held in registers (entry e in lane e % 32's c[e / 32]), in
-// every lane (each lane asks for its own e).
-__device__ __forceinline__ float rt_hc_entry(float c0, float c1, int e) {
-    float lo = __shfl_sync(0xffffffffu, c0, e & 31), hi = __shfl_sync(0xffffffffu, c1, e & 31);
-    return e < 32 ? lo : hi;
-}
-
-// Sinkhorn's sum of the column (rows 0) or row (rows 1) of entry (i, a), in index order (the
-// lanes past the matrix, i >= H, sum entries of it too: all lanes take part in the shuffles).
-__device__ __forceinline__ float rt_hc_line(float c0, float c1, int i, int a, int H, int rows) {
-    float sum = 0;
-    for (int c = 0; c < H; c++) sum += rt_hc_entry(c0, c1, rows ? (i % H) * H + c : c * H + a);
-    return sum;
+// Sinkhorn's passes over the H x H comb in registers (entry e = (e / H, e % H) in lane e % 32's
+// c0 (e < 32) or c1): a column pass first, then row and column passes, each entry divided by its
+// line's sum + hc_eps, the sum in index order from 0 (the serial sum's order). A line's H values
+// come by shuffles from lanes known before the pass, issued together (the first try read them by
+// a loop of dependent shuffles with a modulo in it: rt_hc_pre 23 -> 44 us a call on the H200).
+// Lanes past the matrix divide entries of it (never stored), so every lane takes the shuffles.
+__device__ void rt_hc_sinkhorn(float &c0, float &c1, int H, int iters, float hc_eps) {
+    const int l = threadIdx.x % 32, HH = H * H;
+    const bool two = HH > 32; // warp-uniform: the second entries exist
+    const int r0 = (l / H) % H * H, a0 = l % H, r1 = ((l + 32) / H) % H * H, a1 = (l + 32) % H;
+    for (int it = 0; it < 2 * iters - 1; it++) {
+        const bool rows = it % 2;
+        float s0 = 0, s1 = 0;
+#pragma unroll
+        for (int k = 0; k < 8; k++) { // H <= 8 (kt_step_open)
+            if (k >= H) break;
+            int f0 = rows ? r0 + k : k * H + a0;
+            float v0 = __shfl_sync(0xffffffffu, c0, f0 & 31);
+            if (two) {
+                int f1 = rows ? r1 + k : k * H + a1;
+                float w0 = __shfl_sync(0xffffffffu, c1, f0 & 31), v1 = __shfl_sync(0xffffffffu, c0, f1 & 31),
+                      w1 = __shfl_sync(0xffffffffu, c1, f1 & 31);
+                v0 = f0 < 32 ? v0 : w0;
+                s1 += f1 < 32 ? v1 : w1;
+            }
+            s0 += v0;
+        }
+        if (l < HH) c0 /= s0 + hc_eps;
+        if (l + 32 < HH) c1 /= s1 + hc_eps;
+    }
 }
 
 // The HC weights of one sequence from its mix (one warp; comb: H*H floats of shared memory):
 // pre = sigmoid(mix * scale0 + base) + hc_eps; with pc, post = 2 sigmoid(..) into pc[0..H) and
 // comb = the Sinkhorn projection of the row softmax (+ hc_eps) into pc[H..H+H*H). Lanes take
-// the H*H entries (two a lane past 32), held in registers through the passes, each summing its
-// row or column in the serial order by shuffles (a pass is a few shuffles, no barrier).
+// the H*H entries (two a lane past 32), held in registers through the passes (rt_hc_sinkhorn).
 __device__ void rt_hc_weights(const float *mix, const float *base, const float *scale, float *pre, float *pc,
                               float *comb, int H, int iters, float hc_eps) {
     int l = threadIdx.x % 32;
@@ -349,13 +374,9 @@ __device__ void rt_hc_weights(const float *mix, const float *base, const float *
         comb[e] = expf(cm[e] * scale[2] + cb[e] - mx) / sum + hc_eps;
     }
     __syncwarp();
-    const int HH = H * H, i0 = l / H, a0 = l % H, i1 = (l + 32) / H, a1 = (l + 32) % H;
+    const int HH = H * H;
     float c0 = l < HH ? comb[l] : 0.f, c1 = l + 32 < HH ? comb[l + 32] : 0.f;
-    for (int it = 0; it < 2 * iters - 1; it++) { // column pass first, then row and column passes
-        float s0 = rt_hc_line(c0, c1, i0, a0, H, it % 2), s1 = rt_hc_line(c0, c1, i1, a1, H, it % 2);
-        if (l < HH) c0 /= s0 + hc_eps;
-        if (l + 32 < HH) c1 /= s1 + hc_eps;
-    }
+    rt_hc_sinkhorn(c0, c1, H, iters, hc_eps);
     if (l < HH) pc[H + l] = c0;
     if (l + 32 < HH) pc[H + l + 32] = c1;
 }

@@ -32,7 +32,7 @@
     X(Q_PREP, rt_q_prep) X(QKV_A, rt_qkv_a) X(COMP_EMIT, rt_comp_emit)                              \
     X(INDEX_SCORE, rt_index_score) X(TOPK, rt_topk) X(ATTENTION, rt_attention) X(UNGROUP, rt_ungroup)      \
     X(ROUTER, rt_router) X(MOE_UP, rt_moe_up) X(MOE_DOWN, rt_moe_down) X(MOE_COMBINE, rt_moe_combine)      \
-    X(SWIGLU, rt_swiglu) X(ARGMAX, rt_argmax) X(GEMV, rt_gemv)                  \
+    X(SWIGLU, rt_swiglu) X(ARGMAX, rt_argmax) X(GEMV, rt_gemv) X(GEMV_FIN, rt_gemv_fin)                  \
     X(FILL_F32, rt_fill_f32) X(FILL_E4M3, rt_fill_e4m3) X(FILL_I32, rt_fill_i32) X(LENGTHS, rt_lengths)       \
     X(INDEX_Q, rt_index_q) X(O_POST, rt_o_post) X(RMSNORM_F32, rt_rmsnorm_f32) X(RESIDUAL, rt_residual)       \
     X(V32_KV_APPEND, rt_v32_kv_append) X(V32_Q_ABSORB, rt_v32_q_absorb) X(V32_O_UP, rt_v32_o_up)              \
@@ -196,8 +196,8 @@ static int gemv(kt_step *s, const char *name, dptr W, long N, long K, dptr x, dp
         return kt_fail("internal: rt_gemv %s: K %ld is not in 128s or its %d splits outgrow the scratch", name, K,
                        splits);
     if (S) *S = splits;
-    void *a[] = {&W, &x, &part, &fin, &s->gvcount, &n, &k, &B, &kc};
-    return rt_as(s, K_GEMV, name, tx, ty, (unsigned)splits, 256, 0, a);
+    void *a[] = {&W, &x, &part, &n, &k, &B, &kc}, *af[] = {&W, &x, &part, &fin, &s->gvcount, &n, &k, &B, &kc};
+    return rt_as(s, fin ? K_GEMV_FIN : K_GEMV, name, tx, ty, (unsigned)splits, 256, 0, fin ? af : a);
 }
 
 static int same_problem(const kt_problem *a, const kt_problem *b) {
