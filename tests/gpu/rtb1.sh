@@ -38,7 +38,9 @@ for b in 1 64; do
             kt=$MAIN
         fi
         # a build's first run compiles the step's kernels into an empty JIT cache: 40 s; then 15
-        timeout $([ $b = 1 ] && echo 40 || echo 15) $kt run $FL --batch $b --json "$L/${k}_b$b.json" \
+        lim=15
+        [ $b = 1 ] && lim=40
+        timeout $lim $kt run $FL --batch $b --json "$L/${k}_b$b.json" \
             >"$L/${k}_b$b.log" 2>"$L/${k}_b$b.err"
         say "$k B=$b rc=$? $(grep 'TPOT\|graph:' "$L/${k}_b$b.log" | tr '\n' ' ')"
     done
