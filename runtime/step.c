@@ -96,6 +96,9 @@ struct kt_step {
     long ctx;
     kt_db *db;
     CUstream stream;
+    CUstream side, cur;       /* a second stream for independent chains (side_begin), the one launched on */
+    CUevent fork_ev, join_ev; /* side_begin's and side_end's points */
+    int sides;                /* side chains on (not with KT_STEP_ONE_STREAM=1, nor where a capture refused them) */
     kt_module rt[N_RT];
     layer_dev *L;
     kt_model_tensor *list;
@@ -165,7 +168,7 @@ static int rt_as(kt_step *s, int k, const char *name, unsigned gx, unsigned gy, 
     if (s->collecting) return 0;
     if (prof_mark(s, name)) return -1;
     nvtxRangePushA(name);
-    int rc = kt_launch_kernel_pdl(&s->rt[k], 0, gx, gy, gz, block, smem, s->stream, args); /* model.cu: rt_begin */
+    int rc = kt_launch_kernel_pdl(&s->rt[k], 0, gx, gy, gz, block, smem, s->cur, args); /* model.cu: rt_begin */
     nvtxRangePop();
     return rc;
 }
@@ -247,7 +250,7 @@ static int fam_launch(kt_step *s, fam_k *k, const dptr *ptr, int n) {
     snprintf(name, sizeof name, "kt/%s/%s,M=%ld/%s", k->f->name, shape, k->p.m, cfg);
     if (prof_mark(s, k->f->name)) return -1;
     nvtxRangePushA(name);
-    kt_launch l = {.mod = &k->mod, .config = &k->mod.config, .problem = &k->p, .stream = s->stream};
+    kt_launch l = {.mod = &k->mod, .config = &k->mod.config, .problem = &k->p, .stream = s->cur};
     for (int i = 0; i < n; i++) l.ptr[i] = ptr[i];
     int rc = k->f->launch(&l);
     nvtxRangePop();
@@ -296,6 +299,31 @@ static int all_reduce(kt_step *s, dptr buf, int bf16) {
     if (!s->tp || s->collecting) return 0;
     if (prof_mark(s, "nccl_all_reduce")) return -1;
     return kt_tp_all_reduce(s->tp, buf, (size_t)s->B * s->c.hidden, bf16, s->stream);
+}
+
+/* A chain of the step that depends on what is enqueued so far and that nothing enqueues until
+ * side_join needs: from side_begin to side_end it goes on the side stream, the main stream's
+ * launches after side_end run beside it (at B = 1 a kernel fills few SMs: two chains of them
+ * overlap their latencies), side_join makes the main stream wait for it. The graph captures the
+ * fork and the join. One step at a time; a profiled step (an event between ops) and the walk of
+ * collect_ahead keep to one stream. */
+static int side_begin(kt_step *s) {
+    if (!s->sides || s->profiling || s->collecting) return 0;
+    KT_CHECK(CU, kt_cu.cuEventRecord(s->fork_ev, s->stream));
+    KT_CHECK(CU, kt_cu.cuStreamWaitEvent(s->side, s->fork_ev, 0));
+    s->cur = s->side;
+    return 0;
+}
+static int side_end(kt_step *s) {
+    if (s->cur == s->stream) return 0;
+    KT_CHECK(CU, kt_cu.cuEventRecord(s->join_ev, s->side));
+    s->cur = s->stream;
+    return 0;
+}
+static int side_join(kt_step *s) {
+    if (!s->sides || s->profiling || s->collecting) return 0;
+    KT_CHECK(CU, kt_cu.cuStreamWaitEvent(s->stream, s->join_ev, 0));
+    return 0;
 }
 
 /* Rows of the splits rt_gemv left in s->gvpart for a consumer: from `part`, S splits, rows ld apart. */
@@ -434,9 +462,17 @@ static int hc_post(kt_step *s, dptr yb, dptr yf) {
     return 0;
 }
 
-/* The CSA layer's indexer: its compressor's key, then the top-k entries into L->idx (cache-wide
- * ids) by mla_indexer or by rt_index_score + rt_topk. */
-static int indexer(kt_step *s, layer_dev *L, const gv_part *index, const gv_part *iw) {
+/* The CSA layer's indexer's compressor: the new key (on the compressed layer's side chain) into
+ * mla_indexer's pages or rt_index_score's f32 keys. */
+static int indexer_keys(kt_step *s, layer_dev *L, const gv_part *index) {
+    return s->plan.family[KT_PART_INDEXER]
+               ? compressor(s, &L->index, index, 0, 0, L->ikc, (unsigned long long)L->cpages)
+               : compressor(s, &L->index, index, 0, L->ikeys, 0, L->kstride);
+}
+
+/* The CSA layer's indexer after its keys: the top-k entries into L->idx (cache-wide ids) by
+ * mla_indexer or by rt_index_score + rt_topk, from the head weights' projections iw. */
+static int indexer(kt_step *s, layer_dev *L, const gv_part *iw) {
     const kt_model_config *c = &s->c;
     int IH = (int)c->index_heads, ID = (int)c->index_dim, R = (int)c->rope_dim;
     int rate = (int)c->csa_rate, topk = (int)c->index_topk, maxe = (int)L->max_entries,
@@ -446,7 +482,6 @@ static int indexer(kt_step *s, layer_dev *L, const gv_part *index, const gv_part
     int ld = (int)L->wq_b.n;
     dptr iq = s->q + (dptr)kt_model_q_dim(c) * 2;
     if (!s->plan.family[KT_PART_INDEXER]) {
-        if (compressor(s, &L->index, index, 0, L->ikeys, 0, L->kstride)) return -1;
         void *as[] = {&iq,        &ld,         wp[0], wp[1], wp[2], &L->ikeys, &s->inv_comp, &s->pos,
                       &L->scores, &L->kstride, &IH,   &ID,   &rate, &R,        &maxe};
         void *at[] = {&L->scores, &L->idx, &s->pos, &rate, &topk, &maxe, &seq_ids};
@@ -455,8 +490,6 @@ static int indexer(kt_step *s, layer_dev *L, const gv_part *index, const gv_part
                    ? -1
                    : 0;
     }
-    unsigned long long pages = (unsigned long long)L->cpages;
-    if (compressor(s, &L->index, index, 0, 0, L->ikc, pages)) return -1;
     void *aq[] = {&iq, &ld, wp[0], wp[1], wp[2], &s->inv_comp, &s->pos, &s->iqq, &s->iw, &ID, &R};
     if (rt(s, K_INDEX_Q, (unsigned)IH, (unsigned)s->B, 128, (unsigned)(ID * 4), aq)) return -1;
     dptr ptr[7] = {s->iqq, s->iw, L->ikc, s->lens + (dptr)(2 * s->B * 4), s->itable, s->ilogits, L->idx};
@@ -501,15 +534,18 @@ static int attention(kt_step *s, long l) {
                   &inv,   &s->pos, &L->win, &L->wstride, &W,      &R,      &eps};
     int qld = (int)L->wq_b.n; /* CSA: the indexer's query after the heads (wq_b holds its rows) */
     void *aq[] = {&s->q, &qld, &qf, &s->qb, &inv, &s->pos, &HD, &R, &eps};
-    if (hc_pre(s, L, 0, L->attn_norm) || gemm(s, &L->wq_a, 0, ld, s->hq, s->hs, s->qa, B) ||
-        rt(s, K_QKV_A, (unsigned)B, 2, 256, smem, an) || gemm(s, &L->wq_b, 0, L->wq_b.n, s->qrq, s->qrs, s->q, B) ||
-        rt(s, K_Q_PREP, (unsigned)c->n_heads, (unsigned)B, 128, 0, aq))
+    /* a compressed layer's compressors (their projections of h, one rt_gemv) on the side chain,
+     * beside the query's GEMMs: both start from hc_pre's h */
+    gv_part comp, index, iw;
+    if (hc_pre(s, L, 0, L->attn_norm) || (mode && (side_begin(s) || comp_gemv(s, L, mode == 1, &comp, &index, &iw) ||
+                                                   compressor(s, &L->comp, &comp, L->ccache, 0, 0, L->cstride) ||
+                                                   (mode == 1 && indexer_keys(s, L, &index)) || side_end(s))))
         return -1;
-    gv_part comp, index, iw; /* the compressors' and the indexer's projections of h: one rt_gemv */
-    if (mode &&
-        (comp_gemv(s, L, mode == 1, &comp, &index, &iw) || compressor(s, &L->comp, &comp, L->ccache, 0, 0, L->cstride)))
+    if (gemm(s, &L->wq_a, 0, ld, s->hq, s->hs, s->qa, B) || rt(s, K_QKV_A, (unsigned)B, 2, 256, smem, an) ||
+        gemm(s, &L->wq_b, 0, L->wq_b.n, s->qrq, s->qrs, s->q, B) ||
+        rt(s, K_Q_PREP, (unsigned)c->n_heads, (unsigned)B, 128, 0, aq) || (mode && side_join(s)))
         return -1;
-    if ((mode == 1 && indexer(s, L, &index, &iw)) || attend(s, L, mode, inv)) return -1;
+    if ((mode == 1 && indexer(s, L, &iw)) || attend(s, L, mode, inv)) return -1;
     for (int g = 0; g < G; g++) /* group g's rows of og (bf16 [G][B][GI]) through its rows of wo_a */
         if (qgemm(s, &L->wo_a, (long)g * OL, OL, s->og + (dptr)g * B * GI * 2, s->oa_g + (dptr)g * B * OL * 2, B))
             return -1;
@@ -576,9 +612,14 @@ static int moe_family(kt_step *s, layer_dev *L, int hash) {
                                shared, s->ealign, s->he,  s->hse,  s->mpart, s->mcnt};
     dptr down[KT_MOE_T_COUNT] = {s->he,  s->hse,    L->e2,       L->e2s,   s->eidx,  s->ew,
                                  shared, s->ealign, s->moe_outb, s->mpart, s->mpart, s->mcnt};
-    return gemv(s, "rt_gemv/gate", L->gate, E, D, s->h, s->elog, NULL) ||
+    /* V4: the shared expert on the side chain beside the gate, the router and the gate+up GEMM
+     * (the down GEMM's epilogue adds its output) */
+    int side = s->c.arch == KT_ARCH_V4 && s->c.n_shared;
+    return (side && (side_begin(s) || shared_expert(s, L) || side_end(s))) ||
+                   gemv(s, "rt_gemv/gate", L->gate, E, D, s->h, s->elog, NULL) ||
                    fam_launch(s, fam_p(s, "moe_route", hash ? &s->plan.route_hash : &s->plan.route), route, 7) ||
-                   shared_expert(s, L) || fam_launch(s, fam_p(s, "moe_gemm", &s->plan.gateup), up, KT_MOE_T_COUNT) ||
+                   (!side && shared_expert(s, L)) ||
+                   fam_launch(s, fam_p(s, "moe_gemm", &s->plan.gateup), up, KT_MOE_T_COUNT) || (side && side_join(s)) ||
                    fam_launch(s, fam_p(s, "moe_gemm", &s->plan.down), down, KT_MOE_T_COUNT)
                ? -1
                : 0;
@@ -1475,6 +1516,12 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
                        s->plan.why[KT_PART_MOE]);
     if (o->db_path && kt_db_open(o->db_path, 1, &s->db)) return -1;
     KT_CHECK(CU, kt_cu.cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING));
+    KT_CHECK(CU, kt_cu.cuStreamCreate(&s->side, CU_STREAM_NON_BLOCKING));
+    KT_CHECK(CU, kt_cu.cuEventCreate(&s->fork_ev, CU_EVENT_DISABLE_TIMING));
+    KT_CHECK(CU, kt_cu.cuEventCreate(&s->join_ev, CU_EVENT_DISABLE_TIMING));
+    s->cur = s->stream;
+    const char *one = getenv("KT_STEP_ONE_STREAM");
+    s->sides = !(one && !strcmp(one, "1"));
     for (int i = 0; i < MAX_EVENTS; i++) KT_CHECK(CU, kt_cu.cuEventCreate(&s->ev[i], CU_EVENT_DEFAULT));
     if (load_rt(s)) return -1;
     kt_db_device dev;
@@ -1507,7 +1554,16 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
     double t1 = kt_now();
     if (compile_ahead(s, s->db ? 2 : 1)) return -1;
     s->dispatch_ms = 0;
-    if (build_graph(s, 0)) return -1;
+    if (build_graph(s, 0)) {
+        if (!s->sides) return -1;
+        fprintf(stderr, "kt run: the step with side chains did not capture (%s): one stream\n", kt_error());
+        s->sides = 0, s->cur = s->stream;
+        if (build_graph(s, 0)) return -1;
+    }
+    fprintf(stderr, "kt run: %s\n",
+            s->sides ? "side chains on a second stream (the compressors beside the query's GEMMs, the shared expert "
+                       "beside the router; KT_STEP_ONE_STREAM=1: one stream)"
+                     : "one stream");
     s->resolve_ms = (kt_now() - t1) * 1e3;
     if (s->db && build_graph(s, 1)) return -1;
     fprintf(stderr, "kt run: %d kernels resolved and the step captured as one CUDA graph in %.0f ms%s\n",
@@ -1626,8 +1682,8 @@ int kt_step_report(kt_step *s, const kt_run_options *o) {
            "%.0f GB/s), %.2fx the floor\n",
            s->B, s->ctx, s->c.n_layers, o->tp_shapes, ms[0], s->B * 1e3 / ms[0], floor_ms, bytes / 1e6, bw / 1e9,
            ms[0] / floor_ms);
-    printf("kt run: the step's graph: %d kernels, %.2f us a kernel\n", s->graph_kernels[0],
-           ms[0] * 1e3 / s->graph_kernels[0]);
+    printf("kt run: the step's graph: %d kernels, %.2f us a kernel (%s)\n", s->graph_kernels[0],
+           ms[0] * 1e3 / s->graph_kernels[0], s->sides ? "side chains on a second stream" : "one stream");
     if (s->n_graphs == 2)
         printf("kt run: tuned winners %.3f ms vs family defaults %.3f ms: %.1f%% saved\n", ms[0], ms[1],
                100 * (ms[1] - ms[0]) / ms[1]);
@@ -1646,13 +1702,14 @@ int kt_step_report(kt_step *s, const kt_run_options *o) {
     fprintf(f,
             "{\"tpot_ms\": %.4f, \"default_tpot_ms\": %.4f, \"tuned_gain_pct\": %.2f, \"floor_ms\": %.4f, "
             "\"floor_ratio\": %.3f, \"tokens_per_s\": %.1f, \"bytes\": %.0f, \"batch\": %d, \"context\": %ld, "
-            "\"layers\": %ld, \"tp_shapes\": %d, \"kernels\": %d, \"plain_kernels\": %d, \"experts\": \"%s\", "
+            "\"layers\": %ld, \"tp_shapes\": %d, \"kernels\": %d, \"side_chains\": %d, \"plain_kernels\": %d, "
+            "\"experts\": \"%s\", "
             "\"kernel_start_ms\": %.1f, "
             "\"lookup\": {\"exact\": %d, \"nearest_m\": %d, \"nearest_shape\": %d, \"default\": %d}, \"parts\": {",
             ms[0], s->n_graphs == 2 ? ms[1] : ms[0], s->n_graphs == 2 ? 100 * (ms[1] - ms[0]) / ms[1] : 0.0, floor_ms,
             ms[0] / floor_ms, s->B * 1e3 / ms[0], bytes, s->B, s->ctx, s->c.n_layers, o->tp_shapes, s->graph_kernels[0],
-            o->plain_kernels, kt_moe_format_names[s->plan.experts], kernel_ms(s), levels[0], levels[1], levels[2],
-            levels[3]);
+            s->sides, o->plain_kernels, kt_moe_format_names[s->plan.experts], kernel_ms(s), levels[0], levels[1],
+            levels[2], levels[3]);
     for (int i = 0; i < KT_N_PARTS; i++)
         fprintf(f, "%s\"%s\": \"%s\"", i ? ", " : "", kt_step_part_names[i], s->plan.family[i] ? "family" : "plain");
     fprintf(f, "}, \"per_op_ms\": {");
