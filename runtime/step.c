@@ -518,11 +518,17 @@ static int attend(kt_step *s, layer_dev *L, int mode, dptr inv) {
     return rt(s, K_O_POST, (unsigned)c->n_heads, (unsigned)B, 128, 0, ao);
 }
 
+/* Group g of the grouped o_a: its rows of og (bf16 [G][B][GI]) through its rows of wo_a into oa_g. */
+static int wo_a_group(kt_step *s, layer_dev *L, int g) {
+    long B = s->B, GI = kt_model_group_in(&s->c), OL = s->c.o_lora;
+    return qgemm(s, &L->wo_a, g * OL, OL, s->og + (dptr)(g * B * GI * 2), s->oa_g + (dptr)(g * B * OL * 2), B);
+}
+
 static int attention(kt_step *s, long l) {
     const kt_model_config *c = &s->c;
     layer_dev *L = &s->L[l];
     int B = s->B, D = (int)c->hidden, HD = (int)c->head_dim, R = (int)c->rope_dim, QL = (int)c->q_lora;
-    int W = (int)c->window, G = (int)c->o_groups, GI = (int)kt_model_group_in(c), OL = (int)c->o_lora;
+    int W = (int)c->window, G = (int)c->o_groups, OL = (int)c->o_lora;
     int mode = c->attn[l] == KT_ATTN_CSA ? 1 : c->attn[l] == KT_ATTN_HCA ? 2 : 0;
     float eps = (float)c->rms_eps;
     dptr inv = mode ? s->inv_comp : s->inv_main, qf = s->plan.family[KT_PART_ATTENTION] ? 0 : s->qf;
@@ -546,9 +552,13 @@ static int attention(kt_step *s, long l) {
         rt(s, K_Q_PREP, (unsigned)c->n_heads, (unsigned)B, 128, 0, aq) || (mode && side_join(s)))
         return -1;
     if ((mode == 1 && indexer(s, L, &iw)) || attend(s, L, mode, inv)) return -1;
-    for (int g = 0; g < G; g++) /* group g's rows of og (bf16 [G][B][GI]) through its rows of wo_a */
-        if (qgemm(s, &L->wo_a, (long)g * OL, OL, s->og + (dptr)g * B * GI * 2, s->oa_g + (dptr)g * B * OL * 2, B))
-            return -1;
+    /* the grouped o_a; at B <= 16 the groups after the first on the side chain, beside it (each
+     * quantises its rows inside quant_fp8_gemm; above, they would share qgemm's act_quant scratch) */
+    int par = G > 1 && B <= QGEMM_FUSED_MAX_M;
+    if (par && side_begin(s)) return -1;
+    for (int g = par; g < G; g++)
+        if (wo_a_group(s, L, g)) return -1;
+    if (par && (side_end(s) || wo_a_group(s, L, 0) || side_join(s))) return -1;
     /* the groups' outputs in token order: [G][B][OL] -> [B][G * OL], the same bytes at B = 1 */
     int total = G * B * OL;
     void *au[] = {&s->oa_g, &s->oa, &G, &B, &OL};
