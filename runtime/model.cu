@@ -923,8 +923,19 @@ extern "C" __global__ void rt_argmax(const float *logits, int *tok, int V) {
     int b = blockIdx.x;
     float best = -INFINITY;
     int at = 0;
-    for (int v = threadIdx.x; v < V; v += blockDim.x)
-        if (logits[(long)b * V + v] > best) best = logits[(long)b * V + v], at = v;
+    // 16 loads in flight a thread, then compared in index order (the first of equal maxima kept):
+    // one load at a time, the LM head's 129,280 logits took ~195 us a step on the H200
+    for (int v0 = threadIdx.x; v0 < V; v0 += 16 * blockDim.x) {
+        float x[16];
+#pragma unroll
+        for (int u = 0; u < 16; u++) {
+            int v = v0 + u * blockDim.x;
+            x[u] = v < V ? logits[(long)b * V + v] : -INFINITY;
+        }
+#pragma unroll
+        for (int u = 0; u < 16; u++)
+            if (x[u] > best) best = x[u], at = v0 + u * blockDim.x;
+    }
     bv[threadIdx.x] = best, bi[threadIdx.x] = at;
     __syncthreads();
     for (int o = blockDim.x / 2; o > 0; o /= 2) {
