@@ -69,12 +69,21 @@ __device__ void rt_rope(float *x, int dim, int R, const float *inv, float p, flo
     __syncthreads();
 }
 
-// x * rsqrt(mean(x^2) + eps) * (w or 1), in place over n values in shared memory.
+// x * rsqrt(mean(x^2) + eps) * (w or 1), in place over n values in shared memory. A thread's 8
+// weights are loaded before its stores: x may alias w for the compiler (x is a generic pointer),
+// so a plain loop waits on each weight's load (8 round trips at n = 4096 and 512 threads).
 __device__ void rt_rmsnorm(float *x, int n, const float *w, float eps, float *red) {
     float ss = 0;
     for (int i = threadIdx.x; i < n; i += blockDim.x) ss += x[i] * x[i];
     float r = rsqrtf(rt_block_sum(ss, red) / n + eps);
-    for (int i = threadIdx.x; i < n; i += blockDim.x) x[i] = x[i] * r * (w ? w[i] : 1.0f);
+    for (int i0 = threadIdx.x; i0 < n; i0 += 8 * blockDim.x) {
+        float wv[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++) wv[u] = w && i0 + u * blockDim.x < n ? w[i0 + u * blockDim.x] : 1.0f;
+#pragma unroll
+        for (int u = 0; u < 8; u++)
+            if (i0 + u * blockDim.x < n) x[i0 + u * blockDim.x] = x[i0 + u * blockDim.x] * r * wv[u];
+    }
     __syncthreads();
 }
 
@@ -490,7 +499,14 @@ extern "C" __global__ void __launch_bounds__(256)
 // (the next GEMM's input); v: n floats of shared memory.
 __device__ void rt_norm_quant_row(const kt_u16 *in, const float *w, kt_u8 *q, float *sc, int n, float eps, float *v,
                                   float *red) {
-    for (int i = threadIdx.x; i < n; i += blockDim.x) v[i] = kt_bf16_to_f32(in[i]);
+    for (int i0 = threadIdx.x; i0 < n; i0 += 8 * blockDim.x) { // 8 loads in flight (v may alias in: rt_rmsnorm)
+        kt_u16 t[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++) t[u] = i0 + u * blockDim.x < n ? in[i0 + u * blockDim.x] : 0;
+#pragma unroll
+        for (int u = 0; u < 8; u++)
+            if (i0 + u * blockDim.x < n) v[i0 + u * blockDim.x] = kt_bf16_to_f32(t[u]);
+    }
     __syncthreads();
     rt_rmsnorm(v, n, w, eps, red);
     rt_quant_row(v, n, q, sc);
