@@ -29,7 +29,11 @@
 constexpr int HPC = KT_HPC, CHUNK = KT_CHUNK, SPLIT = KT_SPLIT, STAGES = KT_STAGES;
 // PATH 0: the portable path (bf16 mma.sync on the dequantised tile; sm_90 and sm_120). PATH 1
 // (sm_120a, V4 only): q . k's nope dims by the block-scaled e4m3 mma on the gathered codes.
-static_assert(KT_PATH == 0 || KT_PATH == 1, "PATH 0 or 1");
+// PATH 2 (portable): no tile; each warp turns the raw ring's codes into its bf16 mma B
+// fragments in registers (q . k by ldmatrix, p . v by ldmatrix.trans), the scales applied to
+// the q . k sums and folded into p: 40% less shared memory a CTA, one barrier less a chunk.
+static_assert(KT_PATH >= 0 && KT_PATH <= 2, "PATH 0, 1 or 2");
+constexpr bool REGS = KT_PATH == 2;
 constexpr int MF = HPC / 16;         // 16-head m-fragments per CTA
 constexpr int WPM = KT_WPM;          // warps per m-fragment: 4 or 8
 constexpr int KSPLIT = 4;            // q . k: the head dim in 4 slices...
@@ -43,6 +47,7 @@ static_assert(CPT >= 1 && CHUNK % (8 * TSPLIT) == 0, "the chunk covers every sof
 static_assert(HPC % 16 == 0 && HPC <= 64, "heads per CTA: 16, 32 or 64");
 static_assert(CHUNK % 16 == 0 && CHUNK <= 64 && SPLIT % CHUNK == 0, "chunks of 16-64 slots tile a split");
 static_assert(STAGES >= 1 && STAGES <= 6, "1-6 raw buffers");
+static_assert(!REGS || STAGES >= 2, "PATH 2 reads the chunk from the ring: 2+ raw buffers");
 
 // The layouts as compile-time constants: head dim, codes, scale tile, the raw row a token
 // takes in shared memory (V32: its 656 bytes; V4: 576 data bytes, then its 8 scale bytes).
@@ -54,18 +59,21 @@ template <int L> struct lay {
     static constexpr int RAW_ROW = L == KT_MLA_V32 ? KT_MLA_V32_TOKEN : KT_MLA_V4_DATA + 16;
     static constexpr int SCALE_AT = L == KT_MLA_V32 ? KT_MLA_V32_SCALE_AT : KT_MLA_V4_DATA;
     static constexpr int ROPE_AT = L == KT_MLA_V32 ? KT_MLA_V32_ROPE_AT : KT_MLA_V4_ROPE_AT;
+    static constexpr int TILES = NOPE / TILE;
     static constexpr int KT_LD = DQK * 2 + 16;  // bf16 tile row: an odd number of 16-byte units
     static constexpr int KSLICE = DQK / KSPLIT; // head dims of a warp's q . k
     static constexpr int KSTEPS = KSLICE / 16;
     static_assert(KSLICE % 16 == 0, "the head dim splits into 16-wide k-steps per warp");
-    // shared memory: raw ring | bf16 tile | partial scores [WPM][HPC][CHUNK+4] f32 |
-    // p [HPC][CHUNK+8] bf16 | the rescale factor per head | the split's slot ids
+    // shared memory: raw ring | bf16 tile (not PATH 2) | partial scores [WPM][HPC][CHUNK+4] f32 |
+    // p [HPC][CHUNK+8] bf16 | PATH 2: p's factors [TILES][CHUNK] bf16 | the rescale factor per
+    // head | the split's slot ids
     static constexpr int RAW_BYTES = STAGES * CHUNK * RAW_ROW;
-    static constexpr int TILE_BYTES = CHUNK * KT_LD;
+    static constexpr int TILE_BYTES = REGS ? 0 : CHUNK * KT_LD;
     static constexpr int SP_LD = CHUNK + 4, P_LD = CHUNK + 8;
     static constexpr int SP_BYTES = KSPLIT * HPC * SP_LD * 4;
     static constexpr int P_BYTES = HPC * P_LD * 2;
-    static constexpr int SMEM = RAW_BYTES + TILE_BYTES + SP_BYTES + P_BYTES + HPC * 4 + SPLIT * 4;
+    static constexpr int F_BYTES = REGS ? TILES * CHUNK * 2 : 0;
+    static constexpr int SMEM = RAW_BYTES + TILE_BYTES + SP_BYTES + P_BYTES + F_BYTES + HPC * 4 + SPLIT * 4;
 };
 
 // D = A(16x16 bf16, row) * B(16x8 bf16, col) + D, f32 accumulators.
@@ -174,12 +182,16 @@ template <int L> __device__ __forceinline__ void gather(const kt_mla_args &a, co
     }
 }
 
-// The scale of code group g (8 codes) of a raw row.
-template <int L> __device__ __forceinline__ float raw_scale(const kt_u8 *row, int g) {
+// The scale of scale tile `tile` of a raw row.
+template <int L> __device__ __forceinline__ float raw_tile_scale(const kt_u8 *row, int tile) {
     using T = lay<L>;
-    const int tile = g * 8 / T::TILE;
     if (L == KT_MLA_V32) return ((const float *)(row + T::SCALE_AT))[tile];
     return kt_mla_ue8m0(row[T::SCALE_AT + tile]);
+}
+
+// The scale of code group g (8 codes) of a raw row.
+template <int L> __device__ __forceinline__ float raw_scale(const kt_u8 *row, int g) {
+    return raw_tile_scale<L>(row, g * 8 / lay<L>::TILE);
 }
 
 // Raw chunk -> the bf16 tile [CHUNK][DQK]: codes times their scale, rope copied.
@@ -323,6 +335,215 @@ __device__ __forceinline__ void qk_partial_mx(const q_mx &f, const kt_u8 *raw, c
 }
 #endif
 
+// ---------------------------------------------------------------- PATH 2: fragments from the raw ring
+
+// PATH 2's power-of-two biases: a code's B operand is its value times 2^-120 (e4m3x2_bf16), q's
+// code dims are taken times 2^60 and its rope dims times 2^-60, p times the token's scale times
+// 2^60: every q . k and p . v sum is the true one times 2^-60, in f32's normal range.
+constexpr float BIAS = 1152921504606846976.f;                           // 2^60
+constexpr kt_u32 BF16X2_2P60 = 0x5d805d80u, BF16X2_2M60 = 0x21802180u; // bf16x2 2^60, 2^-60
+
+// Two e4m3 codes of w as bf16x2 of their values times 2^-120, exactly (subnormal codes too):
+// SEL (prmt) puts each chosen byte in a 16-bit lane with its sign replicated above it, << 4
+// lines e4m3's exponent and mantissa up under bf16's, the mask keeps them and the sign.
+template <kt_u32 SEL> __device__ __forceinline__ kt_u32 e4m3x2_bf16(kt_u32 w) {
+    kt_u32 x;
+    asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(x) : "r"(w), "r"(0u), "n"(SEL));
+    return (x << 4) & 0x87f087f0u;
+}
+constexpr kt_u32 SEL_01 = 0x9180, SEL_23 = 0xb3a2; // codes (0, 1), (2, 3) of a word
+constexpr kt_u32 SEL_02 = 0xa280, SEL_13 = 0xb391; // codes (0, 2), (1, 3)
+
+__device__ __forceinline__ kt_u32 bf16x2_mul(kt_u32 a, kt_u32 b) {
+    kt_u32 d;
+    asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+
+// The first head dim of k-step kk of slice ks in PATH 2, and whether it is a rope dim: V4 dims
+// 128 ks + 16 kk (slice 3's last four k-steps the rope); V32 scale tile ks's 128 dims, then
+// rope dims 512 + 16 ks.
+template <int L> __device__ __forceinline__ int regs_dim(int ks, int kk, bool &rope) {
+    const int d = L == KT_MLA_V32 && kk == 8 ? KT_MLA_V32_NOPE + 16 * ks : 128 * ks + 16 * kk;
+    rope = d >= lay<L>::NOPE;
+    return d;
+}
+
+// PATH 2's q A fragments of slice ks: code k-steps in the order ldmatrix gives the raw codes
+// (lane t: dims 4t..4t+3 of the 16 as k 2t, 2t+1, 2t+8, 2t+9), times 2^60; rope k-steps in
+// the plain order, times 2^-60.
+template <int L>
+__device__ __forceinline__ void load_q_regs(const kt_u16 *q16, int ks, kt_u32 (&qf)[lay<L>::KSTEPS][4]) {
+    using T = lay<L>;
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const kt_u32 *q = (const kt_u32 *)q16;
+#pragma unroll
+    for (int kk = 0; kk < T::KSTEPS; kk++) {
+        bool rope;
+        const int d = regs_dim<L>(ks, kk, rope);
+        const int c0 = (d + (rope ? 2 * t : 4 * t)) / 2, c1 = c0 + (rope ? 4 : 1);
+        const kt_u32 f = rope ? BF16X2_2M60 : BF16X2_2P60;
+        qf[kk][0] = bf16x2_mul(q[g * T::DQK / 2 + c0], f);
+        qf[kk][1] = bf16x2_mul(q[(g + 8) * T::DQK / 2 + c0], f);
+        qf[kk][2] = bf16x2_mul(q[g * T::DQK / 2 + c1], f);
+        qf[kk][3] = bf16x2_mul(q[(g + 8) * T::DQK / 2 + c1], f);
+    }
+}
+
+// PATH 2's q . k partial scores (times 2^-60) of this warp's slice for its token group, into
+// sp: per 8 tokens and 64 dims one ldmatrix.x4 of the raw rows, converted in registers; each
+// scale tile's sums times the tokens' scale; rope dims straight from the rows.
+template <int L>
+__device__ __forceinline__ void qk_regs(const kt_u32 (&qf)[lay<L>::KSTEPS][4], const kt_u8 *raw, float *sp, int mf,
+                                        int ks, int tg) {
+    using T = lay<L>;
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const kt_u32 base = kt_smem_addr(raw) + (lane & 7) * T::RAW_ROW + (lane >> 3) * 16;
+#pragma unroll
+    for (int nf = tg * (CHUNK / 8 / TSPLIT); nf < (tg + 1) * (CHUNK / 8 / TSPLIT); nf++) {
+        const kt_u32 rows = base + nf * 8 * T::RAW_ROW;
+        const kt_u8 *r0 = raw + (nf * 8 + 2 * t) * T::RAW_ROW, *r1 = r0 + T::RAW_ROW; // columns 2t, 2t + 1
+        float s[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int blk = 0; blk < 2; blk++) { // 64 dims: 4 k-steps
+            bool rope;
+            const int d = regs_dim<L>(ks, 4 * blk, rope);
+            kt_u32 w[4];
+            if (rope) { // V4's slice 3: the bf16 rope dims
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    kt_ldmatrix_x4(rows + T::ROPE_AT + h * 64, w[0], w[1], w[2], w[3]);
+                    mma_bf16(s, qf[4 * blk + 2 * h], w[0], w[1]);
+                    mma_bf16(s, qf[4 * blk + 2 * h + 1], w[2], w[3]);
+                }
+                continue;
+            }
+            kt_ldmatrix_x4(rows + d, w[0], w[1], w[2], w[3]);
+            float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                mma_bf16(acc, qf[4 * blk + i], e4m3x2_bf16<SEL_01>(w[i]), e4m3x2_bf16<SEL_23>(w[i]));
+            const int tile = d / T::TILE;
+            const float c0 = raw_tile_scale<L>(r0, tile), c1 = raw_tile_scale<L>(r1, tile);
+            s[0] += acc[0] * c0, s[1] += acc[1] * c1, s[2] += acc[2] * c0, s[3] += acc[3] * c1;
+        }
+        if (L == KT_MLA_V32) { // the slice's 16 rope dims
+            kt_u32 b0, b1;
+            kt_ldmatrix_x2(rows + T::ROPE_AT + 32 * ks, b0, b1);
+            mma_bf16(s, qf[8], b0, b1);
+        }
+        float *o = sp + (mf * 16 + g) * T::SP_LD + nf * 8 + 2 * t;
+        *(float2 *)o = make_float2(s[0], s[1]);
+        *(float2 *)(o + 8 * T::SP_LD) = make_float2(s[2], s[3]);
+    }
+}
+
+// PATH 2: p's factor of each token and scale tile of the chunk, bf16 [TILES][CHUNK]: the
+// token's scale times 2^60 (V4: 2^(e - 127) * 2^60 by its exponent bits, e <= 194).
+template <int L> __device__ __forceinline__ void chunk_factors(const kt_u8 *raw, kt_u16 *fs) {
+    using T = lay<L>;
+    for (int i = threadIdx.x; i < T::TILES * CHUNK; i += THREADS) {
+        const kt_u8 *row = raw + (i % CHUNK) * T::RAW_ROW;
+        const int tile = i / CHUNK;
+        fs[i] = L == KT_MLA_V4 ? (kt_u16)((row[T::SCALE_AT + tile] + 60) << 7)
+                               : kt_f32_to_bf16(raw_tile_scale<L>(row, tile) * BIAS);
+    }
+}
+
+// The p . v sums rescaled by their rows' factor before a chunk adds to them.
+__device__ __forceinline__ void rescale(float (&acc)[DPW / 8][4], const float *alpha, int mf) {
+    const int g = (threadIdx.x & 31) >> 2;
+    const float f0 = alpha[mf * 16 + g], f1 = alpha[mf * 16 + g + 8];
+#pragma unroll
+    for (int nf = 0; nf < DPW / 8; nf++) {
+        acc[nf][0] *= f0;
+        acc[nf][1] *= f0;
+        acc[nf][2] *= f1;
+        acc[nf][3] *= f1;
+    }
+}
+
+// PATH 2's p . v over the chunk: 16 heads x DPW output dims in 64-dim segments. Per 16 tokens
+// and 32 dims one ldmatrix.x4.trans of the raw rows gives each lane two tokens' codes of dims
+// 2g and 2g + 1: the B fragments of an even-dims and an odd-dims n-fragment (sums [4 * sg + q]
+// hold dims 32 h + 16 (q / 2) + 4t + (q % 2) + {0, 2} of segment sg's half h); p's A fragment
+// is taken times the tokens' factors for the segment's tile (V4's rope dims: times 2^-60).
+template <int L>
+__device__ __forceinline__ void pv_regs(float (&acc)[DPW / 8][4], const kt_u8 *raw, const kt_u16 *p, const kt_u16 *fs,
+                                        const float *alpha, int mf, int ds) {
+    using T = lay<L>;
+    const int lane = threadIdx.x & 31, t = lane & 3, mat = lane >> 3;
+    rescale(acc, alpha, mf);
+    const kt_u32 pa = kt_smem_addr(p) + (mf * 16 + (mat & 1) * 8 + (lane & 7)) * T::P_LD * 2 + (mat >> 1) * 16;
+    const kt_u32 va = kt_smem_addr(raw) + ((mat & 1) * 8 + (lane & 7)) * T::RAW_ROW + (mat >> 1) * 16;
+#pragma unroll
+    for (int kk = 0; kk < CHUNK / 16; kk++) {
+        kt_u32 af[4];
+        kt_ldmatrix_x4(pa + kk * 32, af[0], af[1], af[2], af[3]);
+        const kt_u32 rows = va + kk * 16 * T::RAW_ROW;
+#pragma unroll
+        for (int sg = 0; sg < DPW / 64; sg++) {
+            const int d = ds * DPW + sg * 64;
+            float(*o)[4] = acc + sg * 8;
+            if (d >= T::NOPE) { // V4's rope dims: bf16 values
+                const kt_u32 a[4] = {bf16x2_mul(af[0], BF16X2_2M60), bf16x2_mul(af[1], BF16X2_2M60),
+                                     bf16x2_mul(af[2], BF16X2_2M60), bf16x2_mul(af[3], BF16X2_2M60)};
+#pragma unroll
+                for (int nf = 0; nf < 8; nf += 2) {
+                    kt_u32 b0, b1, b2, b3;
+                    ldmatrix_x4_trans(rows + T::ROPE_AT + nf * 16, b0, b1, b2, b3);
+                    mma_bf16(o[nf], a, b0, b1);
+                    mma_bf16(o[nf + 1], a, b2, b3);
+                }
+                continue;
+            }
+            const kt_u16 *f = fs + d / T::TILE * CHUNK + kk * 16 + 2 * t;
+            const kt_u32 f01 = *(const kt_u32 *)f, f89 = *(const kt_u32 *)(f + 8);
+            const kt_u32 a[4] = {bf16x2_mul(af[0], f01), bf16x2_mul(af[1], f01), bf16x2_mul(af[2], f89),
+                                 bf16x2_mul(af[3], f89)};
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                kt_u32 r[4];
+                ldmatrix_x4_trans(rows + d + h * 32, r[0], r[1], r[2], r[3]);
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    const kt_u32 lo = r[q / 2 * 2], hi = r[q / 2 * 2 + 1];
+                    if (q % 2 == 0)
+                        mma_bf16(o[4 * h + q], a, e4m3x2_bf16<SEL_02>(lo), e4m3x2_bf16<SEL_02>(hi));
+                    else
+                        mma_bf16(o[4 * h + q], a, e4m3x2_bf16<SEL_13>(lo), e4m3x2_bf16<SEL_13>(hi));
+                }
+            }
+        }
+    }
+}
+
+// PATH 2's p . v sums (times 2^60) into the CTA's partial rows at row0 (head mf * 16 + g's):
+// 16 bytes a store, in pv_regs's dim order.
+template <int L>
+__device__ __forceinline__ void write_regs(const float (&acc)[DPW / 8][4], float *row0, long row_stride, int ds) {
+    const int t = threadIdx.x & 3;
+#pragma unroll
+    for (int sg = 0; sg < DPW / 64; sg++) {
+        const int d = ds * DPW + sg * 64;
+        const float(*o)[4] = acc + sg * 8;
+#pragma unroll
+        for (int nf = 0; nf < 8; nf++) {
+            if (d >= lay<L>::NOPE) { // the rope dims' plain order
+                float *r = row0 + d + nf * 8 + 2 * t;
+                *(float2 *)r = make_float2(o[nf][0] * BIAS, o[nf][1] * BIAS);
+                *(float2 *)(r + 8 * row_stride) = make_float2(o[nf][2] * BIAS, o[nf][3] * BIAS);
+                continue;
+            }
+            if (nf % 2) continue; // written with its even partner
+            const float *e = o[nf], *od = o[nf + 1];
+            float *r = row0 + d + (nf / 4) * 32 + (nf / 2 % 2) * 16 + 4 * t;
+            *(float4 *)r = make_float4(e[0] * BIAS, od[0] * BIAS, e[1] * BIAS, od[1] * BIAS);
+            *(float4 *)(r + 8 * row_stride) = make_float4(e[2] * BIAS, od[2] * BIAS, e[3] * BIAS, od[3] * BIAS);
+        }
+    }
+}
+
 // Thread (head row, sub) of the online softmax over the chunk (TPR threads a row): sums the
 // partial scores of its CPT columns, updates the row's running max m and sum l (log2 domain), writes p as bf16 and
 // the factor the row's accumulators are rescaled by.
@@ -331,7 +552,7 @@ __device__ __forceinline__ void softmax_chunk(const int *ids, const float *sp, k
                                               float &l) {
     using T = lay<L>;
     const int row = threadIdx.x / TPR, sub = threadIdx.x % TPR;
-    const float scale = kt_mla_sm_scale(L) * 1.4426950408889634f;
+    const float scale = kt_mla_sm_scale(L) * 1.4426950408889634f * (REGS ? BIAS : 1.f); // PATH 2: sums x 2^-60
     float s[CPT], cmax = -INFINITY;
 #pragma unroll
     for (int j = 0; j < CPT; j++) {
@@ -366,15 +587,8 @@ template <int L>
 __device__ __forceinline__ void pv_chunk(float (&acc)[DPW / 8][4], const kt_u8 *tile, const kt_u16 *p,
                                          const float *alpha, int mf, int ds) {
     using T = lay<L>;
-    const int lane = threadIdx.x & 31, g = lane >> 2, mat = lane >> 3;
-    const float f0 = alpha[mf * 16 + g], f1 = alpha[mf * 16 + g + 8];
-#pragma unroll
-    for (int nf = 0; nf < DPW / 8; nf++) {
-        acc[nf][0] *= f0;
-        acc[nf][1] *= f0;
-        acc[nf][2] *= f1;
-        acc[nf][3] *= f1;
-    }
+    const int lane = threadIdx.x & 31, mat = lane >> 3;
+    rescale(acc, alpha, mf);
     const kt_u32 pa = kt_smem_addr(p) + (mf * 16 + (mat & 1) * 8 + (lane & 7)) * T::P_LD * 2 + (mat >> 1) * 16;
     const kt_u32 va = kt_smem_addr(tile) + ((mat & 1) * 8 + (lane & 7)) * T::KT_LD + (ds * DPW + (mat >> 1) * 8) * 2;
 #pragma unroll
@@ -391,14 +605,37 @@ __device__ __forceinline__ void pv_chunk(float (&acc)[DPW / 8][4], const kt_u8 *
     }
 }
 
+// PATH 2's chunk c: once chunk c has landed and every warp is done with chunk c - 1, the gather
+// of chunk c + STAGES - 1 into c - 1's buffer, p's factors, q . k from the ring, the softmax,
+// p . v from the ring (three barriers a chunk).
+template <int L>
+__device__ __forceinline__ void regs_chunk(const kt_mla_args &a, const int *ids, kt_u8 *raw, float *sp, kt_u16 *p,
+                                           kt_u16 *fs, float *alpha, const kt_u32 (&qf)[lay<L>::KSTEPS][4],
+                                           float (&acc)[DPW / 8][4], float &m, float &l, int c, int chunks) {
+    using T = lay<L>;
+    const int warp = threadIdx.x >> 5, mf = warp / WPM, wi = warp % WPM, ks = wi % KSPLIT, tg = wi / KSPLIT;
+    kt_cp_async_wait<REGS ? STAGES - 2 : 0>();
+    __syncthreads();
+    const int next = c + STAGES - 1;
+    if (next < chunks) gather<L>(a, ids + next * CHUNK, raw + (next % STAGES) * CHUNK * T::RAW_ROW);
+    kt_cp_async_commit();
+    const kt_u8 *buf = raw + (c % STAGES) * CHUNK * T::RAW_ROW;
+    chunk_factors<L>(buf, fs);
+    qk_regs<L>(qf, buf, sp + ks * HPC * T::SP_LD, mf, ks, tg);
+    __syncthreads();
+    softmax_chunk<L>(ids + c * CHUNK, sp, p, alpha, m, l);
+    __syncthreads();
+    pv_regs<L>(acc, buf, p, fs, alpha, mf, wi);
+}
+
 // The split kernel's body for layout L.
 template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args &a) {
     using T = lay<L>;
     extern __shared__ __align__(128) kt_u8 smem[];
     kt_u8 *raw = smem, *tile = smem + T::RAW_BYTES;
     float *sp = (float *)(tile + T::TILE_BYTES);
-    kt_u16 *p = (kt_u16 *)((kt_u8 *)sp + T::SP_BYTES);
-    float *alpha = (float *)((kt_u8 *)p + T::P_BYTES);
+    kt_u16 *p = (kt_u16 *)((kt_u8 *)sp + T::SP_BYTES), *fs = (kt_u16 *)((kt_u8 *)p + T::P_BYTES);
+    float *alpha = (float *)((kt_u8 *)fs + T::F_BYTES);
     int *ids = (int *)(alpha + HPC);
     const int split = blockIdx.x, h0 = blockIdx.y * HPC, bs = blockIdx.z;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -427,8 +664,9 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
 #endif
         kt_u32 qf[T::KSTEPS][4];
         const kt_u32 *q = (const kt_u32 *)q16;
+        if (REGS) load_q_regs<L>(q16, ks, qf);
 #pragma unroll
-        for (int kk = 0; kk < T::KSTEPS && !MX; kk++) {
+        for (int kk = 0; kk < T::KSTEPS && !MX && !REGS; kk++) {
             const int c = (ks * T::KSLICE + kk * 16 + 2 * t) / 2;
             qf[kk][0] = q[g * T::DQK / 2 + c];
             qf[kk][1] = q[(g + 8) * T::DQK / 2 + c];
@@ -444,7 +682,8 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
             if (c < chunks) gather<L>(a, ids + c * CHUNK, raw + c * CHUNK * T::RAW_ROW);
             kt_cp_async_commit();
         }
-        for (int c = 0; c < chunks; c++) {
+        for (int c = 0; c < chunks && REGS; c++) regs_chunk<L>(a, ids, raw, sp, p, fs, alpha, qf, acc, m, l, c, chunks);
+        for (int c = 0; c < chunks && !REGS; c++) {
             const int next = c + STAGES - 1;
             if (next < chunks) gather<L>(a, ids + next * CHUNK, raw + (next % STAGES) * CHUNK * T::RAW_ROW);
             kt_cp_async_commit();
@@ -464,8 +703,9 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
             pv_chunk<L>(acc, tile, p, alpha, mf, wi);
         }
         // (the combine reads a row's sums only where its l > 0)
+        if (REGS) write_regs<L>(acc, part + (prow + (long)(mf * 16 + g) * a.nsplit) * KT_MLA_DV, a.nsplit * KT_MLA_DV, wi);
 #pragma unroll
-        for (int nf = 0; nf < DPW / 8; nf++) {
+        for (int nf = 0; nf < DPW / 8 && !REGS; nf++) {
             const int d = wi * DPW + nf * 8 + 2 * t;
             float *r0 = part + (prow + (long)(mf * 16 + g) * a.nsplit) * KT_MLA_DV + d;
             *(float2 *)r0 = make_float2(acc[nf][0], acc[nf][1]);
@@ -477,10 +717,14 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
     if (threadIdx.x % TPR == 0) *(float2 *)(ml + (prow + (long)row * a.nsplit) * 2) = make_float2(m, l);
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_split_v32(const kt_mla_args a) {
+// PATH 2's shared memory leaves room for several CTAs an SM: the registers are budgeted so that
+// they do not stop it (168 a thread at WPM 4: 3 CTAs of 128 threads; 128 at WPM 8: 2 of 256;
+// fewer spill).
+constexpr int MIN_CTAS = REGS ? 65536 / (THREADS * (WPM == 4 ? 168 : 128)) : 1;
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS) mla_split_v32(const kt_mla_args a) {
     split_kernel<KT_MLA_V32>(a);
 }
-extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_split_v4(const kt_mla_args a) {
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS) mla_split_v4(const kt_mla_args a) {
     split_kernel<KT_MLA_V4>(a);
 }
 
