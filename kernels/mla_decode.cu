@@ -340,7 +340,7 @@ __device__ __forceinline__ void qk_partial_mx(const q_mx &f, const kt_u8 *raw, c
 // PATH 2's power-of-two biases: a code's B operand is its value times 2^-120 (e4m3x2_bf16), q's
 // code dims are taken times 2^60 and its rope dims times 2^-60, p times the token's scale times
 // 2^60: every q . k and p . v sum is the true one times 2^-60, in f32's normal range.
-constexpr float BIAS = 1152921504606846976.f;                           // 2^60
+constexpr float BIAS = 1152921504606846976.f;                          // 2^60
 constexpr kt_u32 BF16X2_2P60 = 0x5d805d80u, BF16X2_2M60 = 0x21802180u; // bf16x2 2^60, 2^-60
 
 // Two e4m3 codes of w as bf16x2 of their values times 2^-120, exactly (subnormal codes too):
@@ -427,10 +427,10 @@ __device__ __forceinline__ void qk_regs(const kt_u32 (&qf)[lay<L>::KSTEPS][4], c
             const float c0 = raw_tile_scale<L>(r0, tile), c1 = raw_tile_scale<L>(r1, tile);
             s[0] += acc[0] * c0, s[1] += acc[1] * c1, s[2] += acc[2] * c0, s[3] += acc[3] * c1;
         }
-        if (L == KT_MLA_V32) { // the slice's 16 rope dims
+        if constexpr (L == KT_MLA_V32) { // the slice's 16 rope dims
             kt_u32 b0, b1;
             kt_ldmatrix_x2(rows + T::ROPE_AT + 32 * ks, b0, b1);
-            mma_bf16(s, qf[8], b0, b1);
+            mma_bf16(s, qf[T::KSTEPS - 1], b0, b1);
         }
         float *o = sp + (mf * 16 + g) * T::SP_LD + nf * 8 + 2 * t;
         *(float2 *)o = make_float2(s[0], s[1]);
@@ -703,7 +703,8 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
             pv_chunk<L>(acc, tile, p, alpha, mf, wi);
         }
         // (the combine reads a row's sums only where its l > 0)
-        if (REGS) write_regs<L>(acc, part + (prow + (long)(mf * 16 + g) * a.nsplit) * KT_MLA_DV, a.nsplit * KT_MLA_DV, wi);
+        if (REGS)
+            write_regs<L>(acc, part + (prow + (long)(mf * 16 + g) * a.nsplit) * KT_MLA_DV, a.nsplit * KT_MLA_DV, wi);
 #pragma unroll
         for (int nf = 0; nf < DPW / 8 && !REGS; nf++) {
             const int d = wi * DPW + nf * 8 + 2 * t;
@@ -730,9 +731,19 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS) mla_split_v4(con
 
 // Merges the splits of head row (bs, h) by LSE into out and lse, with V4's sink. Block: 128
 // threads, 4 output dims each; grid (HQ, B * SQ). The splits' (m, l) are loaded by one
-// thread each into shared memory first, so no thread waits on a chain of dependent loads.
+// thread each into shared memory, and the partial sums COMBINE_GROUP splits at a time, the
+// first group before the weights are known: no load waits on another or on a barrier.
 // Launched as a programmatic dependent of the split kernel.
-constexpr int COMBINE_MAX_SPLITS = 128;
+constexpr int COMBINE_MAX_SPLITS = 128, COMBINE_GROUP = 8;
+
+// Split k0 + i's partial sums of this thread's 4 dims (zeros past the last split); a split
+// without slots left them unwritten: its weight 0 discards them.
+__device__ __forceinline__ void load_partials(float4 (&v)[COMBINE_GROUP], const float *row, int k0, int nsplit) {
+#pragma unroll
+    for (int i = 0; i < COMBINE_GROUP; i++)
+        v[i] = k0 + i < nsplit ? *(const float4 *)(row + (long)(k0 + i) * KT_MLA_DV) : make_float4(0.f, 0.f, 0.f, 0.f);
+}
+
 extern "C" __global__ void __launch_bounds__(128) mla_combine(const kt_mla_args a) {
     __shared__ float w[COMBINE_MAX_SPLITS], red[2][4];
     const int h = blockIdx.x, bs = blockIdx.y, tid = threadIdx.x, d = tid * 4;
@@ -740,11 +751,13 @@ extern "C" __global__ void __launch_bounds__(128) mla_combine(const kt_mla_args 
     const float *ml = part + (long)a.B * a.SQ * a.HQ * a.nsplit * KT_MLA_DV;
     const long row = ((long)bs * a.HQ + h) * a.nsplit;
     kt_wait_producer();
+    float4 v[COMBINE_GROUP];
+    load_partials(v, part + row * KT_MLA_DV + d, 0, a.nsplit);
     // thread k < nsplit: split k's max (-inf where it saw no slot) and sum
     float mk = -INFINITY, lk = 0.f;
     if (tid < a.nsplit) {
-        const float2 v = *(const float2 *)(ml + (row + tid) * 2);
-        if (v.y > 0.f) mk = v.x, lk = v.y;
+        const float2 m2 = *(const float2 *)(ml + (row + tid) * 2);
+        if (m2.y > 0.f) mk = m2.x, lk = m2.y;
     }
     float mx = mk;
     for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
@@ -759,12 +772,14 @@ extern "C" __global__ void __launch_bounds__(128) mla_combine(const kt_mla_args 
     __syncthreads();
     sum = red[1][0] + red[1][1] + red[1][2] + red[1][3];
     float o[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll 4
-    for (int k = 0; k < a.nsplit; k++) {
-        const float wk2 = w[k];
-        if (wk2 == 0.f) continue; // a split without slots left its sums unwritten
-        const float4 v = *(const float4 *)(part + (row + k) * KT_MLA_DV + d);
-        o[0] += wk2 * v.x, o[1] += wk2 * v.y, o[2] += wk2 * v.z, o[3] += wk2 * v.w;
+    for (int k0 = 0; k0 < a.nsplit; k0 += COMBINE_GROUP) {
+        if (k0) load_partials(v, part + row * KT_MLA_DV + d, k0, a.nsplit);
+#pragma unroll
+        for (int i = 0; i < COMBINE_GROUP; i++) {
+            const float wi = k0 + i < a.nsplit ? w[k0 + i] : 0.f;
+            o[0] += wi == 0.f ? 0.f : wi * v[i].x, o[1] += wi == 0.f ? 0.f : wi * v[i].y;
+            o[2] += wi == 0.f ? 0.f : wi * v[i].z, o[3] += wi == 0.f ? 0.f : wi * v[i].w;
+        }
     }
     const int b = bs / a.SQ, s = bs % a.SQ;
     float lse = INFINITY, f = 0.f;

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# mla_speed.sh — issue 20's speed targets for mla_decode on the GPU, one bounded call (~150 s):
+# (a) kt verify on fresh seeds of the default (PATH 2 since the fifteenth session) at the
+#     issue's cases (B 1,3,8,64,128; HQ 16,64,128; SQ 1,2; top-k 100/512/1152/2048) and of
+#     seeded PATH 2 configs (WPM, HPC, CHUNK, STAGES drawn);
+# (b) kt bench of the old default (main's build, $KT_MAIN, PATH 0) and the new one at the
+#     target cases, B 1 and 64, then a short kt tune of them and the bench of its winners;
+#     a table of old / new / tuned against the roof (bytes / copy rate, flops / 650 TFLOP/s);
+# (c) kt profile --ncu of the new default at V4 HQ 16 B 64 if the time allows.
+# Logs under $OUT/mla (or /tmp/kt-gpu-mla); a PASS/FAIL line per check; "N passed, N failed".
+#   usage: OUT=DIR tests/gpu/mla_speed.sh
+set -u
+cd "$(dirname "$0")/../.."
+KT=${KT:-./bin/kt}
+OLD=${KT_MAIN:-.gpu/kt_main}
+LOGS=${OUT:-/tmp/kt-gpu}/mla
+SEED=${KT_SEED:-$RANDOM}
+source tests/gpu/step.sh # step NAME CMD...
+echo "mla_speed.sh: seed $SEED, new $KT, old $OLD"
+v() { timeout 45 "$KT" verify --family mla_decode --seed "$SEED" "$@"; }
+step verify_v4_h64 v --shape LAYOUT=V4,HQ=64,TOPK=512,SQ=1 --m 1,3,8,64,128
+step verify_v4_h16_mtp v --shape LAYOUT=V4,HQ=16,TOPK=512,SQ=2 --m 1,3,8,64,128
+step verify_v32_h128 v --shape LAYOUT=V32,HQ=128,TOPK=2048,SQ=1 --m 1,3,8,64,128
+step verify_v32_h16_mtp v --shape LAYOUT=V32,HQ=16,TOPK=2048,SQ=2 --m 1,3,8,64,128
+step verify_odd_topk v --shape LAYOUT=V4,HQ=128,TOPK=1152,SQ=1 --shape LAYOUT=V32,HQ=64,TOPK=100,SQ=2 --m 1,3,8
+step verify_path2_drawn v --where PATH=2 --sample 6 --shape LAYOUT=V4,HQ=64,TOPK=512,SQ=2 \
+    --shape LAYOUT=V32,HQ=32,TOPK=2048,SQ=1 --m 1,8,64
+if [ -x "$OLD" ]; then
+    step bench_old timeout 50 "$OLD" bench --family mla_decode --shape targets --m 1,64 --json "$LOGS/old.json"
+else
+    echo "FAIL bench_old: no old build at $OLD (KT_MAIN)"
+    failed=$((failed + 1))
+fi
+step bench_new timeout 50 "$KT" bench --family mla_decode --shape targets --m 1,64 --json "$LOGS/new.json"
+rm -f "$LOGS/tuned.db"*
+step tune timeout 75 "$KT" tune --family mla_decode --shape targets --m 1,64 --budget 10 --seed "$SEED" \
+    --db "$LOGS/tuned.db"
+step bench_tuned timeout 50 "$KT" bench --family mla_decode --shape targets --m 1,64 --db "$LOGS/tuned.db" \
+    --json "$LOGS/tuned.json"
+# The table: us (config) per case, and each against the roof; the issue's target beside it.
+table() {
+    python3 - "$LOGS" <<'EOF'
+import json, os, sys
+d = sys.argv[1]
+runs = {}
+for name in ("old", "new", "tuned"):
+    f = os.path.join(d, name + ".json")
+    if os.path.exists(f):
+        runs[name] = {(r["shape"], r["M"]): r for r in json.load(open(f)) if r.get("status") == "ok"}
+def roof(r):
+    bf16_us = r["mma_floor_us"] * r["mma_flops_per_s"] / 650e12
+    return max(r["floor_us"], bf16_us)
+def target(shape, m):
+    if "V4" in shape or "LAYOUT=4," in shape:
+        return "B=1 < 6 us" if m == 1 else "1.5x roof"
+    if "HQ=128" in shape:
+        return "B=1 < 8 us" if m == 1 else "1.5x roof"
+    return "-" if m == 1 else "1.3x roof"
+keys = sorted({k for r in runs.values() for k in r})
+print("| case | B | roof | " + " | ".join(f"{n} us (x roof)" for n in runs) + " | target | new config |")
+for k in keys:
+    any_r = next(r[k] for r in runs.values() if k in r)
+    cells = []
+    for n in runs:
+        r = runs[n].get(k)
+        cells.append(f"{r['kt_us']:.2f} ({r['kt_us'] / roof(r):.1f})" if r else "-")
+    cfg = runs.get("new", {}).get(k, {}).get("config", "-")
+    print(f"| {k[0]} | {k[1]} | {roof(any_r):.2f} | " + " | ".join(cells) + f" | {target(k[0], k[1])} | {cfg} |")
+for n in ("tuned",):
+    for k, r in sorted(runs.get(n, {}).items()):
+        print(f"{n} winner {k[0]} B={k[1]}: {r['config']}")
+EOF
+}
+step table table
+cat "$LOGS/table.log"
+if [ "$SECONDS" -lt 120 ]; then
+    step ncu_v4_h16_b64 timeout 40 "$KT" profile --family mla_decode --shape LAYOUT=V4,HQ=16,TOPK=512,SQ=1 --m 64 \
+        --iters 20 --ncu
+    grep -iE "dram|occupancy|stall|mla_split|mla_combine" "$LOGS/ncu_v4_h16_b64.log" | head -20
+fi
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
