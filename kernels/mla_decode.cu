@@ -143,16 +143,6 @@ __device__ __forceinline__ long slot_token(const kt_mla_args &a, int bs, int slo
     return slot < n ? id : -1;
 }
 
-// Whether slots [lo, hi) of query bs hold any slot within its lists' lengths.
-template <int L> __device__ __forceinline__ bool any_in_length(const kt_mla_args &a, int bs, int lo, int hi) {
-    const int b = bs / a.SQ;
-    const int n1 = min(((const int *)a.len)[b], a.TOPK);
-    if (lo < n1) return true;
-    if (L != KT_MLA_V4) return false;
-    const int n2 = min(((const int *)a.len2)[b], KT_MLA_V4_WINDOW);
-    return hi > a.TOPK && lo < a.TOPK + n2;
-}
-
 // Starts the copies of the chunk whose slot ids are ids[0, CHUNK) into raw buffer dst; unused
 // slots are zero-filled (their scores are masked, their values then add nothing). GATHER_TPR
 // threads share a row, each copying every GATHER_TPR-th 16-byte piece: a row's source address
@@ -648,14 +638,15 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
     kt_wait_producer(); // q and the index lists come from the kernels before
     kt_allow_consumer();
     float m = -INFINITY, l = 0.f;
-    if (any_in_length<L>(a, bs, begin, end)) {
+    int used = 0; // the split's slot ids, each entry loaded with its list's length (one round trip)
 #pragma unroll 4
-        for (int j = threadIdx.x; j < SPLIT; j += THREADS) {
-            const kt_u8 *cache;
-            const long id = begin + j < end ? slot_token<L>(a, bs, begin + j, cache) : -1;
-            ids[j] = id < 0 ? -1 : (int)id | (L == KT_MLA_V4 && begin + j >= a.TOPK ? WINDOW_BIT : 0);
-        }
-        __syncthreads();
+    for (int j = threadIdx.x; j < SPLIT; j += THREADS) {
+        const kt_u8 *cache;
+        const long id = begin + j < end ? slot_token<L>(a, bs, begin + j, cache) : -1;
+        ids[j] = id < 0 ? -1 : (int)id | (L == KT_MLA_V4 && begin + j >= a.TOPK ? WINDOW_BIT : 0);
+        used |= id >= 0;
+    }
+    if (__syncthreads_or(used)) {
         // q's A fragments of this warp's 16 heads and head-dim slice, kept in registers
         const kt_u16 *q16 = (const kt_u16 *)a.q + ((long)bs * a.HQ + h0 + mf * 16) * T::DQK;
 #if KT_PATH == 1
