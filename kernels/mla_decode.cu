@@ -725,7 +725,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS) mla_split_v4(con
 // thread each into shared memory, and the partial sums COMBINE_GROUP splits at a time, the
 // first group before the weights are known: no load waits on another or on a barrier.
 // Launched as a programmatic dependent of the split kernel.
-constexpr int COMBINE_MAX_SPLITS = 128, COMBINE_GROUP = 8;
+constexpr int COMBINE_GROUP = 8;
 
 // Split k0 + i's partial sums of this thread's 4 dims (zeros past the last split); a split
 // without slots left them unwritten: its weight 0 discards them.
@@ -736,7 +736,7 @@ __device__ __forceinline__ void load_partials(float4 (&v)[COMBINE_GROUP], const 
 }
 
 extern "C" __global__ void __launch_bounds__(128) mla_combine(const kt_mla_args a) {
-    __shared__ float w[COMBINE_MAX_SPLITS], red[2][4];
+    __shared__ float w[KT_MLA_MAX_SPLITS], red[2][4];
     const int h = blockIdx.x, bs = blockIdx.y, tid = threadIdx.x, d = tid * 4;
     const float *part = (const float *)a.part;
     const float *ml = part + (long)a.B * a.SQ * a.HQ * a.nsplit * KT_MLA_DV;
