@@ -40,7 +40,7 @@ step bench_tuned timeout 50 "$KT" bench --family mla_decode --shape targets --m 
 # B = 1 candidates beside the default: one chunk of 16 a CTA (SPLIT 16), and of 32 with 8 warps
 for c in PATH=2,CHUNK=16,SPLIT=16,WPM=8 PATH=2,CHUNK=32,SPLIT=32,WPM=8; do
     step "bench_b1_${c//[=,]/_}" timeout 40 "$KT" bench --family mla_decode --shape targets --m 1 --config "$c"
-    grep -E "^ *(LAYOUT|V4|V32)|kt_us|us " "$LOGS/bench_b1_${c//[=,]/_}.log" | head -12
+    tail -n 12 "$LOGS/bench_b1_${c//[=,]/_}.log"
 done
 # The table: us (config) per case, and each against the roof; the target beside it.
 table() {
