@@ -287,9 +287,11 @@ static int hopeless(const kt_config *c, const kt_problem *p) {
 }
 
 /* PATH 2 (no bf16 tile: three CTAs of 128 threads fit an SM); HPC 16 at small batches (more
- * CTAs), 32 where the head groups alone fill the SMs; WPM 8 where the CTAs are fewer than the
- * SMs (twice the warps on a CTA's chain); the split the smallest that keeps the CTAs within
- * about three an SM (two at HPC 32: one of 256 threads fits an SM's registers). */
+ * CTAs), 32 where the head groups alone fill the SMs; the split the smallest that keeps the
+ * CTAs within about three an SM (two at HPC 32: one of 256 threads fits an SM's registers); WPM
+ * 8 where the CTAs fit two of 256 threads an SM; a split of 16+ chunks of 32 in chunks of 64,
+ * or else with a third raw buffer, where it fits (the tuned winners on the H200, bench/NOTES.md
+ * fifteenth session). */
 static void default_for(const kt_problem *p, int sms, kt_config *c) {
     int *v = c->v;
     v[P_HPC] = p->dim[D_HQ] % 32 == 0 && queries(p) * p->dim[D_HQ] / 32 >= sms ? 32 : 16;
@@ -301,7 +303,12 @@ static void default_for(const kt_problem *p, int sms, kt_config *c) {
     while (v[P_SPLIT] < 2048 && (rows * ((slots_of(p) + v[P_SPLIT] - 1) / v[P_SPLIT]) > ctas ||
                                  (slots_of(p) + v[P_SPLIT] - 1) / v[P_SPLIT] > max_splits(p)))
         v[P_SPLIT] *= 2;
-    v[P_WPM] = v[P_HPC] == 16 && rows * ((slots_of(p) + v[P_SPLIT] - 1) / v[P_SPLIT]) < sms ? 8 : 4;
+    v[P_WPM] = v[P_HPC] == 16 && rows * ((slots_of(p) + v[P_SPLIT] - 1) / v[P_SPLIT]) <= 2 * sms ? 8 : 4;
+    if (v[P_SPLIT] < 16 * 32) return;
+    v[P_CHUNK] = 64;
+    if (smem_of(c, layout_of(p)) <= SMEM_LIMIT) return;
+    v[P_CHUNK] = 32, v[P_STAGES] = 3;
+    if (smem_of(c, layout_of(p)) > SMEM_LIMIT) v[P_STAGES] = 2;
 }
 
 /* ---------------------------------------------------------------- tensors and launch */

@@ -721,11 +721,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS) mla_split_v4(con
 }
 
 // Merges the splits of head row (bs, h) by LSE into out and lse, with V4's sink. Block: 128
-// threads, 4 output dims each; grid (HQ, B * SQ). The splits' (m, l) are loaded by one
-// thread each into shared memory, and the partial sums COMBINE_GROUP splits at a time, the
-// first group before the weights are known: no load waits on another or on a barrier.
-// Launched as a programmatic dependent of the split kernel.
-constexpr int COMBINE_GROUP = 8;
+// threads, 4 output dims each; grid (HQ, B * SQ). Every warp reduces the splits' (m, l) itself
+// (lane k holds splits k, k + 32, ...) while the first COMBINE_GROUP splits' partial sums are in
+// flight, and a split's weight reaches the lanes by a shuffle: no barrier, no load waiting on
+// another. Launched as a programmatic dependent of the split kernel.
+constexpr int COMBINE_GROUP = 16, ML_PER_LANE = KT_MLA_MAX_SPLITS / 32;
+static_assert(32 % COMBINE_GROUP == 0, "a group's weights lie in one lane's register");
 
 // Split k0 + i's partial sums of this thread's 4 dims (zeros past the last split); a split
 // without slots left them unwritten: its weight 0 discards them.
@@ -736,38 +737,39 @@ __device__ __forceinline__ void load_partials(float4 (&v)[COMBINE_GROUP], const 
 }
 
 extern "C" __global__ void __launch_bounds__(128) mla_combine(const kt_mla_args a) {
-    __shared__ float w[KT_MLA_MAX_SPLITS], red[2][4];
-    const int h = blockIdx.x, bs = blockIdx.y, tid = threadIdx.x, d = tid * 4;
+    const int h = blockIdx.x, bs = blockIdx.y, lane = threadIdx.x & 31, d = threadIdx.x * 4;
     const float *part = (const float *)a.part;
     const float *ml = part + (long)a.B * a.SQ * a.HQ * a.nsplit * KT_MLA_DV;
     const long row = ((long)bs * a.HQ + h) * a.nsplit;
+    const float *sums = part + row * KT_MLA_DV + d;
     kt_wait_producer();
     float4 v[COMBINE_GROUP];
-    load_partials(v, part + row * KT_MLA_DV + d, 0, a.nsplit);
-    // thread k < nsplit: split k's max (-inf where it saw no slot) and sum
-    float mk = -INFINITY, lk = 0.f;
-    if (tid < a.nsplit) {
-        const float2 m2 = *(const float2 *)(ml + (row + tid) * 2);
-        if (m2.y > 0.f) mk = m2.x, lk = m2.y;
+    load_partials(v, sums, 0, a.nsplit);
+    // w[i]: split lane + 32 i's weight 2^(m - max) (0 where it saw no slot), l[i] its sum
+    float w[ML_PER_LANE], l[ML_PER_LANE], mx = -INFINITY, sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < ML_PER_LANE; i++) {
+        const int k = lane + 32 * i;
+        const float2 m2 = k < a.nsplit ? *(const float2 *)(ml + (row + k) * 2) : make_float2(0.f, 0.f);
+        w[i] = m2.y > 0.f ? m2.x : -INFINITY, l[i] = m2.y > 0.f ? m2.y : 0.f;
+        mx = fmaxf(mx, w[i]);
     }
-    float mx = mk;
     for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-    if ((tid & 31) == 0) red[0][tid >> 5] = mx;
-    __syncthreads();
-    mx = fmaxf(fmaxf(red[0][0], red[0][1]), fmaxf(red[0][2], red[0][3]));
-    const float wk = lk > 0.f ? exp2f(mk - mx) : 0.f;
-    float sum = wk * lk;
+#pragma unroll
+    for (int i = 0; i < ML_PER_LANE; i++) {
+        w[i] = l[i] > 0.f ? exp2f(w[i] - mx) : 0.f;
+        sum += w[i] * l[i];
+    }
     for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    if ((tid & 31) == 0) red[1][tid >> 5] = sum;
-    if (tid < a.nsplit) w[tid] = wk;
-    __syncthreads();
-    sum = red[1][0] + red[1][1] + red[1][2] + red[1][3];
     float o[4] = {0.f, 0.f, 0.f, 0.f};
     for (int k0 = 0; k0 < a.nsplit; k0 += COMBINE_GROUP) {
-        if (k0) load_partials(v, part + row * KT_MLA_DV + d, k0, a.nsplit);
+        if (k0) load_partials(v, sums, k0, a.nsplit);
+        float wq = w[0]; // the lanes' weights of splits 32 (k0 / 32) ...
+#pragma unroll
+        for (int i = 1; i < ML_PER_LANE; i++) wq = k0 / 32 == i ? w[i] : wq;
 #pragma unroll
         for (int i = 0; i < COMBINE_GROUP; i++) {
-            const float wi = k0 + i < a.nsplit ? w[k0 + i] : 0.f;
+            const float wi = __shfl_sync(0xffffffffu, wq, k0 % 32 + i);
             o[0] += wi == 0.f ? 0.f : wi * v[i].x, o[1] += wi == 0.f ? 0.f : wi * v[i].y;
             o[2] += wi == 0.f ? 0.f : wi * v[i].z, o[3] += wi == 0.f ? 0.f : wi * v[i].w;
         }
@@ -781,7 +783,7 @@ extern "C" __global__ void __launch_bounds__(128) mla_combine(const kt_mla_args 
     }
     kt_u16 *out = (kt_u16 *)a.out + ((long)bs * a.HQ + h) * KT_MLA_DV + d;
     *(uint2 *)out = make_uint2(bf16x2(o[0] * f, o[1] * f), bf16x2(o[2] * f, o[3] * f));
-    if (tid == 0) ((float *)a.lse)[((long)b * a.HQ + h) * a.SQ + s] = lse;
+    if (threadIdx.x == 0) ((float *)a.lse)[((long)b * a.HQ + h) * a.SQ + s] = lse;
 }
 
 // ---------------------------------------------------------------- references and baseline
