@@ -382,49 +382,75 @@ __device__ __forceinline__ void load_q_regs(const kt_u16 *q16, int ks, kt_u32 (&
 
 // PATH 2's q . k partial scores (times 2^-60) of this warp's slice for its token group, into
 // sp: per 8 tokens and 64 dims one ldmatrix.x4 of the raw rows, converted in registers; each
-// scale tile's sums times the tokens' scale; rope dims straight from the rows.
+// scale tile's sums times the tokens' scale; rope dims straight from the rows. Two groups of 8
+// tokens at a time: both groups' rows are loaded first and the k-steps are the outer loop, so
+// that their mma chains interleave (more would spill at WPM 4); the first block's sums go to
+// sp, the second's are added.
 template <int L>
 __device__ __forceinline__ void qk_regs(const kt_u32 (&qf)[lay<L>::KSTEPS][4], const kt_u8 *raw, float *sp, int mf,
                                         int ks, int tg) {
     using T = lay<L>;
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const kt_u32 base = kt_smem_addr(raw) + (lane & 7) * T::RAW_ROW + (lane >> 3) * 16;
+    constexpr int NF = CHUNK / 8 / TSPLIT, NG = NF < 2 ? NF : 2;
+    static_assert(NF % NG == 0, "pairs of token groups");
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, nf0 = tg * NF;
+    const kt_u32 base = kt_smem_addr(raw) + (nf0 * 8 + (lane & 7)) * T::RAW_ROW + (lane >> 3) * 16;
 #pragma unroll
-    for (int nf = tg * (CHUNK / 8 / TSPLIT); nf < (tg + 1) * (CHUNK / 8 / TSPLIT); nf++) {
-        const kt_u32 rows = base + nf * 8 * T::RAW_ROW;
-        const kt_u8 *r0 = raw + (nf * 8 + 2 * t) * T::RAW_ROW, *r1 = r0 + T::RAW_ROW; // columns 2t, 2t + 1
-        float s[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int blk = 0; blk < 2; blk++) { // 64 dims: 4 k-steps
+        bool rope;
+        const int d = regs_dim<L>(ks, 4 * blk, rope);
 #pragma unroll
-        for (int blk = 0; blk < 2; blk++) { // 64 dims: 4 k-steps
-            bool rope;
-            const int d = regs_dim<L>(ks, 4 * blk, rope);
-            kt_u32 w[4];
-            if (rope) { // V4's slice 3: the bf16 rope dims
+        for (int n = 0; n < NF; n += NG) {
+            float v[NG][4];
+            kt_u32 w[NG][4];
+#pragma unroll
+            for (int u = 0; u < NG; u++) v[u][0] = v[u][1] = v[u][2] = v[u][3] = 0.f;
+            const kt_u32 rows = base + n * 8 * T::RAW_ROW;
+            if (rope) { // V4's slice 3: the bf16 rope dims, 32 at a time
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
-                    kt_ldmatrix_x4(rows + T::ROPE_AT + h * 64, w[0], w[1], w[2], w[3]);
-                    mma_bf16(s, qf[4 * blk + 2 * h], w[0], w[1]);
-                    mma_bf16(s, qf[4 * blk + 2 * h + 1], w[2], w[3]);
-                }
-                continue;
-            }
-            kt_ldmatrix_x4(rows + d, w[0], w[1], w[2], w[3]);
-            float acc[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-            for (int i = 0; i < 4; i++)
-                mma_bf16(acc, qf[4 * blk + i], e4m3x2_bf16<SEL_01>(w[i]), e4m3x2_bf16<SEL_23>(w[i]));
-            const int tile = d / T::TILE;
-            const float c0 = raw_tile_scale<L>(r0, tile), c1 = raw_tile_scale<L>(r1, tile);
-            s[0] += acc[0] * c0, s[1] += acc[1] * c1, s[2] += acc[2] * c0, s[3] += acc[3] * c1;
+                    for (int u = 0; u < NG; u++)
+                        kt_ldmatrix_x4(rows + u * 8 * T::RAW_ROW + T::ROPE_AT + h * 64, w[u][0], w[u][1], w[u][2],
+                                       w[u][3]);
+#pragma unroll
+                    for (int i = 0; i < 2; i++)
+#pragma unroll
+                        for (int u = 0; u < NG; u++)
+                            mma_bf16(v[u], qf[4 * blk + 2 * h + i], w[u][2 * i], w[u][2 * i + 1]);
+                }
+            } else {
+#pragma unroll
+                for (int u = 0; u < NG; u++)
+                    kt_ldmatrix_x4(rows + u * 8 * T::RAW_ROW + d, w[u][0], w[u][1], w[u][2], w[u][3]);
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+#pragma unroll
+                    for (int u = 0; u < NG; u++)
+                        mma_bf16(v[u], qf[4 * blk + i], e4m3x2_bf16<SEL_01>(w[u][i]), e4m3x2_bf16<SEL_23>(w[u][i]));
+#pragma unroll
+                for (int u = 0; u < NG; u++) {
+                    const kt_u8 *r0 = raw + ((nf0 + n + u) * 8 + 2 * t) * T::RAW_ROW; // columns 2t, 2t + 1
+                    const float c0 = raw_tile_scale<L>(r0, d / T::TILE);
+                    const float c1 = raw_tile_scale<L>(r0 + T::RAW_ROW, d / T::TILE);
+                    v[u][0] *= c0, v[u][1] *= c1, v[u][2] *= c0, v[u][3] *= c1;
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < NG; u++) {
+                if (L == KT_MLA_V32 && blk == 1) { // the slice's 16 rope dims
+                    kt_ldmatrix_x2(rows + u * 8 * T::RAW_ROW + T::ROPE_AT + 32 * ks, w[u][0], w[u][1]);
+                    mma_bf16(v[u], qf[T::KSTEPS - 1], w[u][0], w[u][1]);
+                }
+                float2 *o0 = (float2 *)(sp + (mf * 16 + g) * T::SP_LD + (nf0 + n + u) * 8 + 2 * t),
+                       *o1 = o0 + 4 * T::SP_LD;
+                if (blk == 1) {
+                    const float2 a0 = *o0, a1 = *o1;
+                    v[u][0] += a0.x, v[u][1] += a0.y, v[u][2] += a1.x, v[u][3] += a1.y;
+                }
+                *o0 = make_float2(v[u][0], v[u][1]);
+                *o1 = make_float2(v[u][2], v[u][3]);
+            }
         }
-        if constexpr (L == KT_MLA_V32) { // the slice's 16 rope dims
-            kt_u32 b0, b1;
-            kt_ldmatrix_x2(rows + T::ROPE_AT + 32 * ks, b0, b1);
-            mma_bf16(s, qf[T::KSTEPS - 1], b0, b1);
-        }
-        float *o = sp + (mf * 16 + g) * T::SP_LD + nf * 8 + 2 * t;
-        *(float2 *)o = make_float2(s[0], s[1]);
-        *(float2 *)(o + 8 * T::SP_LD) = make_float2(s[2], s[3]);
     }
 }
 
