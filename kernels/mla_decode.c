@@ -18,7 +18,7 @@ enum { D_LAYOUT, D_HQ, D_TOPK, D_SQ };
 enum { LAYOUT_V32, LAYOUT_V4 }; /* the LAYOUT category's values, in `layouts` order */
 static const char *const layouts[] = {"V32", "V4", NULL};
 enum { P_HPC, P_CHUNK, P_SPLIT, P_STAGES, P_PATH, P_WPM };
-enum { K_SPLIT_V32, K_SPLIT_V4, K_COMBINE, K_REF_V32, K_REF_V4, K_NAIVE_V32, K_NAIVE_V4 };
+enum { K_SPLIT_V32, K_SPLIT_V4, K_COMBINE, K_COMBINE_WIDE, K_REF_V32, K_REF_V4, K_NAIVE_V32, K_NAIVE_V4 };
 
 /* The ship arch's shared memory per block (kernels/common/kt_arch.h): a problem fits where it ships. */
 #define SMEM_LIMIT (kt_arch_limits_of(KT_SHIP_ARCH).smem_per_block)
@@ -366,7 +366,9 @@ static int launch(const kt_launch *l) {
                              (unsigned)queries(p), (unsigned)threads_of(l->config),
                              (unsigned)smem_of(l->config, layout_of(p)), l->stream, args))
         return -1;
-    return kt_launch_kernel_pdl(l->mod, K_COMBINE, (unsigned)a.HQ, (unsigned)queries(p), 1, 128, 0, l->stream, args);
+    /* the wide combine (32 splits' sums in flight, 150 registers) where there are more than 8 */
+    return kt_launch_kernel_pdl(l->mod, a.nsplit > 8 ? K_COMBINE_WIDE : K_COMBINE, (unsigned)a.HQ, (unsigned)queries(p),
+                                1, 128, 0, l->stream, args);
 }
 
 static int launch_reference(const kt_launch *l, uint64_t ref) {
@@ -402,8 +404,9 @@ static double flops(const kt_problem *p) {
     return 2.0 * p->dim[D_HQ] * used_slots(p) * (kt_mla_dqk(layout_of(p)) + KT_MLA_DV);
 }
 
-static const char *const kernel_names[] = {"mla_split_v32",    "mla_split_v4",  "mla_combine",  "mla_reference_v32",
-                                           "mla_reference_v4", "mla_naive_v32", "mla_naive_v4", NULL};
+static const char *const kernel_names[] = {"mla_split_v32",    "mla_split_v4",      "mla_combine",
+                                           "mla_combine_wide", "mla_reference_v32", "mla_reference_v4",
+                                           "mla_naive_v32",    "mla_naive_v4",      NULL};
 /* TARGETS.md's cases: V3.2 at 128 and 16 heads, V4 at 64 and 16 heads (top-k 512 + window). */
 static const long target_shapes[][KT_MAX_DIMS] = {
     {LAYOUT_V32, 128, 2048, 1}, {LAYOUT_V32, 16, 2048, 1}, {LAYOUT_V4, 64, 512, 1}, {LAYOUT_V4, 16, 512, 1}};

@@ -748,29 +748,30 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS) mla_split_v4(con
 
 // Merges the splits of head row (bs, h) by LSE into out and lse, with V4's sink. Block: 128
 // threads, 4 output dims each; grid (HQ, B * SQ). Every warp reduces the splits' (m, l) itself
-// (lane k holds splits k, k + 32, ...) while the first COMBINE_GROUP splits' partial sums are in
-// flight, and a split's weight reaches the lanes by a shuffle: no barrier, no load waiting on
-// another. Launched as a programmatic dependent of the split kernel.
-constexpr int COMBINE_GROUP = 16, ML_PER_LANE = KT_MLA_MAX_SPLITS / 32;
-static_assert(32 % COMBINE_GROUP == 0, "a group's weights lie in one lane's register");
+// (lane k holds splits k, k + 32, ...) while the first G splits' partial sums are in flight, and
+// a split's weight reaches the lanes by a shuffle: no barrier, no load waiting on another. G 8
+// (few registers: a wave of CTAs at large B) or 32 (many splits at small B: fewer round trips).
+// Launched as a programmatic dependent of the split kernel.
+constexpr int ML_PER_LANE = KT_MLA_MAX_SPLITS / 32;
 
 // Split k0 + i's partial sums of this thread's 4 dims (zeros past the last split); a split
 // without slots left them unwritten: its weight 0 discards them.
-__device__ __forceinline__ void load_partials(float4 (&v)[COMBINE_GROUP], const float *row, int k0, int nsplit) {
+template <int G> __device__ __forceinline__ void load_partials(float4 (&v)[G], const float *row, int k0, int nsplit) {
 #pragma unroll
-    for (int i = 0; i < COMBINE_GROUP; i++)
+    for (int i = 0; i < G; i++)
         v[i] = k0 + i < nsplit ? *(const float4 *)(row + (long)(k0 + i) * KT_MLA_DV) : make_float4(0.f, 0.f, 0.f, 0.f);
 }
 
-extern "C" __global__ void __launch_bounds__(128) mla_combine(const kt_mla_args a) {
+template <int G> __device__ __forceinline__ void combine_row(const kt_mla_args &a) {
+    static_assert(32 % G == 0, "a group's weights lie in one register of the lanes");
     const int h = blockIdx.x, bs = blockIdx.y, lane = threadIdx.x & 31, d = threadIdx.x * 4;
     const float *part = (const float *)a.part;
     const float *ml = part + (long)a.B * a.SQ * a.HQ * a.nsplit * KT_MLA_DV;
     const long row = ((long)bs * a.HQ + h) * a.nsplit;
     const float *sums = part + row * KT_MLA_DV + d;
     kt_wait_producer();
-    float4 v[COMBINE_GROUP];
-    load_partials(v, sums, 0, a.nsplit);
+    float4 v[G];
+    load_partials<G>(v, sums, 0, a.nsplit);
     // w[i]: split lane + 32 i's weight 2^(m - max) (0 where it saw no slot), l[i] its sum
     float w[ML_PER_LANE], l[ML_PER_LANE], mx = -INFINITY, sum = 0.f;
 #pragma unroll
@@ -788,18 +789,19 @@ extern "C" __global__ void __launch_bounds__(128) mla_combine(const kt_mla_args 
     }
     for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
     float o[4] = {0.f, 0.f, 0.f, 0.f};
-    for (int k0 = 0; k0 < a.nsplit; k0 += COMBINE_GROUP) {
-        if (k0) load_partials(v, sums, k0, a.nsplit);
-        float wq = w[0]; // the lanes' weights of splits 32 (k0 / 32) ...
 #pragma unroll
-        for (int i = 1; i < ML_PER_LANE; i++) wq = k0 / 32 == i ? w[i] : wq;
+    for (int q = 0; q < ML_PER_LANE; q++) // splits 32 q ...: their weights are the lanes' w[q]
 #pragma unroll
-        for (int i = 0; i < COMBINE_GROUP; i++) {
-            const float wi = __shfl_sync(0xffffffffu, wq, k0 % 32 + i);
-            o[0] += wi == 0.f ? 0.f : wi * v[i].x, o[1] += wi == 0.f ? 0.f : wi * v[i].y;
-            o[2] += wi == 0.f ? 0.f : wi * v[i].z, o[3] += wi == 0.f ? 0.f : wi * v[i].w;
+        for (int g0 = 0; g0 < 32; g0 += G) { // ... G at a time
+            if (32 * q + g0 >= a.nsplit) break;
+            if (q || g0) load_partials<G>(v, sums, 32 * q + g0, a.nsplit);
+#pragma unroll
+            for (int i = 0; i < G; i++) {
+                const float wi = __shfl_sync(0xffffffffu, w[q], g0 + i);
+                o[0] += wi == 0.f ? 0.f : wi * v[i].x, o[1] += wi == 0.f ? 0.f : wi * v[i].y;
+                o[2] += wi == 0.f ? 0.f : wi * v[i].z, o[3] += wi == 0.f ? 0.f : wi * v[i].w;
+            }
         }
-    }
     const int b = bs / a.SQ, s = bs % a.SQ;
     float lse = INFINITY, f = 0.f;
     if (sum > 0.f) {
@@ -811,6 +813,9 @@ extern "C" __global__ void __launch_bounds__(128) mla_combine(const kt_mla_args 
     *(uint2 *)out = make_uint2(bf16x2(o[0] * f, o[1] * f), bf16x2(o[2] * f, o[3] * f));
     if (threadIdx.x == 0) ((float *)a.lse)[((long)b * a.HQ + h) * a.SQ + s] = lse;
 }
+
+extern "C" __global__ void __launch_bounds__(128) mla_combine(const kt_mla_args a) { combine_row<8>(a); }
+extern "C" __global__ void __launch_bounds__(128) mla_combine_wide(const kt_mla_args a) { combine_row<32>(a); }
 
 // ---------------------------------------------------------------- references and baseline
 
