@@ -8,10 +8,12 @@
 // writes unnormalised partial sums with their (max, sum) to the partials buffer; the combine
 // kernel, launched as a programmatic dependent, merges the splits by LSE. Inside a CTA the
 // slots go CHUNK at a time: all threads gather the chunk's token rows with cp.async into a
-// ring of STAGES raw buffers, dequantise the oldest into a bf16 tile (each token read once
-// for all HPC heads), and WPM (4 or 8) warps per 16 heads run bf16 mma.sync m16n8k16: q . k split
-// along the head dim (partial scores summed through shared memory), the online softmax by
-// 2 * WPM threads a head, then p . v split along the output dims.
+// ring of STAGES raw buffers (each token read once for all HPC heads), and WPM (4 or 8) warps
+// per 16 heads run bf16 mma.sync m16n8k16: q . k split along the head dim (partial scores summed
+// through shared memory), the online softmax by 2 * WPM threads a head, then p . v split along
+// the output dims. The B operands: PATH 2 (the default) converts the ring's codes in registers
+// (qk_regs, pv_regs); PATH 0 dequantises the oldest buffer into a bf16 tile first; PATH 1
+// (sm_120a) takes q . k's codes on the block-scaled e4m3 mma.
 #include "kt_device.cuh"
 #include "mla_layout.h"
 
