@@ -233,11 +233,11 @@ static int check_problem(const kt_problem *p, char *why, size_t n) {
     return 0;
 }
 
-/* Shared memory of a config for a layout (kernels/mla_decode.cu's lay<L>::SMEM): PATH 2 has
- * no bf16 tile, and p's factors per scale tile instead. */
+/* Shared memory of a config for a layout (kernels/mla_decode.cu's lay<L>::SMEM): PATHs 2 and 3
+ * have no bf16 tile, and p's factors per scale tile instead. */
 static int smem_of(const kt_config *c, int layout) {
     const int *v = c->v;
-    int dqk = kt_mla_dqk(layout), regs = v[P_PATH] == 2;
+    int dqk = kt_mla_dqk(layout), regs = v[P_PATH] >= 2;
     int raw_row = layout == KT_MLA_V32 ? KT_MLA_V32_TOKEN : KT_MLA_V4_DATA + 16;
     int tile = regs ? 0 : v[P_CHUNK] * (dqk * 2 + 16);
     int factors = regs ? kt_mla_nope(layout) / kt_mla_tile(layout) * v[P_CHUNK] * 2 : 0;
@@ -252,9 +252,9 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
     const int *v = c->v;
     if (v[P_SPLIT] % v[P_CHUNK])
         return snprintf(why, n, "SPLIT=%d is not whole chunks of %d", v[P_SPLIT], v[P_CHUNK]), -1;
-    if (v[P_PATH] == 2 && v[P_STAGES] < 2)
-        return snprintf(why, n, "PATH=2 reads each chunk from the raw ring: STAGES=%d needs to be 2 or more",
-                        v[P_STAGES]),
+    if (v[P_PATH] >= 2 && v[P_STAGES] < 2)
+        return snprintf(why, n, "PATH=%d reads each chunk from the raw ring: STAGES=%d needs to be 2 or more",
+                        v[P_PATH], v[P_STAGES]),
                -1;
     if (v[P_PATH] == 1 && !kt_arch_limits_of(arch).block_scaled_mma)
         return snprintf(why, n, "PATH=1 (the block-scaled mma) exists on sm_120a only, not %s", kt_arch_name(arch)), -1;
@@ -428,7 +428,7 @@ const kt_family kt_family_mla_decode = {
                {"CHUNK", 3, {16, 32, 64}},
                {"SPLIT", 8, {16, 32, 64, 128, 256, 512, 1024, 2048}},
                {"STAGES", 5, {1, 2, 3, 4, 6}},
-               {"PATH", 3, {0, 1, 2}},
+               {"PATH", 4, {0, 1, 2, 3}},
                {"WPM", 2, {4, 8}}},
     .strata_params = 3,
     .default_config = {{16, 32, 256, 2, 2, 4}},

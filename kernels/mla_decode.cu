@@ -12,8 +12,9 @@
 // per 16 heads run bf16 mma.sync m16n8k16: q . k split along the head dim (partial scores summed
 // through shared memory), the online softmax by 2 * WPM threads a head, then p . v split along
 // the output dims. The B operands: PATH 2 (the default) converts the ring's codes in registers
-// (qk_regs, pv_regs); PATH 0 dequantises the oldest buffer into a bf16 tile first; PATH 1
-// (sm_120a) takes q . k's codes on the block-scaled e4m3 mma.
+// (qk_regs, pv_regs), PATH 3 likewise with q . k's codes on the f16 mma; PATH 0 dequantises
+// the oldest buffer into a bf16 tile first; PATH 1 (sm_120a) takes q . k's codes on the
+// block-scaled e4m3 mma.
 #include "kt_device.cuh"
 #include "mla_layout.h"
 
@@ -34,8 +35,10 @@ constexpr int HPC = KT_HPC, CHUNK = KT_CHUNK, SPLIT = KT_SPLIT, STAGES = KT_STAG
 // PATH 2 (portable): no tile; each warp turns the raw ring's codes into its bf16 mma B
 // fragments in registers (q . k by ldmatrix, p . v by ldmatrix.trans), the scales applied to
 // the q . k sums and folded into p: 40% less shared memory a CTA, one barrier less a chunk.
-static_assert(KT_PATH >= 0 && KT_PATH <= 2, "PATH 0, 1 or 2");
-constexpr bool REGS = KT_PATH == 2;
+// PATH 3: PATH 2 with q . k's codes as f16 (one cvt per two codes, exact) on the f16 mma, q
+// taken to f16 times a power of two per warp.
+static_assert(KT_PATH >= 0 && KT_PATH <= 3, "PATH 0, 1, 2 or 3");
+constexpr bool REGS = KT_PATH >= 2, F16_QK = KT_PATH == 3;
 constexpr int MF = HPC / 16;         // 16-head m-fragments per CTA
 constexpr int WPM = KT_WPM;          // warps per m-fragment: 4 or 8
 constexpr int KSPLIT = 4;            // q . k: the head dim in 4 slices...
@@ -49,7 +52,7 @@ static_assert(CPT >= 1 && CHUNK % (8 * TSPLIT) == 0, "the chunk covers every sof
 static_assert(HPC % 16 == 0 && HPC <= 64, "heads per CTA: 16, 32 or 64");
 static_assert(CHUNK % 16 == 0 && CHUNK <= 64 && SPLIT % CHUNK == 0, "chunks of 16-64 slots tile a split");
 static_assert(STAGES >= 1 && STAGES <= 6, "1-6 raw buffers");
-static_assert(!REGS || STAGES >= 2, "PATH 2 reads the chunk from the ring: 2+ raw buffers");
+static_assert(!REGS || STAGES >= 2, "PATHs 2 and 3 read the chunk from the ring: 2+ raw buffers");
 
 // The layouts as compile-time constants: head dim, codes, scale tile, the raw row a token
 // takes in shared memory (V32: its 656 bytes; V4: 576 data bytes, then its 8 scale bytes).
@@ -86,6 +89,14 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const kt_u32 (&a)[4], kt
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// D = A(16x16 f16, row) * B(16x8 f16, col) + D, f32 accumulators.
+__device__ __forceinline__ void mma_f16(float (&d)[4], const kt_u32 (&a)[4], kt_u32 b0, kt_u32 b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
 #if KT_PATH == 1
 // D = (A * 2^(sa-127)) (16x32 e4m3, row) * (B * 2^(sb-127)) (32x8 e4m3, col) + D: sm_120a's
 // block-scaled mma with one ue8m0 scale per A row and per B column for the 32-wide k-block.
@@ -116,6 +127,13 @@ __device__ __forceinline__ float2 e4m3x2_to_f32(kt_u16 v) {
         : "=f"(f.x), "=f"(f.y)
         : "r"(h));
     return f;
+}
+
+// Two e4m3 codes (low byte first) -> f16x2, exactly.
+__device__ __forceinline__ kt_u32 e4m3x2_f16x2(kt_u16 v) {
+    kt_u32 h;
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(h) : "h"(v));
+    return h;
 }
 
 __device__ __forceinline__ kt_u32 bf16x2(float lo, float hi) {
@@ -363,23 +381,49 @@ template <int L> __device__ __forceinline__ int regs_dim(int ks, int kk, bool &r
 
 // PATH 2's q A fragments of slice ks: code k-steps in the order ldmatrix gives the raw codes
 // (lane t: dims 4t..4t+3 of the 16 as k 2t, 2t+1, 2t+8, 2t+9), times 2^60; rope k-steps in
-// the plain order, times 2^-60.
+// the plain order, times 2^-60. PATH 3's code k-steps are f16 instead, times 2^e with e making
+// the warp's largest |q| 2^13-2^14; the returned factor, 2^(-e-60), takes their sums to PATH
+// 2's (1 in PATH 2).
 template <int L>
-__device__ __forceinline__ void load_q_regs(const kt_u16 *q16, int ks, kt_u32 (&qf)[lay<L>::KSTEPS][4]) {
+__device__ __forceinline__ float load_q_regs(const kt_u16 *q16, int ks, kt_u32 (&qf)[lay<L>::KSTEPS][4]) {
     using T = lay<L>;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const kt_u32 *q = (const kt_u32 *)q16;
+    float amax = 0.f;
 #pragma unroll
     for (int kk = 0; kk < T::KSTEPS; kk++) {
         bool rope;
         const int d = regs_dim<L>(ks, kk, rope);
         const int c0 = (d + (rope ? 2 * t : 4 * t)) / 2, c1 = c0 + (rope ? 4 : 1);
-        const kt_u32 f = rope ? BF16X2_2M60 : BF16X2_2P60;
-        qf[kk][0] = bf16x2_mul(q[g * T::DQK / 2 + c0], f);
-        qf[kk][1] = bf16x2_mul(q[(g + 8) * T::DQK / 2 + c0], f);
-        qf[kk][2] = bf16x2_mul(q[g * T::DQK / 2 + c1], f);
-        qf[kk][3] = bf16x2_mul(q[(g + 8) * T::DQK / 2 + c1], f);
+        qf[kk][0] = q[g * T::DQK / 2 + c0];
+        qf[kk][1] = q[(g + 8) * T::DQK / 2 + c0];
+        qf[kk][2] = q[g * T::DQK / 2 + c1];
+        qf[kk][3] = q[(g + 8) * T::DQK / 2 + c1];
+#pragma unroll
+        for (int r = 0; r < 4 && F16_QK && !rope; r++)
+            amax = fmaxf(
+                amax, fmaxf(fabsf(__uint_as_float(qf[kk][r] << 16)), fabsf(__uint_as_float(qf[kk][r] & 0xffff0000u))));
     }
+    for (int o = 16; o > 0 && F16_QK; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    const kt_u32 bits = __float_as_uint(amax);
+    const int e = amax > 0.f ? 14 - ((int)(bits >> 23) - 127 + ((bits & 0x7fffffu) != 0)) : 0;
+    const float up = __uint_as_float((kt_u32)(127 + e) << 23);
+#pragma unroll
+    for (int kk = 0; kk < T::KSTEPS; kk++) {
+        bool rope;
+        regs_dim<L>(ks, kk, rope);
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            if (F16_QK && !rope) {
+                const float lo = __uint_as_float(qf[kk][r] << 16) * up,
+                            hi = __uint_as_float(qf[kk][r] & 0xffff0000u) * up;
+                asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(qf[kk][r]) : "f"(hi), "f"(lo));
+            } else {
+                qf[kk][r] = bf16x2_mul(qf[kk][r], rope ? BF16X2_2M60 : BF16X2_2P60);
+            }
+        }
+    }
+    return F16_QK ? __uint_as_float((kt_u32)max(1, min(254, 127 - e - 60)) << 23) : 1.f;
 }
 
 // PATH 2's q . k partial scores (times 2^-60) of this warp's slice for its token group, into
@@ -389,8 +433,8 @@ __device__ __forceinline__ void load_q_regs(const kt_u16 *q16, int ks, kt_u32 (&
 // that their mma chains interleave (more would spill at WPM 4); the first block's sums go to
 // sp, the second's are added.
 template <int L>
-__device__ __forceinline__ void qk_regs(const kt_u32 (&qf)[lay<L>::KSTEPS][4], const kt_u8 *raw, float *sp, int mf,
-                                        int ks, int tg) {
+__device__ __forceinline__ void qk_regs(const kt_u32 (&qf)[lay<L>::KSTEPS][4], float fq, const kt_u8 *raw, float *sp,
+                                        int mf, int ks, int tg) {
     using T = lay<L>;
     constexpr int NF = CHUNK / 8 / TSPLIT, NG = NF < 2 ? NF : 2;
     static_assert(NF % NG == 0, "pairs of token groups");
@@ -428,12 +472,16 @@ __device__ __forceinline__ void qk_regs(const kt_u32 (&qf)[lay<L>::KSTEPS][4], c
                 for (int i = 0; i < 4; i++)
 #pragma unroll
                     for (int u = 0; u < NG; u++)
-                        mma_bf16(v[u], qf[4 * blk + i], e4m3x2_bf16<SEL_01>(w[u][i]), e4m3x2_bf16<SEL_23>(w[u][i]));
+                        if (F16_QK)
+                            mma_f16(v[u], qf[4 * blk + i], e4m3x2_f16x2((kt_u16)w[u][i]),
+                                    e4m3x2_f16x2((kt_u16)(w[u][i] >> 16)));
+                        else
+                            mma_bf16(v[u], qf[4 * blk + i], e4m3x2_bf16<SEL_01>(w[u][i]), e4m3x2_bf16<SEL_23>(w[u][i]));
 #pragma unroll
                 for (int u = 0; u < NG; u++) {
                     const kt_u8 *r0 = raw + ((nf0 + n + u) * 8 + 2 * t) * T::RAW_ROW; // columns 2t, 2t + 1
-                    const float c0 = raw_tile_scale<L>(r0, d / T::TILE);
-                    const float c1 = raw_tile_scale<L>(r0 + T::RAW_ROW, d / T::TILE);
+                    const float c0 = raw_tile_scale<L>(r0, d / T::TILE) * fq;
+                    const float c1 = raw_tile_scale<L>(r0 + T::RAW_ROW, d / T::TILE) * fq;
                     v[u][0] *= c0, v[u][1] *= c1, v[u][2] *= c0, v[u][3] *= c1;
                 }
             }
@@ -628,7 +676,7 @@ __device__ __forceinline__ void pv_chunk(float (&acc)[DPW / 8][4], const kt_u8 *
 // p . v from the ring (three barriers a chunk).
 template <int L>
 __device__ __forceinline__ void regs_chunk(const kt_mla_args &a, const int *ids, kt_u8 *raw, float *sp, kt_u16 *p,
-                                           kt_u16 *fs, float *alpha, const kt_u32 (&qf)[lay<L>::KSTEPS][4],
+                                           kt_u16 *fs, float *alpha, const kt_u32 (&qf)[lay<L>::KSTEPS][4], float fq,
                                            float (&acc)[DPW / 8][4], float &m, float &l, int c, int chunks) {
     using T = lay<L>;
     const int warp = threadIdx.x >> 5, mf = warp / WPM, wi = warp % WPM, ks = wi % KSPLIT, tg = wi / KSPLIT;
@@ -639,7 +687,7 @@ __device__ __forceinline__ void regs_chunk(const kt_mla_args &a, const int *ids,
     kt_cp_async_commit();
     const kt_u8 *buf = raw + (c % STAGES) * CHUNK * T::RAW_ROW;
     chunk_factors<L>(buf, fs);
-    qk_regs<L>(qf, buf, sp + ks * HPC * T::SP_LD, mf, ks, tg);
+    qk_regs<L>(qf, fq, buf, sp + ks * HPC * T::SP_LD, mf, ks, tg);
     __syncthreads();
     softmax_chunk<L>(ids + c * CHUNK, sp, p, alpha, m, l);
     __syncthreads();
@@ -683,7 +731,7 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
 #endif
         kt_u32 qf[T::KSTEPS][4];
         const kt_u32 *q = (const kt_u32 *)q16;
-        if (REGS) load_q_regs<L>(q16, ks, qf);
+        const float fq = REGS ? load_q_regs<L>(q16, ks, qf) : 1.f;
 #pragma unroll
         for (int kk = 0; kk < T::KSTEPS && !MX && !REGS; kk++) {
             const int c = (ks * T::KSLICE + kk * 16 + 2 * t) / 2;
@@ -701,7 +749,8 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
             if (c < chunks) gather<L>(a, ids + c * CHUNK, raw + c * CHUNK * T::RAW_ROW);
             kt_cp_async_commit();
         }
-        for (int c = 0; c < chunks && REGS; c++) regs_chunk<L>(a, ids, raw, sp, p, fs, alpha, qf, acc, m, l, c, chunks);
+        for (int c = 0; c < chunks && REGS; c++)
+            regs_chunk<L>(a, ids, raw, sp, p, fs, alpha, qf, fq, acc, m, l, c, chunks);
         for (int c = 0; c < chunks && !REGS; c++) {
             const int next = c + STAGES - 1;
             if (next < chunks) gather<L>(a, ids + next * CHUNK, raw + (next % STAGES) * CHUNK * T::RAW_ROW);

@@ -125,7 +125,7 @@ KT_TEST(mla_reference_special_rows) {
 }
 
 /* The sm_120a path (PATH=1) compiles and its SASS holds the block-scaled e4m3 mma
- * (QMMA.SF ... E4M3.E4M3.E8), with no spills; the portable builds for sm_120 (PATH 0 and 2)
+ * (QMMA.SF ... E4M3.E4M3.E8), with no spills; the portable builds for sm_120 (PATH 0, 2, 3)
  * have none of it and no spills either; PATH=1 is refused on sm_120 and sm_90 and on V3.2's f32 scales (two
  * mla_decode builds: make test-all). */
 KT_TEST_SLOW(mla_sm120a_path_has_block_scaled_mma) {
@@ -153,8 +153,8 @@ KT_TEST_SLOW(mla_sm120a_path_has_block_scaled_mma) {
     v32.m = v4.m = 1;
     EXPECT(!f->config_fits(&c, &v32) && f->config_fits(&c, &v4));
     const char *want[2] = {"QMMA.SF.16832.F32.E4M3.E4M3.E8", NULL};
-    for (int path = 2; path >= 0 && tool[0]; path--) {
-        const char *configs[] = {"PATH=0", "PATH=1", "PATH=2"};
+    for (int path = 3; path >= 0 && tool[0]; path--) {
+        const char *configs[] = {"PATH=0", "PATH=1", "PATH=2", "PATH=3"};
         EXPECT(kt_parse_config(f, configs[path], &c) == 0);
         kt_cubin cubin;
         int arch = path == 1 ? 1201 : 120;
@@ -180,7 +180,7 @@ KT_TEST_SLOW(mla_sm120a_path_has_block_scaled_mma) {
         if (path == 1)
             EXPECT(qmma > 0 && hits > 0); /* the split kernel's q . k on the block-scaled mma */
         else
-            EXPECT(qmma == 0 && hits > 0); /* the portable builds (PATH 0, 2): bf16 mma only */
+            EXPECT(qmma == 0 && hits > 0); /* the portable builds (PATH 0, 2, 3): bf16 (and f16) mma only */
         unlink(file);
         kt_cubin_free(&cubin);
     }

@@ -2,9 +2,10 @@
 # mla_speed.sh — issue 20's speed targets for mla_decode on the GPU, one bounded call (~150 s):
 # (a) kt verify on fresh seeds of the default (PATH 2 since the fifteenth session) at the
 #     issue's cases (B 1,3,8,64,128; HQ 16,64,128; SQ 1,2; top-k 100/512/1152/2048) and of
-#     seeded PATH 2 configs (WPM, HPC, CHUNK, STAGES drawn);
+#     seeded PATH 2 and PATH 3 configs (WPM, HPC, CHUNK, STAGES drawn);
 # (b) kt bench of the old default (main's build, $KT_MAIN, PATH 0) and the new one at the
-#     target cases, B 1 and 64, then a short kt tune of them and the bench of its winners;
+#     target cases, B 1 and 64, PATH 3 against PATH 2 at three B = 64 cases, two B = 1
+#     candidates, then a short kt tune of them and the bench of its winners;
 #     a table of old / new / tuned against the roof (bytes / copy rate, flops / 650 TFLOP/s);
 #     KT_MLA_TUNE=0 skips the tune, KT_MLA_DRAWN=N draws N PATH 2 configs (6), KT_MLA_NCU_BY=S
 #     runs ncu only while the call is under S seconds (125);
@@ -25,8 +26,10 @@ step verify_v4_h16_mtp v --shape LAYOUT=V4,HQ=16,TOPK=512,SQ=2 --m 1,3,8,64,128
 step verify_v32_h128 v --shape LAYOUT=V32,HQ=128,TOPK=2048,SQ=1 --m 1,3,8,64,128
 step verify_v32_h16_mtp v --shape LAYOUT=V32,HQ=16,TOPK=2048,SQ=2 --m 1,3,8,64,128
 step verify_odd_topk v --shape LAYOUT=V4,HQ=128,TOPK=1152,SQ=1 --shape LAYOUT=V32,HQ=64,TOPK=100,SQ=2 --m 1,3,8
-step verify_path2_drawn v --where PATH=2 --sample "${KT_MLA_DRAWN:-6}" --shape LAYOUT=V4,HQ=64,TOPK=512,SQ=2 \
-    --shape LAYOUT=V32,HQ=32,TOPK=2048,SQ=1 --m 1,8,64
+for path in 2 3; do
+    step "verify_path${path}_drawn" v --where PATH=$path --sample "${KT_MLA_DRAWN:-6}" \
+        --shape LAYOUT=V4,HQ=64,TOPK=512,SQ=2 --shape LAYOUT=V32,HQ=32,TOPK=2048,SQ=1 --m 1,8,64
+done
 # The defaults as dispatch serves them: a DB without mla_decode rows (kt bench needs one)
 rm -f "$LOGS/untuned.db"*
 step untuned_db timeout 30 "$KT" tune --family act_quant --shape K=128 --m 1 --budget 1 --db "$LOGS/untuned.db"
@@ -45,6 +48,17 @@ if [ "${KT_MLA_TUNE:-1}" = 1 ]; then # a short tune and its winners (KT_MLA_TUNE
     step bench_tuned timeout 50 "$KT" bench --family mla_decode --shape targets --m 1,64 --db "$LOGS/tuned.db" \
         --json "$LOGS/tuned.json"
 fi
+# PATH 3 (q . k's codes on the f16 mma) against PATH 2 at the checkpoint's tuned winners, B = 64
+pair() {
+    local shape=$1 cfg=$2 path
+    for path in 2 3; do
+        timeout 30 "$KT" bench --family mla_decode --shape "$shape" --m 64 --config "$cfg,PATH=$path" | tail -n 1 || return 1
+    done
+}
+step pair_v4_h16 pair LAYOUT=V4,HQ=16,TOPK=512,SQ=1 HPC=16,CHUNK=32,SPLIT=128,STAGES=2,WPM=4
+step pair_v4_h64 pair LAYOUT=V4,HQ=64,TOPK=512,SQ=1 HPC=16,CHUNK=64,SPLIT=1024,STAGES=2,WPM=8
+step pair_v32_h128 pair LAYOUT=V32,HQ=128,TOPK=2048,SQ=1 HPC=32,CHUNK=32,SPLIT=2048,STAGES=3,WPM=4
+for n in v4_h16 v4_h64 v32_h128; do cat "$LOGS/pair_$n.log"; done
 # B = 1 candidates beside the default: one chunk of 16 a CTA (SPLIT 16), and of 32 with 8 warps
 for c in PATH=2,CHUNK=16,SPLIT=16,WPM=8 PATH=2,CHUNK=32,SPLIT=32,WPM=8; do
     step "bench_b1_${c//[=,]/_}" timeout 30 "$KT" bench --family mla_decode --shape targets --m 1 --config "$c"
