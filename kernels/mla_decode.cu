@@ -382,8 +382,8 @@ template <int L> __device__ __forceinline__ int regs_dim(int ks, int kk, bool &r
 // PATH 2's q A fragments of slice ks: code k-steps in the order ldmatrix gives the raw codes
 // (lane t: dims 4t..4t+3 of the 16 as k 2t, 2t+1, 2t+8, 2t+9), times 2^60; rope k-steps in
 // the plain order, times 2^-60. PATH 3's code k-steps are f16 instead, times 2^e with e making
-// the warp's largest |q| 2^13-2^14; the returned factor, 2^(-e-60), takes their sums to PATH
-// 2's (1 in PATH 2).
+// the warp's largest |q| 2^13-2^14 (e <= 100: 2^e stays a normal f32); the returned factor, 2^(-e-60), takes their sums
+// to PATH 2's (1 in PATH 2).
 template <int L>
 __device__ __forceinline__ float load_q_regs(const kt_u16 *q16, int ks, kt_u32 (&qf)[lay<L>::KSTEPS][4]) {
     using T = lay<L>;
@@ -406,7 +406,7 @@ __device__ __forceinline__ float load_q_regs(const kt_u16 *q16, int ks, kt_u32 (
     }
     for (int o = 16; o > 0 && F16_QK; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
     const kt_u32 bits = __float_as_uint(amax);
-    const int e = amax > 0.f ? 14 - ((int)(bits >> 23) - 127 + ((bits & 0x7fffffu) != 0)) : 0;
+    const int e = amax > 0.f ? min(100, 14 - ((int)(bits >> 23) - 127 + ((bits & 0x7fffffu) != 0))) : 0;
     const float up = __uint_as_float((kt_u32)(127 + e) << 23);
 #pragma unroll
     for (int kk = 0; kk < T::KSTEPS; kk++) {
