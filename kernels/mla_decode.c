@@ -40,10 +40,10 @@ static long queries(const kt_problem *p) { return p->m * p->dim[D_SQ]; }
 static int slots_of(const kt_problem *p) { return kt_mla_slots(layout_of(p), (int)p->dim[D_TOPK]); }
 
 /* The most splits a problem's partials buffer holds: MAX_CTAS CTAs of 16 heads, at most one
- * split per 16 slots, and no more than the combine merges. */
+ * split per 32 slots, and no more than the combine merges. */
 static long max_splits(const kt_problem *p) {
     long rows = queries(p) * (p->dim[D_HQ] / 16), by_ctas = (MAX_CTAS + rows - 1) / rows;
-    long by_slots = (slots_of(p) + 15) / 16, n = by_ctas < by_slots ? by_ctas : by_slots;
+    long by_slots = (slots_of(p) + 31) / 32, n = by_ctas < by_slots ? by_ctas : by_slots;
     return n < KT_MLA_MAX_SPLITS ? n : KT_MLA_MAX_SPLITS;
 }
 
@@ -426,7 +426,7 @@ const kt_family kt_family_mla_decode = {
     .n_params = 6,
     .params = {{"HPC", 2, {16, 32}},
                {"CHUNK", 3, {16, 32, 64}},
-               {"SPLIT", 8, {16, 32, 64, 128, 256, 512, 1024, 2048}},
+               {"SPLIT", 7, {32, 64, 128, 256, 512, 1024, 2048}},
                {"STAGES", 5, {1, 2, 3, 4, 6}},
                {"PATH", 4, {0, 1, 2, 3}},
                {"WPM", 2, {4, 8}}},

@@ -4,10 +4,10 @@
 #     issue's cases (B 1,3,8,64,128; HQ 16,64,128; SQ 1,2; top-k 100/512/1152/2048) and of
 #     seeded PATH 2 and PATH 3 configs (WPM, HPC, CHUNK, STAGES drawn);
 # (b) kt bench of the old default (main's build, $KT_MAIN, PATH 0) and the new one at the
-#     target cases, B 1 and 64, PATH 3 against PATH 2 at three B = 64 cases, two B = 1
+#     target cases, B 1 and 64, PATH 3 against PATH 2 at three B = 64 cases, three B = 1
 #     candidates, then a short kt tune of them and the bench of its winners;
 #     a table of old / new / tuned against the roof (bytes / copy rate, flops / 650 TFLOP/s);
-#     KT_MLA_TUNE=0 skips the tune, KT_MLA_DRAWN=N draws N PATH 2 configs (6), KT_MLA_NCU_BY=S
+#     KT_MLA_TUNE=0 skips the tune, KT_MLA_DRAWN=N draws N PATH 2 and 3 configs (6), KT_MLA_NCU_BY=S
 #     runs ncu only while the call is under S seconds (125);
 # (c) kt profile --ncu of the new default at V4 HQ 16 B 64 and B 1 while the time allows.
 # Logs under $OUT/mla (or /tmp/kt-gpu-mla); a PASS/FAIL line per check; "N passed, N failed".
@@ -20,7 +20,7 @@ LOGS=${OUT:-/tmp/kt-gpu}/mla
 SEED=${KT_SEED:-$RANDOM}
 source tests/gpu/step.sh # step NAME CMD...
 echo "mla_speed.sh: seed $SEED, new $KT, old $OLD"
-v() { timeout 30 "$KT" verify --family mla_decode --seed "$SEED" "$@"; }
+v() { timeout "${KT_MLA_VERIFY_S:-45}" "$KT" verify --family mla_decode --seed "$SEED" "$@"; }
 step verify_v4_h64 v --shape LAYOUT=V4,HQ=64,TOPK=512,SQ=1 --m 1,3,8,64,128
 step verify_v4_h16_mtp v --shape LAYOUT=V4,HQ=16,TOPK=512,SQ=2 --m 1,3,8,64,128
 step verify_v32_h128 v --shape LAYOUT=V32,HQ=128,TOPK=2048,SQ=1 --m 1,3,8,64,128
@@ -59,8 +59,8 @@ step pair_v4_h16 pair LAYOUT=V4,HQ=16,TOPK=512,SQ=1 HPC=16,CHUNK=32,SPLIT=128,ST
 step pair_v4_h64 pair LAYOUT=V4,HQ=64,TOPK=512,SQ=1 HPC=16,CHUNK=64,SPLIT=1024,STAGES=2,WPM=8
 step pair_v32_h128 pair LAYOUT=V32,HQ=128,TOPK=2048,SQ=1 HPC=32,CHUNK=32,SPLIT=2048,STAGES=3,WPM=4
 for n in v4_h16 v4_h64 v32_h128; do cat "$LOGS/pair_$n.log"; done
-# B = 1 candidates beside the default: one chunk of 16 a CTA (SPLIT 16), and of 32 with 8 warps
-for c in PATH=2,CHUNK=16,SPLIT=16,WPM=8 PATH=2,CHUNK=32,SPLIT=32,WPM=8; do
+# B = 1 candidates beside the default: SPLIT 32 with 8 warps, and 4 or 2 chunks a CTA
+for c in PATH=2,CHUNK=32,SPLIT=32,WPM=8 PATH=2,CHUNK=32,SPLIT=128,WPM=8 PATH=2,CHUNK=32,SPLIT=64,WPM=8; do
     step "bench_b1_${c//[=,]/_}" timeout 30 "$KT" bench --family mla_decode --shape targets --m 1 --config "$c"
     tail -n 12 "$LOGS/bench_b1_${c//[=,]/_}.log"
 done
