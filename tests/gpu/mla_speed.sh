@@ -8,7 +8,7 @@
 #     candidates, then a short kt tune of them and the bench of its winners;
 #     a table of old / new / tuned against the roof (bytes / copy rate, flops / 650 TFLOP/s);
 #     KT_MLA_TUNE=0 skips the tune, KT_MLA_DRAWN=N draws N PATH 2 and 3 configs (6), KT_MLA_NCU_BY=S
-#     runs ncu only while the call is under S seconds (125);
+#     runs ncu only while the call is under S seconds (125), KT_MLA_VERIFY_S bounds each verify (45);
 # (c) kt profile --ncu of the new default at V4 HQ 16 B 64 and B 1 while the time allows.
 # Logs under $OUT/mla (or /tmp/kt-gpu-mla); a PASS/FAIL line per check; "N passed, N failed".
 #   usage: OUT=DIR tests/gpu/mla_speed.sh
