@@ -18,7 +18,7 @@ enum { D_LAYOUT, D_HQ, D_TOPK, D_SQ };
 enum { LAYOUT_V32, LAYOUT_V4 }; /* the LAYOUT category's values, in `layouts` order */
 static const char *const layouts[] = {"V32", "V4", NULL};
 enum { P_HPC, P_CHUNK, P_SPLIT, P_STAGES, P_PATH, P_WPM };
-enum { K_SPLIT_V32, K_SPLIT_V4, K_COMBINE, K_REF_V32, K_REF_V4, K_NAIVE_V32, K_NAIVE_V4 };
+enum { K_SPLIT_V32, K_SPLIT_V4, K_COMBINE, K_COMBINE_WIDE, K_REF_V32, K_REF_V4, K_NAIVE_V32, K_NAIVE_V4 };
 
 /* The ship arch's shared memory per block (kernels/common/kt_arch.h): a problem fits where it ships. */
 #define SMEM_LIMIT (kt_arch_limits_of(KT_SHIP_ARCH).smem_per_block)
@@ -40,11 +40,11 @@ static long queries(const kt_problem *p) { return p->m * p->dim[D_SQ]; }
 static int slots_of(const kt_problem *p) { return kt_mla_slots(layout_of(p), (int)p->dim[D_TOPK]); }
 
 /* The most splits a problem's partials buffer holds: MAX_CTAS CTAs of 16 heads, at most one
- * split per 32 slots. */
+ * split per 32 slots, and no more than the combine merges. */
 static long max_splits(const kt_problem *p) {
     long rows = queries(p) * (p->dim[D_HQ] / 16), by_ctas = (MAX_CTAS + rows - 1) / rows;
-    long by_slots = (slots_of(p) + 31) / 32;
-    return by_ctas < by_slots ? by_ctas : by_slots;
+    long by_slots = (slots_of(p) + 31) / 32, n = by_ctas < by_slots ? by_ctas : by_slots;
+    return n < KT_MLA_MAX_SPLITS ? n : KT_MLA_MAX_SPLITS;
 }
 
 /* ---------------------------------------------------------------- seeded inputs */
@@ -233,13 +233,16 @@ static int check_problem(const kt_problem *p, char *why, size_t n) {
     return 0;
 }
 
-/* Shared memory of a config for a layout (kernels/mla_decode.cu's lay<L>::SMEM). */
+/* Shared memory of a config for a layout (kernels/mla_decode.cu's lay<L>::SMEM): PATHs 2 and 3
+ * have no bf16 tile, and p's factors per scale tile instead. */
 static int smem_of(const kt_config *c, int layout) {
     const int *v = c->v;
-    int dqk = kt_mla_dqk(layout);
+    int dqk = kt_mla_dqk(layout), regs = v[P_PATH] >= 2;
     int raw_row = layout == KT_MLA_V32 ? KT_MLA_V32_TOKEN : KT_MLA_V4_DATA + 16;
-    return v[P_STAGES] * v[P_CHUNK] * raw_row + v[P_CHUNK] * (dqk * 2 + 16) + 4 * v[P_HPC] * (v[P_CHUNK] + 4) * 4 +
-           v[P_HPC] * (v[P_CHUNK] + 8) * 2 + v[P_HPC] * 4 + v[P_SPLIT] * 4;
+    int tile = regs ? 0 : v[P_CHUNK] * (dqk * 2 + 16);
+    int factors = regs ? kt_mla_nope(layout) / kt_mla_tile(layout) * v[P_CHUNK] * 2 : 0;
+    return v[P_STAGES] * v[P_CHUNK] * raw_row + tile + 4 * v[P_HPC] * (v[P_CHUNK] + 4) * 4 +
+           v[P_HPC] * (v[P_CHUNK] + 8) * 2 + factors + v[P_HPC] * 4 + v[P_SPLIT] * 4;
 }
 
 /* Threads of the split kernel: WPM warps per 16 heads. */
@@ -249,6 +252,10 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
     const int *v = c->v;
     if (v[P_SPLIT] % v[P_CHUNK])
         return snprintf(why, n, "SPLIT=%d is not whole chunks of %d", v[P_SPLIT], v[P_CHUNK]), -1;
+    if (v[P_PATH] >= 2 && v[P_STAGES] < 2)
+        return snprintf(why, n, "PATH=%d reads each chunk from the raw ring: STAGES=%d needs to be 2 or more",
+                        v[P_PATH], v[P_STAGES]),
+               -1;
     if (v[P_PATH] == 1 && !kt_arch_limits_of(arch).block_scaled_mma)
         return snprintf(why, n, "PATH=1 (the block-scaled mma) exists on sm_120a only, not %s", kt_arch_name(arch)), -1;
     /* q's fragments (36 registers at V3.2), the p . v sums (512 / WPM / 2) and ~60 more must fit
@@ -269,7 +276,7 @@ static int config_fits(const kt_config *c, const kt_problem *p) {
     long nsplit = (slots_of(p) + v[P_SPLIT] - 1) / v[P_SPLIT];
     /* PATH 1 takes V4's ue8m0 scales as the mma's block scales */
     return p->dim[D_HQ] % v[P_HPC] == 0 && nsplit <= max_splits(p) && smem_of(c, layout_of(p)) <= SMEM_LIMIT &&
-           (v[P_PATH] == 0 || layout_of(p) == KT_MLA_V4);
+           (v[P_PATH] != 1 || layout_of(p) == KT_MLA_V4);
 }
 
 static int hopeless(const kt_config *c, const kt_problem *p) {
@@ -279,21 +286,29 @@ static int hopeless(const kt_config *c, const kt_problem *p) {
            (v[P_STAGES] > 2 && v[P_STAGES] > v[P_SPLIT] / v[P_CHUNK]);
 }
 
-/* HPC 16 at small batches (more CTAs), 32 where the head groups alone fill the SMs; the
- * split the smallest that keeps the CTAs within about two per SM. */
+/* PATH 2 (no bf16 tile: three CTAs of 128 threads fit an SM); HPC 16 at small batches (more
+ * CTAs), 32 where the head groups alone fill the SMs; the split the smallest that keeps the
+ * CTAs within about three an SM (two at HPC 32: one of 256 threads fits an SM's registers); WPM
+ * 8 where the CTAs fit two of 256 threads an SM; a split of 16+ chunks of 32 in chunks of 64,
+ * or else with a third raw buffer, where it fits (the tuned winners on the H200, bench/NOTES.md
+ * fifteenth session). */
 static void default_for(const kt_problem *p, int sms, kt_config *c) {
     int *v = c->v;
     v[P_HPC] = p->dim[D_HQ] % 32 == 0 && queries(p) * p->dim[D_HQ] / 32 >= sms ? 32 : 16;
     v[P_CHUNK] = 32;
     v[P_STAGES] = 2;
-    v[P_PATH] = 0;
-    v[P_WPM] = 4;
-    long rows = queries(p) * (p->dim[D_HQ] / v[P_HPC]);
+    v[P_PATH] = 2;
+    long rows = queries(p) * (p->dim[D_HQ] / v[P_HPC]), ctas = (v[P_HPC] == 16 ? 3 : 2) * sms;
     v[P_SPLIT] = 32;
-    while (v[P_SPLIT] < 2048 && (rows * ((slots_of(p) + v[P_SPLIT] - 1) / v[P_SPLIT]) > 2 * sms ||
+    while (v[P_SPLIT] < 2048 && (rows * ((slots_of(p) + v[P_SPLIT] - 1) / v[P_SPLIT]) > ctas ||
                                  (slots_of(p) + v[P_SPLIT] - 1) / v[P_SPLIT] > max_splits(p)))
         v[P_SPLIT] *= 2;
-    if (smem_of(c, layout_of(p)) > SMEM_LIMIT) v[P_STAGES] = 1;
+    v[P_WPM] = v[P_HPC] == 16 && rows * ((slots_of(p) + v[P_SPLIT] - 1) / v[P_SPLIT]) <= 2 * sms ? 8 : 4;
+    if (v[P_SPLIT] < 16 * 32) return;
+    v[P_CHUNK] = 64;
+    if (smem_of(c, layout_of(p)) <= SMEM_LIMIT) return;
+    v[P_CHUNK] = 32, v[P_STAGES] = 3;
+    if (smem_of(c, layout_of(p)) > SMEM_LIMIT) v[P_STAGES] = 2;
 }
 
 /* ---------------------------------------------------------------- tensors and launch */
@@ -351,7 +366,9 @@ static int launch(const kt_launch *l) {
                              (unsigned)queries(p), (unsigned)threads_of(l->config),
                              (unsigned)smem_of(l->config, layout_of(p)), l->stream, args))
         return -1;
-    return kt_launch_kernel_pdl(l->mod, K_COMBINE, (unsigned)a.HQ, (unsigned)queries(p), 1, 128, 0, l->stream, args);
+    /* the wide combine (32 splits' sums in flight, 150 registers) where there are more than 8 */
+    return kt_launch_kernel_pdl(l->mod, a.nsplit > 8 ? K_COMBINE_WIDE : K_COMBINE, (unsigned)a.HQ, (unsigned)queries(p),
+                                1, 128, 0, l->stream, args);
 }
 
 static int launch_reference(const kt_launch *l, uint64_t ref) {
@@ -387,8 +404,9 @@ static double flops(const kt_problem *p) {
     return 2.0 * p->dim[D_HQ] * used_slots(p) * (kt_mla_dqk(layout_of(p)) + KT_MLA_DV);
 }
 
-static const char *const kernel_names[] = {"mla_split_v32",    "mla_split_v4",  "mla_combine",  "mla_reference_v32",
-                                           "mla_reference_v4", "mla_naive_v32", "mla_naive_v4", NULL};
+static const char *const kernel_names[] = {"mla_split_v32",    "mla_split_v4",      "mla_combine",
+                                           "mla_combine_wide", "mla_reference_v32", "mla_reference_v4",
+                                           "mla_naive_v32",    "mla_naive_v4",      NULL};
 /* TARGETS.md's cases: V3.2 at 128 and 16 heads, V4 at 64 and 16 heads (top-k 512 + window). */
 static const long target_shapes[][KT_MAX_DIMS] = {
     {LAYOUT_V32, 128, 2048, 1}, {LAYOUT_V32, 16, 2048, 1}, {LAYOUT_V4, 64, 512, 1}, {LAYOUT_V4, 16, 512, 1}};
@@ -410,10 +428,10 @@ const kt_family kt_family_mla_decode = {
                {"CHUNK", 3, {16, 32, 64}},
                {"SPLIT", 7, {32, 64, 128, 256, 512, 1024, 2048}},
                {"STAGES", 5, {1, 2, 3, 4, 6}},
-               {"PATH", 2, {0, 1}},
+               {"PATH", 4, {0, 1, 2, 3}},
                {"WPM", 2, {4, 8}}},
     .strata_params = 3,
-    .default_config = {{16, 32, 256, 2, 0, 4}},
+    .default_config = {{16, 32, 256, 2, 2, 4}},
     .target_shapes = target_shapes,
     .n_target_shapes = 4,
     KT_FAMILY_HOOKS,

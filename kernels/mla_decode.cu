@@ -8,10 +8,13 @@
 // writes unnormalised partial sums with their (max, sum) to the partials buffer; the combine
 // kernel, launched as a programmatic dependent, merges the splits by LSE. Inside a CTA the
 // slots go CHUNK at a time: all threads gather the chunk's token rows with cp.async into a
-// ring of STAGES raw buffers, dequantise the oldest into a bf16 tile (each token read once
-// for all HPC heads), and WPM (4 or 8) warps per 16 heads run bf16 mma.sync m16n8k16: q . k split
-// along the head dim (partial scores summed through shared memory), the online softmax by
-// 2 * WPM threads a head, then p . v split along the output dims.
+// ring of STAGES raw buffers (each token read once for all HPC heads), and WPM (4 or 8) warps
+// per 16 heads run bf16 mma.sync m16n8k16: q . k split along the head dim (partial scores summed
+// through shared memory), the online softmax by 2 * WPM threads a head, then p . v split along
+// the output dims. The B operands: PATH 2 (the default) converts the ring's codes in registers
+// (qk_regs, pv_regs), PATH 3 likewise with q . k's codes on the f16 mma; PATH 0 dequantises
+// the oldest buffer into a bf16 tile first; PATH 1 (sm_120a) takes q . k's codes on the
+// block-scaled e4m3 mma.
 #include "kt_device.cuh"
 #include "mla_layout.h"
 
@@ -29,7 +32,13 @@
 constexpr int HPC = KT_HPC, CHUNK = KT_CHUNK, SPLIT = KT_SPLIT, STAGES = KT_STAGES;
 // PATH 0: the portable path (bf16 mma.sync on the dequantised tile; sm_90 and sm_120). PATH 1
 // (sm_120a, V4 only): q . k's nope dims by the block-scaled e4m3 mma on the gathered codes.
-static_assert(KT_PATH == 0 || KT_PATH == 1, "PATH 0 or 1");
+// PATH 2 (portable): no tile; each warp turns the raw ring's codes into its bf16 mma B
+// fragments in registers (q . k by ldmatrix, p . v by ldmatrix.trans), the scales applied to
+// the q . k sums and folded into p: 40% less shared memory a CTA, one barrier less a chunk.
+// PATH 3: PATH 2 with q . k's codes as f16 (one cvt per two codes, exact) on the f16 mma, q
+// taken to f16 times a power of two per warp.
+static_assert(KT_PATH >= 0 && KT_PATH <= 3, "PATH 0, 1, 2 or 3");
+constexpr bool REGS = KT_PATH >= 2, F16_QK = KT_PATH == 3;
 constexpr int MF = HPC / 16;         // 16-head m-fragments per CTA
 constexpr int WPM = KT_WPM;          // warps per m-fragment: 4 or 8
 constexpr int KSPLIT = 4;            // q . k: the head dim in 4 slices...
@@ -43,6 +52,7 @@ static_assert(CPT >= 1 && CHUNK % (8 * TSPLIT) == 0, "the chunk covers every sof
 static_assert(HPC % 16 == 0 && HPC <= 64, "heads per CTA: 16, 32 or 64");
 static_assert(CHUNK % 16 == 0 && CHUNK <= 64 && SPLIT % CHUNK == 0, "chunks of 16-64 slots tile a split");
 static_assert(STAGES >= 1 && STAGES <= 6, "1-6 raw buffers");
+static_assert(!REGS || STAGES >= 2, "PATHs 2 and 3 read the chunk from the ring: 2+ raw buffers");
 
 // The layouts as compile-time constants: head dim, codes, scale tile, the raw row a token
 // takes in shared memory (V32: its 656 bytes; V4: 576 data bytes, then its 8 scale bytes).
@@ -54,23 +64,34 @@ template <int L> struct lay {
     static constexpr int RAW_ROW = L == KT_MLA_V32 ? KT_MLA_V32_TOKEN : KT_MLA_V4_DATA + 16;
     static constexpr int SCALE_AT = L == KT_MLA_V32 ? KT_MLA_V32_SCALE_AT : KT_MLA_V4_DATA;
     static constexpr int ROPE_AT = L == KT_MLA_V32 ? KT_MLA_V32_ROPE_AT : KT_MLA_V4_ROPE_AT;
+    static constexpr int TILES = NOPE / TILE;
     static constexpr int KT_LD = DQK * 2 + 16;  // bf16 tile row: an odd number of 16-byte units
     static constexpr int KSLICE = DQK / KSPLIT; // head dims of a warp's q . k
     static constexpr int KSTEPS = KSLICE / 16;
     static_assert(KSLICE % 16 == 0, "the head dim splits into 16-wide k-steps per warp");
-    // shared memory: raw ring | bf16 tile | partial scores [WPM][HPC][CHUNK+4] f32 |
-    // p [HPC][CHUNK+8] bf16 | the rescale factor per head | the split's slot ids
+    // shared memory: raw ring | bf16 tile (not PATH 2) | partial scores [WPM][HPC][CHUNK+4] f32 |
+    // p [HPC][CHUNK+8] bf16 | PATH 2: p's factors [TILES][CHUNK] bf16 | the rescale factor per
+    // head | the split's slot ids
     static constexpr int RAW_BYTES = STAGES * CHUNK * RAW_ROW;
-    static constexpr int TILE_BYTES = CHUNK * KT_LD;
+    static constexpr int TILE_BYTES = REGS ? 0 : CHUNK * KT_LD;
     static constexpr int SP_LD = CHUNK + 4, P_LD = CHUNK + 8;
     static constexpr int SP_BYTES = KSPLIT * HPC * SP_LD * 4;
     static constexpr int P_BYTES = HPC * P_LD * 2;
-    static constexpr int SMEM = RAW_BYTES + TILE_BYTES + SP_BYTES + P_BYTES + HPC * 4 + SPLIT * 4;
+    static constexpr int F_BYTES = REGS ? TILES * CHUNK * 2 : 0;
+    static constexpr int SMEM = RAW_BYTES + TILE_BYTES + SP_BYTES + P_BYTES + F_BYTES + HPC * 4 + SPLIT * 4;
 };
 
 // D = A(16x16 bf16, row) * B(16x8 bf16, col) + D, f32 accumulators.
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const kt_u32 (&a)[4], kt_u32 b0, kt_u32 b1) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// D = A(16x16 f16, row) * B(16x8 f16, col) + D, f32 accumulators.
+__device__ __forceinline__ void mma_f16(float (&d)[4], const kt_u32 (&a)[4], kt_u32 b0, kt_u32 b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                  "{%0,%1,%2,%3};\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
@@ -108,6 +129,13 @@ __device__ __forceinline__ float2 e4m3x2_to_f32(kt_u16 v) {
     return f;
 }
 
+// Two e4m3 codes (low byte first) -> f16x2, exactly.
+__device__ __forceinline__ kt_u32 e4m3x2_f16x2(kt_u16 v) {
+    kt_u32 h;
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(h) : "h"(v));
+    return h;
+}
+
 __device__ __forceinline__ kt_u32 bf16x2(float lo, float hi) {
     kt_u32 r;
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
@@ -133,16 +161,6 @@ __device__ __forceinline__ long slot_token(const kt_mla_args &a, int bs, int slo
     cache = (const kt_u8 *)a.kv;
     const int id = ((const int *)a.idx)[(long)bs * a.TOPK + slot], n = ((const int *)a.len)[b];
     return slot < n ? id : -1;
-}
-
-// Whether slots [lo, hi) of query bs hold any slot within its lists' lengths.
-template <int L> __device__ __forceinline__ bool any_in_length(const kt_mla_args &a, int bs, int lo, int hi) {
-    const int b = bs / a.SQ;
-    const int n1 = min(((const int *)a.len)[b], a.TOPK);
-    if (lo < n1) return true;
-    if (L != KT_MLA_V4) return false;
-    const int n2 = min(((const int *)a.len2)[b], KT_MLA_V4_WINDOW);
-    return hi > a.TOPK && lo < a.TOPK + n2;
 }
 
 // Starts the copies of the chunk whose slot ids are ids[0, CHUNK) into raw buffer dst; unused
@@ -174,12 +192,16 @@ template <int L> __device__ __forceinline__ void gather(const kt_mla_args &a, co
     }
 }
 
-// The scale of code group g (8 codes) of a raw row.
-template <int L> __device__ __forceinline__ float raw_scale(const kt_u8 *row, int g) {
+// The scale of scale tile `tile` of a raw row.
+template <int L> __device__ __forceinline__ float raw_tile_scale(const kt_u8 *row, int tile) {
     using T = lay<L>;
-    const int tile = g * 8 / T::TILE;
     if (L == KT_MLA_V32) return ((const float *)(row + T::SCALE_AT))[tile];
     return kt_mla_ue8m0(row[T::SCALE_AT + tile]);
+}
+
+// The scale of code group g (8 codes) of a raw row.
+template <int L> __device__ __forceinline__ float raw_scale(const kt_u8 *row, int g) {
+    return raw_tile_scale<L>(row, g * 8 / lay<L>::TILE);
 }
 
 // Raw chunk -> the bf16 tile [CHUNK][DQK]: codes times their scale, rope copied.
@@ -323,6 +345,271 @@ __device__ __forceinline__ void qk_partial_mx(const q_mx &f, const kt_u8 *raw, c
 }
 #endif
 
+// ---------------------------------------------------------------- PATH 2: fragments from the raw ring
+
+// PATH 2's power-of-two biases: a code's B operand is its value times 2^-120 (e4m3x2_bf16), q's
+// code dims are taken times 2^60 and its rope dims times 2^-60, p times the token's scale times
+// 2^60: every q . k and p . v sum is the true one times 2^-60, in f32's normal range.
+constexpr float BIAS = 1152921504606846976.f;                          // 2^60
+constexpr kt_u32 BF16X2_2P60 = 0x5d805d80u, BF16X2_2M60 = 0x21802180u; // bf16x2 2^60, 2^-60
+
+// Two e4m3 codes of w as bf16x2 of their values times 2^-120, exactly (subnormal codes too):
+// SEL (prmt) puts each chosen byte in a 16-bit lane with its sign replicated above it, << 4
+// lines e4m3's exponent and mantissa up under bf16's, the mask keeps them and the sign.
+template <kt_u32 SEL> __device__ __forceinline__ kt_u32 e4m3x2_bf16(kt_u32 w) {
+    kt_u32 x;
+    asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(x) : "r"(w), "r"(0u), "n"(SEL));
+    return (x << 4) & 0x87f087f0u;
+}
+constexpr kt_u32 SEL_01 = 0x9180, SEL_23 = 0xb3a2; // codes (0, 1), (2, 3) of a word
+constexpr kt_u32 SEL_02 = 0xa280, SEL_13 = 0xb391; // codes (0, 2), (1, 3)
+
+__device__ __forceinline__ kt_u32 bf16x2_mul(kt_u32 a, kt_u32 b) {
+    kt_u32 d;
+    asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+
+// The first head dim of k-step kk of slice ks in PATH 2, and whether it is a rope dim: V4 dims
+// 128 ks + 16 kk (slice 3's last four k-steps the rope); V32 scale tile ks's 128 dims, then
+// rope dims 512 + 16 ks.
+template <int L> __device__ __forceinline__ int regs_dim(int ks, int kk, bool &rope) {
+    const int d = L == KT_MLA_V32 && kk == 8 ? KT_MLA_V32_NOPE + 16 * ks : 128 * ks + 16 * kk;
+    rope = d >= lay<L>::NOPE;
+    return d;
+}
+
+// PATH 2's q A fragments of slice ks: code k-steps in the order ldmatrix gives the raw codes
+// (lane t: dims 4t..4t+3 of the 16 as k 2t, 2t+1, 2t+8, 2t+9), times 2^60; rope k-steps in
+// the plain order, times 2^-60. PATH 3's code k-steps are f16 instead, times 2^e with e making
+// the warp's largest |q| 2^13-2^14 (e <= 100: 2^e stays a normal f32); the returned factor, 2^(-e-60), takes their sums
+// to PATH 2's (1 in PATH 2).
+template <int L>
+__device__ __forceinline__ float load_q_regs(const kt_u16 *q16, int ks, kt_u32 (&qf)[lay<L>::KSTEPS][4]) {
+    using T = lay<L>;
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const kt_u32 *q = (const kt_u32 *)q16;
+    float amax = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < T::KSTEPS; kk++) {
+        bool rope;
+        const int d = regs_dim<L>(ks, kk, rope);
+        const int c0 = (d + (rope ? 2 * t : 4 * t)) / 2, c1 = c0 + (rope ? 4 : 1);
+        qf[kk][0] = q[g * T::DQK / 2 + c0];
+        qf[kk][1] = q[(g + 8) * T::DQK / 2 + c0];
+        qf[kk][2] = q[g * T::DQK / 2 + c1];
+        qf[kk][3] = q[(g + 8) * T::DQK / 2 + c1];
+#pragma unroll
+        for (int r = 0; r < 4 && F16_QK && !rope; r++)
+            amax = fmaxf(
+                amax, fmaxf(fabsf(__uint_as_float(qf[kk][r] << 16)), fabsf(__uint_as_float(qf[kk][r] & 0xffff0000u))));
+    }
+    for (int o = 16; o > 0 && F16_QK; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    const kt_u32 bits = __float_as_uint(amax);
+    const int e = amax > 0.f ? min(100, 14 - ((int)(bits >> 23) - 127 + ((bits & 0x7fffffu) != 0))) : 0;
+    const float up = __uint_as_float((kt_u32)(127 + e) << 23);
+#pragma unroll
+    for (int kk = 0; kk < T::KSTEPS; kk++) {
+        bool rope;
+        regs_dim<L>(ks, kk, rope);
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            if (F16_QK && !rope) {
+                const float lo = __uint_as_float(qf[kk][r] << 16) * up,
+                            hi = __uint_as_float(qf[kk][r] & 0xffff0000u) * up;
+                asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(qf[kk][r]) : "f"(hi), "f"(lo));
+            } else {
+                qf[kk][r] = bf16x2_mul(qf[kk][r], rope ? BF16X2_2M60 : BF16X2_2P60);
+            }
+        }
+    }
+    return F16_QK ? __uint_as_float((kt_u32)max(1, min(254, 127 - e - 60)) << 23) : 1.f;
+}
+
+// PATH 2's q . k partial scores (times 2^-60) of this warp's slice for its token group, into
+// sp: per 8 tokens and 64 dims one ldmatrix.x4 of the raw rows, converted in registers; each
+// scale tile's sums times the tokens' scale; rope dims straight from the rows. Two groups of 8
+// tokens at a time: both groups' rows are loaded first and the k-steps are the outer loop, so
+// that their mma chains interleave (more would spill at WPM 4); the first block's sums go to
+// sp, the second's are added.
+template <int L>
+__device__ __forceinline__ void qk_regs(const kt_u32 (&qf)[lay<L>::KSTEPS][4], float fq, const kt_u8 *raw, float *sp,
+                                        int mf, int ks, int tg) {
+    using T = lay<L>;
+    constexpr int NF = CHUNK / 8 / TSPLIT, NG = NF < 2 ? NF : 2;
+    static_assert(NF % NG == 0, "pairs of token groups");
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, nf0 = tg * NF;
+    const kt_u32 base = kt_smem_addr(raw) + (nf0 * 8 + (lane & 7)) * T::RAW_ROW + (lane >> 3) * 16;
+#pragma unroll
+    for (int blk = 0; blk < 2; blk++) { // 64 dims: 4 k-steps
+        bool rope;
+        const int d = regs_dim<L>(ks, 4 * blk, rope);
+#pragma unroll
+        for (int n = 0; n < NF; n += NG) {
+            float v[NG][4];
+            kt_u32 w[NG][4];
+#pragma unroll
+            for (int u = 0; u < NG; u++) v[u][0] = v[u][1] = v[u][2] = v[u][3] = 0.f;
+            const kt_u32 rows = base + n * 8 * T::RAW_ROW;
+            if (rope) { // V4's slice 3: the bf16 rope dims, 32 at a time
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+#pragma unroll
+                    for (int u = 0; u < NG; u++)
+                        kt_ldmatrix_x4(rows + u * 8 * T::RAW_ROW + T::ROPE_AT + h * 64, w[u][0], w[u][1], w[u][2],
+                                       w[u][3]);
+#pragma unroll
+                    for (int i = 0; i < 2; i++)
+#pragma unroll
+                        for (int u = 0; u < NG; u++)
+                            mma_bf16(v[u], qf[4 * blk + 2 * h + i], w[u][2 * i], w[u][2 * i + 1]);
+                }
+            } else {
+#pragma unroll
+                for (int u = 0; u < NG; u++)
+                    kt_ldmatrix_x4(rows + u * 8 * T::RAW_ROW + d, w[u][0], w[u][1], w[u][2], w[u][3]);
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+#pragma unroll
+                    for (int u = 0; u < NG; u++)
+                        if (F16_QK)
+                            mma_f16(v[u], qf[4 * blk + i], e4m3x2_f16x2((kt_u16)w[u][i]),
+                                    e4m3x2_f16x2((kt_u16)(w[u][i] >> 16)));
+                        else
+                            mma_bf16(v[u], qf[4 * blk + i], e4m3x2_bf16<SEL_01>(w[u][i]), e4m3x2_bf16<SEL_23>(w[u][i]));
+#pragma unroll
+                for (int u = 0; u < NG; u++) {
+                    const kt_u8 *r0 = raw + ((nf0 + n + u) * 8 + 2 * t) * T::RAW_ROW; // columns 2t, 2t + 1
+                    const float c0 = raw_tile_scale<L>(r0, d / T::TILE) * fq;
+                    const float c1 = raw_tile_scale<L>(r0 + T::RAW_ROW, d / T::TILE) * fq;
+                    v[u][0] *= c0, v[u][1] *= c1, v[u][2] *= c0, v[u][3] *= c1;
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < NG; u++) {
+                if (L == KT_MLA_V32 && blk == 1) { // the slice's 16 rope dims
+                    kt_ldmatrix_x2(rows + u * 8 * T::RAW_ROW + T::ROPE_AT + 32 * ks, w[u][0], w[u][1]);
+                    mma_bf16(v[u], qf[T::KSTEPS - 1], w[u][0], w[u][1]);
+                }
+                float2 *o0 = (float2 *)(sp + (mf * 16 + g) * T::SP_LD + (nf0 + n + u) * 8 + 2 * t),
+                       *o1 = o0 + 4 * T::SP_LD;
+                if (blk == 1) {
+                    const float2 a0 = *o0, a1 = *o1;
+                    v[u][0] += a0.x, v[u][1] += a0.y, v[u][2] += a1.x, v[u][3] += a1.y;
+                }
+                *o0 = make_float2(v[u][0], v[u][1]);
+                *o1 = make_float2(v[u][2], v[u][3]);
+            }
+        }
+    }
+}
+
+// PATH 2: p's factor of each token and scale tile of the chunk, bf16 [TILES][CHUNK]: the
+// token's scale times 2^60 (V4: 2^(e - 127) * 2^60 by its exponent bits, e <= 194).
+template <int L> __device__ __forceinline__ void chunk_factors(const kt_u8 *raw, kt_u16 *fs) {
+    using T = lay<L>;
+    for (int i = threadIdx.x; i < T::TILES * CHUNK; i += THREADS) {
+        const kt_u8 *row = raw + (i % CHUNK) * T::RAW_ROW;
+        const int tile = i / CHUNK;
+        fs[i] = L == KT_MLA_V4 ? (kt_u16)((row[T::SCALE_AT + tile] + 60) << 7)
+                               : kt_f32_to_bf16(raw_tile_scale<L>(row, tile) * BIAS);
+    }
+}
+
+// The p . v sums rescaled by their rows' factor before a chunk adds to them.
+__device__ __forceinline__ void rescale(float (&acc)[DPW / 8][4], const float *alpha, int mf) {
+    const int g = (threadIdx.x & 31) >> 2;
+    const float f0 = alpha[mf * 16 + g], f1 = alpha[mf * 16 + g + 8];
+#pragma unroll
+    for (int nf = 0; nf < DPW / 8; nf++) {
+        acc[nf][0] *= f0;
+        acc[nf][1] *= f0;
+        acc[nf][2] *= f1;
+        acc[nf][3] *= f1;
+    }
+}
+
+// PATH 2's p . v over the chunk: 16 heads x DPW output dims in 64-dim segments. Per 16 tokens
+// and 32 dims one ldmatrix.x4.trans of the raw rows gives each lane two tokens' codes of dims
+// 2g and 2g + 1: the B fragments of an even-dims and an odd-dims n-fragment (sums [4 * sg + q]
+// hold dims 32 h + 16 (q / 2) + 4t + (q % 2) + {0, 2} of segment sg's half h); p's A fragment
+// is taken times the tokens' factors for the segment's tile (V4's rope dims: times 2^-60).
+template <int L>
+__device__ __forceinline__ void pv_regs(float (&acc)[DPW / 8][4], const kt_u8 *raw, const kt_u16 *p, const kt_u16 *fs,
+                                        const float *alpha, int mf, int ds) {
+    using T = lay<L>;
+    const int lane = threadIdx.x & 31, t = lane & 3, mat = lane >> 3;
+    rescale(acc, alpha, mf);
+    const kt_u32 pa = kt_smem_addr(p) + (mf * 16 + (mat & 1) * 8 + (lane & 7)) * T::P_LD * 2 + (mat >> 1) * 16;
+    const kt_u32 va = kt_smem_addr(raw) + ((mat & 1) * 8 + (lane & 7)) * T::RAW_ROW + (mat >> 1) * 16;
+#pragma unroll
+    for (int kk = 0; kk < CHUNK / 16; kk++) {
+        kt_u32 af[4];
+        kt_ldmatrix_x4(pa + kk * 32, af[0], af[1], af[2], af[3]);
+        const kt_u32 rows = va + kk * 16 * T::RAW_ROW;
+#pragma unroll
+        for (int sg = 0; sg < DPW / 64; sg++) {
+            const int d = ds * DPW + sg * 64;
+            float(*o)[4] = acc + sg * 8;
+            if (d >= T::NOPE) { // V4's rope dims: bf16 values
+                const kt_u32 a[4] = {bf16x2_mul(af[0], BF16X2_2M60), bf16x2_mul(af[1], BF16X2_2M60),
+                                     bf16x2_mul(af[2], BF16X2_2M60), bf16x2_mul(af[3], BF16X2_2M60)};
+#pragma unroll
+                for (int nf = 0; nf < 8; nf += 2) {
+                    kt_u32 b0, b1, b2, b3;
+                    ldmatrix_x4_trans(rows + T::ROPE_AT + nf * 16, b0, b1, b2, b3);
+                    mma_bf16(o[nf], a, b0, b1);
+                    mma_bf16(o[nf + 1], a, b2, b3);
+                }
+                continue;
+            }
+            const kt_u16 *f = fs + d / T::TILE * CHUNK + kk * 16 + 2 * t;
+            const kt_u32 f01 = *(const kt_u32 *)f, f89 = *(const kt_u32 *)(f + 8);
+            const kt_u32 a[4] = {bf16x2_mul(af[0], f01), bf16x2_mul(af[1], f01), bf16x2_mul(af[2], f89),
+                                 bf16x2_mul(af[3], f89)};
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                kt_u32 r[4];
+                ldmatrix_x4_trans(rows + d + h * 32, r[0], r[1], r[2], r[3]);
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    const kt_u32 lo = r[q / 2 * 2], hi = r[q / 2 * 2 + 1];
+                    if (q % 2 == 0)
+                        mma_bf16(o[4 * h + q], a, e4m3x2_bf16<SEL_02>(lo), e4m3x2_bf16<SEL_02>(hi));
+                    else
+                        mma_bf16(o[4 * h + q], a, e4m3x2_bf16<SEL_13>(lo), e4m3x2_bf16<SEL_13>(hi));
+                }
+            }
+        }
+    }
+}
+
+// PATH 2's p . v sums (times 2^60) into the CTA's partial rows at row0 (head mf * 16 + g's):
+// 16 bytes a store, in pv_regs's dim order.
+template <int L>
+__device__ __forceinline__ void write_regs(const float (&acc)[DPW / 8][4], float *row0, long row_stride, int ds) {
+    const int t = threadIdx.x & 3;
+#pragma unroll
+    for (int sg = 0; sg < DPW / 64; sg++) {
+        const int d = ds * DPW + sg * 64;
+        const float(*o)[4] = acc + sg * 8;
+#pragma unroll
+        for (int nf = 0; nf < 8; nf++) {
+            if (d >= lay<L>::NOPE) { // the rope dims' plain order
+                float *r = row0 + d + nf * 8 + 2 * t;
+                *(float2 *)r = make_float2(o[nf][0] * BIAS, o[nf][1] * BIAS);
+                *(float2 *)(r + 8 * row_stride) = make_float2(o[nf][2] * BIAS, o[nf][3] * BIAS);
+                continue;
+            }
+            if (nf % 2) continue; // written with its even partner
+            const float *e = o[nf], *od = o[nf + 1];
+            float *r = row0 + d + (nf / 4) * 32 + (nf / 2 % 2) * 16 + 4 * t;
+            *(float4 *)r = make_float4(e[0] * BIAS, od[0] * BIAS, e[1] * BIAS, od[1] * BIAS);
+            *(float4 *)(r + 8 * row_stride) = make_float4(e[2] * BIAS, od[2] * BIAS, e[3] * BIAS, od[3] * BIAS);
+        }
+    }
+}
+
 // Thread (head row, sub) of the online softmax over the chunk (TPR threads a row): sums the
 // partial scores of its CPT columns, updates the row's running max m and sum l (log2 domain), writes p as bf16 and
 // the factor the row's accumulators are rescaled by.
@@ -331,7 +618,7 @@ __device__ __forceinline__ void softmax_chunk(const int *ids, const float *sp, k
                                               float &l) {
     using T = lay<L>;
     const int row = threadIdx.x / TPR, sub = threadIdx.x % TPR;
-    const float scale = kt_mla_sm_scale(L) * 1.4426950408889634f;
+    const float scale = kt_mla_sm_scale(L) * 1.4426950408889634f * (REGS ? BIAS : 1.f); // PATH 2: sums x 2^-60
     float s[CPT], cmax = -INFINITY;
 #pragma unroll
     for (int j = 0; j < CPT; j++) {
@@ -366,15 +653,8 @@ template <int L>
 __device__ __forceinline__ void pv_chunk(float (&acc)[DPW / 8][4], const kt_u8 *tile, const kt_u16 *p,
                                          const float *alpha, int mf, int ds) {
     using T = lay<L>;
-    const int lane = threadIdx.x & 31, g = lane >> 2, mat = lane >> 3;
-    const float f0 = alpha[mf * 16 + g], f1 = alpha[mf * 16 + g + 8];
-#pragma unroll
-    for (int nf = 0; nf < DPW / 8; nf++) {
-        acc[nf][0] *= f0;
-        acc[nf][1] *= f0;
-        acc[nf][2] *= f1;
-        acc[nf][3] *= f1;
-    }
+    const int lane = threadIdx.x & 31, mat = lane >> 3;
+    rescale(acc, alpha, mf);
     const kt_u32 pa = kt_smem_addr(p) + (mf * 16 + (mat & 1) * 8 + (lane & 7)) * T::P_LD * 2 + (mat >> 1) * 16;
     const kt_u32 va = kt_smem_addr(tile) + ((mat & 1) * 8 + (lane & 7)) * T::KT_LD + (ds * DPW + (mat >> 1) * 8) * 2;
 #pragma unroll
@@ -391,14 +671,37 @@ __device__ __forceinline__ void pv_chunk(float (&acc)[DPW / 8][4], const kt_u8 *
     }
 }
 
+// PATH 2's chunk c: once chunk c has landed and every warp is done with chunk c - 1, the gather
+// of chunk c + STAGES - 1 into c - 1's buffer, p's factors, q . k from the ring, the softmax,
+// p . v from the ring (three barriers a chunk).
+template <int L>
+__device__ __forceinline__ void regs_chunk(const kt_mla_args &a, const int *ids, kt_u8 *raw, float *sp, kt_u16 *p,
+                                           kt_u16 *fs, float *alpha, const kt_u32 (&qf)[lay<L>::KSTEPS][4], float fq,
+                                           float (&acc)[DPW / 8][4], float &m, float &l, int c, int chunks) {
+    using T = lay<L>;
+    const int warp = threadIdx.x >> 5, mf = warp / WPM, wi = warp % WPM, ks = wi % KSPLIT, tg = wi / KSPLIT;
+    kt_cp_async_wait<REGS ? STAGES - 2 : 0>();
+    __syncthreads();
+    const int next = c + STAGES - 1;
+    if (next < chunks) gather<L>(a, ids + next * CHUNK, raw + (next % STAGES) * CHUNK * T::RAW_ROW);
+    kt_cp_async_commit();
+    const kt_u8 *buf = raw + (c % STAGES) * CHUNK * T::RAW_ROW;
+    chunk_factors<L>(buf, fs);
+    qk_regs<L>(qf, fq, buf, sp + ks * HPC * T::SP_LD, mf, ks, tg);
+    __syncthreads();
+    softmax_chunk<L>(ids + c * CHUNK, sp, p, alpha, m, l);
+    __syncthreads();
+    pv_regs<L>(acc, buf, p, fs, alpha, mf, wi);
+}
+
 // The split kernel's body for layout L.
 template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args &a) {
     using T = lay<L>;
     extern __shared__ __align__(128) kt_u8 smem[];
     kt_u8 *raw = smem, *tile = smem + T::RAW_BYTES;
     float *sp = (float *)(tile + T::TILE_BYTES);
-    kt_u16 *p = (kt_u16 *)((kt_u8 *)sp + T::SP_BYTES);
-    float *alpha = (float *)((kt_u8 *)p + T::P_BYTES);
+    kt_u16 *p = (kt_u16 *)((kt_u8 *)sp + T::SP_BYTES), *fs = (kt_u16 *)((kt_u8 *)p + T::P_BYTES);
+    float *alpha = (float *)((kt_u8 *)fs + T::F_BYTES);
     int *ids = (int *)(alpha + HPC);
     const int split = blockIdx.x, h0 = blockIdx.y * HPC, bs = blockIdx.z;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -411,14 +714,15 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
     kt_wait_producer(); // q and the index lists come from the kernels before
     kt_allow_consumer();
     float m = -INFINITY, l = 0.f;
-    if (any_in_length<L>(a, bs, begin, end)) {
+    int used = 0; // the split's slot ids, each entry loaded with its list's length (one round trip)
 #pragma unroll 4
-        for (int j = threadIdx.x; j < SPLIT; j += THREADS) {
-            const kt_u8 *cache;
-            const long id = begin + j < end ? slot_token<L>(a, bs, begin + j, cache) : -1;
-            ids[j] = id < 0 ? -1 : (int)id | (L == KT_MLA_V4 && begin + j >= a.TOPK ? WINDOW_BIT : 0);
-        }
-        __syncthreads();
+    for (int j = threadIdx.x; j < SPLIT; j += THREADS) {
+        const kt_u8 *cache;
+        const long id = begin + j < end ? slot_token<L>(a, bs, begin + j, cache) : -1;
+        ids[j] = id < 0 ? -1 : (int)id | (L == KT_MLA_V4 && begin + j >= a.TOPK ? WINDOW_BIT : 0);
+        used |= id >= 0;
+    }
+    if (__syncthreads_or(used)) {
         // q's A fragments of this warp's 16 heads and head-dim slice, kept in registers
         const kt_u16 *q16 = (const kt_u16 *)a.q + ((long)bs * a.HQ + h0 + mf * 16) * T::DQK;
 #if KT_PATH == 1
@@ -427,8 +731,9 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
 #endif
         kt_u32 qf[T::KSTEPS][4];
         const kt_u32 *q = (const kt_u32 *)q16;
+        const float fq = REGS ? load_q_regs<L>(q16, ks, qf) : 1.f;
 #pragma unroll
-        for (int kk = 0; kk < T::KSTEPS && !MX; kk++) {
+        for (int kk = 0; kk < T::KSTEPS && !MX && !REGS; kk++) {
             const int c = (ks * T::KSLICE + kk * 16 + 2 * t) / 2;
             qf[kk][0] = q[g * T::DQK / 2 + c];
             qf[kk][1] = q[(g + 8) * T::DQK / 2 + c];
@@ -444,7 +749,9 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
             if (c < chunks) gather<L>(a, ids + c * CHUNK, raw + c * CHUNK * T::RAW_ROW);
             kt_cp_async_commit();
         }
-        for (int c = 0; c < chunks; c++) {
+        for (int c = 0; c < chunks && REGS; c++)
+            regs_chunk<L>(a, ids, raw, sp, p, fs, alpha, qf, fq, acc, m, l, c, chunks);
+        for (int c = 0; c < chunks && !REGS; c++) {
             const int next = c + STAGES - 1;
             if (next < chunks) gather<L>(a, ids + next * CHUNK, raw + (next % STAGES) * CHUNK * T::RAW_ROW);
             kt_cp_async_commit();
@@ -464,8 +771,10 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
             pv_chunk<L>(acc, tile, p, alpha, mf, wi);
         }
         // (the combine reads a row's sums only where its l > 0)
+        if (REGS)
+            write_regs<L>(acc, part + (prow + (long)(mf * 16 + g) * a.nsplit) * KT_MLA_DV, a.nsplit * KT_MLA_DV, wi);
 #pragma unroll
-        for (int nf = 0; nf < DPW / 8; nf++) {
+        for (int nf = 0; nf < DPW / 8 && !REGS; nf++) {
             const int d = wi * DPW + nf * 8 + 2 * t;
             float *r0 = part + (prow + (long)(mf * 16 + g) * a.nsplit) * KT_MLA_DV + d;
             *(float2 *)r0 = make_float2(acc[nf][0], acc[nf][1]);
@@ -477,51 +786,73 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
     if (threadIdx.x % TPR == 0) *(float2 *)(ml + (prow + (long)row * a.nsplit) * 2) = make_float2(m, l);
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_split_v32(const kt_mla_args a) {
+// PATH 2's shared memory leaves room for several CTAs an SM: the registers are budgeted so that
+// they do not stop it (168 a thread at WPM 4: 3 CTAs of 128 threads; 128 at WPM 8: 2 of 256;
+// fewer spill).
+constexpr int MIN_CTAS = REGS ? 65536 / (THREADS * (WPM == 4 ? 168 : 128)) : 1;
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS) mla_split_v32(const kt_mla_args a) {
     split_kernel<KT_MLA_V32>(a);
 }
-extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_split_v4(const kt_mla_args a) {
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS) mla_split_v4(const kt_mla_args a) {
     split_kernel<KT_MLA_V4>(a);
 }
 
 // Merges the splits of head row (bs, h) by LSE into out and lse, with V4's sink. Block: 128
-// threads, 4 output dims each; grid (HQ, B * SQ). The splits' (m, l) are loaded by one
-// thread each into shared memory first, so no thread waits on a chain of dependent loads.
+// threads, 4 output dims each; grid (HQ, B * SQ). Every warp reduces the splits' (m, l) itself
+// (lane k holds splits k, k + 32, ...) while the first G splits' partial sums are in flight, and
+// a split's weight reaches the lanes by a shuffle: no barrier, no load waiting on another. G 8
+// (few registers: a wave of CTAs at large B) or 32 (many splits at small B: fewer round trips).
 // Launched as a programmatic dependent of the split kernel.
-constexpr int COMBINE_MAX_SPLITS = 128;
-extern "C" __global__ void __launch_bounds__(128) mla_combine(const kt_mla_args a) {
-    __shared__ float w[COMBINE_MAX_SPLITS], red[2][4];
-    const int h = blockIdx.x, bs = blockIdx.y, tid = threadIdx.x, d = tid * 4;
+constexpr int ML_PER_LANE = KT_MLA_MAX_SPLITS / 32;
+
+// Split k0 + i's partial sums of this thread's 4 dims (zeros past the last split); a split
+// without slots left them unwritten: its weight 0 discards them.
+template <int G> __device__ __forceinline__ void load_partials(float4 (&v)[G], const float *row, int k0, int nsplit) {
+#pragma unroll
+    for (int i = 0; i < G; i++)
+        v[i] = k0 + i < nsplit ? *(const float4 *)(row + (long)(k0 + i) * KT_MLA_DV) : make_float4(0.f, 0.f, 0.f, 0.f);
+}
+
+template <int G> __device__ __forceinline__ void combine_row(const kt_mla_args &a) {
+    static_assert(32 % G == 0, "a group's weights lie in one register of the lanes");
+    const int h = blockIdx.x, bs = blockIdx.y, lane = threadIdx.x & 31, d = threadIdx.x * 4;
     const float *part = (const float *)a.part;
     const float *ml = part + (long)a.B * a.SQ * a.HQ * a.nsplit * KT_MLA_DV;
     const long row = ((long)bs * a.HQ + h) * a.nsplit;
+    const float *sums = part + row * KT_MLA_DV + d;
     kt_wait_producer();
-    // thread k < nsplit: split k's max (-inf where it saw no slot) and sum
-    float mk = -INFINITY, lk = 0.f;
-    if (tid < a.nsplit) {
-        const float2 v = *(const float2 *)(ml + (row + tid) * 2);
-        if (v.y > 0.f) mk = v.x, lk = v.y;
+    float4 v[G];
+    load_partials<G>(v, sums, 0, a.nsplit);
+    // w[i]: split lane + 32 i's weight 2^(m - max) (0 where it saw no slot), l[i] its sum
+    float w[ML_PER_LANE], l[ML_PER_LANE], mx = -INFINITY, sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < ML_PER_LANE; i++) {
+        const int k = lane + 32 * i;
+        const float2 m2 = k < a.nsplit ? *(const float2 *)(ml + (row + k) * 2) : make_float2(0.f, 0.f);
+        w[i] = m2.y > 0.f ? m2.x : -INFINITY, l[i] = m2.y > 0.f ? m2.y : 0.f;
+        mx = fmaxf(mx, w[i]);
     }
-    float mx = mk;
     for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-    if ((tid & 31) == 0) red[0][tid >> 5] = mx;
-    __syncthreads();
-    mx = fmaxf(fmaxf(red[0][0], red[0][1]), fmaxf(red[0][2], red[0][3]));
-    const float wk = lk > 0.f ? exp2f(mk - mx) : 0.f;
-    float sum = wk * lk;
-    for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    if ((tid & 31) == 0) red[1][tid >> 5] = sum;
-    if (tid < a.nsplit) w[tid] = wk;
-    __syncthreads();
-    sum = red[1][0] + red[1][1] + red[1][2] + red[1][3];
-    float o[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll 4
-    for (int k = 0; k < a.nsplit; k++) {
-        const float wk2 = w[k];
-        if (wk2 == 0.f) continue; // a split without slots left its sums unwritten
-        const float4 v = *(const float4 *)(part + (row + k) * KT_MLA_DV + d);
-        o[0] += wk2 * v.x, o[1] += wk2 * v.y, o[2] += wk2 * v.z, o[3] += wk2 * v.w;
+#pragma unroll
+    for (int i = 0; i < ML_PER_LANE; i++) {
+        w[i] = l[i] > 0.f ? exp2f(w[i] - mx) : 0.f;
+        sum += w[i] * l[i];
     }
+    for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    float o[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int q = 0; q < ML_PER_LANE; q++) // splits 32 q ...: their weights are the lanes' w[q]
+#pragma unroll
+        for (int g0 = 0; g0 < 32; g0 += G) { // ... G at a time
+            if (32 * q + g0 >= a.nsplit) break;
+            if (q || g0) load_partials<G>(v, sums, 32 * q + g0, a.nsplit);
+#pragma unroll
+            for (int i = 0; i < G; i++) {
+                const float wi = __shfl_sync(0xffffffffu, w[q], g0 + i);
+                o[0] += wi == 0.f ? 0.f : wi * v[i].x, o[1] += wi == 0.f ? 0.f : wi * v[i].y;
+                o[2] += wi == 0.f ? 0.f : wi * v[i].z, o[3] += wi == 0.f ? 0.f : wi * v[i].w;
+            }
+        }
     const int b = bs / a.SQ, s = bs % a.SQ;
     float lse = INFINITY, f = 0.f;
     if (sum > 0.f) {
@@ -531,8 +862,11 @@ extern "C" __global__ void __launch_bounds__(128) mla_combine(const kt_mla_args 
     }
     kt_u16 *out = (kt_u16 *)a.out + ((long)bs * a.HQ + h) * KT_MLA_DV + d;
     *(uint2 *)out = make_uint2(bf16x2(o[0] * f, o[1] * f), bf16x2(o[2] * f, o[3] * f));
-    if (tid == 0) ((float *)a.lse)[((long)b * a.HQ + h) * a.SQ + s] = lse;
+    if (threadIdx.x == 0) ((float *)a.lse)[((long)b * a.HQ + h) * a.SQ + s] = lse;
 }
+
+extern "C" __global__ void __launch_bounds__(128) mla_combine(const kt_mla_args a) { combine_row<8>(a); }
+extern "C" __global__ void __launch_bounds__(128) mla_combine_wide(const kt_mla_args a) { combine_row<32>(a); }
 
 // ---------------------------------------------------------------- references and baseline
 

@@ -28,6 +28,7 @@
 #define KT_MLA_DV 512          /* V width of both layouts (the output's row) */
 #define KT_MLA_V4_WINDOW 128   /* V4's sliding-window cache: the last 128 raw tokens */
 #define KT_MLA_MIN_SCALE 1e-4f /* FlashMLA's clamp of amax / 448 before the ue8m0 rounding */
+#define KT_MLA_MAX_SPLITS 128  /* the splits of a query's slots the combine kernel merges */
 
 /* The layout codes the kernels take (the problem's LAYOUT=V32 or LAYOUT=V4 category). */
 #define KT_MLA_V32 32

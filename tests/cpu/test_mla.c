@@ -125,8 +125,8 @@ KT_TEST(mla_reference_special_rows) {
 }
 
 /* The sm_120a path (PATH=1) compiles and its SASS holds the block-scaled e4m3 mma
- * (QMMA.SF ... E4M3.E4M3.E8), with no spills; the portable build for sm_120 has none of it
- * and no spills either; PATH=1 is refused on sm_120 and sm_90 and on V3.2's f32 scales (two
+ * (QMMA.SF ... E4M3.E4M3.E8), with no spills; the portable builds for sm_120 (PATH 0, 2, 3)
+ * have none of it and no spills either; PATH=1 is refused on sm_120 and sm_90 and on V3.2's f32 scales (two
  * mla_decode builds: make test-all). */
 KT_TEST_SLOW(mla_sm120a_path_has_block_scaled_mma) {
     const kt_family *f = kt_family_find("mla_decode");
@@ -144,16 +144,20 @@ KT_TEST_SLOW(mla_sm120a_path_has_block_scaled_mma) {
     EXPECT(f->check_config(&c, 120, why, sizeof why) == -1 && strstr(why, "sm_120a"));
     EXPECT(f->check_config(&c, 90, why, sizeof why) == -1);
     EXPECT(f->check_config(&c, 1201, why, sizeof why) == 0);
+    EXPECT(kt_parse_config(f, "PATH=2,STAGES=1", &c) == 0); /* PATH 2 reads the chunk from the ring */
+    EXPECT(f->check_config(&c, 90, why, sizeof why) == -1 && strstr(why, "STAGES"));
+    EXPECT(kt_parse_config(f, "PATH=1", &c) == 0);
     kt_problem v32, v4;
     EXPECT(kt_parse_shape(f, "LAYOUT=V32,HQ=16,TOPK=2048,SQ=1", &v32) == 0 &&
            kt_parse_shape(f, "LAYOUT=V4,HQ=16,TOPK=512,SQ=1", &v4) == 0);
     v32.m = v4.m = 1;
     EXPECT(!f->config_fits(&c, &v32) && f->config_fits(&c, &v4));
     const char *want[2] = {"QMMA.SF.16832.F32.E4M3.E4M3.E8", NULL};
-    for (int path = 1; path >= 0 && tool[0]; path--) {
-        EXPECT(kt_parse_config(f, path ? "PATH=1" : "PATH=0", &c) == 0);
+    for (int path = 3; path >= 0 && tool[0]; path--) {
+        const char *configs[] = {"PATH=0", "PATH=1", "PATH=2", "PATH=3"};
+        EXPECT(kt_parse_config(f, configs[path], &c) == 0);
         kt_cubin cubin;
-        int arch = path ? 1201 : 120;
+        int arch = path == 1 ? 1201 : 120;
         EXPECT(kt_compile(f, &c, arch, &cubin) == 0);
         EXPECT(cubin.report.spill_bytes == 0);
         char file[] = "/tmp/kt_mla_sass_XXXXXX", cmd[1024], line[512];
@@ -166,16 +170,17 @@ KT_TEST_SLOW(mla_sm120a_path_has_block_scaled_mma) {
             if (fgets(line, sizeof line, p)) qmma = atol(line);
             pclose(p);
         }
-        snprintf(cmd, sizeof cmd, "'%s' -sass '%s' | grep -c '%s'", tool, file, path ? want[0] : "HMMA.16816.F32.BF16");
+        snprintf(cmd, sizeof cmd, "'%s' -sass '%s' | grep -c '%s'", tool, file,
+                 path == 1 ? want[0] : "HMMA.16816.F32.BF16");
         long hits = -1;
         if ((p = popen(cmd, "r"))) {
             if (fgets(line, sizeof line, p)) hits = atol(line);
             pclose(p);
         }
-        if (path)
+        if (path == 1)
             EXPECT(qmma > 0 && hits > 0); /* the split kernel's q . k on the block-scaled mma */
         else
-            EXPECT(qmma == 0 && hits > 0); /* the portable build: bf16 mma only */
+            EXPECT(qmma == 0 && hits > 0); /* the portable builds (PATH 0, 2, 3): bf16 (and f16) mma only */
         unlink(file);
         kt_cubin_free(&cubin);
     }
