@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { P_TM, P_TN, P_WN, P_WK, P_RING, P_SPLIT, P_NATIVE };
+enum { P_TM, P_TN, P_WN, P_WK, P_RING, P_SPLIT, P_NATIVE, P_WIDE, P_BF16 };
 /* Kernels: the grouped GEMM per (format, stage), then the float64 references. */
 enum { K_FP8_GATEUP, K_FP8_DOWN, K_MXFP4_GATEUP, K_MXFP4_DOWN, K_REF_GATEUP, K_REF_QUANT, K_REF_DOWN };
 
@@ -354,12 +354,14 @@ static layout layout_of(const kt_config *c) {
     return l;
 }
 
-/* Shared memory: the CTA's tokens of its k-range ([k-block][k-step][token][32 bytes] and a
- * scale per (k-block, token)), then, reusing it, the f32 tile [TM][TN + 4] of the epilogue. */
+/* Shared memory: the CTA's tokens of its k-range (128 bytes and a scale per (k-block, token)) and,
+ * MXFP4 with WIDE, its rows' ue8m0 scales [TN][nkb + 1] (4 bytes each), then, reusing it, the f32
+ * tile [TM][TN + 4] of the epilogue. */
 static int smem_of(const kt_config *c, const moe_dims *d) {
     const int *v = c->v;
     long nkb = (d->KB + v[P_SPLIT] - 1) / v[P_SPLIT];
-    long slab = nkb * v[P_TM] * (128 + 4), red = (long)v[P_TM] * (v[P_TN] + 4) * 4;
+    long slab = nkb * v[P_TM] * (128 + 4) + (d->fmt == KT_MOE_MXFP4 && v[P_WIDE] ? v[P_TN] * (nkb + 1) * 4 : 0);
+    long red = (long)v[P_TM] * (v[P_TN] + 4) * 4;
     long s = slab > red ? slab : red;
     return (int)(s < 1L << 30 ? s : 1L << 30);
 }
@@ -369,19 +371,21 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
     layout l = layout_of(c);
     if (v[P_NATIVE] && arch != 1201)
         return snprintf(why, n, "NATIVE=1 (block-scaled mma kind::mxf8f6f4) needs sm_120a"), -1;
+    if (v[P_BF16] && (!v[P_WIDE] || v[P_NATIVE]))
+        return snprintf(why, n, "BF16=1 (MXFP4 dequantised to bf16) needs WIDE=1 and NATIVE=0"), -1;
     if (v[P_TN] % (16 * v[P_WN]) || l.frag_n > 4)
         return snprintf(why, n, "%d warps along N do not tile TN=%d in 1-4 fragments of 16", v[P_WN], v[P_TN]), -1;
     if (l.threads > 512) return snprintf(why, n, "%d threads per block (at most 512)", l.threads), -1;
     if ((long)v[P_TM] * (v[P_TN] + 4) * 4 > SMEM_LIMIT)
         return snprintf(why, n, "the epilogue tile needs %d bytes of shared memory", v[P_TM] * (v[P_TN] + 4) * 4), -1;
     /* running sums (4 a fragment pair), the ring of STAGES k-blocks of weight fragments (FP8:
-     * 16 registers and ~4 for addresses each), the k-block's mma operands (16 a fragment) and
+     * 16 registers and ~4 for addresses each), the k-block's mma operands (16 a fragment, BF16 32) and
      * ~20 more; warp tiles of several weight fragments take ~12 a fragment pair on top (ptxas
      * interleaves their token fragments). Fitted to ptxas on sm_90 (the first H200 sweep and the
      * GPU tests' configs): it refuses the 10 configs that spilled (44-4796 bytes) and keeps the
      * 38 that built without spills (95-238 registers). */
     int fn = l.frag_n, fm = l.frag_m;
-    int need = 4 * fn * fm + 20 * fn * v[P_RING] + 16 * fn + 20 + (fn > 1 ? 12 * fn * fm : 0);
+    int need = 4 * fn * fm + 20 * fn * v[P_RING] + (v[P_BF16] ? 32 : 16) * fn + 20 + (fn > 1 ? 12 * fn * fm : 0);
     int have = 65536 / l.threads < 255 ? 65536 / l.threads : 255;
     if (need > have)
         return snprintf(why, n, "needs ~%d registers per thread, %d threads get %d", need, l.threads, have), -1;
@@ -392,7 +396,7 @@ static int config_fits(const kt_config *c, const kt_problem *p) {
     const int *v = c->v;
     moe_dims d = dims_of(p);
     long nkb = (d.KB + v[P_SPLIT] - 1) / v[P_SPLIT];
-    if (v[P_NATIVE] && d.fmt != KT_MOE_MXFP4) return 0; /* block-scaled mma: MXFP4 weights only */
+    if ((v[P_NATIVE] || v[P_BF16]) && d.fmt != KT_MOE_MXFP4) return 0; /* MXFP4 weights' paths */
     if (d.stage == KT_MOE_GATEUP && (v[P_TN] < 32 || (d.N / 2) % (v[P_TN] / 2))) return 0;
     if (d.stage == KT_MOE_DOWN && d.N % v[P_TN]) return 0;
     return v[P_SPLIT] <= d.KB && v[P_WK] <= nkb && smem_of(c, &d) <= SMEM_LIMIT;
@@ -419,7 +423,7 @@ static void default_for(const kt_problem *p, int sms, kt_config *c) {
      * 64 weight rows a CTA as 2 warps of 2 fragments, 2 warp groups along K; then split-K
      * doubled until the CTAs of the expected tiles cover two waves, each split keeping 2 k-blocks
      * a warp group, and a ring as deep as a warp group's k-blocks (at most 4). */
-    *c = (kt_config){{8, 64, 2, 2, 2, 1, 0}};
+    *c = (kt_config){{8, 64, 2, 2, 2, 1, 0, 0, 0}};
     int *v = c->v;
     double tiles = expected_touched(&d);
     if (tiles > d.MT) tiles = (double)d.MT;
@@ -554,16 +558,18 @@ const kt_family kt_family_moe_gemm = {
              {"TOPK"},
              {"DIST", KT_KEY_CATEGORY, kt_moe_dist_names}},
     .m_name = "M",
-    .n_params = 7,
+    .n_params = 9,
     .params = {{"TM", 4, {8, 16, 32, 64}},
                {"TN", 5, {16, 32, 64, 128, 256}},
                {"WARPS_N", 4, {1, 2, 4, 8}},
                {"WARPS_K", 3, {1, 2, 4}},
                {"STAGES", 4, {1, 2, 3, 4}},
                {"SPLIT", 4, {1, 2, 4, 8}},
-               {"NATIVE", 2, {0, 1}}},
+               {"NATIVE", 2, {0, 1}},
+               {"WIDE", 2, {0, 1}},
+               {"BF16", 2, {0, 1}}},
     .strata_params = 2,
-    .default_config = {{8, 64, 2, 2, 2, 1, 0}},
+    .default_config = {{8, 64, 2, 2, 2, 1, 0, 0, 0}},
     .target_shapes = target_shapes,
     .n_target_shapes = 8,
     KT_FAMILY_HOOKS,
