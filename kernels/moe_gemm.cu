@@ -363,22 +363,29 @@ moe_gemm(const kt_u8 *__restrict__ X, const float *__restrict__ Xs, const kt_u8 
     // k-block 8 bf16 k-steps; k-step 2q+u feeds mma k 2t, 2t+1 with the group's k 8q+2u, 8q+2u+4
     // and 2t+8, 2t+9 with 8q+2u+1, 8q+2u+5 (e2m1x2_bf16's pairs), the tokens' the same.
     auto compute_bf16 = [&](const kblock<FMT> &kb, int kbl) {
-        kt_u32 a[FRAG_N][8][4];
+        kt_u32 f[FRAG_N][2]; // the rows' scale factors
 #pragma unroll
         for (int i = 0; i < FRAG_N; i++)
 #pragma unroll
-            for (int r = 0; r < 2; r++) {
-                const kt_u32 f = ue8m0_bf16x2((ws_s[(wn * WN + i * 16 + g + 8 * r) * ws_ld + kbl] >> (8 * t)) & 0xffu);
-                const uint4 v = kb.w16[i][0][r];
-                const kt_u32 w[4] = {v.x, v.y, v.z, v.w};
+            for (int r = 0; r < 2; r++)
+                f[i][r] = ue8m0_bf16x2((ws_s[(wn * WN + i * 16 + g + 8 * r) * ws_ld + kbl] >> (8 * t)) & 0xffu);
+        // fragment i's A operand of k-step 2q+u
+        auto weights = [&](int i, int q, int u, kt_u32(&a)[4]) {
 #pragma unroll
-                for (int q = 0; q < 4; q++) {
-                    a[i][2 * q][r] = kt_mul_bf16x2(e2m1x2_bf16<0>(w[q]), f);
-                    a[i][2 * q][2 + r] = kt_mul_bf16x2(e2m1x2_bf16<1>(w[q]), f);
-                    a[i][2 * q + 1][r] = kt_mul_bf16x2(e2m1x2_bf16<2>(w[q]), f);
-                    a[i][2 * q + 1][2 + r] = kt_mul_bf16x2(e2m1x2_bf16<3>(w[q]), f);
-                }
+            for (int r = 0; r < 2; r++) {
+                const uint4 v = kb.w16[i][0][r];
+                const kt_u32 w = q == 0 ? v.x : q == 1 ? v.y : q == 2 ? v.z : v.w;
+                a[r] = kt_mul_bf16x2(u ? e2m1x2_bf16<2>(w) : e2m1x2_bf16<0>(w), f[i][r]);
+                a[2 + r] = kt_mul_bf16x2(u ? e2m1x2_bf16<3>(w) : e2m1x2_bf16<1>(w), f[i][r]);
             }
+        };
+        // One token fragment shares the conversions with nothing: each k-step's operands are made
+        // where they are used (fewer live registers); several take all the k-block's at once.
+        kt_u32 a_all[FRAG_M > 1 ? FRAG_N : 1][8][4];
+#pragma unroll
+        for (int i = 0; FRAG_M > 1 && i < FRAG_N; i++)
+#pragma unroll
+            for (int k = 0; k < 8; k++) weights(i, k / 2, k % 2, a_all[i][k]);
 #pragma unroll
         for (int jm = 0; jm < FRAG_M; jm++) {
             const int m = jm * 8 + g;
@@ -396,7 +403,15 @@ moe_gemm(const kt_u8 *__restrict__ X, const float *__restrict__ Xs, const kt_u8 
                     const kt_u32 b0 = e4m3x2_bf16(__byte_perm(x[2 * q], x[2 * q + 1], 0x0400 | (0x0101 * 2 * u)));
                     const kt_u32 b1 = e4m3x2_bf16(__byte_perm(x[2 * q], x[2 * q + 1], 0x0501 | (0x0101 * 2 * u)));
 #pragma unroll
-                    for (int i = 0; i < FRAG_N; i++) kt_mma_bf16(sum[i], a[i][2 * q + u], b0, b1);
+                    for (int i = 0; i < FRAG_N; i++) {
+                        if constexpr (FRAG_M > 1) {
+                            kt_mma_bf16(sum[i], a_all[i][2 * q + u], b0, b1);
+                        } else {
+                            kt_u32 a[4];
+                            weights(i, q, u, a);
+                            kt_mma_bf16(sum[i], a, b0, b1);
+                        }
+                    }
                 }
             promote(kb, kbl, jm, sum);
         }
