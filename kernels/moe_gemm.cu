@@ -174,8 +174,10 @@ moe_gemm(const kt_u8 *__restrict__ X, const float *__restrict__ Xs, const kt_u8 
     const long padded = kt_moe_max_padded(M, topk, E, TM);
     kt_wait_producer(); // the record and the tokens come from the kernels before
     kt_allow_consumer();
-    if (tile >= rec[padded + padded / TM]) return; // past n_tiles
+    // Past n_tiles tile_expert is -1 (moe_layout.h): one load decides both the exit and the
+    // expert, where reading n_tiles first put two round trips before the first weight load.
     const int e = rec[padded + tile];
+    if (e < 0) return;
     const int kb0 = (int)((long)z * KB / SPLIT), nkb = (int)((long)(z + 1) * KB / SPLIT) - kb0;
     const int inter = N / 2;
     // CTA row r -> the expert's weight row (GATEUP: gate columns c0.., then the same up columns).

@@ -118,6 +118,11 @@ bench gu1_s2 "TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=2,WIDE=1" 1 "FORMAT=
 bench gu1_s2_bf16 "TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=2,WIDE=1,BF16=1" 1 "FORMAT=mxfp4,STAGE=gateup,$V4GU"
 bench dn_tn128 "TM=8,TN=128,WARPS_N=4,WARPS_K=1,STAGES=4,SPLIT=1,WIDE=1" 1,16 "FORMAT=fp8,STAGE=down,$V4DN" \
     "FORMAT=mxfp4,STAGE=down,$V4DN"
+# one weight fragment a warp (4 warps along N): ~115 registers, 4 CTAs an SM instead of 2, the
+# same bytes in flight a warp
+bench gu_wn4 "TM=8,TN=64,WARPS_N=4,WARPS_K=1,STAGES=4,SPLIT=1,WIDE=1" 16,64 "FORMAT=fp8,STAGE=gateup,$V4GU" \
+    "FORMAT=mxfp4,STAGE=gateup,$V4GU"
+bench gu_wn4_bf16 "TM=8,TN=64,WARPS_N=4,WARPS_K=1,STAGES=4,SPLIT=1,WIDE=1,BF16=1" 16,64 "FORMAT=mxfp4,STAGE=gateup,$V4GU"
 echo "--- moe_gemm V4-Flash TP4, uniform (kt_us, floor_us, kt/floor; the config last)"
 grep -h -E '^FORMAT=' "$LOGS"/bench_*.log | awk '{printf "%-8s %-7s M=%-3s kt %8s floor %7s x%5s  %s\n", \
     substr($1, 8, index($1, ",") - 8), ($1 ~ /gateup/ ? "gateup" : "down"), $2, $3, $4, $5, $NF}' | sort -k1,1 -k2,2 -k3,3
