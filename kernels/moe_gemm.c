@@ -354,13 +354,13 @@ static layout layout_of(const kt_config *c) {
     return l;
 }
 
-/* Shared memory: the CTA's tokens of its k-range (128 bytes and a scale per (k-block, token)) and,
- * MXFP4 with WIDE, its rows' ue8m0 scales [TN][nkb + 1] (4 bytes each), then, reusing it, the f32
- * tile [TM][TN + 4] of the epilogue. */
+/* Shared memory: the CTA's tokens of its k-range (128 bytes, MXFP4 BF16 256 as bf16, and a scale
+ * per (k-block, token)) and, MXFP4 with WIDE, its rows' ue8m0 scales [TN][nkb + 1] (4 bytes each),
+ * then, reusing it, the f32 tile [TM][TN + 4] of the epilogue. */
 static int smem_of(const kt_config *c, const moe_dims *d) {
     const int *v = c->v;
-    long nkb = (d->KB + v[P_SPLIT] - 1) / v[P_SPLIT];
-    long slab = nkb * v[P_TM] * (128 + 4) + (d->fmt == KT_MOE_MXFP4 && v[P_WIDE] ? v[P_TN] * (nkb + 1) * 4 : 0);
+    long nkb = (d->KB + v[P_SPLIT] - 1) / v[P_SPLIT], mx = d->fmt == KT_MOE_MXFP4;
+    long slab = nkb * v[P_TM] * ((mx && v[P_BF16] ? 256 : 128) + 4) + (mx && v[P_WIDE] ? v[P_TN] * (nkb + 1) * 4 : 0);
     long red = (long)v[P_TM] * (v[P_TN] + 4) * 4;
     long s = slab > red ? slab : red;
     return (int)(s < 1L << 30 ? s : 1L << 30);
@@ -425,15 +425,21 @@ static double expected_touched(const moe_dims *d) {
 static void default_for(const kt_problem *p, int sms, kt_config *c) {
     moe_dims d = dims_of(p);
     /* 8-token tiles (at V4's E = 256, top-6, an expert gets 6 slots at M = 256 on average),
-     * 64 weight rows a CTA as 2 warps of 2 fragments, 2 warp groups along K; then split-K
-     * doubled until the CTAs of the expected tiles cover two waves, each split keeping 2 k-blocks
-     * a warp group, and a ring as deep as a warp group's k-blocks (at most 4). */
-    *c = (kt_config){{8, 64, 2, 2, 2, 1, 0, 0, 0}};
+     * 64 weight rows a CTA as 2 warps of 2 fragments, 2 warp groups along K, 16-byte lanes;
+     * MXFP4 gate+up on the bf16 mma (down keeps the e4m3 path: its short CTAs want the
+     * registers); FP8 down with enough tiles 128 rows a CTA as 4 warps of 2 fragments (all
+     * measured on the H200: bench/NOTES.md, fifteenth session, moe). Then split-K doubled while
+     * the CTAs of the expected tiles stay within one wave of 2 an SM, each split keeping 2
+     * k-blocks a warp group, and a ring as deep as a warp group's k-blocks (at most 4). */
+    *c = (kt_config){{8, 64, 2, 2, 2, 1, 0, 1, d.fmt == KT_MOE_MXFP4 && d.stage == KT_MOE_GATEUP}};
     int *v = c->v;
     double tiles = expected_touched(&d);
     if (tiles > d.MT) tiles = (double)d.MT;
+    if (d.fmt == KT_MOE_FP8 && d.stage == KT_MOE_DOWN && tiles * (double)(d.N / 128) >= 4.0 * sms)
+        v[P_TN] = 128, v[P_WN] = 4, v[P_WK] = 1;
     double ctas = tiles * (double)(d.N / v[P_TN]);
-    while (v[P_SPLIT] < 8 && ctas * v[P_SPLIT] < 2.0 * sms && d.KB / (2 * v[P_SPLIT]) >= 2 * v[P_WK]) v[P_SPLIT] *= 2;
+    while (v[P_SPLIT] < 8 && 2 * ctas * v[P_SPLIT] <= 2.0 * sms && d.KB / (2 * v[P_SPLIT]) >= 2 * v[P_WK])
+        v[P_SPLIT] *= 2;
     while (!config_fits(c, p) && v[P_SPLIT] < 8 && 2 * v[P_SPLIT] <= d.KB) v[P_SPLIT] *= 2;
     long per_group = (d.KB + v[P_SPLIT] - 1) / v[P_SPLIT] / v[P_WK];
     v[P_RING] = per_group >= 4 ? 4 : per_group >= 3 ? 3 : 2;
@@ -574,7 +580,7 @@ const kt_family kt_family_moe_gemm = {
                {"WIDE", 2, {0, 1}},
                {"BF16", 2, {0, 1}}},
     .strata_params = 2,
-    .default_config = {{8, 64, 2, 2, 2, 1, 0, 0, 0}},
+    .default_config = {{8, 64, 2, 2, 2, 1, 0, 1, 0}},
     .target_shapes = target_shapes,
     .n_target_shapes = 8,
     KT_FAMILY_HOOKS,

@@ -81,7 +81,7 @@ __device__ __forceinline__ float ue8m0_x64(kt_u32 s, int j) {
 // BF16: e2m1 codes n and n+4 of word w (n < 4) as two bf16, code n in the low half, each the
 // code's value times 2^-126 (sign to bit 15, the three magnitude bits s.e1e0.m to 8:6: exponent
 // field e1e0, top mantissa bit m, so e1e0 = 0 lands on the subnormals 0 and 0.5 * 2^-126 as it
-// should); times a power of two they are exact, as bf16 has e2m1's every value at any scale.
+// should); times a power of two they stay exact (bf16 holds e2m1's values at ue8m0_bf16x2's scales).
 template <int n> __device__ __forceinline__ kt_u32 e2m1x2_bf16(kt_u32 w) {
     const kt_u32 sign = (w << (12 - 4 * n)) & 0x80008000u;
     const kt_u32 mag = (n < 2 ? w << (6 - 4 * n) : w >> (4 * n - 6)) & 0x01c001c0u;
@@ -150,13 +150,43 @@ template <int FMT> struct kblock {
 
 // The token slab: byte offset of 16-byte piece p (bytes 16p..16p+15 of the k-block) of token m in
 // k-block kbl: [k-block][k-step][token][32 bytes], or (FP8 WIDE) DIRECT's [k-block][half][token]
-// [64 bytes]; either way a warp's reads of one token fragment are contiguous. BF16: [k-block]
-// [token][128 bytes] with piece p at p ^ (m & 1), so that the 8 lanes of each phase of a warp's
-// 16-byte reads (group t of tokens g, g+1) hit 8 different 16-byte bank groups.
+// [64 bytes]; either way a warp's reads of one token fragment are contiguous. BF16: rows of 256
+// bytes [k-block][token], the codes copied into a row's upper half, then made bf16 in place
+// (tok_chunk).
+constexpr int SLAB_ROW = BF16 ? 256 : 128; // bytes of one (k-block, token) in the slab
 template <int FMT> __device__ __forceinline__ int slab_piece(int kbl, int m, int p) {
-    if (FMT == FMT_MXFP4 && BF16) return ((kbl * TM + m) * 8 + (p ^ (m & 1))) * 16;
+    if (FMT == FMT_MXFP4 && BF16) return ((kbl * TM + m) * 16 + 8 + p) * 16;
     if (FMT == FMT_FP8 && WIDE) return ((kbl * 2 + p / 4) * TM + m) * 64 + p % 4 * 16;
     return ((kbl * 4 + p / 2) * TM + m) * 32 + p % 2 * 16;
+}
+
+// BF16: the offset of the 16 bytes of token m's group t (k 32t..32t+31 of k-block kbl) that
+// k-steps 2q and 2q+1 take, as bf16 pairs {b0, b1 of k-step 2q, b0, b1 of 2q+1}. Chunk q of
+// group t sits at 4t + ((q + 2(t >> 1) + (m & 1)) & 3) of the row: the 8 lanes of each phase of
+// a warp's 16-byte reads (groups 0-3 of tokens 2w and 2w+1) hit 8 different 16-byte bank groups.
+__device__ __forceinline__ int tok_chunk(int kbl, int m, int t, int q) {
+    return (kbl * TM + m) * SLAB_ROW + (4 * t + ((q + 2 * (t >> 1) + (m & 1)) & 3)) * 16;
+}
+
+// BF16: the codes of the tile's live tokens (a prefix of its rows: nv of them) made bf16 pairs in
+// place, two rows a warp: each lane reads its 8 codes (k 8q.. of group t) from the row's upper
+// half, the warp syncs, then it writes their pairs (e4m3x2_bf16) at tok_chunk. Padding rows are
+// left as they are: an mma's token columns do not mix, and their sums are never stored.
+__device__ __forceinline__ void tokens_to_bf16(kt_u8 *xs, int nkb, int nv, int warp, int lane) {
+    const int t = (lane & 15) >> 2, q = lane & 3;
+    for (int base = 2 * warp; base < nkb * nv; base += 2 * WARPS) {       // warp-uniform: __syncwarp
+        const int row = base + (lane >> 4), kbl = row / nv, m = row % nv; // nv >= 1 here
+        const bool live = row < nkb * nv;
+        uint2 c = make_uint2(0, 0);
+        if (live) c = *(const uint2 *)(xs + (kbl * TM + m) * SLAB_ROW + 128 + 32 * t + 8 * q);
+        __syncwarp();
+        uint4 b;
+        b.x = e4m3x2_bf16(__byte_perm(c.x, c.y, 0x0400)); // bytes 0 and 4: k-step 2q's b0
+        b.y = e4m3x2_bf16(__byte_perm(c.x, c.y, 0x0501));
+        b.z = e4m3x2_bf16(__byte_perm(c.x, c.y, 0x0602)); // k-step 2q+1
+        b.w = e4m3x2_bf16(__byte_perm(c.x, c.y, 0x0703));
+        if (live) *(uint4 *)(xs + tok_chunk(kbl, m, t, q)) = b;
+    }
 }
 
 template <int FMT, bool GATEUP>
@@ -226,7 +256,7 @@ moe_gemm(const kt_u8 *__restrict__ X, const float *__restrict__ Xs, const kt_u8 
     // the odd stride puts a fragment's 8 rows in 8 banks).
     __syncthreads();
     kt_u8 *xs = smem;
-    float *xs_s = (float *)(smem + nkb * TM * 128);
+    float *xs_s = (float *)(smem + nkb * TM * (FMT == FMT_MXFP4 ? SLAB_ROW : 128));
     kt_u32 *ws_s = (kt_u32 *)(xs_s + nkb * TM);
     const int ws_ld = nkb + 1;
     for (int i = tid; i < nkb * TM * 8; i += THREADS) {
@@ -248,6 +278,12 @@ moe_gemm(const kt_u8 *__restrict__ X, const float *__restrict__ Xs, const kt_u8 
     kt_cp_async_commit();
     kt_cp_async_wait<0>();
     __syncthreads();
+    if constexpr (FMT == FMT_MXFP4 && BF16) {
+        int nv = 0; // live rows, a prefix of the tile (moe_layout.h pads each expert's group at its end)
+        while (nv < TM && slot_s[nv] >= 0) nv++;
+        tokens_to_bf16(xs, nkb, nv, warp, lane);
+        __syncthreads();
+    }
 
     float acc[FRAG_N][FRAG_M][4];
 #pragma unroll
@@ -390,10 +426,9 @@ moe_gemm(const kt_u8 *__restrict__ X, const float *__restrict__ Xs, const kt_u8 
             for (int k = 0; k < 8; k++) weights(i, k / 2, k % 2, a_all[i][k]);
 #pragma unroll
         for (int jm = 0; jm < FRAG_M; jm++) {
-            const int m = jm * 8 + g;
-            const uint4 x0 = *(const uint4 *)(xs + slab_piece<FMT>(kbl, m, 2 * t));
-            const uint4 x1 = *(const uint4 *)(xs + slab_piece<FMT>(kbl, m, 2 * t + 1));
-            const kt_u32 x[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w}; // k 4j..4j+3 of the group
+            uint4 x[4]; // the token pairs of k-steps 2q, 2q+1
+#pragma unroll
+            for (int q = 0; q < 4; q++) x[q] = *(const uint4 *)(xs + tok_chunk(kbl, jm * 8 + g, t, q));
             float sum[FRAG_N][4];
 #pragma unroll
             for (int i = 0; i < FRAG_N; i++) sum[i][0] = sum[i][1] = sum[i][2] = sum[i][3] = 0.f;
@@ -401,9 +436,7 @@ moe_gemm(const kt_u8 *__restrict__ X, const float *__restrict__ Xs, const kt_u8 
             for (int q = 0; q < 4; q++)
 #pragma unroll
                 for (int u = 0; u < 2; u++) {
-                    // bytes 2u / 2u+1 of k 8q.. beside the same of k 8q+4..
-                    const kt_u32 b0 = e4m3x2_bf16(__byte_perm(x[2 * q], x[2 * q + 1], 0x0400 | (0x0101 * 2 * u)));
-                    const kt_u32 b1 = e4m3x2_bf16(__byte_perm(x[2 * q], x[2 * q + 1], 0x0501 | (0x0101 * 2 * u)));
+                    const kt_u32 b0 = u ? x[q].z : x[q].x, b1 = u ? x[q].w : x[q].y;
 #pragma unroll
                     for (int i = 0; i < FRAG_N; i++) {
                         if constexpr (FRAG_M > 1) {

@@ -43,7 +43,7 @@ check "sm_120a WIDE=1 NATIVE=1 has QMMA.SF and 16-byte weight loads" "grep -q 'Q
 # BF16=1: MXFP4 on the bf16 mma (HMMA ... .BF16 on sm_90), no e4m3 unpacking of the weights there.
 sass WIDE=1,BF16=1 sm_90 >"$tmp/bf16.sass" 2>&1
 check "sm_90 BF16=1 MXFP4 runs HMMA.16816.F32.BF16, no F2FP e4m3 unpack" "awk '/Function :/ {f = \$3 ~ /mxfp4/} f' '$tmp/bf16.sass' >'$tmp/bf16_mx.sass' && grep -q 'HMMA.16816.F32.BF16' '$tmp/bf16_mx.sass' && ! grep -q 'F2FP.F16.E4M3' '$tmp/bf16_mx.sass'"
-check "BF16=1 without WIDE=1 refused" "! '$KT' compile --family moe_gemm --arch sm_90 --config BF16=1 >'$tmp/out' 2>&1 && grep -q 'needs WIDE=1' '$tmp/out'"
+check "BF16=1 without WIDE=1 refused" "! '$KT' compile --family moe_gemm --arch sm_90 --config WIDE=0,BF16=1 >'$tmp/out' 2>&1 && grep -q 'needs WIDE=1' '$tmp/out'"
 for arch in sm_120 sm_90; do
     check "NATIVE=1 refused on $arch" "! '$KT' compile --family moe_gemm --arch $arch --config NATIVE=1 >'$tmp/out' 2>&1 && grep -q 'needs sm_120a' '$tmp/out'"
 done

@@ -231,6 +231,13 @@ KT_TEST(moe_gemm_wide_and_bf16_configs) {
     EXPECT(!f->config_fits(&c, &big));
     big.dim[0] = 0;
     EXPECT(f->config_fits(&c, &big));
+    /* BF16's tokens take 256 bytes a k-block as bf16: 32 k-blocks x 16 tokens = 133,120 bytes,
+     * where the e4m3 path's 67,584 + 8,448 of scales fit. */
+    kt_problem k4 = {.n_dims = 7, .m = 16, .dim = {1, 0, 8, 512, 4096, 6, 0}};
+    EXPECT(!kt_parse_config(f, "TM=16,TN=64,WARPS_N=2,WARPS_K=2,STAGES=2,SPLIT=1,WIDE=1,BF16=0", &c));
+    EXPECT(f->config_fits(&c, &k4));
+    c.v[8] = 1;
+    EXPECT(!f->config_fits(&c, &k4));
 }
 
 /* ... and build on sm_90 and sm_120 without spills (make test-all: ~20 NVRTC builds). */

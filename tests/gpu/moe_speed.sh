@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# moe_speed.sh — moe_gemm's 16-byte lanes (WIDE=1) and MXFP4's bf16 path (BF16=1) on the GPU:
+# moe_speed.sh — moe_gemm's 16-byte lanes (WIDE=1) and MXFP4's bf16 path (BF16=1) on the GPU.
+# MODE=full (the first H200 run, ~340 s):
 #   1. kt verify on fresh seeded inputs (outputs poisoned, the float64 model of the same
 #      quantised pipeline, rel err < 1e-2, every output written): WIDE=1 in both formats and
 #      stages, BF16=1 on MXFP4's, at M 1/16/64/256 and all three routing distributions (E 32,
@@ -7,12 +8,13 @@
 #      16-256 columns, TM 8-64, 1-4 warp groups along K (odd and even k-blocks per CTA); the
 #      V4-Flash TP4 shapes (E 256) at M 1 and 64;
 #   2. kt bench at V4-Flash TP4 (E 256, top-6, uniform; gate+up N 1024 K 4096, down N 4096 K
-#      512), M 1/16/64, the old lanes (WIDE=0: the configs dispatch serves untuned) beside WIDE=1
-#      and BF16=1 in the same run; then a short random tune of WIDE=1 / BF16=1 at M 16 and the
-#      MoE step (moe_step) on its defaults.
-# Every part under `timeout`; logs in $OUT/moe (or $LOGS); a PASS/FAIL line a check; ends with
-# "N passed, N failed". ~100 s on one H200.
-#   usage: OUT=$OUT bash tests/gpu/moe_speed.sh [path/to/kt]
+#      512), M 1/16/64, the old lanes (WIDE=0) beside WIDE=1 and BF16=1 in the same run; then a
+#      short random tune of WIDE=1 / BF16=1 at M 16 and the MoE step (moe_step) on its defaults.
+# MODE=quick (default; the second run, under 120 s: one budget caps every part's timeout): BF16=1
+#   verified as in 1 on four configs (its tokens made bf16 once per CTA), then kt bench of the
+#   configs dispatch serves untuned (the new defaults) at V4-Flash TP4 and moe_step at M 1/16.
+# Logs in $OUT/moe (or $LOGS); a PASS/FAIL line a check; ends with "N passed, N failed".
+#   usage: OUT=$OUT [MODE=full] bash tests/gpu/moe_speed.sh [path/to/kt]
 set -u
 cd "$(dirname "$0")/../.."
 KT=${1:-./bin/kt}
@@ -20,10 +22,19 @@ LOGS=${LOGS:-${OUT:-/tmp}/moe}
 mkdir -p "$LOGS"
 passed=0 failed=0
 
-# check NAME SECONDS CMD...: runs CMD under timeout into $LOGS/NAME.log; PASS or FAIL (and the tail).
+MODE=${MODE:-quick}
+BUDGET=${BUDGET:-$([ "$MODE" = quick ] && echo 112 || echo 1000)} # seconds for every part together
+
+# check NAME SECONDS CMD...: runs CMD under timeout (at most what is left of BUDGET) into
+# $LOGS/NAME.log; PASS or FAIL (and the tail).
 check() {
     local name=$1 limit=$2
     shift 2
+    local left=$((BUDGET - SECONDS))
+    [ "$left" -lt "$limit" ] && limit=$left
+    if [ "$limit" -le 0 ]; then
+        failed=$((failed + 1)); echo "FAIL $name: not run, the budget of ${BUDGET}s is spent"; return
+    fi
     local t0=$SECONDS
     echo "\$ $*" >"$LOGS/$name.log"
     if timeout "$limit" "$@" >>"$LOGS/$name.log" 2>&1; then
@@ -46,6 +57,36 @@ shapes() { # FORMATS -> --shape args for both stages and all three distributions
         echo "--shape FORMAT=$f,STAGE=gateup,$GU,DIST=$d --shape FORMAT=$f,STAGE=down,$DN,DIST=$d"
     done; done
 }
+V4GU="E=256,N=1024,K=4096,TOPK=6,DIST=uniform"
+V4DN="E=256,N=4096,K=512,TOPK=6,DIST=uniform"
+V4S="E=256,HIDDEN=4096,INTER=512"
+if [ "$MODE" = quick ]; then
+    B16="WIDE=1,BF16=1"
+    # shellcheck disable=SC2046
+    verify bf16_all --config "TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=1,$B16" --m 1,16,64,256 $(shapes mxfp4)
+    verify bf16_tm16 --config "TM=16,TN=32,WARPS_N=1,WARPS_K=4,STAGES=1,SPLIT=2,$B16" --m 1,64 \
+        --shape "FORMAT=mxfp4,STAGE=gateup,$GU,DIST=uniform" --shape "FORMAT=mxfp4,STAGE=gateup,$GU,DIST=hot"
+    verify bf16_tm64 --config "TM=64,TN=32,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=8,$B16" --m 64,256 \
+        --shape "FORMAT=mxfp4,STAGE=gateup,$GU,DIST=hot"
+    verify bf16_down --config "TM=16,TN=32,WARPS_N=1,WARPS_K=2,STAGES=1,SPLIT=2,$B16" --m 1,64 \
+        --shape "FORMAT=mxfp4,STAGE=down,$DN,DIST=uniform" --shape "FORMAT=mxfp4,STAGE=down,$DN,DIST=hot"
+    verify v4_bf16 --config "TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=2,$B16" --m 1,64 \
+        --shape "FORMAT=mxfp4,STAGE=gateup,$V4GU"
+    # the untuned defaults: a DB with one unrelated moe_route row (as moe_step.sh)
+    rm -f "$LOGS/step.db"*
+    check step_db 20 "$KT" tune --family moe_route --shape ROUTER=V3,E=256,TOPK=8,TM=16,NTM=1,DIST=hot --m 1 \
+        --budget 1 --db "$LOGS/step.db"
+    check bench_gu 45 "$KT" bench --family moe_gemm --shape "FORMAT=fp8,STAGE=gateup,$V4GU" \
+        --shape "FORMAT=mxfp4,STAGE=gateup,$V4GU" --m 1,16,64 --db "$LOGS/step.db" --json "$LOGS/bench_gu.json"
+    check bench_dn 20 "$KT" bench --family moe_gemm --shape "FORMAT=fp8,STAGE=down,$V4DN" \
+        --shape "FORMAT=mxfp4,STAGE=down,$V4DN" --m 16 --db "$LOGS/step.db" --json "$LOGS/bench_dn.json"
+    check step_bench 30 "$KT" bench --family moe_step --shape "ROUTER=V4,FORMAT=fp8,$V4S,DIST=uniform" \
+        --shape "ROUTER=V4,FORMAT=mxfp4,$V4S,DIST=uniform" --m 1,16 --db "$LOGS/step.db" --json "$LOGS/step.json"
+    grep -h -E '^FORMAT=|^ROUTER=|^kt: moe_gemm' "$LOGS"/bench_gu.log "$LOGS"/bench_dn.log "$LOGS"/step_bench.log
+    echo "$passed passed, $failed failed ($SECONDS s)"
+    [ "$failed" -eq 0 ]
+    exit
+fi
 BASE="TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=1"
 # shellcheck disable=SC2046
 verify wide_all --config "$BASE,WIDE=1" --m 1,16,64,256 $(shapes "fp8 mxfp4")
@@ -79,8 +120,6 @@ TM=8,TN=64,WARPS_N=4,WARPS_K=1,STAGES=3,SPLIT=2 gateup down
 TM=16,TN=32,WARPS_N=1,WARPS_K=2,STAGES=1,SPLIT=2 down
 TM=64,TN=16,WARPS_N=1,WARPS_K=4,STAGES=1,SPLIT=1 down
 EOF
-V4GU="E=256,N=1024,K=4096,TOPK=6,DIST=uniform"
-V4DN="E=256,N=4096,K=512,TOPK=6,DIST=uniform"
 verify v4_wide --config "$BASE,WIDE=1" --m 1,64 --shape "FORMAT=fp8,STAGE=gateup,$V4GU" \
     --shape "FORMAT=mxfp4,STAGE=gateup,$V4GU" --shape "FORMAT=fp8,STAGE=down,$V4DN" --shape "FORMAT=mxfp4,STAGE=down,$V4DN"
 verify v4_bf16 --config "$BASE,WIDE=1,BF16=1" --m 1,64 --shape "FORMAT=mxfp4,STAGE=gateup,$V4GU" \
@@ -138,7 +177,6 @@ check tune_bench 30 "$KT" bench --family moe_gemm --shape "FORMAT=fp8,STAGE=gate
 grep -h -E '^FORMAT=' "$LOGS/tune_bench.log"
 # the step on the stages' untuned defaults (a DB with one unrelated moe_route row, as moe_step.sh),
 # then at M 16 with the tuned WIDE gate+up winners of tune.db
-V4S="E=256,HIDDEN=4096,INTER=512"
 rm -f "$LOGS/step.db"*
 check step_db 20 "$KT" tune --family moe_route --shape ROUTER=V3,E=256,TOPK=8,TM=16,NTM=1,DIST=hot --m 1 --budget 1 \
     --db "$LOGS/step.db"
