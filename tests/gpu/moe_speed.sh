@@ -12,7 +12,8 @@
 #      short random tune of WIDE=1 / BF16=1 at M 16 and the MoE step (moe_step) on its defaults.
 # MODE=quick (default; the second run, under 120 s: one budget caps every part's timeout): BF16=1
 #   verified as in 1 on four configs (its tokens made bf16 once per CTA), then kt bench of the
-#   configs dispatch serves untuned (the new defaults) at V4-Flash TP4 and moe_step at M 1/16.
+#   configs dispatch serves untuned (the new defaults) at V4-Flash TP4 (gate+up), moe_step at M
+#   1/16, and MXFP4 gate+up with 4 warps of one fragment.
 # Logs in $OUT/moe (or $LOGS); a PASS/FAIL line a check; ends with "N passed, N failed".
 #   usage: OUT=$OUT [MODE=full] bash tests/gpu/moe_speed.sh [path/to/kt]
 set -u
@@ -80,9 +81,11 @@ if [ "$MODE" = quick ]; then
         --shape "FORMAT=mxfp4,STAGE=gateup,$V4GU" --m 1,16,64 --db "$LOGS/step.db" --json "$LOGS/bench_gu.json"
     check step_bench 30 "$KT" bench --family moe_step --shape "ROUTER=V4,FORMAT=fp8,$V4S,DIST=uniform" \
         --shape "ROUTER=V4,FORMAT=mxfp4,$V4S,DIST=uniform" --m 1,16 --db "$LOGS/step.db" --json "$LOGS/step.json"
-    check bench_dn 20 "$KT" bench --family moe_gemm --shape "FORMAT=fp8,STAGE=down,$V4DN" \
-        --shape "FORMAT=mxfp4,STAGE=down,$V4DN" --m 16 --db "$LOGS/step.db" --json "$LOGS/bench_dn.json"
-    grep -h -E '^FORMAT=|^ROUTER=|^kt: moe_gemm' "$LOGS"/bench_gu.log "$LOGS"/step_bench.log "$LOGS"/bench_dn.log
+    # the defaults' down configs ran in the first run as they are; instead MXFP4 gate+up's 4 warps
+    # x 1 fragment beside the default's 2 x 2 (1.5-6% faster there with per-warp token conversion)
+    check bench_wn4 20 "$KT" bench --family moe_gemm --shape "FORMAT=mxfp4,STAGE=gateup,$V4GU" --m 16,64 \
+        --config "TM=8,TN=64,WARPS_N=4,WARPS_K=1,STAGES=4,SPLIT=1,$B16" --json "$LOGS/bench_wn4.json"
+    grep -h -E '^FORMAT=|^ROUTER=|^kt: moe_gemm' "$LOGS"/bench_gu.log "$LOGS"/step_bench.log "$LOGS"/bench_wn4.log
     echo "$passed passed, $failed failed ($SECONDS s)"
     [ "$failed" -eq 0 ]
     exit
