@@ -7,15 +7,7 @@
 // emulated (sm_90: two f16 HMMAs, F2FP unpacks and FADDs per mma) that matters: with equal, loop-invariant operands
 // ptxas shares the HMMAs between accumulators and hoists the unpacks, and such a loop reports 1,288-1,567 TFLOP/s on
 // the H200, several times what any GEMM can reach.
-#include "kt_device.cuh"
-
-// bf16 mma.sync m16n8k16 with f32 accumulation: the same fragment registers as the e4m3 one.
-__device__ __forceinline__ void kt_mma_bf16(float (&d)[4], const kt_u32 (&a)[4], kt_u32 b0, kt_u32 b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
+#include "kt_device.cuh" // kt_mma_e4m3, kt_mma_bf16
 
 // A GEMM's inner step: FN weight fragments meet FM token fragments (FN x FM independent
 // accumulators), each fragment new every step and converted once where the mma is emulated.

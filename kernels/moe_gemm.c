@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { P_TM, P_TN, P_WN, P_WK, P_RING, P_SPLIT, P_NATIVE };
+enum { P_TM, P_TN, P_WN, P_WK, P_RING, P_SPLIT, P_NATIVE, P_WIDE, P_BF16 };
 /* Kernels: the grouped GEMM per (format, stage), then the float64 references. */
 enum { K_FP8_GATEUP, K_FP8_DOWN, K_MXFP4_GATEUP, K_MXFP4_DOWN, K_REF_GATEUP, K_REF_QUANT, K_REF_DOWN };
 
@@ -354,12 +354,14 @@ static layout layout_of(const kt_config *c) {
     return l;
 }
 
-/* Shared memory: the CTA's tokens of its k-range ([k-block][k-step][token][32 bytes] and a
- * scale per (k-block, token)), then, reusing it, the f32 tile [TM][TN + 4] of the epilogue. */
+/* Shared memory: the CTA's tokens of its k-range (128 bytes, MXFP4 BF16 256 as bf16, and a scale
+ * per (k-block, token)) and, MXFP4 with WIDE, its rows' ue8m0 scales [TN][nkb + 1] (4 bytes each),
+ * then, reusing it, the f32 tile [TM][TN + 4] of the epilogue. */
 static int smem_of(const kt_config *c, const moe_dims *d) {
     const int *v = c->v;
-    long nkb = (d->KB + v[P_SPLIT] - 1) / v[P_SPLIT];
-    long slab = nkb * v[P_TM] * (128 + 4), red = (long)v[P_TM] * (v[P_TN] + 4) * 4;
+    long nkb = (d->KB + v[P_SPLIT] - 1) / v[P_SPLIT], mx = d->fmt == KT_MOE_MXFP4;
+    long slab = nkb * v[P_TM] * ((mx && v[P_BF16] ? 256 : 128) + 4) + (mx && v[P_WIDE] ? v[P_TN] * (nkb + 1) * 4 : 0);
+    long red = (long)v[P_TM] * (v[P_TN] + 4) * 4;
     long s = slab > red ? slab : red;
     return (int)(s < 1L << 30 ? s : 1L << 30);
 }
@@ -369,19 +371,27 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
     layout l = layout_of(c);
     if (v[P_NATIVE] && arch != 1201)
         return snprintf(why, n, "NATIVE=1 (block-scaled mma kind::mxf8f6f4) needs sm_120a"), -1;
+    if (v[P_BF16] && (!v[P_WIDE] || v[P_NATIVE]))
+        return snprintf(why, n, "BF16=1 (MXFP4 dequantised to bf16) needs WIDE=1 and NATIVE=0"), -1;
     if (v[P_TN] % (16 * v[P_WN]) || l.frag_n > 4)
         return snprintf(why, n, "%d warps along N do not tile TN=%d in 1-4 fragments of 16", v[P_WN], v[P_TN]), -1;
     if (l.threads > 512) return snprintf(why, n, "%d threads per block (at most 512)", l.threads), -1;
     if ((long)v[P_TM] * (v[P_TN] + 4) * 4 > SMEM_LIMIT)
         return snprintf(why, n, "the epilogue tile needs %d bytes of shared memory", v[P_TM] * (v[P_TN] + 4) * 4), -1;
     /* running sums (4 a fragment pair), the ring of STAGES k-blocks of weight fragments (FP8:
-     * 16 registers and ~4 for addresses each), the k-block's mma operands (16 a fragment) and
+     * 16 registers and ~4 for addresses each), the k-block's mma operands (16 a fragment, BF16 32) and
      * ~20 more; warp tiles of several weight fragments take ~12 a fragment pair on top (ptxas
-     * interleaves their token fragments). Fitted to ptxas on sm_90 (the first H200 sweep and the
-     * GPU tests' configs): it refuses the 10 configs that spilled (44-4796 bytes) and keeps the
-     * 38 that built without spills (95-238 registers). */
+     * interleaves their token fragments), one fragment with several token fragments ~28 + 8 a token
+     * fragment. Fitted to ptxas on sm_90 (the first H200 sweep and the GPU tests' configs): it
+     * refuses the 10 configs that spilled (44-4796 bytes) and keeps the 38 that built without
+     * spills (95-238 registers); the last term since three 512-thread configs spilled 8-44 bytes
+     * (TM 16 and 32 with one fragment a warp, WIDE 0 and 1, sm_90 and sm_120a; one in the H200
+     * run's tune) where TM 64 ones build (165-222). */
     int fn = l.frag_n, fm = l.frag_m;
-    int need = 4 * fn * fm + 20 * fn * v[P_RING] + 16 * fn + 20 + (fn > 1 ? 12 * fn * fm : 0);
+    int need = 4 * fn * fm + 20 * fn * v[P_RING] + (v[P_BF16] && fm > 1 ? 32 : 16) * fn + 20 +
+               (fn > 1   ? 12 * fn * fm
+                : fm > 1 ? 8 * fm + 28
+                         : 0);
     int have = 65536 / l.threads < 255 ? 65536 / l.threads : 255;
     if (need > have)
         return snprintf(why, n, "needs ~%d registers per thread, %d threads get %d", need, l.threads, have), -1;
@@ -392,7 +402,7 @@ static int config_fits(const kt_config *c, const kt_problem *p) {
     const int *v = c->v;
     moe_dims d = dims_of(p);
     long nkb = (d.KB + v[P_SPLIT] - 1) / v[P_SPLIT];
-    if (v[P_NATIVE] && d.fmt != KT_MOE_MXFP4) return 0; /* block-scaled mma: MXFP4 weights only */
+    if ((v[P_NATIVE] || v[P_BF16]) && d.fmt != KT_MOE_MXFP4) return 0; /* MXFP4 weights' paths */
     if (d.stage == KT_MOE_GATEUP && (v[P_TN] < 32 || (d.N / 2) % (v[P_TN] / 2))) return 0;
     if (d.stage == KT_MOE_DOWN && d.N % v[P_TN]) return 0;
     return v[P_SPLIT] <= d.KB && v[P_WK] <= nkb && smem_of(c, &d) <= SMEM_LIMIT;
@@ -416,15 +426,21 @@ static double expected_touched(const moe_dims *d) {
 static void default_for(const kt_problem *p, int sms, kt_config *c) {
     moe_dims d = dims_of(p);
     /* 8-token tiles (at V4's E = 256, top-6, an expert gets 6 slots at M = 256 on average),
-     * 64 weight rows a CTA as 2 warps of 2 fragments, 2 warp groups along K; then split-K
-     * doubled until the CTAs of the expected tiles cover two waves, each split keeping 2 k-blocks
-     * a warp group, and a ring as deep as a warp group's k-blocks (at most 4). */
-    *c = (kt_config){{8, 64, 2, 2, 2, 1, 0}};
+     * 64 weight rows a CTA as 2 warps of 2 fragments, 2 warp groups along K, 16-byte lanes;
+     * MXFP4 gate+up on the bf16 mma (down keeps the e4m3 path: its short CTAs want the
+     * registers); FP8 down with enough tiles 128 rows a CTA as 4 warps of 2 fragments (all
+     * measured on the H200: bench/NOTES.md, fifteenth session, moe). Then split-K doubled while
+     * the CTAs of the expected tiles stay within one wave of 2 an SM, each split keeping 2
+     * k-blocks a warp group, and a ring as deep as a warp group's k-blocks (at most 4). */
+    *c = (kt_config){{8, 64, 2, 2, 2, 1, 0, 1, d.fmt == KT_MOE_MXFP4 && d.stage == KT_MOE_GATEUP}};
     int *v = c->v;
     double tiles = expected_touched(&d);
     if (tiles > d.MT) tiles = (double)d.MT;
+    if (d.fmt == KT_MOE_FP8 && d.stage == KT_MOE_DOWN && tiles * (double)(d.N / 128) >= 4.0 * sms)
+        v[P_TN] = 128, v[P_WN] = 4, v[P_WK] = 1;
     double ctas = tiles * (double)(d.N / v[P_TN]);
-    while (v[P_SPLIT] < 8 && ctas * v[P_SPLIT] < 2.0 * sms && d.KB / (2 * v[P_SPLIT]) >= 2 * v[P_WK]) v[P_SPLIT] *= 2;
+    while (v[P_SPLIT] < 8 && 2 * ctas * v[P_SPLIT] <= 2.0 * sms && d.KB / (2 * v[P_SPLIT]) >= 2 * v[P_WK])
+        v[P_SPLIT] *= 2;
     while (!config_fits(c, p) && v[P_SPLIT] < 8 && 2 * v[P_SPLIT] <= d.KB) v[P_SPLIT] *= 2;
     long per_group = (d.KB + v[P_SPLIT] - 1) / v[P_SPLIT] / v[P_WK];
     v[P_RING] = per_group >= 4 ? 4 : per_group >= 3 ? 3 : 2;
@@ -554,16 +570,18 @@ const kt_family kt_family_moe_gemm = {
              {"TOPK"},
              {"DIST", KT_KEY_CATEGORY, kt_moe_dist_names}},
     .m_name = "M",
-    .n_params = 7,
+    .n_params = 9,
     .params = {{"TM", 4, {8, 16, 32, 64}},
                {"TN", 5, {16, 32, 64, 128, 256}},
                {"WARPS_N", 4, {1, 2, 4, 8}},
                {"WARPS_K", 3, {1, 2, 4}},
                {"STAGES", 4, {1, 2, 3, 4}},
                {"SPLIT", 4, {1, 2, 4, 8}},
-               {"NATIVE", 2, {0, 1}}},
+               {"NATIVE", 2, {0, 1}},
+               {"WIDE", 2, {0, 1}},
+               {"BF16", 2, {0, 1}}},
     .strata_params = 2,
-    .default_config = {{8, 64, 2, 2, 2, 1, 0}},
+    .default_config = {{8, 64, 2, 2, 2, 1, 0, 1, 0}},
     .target_shapes = target_shapes,
     .n_target_shapes = 8,
     KT_FAMILY_HOOKS,

@@ -8,7 +8,15 @@
 // CTA's tokens of its k-range are gathered by slot into shared memory once.
 // Lane (g, t) feeds k-step j of a k-block with the 8 bytes (FP8) or 4 bytes (MXFP4: 8 e2m1) of
 // k 32j+8t..32j+8t+7 of rows g and g+8, and the tokens' bytes of the same k: each mma k-step is
-// one 32-wide group, the granularity of MXFP4's scales. MXFP4 runs on every arch by turning
+// one 32-wide group, the granularity of MXFP4's scales. WIDE=1 loads the same k-block with one
+// 16-byte load a row a lane instead (a quad's four lanes: 64 contiguous bytes of the row, half
+// or a quarter of the narrow loads' requests): FP8 in fp8_gemm DIRECT's k order (the tokens
+// staged in the same order), MXFP4 as the 64 bytes of the k-block whose words the quad's lanes
+// transpose among themselves into the narrow path's operands (quad_transpose), its ue8m0 scales
+// staged once per CTA in shared memory beside the tokens. BF16=1 (MXFP4 with WIDE, sm_90 and
+// sm_120) instead dequantises each lane's 32 codes, one 32-group, to bf16 with the group's scale
+// folded in, and runs the bf16 mma m16n8k16 on them against the tokens turned into bf16 (both
+// exact: see e2m1x2_bf16 and e4m3x2_bf16). MXFP4 otherwise runs on every arch by turning
 // each code into the e4m3 code of its value / 64 (exact) and scaling each k-step's sums by the
 // group's ue8m0 scale, or (NATIVE, sm_120a) as the 8-bit container of the block-scaled
 // `mma.kind::mxf8f6f4` that applies the scales itself.
@@ -31,15 +39,20 @@
 #define KT_STAGES 2
 #define KT_SPLIT 1
 #define KT_NATIVE 0
+#define KT_WIDE 0
+#define KT_BF16 0
 #endif
 
 constexpr int TM = KT_TM, TN = KT_TN, WARPS_N = KT_WARPS_N, WARPS_K = KT_WARPS_K, STAGES = KT_STAGES;
 constexpr int SPLIT = KT_SPLIT, WARPS = WARPS_N * WARPS_K, THREADS = WARPS * 32;
+constexpr bool WIDE = KT_WIDE == 1, BF16 = KT_BF16 == 1;
 constexpr int WN = TN / WARPS_N, FRAG_N = WN / 16, FRAG_M = TM / 8;
 constexpr int RED_LD = TN + 4; // the epilogue tile [TM][RED_LD] f32; the pad spreads its banks
 constexpr float SWIGLU_LIMIT = 10.0f;
 static_assert(TN % (16 * WARPS_N) == 0 && FRAG_N >= 1 && FRAG_N <= 4, "warps tile TN in fragments of 16");
 static_assert(TM % 8 == 0 && THREADS <= 512, "token fragments of 8, at most 16 warps");
+
+static_assert(!BF16 || (WIDE && !KT_NATIVE), "BF16: MXFP4's 16-byte lanes, on the dequantising path");
 
 #if KT_NATIVE && !defined(__CUDA_ARCH_FEAT_SM120_ALL)
 #error "NATIVE=1 is the block-scaled mma of sm_120a"
@@ -65,6 +78,24 @@ __device__ __forceinline__ float ue8m0_x64(kt_u32 s, int j) {
     return __uint_as_float(((s >> (8 * j)) & 0xffu) << 23) * 64.0f;
 }
 
+// BF16: e2m1 codes n and n+4 of word w (n < 4) as two bf16, code n in the low half, each the
+// code's value times 2^-126 (sign to bit 15, the three magnitude bits s.e1e0.m to 8:6: exponent
+// field e1e0, top mantissa bit m, so e1e0 = 0 lands on the subnormals 0 and 0.5 * 2^-126 as it
+// should); times a power of two they stay exact (bf16 holds e2m1's values at ue8m0_bf16x2's scales).
+template <int n> __device__ __forceinline__ kt_u32 e2m1x2_bf16(kt_u32 w) {
+    const kt_u32 sign = (w << (12 - 4 * n)) & 0x80008000u;
+    const kt_u32 mag = (n < 2 ? w << (6 - 4 * n) : w >> (4 * n - 6)) & 0x01c001c0u;
+    return sign | mag;
+}
+// BF16: bytes 0 and 2 of p (e4m3 codes) as two bf16 times 2^7: the code's bits moved into bf16's
+// (value * 2^-120, e4m3's subnormals onto bf16's), then multiplied by 2^127 (exact).
+__device__ __forceinline__ kt_u32 e4m3x2_bf16(kt_u32 p) {
+    return kt_mul_bf16x2(((p << 8) & 0x80008000u) | ((p << 4) & 0x07f007f0u), 0x7f007f00u);
+}
+// BF16: the bf16 pair 2^(s-8) (s the ue8m0 byte), which turns e2m1x2_bf16's values into the
+// weights times 2^-7 (the tokens carry the 2^7): exact for 2 <= s <= 135, |w| <= 1536.
+__device__ __forceinline__ kt_u32 ue8m0_bf16x2(kt_u32 s) { return min(s + 119u, 255u) * 0x00800080u; }
+
 #if KT_NATIVE
 // D = A (16x32 e2m1 in 8-bit containers, code in bits 5:2) * B (32x8 e4m3) + D, A's rows scaled
 // by ue8m0 byte `j` of sa (lanes 4g and 4g+1 hold rows g and g+8: thread-id 0), B's by 1.
@@ -77,6 +108,26 @@ __device__ __forceinline__ void mma_mxf8f6f4(float (&d)[4], const kt_u32 (&a)[4]
 }
 #endif
 
+// Lane t of each quad holds the words of bytes 16t..16t+15 of a 64-byte piece of a row; returns in
+// w[j] word t of lane j's (bytes 16j+4t..16j+4t+3), what the narrow path's 4-byte load of k-step
+// j reads: a 4x4 transpose across the quad, swapping the lane's bit b with the word's bit b.
+__device__ __forceinline__ void quad_transpose(const uint4 &v, int t, kt_u32 (&w)[4]) {
+    w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+#pragma unroll
+    for (int m = 1; m <= 2; m *= 2) {
+        const bool upper = t & m; // keeps the words whose bit is set, sends the others
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+            const int lo = m == 1 ? 2 * k : k;
+            const kt_u32 got = __shfl_xor_sync(0xffffffffu, upper ? w[lo] : w[lo + m], m);
+            if (upper)
+                w[lo] = got;
+            else
+                w[lo + m] = got;
+        }
+    }
+}
+
 // Reads f32 partials other CTAs wrote, from L2 (never a stale L1 line).
 __device__ __forceinline__ float ld_cg(const float *p) {
     float v;
@@ -87,13 +138,56 @@ __device__ __forceinline__ float ld_cg(const float *p) {
 // ---------------------------------------------------------------- the kernel
 
 // One warp's k-block of weight fragments: FP8 w8[i][j][r] (k-step j, rows g / g+8) and the
-// fragment's block scale; MXFP4 w4[i][j][r] and the rows' four ue8m0 scales sc[i][r].
+// fragment's block scale; MXFP4 w4[i][j][r] and the rows' four ue8m0 scales sc[i][r]. WIDE:
+// w16[i][c][r], FP8's 16 bytes at 64c+16t of the k-block, MXFP4's at 16t (c = 0).
 template <int FMT> struct kblock {
-    uint2 w8[FMT == FMT_FP8 ? FRAG_N : 1][4][2];
+    uint2 w8[FMT == FMT_FP8 && !WIDE ? FRAG_N : 1][4][2];
+    uint4 w16[WIDE ? FRAG_N : 1][FMT == FMT_FP8 ? 2 : 1][2];
     float bs[FRAG_N];
-    kt_u32 w4[FMT == FMT_MXFP4 ? FRAG_N : 1][4][2];
-    kt_u32 sc[FMT == FMT_MXFP4 ? FRAG_N : 1][2];
+    kt_u32 w4[FMT == FMT_MXFP4 && !WIDE ? FRAG_N : 1][4][2];
+    kt_u32 sc[FMT == FMT_MXFP4 && !WIDE ? FRAG_N : 1][2];
 };
+
+// The token slab: byte offset of 16-byte piece p (bytes 16p..16p+15 of the k-block) of token m in
+// k-block kbl: [k-block][k-step][token][32 bytes], or (FP8 WIDE) DIRECT's [k-block][half][token]
+// [64 bytes]; either way a warp's reads of one token fragment are contiguous. BF16: rows of 256
+// bytes [k-block][token], the codes copied into a row's upper half, then made bf16 in place
+// (tok_chunk).
+constexpr int SLAB_ROW = BF16 ? 256 : 128; // bytes of one (k-block, token) in the slab
+template <int FMT> __device__ __forceinline__ int slab_piece(int kbl, int m, int p) {
+    if (FMT == FMT_MXFP4 && BF16) return ((kbl * TM + m) * 16 + 8 + p) * 16;
+    if (FMT == FMT_FP8 && WIDE) return ((kbl * 2 + p / 4) * TM + m) * 64 + p % 4 * 16;
+    return ((kbl * 4 + p / 2) * TM + m) * 32 + p % 2 * 16;
+}
+
+// BF16: the offset of the 16 bytes of token m's group t (k 32t..32t+31 of k-block kbl) that
+// k-steps 2q and 2q+1 take, as bf16 pairs {b0, b1 of k-step 2q, b0, b1 of 2q+1}. Chunk q of
+// group t sits at 4t + ((q + 2(t >> 1) + (m & 1)) & 3) of the row: the 8 lanes of each phase of
+// a warp's 16-byte reads (groups 0-3 of tokens 2w and 2w+1) hit 8 different 16-byte bank groups.
+__device__ __forceinline__ int tok_chunk(int kbl, int m, int t, int q) {
+    return (kbl * TM + m) * SLAB_ROW + (4 * t + ((q + 2 * (t >> 1) + (m & 1)) & 3)) * 16;
+}
+
+// BF16: the codes of the tile's live tokens (a prefix of its rows: nv of them) made bf16 pairs in
+// place, two rows a warp: each lane reads its 8 codes (k 8q.. of group t) from the row's upper
+// half, the warp syncs, then it writes their pairs (e4m3x2_bf16) at tok_chunk. Padding rows are
+// left as they are: an mma's token columns do not mix, and their sums are never stored.
+__device__ __forceinline__ void tokens_to_bf16(kt_u8 *xs, int nkb, int nv, int warp, int lane) {
+    const int t = (lane & 15) >> 2, q = lane & 3;
+    for (int base = 2 * warp; base < nkb * nv; base += 2 * WARPS) {       // warp-uniform: __syncwarp
+        const int row = base + (lane >> 4), kbl = row / nv, m = row % nv; // nv >= 1 here
+        const bool live = row < nkb * nv;
+        uint2 c = make_uint2(0, 0);
+        if (live) c = *(const uint2 *)(xs + (kbl * TM + m) * SLAB_ROW + 128 + 32 * t + 8 * q);
+        __syncwarp();
+        uint4 b;
+        b.x = e4m3x2_bf16(__byte_perm(c.x, c.y, 0x0400)); // bytes 0 and 4: k-step 2q's b0
+        b.y = e4m3x2_bf16(__byte_perm(c.x, c.y, 0x0501));
+        b.z = e4m3x2_bf16(__byte_perm(c.x, c.y, 0x0602)); // k-step 2q+1
+        b.w = e4m3x2_bf16(__byte_perm(c.x, c.y, 0x0703));
+        if (live) *(uint4 *)(xs + tok_chunk(kbl, m, t, q)) = b;
+    }
+}
 
 template <int FMT, bool GATEUP>
 __device__ __forceinline__ void
@@ -110,8 +204,10 @@ moe_gemm(const kt_u8 *__restrict__ X, const float *__restrict__ Xs, const kt_u8 
     const long padded = kt_moe_max_padded(M, topk, E, TM);
     kt_wait_producer(); // the record and the tokens come from the kernels before
     kt_allow_consumer();
-    if (tile >= rec[padded + padded / TM]) return; // past n_tiles
+    // Past n_tiles tile_expert is -1 (moe_layout.h): one load decides both the exit and the
+    // expert, where reading n_tiles first put two round trips before the first weight load.
     const int e = rec[padded + tile];
+    if (e < 0) return;
     const int kb0 = (int)((long)z * KB / SPLIT), nkb = (int)((long)(z + 1) * KB / SPLIT) - kb0;
     const int inter = N / 2;
     // CTA row r -> the expert's weight row (GATEUP: gate columns c0.., then the same up columns).
@@ -129,14 +225,21 @@ moe_gemm(const kt_u8 *__restrict__ X, const float *__restrict__ Xs, const kt_u8 
 #pragma unroll
             for (int r = 0; r < 2; r++) {
                 const kt_u8 *row = W + ((long)e * N + r0 + g + 8 * r) * KH;
+                if constexpr (WIDE) {
 #pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    if constexpr (FMT == FMT_FP8)
-                        kb.w8[i][j][r] = kt_ldg_stream8(row + kbg * 128 + 32 * j + 8 * t);
-                    else
-                        kb.w4[i][j][r] = kt_ldg_stream4(row + kbg * 64 + 16 * j + 4 * t);
+                    for (int c = 0; c < (FMT == FMT_FP8 ? 2 : 1); c++)
+                        kb.w16[i][c][r] =
+                            kt_ldg_stream16(row + (FMT == FMT_FP8 ? kbg * 128 + 64 * c : kbg * 64) + 16 * t);
+                } else {
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        if constexpr (FMT == FMT_FP8)
+                            kb.w8[i][j][r] = kt_ldg_stream8(row + kbg * 128 + 32 * j + 8 * t);
+                        else
+                            kb.w4[i][j][r] = kt_ldg_stream4(row + kbg * 64 + 16 * j + 4 * t);
+                    }
                 }
-                if constexpr (FMT == FMT_MXFP4)
+                if constexpr (FMT == FMT_MXFP4 && !WIDE)
                     kb.sc[i][r] =
                         *(const kt_u32 *)((const kt_u8 *)Ws + ((long)e * N + r0 + g + 8 * r) * (K / 32) + kbg * 4);
             }
@@ -148,15 +251,18 @@ moe_gemm(const kt_u8 *__restrict__ X, const float *__restrict__ Xs, const kt_u8 
     for (int s = 0; s < STAGES; s++)
         if (wk + s * WARPS_K < nkb) load(ring[s], wk + s * WARPS_K);
 
-    // The tile's tokens of this k-range: [k-block][k-step][token][32 bytes], padding rows zero,
-    // then their scales [k-block][token].
+    // The tile's tokens of this k-range (slab_piece's layout), padding rows zero, then their scales
+    // [k-block][token]; MXFP4 WIDE: then the CTA rows' ue8m0 scales [row][nkb + 1] (4 a k-block;
+    // the odd stride puts a fragment's 8 rows in 8 banks).
     __syncthreads();
     kt_u8 *xs = smem;
-    float *xs_s = (float *)(smem + nkb * TM * 128);
+    float *xs_s = (float *)(smem + nkb * TM * (FMT == FMT_MXFP4 ? SLAB_ROW : 128));
+    kt_u32 *ws_s = (kt_u32 *)(xs_s + nkb * TM);
+    const int ws_ld = nkb + 1;
     for (int i = tid; i < nkb * TM * 8; i += THREADS) {
         const int kbl = i / (TM * 8), m = i / 8 % TM, piece = i % 8, slot = slot_s[m];
         const long row = GATEUP ? slot / topk : slot;
-        kt_cp_async16(kt_smem_addr(xs + ((kbl * 4 + piece / 2) * TM + m) * 32 + piece % 2 * 16),
+        kt_cp_async16(kt_smem_addr(xs + slab_piece<FMT>(kbl, m, piece)),
                       slot >= 0 ? X + row * K + (long)(kb0 + kbl) * 128 + piece * 16 : X, slot >= 0 ? 16 : 0);
     }
     for (int i = tid; i < nkb * TM; i += THREADS) {
@@ -164,9 +270,20 @@ moe_gemm(const kt_u8 *__restrict__ X, const float *__restrict__ Xs, const kt_u8 
         const long row = GATEUP ? slot / topk : slot;
         kt_cp_async4(kt_smem_addr(xs_s + i), slot >= 0 ? Xs + row * KB + kb0 + kbl : Xs, slot >= 0 ? 4 : 0);
     }
+    for (int i = tid; FMT == FMT_MXFP4 && WIDE && i < TN * nkb; i += THREADS) {
+        const int r = i / nkb, kbl = i % nkb;
+        kt_cp_async4(kt_smem_addr(ws_s + r * ws_ld + kbl),
+                     (const kt_u8 *)Ws + ((long)e * N + wrow(r)) * (K / 32) + (kb0 + kbl) * 4, 4);
+    }
     kt_cp_async_commit();
     kt_cp_async_wait<0>();
     __syncthreads();
+    if constexpr (FMT == FMT_MXFP4 && BF16) {
+        int nv = 0; // live rows, a prefix of the tile (moe_layout.h pads each expert's group at its end)
+        while (nv < TM && slot_s[nv] >= 0) nv++;
+        tokens_to_bf16(xs, nkb, nv, warp, lane);
+        __syncthreads();
+    }
 
     float acc[FRAG_N][FRAG_M][4];
 #pragma unroll
@@ -176,27 +293,70 @@ moe_gemm(const kt_u8 *__restrict__ X, const float *__restrict__ Xs, const kt_u8 
 #pragma unroll
             for (int q = 0; q < 4; q++) acc[i][j][q] = 0.f;
 
-    // One k-block: the weight operands of every fragment (MXFP4: converted once), then for each
-    // token fragment its four k-steps into part, promoted with the scales.
-    auto compute = [&](const kblock<FMT> &kb, int kbl) {
-        kt_u32 a[FRAG_N][4][4];
+    // Adds token fragment jm's sums of k-block kbl into acc, promoted with the scales.
+    auto promote = [&](const kblock<FMT> &kb, int kbl, int jm, const float(&sum)[FRAG_N][4]) {
+        const float2 sx = *(const float2 *)(xs_s + kbl * TM + jm * 8 + 2 * t);
 #pragma unroll
-        for (int i = 0; i < FRAG_N; i++)
+        for (int i = 0; i < FRAG_N; i++) {
+            const float b = FMT == FMT_FP8 ? kb.bs[i] : 1.f;
 #pragma unroll
-            for (int j = 0; j < 4; j++) {
-                if constexpr (FMT == FMT_FP8) {
-                    a[i][j][0] = kb.w8[i][j][0].x, a[i][j][1] = kb.w8[i][j][1].x;
-                    a[i][j][2] = kb.w8[i][j][0].y, a[i][j][3] = kb.w8[i][j][1].y;
-                } else {
+            for (int q = 0; q < 4; q++) acc[i][jm][q] += sum[i][q] * (q & 1 ? sx.y : sx.x) * b;
+        }
+    };
+    // FP8 WIDE: each token fragment's two 16-byte pieces against the fragments' in DIRECT's order.
+    auto compute_fp8_wide = [&](const kblock<FMT> &kb, int kbl) {
+#pragma unroll
+        for (int jm = 0; jm < FRAG_M; jm++) {
+            float sum[FRAG_N][4];
+#pragma unroll
+            for (int c = 0; c < 2; c++) {
+                const uint4 x = *(const uint4 *)(xs + slab_piece<FMT>(kbl, jm * 8 + g, 4 * c + t));
+#pragma unroll
+                for (int i = 0; i < FRAG_N; i++) kt_mma_e4m3_x16(sum[i], kb.w16[i][c][0], kb.w16[i][c][1], x, c == 0);
+            }
+            promote(kb, kbl, jm, sum);
+        }
+    };
+    // One k-block on the k-step lanes: the weight operands of every fragment (MXFP4: converted once;
+    // WIDE: transposed out of the 16-byte loads, the scales from shared memory), then for each
+    // token fragment its four k-steps, promoted with the scales.
+    auto compute_ksteps = [&](const kblock<FMT> &kb, int kbl) {
+        kt_u32 a[FRAG_N][4][4], sc[FRAG_N][2];
+#pragma unroll
+        for (int i = 0; i < FRAG_N; i++) {
+            if constexpr (FMT == FMT_MXFP4) {
+                kt_u32 w4[4][2];
+#pragma unroll
+                for (int r = 0; r < 2; r++) {
+                    if constexpr (WIDE) {
+                        kt_u32 w[4];
+                        quad_transpose(kb.w16[i][0][r], t, w);
+#pragma unroll
+                        for (int j = 0; j < 4; j++) w4[j][r] = w[j];
+                        sc[i][r] = ws_s[(wn * WN + i * 16 + g + 8 * r) * ws_ld + kbl];
+                    } else {
+#pragma unroll
+                        for (int j = 0; j < 4; j++) w4[j][r] = kb.w4[i][j][r];
+                        sc[i][r] = kb.sc[i][r];
+                    }
+                }
+#pragma unroll
+                for (int j = 0; j < 4; j++)
 #pragma unroll
                     for (int h = 0; h < 2; h++)
 #pragma unroll
                         for (int r = 0; r < 2; r++) {
-                            const kt_u32 b = e2m1x4_spread(kb.w4[i][j][r] >> (16 * h));
+                            const kt_u32 b = e2m1x4_spread(w4[j][r] >> (16 * h));
                             a[i][j][2 * h + r] = KT_NATIVE ? b << 2 : e2m1x4_as_e4m3(b); // NATIVE: the container
                         }
+            } else {
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    a[i][j][0] = kb.w8[i][j][0].x, a[i][j][1] = kb.w8[i][j][1].x;
+                    a[i][j][2] = kb.w8[i][j][0].y, a[i][j][3] = kb.w8[i][j][1].y;
                 }
             }
+        }
 #pragma unroll
         for (int jm = 0; jm < FRAG_M; jm++) {
             float sum[FRAG_N][4];
@@ -208,7 +368,7 @@ moe_gemm(const kt_u8 *__restrict__ X, const float *__restrict__ Xs, const kt_u8 
 #if KT_NATIVE
                     if constexpr (FMT == FMT_MXFP4) {
                         if (j == 0) sum[i][0] = sum[i][1] = sum[i][2] = sum[i][3] = 0.f;
-                        const kt_u32 sa = t & 1 ? kb.sc[i][1] : kb.sc[i][0];
+                        const kt_u32 sa = t & 1 ? sc[i][1] : sc[i][0];
                         if (j == 0)
                             mma_mxf8f6f4<0>(sum[i], a[i][j], x.x, x.y, sa);
                         else if (j == 1)
@@ -227,21 +387,77 @@ moe_gemm(const kt_u8 *__restrict__ X, const float *__restrict__ Xs, const kt_u8 
                     } else {
                         float d[4];
                         kt_mma_e4m3_first(d, a[i][j], x.x, x.y);
-                        const float s0 = ue8m0_x64(kb.sc[i][0], j), s1 = ue8m0_x64(kb.sc[i][1], j);
+                        const float s0 = ue8m0_x64(sc[i][0], j), s1 = ue8m0_x64(sc[i][1], j);
 #pragma unroll
                         for (int q = 0; q < 4; q++)
                             sum[i][q] = j ? fmaf(d[q], q < 2 ? s0 : s1, sum[i][q]) : d[q] * (q < 2 ? s0 : s1);
                     }
                 }
             }
-            const float2 sx = *(const float2 *)(xs_s + kbl * TM + jm * 8 + 2 * t);
-#pragma unroll
-            for (int i = 0; i < FRAG_N; i++) {
-                const float b = FMT == FMT_FP8 ? kb.bs[i] : 1.f;
-#pragma unroll
-                for (int q = 0; q < 4; q++) acc[i][jm][q] += sum[i][q] * (q & 1 ? sx.y : sx.x) * b;
-            }
+            promote(kb, kbl, jm, sum);
         }
+    };
+    // MXFP4 BF16: lane t's 16 bytes of a row are its group t (k 32t..32t+31 of the k-block), the
+    // k-block 8 bf16 k-steps; k-step 2q+u feeds mma k 2t, 2t+1 with the group's k 8q+2u, 8q+2u+4
+    // and 2t+8, 2t+9 with 8q+2u+1, 8q+2u+5 (e2m1x2_bf16's pairs), the tokens' the same.
+    auto compute_bf16 = [&](const kblock<FMT> &kb, int kbl) {
+        kt_u32 f[FRAG_N][2]; // the rows' scale factors
+#pragma unroll
+        for (int i = 0; i < FRAG_N; i++)
+#pragma unroll
+            for (int r = 0; r < 2; r++)
+                f[i][r] = ue8m0_bf16x2((ws_s[(wn * WN + i * 16 + g + 8 * r) * ws_ld + kbl] >> (8 * t)) & 0xffu);
+        // fragment i's A operand of k-step 2q+u
+        auto weights = [&](int i, int q, int u, kt_u32(&a)[4]) {
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                const uint4 v = kb.w16[i][0][r];
+                const kt_u32 w = q == 0 ? v.x : q == 1 ? v.y : q == 2 ? v.z : v.w;
+                a[r] = kt_mul_bf16x2(u ? e2m1x2_bf16<2>(w) : e2m1x2_bf16<0>(w), f[i][r]);
+                a[2 + r] = kt_mul_bf16x2(u ? e2m1x2_bf16<3>(w) : e2m1x2_bf16<1>(w), f[i][r]);
+            }
+        };
+        // One token fragment shares the conversions with nothing: each k-step's operands are made
+        // where they are used (fewer live registers); several take all the k-block's at once.
+        kt_u32 a_all[FRAG_M > 1 ? FRAG_N : 1][8][4];
+#pragma unroll
+        for (int i = 0; FRAG_M > 1 && i < FRAG_N; i++)
+#pragma unroll
+            for (int k = 0; k < 8; k++) weights(i, k / 2, k % 2, a_all[i][k]);
+#pragma unroll
+        for (int jm = 0; jm < FRAG_M; jm++) {
+            uint4 x[4]; // the token pairs of k-steps 2q, 2q+1
+#pragma unroll
+            for (int q = 0; q < 4; q++) x[q] = *(const uint4 *)(xs + tok_chunk(kbl, jm * 8 + g, t, q));
+            float sum[FRAG_N][4];
+#pragma unroll
+            for (int i = 0; i < FRAG_N; i++) sum[i][0] = sum[i][1] = sum[i][2] = sum[i][3] = 0.f;
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+#pragma unroll
+                for (int u = 0; u < 2; u++) {
+                    const kt_u32 b0 = u ? x[q].z : x[q].x, b1 = u ? x[q].w : x[q].y;
+#pragma unroll
+                    for (int i = 0; i < FRAG_N; i++) {
+                        if constexpr (FRAG_M > 1) {
+                            kt_mma_bf16(sum[i], a_all[i][2 * q + u], b0, b1);
+                        } else {
+                            kt_u32 a[4];
+                            weights(i, q, u, a);
+                            kt_mma_bf16(sum[i], a, b0, b1);
+                        }
+                    }
+                }
+            promote(kb, kbl, jm, sum);
+        }
+    };
+    auto compute = [&](const kblock<FMT> &kb, int kbl) {
+        if constexpr (FMT == FMT_FP8 && WIDE)
+            compute_fp8_wide(kb, kbl);
+        else if constexpr (FMT == FMT_MXFP4 && BF16)
+            compute_bf16(kb, kbl);
+        else
+            compute_ksteps(kb, kbl);
     };
     for (int base = wk; base < nkb; base += STAGES * WARPS_K) {
 #pragma unroll

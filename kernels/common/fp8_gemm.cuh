@@ -276,17 +276,7 @@ __device__ __forceinline__ void ring_copy_tokens(kt_u8 *xs, float *as_s, const C
 // (c, 1) against the ring slot's weights into sum.
 __device__ __forceinline__ void ring_feed(const RingSlot &slot, int c, const uint4 &x, float (&sum)[FRAG_N][4]) {
 #pragma unroll
-    for (int i = 0; i < FRAG_N; i++) {
-        const uint4 &lo = slot[i][c][0], &hi = slot[i][c][1];
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const kt_u32 a[4] = {h ? lo.z : lo.x, h ? hi.z : hi.x, h ? lo.w : lo.y, h ? hi.w : hi.y};
-            if (c == 0 && h == 0)
-                kt_mma_e4m3_first(sum[i], a, x.x, x.y);
-            else
-                kt_mma_e4m3(sum[i], a, h ? x.z : x.x, h ? x.w : x.y);
-        }
-    }
+    for (int i = 0; i < FRAG_N; i++) kt_mma_e4m3_x16(sum[i], slot[i][c][0], slot[i][c][1], x, c == 0);
 }
 
 // One k-block kbl from a ring slot into acc: its sums against every token fragment, each

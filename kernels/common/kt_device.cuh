@@ -81,6 +81,38 @@ __device__ __forceinline__ void kt_mma_e4m3_first(float (&d)[4], const kt_u32 (&
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
 }
 
+// D = A(16x16 bf16, row) * B(16x8 bf16, col) + D, f32 accumulators.
+__device__ __forceinline__ void kt_mma_bf16(float (&d)[4], const kt_u32 (&a)[4], kt_u32 b0, kt_u32 b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// a * b on two bf16 lanes, rounded to nearest (exact where b is a power of two and the product
+// is neither tiny nor huge; subnormal inputs are kept).
+__device__ __forceinline__ kt_u32 kt_mul_bf16x2(kt_u32 a, kt_u32 b) {
+    kt_u32 d;
+    asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+
+// Two mma k-steps in fp8_gemm DIRECT's k order, from 16-byte loads: lo / hi hold 16 bytes of
+// weight rows g / g+8 and x the tokens' 16 bytes of the same k (lane t's bytes 16t..16t+15 of a
+// 64-byte piece). k-step h feeds mma k 4t+e from byte 8h+e and 16+4t+e from byte 8h+4+e, the
+// same order for both operands, so the sums are the k-block's. first: d starts from zero.
+__device__ __forceinline__ void kt_mma_e4m3_x16(float (&d)[4], const uint4 &lo, const uint4 &hi, const uint4 &x,
+                                                bool first) {
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const kt_u32 a[4] = {h ? lo.z : lo.x, h ? hi.z : hi.x, h ? lo.w : lo.y, h ? hi.w : hi.y};
+        if (first && h == 0)
+            kt_mma_e4m3_first(d, a, x.x, x.y);
+        else
+            kt_mma_e4m3(d, a, h ? x.z : x.x, h ? x.w : x.y);
+    }
+}
+
 // Round-to-nearest-even float -> bf16 bits (NaN stays NaN), the same rule as the host.
 __device__ __forceinline__ kt_u16 kt_f32_to_bf16(float x) {
     kt_u32 u = __float_as_uint(x);

@@ -207,6 +207,39 @@ KT_TEST(moe_gemm_untuned_configs_fit) {
     EXPECT(!f->check_config(&native, 1201, why, sizeof why));
 }
 
+/* The new lanes' rules: BF16=1 (MXFP4 dequantised to bf16) needs WIDE=1 and NATIVE=0 on every
+ * arch and fits MXFP4 problems only; MXFP4 WIDE=1 counts its weight scales in shared memory. */
+KT_TEST(moe_gemm_wide_and_bf16_configs) {
+    const kt_family *f = kt_family_find("moe_gemm");
+    char why[256];
+    kt_config c;
+    EXPECT(!kt_parse_config(f, "WIDE=1,BF16=1", &c));
+    EXPECT(!f->check_config(&c, 90, why, sizeof why) && !f->check_config(&c, 120, why, sizeof why));
+    kt_problem mx = {.n_dims = 7, .m = 16, .dim = {1, 0, 32, 512, 2048, 6, 0}}, fp = mx;
+    fp.dim[0] = 0;
+    EXPECT(f->config_fits(&c, &mx) && !f->config_fits(&c, &fp));
+    EXPECT(!kt_parse_config(f, "WIDE=0,BF16=1", &c));
+    EXPECT(f->check_config(&c, 90, why, sizeof why) && strstr(why, "needs WIDE=1"));
+    EXPECT(!kt_parse_config(f, "WIDE=1,BF16=1,NATIVE=1", &c));
+    EXPECT(f->check_config(&c, 1201, why, sizeof why));
+    /* K 4352 (34 k-blocks), 16 tokens, 256 rows: 71,808 bytes of tokens, + 35,840 of MXFP4's
+     * scales with WIDE=1 (over sm_120's 99 KB); FP8 has no scales there. */
+    kt_problem big = {.n_dims = 7, .m = 16, .dim = {1, 0, 8, 512, 4352, 6, 0}};
+    EXPECT(!kt_parse_config(f, "TM=16,TN=256,WARPS_N=8,WARPS_K=1,STAGES=1,SPLIT=1,WIDE=0", &c));
+    EXPECT(f->config_fits(&c, &big));
+    c.v[7] = 1;
+    EXPECT(!f->config_fits(&c, &big));
+    big.dim[0] = 0;
+    EXPECT(f->config_fits(&c, &big));
+    /* BF16's tokens take 256 bytes a k-block as bf16: 32 k-blocks x 16 tokens = 133,120 bytes,
+     * where the e4m3 path's 67,584 + 8,448 of scales fit. */
+    kt_problem k4 = {.n_dims = 7, .m = 16, .dim = {1, 0, 8, 512, 4096, 6, 0}};
+    EXPECT(!kt_parse_config(f, "TM=16,TN=64,WARPS_N=2,WARPS_K=2,STAGES=2,SPLIT=1,WIDE=1,BF16=0", &c));
+    EXPECT(f->config_fits(&c, &k4));
+    c.v[8] = 1;
+    EXPECT(!f->config_fits(&c, &k4));
+}
+
 /* ... and build on sm_90 and sm_120 without spills (make test-all: ~20 NVRTC builds). */
 KT_TEST_SLOW(moe_gemm_untuned_configs_build_without_spills) {
     const kt_family *f = kt_family_find("moe_gemm");

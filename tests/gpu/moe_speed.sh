@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# moe_speed.sh — moe_gemm's 16-byte lanes (WIDE=1) and MXFP4's bf16 path (BF16=1) on the GPU.
+# MODE=full (the first H200 run, ~340 s):
+#   1. kt verify on fresh seeded inputs (outputs poisoned, the float64 model of the same
+#      quantised pipeline, rel err < 1e-2, every output written): WIDE=1 in both formats and
+#      stages, BF16=1 on MXFP4's, at M 1/16/64/256 and all three routing distributions (E 32,
+#      top-6: gate+up N 512 K 2048, down N 1024 K 512); configs that cover split-K 2-8, tiles of
+#      16-256 columns, TM 8-64, 1-4 warp groups along K (odd and even k-blocks per CTA); the
+#      V4-Flash TP4 shapes (E 256) at M 1 and 64;
+#   2. kt bench at V4-Flash TP4 (E 256, top-6, uniform; gate+up N 1024 K 4096, down N 4096 K
+#      512), M 1/16/64, the old lanes (WIDE=0) beside WIDE=1 and BF16=1 in the same run; then a
+#      short random tune of WIDE=1 / BF16=1 at M 16 and the MoE step (moe_step) on its defaults.
+# MODE=quick (default; the second run, under 120 s: one budget caps every part's timeout): BF16=1
+#   verified as in 1 on four configs (its tokens made bf16 once per CTA), then kt bench of the
+#   configs dispatch serves untuned (the new defaults) at V4-Flash TP4 (gate+up), moe_step at M
+#   1/16, and MXFP4 gate+up with 4 warps of one fragment.
+# Logs in $OUT/moe (or $LOGS); a PASS/FAIL line a check; ends with "N passed, N failed".
+#   usage: OUT=$OUT [MODE=full] bash tests/gpu/moe_speed.sh [path/to/kt]
+set -u
+cd "$(dirname "$0")/../.."
+KT=${1:-./bin/kt}
+LOGS=${LOGS:-${OUT:-/tmp}/moe}
+mkdir -p "$LOGS"
+passed=0 failed=0
+
+MODE=${MODE:-quick}
+BUDGET=${BUDGET:-$([ "$MODE" = quick ] && echo 112 || echo 1000)} # seconds for every part together
+
+# check NAME SECONDS CMD...: runs CMD under timeout (at most what is left of BUDGET) into
+# $LOGS/NAME.log; PASS or FAIL (and the tail).
+check() {
+    local name=$1 limit=$2
+    shift 2
+    local left=$((BUDGET - SECONDS))
+    [ "$left" -lt "$limit" ] && limit=$left
+    if [ "$limit" -le 0 ]; then
+        failed=$((failed + 1)); echo "FAIL $name: not run, the budget of ${BUDGET}s is spent"; return
+    fi
+    local t0=$SECONDS
+    echo "\$ $*" >"$LOGS/$name.log"
+    if timeout "$limit" "$@" >>"$LOGS/$name.log" 2>&1; then
+        passed=$((passed + 1))
+        echo "PASS $name ($((SECONDS - t0))s): $(grep -E '^[0-9]+ verified' "$LOGS/$name.log" | tail -n 1)"
+    else
+        failed=$((failed + 1))
+        echo "FAIL $name ($((SECONDS - t0))s, exit $?): see $name.log"
+        grep -E '^FAIL|error|fail' "$LOGS/$name.log" | head -n 8
+        tail -n 4 "$LOGS/$name.log"
+    fi
+}
+verify() { local name=$1; shift; check "$name" 60 "$KT" verify --family moe_gemm --seed $RANDOM "$@"; }
+
+GU="E=32,N=512,K=2048,TOPK=6"
+DN="E=32,N=1024,K=512,TOPK=6"
+shapes() { # FORMATS -> --shape args for both stages and all three distributions
+    local f d
+    for f in $1; do for d in uniform zipf hot; do
+        echo "--shape FORMAT=$f,STAGE=gateup,$GU,DIST=$d --shape FORMAT=$f,STAGE=down,$DN,DIST=$d"
+    done; done
+}
+V4GU="E=256,N=1024,K=4096,TOPK=6,DIST=uniform"
+V4DN="E=256,N=4096,K=512,TOPK=6,DIST=uniform"
+V4S="E=256,HIDDEN=4096,INTER=512"
+if [ "$MODE" = quick ]; then
+    B16="WIDE=1,BF16=1"
+    # shellcheck disable=SC2046
+    verify bf16_all --config "TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=1,$B16" --m 1,16,64,256 $(shapes mxfp4)
+    verify bf16_tm16 --config "TM=16,TN=32,WARPS_N=1,WARPS_K=4,STAGES=1,SPLIT=2,$B16" --m 1,64 \
+        --shape "FORMAT=mxfp4,STAGE=gateup,$GU,DIST=uniform" --shape "FORMAT=mxfp4,STAGE=gateup,$GU,DIST=hot"
+    verify bf16_tm64 --config "TM=64,TN=32,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=8,$B16" --m 64,256 \
+        --shape "FORMAT=mxfp4,STAGE=gateup,$GU,DIST=hot"
+    verify bf16_down --config "TM=16,TN=32,WARPS_N=1,WARPS_K=2,STAGES=1,SPLIT=2,$B16" --m 1,64 \
+        --shape "FORMAT=mxfp4,STAGE=down,$DN,DIST=uniform" --shape "FORMAT=mxfp4,STAGE=down,$DN,DIST=hot"
+    verify v4_bf16 --config "TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=2,$B16" --m 1,64 \
+        --shape "FORMAT=mxfp4,STAGE=gateup,$V4GU"
+    # the untuned defaults: a DB with one unrelated moe_route row (as moe_step.sh)
+    rm -f "$LOGS/step.db"*
+    check step_db 20 "$KT" tune --family moe_route --shape ROUTER=V3,E=256,TOPK=8,TM=16,NTM=1,DIST=hot --m 1 \
+        --budget 1 --db "$LOGS/step.db"
+    check bench_gu 45 "$KT" bench --family moe_gemm --shape "FORMAT=fp8,STAGE=gateup,$V4GU" \
+        --shape "FORMAT=mxfp4,STAGE=gateup,$V4GU" --m 1,16,64 --db "$LOGS/step.db" --json "$LOGS/bench_gu.json"
+    check step_bench 30 "$KT" bench --family moe_step --shape "ROUTER=V4,FORMAT=fp8,$V4S,DIST=uniform" \
+        --shape "ROUTER=V4,FORMAT=mxfp4,$V4S,DIST=uniform" --m 1,16 --db "$LOGS/step.db" --json "$LOGS/step.json"
+    # the defaults' down configs ran in the first run as they are; instead MXFP4 gate+up's 4 warps
+    # x 1 fragment beside the default's 2 x 2 (1.5-6% faster there with per-warp token conversion)
+    check bench_wn4 20 "$KT" bench --family moe_gemm --shape "FORMAT=mxfp4,STAGE=gateup,$V4GU" --m 16,64 \
+        --config "TM=8,TN=64,WARPS_N=4,WARPS_K=1,STAGES=4,SPLIT=1,$B16" --json "$LOGS/bench_wn4.json"
+    grep -h -E '^FORMAT=|^ROUTER=|^kt: moe_gemm' "$LOGS"/bench_gu.log "$LOGS"/step_bench.log "$LOGS"/bench_wn4.log
+    echo "$passed passed, $failed failed ($SECONDS s)"
+    [ "$failed" -eq 0 ]
+    exit
+fi
+BASE="TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=1"
+# shellcheck disable=SC2046
+verify wide_all --config "$BASE,WIDE=1" --m 1,16,64,256 $(shapes "fp8 mxfp4")
+# shellcheck disable=SC2046
+verify bf16_all --config "$BASE,WIDE=1,BF16=1" --m 1,16,64,256 $(shapes mxfp4)
+# configs a stage's shapes fit (kt verify runs what it is given): split-K 2-8, tiles of 16-256
+# rows, TM 8-64, 1-4 warp groups along K, rings of 1-4, 1-8 k-blocks a CTA
+i=0
+while read -r c stages; do
+    i=$((i + 1))
+    for w in "WIDE=1" "WIDE=1,BF16=1"; do
+        f="fp8 mxfp4"
+        [ "$w" = "WIDE=1" ] || f=mxfp4
+        s=()
+        for fmt in $f; do
+            for st in $stages; do
+                [ "$st" = gateup ] && s+=(--shape "FORMAT=$fmt,STAGE=gateup,$GU,DIST=uniform" \
+                    --shape "FORMAT=$fmt,STAGE=gateup,$GU,DIST=hot")
+                [ "$st" = down ] && s+=(--shape "FORMAT=$fmt,STAGE=down,$DN,DIST=uniform")
+            done
+        done
+        verify "cfg${i}_${w//[=,]/}" --config "$c,$w" --m 1,64 "${s[@]}"
+    done
+done <<'EOF'
+TM=16,TN=32,WARPS_N=1,WARPS_K=4,STAGES=1,SPLIT=2 gateup
+TM=32,TN=128,WARPS_N=4,WARPS_K=1,STAGES=1,SPLIT=1 gateup down
+TM=8,TN=256,WARPS_N=8,WARPS_K=1,STAGES=2,SPLIT=4 gateup down
+TM=16,TN=256,WARPS_N=8,WARPS_K=1,STAGES=2,SPLIT=1 gateup
+TM=64,TN=32,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=8 gateup
+TM=8,TN=64,WARPS_N=4,WARPS_K=1,STAGES=3,SPLIT=2 gateup down
+TM=16,TN=32,WARPS_N=1,WARPS_K=2,STAGES=1,SPLIT=2 down
+TM=64,TN=16,WARPS_N=1,WARPS_K=4,STAGES=1,SPLIT=1 down
+EOF
+verify v4_wide --config "$BASE,WIDE=1" --m 1,64 --shape "FORMAT=fp8,STAGE=gateup,$V4GU" \
+    --shape "FORMAT=mxfp4,STAGE=gateup,$V4GU" --shape "FORMAT=fp8,STAGE=down,$V4DN" --shape "FORMAT=mxfp4,STAGE=down,$V4DN"
+verify v4_bf16 --config "$BASE,WIDE=1,BF16=1" --m 1,64 --shape "FORMAT=mxfp4,STAGE=gateup,$V4GU" \
+    --shape "FORMAT=mxfp4,STAGE=down,$V4DN"
+
+# Bench: the configs default_for gives these problems (gate+up: split-K 4 at M = 1, 1 above;
+# down: a ring of 2), as they are (WIDE=0) and with the new lanes.
+bench() { # NAME CONFIG M SHAPES...
+    local name=$1 cfg=$2 m=$3
+    shift 3
+    local args=() s
+    for s in "$@"; do args+=(--shape "$s"); done
+    check "bench_$name" 40 "$KT" bench --family moe_gemm "${args[@]}" --m "$m" --config "$cfg" \
+        --json "$LOGS/bench_$name.json"
+}
+GU1="TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=4"
+GU16="TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=1"
+DNC="TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=2,SPLIT=1"
+for w in 0 1 2; do
+    case $w in
+        0) x="WIDE=0" f="fp8 mxfp4" ;;
+        1) x="WIDE=1" f="fp8 mxfp4" ;;
+        2) x="WIDE=1,BF16=1" f="mxfp4" ;;
+    esac
+    gu=() dn=()
+    for fmt in $f; do gu+=("FORMAT=$fmt,STAGE=gateup,$V4GU"); dn+=("FORMAT=$fmt,STAGE=down,$V4DN"); done
+    bench "gu1_w$w" "$GU1,$x" 1 "${gu[@]}"
+    bench "gu_w$w" "$GU16,$x" 16,64 "${gu[@]}"
+    bench "dn_w$w" "$DNC,$x" 1,16,64 "${dn[@]}"
+done
+# M = 1's wave: split-K 4 makes 384 four-warp CTAs for 264 slots (2 an SM), split-K 2 one wave of
+# 192; down's 384 CTAs of 64 rows the same, 128 rows a CTA 192.
+bench gu1_s2 "TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=2,WIDE=1" 1 "FORMAT=fp8,STAGE=gateup,$V4GU" \
+    "FORMAT=mxfp4,STAGE=gateup,$V4GU"
+bench gu1_s2_bf16 "TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=2,WIDE=1,BF16=1" 1 "FORMAT=mxfp4,STAGE=gateup,$V4GU"
+bench dn_tn128 "TM=8,TN=128,WARPS_N=4,WARPS_K=1,STAGES=4,SPLIT=1,WIDE=1" 1,16 "FORMAT=fp8,STAGE=down,$V4DN" \
+    "FORMAT=mxfp4,STAGE=down,$V4DN"
+# one weight fragment a warp (4 warps along N): ~115 registers, 4 CTAs an SM instead of 2, the
+# same bytes in flight a warp
+bench gu_wn4 "TM=8,TN=64,WARPS_N=4,WARPS_K=1,STAGES=4,SPLIT=1,WIDE=1" 16,64 "FORMAT=fp8,STAGE=gateup,$V4GU" \
+    "FORMAT=mxfp4,STAGE=gateup,$V4GU"
+bench gu_wn4_bf16 "TM=8,TN=64,WARPS_N=4,WARPS_K=1,STAGES=4,SPLIT=1,WIDE=1,BF16=1" 16,64 "FORMAT=mxfp4,STAGE=gateup,$V4GU"
+echo "--- moe_gemm V4-Flash TP4, uniform (kt_us, floor_us, kt/floor; the config last)"
+grep -h -E '^FORMAT=' "$LOGS"/bench_*.log | awk '{printf "%-8s %-7s M=%-3s kt %8s floor %7s x%5s  %s\n", \
+    substr($1, 8, index($1, ",") - 8), ($1 ~ /gateup/ ? "gateup" : "down"), $2, $3, $4, $5, $NF}' | sort -k1,1 -k2,2 -k3,3
+
+# A short random sweep of the new lanes at M 16 (gate+up FP8 and MXFP4), then the MoE step on
+# its defaults (WIDE=0 until this run says otherwise).
+rm -f "$LOGS/tune.db"*
+check tune_wide 45 "$KT" tune --family moe_gemm --shape "FORMAT=fp8,STAGE=gateup,$V4GU" \
+    --shape "FORMAT=mxfp4,STAGE=gateup,$V4GU" --m 16 --strategy random --budget 12 --seed 7 --where WIDE=1 \
+    --db "$LOGS/tune.db"
+check tune_bench 30 "$KT" bench --family moe_gemm --shape "FORMAT=fp8,STAGE=gateup,$V4GU" \
+    --shape "FORMAT=mxfp4,STAGE=gateup,$V4GU" --m 16 --db "$LOGS/tune.db" --json "$LOGS/tune_bench.json"
+grep -h -E '^FORMAT=' "$LOGS/tune_bench.log"
+# the step on the stages' untuned defaults (a DB with one unrelated moe_route row, as moe_step.sh),
+# then at M 16 with the tuned WIDE gate+up winners of tune.db
+rm -f "$LOGS/step.db"*
+check step_db 20 "$KT" tune --family moe_route --shape ROUTER=V3,E=256,TOPK=8,TM=16,NTM=1,DIST=hot --m 1 --budget 1 \
+    --db "$LOGS/step.db"
+check step_bench 40 "$KT" bench --family moe_step --shape "ROUTER=V4,FORMAT=fp8,$V4S,DIST=uniform" \
+    --shape "ROUTER=V4,FORMAT=mxfp4,$V4S,DIST=uniform" --m 1,16,64 --db "$LOGS/step.db" --json "$LOGS/step.json"
+check step_bench_tuned 30 "$KT" bench --family moe_step --shape "ROUTER=V4,FORMAT=fp8,$V4S,DIST=uniform" \
+    --shape "ROUTER=V4,FORMAT=mxfp4,$V4S,DIST=uniform" --m 16 --db "$LOGS/tune.db" --json "$LOGS/step_tuned.json"
+grep -h -E '^ROUTER|^kt: moe_gemm' "$LOGS/step_bench.log" "$LOGS/step_bench_tuned.log"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
