@@ -181,3 +181,30 @@ KT_TEST(indexer_rejects_bad_keys) {
     p.m = 64;
     EXPECT(f->check_problem(&p, why, sizeof why) == 0);
 }
+
+/* The scan's configs: its ring of STAGES groups a warp must fit sm_120's 99 KB for one block and
+ * for CTAS_PER_SM of them, the f16 path's 128 q registers leave no room for 3 CTAs of 8 warps'
+ * worth of n-tiles, and without a GPU (arch 0) the default keeps the e4m3 path. */
+KT_TEST(indexer_scan_configs_fit_sm120) {
+    const kt_family *f = family();
+    if (!f) return;
+    char why[256];
+    kt_config c;
+    EXPECT(f->check_config(&f->default_config, 90, why, sizeof why) == 0);
+    EXPECT(f->check_config(&f->default_config, 120, why, sizeof why) == 0);
+    EXPECT(kt_parse_config(f, "WARPS=4,NT=2,CTAS_PER_SM=2,MATH=1,STAGES=4", &c) == 0); /* sm_90's default */
+    EXPECT(f->check_config(&c, 120, why, sizeof why) == 0);
+    EXPECT(kt_parse_config(f, "WARPS=8,NT=4,CTAS_PER_SM=1,STAGES=4", &c) == 0); /* 147 KB of ring */
+    EXPECT(f->check_config(&c, 90, why, sizeof why) == -1 && strstr(why, "ring"));
+    EXPECT(kt_parse_config(f, "WARPS=4,NT=4,CTAS_PER_SM=2,STAGES=4", &c) == 0); /* 82 KB, twice */
+    EXPECT(f->check_config(&c, 90, why, sizeof why) == -1 && strstr(why, "ring"));
+    EXPECT(kt_parse_config(f, "WARPS=4,NT=4,CTAS_PER_SM=2,STAGES=2", &c) == 0); /* 45 KB, twice */
+    EXPECT(f->check_config(&c, 90, why, sizeof why) == 0);
+    EXPECT(kt_parse_config(f, "WARPS=4,NT=2,CTAS_PER_SM=3,MATH=1,STAGES=2", &c) == 0);
+    EXPECT(f->check_config(&c, 90, why, sizeof why) == -1 && strstr(why, "registers"));
+    kt_problem p = {0};
+    EXPECT(kt_parse_shape(f, "TOPK=2048,CTX=8192,DIST=equal,VALUES=grid", &p) == 0);
+    p.m = 16;
+    f->default_for(&p, 132, &c);
+    EXPECT(c.v[5] == 0 && c.v[6] == 3); /* MATH=0, STAGES=3: no GPU open */
+}
