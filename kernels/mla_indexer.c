@@ -26,7 +26,7 @@ enum { K_SCAN, K_SELECT, K_NAIVE, K_REFERENCE };
 #define MAX_TOKENS (1L << 30)
 #define REF_THREADS 256 /* the reference kernel: a CTA per 64 tokens of a request */
 #define REF_TOKENS 64
-#define STAGE_KEYS 16384         /* keys a selection CTA stages: 64 KB, with its 24 KB fits sm_120's 99 KB */
+#define STAGE_KEYS 16384         /* keys a selection CTA stages: 68 KB padded, with its 24 KB fits sm_120's 99 KB */
 #define SCAN_STATIC_SMEM 8328    /* the scan's static shared memory: two prefix arrays and 32 sums */
 #define SELECT_STATIC_SMEM 24752 /* the selection's static shared memory (ptxas, sm_90 and sm_120) */
 #define SM120_THREADS_PER_SM 1536
@@ -90,8 +90,9 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
                -1;
     if (need > have)
         return snprintf(why, n, "needs ~%d registers per thread, %d threads an SM get %d", need, per_sm, have), -1;
-    if (SELECT_STATIC_SMEM + STAGE_KEYS * 4 > ship.smem_per_block) /* the selection's staged keys */
-        return snprintf(why, n, "the selection needs %d bytes of shared memory", SELECT_STATIC_SMEM + STAGE_KEYS * 4),
+    if (SELECT_STATIC_SMEM + kt_idx_staged_words(STAGE_KEYS) * 4 > ship.smem_per_block) /* its staged keys */
+        return snprintf(why, n, "the selection needs %d bytes of shared memory",
+                        SELECT_STATIC_SMEM + kt_idx_staged_words(STAGE_KEYS) * 4),
                -1;
     return 0;
 }
@@ -365,7 +366,7 @@ static int launch_select(const kt_launch *l) {
     uint64_t a[4] = {l->ptr[T_LOGITS], l->ptr[T_LENS], l->ptr[T_TABLE], l->ptr[T_INDEX]};
     void *args[] = {&a[0], &a[1], &a[2], &mp, &k, &stage, &a[3]};
     return kt_launch_kernel_pdl(l->mod, K_SELECT, (unsigned)(p->m * v[P_SEL_CLUSTER]), 1, 1, (unsigned)v[P_SEL_THREADS],
-                                (unsigned)stage * 4, l->stream, args);
+                                (unsigned)kt_idx_staged_words(stage) * 4, l->stream, args);
 }
 
 static int launch(const kt_launch *l) { return launch_scan(l, 0) || launch_select(l) ? -1 : 0; }

@@ -334,13 +334,15 @@ struct slice {
     const unsigned *keys;
     int lo, hi;
     bool staged;
-    __device__ __forceinline__ unsigned key(int p) const { return staged ? keys[p - lo] : key_of(x[p]); }
+    __device__ __forceinline__ unsigned key(int p) const {
+        return staged ? keys[kt_idx_staged_index(p - lo)] : key_of(x[p]);
+    }
 };
 
 // Copies the slice's keys into shared memory (8 loads in flight a thread).
 __device__ void stage_keys(const float *x, int lo, int hi, unsigned *keys) {
 #pragma unroll 8
-    for (int p = lo + (int)threadIdx.x; p < hi; p += ST) keys[p - lo] = key_of(x[p]);
+    for (int p = lo + (int)threadIdx.x; p < hi; p += ST) keys[kt_idx_staged_index(p - lo)] = key_of(x[p]);
     __syncthreads();
 }
 
@@ -463,7 +465,7 @@ extern "C" __global__ void __launch_bounds__(ST) KT_SEL_CLUSTER_DIMS
     mla_indexer_select(const float *__restrict__ logits, const int *__restrict__ lens,
                        const int *__restrict__ block_table, int max_pages, int topk, int stage_keys_max,
                        int *__restrict__ index) {
-    extern __shared__ unsigned staged_keys[]; // stage_keys_max of them (the launch's dynamic shared memory)
+    extern __shared__ unsigned staged_keys[]; // kt_idx_staged_words(stage_keys_max) (dynamic shared memory)
     __shared__ __align__(16) unsigned hist[2][KT_IDX_BINS], merged[CLUSTER > 1 ? KT_IDX_BINS : 1];
     __shared__ __align__(16) unsigned warp_sums[32], chosen[2], counts[4];
     const int b = blockIdx.x / CLUSTER, rank = CLUSTER > 1 ? (int)kt_cluster_rank() : 0, n = lens[b];

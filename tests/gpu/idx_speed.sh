@@ -14,6 +14,7 @@
 #     kt_scan_us column is the default config's MATH=0 scan alone, kt_select_us the one-CTA
 #     selection alone) and with --config of that f16 scan and the one-CTA selection, so that
 #     its kt_us less kt_select_us is the f16 scan (old: bench/NOTES.md's 2026-12-01 table).
+# Then, if time is left, kt profile --ncu of the served config at 32K x 64.
 # Logs under $OUT/idx/; a PASS/FAIL line per check; ends with "N passed, N failed".
 #   usage: OUT=dir tests/gpu/idx_speed.sh [KT binary]
 set -u
@@ -69,5 +70,13 @@ run bench_served 25 $KT bench --family mla_indexer "${SHAPES[@]}" --db "$DB" --j
 run bench_f16_one_cta_select 20 $KT bench --family mla_indexer "${SHAPES[@]}" \
     --config WARPS=4,NT=2,CTAS_PER_SM=2,MATH=1,STAGES=4 --json "$LOG/bench_f16.json"
 grep -h "^ok" "$LOG"/scan_*.log
+# ncu of the served f16 scan and the selection at 2M tokens, if the run is still short of 125 s
+if [ "$SECONDS" -lt 100 ]; then
+    run ncu_served_32k_64 25 $KT profile --ncu --iters 5 --family mla_indexer --db "$DB" --shape \
+        TOPK=2048,CTX=32768,DIST=equal,VALUES=grid --m 64
+    tail -n 30 "$LOG/ncu_served_32k_64.log"
+else
+    echo "ncu skipped: ${SECONDS} s used"
+fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
