@@ -208,3 +208,25 @@ KT_TEST(indexer_scan_configs_fit_sm120) {
     f->default_for(&p, 132, &c);
     EXPECT(c.v[5] == 0 && c.v[6] == 3); /* MATH=0, STAGES=3: no GPU open */
 }
+
+/* The selection's staged keys: distinct words inside kt_idx_staged_words(n), and the ordered
+ * pass's reads (lane j of a warp reads key 16 j + i) on 32 distinct banks for every i. */
+KT_TEST(indexer_staged_keys_conflict_free) {
+    enum { N = 16384 };
+    static unsigned char used[N + N / 16 + 1];
+    int distinct = 1, inside = 1, no_conflict = 1;
+    for (int k = 0; k < N; k++) {
+        int w = kt_idx_staged_index(k);
+        inside &= w >= 0 && w < kt_idx_staged_words(N) && kt_idx_staged_index(k % 1000) < kt_idx_staged_words(1000);
+        distinct &= !used[w];
+        used[w] = 1;
+    }
+    for (int base = 0; base < N; base += 32 * 16)
+        for (int i = 0; i < 16; i++) {
+            unsigned banks = 0;
+            for (int lane = 0; lane < 32; lane++) banks |= 1u << (kt_idx_staged_index(base + 16 * lane + i) % 32);
+            no_conflict &= banks == 0xffffffffu;
+        }
+    EXPECT(distinct && inside);
+    EXPECT(no_conflict);
+}
