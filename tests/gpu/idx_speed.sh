@@ -14,7 +14,7 @@
 #     kt_scan_us column is the default config's MATH=0 scan alone, kt_select_us the one-CTA
 #     selection alone) and with --config of that f16 scan and the one-CTA selection, so that
 #     its kt_us less kt_select_us is the f16 scan (old: bench/NOTES.md's 2026-12-01 table).
-# Then, if time is left, kt profile --ncu of the served config at 32K x 64.
+# Then, if time is left, kt profile --ncu of the served config at 32K x 64 and 8K x 1.
 # Logs under $OUT/idx/; a PASS/FAIL line per check; ends with "N passed, N failed".
 #   usage: OUT=dir tests/gpu/idx_speed.sh [KT binary]
 set -u
@@ -77,6 +77,12 @@ if [ "$SECONDS" -lt 100 ]; then
     tail -n 30 "$LOG/ncu_served_32k_64.log"
 else
     echo "ncu skipped: ${SECONDS} s used"
+fi
+# and of the selection's fixed cost (8K x 1, the served cluster of 8) if still short of 125 s
+if [ "$SECONDS" -lt 100 ]; then
+    run ncu_served_8k_1 25 $KT profile --ncu --iters 5 --family mla_indexer --db "$DB" --shape \
+        TOPK=2048,CTX=8192,DIST=equal,VALUES=grid --m 1
+    tail -n 30 "$LOG/ncu_served_8k_1.log"
 fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
