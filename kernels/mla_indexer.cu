@@ -346,8 +346,9 @@ __device__ void stage_keys(const float *x, int lo, int hi, unsigned *keys) {
     __syncthreads();
 }
 
-// Histogram of digit d over the keys of x[lo, hi) that agree with prefix above it; lanes with
-// the same bin add once (ties and close logits all land in a few bins).
+// Histogram of digit d over the keys of x[lo, hi) that agree with prefix above it: one add for
+// the warp when its candidates share a bin (ties, all-equal logits, the top digits of close
+// logits), else one a candidate (no __match_any_sync: shared atomics to distinct bins go at once).
 __device__ void digit_histogram(const slice &sl, unsigned prefix, int d, unsigned *hist) {
     const int lo = sl.lo, hi = sl.hi;
     const int lane = threadIdx.x & 31;
@@ -357,10 +358,12 @@ __device__ void digit_histogram(const slice &sl, unsigned prefix, int d, unsigne
         const int p = base + (int)threadIdx.x;
         const unsigned key = p < hi ? sl.key(p) : 0u;
         const bool cand = p < hi && kt_idx_matches(key, prefix, d);
-        const unsigned mask = __ballot_sync(FULL, cand);
-        if (cand) {
-            const unsigned bin = kt_idx_digit(key, d), peers = __match_any_sync(mask, bin);
-            if (lane == __ffs(peers) - 1) atomicAdd(&hist[bin], (unsigned)__popc(peers));
+        const unsigned mask = __ballot_sync(FULL, cand), bin = kt_idx_digit(key, d);
+        const unsigned first_bin = __shfl_sync(FULL, bin, __ffs(mask) - 1); // no candidate: unused
+        if (__all_sync(FULL, !cand || bin == first_bin)) {
+            if (mask && lane == __ffs(mask) - 1) atomicAdd(&hist[bin], (unsigned)__popc(mask));
+        } else if (cand) {
+            atomicAdd(&hist[bin], 1u);
         }
     }
     __syncthreads();
