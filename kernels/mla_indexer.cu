@@ -11,8 +11,9 @@
 //   take equal contiguous ranges of all groups: the work follows sum(L_b), nothing waits on the
 //   host and the launch is graph-capturable. A warp keeps its request's 64 x 128 e4m3 q in
 //   registers (64 of them) and loads each token's 128 codes straight into mma B fragments: the
-//   dot product's dims are permuted so that lane t of a quad holds dims [32t, 32t + 32) of a
-//   token in two 16-byte loads (the same permutation applies to q, so the sum is unchanged).
+//   dot product's dims are permuted so that lane t of a quad holds dims [16t, 16t + 16) and
+//   [64 + 16t, 80 + 16t) of a token in two 16-byte loads, a quad's loads two whole 32-byte
+//   sectors each (the same permutation applies to q, so the sum is unchanged).
 //   e4m3 mma.sync m16n8k32: 4 head tiles x 4 k-steps per 8 tokens; relu, the weights and the
 //   sum over heads in registers and three shuffles; the token's scale last. A warp's groups
 //   stream through its own ring of STAGES slots in shared memory (cp.async, STAGES - 1 groups
@@ -150,9 +151,13 @@ __device__ void request_prefix(const int *lens, int B, int group, int *cu_lens, 
     __syncthreads();
 }
 
+// The 16-byte halves of a row lane t of a quad holds (the permuted order; see the top): bytes
+// [16 t, 16 t + 16) and 64 + that, so that a quad's load of either half is two whole sectors.
+__device__ __forceinline__ int half_offset(int t, int half) { return 16 * t + 64 * half; }
+
 // The warp's q fragments for request b: rows 16 m + g and 16 m + g + 8 of head tile m, lane
-// t of the quad holding dims [32 t, 32 t + 32) (the permuted order; see the top) in the math
-// path's operand form, and the eight weights of those rows.
+// t of the quad holding its two halves of them in the math path's operand form, and the
+// eight weights of those rows.
 __device__ __forceinline__ void load_query(const kt_u8 *q, const float *w, int b, kt_u32 (&qf)[4][2][QR],
                                            float (&wf)[4][2]) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -161,8 +166,8 @@ __device__ __forceinline__ void load_query(const kt_u8 *q, const float *w, int b
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const int head = 16 * m + g + 8 * h;
-            const uint4 *src = (const uint4 *)(q + ((long long)b * KT_IDX_HEADS + head) * KT_IDX_DIM + 32 * t);
-            const uint4 lo = src[0], hi = src[1];
+            const kt_u8 *row = q + ((long long)b * KT_IDX_HEADS + head) * KT_IDX_DIM;
+            const uint4 lo = *(const uint4 *)(row + half_offset(t, 0)), hi = *(const uint4 *)(row + half_offset(t, 1));
             const kt_u32 codes[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
             to_operands(codes, qf[m][h]);
             wf[m][h] = w[b * KT_IDX_HEADS + head];
@@ -235,9 +240,9 @@ __device__ __forceinline__ void issue_group(const kt_u8 *cache, const int *block
 #pragma unroll
     for (int j = 0; j < NT; j++) {
         const int slot = t0 % KT_IDX_PAGE + 8 * j + g;
-        const kt_u8 *src = cache + kt_idx_code_offset(page, slot) + 32 * t;
-        kt_cp_async16(kt_smem_addr(&s.codes[j][0][lane]), src, 16);
-        kt_cp_async16(kt_smem_addr(&s.codes[j][1][lane]), src + 16, 16);
+        const kt_u8 *src = cache + kt_idx_code_offset(page, slot);
+        kt_cp_async16(kt_smem_addr(&s.codes[j][0][lane]), src + half_offset(t, 0), 16);
+        kt_cp_async16(kt_smem_addr(&s.codes[j][1][lane]), src + half_offset(t, 1), 16);
         kt_cp_async4(kt_smem_addr(&s.scale[j][lane]), cache + kt_idx_scale_offset(page, slot), 4);
     }
 }
