@@ -97,17 +97,16 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
     return 0;
 }
 
-/* The default config with the selection's cluster the largest that keeps B x cluster CTAs
- * within one wave (a request's selection then spreads over 8 SMs at B <= 16), and the scan's
- * math the GPU runs natively: e4m3 where its mma.sync is native; on sm_90, where it is
- * emulated, f16 (q in 128 registers: 2 CTAs of 4 warps, no spills here or on sm_120), whose
- * 8 warps an SM keep 3 groups of 16 tokens each in flight (48 KB an SM). */
+/* The default config, the scan's math the GPU runs natively (e4m3 where its mma.sync is; f16
+ * on sm_90, where it is emulated), and the selection's cluster the smallest whose slices of a
+ * request (< 2 CTX keys) stage in shared memory, within one wave of B x cluster CTAs (2026-12-02
+ * on the H200: at 8K x 1 one CTA takes 12.6 us, a cluster of 8 20.7; at 32K x 1, 39.2 and ~22). */
 static void default_for(const kt_problem *p, int sms, kt_config *c) {
     *c = kt_family_mla_indexer.default_config;
-    if (kt_gpu_arch() == 90) {
-        c->v[P_MATH] = 1, c->v[P_NT] = 2, c->v[P_CTAS_PER_SM] = 2, c->v[P_STAGES] = 4;
-    }
-    while (c->v[P_SEL_CLUSTER] < 8 && p->m * 2 * c->v[P_SEL_CLUSTER] <= sms) c->v[P_SEL_CLUSTER] *= 2;
+    if (kt_gpu_arch() != 90) c->v[P_MATH] = 0;
+    while (c->v[P_SEL_CLUSTER] < 8 && 2 * ctx_of(p) > (long)STAGE_KEYS * c->v[P_SEL_CLUSTER] &&
+           p->m * 2 * c->v[P_SEL_CLUSTER] <= sms)
+        c->v[P_SEL_CLUSTER] *= 2;
     if (c->v[P_SEL_CLUSTER] > 1) c->v[P_SEL_THREADS] = 512; /* check_config: clusters take 512 */
 }
 
@@ -428,10 +427,10 @@ const kt_family kt_family_mla_indexer = {
                {"MATH", 2, {0, 1}},
                {"STAGES", 3, {2, 3, 4}}},
     .strata_params = 3,
-    /* 4 warps of one n-tile, 3 CTAs an SM: 12 warps, a ring of 3 groups a warp; e4m3 math: no
-     * spills on sm_120 (124 registers) or sm_90 (155); default_for takes f16 on sm_90 (168, no
-     * spills there; 24 bytes of spills on sm_120, which keeps e4m3) */
-    .default_config = {{4, 1, 3, 1024, 1, 0, 3}},
+    /* 2 CTAs of 4 warps of two n-tiles an SM, a ring of 4 groups a warp (3 in flight: 48 KB an
+     * SM), f16 math (the portable path: 202 registers on sm_90, 208 on sm_120, no spills; e4m3
+     * at this shape: 148 on sm_120), so the scan-only baseline is the H200's served scan */
+    .default_config = {{4, 2, 2, 1024, 1, 1, 4}},
     .target_shapes = target_shapes,
     .n_target_shapes = 7,
     KT_FAMILY_HOOKS,

@@ -206,7 +206,14 @@ KT_TEST(indexer_scan_configs_fit_sm120) {
     EXPECT(kt_parse_shape(f, "TOPK=2048,CTX=8192,DIST=equal,VALUES=grid", &p) == 0);
     p.m = 16;
     f->default_for(&p, 132, &c);
-    EXPECT(c.v[5] == 0 && c.v[6] == 3); /* MATH=0, STAGES=3: no GPU open */
+    EXPECT(c.v[5] == 0 && c.v[4] == 1); /* MATH=0 (no GPU open); 16K keys stage in one CTA */
+    EXPECT(kt_parse_shape(f, "TOPK=2048,CTX=32768,DIST=equal,VALUES=grid", &p) == 0);
+    p.m = 1;
+    f->default_for(&p, 132, &c);
+    EXPECT(c.v[4] == 4 && c.v[3] == 512); /* < 64K keys in 4 slices of 16K */
+    p.m = 64;
+    f->default_for(&p, 132, &c);
+    EXPECT(c.v[4] == 2); /* one wave: 64 x 2 CTAs of 132 */
 }
 
 /* The selection's staged keys: distinct words inside kt_idx_staged_words(n), and the ordered
