@@ -46,7 +46,7 @@ run e4m3_equal_12warps 6 "${V[@]}" --shape TOPK=2048,CTX=2048,DIST=equal,VALUES=
     TOPK=777,CTX=3000,DIST=ragged,VALUES=equal --m 8,64 --config MATH=0,NT=1,CTAS_PER_SM=3,STAGES=3
 run random 8 "${V[@]}" --shape TOPK=2048,CTX=32768,DIST=ragged,VALUES=tied --m 8,64 --sample 4
 # the scan's candidates at 2M tokens, each timed by verify with the same one-CTA selection
-for c in MATH=0 MATH=1 NT=1,CTAS_PER_SM=3,STAGES=3 STAGES=3; do
+for c in MATH=0 MATH=1 NT=4,STAGES=2 NT=1,CTAS_PER_SM=3,STAGES=3; do
     run "scan_${c//[=,]/_}" 7 "${V[@]}" --shape TOPK=2048,CTX=131072,DIST=equal,VALUES=grid --m 16 --config "$c"
 done
 grep -h "^ok" "$LOG"/scan_*.log
