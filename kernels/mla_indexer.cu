@@ -10,10 +10,10 @@
 //   CTA derives from lens[] (on the device) the requests' groups of 8 * NT tokens and its warps
 //   take equal contiguous ranges of all groups: the work follows sum(L_b), nothing waits on the
 //   host and the launch is graph-capturable. A warp keeps its request's 64 x 128 q in
-//   registers (64 of them as e4m3 codes, 128 as f16) and loads each token's 128 codes straight into mma B fragments: the
-//   dot product's dims are permuted so that lane t of a quad holds dims [16t, 16t + 16) and
-//   [64 + 16t, 80 + 16t) of a token in two 16-byte loads, a quad's loads two whole 32-byte
-//   sectors each (the same permutation applies to q, so the sum is unchanged).
+//   registers (64 of them as e4m3 codes, 128 as f16) and loads each token's 128 codes into
+//   mma B fragments: the dot product's dims are permuted so that lane t of a quad holds dims
+//   [16t, 16t + 16) and [64 + 16t, 80 + 16t) of a token in two 16-byte loads, a quad's loads
+//   two whole 32-byte sectors each (the same permutation applies to q: the sum is unchanged).
 //   e4m3 mma.sync m16n8k32: 4 head tiles x 4 k-steps per 8 tokens; relu, the weights and the
 //   sum over heads in registers and three shuffles; the token's scale last. A warp's groups
 //   stream through its own ring of STAGES slots in shared memory (cp.async, STAGES - 1 groups
