@@ -19,14 +19,15 @@
 
 extern const kt_family kt_family_mla_indexer;
 
-enum { P_WARPS, P_NT, P_CTAS_PER_SM, P_SEL_THREADS, P_SEL_CLUSTER };
+enum { P_WARPS, P_NT, P_CTAS_PER_SM, P_SEL_THREADS, P_SEL_CLUSTER, P_MATH, P_STAGES };
 enum { T_Q, T_W, T_CACHE, T_LENS, T_TABLE, T_LOGITS, T_INDEX };
 enum { K_SCAN, K_SELECT, K_NAIVE, K_REFERENCE };
 #define MAX_B 1024 /* the kernels' shared prefix arrays */
 #define MAX_TOKENS (1L << 30)
 #define REF_THREADS 256 /* the reference kernel: a CTA per 64 tokens of a request */
 #define REF_TOKENS 64
-#define STAGE_KEYS 16384         /* keys a selection CTA stages: 64 KB, with its 24 KB fits sm_120's 99 KB */
+#define STAGE_KEYS 16384         /* keys a selection CTA stages: 68 KB padded, with its 24 KB fits sm_120's 99 KB */
+#define SCAN_STATIC_SMEM 8328    /* the scan's static shared memory: two prefix arrays and 32 sums */
 #define SELECT_STATIC_SMEM 24752 /* the selection's static shared memory (ptxas, sm_90 and sm_120) */
 #define SM120_THREADS_PER_SM 1536
 
@@ -61,32 +62,51 @@ static int check_problem(const kt_problem *p, char *why, size_t n) {
     return 0;
 }
 
-/* Threads of the scan kernel per SM and the registers a thread needs (ptxas for sm_120: 126
- * at NT 1: q's 64 fragments, two groups' k fragments and the rest; ~20 more per n-tile). */
+/* The scan's ring in dynamic shared memory: STAGES slots a warp of NT x (32 lanes x 32 code
+ * bytes + 32 scales) (kernels/mla_indexer.cu's ring_slot). */
+static long scan_ring_bytes(const int *v) { return (long)v[P_WARPS] * v[P_STAGES] * v[P_NT] * (32 * 32 + 32 * 4); }
+
+/* Threads of the scan kernel per SM and the registers a thread needs (ptxas, the ring's loads
+ * holding none): MATH=0 124 at NT 1 on sm_120 (q's 64 code registers, a group's k and the
+ * rest), ~24 more per n-tile; MATH=1 (q as 128 f16 registers) 178-188 at NT 1 unbounded, ~20
+ * more per n-tile, and 168 without spills at 3 CTAs of 4 warps on sm_90 (STAGES=3), so the
+ * estimate lets 12 such warps an SM be compiled (the sweep refuses a variant that spills).
+ * The ring must fit one block's and CTAS_PER_SM blocks' shared memory (sm_120: 99 KB). */
 static int check_config(const kt_config *c, int arch, char *why, size_t n) {
     (void)arch; /* sm_120's limits on every arch: the H200 stand-in's winners must build where kt ships */
     const kt_arch_limits ship = kt_arch_limits_of(KT_SHIP_ARCH);
     const int *v = c->v;
-    int per_sm = v[P_WARPS] * 32 * v[P_CTAS_PER_SM], need = 106 + 20 * v[P_NT];
+    int per_sm = v[P_WARPS] * 32 * v[P_CTAS_PER_SM], need = v[P_MATH] ? 148 + 20 * v[P_NT] : 100 + 24 * v[P_NT];
     int have =
         ship.regs_per_block / per_sm < ship.regs_per_thread ? ship.regs_per_block / per_sm : ship.regs_per_thread;
+    long smem = scan_ring_bytes(v) + SCAN_STATIC_SMEM;
+    if (smem * v[P_CTAS_PER_SM] > ship.smem_per_block)
+        return snprintf(why, n, "the scan's ring: %d CTAs of %ld bytes of shared memory an SM (sm_120: %d)",
+                        v[P_CTAS_PER_SM], smem, ship.smem_per_block),
+               -1;
     if (per_sm > SM120_THREADS_PER_SM) return snprintf(why, n, "%d threads per SM (sm_120 holds 1536)", per_sm), -1;
     if (v[P_SEL_CLUSTER] > 1 && v[P_SEL_THREADS] > 512) /* ptxas gives it 32 registers: it spills */
         return snprintf(why, n, "SEL_THREADS=%d in a cluster of %d: 512 at most", v[P_SEL_THREADS], v[P_SEL_CLUSTER]),
                -1;
     if (need > have)
         return snprintf(why, n, "needs ~%d registers per thread, %d threads an SM get %d", need, per_sm, have), -1;
-    if (SELECT_STATIC_SMEM + STAGE_KEYS * 4 > ship.smem_per_block) /* the selection's staged keys */
-        return snprintf(why, n, "the selection needs %d bytes of shared memory", SELECT_STATIC_SMEM + STAGE_KEYS * 4),
+    if (SELECT_STATIC_SMEM + kt_idx_staged_words(STAGE_KEYS) * 4 > ship.smem_per_block) /* its staged keys */
+        return snprintf(why, n, "the selection needs %d bytes of shared memory",
+                        SELECT_STATIC_SMEM + kt_idx_staged_words(STAGE_KEYS) * 4),
                -1;
     return 0;
 }
 
-/* The default config with the selection's cluster the largest that keeps B x cluster CTAs
- * within one wave: a request's selection then spreads over 8 SMs at B <= 16. */
+/* The default config, the scan's math the GPU runs natively (e4m3 where its mma.sync is; f16
+ * on sm_90, where it is emulated), and the selection's cluster the smallest whose slices of a
+ * request (< 2 CTX keys) stage in shared memory, within one wave of B x cluster CTAs (2026-12-02
+ * on the H200: at 8K x 1 one CTA takes 12.6 us, a cluster of 8 20.7; at 32K x 1, 39.2 and ~22). */
 static void default_for(const kt_problem *p, int sms, kt_config *c) {
     *c = kt_family_mla_indexer.default_config;
-    while (c->v[P_SEL_CLUSTER] < 8 && p->m * 2 * c->v[P_SEL_CLUSTER] <= sms) c->v[P_SEL_CLUSTER] *= 2;
+    if (kt_gpu_arch() != 90) c->v[P_MATH] = 0;
+    while (c->v[P_SEL_CLUSTER] < 8 && 2 * ctx_of(p) > (long)STAGE_KEYS * c->v[P_SEL_CLUSTER] &&
+           p->m * 2 * c->v[P_SEL_CLUSTER] <= sms)
+        c->v[P_SEL_CLUSTER] *= 2;
     if (c->v[P_SEL_CLUSTER] > 1) c->v[P_SEL_THREADS] = 512; /* check_config: clusters take 512 */
 }
 
@@ -330,8 +350,8 @@ static int launch_scan(const kt_launch *l, int naive) {
     void *args[] = {&a[0], &a[1], &a[2], &a[3], &a[4], &mp, &B, &a[5]};
     const int *v = l->mod->config.v, sms = kt_gpu_current()->sm_count;
     if (naive) return kt_launch_kernel(l->mod, K_NAIVE, (unsigned)sms * 4, 1, 1, 256, 0, l->stream, args);
-    return kt_launch_kernel(l->mod, K_SCAN, (unsigned)(sms * v[P_CTAS_PER_SM]), 1, 1, (unsigned)v[P_WARPS] * 32, 0,
-                            l->stream, args);
+    return kt_launch_kernel(l->mod, K_SCAN, (unsigned)(sms * v[P_CTAS_PER_SM]), 1, 1, (unsigned)v[P_WARPS] * 32,
+                            (unsigned)scan_ring_bytes(v), l->stream, args);
 }
 
 /* The selection kernel, a cluster of SEL_CLUSTER CTAs per request, over the logits output
@@ -345,7 +365,7 @@ static int launch_select(const kt_launch *l) {
     uint64_t a[4] = {l->ptr[T_LOGITS], l->ptr[T_LENS], l->ptr[T_TABLE], l->ptr[T_INDEX]};
     void *args[] = {&a[0], &a[1], &a[2], &mp, &k, &stage, &a[3]};
     return kt_launch_kernel_pdl(l->mod, K_SELECT, (unsigned)(p->m * v[P_SEL_CLUSTER]), 1, 1, (unsigned)v[P_SEL_THREADS],
-                                (unsigned)stage * 4, l->stream, args);
+                                (unsigned)kt_idx_staged_words(stage) * 4, l->stream, args);
 }
 
 static int launch(const kt_launch *l) { return launch_scan(l, 0) || launch_select(l) ? -1 : 0; }
@@ -398,16 +418,19 @@ const kt_family kt_family_mla_indexer = {
              {"VALUES", KT_KEY_CATEGORY, values_names}},
     .m_name = "B",
     .batch_buckets = batch_buckets,
-    .n_params = 5,
+    .n_params = 7,
     .params = {{"WARPS", 2, {4, 8}},
                {"NT", 3, {1, 2, 4}},
                {"CTAS_PER_SM", 3, {1, 2, 3}},
                {"SEL_THREADS", 2, {512, 1024}},
-               {"SEL_CLUSTER", 4, {1, 2, 4, 8}}},
+               {"SEL_CLUSTER", 4, {1, 2, 4, 8}},
+               {"MATH", 2, {0, 1}},
+               {"STAGES", 3, {2, 3, 4}}},
     .strata_params = 3,
-    /* 4 warps of one n-tile, 3 CTAs an SM: 12 warps, no spills on sm_120 (126 registers) or
-     * sm_90 (166: the emulated e4m3 mma keeps q's conversions; NT=2 at 2 CTAs spills there) */
-    .default_config = {{4, 1, 3, 1024, 1}},
+    /* 2 CTAs of 4 warps of two n-tiles an SM, a ring of 4 groups a warp (3 in flight: 48 KB an
+     * SM), f16 math (the portable path: 202 registers on sm_90, 208 on sm_120, no spills; e4m3
+     * at this shape: 148 on sm_120), so the scan-only baseline is the H200's served scan */
+    .default_config = {{4, 2, 2, 1024, 1, 1, 4}},
     .target_shapes = target_shapes,
     .n_target_shapes = 7,
     KT_FAMILY_HOOKS,
@@ -415,6 +438,8 @@ const kt_family kt_family_mla_indexer = {
     KT_FAMILY_GPU_REFERENCE(1 << 27),
     .tolerance = 1e-5,
     .flops = flops,
-    .mma = KT_MMA_E4M3,
+    /* the roof's mma rate is the bf16 one (issue 20's H200 roof): the f16 path runs at it on
+     * sm_90, where the e4m3 mma.sync is emulated at about half of it */
+    .mma = KT_MMA_BF16,
     .baselines = baselines,
 };

@@ -9,13 +9,20 @@
 //  mla_indexer_scan: persistent CTAs (a grid fixed by the SM count, never by a length). Each
 //   CTA derives from lens[] (on the device) the requests' groups of 8 * NT tokens and its warps
 //   take equal contiguous ranges of all groups: the work follows sum(L_b), nothing waits on the
-//   host and the launch is graph-capturable. A warp keeps its request's 64 x 128 e4m3 q in
-//   registers (64 of them) and loads each token's 128 codes straight into mma B fragments: the
-//   dot product's dims are permuted so that lane t of a quad holds dims [32t, 32t + 32) of a
-//   token in two 16-byte loads (the same permutation applies to q, so the sum is unchanged).
+//   host and the launch is graph-capturable. A warp keeps its request's 64 x 128 q in
+//   registers (64 of them as e4m3 codes, 128 as f16) and loads each token's 128 codes into
+//   mma B fragments: the dot product's dims are permuted so that lane t of a quad holds dims
+//   [16t, 16t + 16) and [64 + 16t, 80 + 16t) of a token in two 16-byte loads, a quad's loads
+//   two whole 32-byte sectors each (the same permutation applies to q: the sum is unchanged).
 //   e4m3 mma.sync m16n8k32: 4 head tiles x 4 k-steps per 8 tokens; relu, the weights and the
-//   sum over heads in registers and three shuffles; the token's scale last. The next group's
-//   loads are issued before this group's mma (two groups in flight a warp).
+//   sum over heads in registers and three shuffles; the token's scale last. A warp's groups
+//   stream through its own ring of STAGES slots in shared memory (cp.async, STAGES - 1 groups
+//   in flight while one is computed, holding no registers). Two math paths
+//   (MATH, chosen per arch): 0, e4m3 mma.sync m16n8k32 on the codes (native on sm_120; sm_90
+//   emulates it with two f16 mma and converts both operands on every mma); 1, f16 mma.sync
+//   m16n8k16: q converted to f16 once per request (128 registers), each token's codes once per
+//   n-tile, both exactly (every e4m3 value is an f16), the same dims permutation and the same
+//   f32 accumulators, so both paths give the same logits.
 //  mla_indexer_select: a cluster of SEL_CLUSTER CTAs per request (each a slice of its
 //   positions), radix select over the order-preserving keys of its logits in three digits
 //   (11, 11, 10 bits; 2048-counter histograms summed over the cluster through distributed
@@ -38,6 +45,8 @@
 #define KT_CTAS_PER_SM 2
 #define KT_SEL_THREADS 1024
 #define KT_SEL_CLUSTER 1
+#define KT_MATH 0
+#define KT_STAGES 3
 #endif
 #if KT_SEL_CLUSTER > 1
 #define KT_SEL_CLUSTER_DIMS __cluster_dims__(KT_SEL_CLUSTER, 1, 1)
@@ -46,7 +55,9 @@
 #endif
 
 constexpr int WARPS = KT_WARPS, NT = KT_NT, THREADS = WARPS * 32;
-constexpr int GROUP = 8 * NT; // tokens a warp takes at once (all in one page: GROUP divides 64)
+constexpr bool F16 = KT_MATH == 1;
+constexpr int QR = F16 ? 16 : 8; // registers of a lane's 32 dims of a row: e4m3 codes, or f16 pairs
+constexpr int GROUP = 8 * NT;    // tokens a warp takes at once (all in one page: GROUP divides 64)
 constexpr int ST = KT_SEL_THREADS, SE = 16 /* the ordered pass's positions a thread */, TILE = ST * SE,
               CLUSTER = KT_SEL_CLUSTER;
 constexpr int MAX_B = 1024; // kernels/mla_indexer.c checks B against it
@@ -54,6 +65,39 @@ constexpr unsigned FULL = 0xffffffffu;
 static_assert(KT_IDX_PAGE % GROUP == 0, "a group of tokens must stay inside one page");
 static_assert(TILE < 65536, "the ordered pass packs two per-tile counts into 16 bits each");
 static_assert(CLUSTER >= 1 && CLUSTER <= 8, "a request's selection is a portable cluster of 1 to 8 CTAs");
+static_assert(KT_MATH == 0 || KT_MATH == 1, "MATH: 0 (e4m3 mma) or 1 (f16 mma)");
+
+// Two e4m3 codes (bits 16 half .. 16 half + 15 of codes, low byte first) -> an f16 pair, exactly.
+// The halves are split in the asm so that ptxas reads the upper one in place (no shift).
+__device__ __forceinline__ kt_u32 e4m3x2_to_f16x2(kt_u32 codes, int half) {
+    kt_u32 h;
+    if (half)
+        asm("{\n.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %1;\ncvt.rn.f16x2.e4m3x2 %0, hi;\n}\n" : "=r"(h) : "r"(codes));
+    else
+        asm("{\n.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %1;\ncvt.rn.f16x2.e4m3x2 %0, lo;\n}\n" : "=r"(h) : "r"(codes));
+    return h;
+}
+
+// The registers of a lane's 32 dims in the math path's operand form: the codes as loaded, or
+// the f16 pairs of codes[i / 2]'s half i % 2.
+__device__ __forceinline__ void to_operands(const kt_u32 (&codes)[8], kt_u32 (&r)[QR]) {
+#pragma unroll
+    for (int i = 0; i < QR; i++) r[i] = F16 ? e4m3x2_to_f16x2(codes[i * 8 / QR], i % 2) : codes[i];
+}
+
+// D = A(16x16 f16, row) * B(16x8 f16, col) (+ D unless first), f32 accumulators.
+__device__ __forceinline__ void mma_f16(float (&d)[4], const kt_u32 (&a)[4], kt_u32 b0, kt_u32 b1, bool first) {
+    if (first)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%10,%10,%10,%10};\n"
+                     : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.f));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
 
 // Exclusive prefix sum of v over the block (NWARPS warps) and the block's total. Ends with a
 // barrier, so warp_sums[32] can be reused at once.
@@ -107,10 +151,14 @@ __device__ void request_prefix(const int *lens, int B, int group, int *cu_lens, 
     __syncthreads();
 }
 
+// The 16-byte halves of a row lane t of a quad holds (the permuted order; see the top): bytes
+// [16 t, 16 t + 16) and 64 + that, so that a quad's load of either half is two whole sectors.
+__device__ __forceinline__ int half_offset(int t, int half) { return 16 * t + 64 * half; }
+
 // The warp's q fragments for request b: rows 16 m + g and 16 m + g + 8 of head tile m, lane
-// t of the quad holding dims [32 t, 32 t + 32) (the permuted order; see the top), and the
+// t of the quad holding its two halves of them in the math path's operand form, and the
 // eight weights of those rows.
-__device__ __forceinline__ void load_query(const kt_u8 *q, const float *w, int b, kt_u32 (&qf)[4][2][8],
+__device__ __forceinline__ void load_query(const kt_u8 *q, const float *w, int b, kt_u32 (&qf)[4][2][QR],
                                            float (&wf)[4][2]) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
@@ -118,27 +166,33 @@ __device__ __forceinline__ void load_query(const kt_u8 *q, const float *w, int b
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const int head = 16 * m + g + 8 * h;
-            const uint4 *src = (const uint4 *)(q + ((long long)b * KT_IDX_HEADS + head) * KT_IDX_DIM + 32 * t);
-            uint4 lo = src[0], hi = src[1];
-            qf[m][h][0] = lo.x, qf[m][h][1] = lo.y, qf[m][h][2] = lo.z, qf[m][h][3] = lo.w;
-            qf[m][h][4] = hi.x, qf[m][h][5] = hi.y, qf[m][h][6] = hi.z, qf[m][h][7] = hi.w;
+            const kt_u8 *row = q + ((long long)b * KT_IDX_HEADS + head) * KT_IDX_DIM;
+            const uint4 lo = *(const uint4 *)(row + half_offset(t, 0)), hi = *(const uint4 *)(row + half_offset(t, 1));
+            const kt_u32 codes[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+            to_operands(codes, qf[m][h]);
             wf[m][h] = w[b * KT_IDX_HEADS + head];
         }
 }
 
 // One n-tile of 8 tokens: k holds this lane's 32 codes of token g; returns, in every lane of
 // quad column t, the relu-weighted head sums of tokens 2t and 2t + 1 (before the k scale).
-__device__ __forceinline__ float2 tile_logits(const kt_u32 (&qf)[4][2][8], const float (&wf)[4][2],
+// Step s of either mma takes registers 2s and 2s + 1 of both operands, so each of its k
+// indices (f16: 2t + j, 8 + 2t + j; e4m3: 4t + j, 16 + 4t + j) is the same dim of q and token.
+__device__ __forceinline__ float2 tile_logits(const kt_u32 (&qf)[4][2][QR], const float (&wf)[4][2],
                                               const uint4 (&k)[2]) {
-    const kt_u32 kb[8] = {k[0].x, k[0].y, k[0].z, k[0].w, k[1].x, k[1].y, k[1].z, k[1].w};
+    const kt_u32 codes[8] = {k[0].x, k[0].y, k[0].z, k[0].w, k[1].x, k[1].y, k[1].z, k[1].w};
+    kt_u32 kb[QR];
+    to_operands(codes, kb);
     float s0 = 0.f, s1 = 0.f;
 #pragma unroll
     for (int m = 0; m < 4; m++) {
         float acc[4];
 #pragma unroll
-        for (int s = 0; s < 4; s++) {
+        for (int s = 0; s < QR / 2; s++) {
             const kt_u32 a[4] = {qf[m][0][2 * s], qf[m][1][2 * s], qf[m][0][2 * s + 1], qf[m][1][2 * s + 1]};
-            if (s == 0)
+            if (F16)
+                mma_f16(acc, a, kb[2 * s], kb[2 * s + 1], s == 0);
+            else if (s == 0)
                 kt_mma_e4m3_first(acc, a, kb[2 * s], kb[2 * s + 1]);
             else
                 kt_mma_e4m3(acc, a, kb[2 * s], kb[2 * s + 1]);
@@ -154,32 +208,59 @@ __device__ __forceinline__ float2 tile_logits(const kt_u32 (&qf)[4][2][8], const
     return make_float2(s0, s1);
 }
 
-// The loads of one group of GROUP tokens (all in one page): this lane's 32 codes of token g
-// of each n-tile, and that token's scale.
+// A group of GROUP tokens (all in one page) as this lane uses it: its 32 codes of token g of
+// each n-tile, and that token's scale.
 struct group_data {
     uint4 k[NT][2];
     float scale[NT];
 };
 
-// Issues the loads of the group of request b starting at token t0; rows past L_b are in
-// the page: read, never written.
-__device__ __forceinline__ void load_group(const kt_u8 *cache, const int *block_table, int max_pages, int b, int t0,
-                                           group_data &gd) {
+// One slot of a warp's ring of STAGES groups in shared memory, filled by cp.async: lane l's
+// codes at [j][half][l] (16-byte accesses without bank conflicts) and its scale at [j][l].
+// A lane reads back only what it copied, so its own cp.async.wait_group is all the ordering
+// the ring needs (no barrier, no warp sync); loads in flight hold no registers.
+struct ring_slot {
+    uint4 codes[NT][2][32];
+    float scale[NT][32];
+};
+constexpr int STAGES = KT_STAGES;
+static_assert(STAGES >= 2, "the ring needs a slot being filled and one being read");
+
+__device__ __forceinline__ void prefetch_l1(const void *p) { asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p)); }
+
+// Issues the copies of the group of request b starting at token t0 into slot s (rows past L_b
+// are in the page: read, never written), and prefetches into L1 the block table entry of the
+// request's next page, so that the group a page later does not wait on it.
+__device__ __forceinline__ void issue_group(const kt_u8 *cache, const int *block_table, int max_pages, int B, int b,
+                                            int t0, ring_slot &s) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const long long page = block_table[(long long)b * max_pages + t0 / KT_IDX_PAGE];
+    const long long entry = (long long)b * max_pages + t0 / KT_IDX_PAGE;
+    const long long page = block_table[entry];
+    if (entry + 1 < (long long)B * max_pages) prefetch_l1(block_table + entry + 1);
 #pragma unroll
     for (int j = 0; j < NT; j++) {
         const int slot = t0 % KT_IDX_PAGE + 8 * j + g;
-        const kt_u8 *src = cache + kt_idx_code_offset(page, slot) + 32 * t;
-        gd.k[j][0] = kt_ldg_stream16(src);
-        gd.k[j][1] = kt_ldg_stream16(src + 16);
-        gd.scale[j] = *(const float *)(cache + kt_idx_scale_offset(page, slot));
+        const kt_u8 *src = cache + kt_idx_code_offset(page, slot);
+        kt_cp_async16(kt_smem_addr(&s.codes[j][0][lane]), src + half_offset(t, 0), 16);
+        kt_cp_async16(kt_smem_addr(&s.codes[j][1][lane]), src + half_offset(t, 1), 16);
+        kt_cp_async4(kt_smem_addr(&s.scale[j][lane]), cache + kt_idx_scale_offset(page, slot), 4);
+    }
+}
+
+// This lane's part of a landed slot, into registers.
+__device__ __forceinline__ void read_group(const ring_slot &s, group_data &gd) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        gd.k[j][0] = s.codes[j][0][lane];
+        gd.k[j][1] = s.codes[j][1][lane];
+        gd.scale[j] = s.scale[j][lane];
     }
 }
 
 // The logits of a loaded group (tokens t0 .. of a request of length L) into out[].
 __device__ __forceinline__ void group_logits(const group_data &gd, int t0, int L, float *out,
-                                             const kt_u32 (&qf)[4][2][8], const float (&wf)[4][2]) {
+                                             const kt_u32 (&qf)[4][2][QR], const float (&wf)[4][2]) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int j = 0; j < NT; j++) {
@@ -195,6 +276,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, KT_CTAS_PER_SM)
     mla_indexer_scan(const kt_u8 *__restrict__ q, const float *__restrict__ w, const kt_u8 *__restrict__ cache,
                      const int *__restrict__ lens, const int *__restrict__ block_table, int max_pages, int B,
                      float *__restrict__ logits) {
+    extern __shared__ __align__(16) unsigned char scan_ring[]; // WARPS x STAGES ring slots (dynamic)
     __shared__ int cu_lens[MAX_B + 1], cu_groups[MAX_B + 1];
     __shared__ unsigned warp_sums[32];
     request_prefix<WARPS>(lens, B, GROUP, cu_lens, cu_groups, warp_sums);
@@ -210,21 +292,33 @@ extern "C" __global__ void __launch_bounds__(THREADS, KT_CTAS_PER_SM)
         else
             hi = mid - 1;
     }
-    int b = lo;
-    group_data cur, next;
-    load_group(cache, block_table, max_pages, b, (first - cu_groups[b]) * GROUP, cur);
-    kt_u32 qf[4][2][8];
+    // the ring: group x in slot x % STAGES, STAGES - 1 groups in flight while one is computed;
+    // every iteration commits one cp.async group (empty past `last`) so that the wait counts
+    ring_slot *ring = (ring_slot *)scan_ring + (threadIdx.x >> 5) * STAGES;
+    int b = lo, ib = lo; // the requests of the group computed and of the group issued
+    auto issue = [&](int x) {
+        while (x < last && x >= cu_groups[ib + 1]) ib++;
+        if (x < last) issue_group(cache, block_table, max_pages, B, ib, (x - cu_groups[ib]) * GROUP, ring[x % STAGES]);
+        kt_cp_async_commit();
+    };
+    for (int x = first; x < first + STAGES - 1; x++) issue(x);
+    kt_u32 qf[4][2][QR];
     float wf[4][2];
     load_query(q, w, b, qf, wf);
     for (int grp = first; grp < last; grp++) {
-        // the next group's loads in flight while this one's mma run (software pipelining)
-        int nb = b;
-        while (grp + 1 < last && grp + 1 >= cu_groups[nb + 1]) nb++;
-        if (grp + 1 < last) load_group(cache, block_table, max_pages, nb, (grp + 1 - cu_groups[nb]) * GROUP, next);
-        group_logits(cur, (grp - cu_groups[b]) * GROUP, lens[b], logits + cu_lens[b], qf, wf);
-        if (nb != b) load_query(q, w, nb, qf, wf);
-        b = nb;
-        cur = next;
+        // the fences keep the compiler from moving shared-memory reads across the copies and
+        // the wait (their asm has no memory clobber)
+        asm volatile("" ::: "memory");
+        issue(grp + STAGES - 1);        // into the slot read (into registers, and used) last iteration
+        kt_cp_async_wait<STAGES - 1>(); // group grp has landed
+        asm volatile("" ::: "memory");
+        group_data gd;
+        read_group(ring[grp % STAGES], gd);
+        if (grp >= cu_groups[b + 1]) {
+            while (grp >= cu_groups[b + 1]) b++;
+            load_query(q, w, b, qf, wf);
+        }
+        group_logits(gd, (grp - cu_groups[b]) * GROUP, lens[b], logits + cu_lens[b], qf, wf);
     }
 }
 
@@ -245,18 +339,21 @@ struct slice {
     const unsigned *keys;
     int lo, hi;
     bool staged;
-    __device__ __forceinline__ unsigned key(int p) const { return staged ? keys[p - lo] : key_of(x[p]); }
+    __device__ __forceinline__ unsigned key(int p) const {
+        return staged ? keys[kt_idx_staged_index(p - lo)] : key_of(x[p]);
+    }
 };
 
 // Copies the slice's keys into shared memory (8 loads in flight a thread).
 __device__ void stage_keys(const float *x, int lo, int hi, unsigned *keys) {
 #pragma unroll 8
-    for (int p = lo + (int)threadIdx.x; p < hi; p += ST) keys[p - lo] = key_of(x[p]);
+    for (int p = lo + (int)threadIdx.x; p < hi; p += ST) keys[kt_idx_staged_index(p - lo)] = key_of(x[p]);
     __syncthreads();
 }
 
-// Histogram of digit d over the keys of x[lo, hi) that agree with prefix above it; lanes with
-// the same bin add once (ties and close logits all land in a few bins).
+// Histogram of digit d over the keys of x[lo, hi) that agree with prefix above it: one add for
+// the warp when its candidates share a bin (ties, all-equal logits, the top digits of close
+// logits), else one a candidate (no __match_any_sync: shared atomics to distinct bins go at once).
 __device__ void digit_histogram(const slice &sl, unsigned prefix, int d, unsigned *hist) {
     const int lo = sl.lo, hi = sl.hi;
     const int lane = threadIdx.x & 31;
@@ -266,10 +363,12 @@ __device__ void digit_histogram(const slice &sl, unsigned prefix, int d, unsigne
         const int p = base + (int)threadIdx.x;
         const unsigned key = p < hi ? sl.key(p) : 0u;
         const bool cand = p < hi && kt_idx_matches(key, prefix, d);
-        const unsigned mask = __ballot_sync(FULL, cand);
-        if (cand) {
-            const unsigned bin = kt_idx_digit(key, d), peers = __match_any_sync(mask, bin);
-            if (lane == __ffs(peers) - 1) atomicAdd(&hist[bin], (unsigned)__popc(peers));
+        const unsigned mask = __ballot_sync(FULL, cand), bin = kt_idx_digit(key, d);
+        const unsigned first_bin = __shfl_sync(FULL, bin, __ffs(mask) - 1); // no candidate: unused
+        if (__all_sync(FULL, !cand || bin == first_bin)) {
+            if (mask && lane == __ffs(mask) - 1) atomicAdd(&hist[bin], (unsigned)__popc(mask));
+        } else if (cand) {
+            atomicAdd(&hist[bin], 1u);
         }
     }
     __syncthreads();
@@ -374,7 +473,7 @@ extern "C" __global__ void __launch_bounds__(ST) KT_SEL_CLUSTER_DIMS
     mla_indexer_select(const float *__restrict__ logits, const int *__restrict__ lens,
                        const int *__restrict__ block_table, int max_pages, int topk, int stage_keys_max,
                        int *__restrict__ index) {
-    extern __shared__ unsigned staged_keys[]; // stage_keys_max of them (the launch's dynamic shared memory)
+    extern __shared__ unsigned staged_keys[]; // kt_idx_staged_words(stage_keys_max) (dynamic shared memory)
     __shared__ __align__(16) unsigned hist[2][KT_IDX_BINS], merged[CLUSTER > 1 ? KT_IDX_BINS : 1];
     __shared__ __align__(16) unsigned warp_sums[32], chosen[2], counts[4];
     const int b = blockIdx.x / CLUSTER, rank = CLUSTER > 1 ? (int)kt_cluster_rank() : 0, n = lens[b];

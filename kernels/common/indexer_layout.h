@@ -34,6 +34,12 @@ static inline unsigned kt_idx_key(unsigned bits) {
     return (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
 }
 
+/* A selection CTA's staged keys in shared memory: key i at word i + i / 16 (one pad word per
+ * 16), so that its ordered pass, where thread j reads keys 16 j .. 16 j + 15, hits 32 banks
+ * instead of 2; n keys take kt_idx_staged_words(n) words. */
+static inline int kt_idx_staged_index(int i) { return i + (i >> 4); }
+static inline int kt_idx_staged_words(int n) { return n + (n >> 4) + 1; }
+
 /* The radix select's digits, most significant first: 11 + 11 + 10 bits, so a histogram
  * holds 2048 counters (8 KB of shared memory). Digit d of key k and the bits above it. */
 #define KT_IDX_DIGITS 3

@@ -181,3 +181,59 @@ KT_TEST(indexer_rejects_bad_keys) {
     p.m = 64;
     EXPECT(f->check_problem(&p, why, sizeof why) == 0);
 }
+
+/* The scan's configs: its ring of STAGES groups a warp must fit sm_120's 99 KB for one block and
+ * for CTAS_PER_SM of them, the f16 path's 128 q registers leave no room for 3 CTAs of 8 warps'
+ * worth of n-tiles, and without a GPU (arch 0) the default keeps the e4m3 path. */
+KT_TEST(indexer_scan_configs_fit_sm120) {
+    const kt_family *f = family();
+    if (!f) return;
+    char why[256];
+    kt_config c;
+    EXPECT(f->check_config(&f->default_config, 90, why, sizeof why) == 0);
+    EXPECT(f->check_config(&f->default_config, 120, why, sizeof why) == 0);
+    EXPECT(kt_parse_config(f, "WARPS=4,NT=2,CTAS_PER_SM=2,MATH=1,STAGES=4", &c) == 0); /* sm_90's default */
+    EXPECT(f->check_config(&c, 120, why, sizeof why) == 0);
+    EXPECT(kt_parse_config(f, "WARPS=8,NT=4,CTAS_PER_SM=1,STAGES=4", &c) == 0); /* 147 KB of ring */
+    EXPECT(f->check_config(&c, 90, why, sizeof why) == -1 && strstr(why, "ring"));
+    EXPECT(kt_parse_config(f, "WARPS=4,NT=4,CTAS_PER_SM=2,STAGES=4", &c) == 0); /* 82 KB, twice */
+    EXPECT(f->check_config(&c, 90, why, sizeof why) == -1 && strstr(why, "ring"));
+    EXPECT(kt_parse_config(f, "WARPS=4,NT=4,CTAS_PER_SM=2,STAGES=2", &c) == 0); /* 45 KB, twice */
+    EXPECT(f->check_config(&c, 90, why, sizeof why) == 0);
+    EXPECT(kt_parse_config(f, "WARPS=4,NT=2,CTAS_PER_SM=3,MATH=1,STAGES=2", &c) == 0);
+    EXPECT(f->check_config(&c, 90, why, sizeof why) == -1 && strstr(why, "registers"));
+    kt_problem p = {0};
+    EXPECT(kt_parse_shape(f, "TOPK=2048,CTX=8192,DIST=equal,VALUES=grid", &p) == 0);
+    p.m = 16;
+    f->default_for(&p, 132, &c);
+    EXPECT(c.v[5] == 0 && c.v[4] == 1); /* MATH=0 (no GPU open); 16K keys stage in one CTA */
+    EXPECT(kt_parse_shape(f, "TOPK=2048,CTX=32768,DIST=equal,VALUES=grid", &p) == 0);
+    p.m = 1;
+    f->default_for(&p, 132, &c);
+    EXPECT(c.v[4] == 4 && c.v[3] == 512); /* < 64K keys in 4 slices of 16K */
+    p.m = 64;
+    f->default_for(&p, 132, &c);
+    EXPECT(c.v[4] == 2); /* one wave: 64 x 2 CTAs of 132 */
+}
+
+/* The selection's staged keys: distinct words inside kt_idx_staged_words(n), and the ordered
+ * pass's reads (lane j of a warp reads key 16 j + i) on 32 distinct banks for every i. */
+KT_TEST(indexer_staged_keys_conflict_free) {
+    enum { N = 16384 };
+    static unsigned char used[N + N / 16 + 1];
+    int distinct = 1, inside = 1, no_conflict = 1;
+    for (int k = 0; k < N; k++) {
+        int w = kt_idx_staged_index(k);
+        inside &= w >= 0 && w < kt_idx_staged_words(N) && kt_idx_staged_index(k % 1000) < kt_idx_staged_words(1000);
+        distinct &= !used[w];
+        used[w] = 1;
+    }
+    for (int base = 0; base < N; base += 32 * 16)
+        for (int i = 0; i < 16; i++) {
+            unsigned banks = 0;
+            for (int lane = 0; lane < 32; lane++) banks |= 1u << (kt_idx_staged_index(base + 16 * lane + i) % 32);
+            no_conflict &= banks == 0xffffffffu;
+        }
+    EXPECT(distinct && inside);
+    EXPECT(no_conflict);
+}
