@@ -81,22 +81,6 @@ template <int L> struct lay {
     static constexpr int SMEM = RAW_BYTES + TILE_BYTES + SP_BYTES + P_BYTES + F_BYTES + HPC * 4 + SPLIT * 4;
 };
 
-// D = A(16x16 bf16, row) * B(16x8 bf16, col) + D, f32 accumulators.
-__device__ __forceinline__ void mma_bf16(float (&d)[4], const kt_u32 (&a)[4], kt_u32 b0, kt_u32 b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// D = A(16x16 f16, row) * B(16x8 f16, col) + D, f32 accumulators.
-__device__ __forceinline__ void mma_f16(float (&d)[4], const kt_u32 (&a)[4], kt_u32 b0, kt_u32 b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 #if KT_PATH == 1
 // D = (A * 2^(sa-127)) (16x32 e4m3, row) * (B * 2^(sb-127)) (32x8 e4m3, col) + D: sm_120a's
 // block-scaled mma with one ue8m0 scale per A row and per B column for the 32-wide k-block.
@@ -244,7 +228,7 @@ __device__ __forceinline__ void qk_partial(const kt_u32 (&qf)[lay<L>::KSTEPS][4]
         for (int kk = 0; kk < T::KSTEPS; kk++) {
             kt_u32 b0, b1;
             kt_ldmatrix_x2(base + nf * 8 * T::KT_LD + kk * 32, b0, b1);
-            mma_bf16(s, qf[kk], b0, b1);
+            kt_mma_bf16(s, qf[kk], b0, b1);
         }
         float *r0 = sp + (mf * 16 + g) * T::SP_LD + nf * 8 + 2 * t;
         *(float2 *)r0 = make_float2(s[0], s[1]);
@@ -336,7 +320,7 @@ __device__ __forceinline__ void qk_partial_mx(const q_mx &f, const kt_u8 *raw, c
             for (int kk = 0; kk < 4; kk++) {
                 kt_u32 b0, b1;
                 kt_ldmatrix_x2(rope_base + nf * 8 * T::KT_LD + kk * 32, b0, b1);
-                mma_bf16(s, f.rope[kk], b0, b1);
+                kt_mma_bf16(s, f.rope[kk], b0, b1);
             }
         float *r0 = sp + (mf * 16 + g) * T::SP_LD + nf * 8 + 2 * t;
         *(float2 *)r0 = make_float2(s[0], s[1]);
@@ -462,7 +446,7 @@ __device__ __forceinline__ void qk_regs(const kt_u32 (&qf)[lay<L>::KSTEPS][4], f
                     for (int i = 0; i < 2; i++)
 #pragma unroll
                         for (int u = 0; u < NG; u++)
-                            mma_bf16(v[u], qf[4 * blk + 2 * h + i], w[u][2 * i], w[u][2 * i + 1]);
+                            kt_mma_bf16(v[u], qf[4 * blk + 2 * h + i], w[u][2 * i], w[u][2 * i + 1]);
                 }
             } else {
 #pragma unroll
@@ -473,10 +457,11 @@ __device__ __forceinline__ void qk_regs(const kt_u32 (&qf)[lay<L>::KSTEPS][4], f
 #pragma unroll
                     for (int u = 0; u < NG; u++)
                         if (F16_QK)
-                            mma_f16(v[u], qf[4 * blk + i], e4m3x2_f16x2((kt_u16)w[u][i]),
-                                    e4m3x2_f16x2((kt_u16)(w[u][i] >> 16)));
+                            kt_mma_f16(v[u], qf[4 * blk + i], e4m3x2_f16x2((kt_u16)w[u][i]),
+                                       e4m3x2_f16x2((kt_u16)(w[u][i] >> 16)));
                         else
-                            mma_bf16(v[u], qf[4 * blk + i], e4m3x2_bf16<SEL_01>(w[u][i]), e4m3x2_bf16<SEL_23>(w[u][i]));
+                            kt_mma_bf16(v[u], qf[4 * blk + i], e4m3x2_bf16<SEL_01>(w[u][i]),
+                                        e4m3x2_bf16<SEL_23>(w[u][i]));
 #pragma unroll
                 for (int u = 0; u < NG; u++) {
                     const kt_u8 *r0 = raw + ((nf0 + n + u) * 8 + 2 * t) * T::RAW_ROW; // columns 2t, 2t + 1
@@ -489,7 +474,7 @@ __device__ __forceinline__ void qk_regs(const kt_u32 (&qf)[lay<L>::KSTEPS][4], f
             for (int u = 0; u < NG; u++) {
                 if (L == KT_MLA_V32 && blk == 1) { // the slice's 16 rope dims
                     kt_ldmatrix_x2(rows + u * 8 * T::RAW_ROW + T::ROPE_AT + 32 * ks, w[u][0], w[u][1]);
-                    mma_bf16(v[u], qf[T::KSTEPS - 1], w[u][0], w[u][1]);
+                    kt_mma_bf16(v[u], qf[T::KSTEPS - 1], w[u][0], w[u][1]);
                 }
                 float2 *o0 = (float2 *)(sp + (mf * 16 + g) * T::SP_LD + (nf0 + n + u) * 8 + 2 * t),
                        *o1 = o0 + 4 * T::SP_LD;
@@ -558,8 +543,8 @@ __device__ __forceinline__ void pv_regs(float (&acc)[DPW / 8][4], const kt_u8 *r
                 for (int nf = 0; nf < 8; nf += 2) {
                     kt_u32 b0, b1, b2, b3;
                     ldmatrix_x4_trans(rows + T::ROPE_AT + nf * 16, b0, b1, b2, b3);
-                    mma_bf16(o[nf], a, b0, b1);
-                    mma_bf16(o[nf + 1], a, b2, b3);
+                    kt_mma_bf16(o[nf], a, b0, b1);
+                    kt_mma_bf16(o[nf + 1], a, b2, b3);
                 }
                 continue;
             }
@@ -575,9 +560,9 @@ __device__ __forceinline__ void pv_regs(float (&acc)[DPW / 8][4], const kt_u8 *r
                 for (int q = 0; q < 4; q++) {
                     const kt_u32 lo = r[q / 2 * 2], hi = r[q / 2 * 2 + 1];
                     if (q % 2 == 0)
-                        mma_bf16(o[4 * h + q], a, e4m3x2_bf16<SEL_02>(lo), e4m3x2_bf16<SEL_02>(hi));
+                        kt_mma_bf16(o[4 * h + q], a, e4m3x2_bf16<SEL_02>(lo), e4m3x2_bf16<SEL_02>(hi));
                     else
-                        mma_bf16(o[4 * h + q], a, e4m3x2_bf16<SEL_13>(lo), e4m3x2_bf16<SEL_13>(hi));
+                        kt_mma_bf16(o[4 * h + q], a, e4m3x2_bf16<SEL_13>(lo), e4m3x2_bf16<SEL_13>(hi));
                 }
             }
         }
@@ -665,8 +650,8 @@ __device__ __forceinline__ void pv_chunk(float (&acc)[DPW / 8][4], const kt_u8 *
         for (int nf = 0; nf < DPW / 8; nf += 2) {
             kt_u32 b0, b1, b2, b3;
             ldmatrix_x4_trans(va + kk * 16 * T::KT_LD + nf * 16, b0, b1, b2, b3);
-            mma_bf16(acc[nf], af, b0, b1);
-            mma_bf16(acc[nf + 1], af, b2, b3);
+            kt_mma_bf16(acc[nf], af, b0, b1);
+            kt_mma_bf16(acc[nf + 1], af, b2, b3);
         }
     }
 }

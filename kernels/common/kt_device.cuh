@@ -89,6 +89,14 @@ __device__ __forceinline__ void kt_mma_bf16(float (&d)[4], const kt_u32 (&a)[4],
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// D = A(16x16 f16, row) * B(16x8 f16, col) + D, f32 accumulators.
+__device__ __forceinline__ void kt_mma_f16(float (&d)[4], const kt_u32 (&a)[4], kt_u32 b0, kt_u32 b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
 // a * b on two bf16 lanes, rounded to nearest (exact where b is a power of two and the product
 // is neither tiny nor huge; subnormal inputs are kept).
 __device__ __forceinline__ kt_u32 kt_mul_bf16x2(kt_u32 a, kt_u32 b) {
