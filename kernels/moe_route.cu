@@ -160,11 +160,21 @@ __device__ __forceinline__ void route_any(const float *logits, const float *bias
         route_token(logits, bias, ids, weights, t, E, K, router);
 }
 
+// Record r's place and sizes (moe_layout.h), computed once per block by one thread: each is a
+// 64-bit division by the tile (a ~60-instruction call in the SASS), which every thread used to
+// redo several times a record before its stores.
+struct rec_geom {
+    int off;    // the record's first int32 in rec (kt_moe_align_multi_offset)
+    int padded; // kt_moe_max_padded: sorted_slot's length, and tile_expert's offset in the record
+    int tiles;  // kt_moe_max_tiles: tile_expert's length; n_tiles follows it
+};
+
 // Per-expert shared state of the alignment.
 struct align_smem {
     int hist[HIST_INTS]; // [warp][expert]: slots of the warp's run, then its base within the expert
     int count[KT_MOE_MAX_E];
     int start[KT_MOE_MAX_NTM][KT_MOE_MAX_E + 1]; // per record: exclusive scan of the padded counts; [E] = rows in use
+    rec_geom geom[KT_MOE_MAX_NTM];
 };
 
 // The warp's run of slots [begin, end): calls f(slot, expert, peers) 32 slots at a time in
@@ -201,10 +211,16 @@ __device__ __forceinline__ void scan_padded(const int *count, int *start, int E,
 
 // Counts, each warp's base within every expert (its run's slots go after the earlier runs'),
 // and the padded starts of every record, in every block of the grid.
-__device__ void align_counts(const int *ids, long begin, long end, int E, int TM, int NTM, align_smem &s) {
+__device__ void align_counts(const int *ids, long begin, long end, int M, int K, int E, int TM, int NTM,
+                             align_smem &s) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     int *hist = s.hist + warp * E;
     for (int i = threadIdx.x; i < WARPS * E; i += THREADS) s.hist[i] = 0;
+    if (threadIdx.x < NTM) { // the sizes fit int32: M <= 8192, TOPK <= 16, E and the tile <= 256
+        const int r = threadIdx.x, tm = TM << r;
+        s.geom[r] = {(int)kt_moe_align_multi_offset(M, K, E, TM, r), (int)kt_moe_max_padded(M, K, E, tm),
+                     (int)kt_moe_max_tiles(M, K, E, tm)};
+    }
     __syncthreads();
     warp_run(ids, begin, end, [&](long, int e, unsigned peers) {
         if (lane == __ffs(peers) - 1) hist[e] += __popc(peers);
@@ -232,25 +248,22 @@ __device__ void align_grid(const int *ids, int *rec, int M, int K, int E, int TM
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const long n = (long)M * K, run = (n + WARPS - 1) / WARPS;
     const long begin = warp * run < n ? warp * run : n, end = begin + run < n ? begin + run : n;
-    align_counts(ids, begin, end, E, TM, NTM, s);
+    align_counts(ids, begin, end, M, K, E, TM, NTM, s);
     if (blockIdx.x == 0) {
         int *hist = s.hist + warp * E;
         warp_run(ids, begin, end, [&](long slot, int e, unsigned peers) {
             const int at = hist[e] + __popc(peers & ((1u << lane) - 1));
-            for (int r = 0; r < NTM; r++)
-                rec[kt_moe_align_multi_offset(M, K, E, TM, r) + s.start[r][e] + at] = (int)slot;
+            for (int r = 0; r < NTM; r++) rec[s.geom[r].off + s.start[r][e] + at] = (int)slot;
             __syncwarp(peers);
             if (lane == __ffs(peers) - 1) hist[e] += __popc(peers);
         });
     }
-    const long first = (long)blockIdx.x * THREADS + threadIdx.x, stride = (long)gridDim.x * THREADS;
+    const int first = blockIdx.x * THREADS + threadIdx.x, stride = gridDim.x * THREADS;
     for (int r = 0; r < NTM; r++) {
-        const int tm = TM << r;
-        const int *start = s.start[r];
-        const long padded = kt_moe_max_padded(M, K, E, tm), tiles = padded / tm, used = start[E];
-        int *sorted = rec + kt_moe_align_multi_offset(M, K, E, TM, r);
-        int *tile_expert = sorted + KT_MOE_TILES(M, K, E, tm);
-        for (long i = first; i < padded; i += stride) { // the padding rows (the scatter writes the rest)
+        const int tm = TM << r, *start = s.start[r], used = start[E];
+        const rec_geom g = s.geom[r];
+        int *sorted = rec + g.off, *tile_expert = sorted + g.padded; // KT_MOE_TILES
+        for (int i = first; i < g.padded; i += stride) {             // the padding rows (the scatter writes the rest)
             if (i >= used) {
                 sorted[i] = KT_MOE_PAD;
                 continue;
@@ -258,9 +271,9 @@ __device__ void align_grid(const int *ids, int *rec, int M, int K, int E, int TM
             const int e = kt_moe_expert_of_row(start, E, i);
             if (i - start[e] >= s.count[e]) sorted[i] = KT_MOE_PAD;
         }
-        for (long t = first; t < tiles; t += stride)
+        for (int t = first; t < g.tiles; t += stride)
             tile_expert[t] = t * tm < used ? kt_moe_expert_of_row(start, E, t * tm) : KT_MOE_PAD;
-        if (first == 0) sorted[KT_MOE_NTILES(M, K, E, tm)] = (int)(used / tm);
+        if (first == 0) tile_expert[g.tiles] = used / tm; // KT_MOE_NTILES
     }
 }
 
