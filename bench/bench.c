@@ -146,6 +146,46 @@ int kt_bench_mma_ceiling(kt_mma_kind kind, double *best, double *at_8_warps) {
     return rc;
 }
 
+/* MXFP4 weight bytes one warp step of kt_mxfp4_bf16_ceiling stands for: 2 fragments x 16 rows
+ * x 128 k of codes (64 bytes a row) and their 4 ue8m0 scales a row. */
+#define MXFP4_STEP_BYTES (2 * 16 * (64 + 4))
+
+static int mxfp4_rate_run(ceiling_probe *c, probe_events *e, double *best, double *at_8_warps) {
+    static const char *const kernels[] = {"kt_mxfp4_bf16_ceiling", NULL};
+    static const int warps[] = {8, 12, 16, 24, 32};
+    c->sms = kt_gpu_current()->sm_count;
+    c->kernel = 0;
+    kt_cubin cubin = {0};
+    if (kt_compile_source("ceiling.cu", kt_gpu_arch(), &cubin)) return -1;
+    int rc = kt_module_load_kernels("ceiling.cu", kernels, &cubin, &c->mod);
+    kt_cubin_free(&cubin);
+    if (rc) return -1;
+    KT_CHECK(CU, kt_cu.cuMemAlloc(&c->out, (size_t)c->sms * 1024 * sizeof(float)));
+    int max_threads = 0;
+    KT_CHECK(CU,
+             kt_cu.cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, (CUfunction)c->mod.fn[0]));
+    *best = *at_8_warps = 0;
+    for (int w = 0; w < 5 && warps[w] * 32 <= max_threads; w++) {
+        c->threads = warps[w] * 32;
+        float ms;
+        if (probe_best_ms(e, CEILING_REPEATS, ceiling_once, c, &ms)) return -1;
+        double rate = (double)c->sms * warps[w] * CEILING_ITERS * MXFP4_STEP_BYTES / (ms * 1e-3);
+        if (rate > *best) *best = rate;
+        if (warps[w] == 8) *at_8_warps = rate;
+    }
+    return *best > 0 ? 0 : kt_fail("the MXFP4 bf16 probe could not be launched");
+}
+
+int kt_bench_mxfp4_bf16_rate(double *best, double *at_8_warps) {
+    ceiling_probe c = {0};
+    probe_events e = {0};
+    int rc = mxfp4_rate_run(&c, &e, best, at_8_warps);
+    kt_module_unload(&c.mod);
+    if (c.out) kt_cu.cuMemFree(c.out);
+    probe_events_free(&e);
+    return rc;
+}
+
 #define L2_PROBE_BYTES ((size_t)16 << 20) /* held by any L2 kt targets (H200 60 MB, sm_120 128 MB) */
 #define L2_PROBE_PASSES 16
 #define DSMEM_PROBE_WORDS 4096 /* per thread */
@@ -240,6 +280,7 @@ typedef struct bench_run {
     double mma_flops_per_s, mma_flops_per_s_8_warps;       /* e4m3; NAN: the family has no flops, or n/a */
     double bf16_mma_flops_per_s;                           /* NAN as above */
     double l2_read_bytes_per_s, dsmem_read_bytes_per_s[3]; /* clusters of 2, 4, 8; NAN: n/a */
+    double mxfp4_bf16_bytes_per_s[2]; /* moe_gemm: kt_bench_mxfp4_bf16_rate's best, at 8 warps; NAN: n/a */
     bench_row *rows;
     int n_rows, n_failed, any_tensor_scales;
 } bench_run;
@@ -703,6 +744,8 @@ static void json_row(text *t, const bench_run *run, const bench_row *row) {
     json_number(t, "dsmem_read_bytes_per_s_cluster_2", run->dsmem_read_bytes_per_s[0]);
     json_number(t, "dsmem_read_bytes_per_s_cluster_4", run->dsmem_read_bytes_per_s[1]);
     json_number(t, "dsmem_read_bytes_per_s_cluster_8", run->dsmem_read_bytes_per_s[2]);
+    json_number(t, "mxfp4_bf16_bytes_per_s", run->mxfp4_bf16_bytes_per_s[0]);
+    json_number(t, "mxfp4_bf16_bytes_per_s_8_warps", run->mxfp4_bf16_bytes_per_s[1]);
     json_string(t, "device", kt_gpu_current()->name);
     text_add(t, "}");
 }
@@ -756,6 +799,13 @@ int kt_bench_run(const kt_bench_options *o) {
         for (int i = 0; i < 4; i++) on_chip[i] = NAN; /* a partial result is no result */
         if (!context_alive()) rc = kt_fail("the GPU context is lost after the memory probe failed");
     }
+    run.mxfp4_bf16_bytes_per_s[0] = run.mxfp4_bf16_bytes_per_s[1] = NAN;
+    if (!rc && !strcmp(f->name, "moe_gemm") &&
+        kt_bench_mxfp4_bf16_rate(&run.mxfp4_bf16_bytes_per_s[0], &run.mxfp4_bf16_bytes_per_s[1])) {
+        fprintf(stderr, "kt bench: MXFP4 bf16 issue rate n/a: %s\n", kt_error());
+        run.mxfp4_bf16_bytes_per_s[0] = run.mxfp4_bf16_bytes_per_s[1] = NAN;
+        if (!context_alive()) rc = kt_fail("the GPU context is lost after the MXFP4 probe failed");
+    }
     run.l2_read_bytes_per_s = on_chip[0];
     memcpy(run.dsmem_read_bytes_per_s, &on_chip[1], sizeof run.dsmem_read_bytes_per_s);
     if (!rc) {
@@ -781,6 +831,10 @@ int kt_bench_run(const kt_bench_options *o) {
         else
             printf("other CTAs' shared memory %.2f / %.2f / %.2f TB/s in clusters of 2 / 4 / 8\n", dsmem[0] / 1e12,
                    dsmem[1] / 1e12, dsmem[2] / 1e12);
+        if (!isnan(run.mxfp4_bf16_bytes_per_s[0]))
+            printf("MXFP4 on the bf16 mma (BF16=1's k-block without its loads; bench/ceiling.cu): %.2f TB/s of "
+                   "weights (%.2f at 8 warps per SM); its issue floor = MXFP4 bytes / that rate\n",
+                   run.mxfp4_bf16_bytes_per_s[0] / 1e12, run.mxfp4_bf16_bytes_per_s[1] / 1e12);
         print_header(&run);
     }
     for (int s = 0; s < o->n_shapes && !rc; s++)

@@ -52,6 +52,12 @@ int kt_bench_copy_bandwidth(double *bytes_per_s);
  * and the best at 8 warps per SM (the occupancy of kt's decode tiles). */
 int kt_bench_mma_ceiling(kt_mma_kind kind, double *best, double *at_8_warps);
 
+/* Measured rate, in MXFP4 weight bytes/s, of moe_gemm BF16=1's dequantisation and bf16 mma of
+ * a k-block without its memory traffic (bench/ceiling.cu: kt_mxfp4_bf16_ceiling), the best
+ * over 8-32 warps per SM and at 8 (the default's occupancy): the issue floor of that path is
+ * its MXFP4 weight bytes / this rate. */
+int kt_bench_mxfp4_bf16_rate(double *best, double *at_8_warps);
+
 /* Measured rates of on-chip reads in bytes/s (bench/memory.cu): all SMs reading a buffer L2
  * holds, and reading other CTAs' shared memory in clusters of 2, 4 and 8 (dsmem[0..2]; left
  * as they are on a GPU without clusters, sm_89). */

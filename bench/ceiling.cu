@@ -7,7 +7,8 @@
 // emulated (sm_90: two f16 HMMAs, F2FP unpacks and FADDs per mma) that matters: with equal, loop-invariant operands
 // ptxas shares the HMMAs between accumulators and hoists the unpacks, and such a loop reports 1,288-1,567 TFLOP/s on
 // the H200, several times what any GEMM can reach.
-#include "kt_device.cuh" // kt_mma_e4m3, kt_mma_bf16
+#include "kt_device.cuh"  // kt_mma_e4m3, kt_mma_bf16
+#include "mxfp4_bf16.cuh" // moe_gemm BF16=1's operands
 
 // A GEMM's inner step: FN weight fragments meet FM token fragments (FN x FM independent
 // accumulators), each fragment new every step and converted once where the mma is emulated.
@@ -65,3 +66,64 @@ extern "C" __global__ void kt_mma_ceiling_2x2(float *out, int iters) { mma_tile<
 extern "C" __global__ void kt_mma_ceiling_4x2(float *out, int iters) { mma_tile<4, 2, false>(out, iters); }
 extern "C" __global__ void kt_mma_bf16_ceiling_2x2(float *out, int iters) { mma_tile<2, 2, true>(out, iters); }
 extern "C" __global__ void kt_mma_bf16_ceiling_4x2(float *out, int iters) { mma_tile<4, 2, true>(out, iters); }
+
+// MXFP4 on the bf16 mma, as moe_gemm BF16=1's default warp runs a k-block (2 fragments of 16
+// rows, one token fragment; kernels/common/mxfp4_bf16.cuh): each step new codes (one XOR per
+// 16-byte register standing in for the load), the rows' scale bytes and the 16 token pairs read
+// from shared memory as the kernel reads them, 16 bf16 mma, the sums scaled into the
+// accumulators. What it leaves out is the kernel's loads, waits and epilogue, so its rate,
+// counted in MXFP4 weight bytes (2 KB of codes + 128 B of scales a warp step), bounds from
+// above the rate of any kernel that dequantises this way on this GPU (kt bench prints it).
+extern "C" __global__ void kt_mxfp4_bf16_ceiling(float *out, int iters) {
+    __shared__ uint4 tok[8][4][32]; // [warp % 8][k-step pair][lane]
+    __shared__ kt_u32 sc[8][32];
+    const int lane = threadIdx.x % 32, w8 = threadIdx.x / 32 % 8;
+    const kt_u32 seed = threadIdx.x * 0x9e3779b9u + blockIdx.x;
+    for (int q = 0; q < 4; q++) // finite e4m3-made bf16 pairs (0x37 codes: values below 1)
+        tok[w8][q][lane] = make_uint4(e4m3x2_bf16(0x00370037u ^ (seed & 0x00030003u)), e4m3x2_bf16(0x00350035u),
+                                      e4m3x2_bf16(0x00330033u), e4m3x2_bf16(0x00310031u));
+    sc[w8][lane] = 0x7f7e7d7cu ^ (seed & 0x03030303u); // ue8m0 bytes near 2^0
+    __syncwarp();
+    uint4 v[2][2];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const kt_u32 b = (seed * (2 * i + r + 1)) & 0x77777777u; // codes of magnitude <= 6, both signs below
+            v[i][r] = make_uint4(b, b ^ 0x88888888u, b ^ 0x11111111u, b ^ 0x99999999u);
+        }
+    float acc[2][4] = {};
+    const int t = lane & 3, g = lane >> 2;
+    for (int it = 0; it < iters; it++) {
+        const kt_u32 x = ((kt_u32)it * 0x01010101u) & 0x07070707u;
+        uint4 wv[2][2];
+        kt_u32 f[2][2];
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                wv[i][r] = make_uint4(v[i][r].x ^ x, v[i][r].y ^ x, v[i][r].z ^ x, v[i][r].w ^ x);
+                f[i][r] = ue8m0_bf16x2((sc[w8][(16 * i + g + 8 * r + it) & 31] >> (8 * t)) & 0xffu);
+            }
+        uint4 xt[4];
+#pragma unroll
+        for (int q = 0; q < 4; q++) xt[q] = tok[w8][q][(lane + it) & 31];
+        float sum[2][4] = {};
+#pragma unroll
+        for (int q = 0; q < 4; q++)
+#pragma unroll
+            for (int u = 0; u < 2; u++)
+#pragma unroll
+                for (int i = 0; i < 2; i++) {
+                    kt_u32 a[4];
+                    kt_mxfp4_bf16_a(wv[i], f[i], q, u, a);
+                    kt_mma_bf16(sum[i], a, u ? xt[q].z : xt[q].x, u ? xt[q].w : xt[q].y);
+                }
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[i][e] = fmaf(sum[i][e], 0.5f, acc[i][e]);
+    }
+    out[blockIdx.x * blockDim.x + threadIdx.x] =
+        acc[0][0] + acc[0][1] + acc[0][2] + acc[0][3] + acc[1][0] + acc[1][1] + acc[1][2] + acc[1][3];
+}

@@ -16,7 +16,7 @@
 // staged once per CTA in shared memory beside the tokens. BF16=1 (MXFP4 with WIDE, sm_90 and
 // sm_120) instead dequantises each lane's 32 codes, one 32-group, to bf16 with the group's scale
 // folded in, and runs the bf16 mma m16n8k16 on them against the tokens turned into bf16 (both
-// exact: see e2m1x2_bf16 and e4m3x2_bf16). MXFP4 otherwise runs on every arch by turning
+// exact: kernels/common/mxfp4_bf16.cuh). MXFP4 otherwise runs on every arch by turning
 // each code into the e4m3 code of its value / 64 (exact) and scaling each k-step's sums by the
 // group's ue8m0 scale, or (NATIVE, sm_120a) as the 8-bit container of the block-scaled
 // `mma.kind::mxf8f6f4` that applies the scales itself.
@@ -30,6 +30,7 @@
 // a fixed order: deterministic) and runs the epilogue, then resets the counter to zero.
 #include "kt_device.cuh"
 #include "moe_layout.h"
+#include "mxfp4_bf16.cuh" // BF16=1's operands
 
 #ifndef KT_TM
 #define KT_TM 8
@@ -77,24 +78,6 @@ __device__ __forceinline__ kt_u32 e2m1x4_as_e4m3(kt_u32 b) {
 __device__ __forceinline__ float ue8m0_x64(kt_u32 s, int j) {
     return __uint_as_float(((s >> (8 * j)) & 0xffu) << 23) * 64.0f;
 }
-
-// BF16: e2m1 codes n and n+4 of word w (n < 4) as two bf16, code n in the low half, each the
-// code's value times 2^-126 (sign to bit 15, the three magnitude bits s.e1e0.m to 8:6: exponent
-// field e1e0, top mantissa bit m, so e1e0 = 0 lands on the subnormals 0 and 0.5 * 2^-126 as it
-// should); times a power of two they stay exact (bf16 holds e2m1's values at ue8m0_bf16x2's scales).
-template <int n> __device__ __forceinline__ kt_u32 e2m1x2_bf16(kt_u32 w) {
-    const kt_u32 sign = (w << (12 - 4 * n)) & 0x80008000u;
-    const kt_u32 mag = (n < 2 ? w << (6 - 4 * n) : w >> (4 * n - 6)) & 0x01c001c0u;
-    return sign | mag;
-}
-// BF16: bytes 0 and 2 of p (e4m3 codes) as two bf16 times 2^7: the code's bits moved into bf16's
-// (value * 2^-120, e4m3's subnormals onto bf16's), then multiplied by 2^127 (exact).
-__device__ __forceinline__ kt_u32 e4m3x2_bf16(kt_u32 p) {
-    return kt_mul_bf16x2(((p << 8) & 0x80008000u) | ((p << 4) & 0x07f007f0u), 0x7f007f00u);
-}
-// BF16: the bf16 pair 2^(s-8) (s the ue8m0 byte), which turns e2m1x2_bf16's values into the
-// weights times 2^-7 (the tokens carry the 2^7): exact for 2 <= s <= 135, |w| <= 1536.
-__device__ __forceinline__ kt_u32 ue8m0_bf16x2(kt_u32 s) { return min(s + 119u, 255u) * 0x00800080u; }
 
 #if KT_NATIVE
 // D = A (16x32 e2m1 in 8-bit containers, code in bits 5:2) * B (32x8 e4m3) + D, A's rows scaled
@@ -398,8 +381,7 @@ moe_gemm(const kt_u8 *__restrict__ X, const float *__restrict__ Xs, const kt_u8 
         }
     };
     // MXFP4 BF16: lane t's 16 bytes of a row are its group t (k 32t..32t+31 of the k-block), the
-    // k-block 8 bf16 k-steps; k-step 2q+u feeds mma k 2t, 2t+1 with the group's k 8q+2u, 8q+2u+4
-    // and 2t+8, 2t+9 with 8q+2u+1, 8q+2u+5 (e2m1x2_bf16's pairs), the tokens' the same.
+    // k-block 8 bf16 k-steps in kt_mxfp4_bf16_a's order, the tokens' the same.
     auto compute_bf16 = [&](const kblock<FMT> &kb, int kbl) {
         kt_u32 f[FRAG_N][2]; // the rows' scale factors
 #pragma unroll
@@ -408,15 +390,7 @@ moe_gemm(const kt_u8 *__restrict__ X, const float *__restrict__ Xs, const kt_u8 
             for (int r = 0; r < 2; r++)
                 f[i][r] = ue8m0_bf16x2((ws_s[(wn * WN + i * 16 + g + 8 * r) * ws_ld + kbl] >> (8 * t)) & 0xffu);
         // fragment i's A operand of k-step 2q+u
-        auto weights = [&](int i, int q, int u, kt_u32(&a)[4]) {
-#pragma unroll
-            for (int r = 0; r < 2; r++) {
-                const uint4 v = kb.w16[i][0][r];
-                const kt_u32 w = q == 0 ? v.x : q == 1 ? v.y : q == 2 ? v.z : v.w;
-                a[r] = kt_mul_bf16x2(u ? e2m1x2_bf16<2>(w) : e2m1x2_bf16<0>(w), f[i][r]);
-                a[2 + r] = kt_mul_bf16x2(u ? e2m1x2_bf16<3>(w) : e2m1x2_bf16<1>(w), f[i][r]);
-            }
-        };
+        auto weights = [&](int i, int q, int u, kt_u32(&a)[4]) { kt_mxfp4_bf16_a(kb.w16[i][0], f[i], q, u, a); };
         // One token fragment shares the conversions with nothing: each k-step's operands are made
         // where they are used (fewer live registers); several take all the k-block's at once.
         kt_u32 a_all[FRAG_M > 1 ? FRAG_N : 1][8][4];
