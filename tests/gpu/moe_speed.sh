@@ -10,7 +10,10 @@
 #   2. kt bench at V4-Flash TP4 (E 256, top-6, uniform; gate+up N 1024 K 4096, down N 4096 K
 #      512), M 1/16/64, the old lanes (WIDE=0) beside WIDE=1 and BF16=1 in the same run; then a
 #      short random tune of WIDE=1 / BF16=1 at M 16 and the MoE step (moe_step) on its defaults.
-# MODE=quick (default; the second run, under 120 s: one budget caps every part's timeout): BF16=1
+# MODE=s16 (the sixteenth session, under 100 s): moe_route verified (every router, M 1-256) and
+#   benched at M 1-64, moe_step FP8 verified and benched at M 1/16, MXFP4 gate+up at M 16 with the
+#   bf16 issue-rate probe (bench/ceiling.cu) and 4 warps x 1 fragment at a ring of 2.
+# MODE=quick (the second run, under 120 s: one budget caps every part's timeout): BF16=1
 #   verified as in 1 on four configs (its tokens made bf16 once per CTA), then kt bench of the
 #   configs dispatch serves untuned (the new defaults) at V4-Flash TP4 (gate+up), moe_step at M
 #   1/16, and MXFP4 gate+up with 4 warps of one fragment.
@@ -24,7 +27,7 @@ mkdir -p "$LOGS"
 passed=0 failed=0
 
 MODE=${MODE:-quick}
-BUDGET=${BUDGET:-$([ "$MODE" = quick ] && echo 112 || echo 1000)} # seconds for every part together
+BUDGET=${BUDGET:-$(case $MODE in quick) echo 112 ;; s16) echo 96 ;; *) echo 1000 ;; esac)} # seconds for every part together
 
 # check NAME SECONDS CMD...: runs CMD under timeout (at most what is left of BUDGET) into
 # $LOGS/NAME.log; PASS or FAIL (and the tail).
@@ -61,6 +64,36 @@ shapes() { # FORMATS -> --shape args for both stages and all three distributions
 V4GU="E=256,N=1024,K=4096,TOPK=6,DIST=uniform"
 V4DN="E=256,N=4096,K=512,TOPK=6,DIST=uniform"
 V4S="E=256,HIDDEN=4096,INTER=512"
+if [ "$MODE" = s16 ]; then # the sixteenth session's run (under 100 s; parts in priority order)
+    # moe_route's records with their geometry computed once a block: every router, both paths
+    # (default + 1 sampled config), the records for tiles 8-64, M 1-256
+    rs=()
+    for r in "V4 6" "V3 8" "HASH 6"; do
+        set -- $r
+        for d in uniform hot; do rs+=(--shape "ROUTER=$1,E=256,TOPK=$2,TM=8,NTM=4,DIST=$d"); done
+    done
+    check route_verify 25 "$KT" verify --family moe_route "${rs[@]}" --m 1,4,16,64,256 --sample 1 --seed $RANDOM
+    rm -f "$LOGS/step.db"*
+    check step_db 8 "$KT" tune --family moe_route --shape ROUTER=V3,E=256,TOPK=8,TM=16,NTM=1,DIST=hot --m 1 \
+        --budget 1 --db "$LOGS/step.db"
+    check route_bench 12 "$KT" bench --family moe_route --shape ROUTER=V4,E=256,TOPK=6,TM=8,NTM=4,DIST=uniform \
+        --m 1,4,16,64 --db "$LOGS/step.db" --json "$LOGS/route.json"
+    check step_verify 20 "$KT" verify --family moe_step --shape "ROUTER=V4,FORMAT=fp8,$V4S,DIST=uniform" --m 1,16 \
+        --seed $RANDOM
+    check step_bench 20 "$KT" bench --family moe_step --shape "ROUTER=V4,FORMAT=fp8,$V4S,DIST=uniform" --m 1,16 \
+        --db "$LOGS/step.db" --json "$LOGS/step.json"
+    # the MXFP4 issue-rate probe (printed by any moe_gemm bench) beside the default at M 16, then
+    # 4 warps x 1 fragment at a ring of 2 (fewer registers: more CTAs an SM)
+    check gu_probe 15 "$KT" bench --family moe_gemm --shape "FORMAT=mxfp4,STAGE=gateup,$V4GU" --m 16 \
+        --db "$LOGS/step.db" --json "$LOGS/gu_probe.json"
+    check gu_wn4s2 12 "$KT" bench --family moe_gemm --shape "FORMAT=mxfp4,STAGE=gateup,$V4GU" --m 16 \
+        --config "TM=8,TN=64,WARPS_N=4,WARPS_K=1,STAGES=2,SPLIT=1,WIDE=1,BF16=1" --json "$LOGS/gu_wn4s2.json"
+    grep -h -E '^FORMAT=|^ROUTER=|MXFP4 on the bf16|^kt: ' "$LOGS"/route_bench.log "$LOGS"/step_bench.log \
+        "$LOGS"/gu_probe.log "$LOGS"/gu_wn4s2.log 2>/dev/null
+    echo "$passed passed, $failed failed ($SECONDS s)"
+    [ "$failed" -eq 0 ]
+    exit
+fi
 if [ "$MODE" = quick ]; then
     B16="WIDE=1,BF16=1"
     # shellcheck disable=SC2046
