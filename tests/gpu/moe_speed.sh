@@ -12,7 +12,8 @@
 #      short random tune of WIDE=1 / BF16=1 at M 16 and the MoE step (moe_step) on its defaults.
 # MODE=s16 (the sixteenth session, under 100 s): moe_route verified (every router, M 1-256) and
 #   benched at M 1-64, moe_step FP8 verified and benched at M 1/16, MXFP4 gate+up at M 16 with the
-#   bf16 issue-rate probe (bench/ceiling.cu) and 4 warps x 1 fragment at a ring of 2.
+#   bf16 issue-rate probe (bench/ceiling.cu) and 4 warps x 1 fragment at a ring of 2; FP8 gate+up
+#   at M 1 with 4 warps x 1 fragment at split-K 4.
 # MODE=quick (the second run, under 120 s: one budget caps every part's timeout): BF16=1
 #   verified as in 1 on four configs (its tokens made bf16 once per CTA), then kt bench of the
 #   configs dispatch serves untuned (the new defaults) at V4-Flash TP4 (gate+up), moe_step at M
@@ -88,8 +89,12 @@ if [ "$MODE" = s16 ]; then # the sixteenth session's run (under 100 s; parts in 
         --db "$LOGS/step.db" --json "$LOGS/gu_probe.json"
     check gu_wn4s2 12 "$KT" bench --family moe_gemm --shape "FORMAT=mxfp4,STAGE=gateup,$V4GU" --m 16 \
         --config "TM=8,TN=64,WARPS_N=4,WARPS_K=1,STAGES=2,SPLIT=1,WIDE=1,BF16=1" --json "$LOGS/gu_wn4s2.json"
+    # FP8 gate+up at M = 1: 4 warps x 1 fragment (138 registers: 3 CTAs an SM) at split-K 4, 384
+    # CTAs in one wave, against the default's 192 (split-K 2, 2 x 2 warps)
+    check gu1_wn4 12 "$KT" bench --family moe_gemm --shape "FORMAT=fp8,STAGE=gateup,$V4GU" --m 1 \
+        --config "TM=8,TN=64,WARPS_N=4,WARPS_K=1,STAGES=4,SPLIT=4,WIDE=1" --json "$LOGS/gu1_wn4.json"
     grep -h -E '^FORMAT=|^ROUTER=|MXFP4 on the bf16|^kt: ' "$LOGS"/route_bench.log "$LOGS"/step_bench.log \
-        "$LOGS"/gu_probe.log "$LOGS"/gu_wn4s2.log 2>/dev/null
+        "$LOGS"/gu_probe.log "$LOGS"/gu_wn4s2.log "$LOGS"/gu1_wn4.log 2>/dev/null
     echo "$passed passed, $failed failed ($SECONDS s)"
     [ "$failed" -eq 0 ]
     exit
