@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { P_TM, P_TN, P_WN, P_WK, P_RING, P_SPLIT, P_NATIVE, P_WIDE, P_BF16 };
+enum { P_TM, P_TN, P_WN, P_WK, P_RING, P_SPLIT, P_NATIVE, P_WIDE, P_BF16, P_GATHER };
 /* Kernels: the grouped GEMM per (format, stage), then the float64 references. */
 enum { K_FP8_GATEUP, K_FP8_DOWN, K_MXFP4_GATEUP, K_MXFP4_DOWN, K_REF_GATEUP, K_REF_QUANT, K_REF_DOWN };
 
@@ -376,6 +376,8 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
     if (v[P_TN] % (16 * v[P_WN]) || l.frag_n > 4)
         return snprintf(why, n, "%d warps along N do not tile TN=%d in 1-4 fragments of 16", v[P_WN], v[P_TN]), -1;
     if (l.threads > 512) return snprintf(why, n, "%d threads per block (at most 512)", l.threads), -1;
+    if (v[P_GATHER] && (v[P_TM] != 8 || v[P_SPLIT] != 1))
+        return snprintf(why, n, "GATHER=1 (a CTA per token) needs TM=8 and SPLIT=1"), -1;
     if ((long)v[P_TM] * (v[P_TN] + 4) * 4 > SMEM_LIMIT)
         return snprintf(why, n, "the epilogue tile needs %d bytes of shared memory", v[P_TM] * (v[P_TN] + 4) * 4), -1;
     /* running sums (4 a fragment pair), the ring of STAGES k-blocks of weight fragments (FP8:
@@ -405,6 +407,9 @@ static int config_fits(const kt_config *c, const kt_problem *p) {
     if ((v[P_NATIVE] || v[P_BF16]) && d.fmt != KT_MOE_MXFP4) return 0; /* MXFP4 weights' paths */
     if (d.stage == KT_MOE_GATEUP && (v[P_TN] < 32 || (d.N / 2) % (v[P_TN] / 2))) return 0;
     if (d.stage == KT_MOE_DOWN && d.N % v[P_TN]) return 0;
+    /* GATHER: down only, a token's slots in one tile, MXFP4 only on the narrow lanes (WIDE=1
+     * stages one expert's weight scales per CTA) */
+    if (v[P_GATHER] && (d.stage != KT_MOE_DOWN || d.topk > 8 || (d.fmt == KT_MOE_MXFP4 && v[P_WIDE]))) return 0;
     return v[P_SPLIT] <= d.KB && v[P_WK] <= nkb && smem_of(c, &d) <= SMEM_LIMIT;
 }
 
@@ -432,7 +437,7 @@ static void default_for(const kt_problem *p, int sms, kt_config *c) {
      * measured on the H200: bench/NOTES.md, fifteenth session, moe). Then split-K doubled while
      * the CTAs of the expected tiles stay within one wave of 2 an SM, each split keeping 2
      * k-blocks a warp group, and a ring as deep as a warp group's k-blocks (at most 4). */
-    *c = (kt_config){{8, 64, 2, 2, 2, 1, 0, 1, d.fmt == KT_MOE_MXFP4 && d.stage == KT_MOE_GATEUP}};
+    *c = (kt_config){{8, 64, 2, 2, 2, 1, 0, 1, d.fmt == KT_MOE_MXFP4 && d.stage == KT_MOE_GATEUP, 0}};
     int *v = c->v;
     double tiles = expected_touched(&d);
     if (tiles > d.MT) tiles = (double)d.MT;
@@ -463,6 +468,7 @@ static int launch(const kt_launch *l) {
                     &p[KT_MOE_T_XS],
                     &p[KT_MOE_T_W],
                     &p[KT_MOE_T_WS],
+                    &p[KT_MOE_T_IDS],
                     &p[KT_MOE_T_TOPW],
                     &p[KT_MOE_T_SHARED],
                     &p[KT_MOE_T_ALIGN],
@@ -477,6 +483,7 @@ static int launch(const kt_launch *l) {
                     &K};
     long tiles = kt_moe_max_tiles(d.M, d.topk, d.E, v[P_TM]);
     if (tiles > d.MT) tiles = d.MT; /* a used tile holds a slot at least */
+    if (v[P_GATHER]) tiles = d.M;   /* a CTA per token */
     int kernel = (d.fmt == KT_MOE_FP8 ? K_FP8_GATEUP : K_MXFP4_GATEUP) + (d.stage == KT_MOE_DOWN);
     return kt_launch_kernel_pdl(l->mod, kernel, (unsigned)(d.N / v[P_TN]), (unsigned)tiles, (unsigned)v[P_SPLIT],
                                 (unsigned)lay.threads, (unsigned)smem_of(l->config, &d), l->stream, args);
@@ -570,7 +577,7 @@ const kt_family kt_family_moe_gemm = {
              {"TOPK"},
              {"DIST", KT_KEY_CATEGORY, kt_moe_dist_names}},
     .m_name = "M",
-    .n_params = 9,
+    .n_params = 10,
     .params = {{"TM", 4, {8, 16, 32, 64}},
                {"TN", 5, {16, 32, 64, 128, 256}},
                {"WARPS_N", 4, {1, 2, 4, 8}},
@@ -579,9 +586,10 @@ const kt_family kt_family_moe_gemm = {
                {"SPLIT", 4, {1, 2, 4, 8}},
                {"NATIVE", 2, {0, 1}},
                {"WIDE", 2, {0, 1}},
-               {"BF16", 2, {0, 1}}},
+               {"BF16", 2, {0, 1}},
+               {"GATHER", 2, {0, 1}}},
     .strata_params = 2,
-    .default_config = {{8, 64, 2, 2, 2, 1, 0, 1, 0}},
+    .default_config = {{8, 64, 2, 2, 2, 1, 0, 1, 0, 0}},
     .target_shapes = target_shapes,
     .n_target_shapes = 8,
     KT_FAMILY_HOOKS,

@@ -42,11 +42,12 @@
 #define KT_NATIVE 0
 #define KT_WIDE 0
 #define KT_BF16 0
+#define KT_GATHER 0
 #endif
 
 constexpr int TM = KT_TM, TN = KT_TN, WARPS_N = KT_WARPS_N, WARPS_K = KT_WARPS_K, STAGES = KT_STAGES;
 constexpr int SPLIT = KT_SPLIT, WARPS = WARPS_N * WARPS_K, THREADS = WARPS * 32;
-constexpr bool WIDE = KT_WIDE == 1, BF16 = KT_BF16 == 1;
+constexpr bool WIDE = KT_WIDE == 1, BF16 = KT_BF16 == 1, GATHER = KT_GATHER == 1;
 constexpr int WN = TN / WARPS_N, FRAG_N = WN / 16, FRAG_M = TM / 8;
 constexpr int RED_LD = TN + 4; // the epilogue tile [TM][RED_LD] f32; the pad spreads its banks
 constexpr float SWIGLU_LIMIT = 10.0f;
@@ -54,6 +55,7 @@ static_assert(TN % (16 * WARPS_N) == 0 && FRAG_N >= 1 && FRAG_N <= 4, "warps til
 static_assert(TM % 8 == 0 && THREADS <= 512, "token fragments of 8, at most 16 warps");
 
 static_assert(!BF16 || (WIDE && !KT_NATIVE), "BF16: MXFP4's 16-byte lanes, on the dequantising path");
+static_assert(!GATHER || (TM == 8 && SPLIT == 1), "GATHER: a token's slots are one tile of 8, the whole of K");
 
 #if KT_NATIVE && !defined(__CUDA_ARCH_FEAT_SM120_ALL)
 #error "NATIVE=1 is the block-scaled mma of sm_120a"
@@ -173,11 +175,12 @@ __device__ __forceinline__ void tokens_to_bf16(kt_u8 *xs, int nkb, int nv, int w
 }
 
 template <int FMT, bool GATEUP>
-__device__ __forceinline__ void
-moe_gemm(const kt_u8 *__restrict__ X, const float *__restrict__ Xs, const kt_u8 *__restrict__ W,
-         const void *__restrict__ Ws, const float *__restrict__ topw, const kt_u16 *__restrict__ shared,
-         const int *__restrict__ rec, void *__restrict__ out_, float *__restrict__ out_s, float *__restrict__ part,
-         int *__restrict__ counter, int M, int topk, int E, int N, int K) {
+__device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const float *__restrict__ Xs,
+                                         const kt_u8 *__restrict__ W, const void *__restrict__ Ws,
+                                         const int *__restrict__ ids, const float *__restrict__ topw,
+                                         const kt_u16 *__restrict__ shared, const int *__restrict__ rec,
+                                         void *__restrict__ out_, float *__restrict__ out_s, float *__restrict__ part,
+                                         int *__restrict__ counter, int M, int topk, int E, int N, int K) {
     extern __shared__ __align__(128) kt_u8 smem[];
     __shared__ int slot_s[TM];
     __shared__ int last_s[TM + 1];
@@ -189,25 +192,34 @@ moe_gemm(const kt_u8 *__restrict__ X, const float *__restrict__ Xs, const kt_u8 
     kt_allow_consumer();
     // Past n_tiles tile_expert is -1 (moe_layout.h): one load decides both the exit and the
     // expert, where reading n_tiles first put two round trips before the first weight load.
-    const int e = rec[padded + tile];
-    if (e < 0) return;
+    // GATHER (DOWN): the CTA is token `tile`, its rows the token's topk slots, each its own
+    // expert (lane k holds slot k's); it runs the k-blocks of every slot one after another
+    // (units u: slot u / nkb, k-block u % nkb) and weights each slot's sums as it promotes them,
+    // so the combine needs no partials and no other CTA.
+    const int e = GATHER ? (lane < topk ? ids[tile * topk + lane] : 0) : rec[padded + tile];
+    if (!GATHER && e < 0) return;
     const int kb0 = (int)((long)z * KB / SPLIT), nkb = (int)((long)(z + 1) * KB / SPLIT) - kb0;
+    const int units = GATHER ? topk * nkb : nkb;
+    // GATHER: the weights of the slots whose sums lane t holds (token columns 2t, 2t+1)
+    const float w_lo = GATHER && 2 * t < topk ? topw[tile * topk + 2 * t] : 0.f,
+                w_hi = GATHER && 2 * t + 1 < topk ? topw[tile * topk + 2 * t + 1] : 0.f;
     const int inter = N / 2;
     // CTA row r -> the expert's weight row (GATEUP: gate columns c0.., then the same up columns).
     const int c0 = GATEUP ? blockIdx.x * (TN / 2) : blockIdx.x * TN;
     auto wrow = [&](int r) { return GATEUP ? (r < TN / 2 ? c0 + r : inter + c0 + r - TN / 2) : c0 + r; };
-    if (tid < TM) slot_s[tid] = rec[tile * TM + tid];
+    if (tid < TM) slot_s[tid] = GATHER ? (tid < topk ? tile * topk + tid : -1) : rec[tile * TM + tid];
 
-    // Each warp's first STAGES k-blocks of weights (k-blocks wk, wk + WARPS_K, ... of the range).
+    // Each warp's first STAGES k-blocks of weights (units wk, wk + WARPS_K, ...: k-blocks of the
+    // range, GATHER (slot, k-block) pairs).
     const long KH = FMT == FMT_FP8 ? K : K / 2; // bytes per weight row
-    auto load = [&](kblock<FMT> &kb, int kbl) {
-        const int kbg = kb0 + kbl;
+    auto load = [&](kblock<FMT> &kb, int u) {
+        const int kbg = kb0 + (GATHER ? u % nkb : u), eu = GATHER ? __shfl_sync(0xffffffffu, e, u / nkb) : e;
 #pragma unroll
         for (int i = 0; i < FRAG_N; i++) {
             const int r0 = wrow(wn * WN + i * 16);
 #pragma unroll
             for (int r = 0; r < 2; r++) {
-                const kt_u8 *row = W + ((long)e * N + r0 + g + 8 * r) * KH;
+                const kt_u8 *row = W + ((long)eu * N + r0 + g + 8 * r) * KH;
                 if constexpr (WIDE) {
 #pragma unroll
                     for (int c = 0; c < (FMT == FMT_FP8 ? 2 : 1); c++)
@@ -224,15 +236,15 @@ moe_gemm(const kt_u8 *__restrict__ X, const float *__restrict__ Xs, const kt_u8 
                 }
                 if constexpr (FMT == FMT_MXFP4 && !WIDE)
                     kb.sc[i][r] =
-                        *(const kt_u32 *)((const kt_u8 *)Ws + ((long)e * N + r0 + g + 8 * r) * (K / 32) + kbg * 4);
+                        *(const kt_u32 *)((const kt_u8 *)Ws + ((long)eu * N + r0 + g + 8 * r) * (K / 32) + kbg * 4);
             }
-            if constexpr (FMT == FMT_FP8) kb.bs[i] = ((const float *)Ws)[((long)e * (N / 128) + r0 / 128) * KB + kbg];
+            if constexpr (FMT == FMT_FP8) kb.bs[i] = ((const float *)Ws)[((long)eu * (N / 128) + r0 / 128) * KB + kbg];
         }
     };
     kblock<FMT> ring[STAGES];
 #pragma unroll
     for (int s = 0; s < STAGES; s++)
-        if (wk + s * WARPS_K < nkb) load(ring[s], wk + s * WARPS_K);
+        if (wk + s * WARPS_K < units) load(ring[s], wk + s * WARPS_K);
 
     // The tile's tokens of this k-range (slab_piece's layout), padding rows zero, then their scales
     // [k-block][token]; MXFP4 WIDE: then the CTA rows' ue8m0 scales [row][nkb + 1] (4 a k-block;
@@ -276,9 +288,12 @@ moe_gemm(const kt_u8 *__restrict__ X, const float *__restrict__ Xs, const kt_u8 
 #pragma unroll
             for (int q = 0; q < 4; q++) acc[i][j][q] = 0.f;
 
-    // Adds token fragment jm's sums of k-block kbl into acc, promoted with the scales.
+    // Adds token fragment jm's sums of k-block kbl into acc, promoted with the scales (GATHER:
+    // only the current slot's column, times its routing weight).
+    int slot_now = 0;
     auto promote = [&](const kblock<FMT> &kb, int kbl, int jm, const float(&sum)[FRAG_N][4]) {
-        const float2 sx = *(const float2 *)(xs_s + kbl * TM + jm * 8 + 2 * t);
+        float2 sx = *(const float2 *)(xs_s + kbl * TM + jm * 8 + 2 * t);
+        if constexpr (GATHER) sx.x *= 2 * t == slot_now ? w_lo : 0.f, sx.y *= 2 * t + 1 == slot_now ? w_hi : 0.f;
 #pragma unroll
         for (int i = 0; i < FRAG_N; i++) {
             const float b = FMT == FMT_FP8 ? kb.bs[i] : 1.f;
@@ -433,13 +448,14 @@ moe_gemm(const kt_u8 *__restrict__ X, const float *__restrict__ Xs, const kt_u8 
         else
             compute_ksteps(kb, kbl);
     };
-    for (int base = wk; base < nkb; base += STAGES * WARPS_K) {
+    for (int base = wk; base < units; base += STAGES * WARPS_K) {
 #pragma unroll
         for (int s = 0; s < STAGES; s++) {
-            const int kbl = base + s * WARPS_K;
-            if (kbl >= nkb) break;
-            compute(ring[s], kbl);
-            if (kbl + STAGES * WARPS_K < nkb) load(ring[s], kbl + STAGES * WARPS_K);
+            const int u = base + s * WARPS_K;
+            if (u >= units) break;
+            if constexpr (GATHER) slot_now = u / nkb;
+            compute(ring[s], GATHER ? u % nkb : u);
+            if (u + STAGES * WARPS_K < units) load(ring[s], u + STAGES * WARPS_K);
         }
     }
     __syncthreads(); // the token slab becomes the epilogue's tile
@@ -485,6 +501,15 @@ moe_gemm(const kt_u8 *__restrict__ X, const float *__restrict__ Xs, const kt_u8 
             if (lane == 0) out_s[(long)slot * (inter / 128) + c128 / 128] = scale;
         }
     };
+    if constexpr (GATHER) { // out = shared + the slots' weighted sums, in slot order
+        kt_u16 *out = (kt_u16 *)out_;
+        for (int n = tid; n < TN; n += THREADS) {
+            float v = kt_bf16_to_f32(shared[(long)tile * N + c0 + n]);
+            for (int m = 0; m < topk; m++) v += red[m * RED_LD + n];
+            out[(long)tile * N + c0 + n] = kt_f32_to_bf16(v);
+        }
+        return;
+    }
     if constexpr (GATEUP && TN == 256 && SPLIT == 1) {
         // the CTA has all 128 columns of gate and up: no trip through the partials
         swiglu_quant(c0,
@@ -542,10 +567,11 @@ moe_gemm(const kt_u8 *__restrict__ X, const float *__restrict__ Xs, const kt_u8 
 }
 
 #define KT_MOE_ENTRY(NAME, FMT, GATEUP)                                                                                \
-    extern "C" __global__ void __launch_bounds__(THREADS, 1) NAME(                                                     \
-        const kt_u8 *X, const float *Xs, const kt_u8 *W, const void *Ws, const float *topw, const kt_u16 *shared,      \
-        const int *rec, void *out, float *out_s, float *part, int *counter, int M, int topk, int E, int N, int K) {    \
-        moe_gemm<FMT, GATEUP>(X, Xs, W, Ws, topw, shared, rec, out, out_s, part, counter, M, topk, E, N, K);           \
+    extern "C" __global__ void __launch_bounds__(THREADS, 1)                                                           \
+        NAME(const kt_u8 *X, const float *Xs, const kt_u8 *W, const void *Ws, const int *ids, const float *topw,       \
+             const kt_u16 *shared, const int *rec, void *out, float *out_s, float *part, int *counter, int M,          \
+             int topk, int E, int N, int K) {                                                                          \
+        moe_gemm<FMT, GATEUP>(X, Xs, W, Ws, ids, topw, shared, rec, out, out_s, part, counter, M, topk, E, N, K);      \
     }
 KT_MOE_ENTRY(moe_gemm_fp8_gateup, FMT_FP8, true)
 KT_MOE_ENTRY(moe_gemm_fp8_down, FMT_FP8, false)

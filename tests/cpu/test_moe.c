@@ -240,6 +240,29 @@ KT_TEST(moe_gemm_wide_and_bf16_configs) {
     EXPECT(!f->config_fits(&c, &k4));
 }
 
+/* GATHER=1 (a CTA per token: every slot's expert in turn, the combine in the CTA) takes a token's
+ * slots as one tile of 8 over all of K (TM=8, SPLIT=1 on every arch), runs down only, top-k up
+ * to 8, and MXFP4 only on the narrow lanes (WIDE=1 stages one expert's scales a CTA). */
+KT_TEST(moe_gemm_gather_configs) {
+    const kt_family *f = kt_family_find("moe_gemm");
+    char why[256];
+    kt_config c;
+    EXPECT(!kt_parse_config(f, "TM=8,TN=32,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=1,WIDE=1,GATHER=1", &c));
+    EXPECT(!f->check_config(&c, 90, why, sizeof why) && !f->check_config(&c, 120, why, sizeof why));
+    kt_problem down = {.n_dims = 7, .m = 1, .dim = {0, 1, 256, 4096, 512, 6, 0}}, up = down, mx = down, v3 = down;
+    up.dim[1] = 0, up.dim[3] = 1024, up.dim[4] = 4096;
+    mx.dim[0] = 1;
+    v3.dim[5] = 9;
+    EXPECT(f->config_fits(&c, &down) && !f->config_fits(&c, &up) && !f->config_fits(&c, &mx) &&
+           !f->config_fits(&c, &v3));
+    c.v[7] = 0; /* MXFP4's narrow lanes */
+    EXPECT(f->config_fits(&c, &mx));
+    EXPECT(!kt_parse_config(f, "TM=16,TN=32,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=1,GATHER=1", &c));
+    EXPECT(f->check_config(&c, 90, why, sizeof why) && strstr(why, "GATHER=1"));
+    EXPECT(!kt_parse_config(f, "TM=8,TN=32,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=2,GATHER=1", &c));
+    EXPECT(f->check_config(&c, 120, why, sizeof why) && strstr(why, "SPLIT=1"));
+}
+
 /* ... and build on sm_90 and sm_120 without spills (make test-all: ~20 NVRTC builds). */
 KT_TEST_SLOW(moe_gemm_untuned_configs_build_without_spills) {
     const kt_family *f = kt_family_find("moe_gemm");
