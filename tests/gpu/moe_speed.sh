@@ -11,9 +11,10 @@
 #      512), M 1/16/64, the old lanes (WIDE=0) beside WIDE=1 and BF16=1 in the same run; then a
 #      short random tune of WIDE=1 / BF16=1 at M 16 and the MoE step (moe_step) on its defaults.
 # MODE=s16 (the sixteenth session, under 100 s): moe_route verified (every router, M 1-256) and
-#   benched at M 1-64, moe_step FP8 verified and benched at M 1/16, MXFP4 gate+up at M 16 with the
-#   bf16 issue-rate probe (bench/ceiling.cu) and 4 warps x 1 fragment at a ring of 2; FP8 gate+up
-#   at M 1 with 4 warps x 1 fragment at split-K 4.
+#   benched at M 1-64; down's GATHER=1 verified (E 32, 3 distributions, M 1-256; FP8 and MXFP4)
+#   and benched at V4 M 1/16; moe_step FP8 benched at M 1/16 (its rel_err checked by bench);
+#   MXFP4 gate+up at M 16 with the bf16 issue-rate probe (bench/ceiling.cu); configs for more CTAs
+#   at M 1 and MXFP4 4 warps x 1 fragment at a ring of 2.
 # MODE=quick (the second run, under 120 s: one budget caps every part's timeout): BF16=1
 #   verified as in 1 on four configs (its tokens made bf16 once per CTA), then kt bench of the
 #   configs dispatch serves untuned (the new defaults) at V4-Flash TP4 (gate+up), moe_step at M
@@ -74,27 +75,38 @@ if [ "$MODE" = s16 ]; then # the sixteenth session's run (under 100 s; parts in 
         for d in uniform hot; do rs+=(--shape "ROUTER=$1,E=256,TOPK=$2,TM=8,NTM=4,DIST=$d"); done
     done
     check route_verify 25 "$KT" verify --family moe_route "${rs[@]}" --m 1,4,16,64,256 --sample 1 --seed $RANDOM
+    # GATHER=1 (down, a CTA per token): E 32 in all three distributions at M 1-256 (V4: its bench's rel_err)
+    G32="TM=8,TN=32,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=1,GATHER=1"
+    gs=()
+    for d in uniform zipf hot; do gs+=(--shape "FORMAT=fp8,STAGE=down,$DN,DIST=$d"); done
+    check gather_fp8 20 "$KT" verify --family moe_gemm --seed $RANDOM --config "$G32,WIDE=1" --m 1,4,16,64,256 \
+        "${gs[@]}"
     rm -f "$LOGS/step.db"*
     check step_db 8 "$KT" tune --family moe_route --shape ROUTER=V3,E=256,TOPK=8,TM=16,NTM=1,DIST=hot --m 1 \
         --budget 1 --db "$LOGS/step.db"
     check route_bench 12 "$KT" bench --family moe_route --shape ROUTER=V4,E=256,TOPK=6,TM=8,NTM=4,DIST=uniform \
         --m 1,4,16,64 --db "$LOGS/step.db" --json "$LOGS/route.json"
-    check step_verify 20 "$KT" verify --family moe_step --shape "ROUTER=V4,FORMAT=fp8,$V4S,DIST=uniform" --m 1,16 \
-        --seed $RANDOM
+    check gather_bench 15 "$KT" bench --family moe_gemm --shape "FORMAT=fp8,STAGE=down,$V4DN" --m 1,16 \
+        --config "$G32,WIDE=1" --json "$LOGS/gather_bench.json"
     check step_bench 20 "$KT" bench --family moe_step --shape "ROUTER=V4,FORMAT=fp8,$V4S,DIST=uniform" --m 1,16 \
         --db "$LOGS/step.db" --json "$LOGS/step.json"
-    # the MXFP4 issue-rate probe (printed by any moe_gemm bench) beside the default at M 16, then
-    # 4 warps x 1 fragment at a ring of 2 (fewer registers: more CTAs an SM)
+    # the MXFP4 issue-rate probe (printed by any moe_gemm bench) beside the default at M 16
     check gu_probe 15 "$KT" bench --family moe_gemm --shape "FORMAT=mxfp4,STAGE=gateup,$V4GU" --m 16 \
         --db "$LOGS/step.db" --json "$LOGS/gu_probe.json"
-    check gu_wn4s2 12 "$KT" bench --family moe_gemm --shape "FORMAT=mxfp4,STAGE=gateup,$V4GU" --m 16 \
-        --config "TM=8,TN=64,WARPS_N=4,WARPS_K=1,STAGES=2,SPLIT=1,WIDE=1,BF16=1" --json "$LOGS/gu_wn4s2.json"
-    # FP8 gate+up at M = 1: 4 warps x 1 fragment (138 registers: 3 CTAs an SM) at split-K 4, 384
-    # CTAs in one wave, against the default's 192 (split-K 2, 2 x 2 warps)
+    gm=()
+    for d in uniform hot; do gm+=(--shape "FORMAT=mxfp4,STAGE=down,$DN,DIST=$d"); done
+    check gather_mxfp4 15 "$KT" verify --family moe_gemm --seed $RANDOM --config "$G32,WIDE=0" --m 1,16,64 "${gm[@]}"
+    # more CTAs at M = 1: GATHER with 16 rows a CTA (256 CTAs, 4 warp groups along K); FP8 gate+up
+    # with 4 warps x 1 fragment (138 registers: 3 CTAs an SM) at split-K 4, 384 CTAs in one wave
+    check gather16_bench 12 "$KT" bench --family moe_gemm --shape "FORMAT=fp8,STAGE=down,$V4DN" --m 1,16 \
+        --config "TM=8,TN=16,WARPS_N=1,WARPS_K=4,STAGES=4,SPLIT=1,WIDE=1,GATHER=1" --json "$LOGS/gather16.json"
     check gu1_wn4 12 "$KT" bench --family moe_gemm --shape "FORMAT=fp8,STAGE=gateup,$V4GU" --m 1 \
         --config "TM=8,TN=64,WARPS_N=4,WARPS_K=1,STAGES=4,SPLIT=4,WIDE=1" --json "$LOGS/gu1_wn4.json"
-    grep -h -E '^FORMAT=|^ROUTER=|MXFP4 on the bf16|^kt: ' "$LOGS"/route_bench.log "$LOGS"/step_bench.log \
-        "$LOGS"/gu_probe.log "$LOGS"/gu_wn4s2.log "$LOGS"/gu1_wn4.log 2>/dev/null
+    # MXFP4 gate+up with 4 warps x 1 fragment at a ring of 2 (117 registers: 4 CTAs an SM)
+    check gu_wn4s2 12 "$KT" bench --family moe_gemm --shape "FORMAT=mxfp4,STAGE=gateup,$V4GU" --m 16 \
+        --config "TM=8,TN=64,WARPS_N=4,WARPS_K=1,STAGES=2,SPLIT=1,WIDE=1,BF16=1" --json "$LOGS/gu_wn4s2.json"
+    grep -h -E '^FORMAT=|^ROUTER=|MXFP4 on the bf16|^kt: ' "$LOGS"/*_bench.log "$LOGS"/gu_*.log "$LOGS"/gu1_*.log \
+        2>/dev/null
     echo "$passed passed, $failed failed ($SECONDS s)"
     [ "$failed" -eq 0 ]
     exit
