@@ -419,8 +419,8 @@ static int hopeless(const kt_config *c, const kt_problem *p) {
     long cap = 8;
     while (cap < d.MT) cap *= 2;
     if (v[P_TM] > cap) return 1; /* token rows that are only padding */
-    long per_group = (d.KB + v[P_SPLIT] - 1) / v[P_SPLIT] / v[P_WK];
-    return v[P_RING] > 1 && v[P_RING] > per_group; /* ring slots no warp fills */
+    long per_group = (d.KB + v[P_SPLIT] - 1) / v[P_SPLIT] * (v[P_GATHER] ? d.topk : 1) / v[P_WK];
+    return v[P_RING] > 1 && v[P_RING] > per_group; /* ring slots no warp fills (GATHER: every slot's k-blocks) */
 }
 
 /* Expected touched experts under uniform routing, E (1 - (1 - k/E)^M). */
@@ -582,7 +582,7 @@ const kt_family kt_family_moe_gemm = {
                {"TN", 5, {16, 32, 64, 128, 256}},
                {"WARPS_N", 4, {1, 2, 4, 8}},
                {"WARPS_K", 3, {1, 2, 4}},
-               {"STAGES", 4, {1, 2, 3, 4}},
+               {"STAGES", 6, {1, 2, 3, 4, 6, 8}},
                {"SPLIT", 4, {1, 2, 4, 8}},
                {"NATIVE", 2, {0, 1}},
                {"WIDE", 2, {0, 1}},

@@ -12,9 +12,9 @@
 #      short random tune of WIDE=1 / BF16=1 at M 16 and the MoE step (moe_step) on its defaults.
 # MODE=s16 (the sixteenth session, under 100 s): moe_route verified (every router, M 1-256) and
 #   benched at M 1-64; down's GATHER=1 verified (E 32, 3 distributions, M 1-256; FP8 and MXFP4)
-#   and benched at V4 M 1/16; moe_step FP8 benched at M 1/16 (its rel_err checked by bench);
-#   MXFP4 gate+up at M 16 with the bf16 issue-rate probe (bench/ceiling.cu); configs for more CTAs
-#   at M 1 and MXFP4 4 warps x 1 fragment at a ring of 2.
+#   and benched at V4 M 1/16 beside the default; moe_step FP8 benched at M 1/16 (its rel_err
+#   checked by bench); MXFP4 gate+up at M 16 with the bf16 issue-rate probe (bench/ceiling.cu);
+#   12 random configs at M 1 of GATHER down and FP8 gate+up; MXFP4 4 warps x 1 fragment, ring 2.
 # MODE=quick (the second run, under 120 s: one budget caps every part's timeout): BF16=1
 #   verified as in 1 on four configs (its tokens made bf16 once per CTA), then kt bench of the
 #   configs dispatch serves untuned (the new defaults) at V4-Flash TP4 (gate+up), moe_step at M
@@ -86,27 +86,37 @@ if [ "$MODE" = s16 ]; then # the sixteenth session's run (under 100 s; parts in 
         --budget 1 --db "$LOGS/step.db"
     check route_bench 12 "$KT" bench --family moe_route --shape ROUTER=V4,E=256,TOPK=6,TM=8,NTM=4,DIST=uniform \
         --m 1,4,16,64 --db "$LOGS/step.db" --json "$LOGS/route.json"
-    check gather_bench 15 "$KT" bench --family moe_gemm --shape "FORMAT=fp8,STAGE=down,$V4DN" --m 1,16 \
-        --config "$G32,WIDE=1" --json "$LOGS/gather_bench.json"
-    check step_bench 20 "$KT" bench --family moe_step --shape "ROUTER=V4,FORMAT=fp8,$V4S,DIST=uniform" --m 1,16 \
+    check step_bench 18 "$KT" bench --family moe_step --shape "ROUTER=V4,FORMAT=fp8,$V4S,DIST=uniform" --m 1,16 \
         --db "$LOGS/step.db" --json "$LOGS/step.json"
+    # down at M = 1 and 16: GATHER=1 with 32 rows a CTA (128 CTAs at M = 1) beside the default
+    check gather_bench 14 "$KT" bench --family moe_gemm --shape "FORMAT=fp8,STAGE=down,$V4DN" --m 1,16 \
+        --config "$G32,WIDE=1" --json "$LOGS/gather_bench.json"
+    check down_bench 12 "$KT" bench --family moe_gemm --shape "FORMAT=fp8,STAGE=down,$V4DN" --m 1,16 \
+        --db "$LOGS/step.db" --json "$LOGS/down_bench.json"
     # the MXFP4 issue-rate probe (printed by any moe_gemm bench) beside the default at M 16
-    check gu_probe 15 "$KT" bench --family moe_gemm --shape "FORMAT=mxfp4,STAGE=gateup,$V4GU" --m 16 \
+    check gu_probe 12 "$KT" bench --family moe_gemm --shape "FORMAT=mxfp4,STAGE=gateup,$V4GU" --m 16 \
         --db "$LOGS/step.db" --json "$LOGS/gu_probe.json"
+    # M = 1's configs, 12 random of each space (rings of 6 and 8 now in it): GATHER down, FP8 gate+up
+    tune_csv() { # NAME ARGS...: tune into $LOGS/NAME.db, then every measurement as csv
+        local name=$1
+        shift
+        rm -f "$LOGS/$name.db"*
+        "$KT" tune --family moe_gemm --strategy random --budget 12 --seed 16 --db "$LOGS/$name.db" "$@" &&
+            "$KT" db export --format csv --db "$LOGS/$name.db" >"$LOGS/$name.csv"
+    }
+    export -f tune_csv
+    export KT LOGS
+    check tune_dn1 25 bash -c 'tune_csv "$@"' _ tune_dn1 --shape "FORMAT=fp8,STAGE=down,$V4DN" --m 1 \
+        --where GATHER=1,WIDE=1,TM=8,SPLIT=1
+    check tune_gu1 25 bash -c 'tune_csv "$@"' _ tune_gu1 --shape "FORMAT=fp8,STAGE=gateup,$V4GU" --m 1 --where WIDE=1
     gm=()
     for d in uniform hot; do gm+=(--shape "FORMAT=mxfp4,STAGE=down,$DN,DIST=$d"); done
     check gather_mxfp4 15 "$KT" verify --family moe_gemm --seed $RANDOM --config "$G32,WIDE=0" --m 1,16,64 "${gm[@]}"
-    # more CTAs at M = 1: GATHER with 16 rows a CTA (256 CTAs, 4 warp groups along K); FP8 gate+up
-    # with 4 warps x 1 fragment (138 registers: 3 CTAs an SM) at split-K 4, 384 CTAs in one wave
-    check gather16_bench 12 "$KT" bench --family moe_gemm --shape "FORMAT=fp8,STAGE=down,$V4DN" --m 1,16 \
-        --config "TM=8,TN=16,WARPS_N=1,WARPS_K=4,STAGES=4,SPLIT=1,WIDE=1,GATHER=1" --json "$LOGS/gather16.json"
-    check gu1_wn4 12 "$KT" bench --family moe_gemm --shape "FORMAT=fp8,STAGE=gateup,$V4GU" --m 1 \
-        --config "TM=8,TN=64,WARPS_N=4,WARPS_K=1,STAGES=4,SPLIT=4,WIDE=1" --json "$LOGS/gu1_wn4.json"
     # MXFP4 gate+up with 4 warps x 1 fragment at a ring of 2 (117 registers: 4 CTAs an SM)
     check gu_wn4s2 12 "$KT" bench --family moe_gemm --shape "FORMAT=mxfp4,STAGE=gateup,$V4GU" --m 16 \
         --config "TM=8,TN=64,WARPS_N=4,WARPS_K=1,STAGES=2,SPLIT=1,WIDE=1,BF16=1" --json "$LOGS/gu_wn4s2.json"
-    grep -h -E '^FORMAT=|^ROUTER=|MXFP4 on the bf16|^kt: ' "$LOGS"/*_bench.log "$LOGS"/gu_*.log "$LOGS"/gu1_*.log \
-        2>/dev/null
+    grep -h -E '^FORMAT=|^ROUTER=|MXFP4 on the bf16|^kt: ' "$LOGS"/*_bench.log "$LOGS"/gu_*.log 2>/dev/null
+    for t in tune_dn1 tune_gu1; do [ -f "$LOGS/$t.csv" ] && { echo "--- $t"; cat "$LOGS/$t.csv"; }; done
     echo "$passed passed, $failed failed ($SECONDS s)"
     [ "$failed" -eq 0 ]
     exit
