@@ -88,11 +88,15 @@ if [ "$MODE" = s16 ]; then # the sixteenth session's run (under 100 s; parts in 
         --m 1,4,16,64 --db "$LOGS/step.db" --json "$LOGS/route.json"
     check step_bench 18 "$KT" bench --family moe_step --shape "ROUTER=V4,FORMAT=fp8,$V4S,DIST=uniform" --m 1,16 \
         --db "$LOGS/step.db" --json "$LOGS/step.json"
-    # down at M = 1 and 16: GATHER=1 with 32 rows a CTA (128 CTAs at M = 1) beside the default
-    check gather_bench 14 "$KT" bench --family moe_gemm --shape "FORMAT=fp8,STAGE=down,$V4DN" --m 1,16 \
-        --config "$G32,WIDE=1" --json "$LOGS/gather_bench.json"
+    # down: the defaults (M = 1: GATHER=1, 32 rows a CTA, 128 CTAs; M = 16: 128 rows a CTA), the old
+    # M = 1 default (64 rows, partials; now with the L2 prefetch, which alone should cost nothing)
+    # and GATHER at M = 16
     check down_bench 12 "$KT" bench --family moe_gemm --shape "FORMAT=fp8,STAGE=down,$V4DN" --m 1,16 \
         --db "$LOGS/step.db" --json "$LOGS/down_bench.json"
+    check old_down_bench 10 "$KT" bench --family moe_gemm --shape "FORMAT=fp8,STAGE=down,$V4DN" --m 1 \
+        --config "TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=2,SPLIT=1,WIDE=1" --json "$LOGS/old_down_bench.json"
+    check gather_bench 10 "$KT" bench --family moe_gemm --shape "FORMAT=fp8,STAGE=down,$V4DN" --m 16 \
+        --config "$G32,WIDE=1" --json "$LOGS/gather_bench.json"
     # the MXFP4 issue-rate probe (printed by any moe_gemm bench) beside the default at M 16
     check gu_probe 12 "$KT" bench --family moe_gemm --shape "FORMAT=mxfp4,STAGE=gateup,$V4GU" --m 16 \
         --db "$LOGS/step.db" --json "$LOGS/gu_probe.json"
@@ -109,12 +113,12 @@ if [ "$MODE" = s16 ]; then # the sixteenth session's run (under 100 s; parts in 
     check tune_dn1 25 bash -c 'tune_csv "$@"' _ tune_dn1 --shape "FORMAT=fp8,STAGE=down,$V4DN" --m 1 \
         --where GATHER=1,WIDE=1,TM=8,SPLIT=1
     check tune_gu1 25 bash -c 'tune_csv "$@"' _ tune_gu1 --shape "FORMAT=fp8,STAGE=gateup,$V4GU" --m 1 --where WIDE=1
-    gm=()
-    for d in uniform hot; do gm+=(--shape "FORMAT=mxfp4,STAGE=down,$DN,DIST=$d"); done
-    check gather_mxfp4 15 "$KT" verify --family moe_gemm --seed $RANDOM --config "$G32,WIDE=0" --m 1,16,64 "${gm[@]}"
     # MXFP4 gate+up with 4 warps x 1 fragment at a ring of 2 (117 registers: 4 CTAs an SM)
     check gu_wn4s2 12 "$KT" bench --family moe_gemm --shape "FORMAT=mxfp4,STAGE=gateup,$V4GU" --m 16 \
         --config "TM=8,TN=64,WARPS_N=4,WARPS_K=1,STAGES=2,SPLIT=1,WIDE=1,BF16=1" --json "$LOGS/gu_wn4s2.json"
+    gm=()
+    for d in uniform hot; do gm+=(--shape "FORMAT=mxfp4,STAGE=down,$DN,DIST=$d"); done
+    check gather_mxfp4 15 "$KT" verify --family moe_gemm --seed $RANDOM --config "$G32,WIDE=0" --m 1,16,64 "${gm[@]}"
     grep -h -E '^FORMAT=|^ROUTER=|MXFP4 on the bf16|^kt: ' "$LOGS"/*_bench.log "$LOGS"/gu_*.log 2>/dev/null
     for t in tune_dn1 tune_gu1; do [ -f "$LOGS/$t.csv" ] && { echo "--- $t"; cat "$LOGS/$t.csv"; }; done
     echo "$passed passed, $failed failed ($SECONDS s)"
