@@ -355,12 +355,14 @@ static layout layout_of(const kt_config *c) {
 }
 
 /* Shared memory: the CTA's tokens of its k-range (128 bytes, MXFP4 BF16 256 as bf16, and a scale
- * per (k-block, token)) and, MXFP4 with WIDE, its rows' ue8m0 scales [TN][nkb + 1] (4 bytes each),
+ * per (k-block, token)) and, MXFP4 with WIDE, its rows' ue8m0 scales [TN][nkb + 1] (4 bytes each;
+ * GATHER: each slot's expert's),
  * then, reusing it, the f32 tile [TM][TN + 4] of the epilogue. */
 static int smem_of(const kt_config *c, const moe_dims *d) {
     const int *v = c->v;
     long nkb = (d->KB + v[P_SPLIT] - 1) / v[P_SPLIT], mx = d->fmt == KT_MOE_MXFP4;
-    long slab = nkb * v[P_TM] * ((mx && v[P_BF16] ? 256 : 128) + 4) + (mx && v[P_WIDE] ? v[P_TN] * (nkb + 1) * 4 : 0);
+    long slab = nkb * v[P_TM] * ((mx && v[P_BF16] ? 256 : 128) + 4) +
+                (mx && v[P_WIDE] ? (v[P_GATHER] ? d->topk : 1) * v[P_TN] * (nkb + 1) * 4 : 0);
     long red = (long)v[P_TM] * (v[P_TN] + 4) * 4;
     long s = slab > red ? slab : red;
     return (int)(s < 1L << 30 ? s : 1L << 30);
@@ -407,9 +409,7 @@ static int config_fits(const kt_config *c, const kt_problem *p) {
     if ((v[P_NATIVE] || v[P_BF16]) && d.fmt != KT_MOE_MXFP4) return 0; /* MXFP4 weights' paths */
     if (d.stage == KT_MOE_GATEUP && (v[P_TN] < 32 || (d.N / 2) % (v[P_TN] / 2))) return 0;
     if (d.stage == KT_MOE_DOWN && d.N % v[P_TN]) return 0;
-    /* GATHER: down only, a token's slots in one tile, MXFP4 only on the narrow lanes (WIDE=1
-     * stages one expert's weight scales per CTA) */
-    if (v[P_GATHER] && (d.stage != KT_MOE_DOWN || d.topk > 8 || (d.fmt == KT_MOE_MXFP4 && v[P_WIDE]))) return 0;
+    if (v[P_GATHER] && (d.stage != KT_MOE_DOWN || d.topk > 8)) return 0; /* GATHER: a token's slots, one tile */
     return v[P_SPLIT] <= d.KB && v[P_WK] <= nkb && smem_of(c, &d) <= SMEM_LIMIT;
 }
 

@@ -262,7 +262,7 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
 
     // The tile's tokens of this k-range (slab_piece's layout), padding rows zero, then their scales
     // [k-block][token]; MXFP4 WIDE: then the CTA rows' ue8m0 scales [row][nkb + 1] (4 a k-block;
-    // the odd stride puts a fragment's 8 rows in 8 banks).
+    // the odd stride puts a fragment's 8 rows in 8 banks), GATHER every slot's expert's in turn.
     __syncthreads();
     kt_u8 *xs = smem;
     float *xs_s = (float *)(smem + nkb * TM * (FMT == FMT_MXFP4 ? SLAB_ROW : 128));
@@ -279,10 +279,10 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
         const long row = GATEUP ? slot / topk : slot;
         kt_cp_async4(kt_smem_addr(xs_s + i), slot >= 0 ? Xs + row * KB + kb0 + kbl : Xs, slot >= 0 ? 4 : 0);
     }
-    for (int i = tid; FMT == FMT_MXFP4 && WIDE && i < TN * nkb; i += THREADS) {
-        const int r = i / nkb, kbl = i % nkb;
-        kt_cp_async4(kt_smem_addr(ws_s + r * ws_ld + kbl),
-                     (const kt_u8 *)Ws + ((long)e * N + wrow(r)) * (K / 32) + (kb0 + kbl) * 4, 4);
+    for (int i = tid; FMT == FMT_MXFP4 && WIDE && i < (GATHER ? topk : 1) * TN * nkb; i += THREADS) {
+        const int r = i / nkb % TN, kbl = i % nkb, eu = GATHER ? ids[tile * topk + i / (TN * nkb)] : e;
+        kt_cp_async4(kt_smem_addr(ws_s + i / nkb * ws_ld + kbl),
+                     (const kt_u8 *)Ws + ((long)eu * N + wrow(r)) * (K / 32) + (kb0 + kbl) * 4, 4);
     }
     kt_cp_async_commit();
     kt_cp_async_wait<0>();
@@ -304,7 +304,7 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
 
     // Adds token fragment jm's sums of k-block kbl into acc, promoted with the scales (GATHER:
     // only the current slot's column, times its routing weight).
-    int slot_now = 0;
+    int slot_now = 0, ws_row0 = 0; // GATHER: the slot of the unit computed, its first row of ws_s
     auto promote = [&](const kblock<FMT> &kb, int kbl, int jm, const float(&sum)[FRAG_N][4]) {
         float2 sx = *(const float2 *)(xs_s + kbl * TM + jm * 8 + 2 * t);
         if constexpr (GATHER) sx.x *= 2 * t == slot_now ? w_lo : 0.f, sx.y *= 2 * t + 1 == slot_now ? w_hi : 0.f;
@@ -345,7 +345,7 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
                         quad_transpose(kb.w16[i][0][r], t, w);
 #pragma unroll
                         for (int j = 0; j < 4; j++) w4[j][r] = w[j];
-                        sc[i][r] = ws_s[(wn * WN + i * 16 + g + 8 * r) * ws_ld + kbl];
+                        sc[i][r] = ws_s[(ws_row0 + wn * WN + i * 16 + g + 8 * r) * ws_ld + kbl];
                     } else {
 #pragma unroll
                         for (int j = 0; j < 4; j++) w4[j][r] = kb.w4[i][j][r];
@@ -417,7 +417,8 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
         for (int i = 0; i < FRAG_N; i++)
 #pragma unroll
             for (int r = 0; r < 2; r++)
-                f[i][r] = ue8m0_bf16x2((ws_s[(wn * WN + i * 16 + g + 8 * r) * ws_ld + kbl] >> (8 * t)) & 0xffu);
+                f[i][r] =
+                    ue8m0_bf16x2((ws_s[(ws_row0 + wn * WN + i * 16 + g + 8 * r) * ws_ld + kbl] >> (8 * t)) & 0xffu);
         // fragment i's A operand of k-step 2q+u
         auto weights = [&](int i, int q, int u, kt_u32(&a)[4]) { kt_mxfp4_bf16_a(kb.w16[i][0], f[i], q, u, a); };
         // One token fragment shares the conversions with nothing: each k-step's operands are made
@@ -467,7 +468,7 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
         for (int s = 0; s < STAGES; s++) {
             const int u = base + s * WARPS_K;
             if (u >= units) break;
-            if constexpr (GATHER) slot_now = u / nkb;
+            if constexpr (GATHER) slot_now = u / nkb, ws_row0 = slot_now * TN;
             compute(ring[s], GATHER ? u % nkb : u);
             if (u + STAGES * WARPS_K < units) load(ring[s], u + STAGES * WARPS_K);
         }

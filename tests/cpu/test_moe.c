@@ -242,7 +242,7 @@ KT_TEST(moe_gemm_wide_and_bf16_configs) {
 
 /* GATHER=1 (a CTA per token: every slot's expert in turn, the combine in the CTA) takes a token's
  * slots as one tile of 8 over all of K (TM=8, SPLIT=1 on every arch), runs down only, top-k up
- * to 8, and MXFP4 only on the narrow lanes (WIDE=1 stages one expert's scales a CTA). */
+ * to 8; MXFP4 WIDE=1 stages every slot's expert's scales. */
 KT_TEST(moe_gemm_gather_configs) {
     const kt_family *f = kt_family_find("moe_gemm");
     char why[256];
@@ -253,10 +253,16 @@ KT_TEST(moe_gemm_gather_configs) {
     up.dim[1] = 0, up.dim[3] = 1024, up.dim[4] = 4096;
     mx.dim[0] = 1;
     v3.dim[5] = 9;
-    EXPECT(f->config_fits(&c, &down) && !f->config_fits(&c, &up) && !f->config_fits(&c, &mx) &&
+    EXPECT(f->config_fits(&c, &down) && f->config_fits(&c, &mx) && !f->config_fits(&c, &up) &&
            !f->config_fits(&c, &v3));
-    c.v[7] = 0; /* MXFP4's narrow lanes */
-    EXPECT(f->config_fits(&c, &mx));
+    /* MXFP4 WIDE=1 counts every slot's weight scales: K 4096, 256 rows, 6 slots: 33,792 bytes of
+     * tokens + 6 x 33,792 of scales (over 99 KB), where one expert's 33,792 fit */
+    kt_problem k4 = mx;
+    k4.dim[4] = 4096;
+    EXPECT(!kt_parse_config(f, "TM=8,TN=256,WARPS_N=8,WARPS_K=1,STAGES=2,SPLIT=1,WIDE=1,GATHER=1", &c));
+    EXPECT(!f->config_fits(&c, &k4));
+    c.v[9] = 0;
+    EXPECT(f->config_fits(&c, &k4));
     EXPECT(!kt_parse_config(f, "TM=16,TN=32,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=1,GATHER=1", &c));
     EXPECT(f->check_config(&c, 90, why, sizeof why) && strstr(why, "GATHER=1"));
     EXPECT(!kt_parse_config(f, "TM=8,TN=32,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=2,GATHER=1", &c));
