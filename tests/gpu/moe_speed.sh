@@ -11,7 +11,7 @@
 #      512), M 1/16/64, the old lanes (WIDE=0) beside WIDE=1 and BF16=1 in the same run; then a
 #      short random tune of WIDE=1 / BF16=1 at M 16 and the MoE step (moe_step) on its defaults.
 # MODE=s16 (the sixteenth session, under 100 s): moe_route verified (every router, M 1-256) and
-#   benched at M 1-64; down's GATHER=1 verified (E 32, 3 distributions, M 1-256; FP8 and MXFP4)
+#   benched at M 1-64; down's GATHER=1 verified (E 32, 3 distributions, M 1-256 FP8, 1-64 MXFP4)
 #   and benched at V4 M 1/16 beside the default; moe_step FP8 benched at M 1/16 (its rel_err
 #   checked by bench); MXFP4 gate+up at M 16 with the bf16 issue-rate probe (bench/ceiling.cu);
 #   12 random configs at M 1 of GATHER down and FP8 gate+up; MXFP4 4 warps x 1 fragment, ring 2.
@@ -81,6 +81,9 @@ if [ "$MODE" = s16 ]; then # the sixteenth session's run (under 100 s; parts in 
     for d in uniform zipf hot; do gs+=(--shape "FORMAT=fp8,STAGE=down,$DN,DIST=$d"); done
     check gather_fp8 20 "$KT" verify --family moe_gemm --seed $RANDOM --config "$G32,WIDE=1" --m 1,4,16,64,256 \
         "${gs[@]}"
+    gm=()
+    for d in uniform zipf hot; do gm+=(--shape "FORMAT=mxfp4,STAGE=down,$DN,DIST=$d"); done
+    check gather_mxfp4 15 "$KT" verify --family moe_gemm --seed $RANDOM --config "$G32,WIDE=1" --m 1,16,64 "${gm[@]}"
     rm -f "$LOGS/step.db"*
     check step_db 8 "$KT" tune --family moe_route --shape ROUTER=V3,E=256,TOPK=8,TM=16,NTM=1,DIST=hot --m 1 \
         --budget 1 --db "$LOGS/step.db"
@@ -97,6 +100,8 @@ if [ "$MODE" = s16 ]; then # the sixteenth session's run (under 100 s; parts in 
         --config "TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=2,SPLIT=1,WIDE=1" --json "$LOGS/old_down_bench.json"
     check gather_bench 10 "$KT" bench --family moe_gemm --shape "FORMAT=fp8,STAGE=down,$V4DN" --m 16 \
         --config "$G32,WIDE=1" --json "$LOGS/gather_bench.json"
+    check gather_mx_bench 10 "$KT" bench --family moe_gemm --shape "FORMAT=mxfp4,STAGE=down,$V4DN" --m 1 \
+        --config "$G32,WIDE=1" --json "$LOGS/gather_mx_bench.json"
     # the MXFP4 issue-rate probe (printed by any moe_gemm bench) beside the default at M 16
     check gu_probe 12 "$KT" bench --family moe_gemm --shape "FORMAT=mxfp4,STAGE=gateup,$V4GU" --m 16 \
         --db "$LOGS/step.db" --json "$LOGS/gu_probe.json"
@@ -116,9 +121,6 @@ if [ "$MODE" = s16 ]; then # the sixteenth session's run (under 100 s; parts in 
     # MXFP4 gate+up with 4 warps x 1 fragment at a ring of 2 (117 registers: 4 CTAs an SM)
     check gu_wn4s2 12 "$KT" bench --family moe_gemm --shape "FORMAT=mxfp4,STAGE=gateup,$V4GU" --m 16 \
         --config "TM=8,TN=64,WARPS_N=4,WARPS_K=1,STAGES=2,SPLIT=1,WIDE=1,BF16=1" --json "$LOGS/gu_wn4s2.json"
-    gm=()
-    for d in uniform hot; do gm+=(--shape "FORMAT=mxfp4,STAGE=down,$DN,DIST=$d"); done
-    check gather_mxfp4 15 "$KT" verify --family moe_gemm --seed $RANDOM --config "$G32,WIDE=0" --m 1,16,64 "${gm[@]}"
     grep -h -E '^FORMAT=|^ROUTER=|MXFP4 on the bf16|^kt: ' "$LOGS"/*_bench.log "$LOGS"/gu_*.log 2>/dev/null
     for t in tune_dn1 tune_gu1; do [ -f "$LOGS/$t.csv" ] && { echo "--- $t"; cat "$LOGS/$t.csv"; }; done
     echo "$passed passed, $failed failed ($SECONDS s)"
