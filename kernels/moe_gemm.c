@@ -450,10 +450,6 @@ static void default_for(const kt_problem *p, int sms, kt_config *c) {
     long per_group = (d.KB + v[P_SPLIT] - 1) / v[P_SPLIT] / v[P_WK];
     v[P_RING] = per_group >= 4 ? 4 : per_group >= 3 ? 3 : 2;
     if (per_group < 2) v[P_WK] = 1, v[P_RING] = 2;
-    /* FP8 down at M <= 8: a CTA per token (GATHER) of 32 rows, whose token reads its experts whole
-     * (at V4's M = 8, 48 expert reads for ~45.5 distinct) and combines in the CTA */
-    kt_config g = {{8, 32, 2, 2, 4, 1, 0, 1, 0, 1}};
-    if (d.fmt == KT_MOE_FP8 && d.stage == KT_MOE_DOWN && d.M <= 8 && config_fits(&g, p) && !hopeless(&g, p)) *c = g;
 }
 
 /* ---------------------------------------------------------------- launch */

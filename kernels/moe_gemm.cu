@@ -189,11 +189,8 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
     const int tile = blockIdx.y, z = blockIdx.z, KB = K / 128, MT = M * topk;
     const long padded = kt_moe_max_padded(M, topk, E, TM);
     const int kb0 = (int)((long)z * KB / SPLIT), nkb = (int)((long)(z + 1) * KB / SPLIT) - kb0;
-    // GATEUP: the record and the tokens come from the kernels before. DOWN runs after GATEUP,
-    // which waited for the router, so the record and the ids are complete when this grid starts:
-    // its CTAs read their experts and prefetch their weight rows into L2 first, and those stream
-    // while GATEUP still runs; then they wait for GATEUP's h.
-    if constexpr (GATEUP) kt_wait_producer();
+    kt_wait_producer(); // the record and the tokens come from the kernels before
+    kt_allow_consumer();
     // Past n_tiles tile_expert is -1 (moe_layout.h): one load decides both the exit and the
     // expert, where reading n_tiles first put two round trips before the first weight load.
     // GATHER (DOWN): the CTA is token `tile`, its rows the token's topk slots, each its own
@@ -201,17 +198,6 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
     // (units u: slot u / nkb, k-block u % nkb) and weights each slot's sums as it promotes them,
     // so the combine needs no partials and no other CTA.
     const int e = GATHER ? (lane < topk ? ids[tile * topk + lane] : 0) : rec[padded + tile];
-    if constexpr (!GATEUP) {
-        const int rows = GATHER ? topk * TN : e < 0 ? 0 : TN, per_row = FMT == FMT_FP8 ? nkb : (nkb + 1) / 2;
-        const long RB = FMT == FMT_FP8 ? K : K / 2, first = (FMT == FMT_FP8 ? kb0 : kb0 / 2) * 128L;
-        for (int i = tid; i < rows; i += THREADS) { // the k-range's 128-byte lines of rows c0..c0+TN
-            const int eu = GATHER ? ids[tile * topk + i / TN] : e;
-            const kt_u8 *row = W + ((long)eu * N + blockIdx.x * TN + i % TN) * RB + first;
-            for (int j = 0; j < per_row; j++) kt_prefetch_l2(row + j * 128);
-        }
-        kt_wait_producer();
-    }
-    kt_allow_consumer();
     if (!GATHER && e < 0) return;
     const int units = GATHER ? topk * nkb : nkb;
     // GATHER: the weights of the slots whose sums lane t holds (token columns 2t, 2t+1)
