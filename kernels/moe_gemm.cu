@@ -188,7 +188,6 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
     const int wk = warp / WARPS_N, wn = warp % WARPS_N;
     const int tile = blockIdx.y, z = blockIdx.z, KB = K / 128, MT = M * topk;
     const long padded = kt_moe_max_padded(M, topk, E, TM);
-    const int kb0 = (int)((long)z * KB / SPLIT), nkb = (int)((long)(z + 1) * KB / SPLIT) - kb0;
     kt_wait_producer(); // the record and the tokens come from the kernels before
     kt_allow_consumer();
     // Past n_tiles tile_expert is -1 (moe_layout.h): one load decides both the exit and the
@@ -199,6 +198,7 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
     // so the combine needs no partials and no other CTA.
     const int e = GATHER ? (lane < topk ? ids[tile * topk + lane] : 0) : rec[padded + tile];
     if (!GATHER && e < 0) return;
+    const int kb0 = (int)((long)z * KB / SPLIT), nkb = (int)((long)(z + 1) * KB / SPLIT) - kb0;
     const int units = GATHER ? topk * nkb : nkb;
     // GATHER: the weights of the slots whose sums lane t holds (token columns 2t, 2t+1)
     const float w_lo = GATHER && 2 * t < topk ? topw[tile * topk + 2 * t] : 0.f,
@@ -266,7 +266,8 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
         kt_cp_async4(kt_smem_addr(xs_s + i), slot >= 0 ? Xs + row * KB + kb0 + kbl : Xs, slot >= 0 ? 4 : 0);
     }
     for (int i = tid; FMT == FMT_MXFP4 && WIDE && i < (GATHER ? topk : 1) * TN * nkb; i += THREADS) {
-        const int r = i / nkb % TN, kbl = i % nkb, eu = GATHER ? ids[tile * topk + i / (TN * nkb)] : e;
+        const int r = GATHER ? i / nkb % TN : i / nkb, kbl = i % nkb,
+                  eu = GATHER ? ids[tile * topk + i / (TN * nkb)] : e;
         kt_cp_async4(kt_smem_addr(ws_s + i / nkb * ws_ld + kbl),
                      (const kt_u8 *)Ws + ((long)eu * N + wrow(r)) * (K / 32) + (kb0 + kbl) * 4, 4);
     }
