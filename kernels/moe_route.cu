@@ -95,10 +95,21 @@ __device__ __forceinline__ void route_token(const float *logits, const float *bi
     const int lane = threadIdx.x % 32;
     float score[PER_LANE], choice[PER_LANE];
     kt_u64 key[PER_LANE];
+    // The lane's 8 scores as 8 independent branch-free chains (moe_router.h: no division or
+    // square root with a slow path), the router's branch outside them, the experts past E masked
+    // after.
+#pragma unroll
+    for (int j = 0; j < PER_LANE; j++) score[j] = j < E / 32 ? logits[(long)t * E + lane + 32 * j] : 0.0f;
+    if (router == KT_MOE_ROUTER_V3) {
+#pragma unroll
+        for (int j = 0; j < PER_LANE; j++) score[j] = kt_moe_sigmoid(score[j]);
+    } else {
+#pragma unroll
+        for (int j = 0; j < PER_LANE; j++) score[j] = kt_moe_sqrt_softplus(score[j]);
+    }
 #pragma unroll
     for (int j = 0; j < PER_LANE; j++) {
         const int e = lane + 32 * j;
-        score[j] = j < E / 32 ? kt_moe_score(router, logits[(long)t * E + e]) : 0.0f;
         choice[j] = j < E / 32 ? kt_moe_choice(score[j], bias[e]) : NEG_INF;
         key[j] = j < E / 32 ? kt_moe_choice_key(choice[j], e) : 0;
     }

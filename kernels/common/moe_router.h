@@ -4,9 +4,11 @@
  * Both DeepSeek routers choose experts by comparing f32 scores (transformers computes them in
  * f32 too). For the kernel and the reference to choose the same experts, ties and near-ties
  * included, the f32 scores must be the same bits on both sides, so they are computed here from
- * IEEE operations that round the same everywhere (mul, add, fma, div, sqrt with explicit
- * round-to-nearest; no contraction): exp, log1p, sigmoid and sqrt(softplus) to within a few
- * ulp of the exact functions (tests/cpu/test_moe_route.c measures it), for |x| <= 87.
+ * IEEE operations that round the same everywhere (mul, add, fma and, for the weights, div with
+ * explicit round-to-nearest; no contraction; the scores' divisions and square root by Newton
+ * steps on those, kt_mr_recip and kt_mr_sqrt, branch-free on the GPU): exp, log1p, sigmoid and
+ * sqrt(softplus) to within a few ulp of the exact functions (tests/cpu/test_moe_route.c
+ * measures it), for |x| <= 87.
  *
  * Tie rule (torch.topk documents none; its CUDA kernel takes the elements equal to the k-th
  * value in index order): among equal values the lower index wins, for experts and for V3's
@@ -20,7 +22,6 @@
 #define KT_MR_ADD(a, b) __fadd_rn(a, b)
 #define KT_MR_FMA(a, b, c) __fmaf_rn(a, b, c)
 #define KT_MR_DIV(a, b) __fdiv_rn(a, b)
-#define KT_MR_SQRT(a) __fsqrt_rn(a)
 KT_MR_FN float kt_mr_bits_to_float(unsigned u) { return __uint_as_float(u); }
 KT_MR_FN unsigned kt_mr_float_bits(float f) { return __float_as_uint(f); }
 #else
@@ -32,7 +33,6 @@ KT_MR_FN unsigned kt_mr_float_bits(float f) { return __float_as_uint(f); }
 #define KT_MR_ADD(a, b) ((float)(a) + (float)(b))
 #define KT_MR_FMA(a, b, c) fmaf(a, b, c)
 #define KT_MR_DIV(a, b) ((float)(a) / (float)(b))
-#define KT_MR_SQRT(a) sqrtf(a)
 KT_MR_FN float kt_mr_bits_to_float(unsigned u) {
     float f;
     memcpy(&f, &u, sizeof f);
@@ -81,32 +81,59 @@ KT_MR_FN float kt_mr_exp(float x) {
     return KT_MR_MUL(p, kt_mr_bits_to_float((unsigned)((int)n + 127) << 23));
 }
 
+/* 1 / d for normal d >= 1 from integer, multiply and fma steps only, so that it is the same bits
+ * on every IEEE machine and branch-free on the GPU (__fdiv_rn's range check and slow path put a
+ * branch around every division, which serialised a lane's 8 scores): the exponent-flipping guess
+ * (within 12%) and 4 Newton steps r += r (1 - d r), each squaring the error (to ~1e-15: the
+ * float's rounding is what is left). */
+KT_MR_FN float kt_mr_recip(float d) {
+    float r = kt_mr_bits_to_float(0x7ef311c3u - kt_mr_float_bits(d));
+    for (int i = 0; i < 4; i++) r = KT_MR_FMA(r, KT_MR_FMA(-d, r, 1.0f), r);
+    return r;
+}
+
+/* a / d (d >= 1): a times kt_mr_recip(d), then one residual step (a - d q) / d, within an ulp. */
+KT_MR_FN float kt_mr_div(float a, float d) {
+    const float r = kt_mr_recip(d), q = KT_MR_MUL(a, r);
+    return KT_MR_FMA(KT_MR_FMA(-d, q, a), r, q);
+}
+
+/* sqrt(x) for normal x > 0 (+inf stays +inf) the same way: the classic 1/sqrt guess (within
+ * 3.5%), 3 Newton steps y *= 1.5 - x y^2 / 2, then s = x y and one residual step s + (x - s^2) y / 2. */
+KT_MR_FN float kt_mr_sqrt(float x) {
+    float y = kt_mr_bits_to_float(0x5f3759dfu - (kt_mr_float_bits(x) >> 1));
+    const float half_x = KT_MR_MUL(0.5f, x);
+    for (int i = 0; i < 3; i++) y = KT_MR_MUL(y, KT_MR_FMA(-KT_MR_MUL(half_x, y), y, 1.5f));
+    const float s = KT_MR_MUL(x, y), r = KT_MR_FMA(KT_MR_FMA(-s, s, x), KT_MR_MUL(0.5f, y), s);
+    return x > 3.40282347e38f ? x : r;
+}
+
 /* log(1 + z) for z in [0, 1]: u = 1 + z rounded, log u = k ln2 + log m (m = u or u / 2 in
  * [0.707, 1.415]) by the atanh series in s = (m - 1) / (m + 1), |s| <= 0.172, then the rounding
- * error of 1 + z (exact: z - (u - 1)) added back divided by u. */
+ * error of 1 + z (exact: z - (u - 1)) added back divided by u (both divisions kt_mr_div's). */
 KT_MR_FN float kt_mr_log1p_unit(float z) {
     float u = KT_MR_ADD(1.0f, z);
     int k = u > 1.41421356f;
     float m = k ? KT_MR_MUL(u, 0.5f) : u;
-    float s = KT_MR_DIV(KT_MR_ADD(m, -1.0f), KT_MR_ADD(m, 1.0f)), s2 = KT_MR_MUL(s, s);
+    float s = kt_mr_div(KT_MR_ADD(m, -1.0f), KT_MR_ADD(m, 1.0f)), s2 = KT_MR_MUL(s, s);
     float q = KT_MR_FMA(s2, 0.111111111f, 0.142857143f); /* 1/9, 1/7, 1/5, 1/3 */
     q = KT_MR_FMA(q, s2, 0.2f);
     q = KT_MR_FMA(q, s2, 0.333333333f);
     float two_s = KT_MR_ADD(s, s);
     float log_m = KT_MR_FMA(KT_MR_MUL(two_s, s2), q, two_s);
     float log_u = k ? KT_MR_ADD(KT_MR_ADD(log_m, 1.42860677e-06f), 0.693145751953125f) : log_m;
-    return KT_MR_ADD(log_u, KT_MR_DIV(KT_MR_ADD(z, -KT_MR_ADD(u, -1.0f)), u));
+    return KT_MR_ADD(log_u, kt_mr_div(KT_MR_ADD(z, -KT_MR_ADD(u, -1.0f)), u));
 }
 
 /* sigmoid(x) = 1 / (1 + e^-x): the V3 router's score. */
-KT_MR_FN float kt_moe_sigmoid(float x) { return KT_MR_DIV(1.0f, KT_MR_ADD(1.0f, kt_mr_exp(-x))); }
+KT_MR_FN float kt_moe_sigmoid(float x) { return kt_mr_div(1.0f, KT_MR_ADD(1.0f, kt_mr_exp(-x))); }
 
 /* sqrt(softplus(x)), softplus(x) = x above 20 (torch's threshold), else max(x, 0) +
- * log1p(e^-|x|): the V4 router's score. */
+ * log1p(e^-|x|): the V4 router's score. One formula for both: above 20, e^-x < 2.1e-9 is under
+ * half an ulp of x, so max(x, 0) + log1p(e^-x) rounds to x exactly (no branch on the GPU). */
 KT_MR_FN float kt_moe_sqrt_softplus(float x) {
     float ax = x < 0 ? -x : x;
-    float sp = x > 20.0f ? x : KT_MR_ADD(x > 0 ? x : 0.0f, kt_mr_log1p_unit(kt_mr_exp(-ax)));
-    return KT_MR_SQRT(sp);
+    return kt_mr_sqrt(KT_MR_ADD(x > 0 ? x : 0.0f, kt_mr_log1p_unit(kt_mr_exp(-ax))));
 }
 
 /* The score of a logit under router r (V4 and HASH: sqrt(softplus); V3: sigmoid), and the
