@@ -32,6 +32,31 @@ KT_TEST(moe_router_scores_within_4_ulp) {
     EXPECT(worst_sig <= 4 && worst_sp <= 4 && worst_exp <= 4);
 }
 
+/* The scores' division and square root (integer, mul and fma steps: the same bits on the GPU):
+ * a / d within an ulp of the exact quotient and the correctly rounded one but for ~1 in 10^6,
+ * for d in [1, 2^125] (the sigmoid's 1 + e^x reaches 2^125.5 at the clamp, log1p's denominators
+ * are in [1, 2.5]); sqrt within an ulp for every normal x and +inf kept; sqrt(softplus(x))
+ * exactly sqrt(x) above torch's threshold 20. */
+KT_TEST(moe_router_division_and_sqrt) {
+    long wrong_div = 0, wrong_thr = 0, n_div = 0;
+    double worst_sqrt = 0, worst_div = 0;
+    for (uint32_t b = 0x3f800000u; b < 0x7e400000u; b += 409, n_div++) {
+        float d = kt_mr_bits_to_float(b), a = kt_mr_bits_to_float(0x3f800000u | (b * 2654435761u) >> 9); /* [1, 2) */
+        wrong_div += kt_mr_div(a, d) != a / d;
+        worst_div = fmax(worst_div, ulps(kt_mr_div(a, d), (double)a / (double)d));
+    }
+    for (uint32_t b = 0x00800000u; b < 0x7f800000u; b += 4099) {
+        float x = kt_mr_bits_to_float(b);
+        worst_sqrt = fmax(worst_sqrt, ulps(kt_mr_sqrt(x), sqrt((double)x)));
+        if (x > 20.0f) wrong_thr += kt_moe_sqrt_softplus(x) != kt_mr_sqrt(x);
+    }
+    printf("  division: worst %.2f ulp, %ld of %ld not correctly rounded; sqrt: worst %.2f ulp; threshold: %ld "
+           "differ\n",
+           worst_div, wrong_div, n_div, worst_sqrt, wrong_thr);
+    EXPECT(worst_div <= 1.0 && wrong_div * 100000 <= n_div && worst_sqrt <= 1.0 && wrong_thr == 0 &&
+           kt_mr_sqrt(INFINITY) == INFINITY);
+}
+
 /* The kernel's 64-bit choice keys order (value, expert) pairs as the reference's comparator
  * does: larger values first, equal values by the lower expert, -0 (made +0) equal to +0. */
 KT_TEST(moe_router_choice_keys_order_as_the_tie_rule) {
