@@ -15,6 +15,10 @@
 #   and benched at V4 M 1/16 beside the default; moe_step FP8 benched at M 1/16 (its rel_err
 #   checked by bench); MXFP4 gate+up at M 16 with the bf16 issue-rate probe (bench/ceiling.cu);
 #   12 random configs at M 1 of GATHER down and FP8 gate+up; MXFP4 4 warps x 1 fragment, ring 2.
+# MODE=s16b (the sixteenth session's second run, under 100 s): moe_route verified (3 routers x 3
+#   distributions, M 1-256) and moe_step (FP8 uniform, MXFP4 Zipf; M 1/16) after the router's
+#   branch-free scores; moe_route and moe_step benched; moe_route M = 1 by record count, router and
+#   aligning blocks; ncu of the fused kernel at M = 1.
 # MODE=quick (the second run, under 120 s: one budget caps every part's timeout): BF16=1
 #   verified as in 1 on four configs (its tokens made bf16 once per CTA), then kt bench of the
 #   configs dispatch serves untuned (the new defaults) at V4-Flash TP4 (gate+up), moe_step at M
@@ -66,6 +70,43 @@ shapes() { # FORMATS -> --shape args for both stages and all three distributions
 V4GU="E=256,N=1024,K=4096,TOPK=6,DIST=uniform"
 V4DN="E=256,N=4096,K=512,TOPK=6,DIST=uniform"
 V4S="E=256,HIDDEN=4096,INTER=512"
+if [ "$MODE" = s16b ]; then # the sixteenth session's second run (under 100 s; parts in priority order)
+    # moe_route's router scores as branch-free chains (moe_router.h's division and sqrt): every
+    # router and distribution, both paths (default + 1 sampled config), M 1-256, ids exact
+    rs=()
+    for r in "V4 6" "V3 8" "HASH 6"; do
+        set -- $r
+        for d in uniform zipf hot; do rs+=(--shape "ROUTER=$1,E=256,TOPK=$2,TM=8,NTM=4,DIST=$d"); done
+    done
+    check route_verify 25 "$KT" verify --family moe_route "${rs[@]}" --m 1,4,16,64,256 --sample 1 --seed $RANDOM
+    check step_verify 20 "$KT" verify --family moe_step --shape "ROUTER=V4,FORMAT=fp8,$V4S,DIST=uniform" \
+        --shape "ROUTER=V4,FORMAT=mxfp4,$V4S,DIST=zipf" --m 1,16 --seed $RANDOM
+    rm -f "$LOGS/step.db"*
+    check step_db 8 "$KT" tune --family moe_route --shape ROUTER=V3,E=256,TOPK=8,TM=16,NTM=1,DIST=hot --m 1 \
+        --budget 1 --db "$LOGS/step.db"
+    check route_bench 12 "$KT" bench --family moe_route --shape ROUTER=V4,E=256,TOPK=6,TM=8,NTM=4,DIST=uniform \
+        --shape ROUTER=V3,E=256,TOPK=8,TM=8,NTM=4,DIST=uniform --m 1,4,16,64 --db "$LOGS/step.db" \
+        --json "$LOGS/route.json"
+    check step_bench 18 "$KT" bench --family moe_step --shape "ROUTER=V4,FORMAT=fp8,$V4S,DIST=uniform" \
+        --shape "ROUTER=V4,FORMAT=mxfp4,$V4S,DIST=uniform" --m 1,16 --db "$LOGS/step.db" --json "$LOGS/step.json"
+    # where moe_route's M = 1 time goes: one record instead of four (TM 8 only), the hash router
+    # (no scores), 1 / 4 aligning blocks; then ncu of the fused kernel at M = 1
+    R1="--shape ROUTER=V4,E=256,TOPK=6,TM=8,NTM=4,DIST=uniform --shape ROUTER=V4,E=256,TOPK=6,TM=8,NTM=1,DIST=uniform"
+    R1="$R1 --shape ROUTER=HASH,E=256,TOPK=6,TM=8,NTM=4,DIST=uniform"
+    for b in 16 4 1; do
+        # shellcheck disable=SC2086
+        check "route_b$b" 6 "$KT" bench --family moe_route $R1 --m 1 --config "WARPS=8,FUSED=1,BLOCKS=$b" \
+            --json "$LOGS/route_b$b.json"
+    done
+    check route_ncu 25 "$KT" profile --ncu --iters 5 --family moe_route \
+        --shape ROUTER=V4,E=256,TOPK=6,TM=8,NTM=4,DIST=uniform --m 1 --config WARPS=8,FUSED=1,BLOCKS=16
+    grep -A12 "^ncu" "$LOGS/route_ncu.log" 2>/dev/null | head -24
+    grep -h -E '^FORMAT=|^ROUTER=|^kt: ' "$LOGS"/route_bench.log "$LOGS"/step_bench.log "$LOGS"/route_b*.log \
+        2>/dev/null
+    echo "$passed passed, $failed failed ($SECONDS s)"
+    [ "$failed" -eq 0 ]
+    exit
+fi
 if [ "$MODE" = s16 ]; then # the sixteenth session's run (under 100 s; parts in priority order)
     # moe_route's records with their geometry computed once a block: every router, both paths
     # (default + 1 sampled config), the records for tiles 8-64, M 1-256
