@@ -33,7 +33,7 @@ mkdir -p "$LOGS"
 passed=0 failed=0
 
 MODE=${MODE:-quick}
-BUDGET=${BUDGET:-$(case $MODE in quick) echo 112 ;; s16) echo 96 ;; *) echo 1000 ;; esac)} # seconds for every part together
+BUDGET=${BUDGET:-$(case $MODE in quick) echo 112 ;; s16 | s16b) echo 96 ;; *) echo 1000 ;; esac)} # seconds for every part together
 
 # check NAME SECONDS CMD...: runs CMD under timeout (at most what is left of BUDGET) into
 # $LOGS/NAME.log; PASS or FAIL (and the tail).
