@@ -98,11 +98,18 @@ if [ "$MODE" = s16b ]; then # the sixteenth session's second run (under 100 s; p
         check "route_b$b" 6 "$KT" bench --family moe_route $R1 --m 1 --config "WARPS=8,FUSED=1,BLOCKS=$b" \
             --json "$LOGS/route_b$b.json"
     done
+    # MXFP4 gate+up at M = 16 with more weights a CTA for the same token prologue: 128 rows as 4 x 2
+    # warps (one CTA of 8 warps an SM), and the one-CTA SwiGLU tile of 256 rows (no partials)
+    for c in "TN=128,WARPS_N=4,WARPS_K=2,STAGES=4" "TN=256,WARPS_N=8,WARPS_K=1,STAGES=2"; do
+        n=$(echo "${c%%,*}" | tr -d '=' | tr 'A-Z' 'a-z')
+        check "gu_$n" 10 "$KT" bench --family moe_gemm --shape "FORMAT=mxfp4,STAGE=gateup,$V4GU" --m 16 \
+            --config "TM=8,$c,SPLIT=1,WIDE=1,BF16=1" --json "$LOGS/gu_$n.json"
+    done
     check route_ncu 25 "$KT" profile --ncu --iters 5 --family moe_route \
         --shape ROUTER=V4,E=256,TOPK=6,TM=8,NTM=4,DIST=uniform --m 1 --config WARPS=8,FUSED=1,BLOCKS=16
     grep -A12 "^ncu" "$LOGS/route_ncu.log" 2>/dev/null | head -24
     grep -h -E '^FORMAT=|^ROUTER=|^kt: ' "$LOGS"/route_bench.log "$LOGS"/step_bench.log "$LOGS"/route_b*.log \
-        2>/dev/null
+        "$LOGS"/gu_tn*.log 2>/dev/null
     echo "$passed passed, $failed failed ($SECONDS s)"
     [ "$failed" -eq 0 ]
     exit
