@@ -2,8 +2,12 @@
 //   kt verify --family moe_gemm --shape FORMAT=1,STAGE=1,E=256,N=1024,K=4096,TOPK=6,DIST=1 --m 16
 // A CTA owns one TM-slot tile of the alignment record (kernels/common/moe_layout.h: all its
 // slots routed to one expert), TN of that expert's weight rows and a 1/SPLIT share of K; CTAs
-// past the record's n_tiles exit. As in fp8_gemm's DIRECT path, the MMA runs swapped (weights
-// the 16-row A operand of m16n8k32, tokens the 8-column B operand) and each warp streams its
+// past the record's n_tiles exit (GATHER=1, down only: a CTA owns token m's topk slots instead,
+// each slot's expert in turn, and combines them itself: kt verify --family moe_gemm --shape
+// FORMAT=fp8,STAGE=down,E=32,N=1024,K=512,TOPK=6,DIST=hot --m 1,16 --config
+// TM=8,TN=32,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=1,WIDE=1,GATHER=1). As in fp8_gemm's DIRECT
+// path, the MMA runs swapped (weights the 16-row A operand of m16n8k32, tokens the 8-column B
+// operand) and each warp streams its
 // weight fragments from global memory into a ring of STAGES k-blocks of registers, while the
 // CTA's tokens of its k-range are gathered by slot into shared memory once.
 // Lane (g, t) feeds k-step j of a k-block with the 8 bytes (FP8) or 4 bytes (MXFP4: 8 e2m1) of
