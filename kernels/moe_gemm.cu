@@ -7,9 +7,9 @@
 // FORMAT=fp8,STAGE=down,E=32,N=1024,K=512,TOPK=6,DIST=hot --m 1,16 --config
 // TM=8,TN=32,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=1,WIDE=1,GATHER=1). As in fp8_gemm's DIRECT
 // path, the MMA runs swapped (weights the 16-row A operand of m16n8k32, tokens the 8-column B
-// operand) and each warp streams its
-// weight fragments from global memory into a ring of STAGES k-blocks of registers, while the
-// CTA's tokens of its k-range are gathered by slot into shared memory once.
+// operand) and each warp streams its weight fragments from global memory into a ring of STAGES
+// k-blocks of registers, while the CTA's tokens of its k-range are gathered by slot into shared
+// memory once.
 // Lane (g, t) feeds k-step j of a k-block with the 8 bytes (FP8) or 4 bytes (MXFP4: 8 e2m1) of
 // k 32j+8t..32j+8t+7 of rows g and g+8, and the tokens' bytes of the same k: each mma k-step is
 // one 32-wide group, the granularity of MXFP4's scales. WIDE=1 loads the same k-block with one
