@@ -296,7 +296,8 @@ static int hopeless(const kt_config *c, const kt_problem *p) {
  * the CTAs fit two of 256 threads an SM; a split of 16+ chunks of 32 in chunks of 64, or else
  * with a third raw buffer, where it fits (the tuned winners on the H200, bench/NOTES.md
  * fifteenth session); the splits merged by the CTAs themselves (FUSE 2) where the grid fits one
- * CTA an SM, else by the combine kernel. */
+ * CTA an SM, the output written by the split kernel where a query's slots are one split (FUSE 1),
+ * else the combine kernel. */
 static void default_for(const kt_problem *p, int sms, kt_config *c) {
     int *v = c->v;
     v[P_HPC] = p->dim[D_HQ] % 32 == 0 && queries(p) * p->dim[D_HQ] / 32 >= sms ? 32 : 16;
@@ -312,7 +313,7 @@ static void default_for(const kt_problem *p, int sms, kt_config *c) {
         v[P_SPLIT] *= 2;
     long grid = rows * ((slots_of(p) + v[P_SPLIT] - 1) / v[P_SPLIT]);
     v[P_WPM] = v[P_HPC] == 16 && grid <= 2 * sms ? 8 : 4;
-    v[P_FUSE] = grid <= sms ? 2 : 0;
+    v[P_FUSE] = grid <= sms ? 2 : grid == rows ? 1 : 0;
     if (v[P_SPLIT] < 16 * 32) return;
     v[P_CHUNK] = 64;
     if (smem_of(c, layout_of(p)) <= SMEM_LIMIT) return;

@@ -577,11 +577,25 @@ __device__ __forceinline__ void pv_regs(float (&acc)[MPW][DPW / 8][4], const kt_
     }
 }
 
-// PATH 2's p . v sums (times 2^60) into the CTA's partial rows at row0 (head mf * 16 + g's):
-// 16 bytes a store, in pv_regs's dim order.
-template <int L>
-__device__ __forceinline__ void write_regs(const float (&acc)[DPW / 8][4], float *row0, long row_stride, int ds) {
+// Stores 4 (or 2) consecutive dims of a row: f32 partial sums, or the bf16 output.
+__device__ __forceinline__ void store4(float *r, float a, float b, float c, float d) {
+    *(float4 *)r = make_float4(a, b, c, d);
+}
+__device__ __forceinline__ void store4(kt_u16 *r, float a, float b, float c, float d) {
+    *(uint2 *)r = make_uint2(bf16x2(a, b), bf16x2(c, d));
+}
+__device__ __forceinline__ void store2(float *r, float a, float b) { *(float2 *)r = make_float2(a, b); }
+__device__ __forceinline__ void store2(kt_u16 *r, float a, float b) { *(kt_u32 *)r = bf16x2(a, b); }
+
+// PATH 2's p . v sums (times 2^60) of head rows g and g + 8 of an m-fragment, times the rows'
+// factors f0 and f1, into row0 (row g's; row g + 8's row_stride elements on): the CTA's partial
+// rows (f32, factors 1) or, where it is the one split, the output (bf16, factors 1 / l and the
+// sink); 16 (8) bytes a store, in pv_regs's dim order.
+template <int L, typename T>
+__device__ __forceinline__ void write_regs(const float (&acc)[DPW / 8][4], T *row0, long row_stride, int ds, float f0,
+                                           float f1) {
     const int t = threadIdx.x & 3;
+    f0 *= BIAS, f1 *= BIAS;
 #pragma unroll
     for (int sg = 0; sg < DPW / 64; sg++) {
         const int d = ds * DPW + sg * 64;
@@ -589,16 +603,16 @@ __device__ __forceinline__ void write_regs(const float (&acc)[DPW / 8][4], float
 #pragma unroll
         for (int nf = 0; nf < 8; nf++) {
             if (d >= lay<L>::NOPE) { // the rope dims' plain order
-                float *r = row0 + d + nf * 8 + 2 * t;
-                *(float2 *)r = make_float2(o[nf][0] * BIAS, o[nf][1] * BIAS);
-                *(float2 *)(r + 8 * row_stride) = make_float2(o[nf][2] * BIAS, o[nf][3] * BIAS);
+                T *r = row0 + d + nf * 8 + 2 * t;
+                store2(r, o[nf][0] * f0, o[nf][1] * f0);
+                store2(r + 8 * row_stride, o[nf][2] * f1, o[nf][3] * f1);
                 continue;
             }
             if (nf % 2) continue; // written with its even partner
             const float *e = o[nf], *od = o[nf + 1];
-            float *r = row0 + d + (nf / 4) * 32 + (nf / 2 % 2) * 16 + 4 * t;
-            *(float4 *)r = make_float4(e[0] * BIAS, od[0] * BIAS, e[1] * BIAS, od[1] * BIAS);
-            *(float4 *)(r + 8 * row_stride) = make_float4(e[2] * BIAS, od[2] * BIAS, e[3] * BIAS, od[3] * BIAS);
+            T *r = row0 + d + (nf / 4) * 32 + (nf / 2 % 2) * 16 + 4 * t;
+            store4(r, e[0] * f0, od[0] * f0, e[1] * f0, od[1] * f0);
+            store4(r + 8 * row_stride, e[2] * f1, od[2] * f1, e[3] * f1, od[3] * f1);
         }
     }
 }
@@ -839,7 +853,9 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
         ids[j] = id < 0 ? -1 : (int)id | (L == KT_MLA_V4 && begin + j >= a.TOPK ? WINDOW_BIT : 0);
         used |= id >= 0;
     }
-    if (__syncthreads_or(used)) {
+    // a fused launch of one split (REGS) writes the output itself, with no partials
+    const bool direct = REGS && a.fuse != KT_MLA_FUSE_NONE && a.nsplit == 1, any = __syncthreads_or(used);
+    if (any) {
         // q's A fragments of this warp's 16 (MPW x 16) heads and head-dim slice, kept in registers
         const kt_u16 *q16 = (const kt_u16 *)a.q + ((long)bs * a.HQ + h0 + mf * 16) * T::DQK;
 #if KT_PATH == 1
@@ -892,10 +908,21 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
             pv_chunk<L>(acc[0], tile, p, alpha, mf, wi);
         }
         // (the combine reads a row's sums only where its l > 0)
+        if (direct) {        // the one split of a fused launch: the rows' factors through alpha (once every warp
+            __syncthreads(); // has rescaled by it), the output straight
+            if (threadIdx.x % TPR == 0) row_lse(a, h0 + threadIdx.x / TPR, m, l, alpha[threadIdx.x / TPR]);
+            __syncthreads();
+        }
 #pragma unroll
-        for (int j = 0; j < MPW && REGS; j++)
-            write_regs<L>(acc[j], part + (prow + (long)((mf + j) * 16 + g) * a.nsplit) * KT_MLA_DV,
-                          a.nsplit * KT_MLA_DV, wi);
+        for (int j = 0; j < MPW && REGS; j++) {
+            const int r = (mf + j) * 16 + g;
+            if (direct)
+                write_regs<L>(acc[j], (kt_u16 *)a.out + ((long)bs * a.HQ + h0 + r) * KT_MLA_DV, KT_MLA_DV, wi, alpha[r],
+                              alpha[r + 8]);
+            else
+                write_regs<L>(acc[j], part + (prow + (long)r * a.nsplit) * KT_MLA_DV, a.nsplit * KT_MLA_DV, wi, 1.f,
+                              1.f);
+        }
 #pragma unroll
         for (int nf = 0; nf < DPW / 8 && !REGS; nf++) {
             const int d = wi * DPW + nf * 8 + 2 * t;
@@ -904,8 +931,16 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
             *(float2 *)(r0 + 8L * a.nsplit * KT_MLA_DV) = make_float2(acc[0][nf][2], acc[0][nf][3]);
         }
     }
-    // every softmax thread of a head row holds its (m, l); the first writes them
+    // every softmax thread of a head row holds its (m, l); the first writes them (direct: the lse)
     const int row = threadIdx.x / TPR;
+    if (direct) {
+        for (int i = threadIdx.x; i < HPC * KT_MLA_DV / 2 && !any; i += THREADS) // no slot: out 0
+            ((kt_u32 *)a.out)[((long)bs * a.HQ + h0) * KT_MLA_DV / 2 + i] = 0u;
+        float f;
+        if (threadIdx.x % TPR == 0)
+            ((float *)a.lse)[((long)(bs / a.SQ) * a.HQ + h0 + row) * a.SQ + bs % a.SQ] = row_lse(a, h0 + row, m, l, f);
+        return;
+    }
     if (threadIdx.x % TPR == 0) *(float2 *)(ml + (prow + (long)row * a.nsplit) * 2) = make_float2(m, l);
     if (a.fuse != KT_MLA_FUSE_NONE) fused_merge(a, smem, bs, h0);
 }

@@ -5,13 +5,15 @@
 #     kernel's own CTAs: all of them where the grid fits one CTA an SM, else the last to finish)
 #     at the issue's cases (B 1,3,8,64,128; HQ 16,64,128; SQ 1,2; top-k 100/512/1152/2048), of
 #     FUSE 1 (the last CTA merges) and MPW 2 (32 heads a warp, one conversion for both) ones,
-#     FUSE 2 pinned at B = 1, and the static default (kt verify's; the benches check the
+#     FUSE 1 with one split (the split kernel writes the output), FUSE 2 pinned at B = 1, and
+#     the static default (kt verify's; the benches check the
 #     per-problem defaults);
 # (b) planted bugs that kt verify must catch (builds under .gpu/, made from this tree with one
-#     line changed): the tickets not reset, a merge share one item short, MPW 2's second heads
-#     taking the first's p;
+#     line changed): the tickets not reset, a merge share one item short, a one-split fused
+#     launch not zeroing a row with no slot, MPW 2's second heads taking the first's p;
 # (c) kt bench: the defaults of this build and of main's ($KT_MAIN), then FUSE 0 / 1 / 2 at the
-#     B = 1 defaults, FUSE 1 at the B = 64 defaults, MPW 2 at V4 HQ 64 and V3.2 HQ 128 B = 64;
+#     B = 1 defaults, FUSE 0 / 1 at the B = 64 ones (FUSE 1 with one split: the split kernel
+#     writes the output), MPW 2 at V4 HQ 64 and V3.2 HQ 128 B = 64;
 #     a table against the roof and the floor of the conversions (bench's converted-operand mma
 #     rates, the `cvt` line).
 # Every part runs under a timeout that ends it before $KT_MLA_END_S (92) seconds; a part with no
@@ -27,6 +29,10 @@ SEED=${KT_SEED:-$RANDOM}
 END=${KT_MLA_END_S:-92}
 source tests/gpu/step.sh # step NAME CMD...
 echo "mla_speed.sh: seed $SEED, new $KT, old $OLD"
+if [ -d .gpu/cache ] && [ -z "${KT_CACHE_DIR:-}" ]; then # the cubins of this script's configs, built ahead
+    rm -rf /tmp/kt-mla-cache && cp -r .gpu/cache /tmp/kt-mla-cache && export KT_CACHE_DIR=/tmp/kt-mla-cache
+    echo "JIT cache: .gpu/cache ($(find /tmp/kt-mla-cache -type f | wc -l) files) at $KT_CACHE_DIR"
+fi
 # t CAP CMD...: CMD under a timeout of CAP seconds, or of what is left before END if less
 t() {
     local cap=$1 left=$((END - SECONDS))
@@ -39,16 +45,24 @@ V4_16=LAYOUT=V4,HQ=16,TOPK=512,SQ=1 V4_64=LAYOUT=V4,HQ=64,TOPK=512,SQ=1
 V32_128=LAYOUT=V32,HQ=128,TOPK=2048,SQ=1 V32_16=LAYOUT=V32,HQ=16,TOPK=2048,SQ=1
 B1=HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=8,MPW=1 # the B = 1 default of V4 HQ 16/64, V3.2 HQ 16
 MPW2=HPC=32,CHUNK=32,STAGES=3,PATH=2,WPM=8,MPW=2
-# (a) (kt verify's default is the family's static one, FUSE 0; the benches below check the
-# per-problem defaults) seeded configs with FUSE 2 at the issue's cases (FUSE_ALL where the grid
-# fits one CTA an SM, else FUSE_LAST), FUSE 1 and MPW 2 ones, and FUSE 2 pinned at B = 1
-step verify_fuse2_v4 v --where FUSE=2 --shape $V4_64 --shape LAYOUT=V4,HQ=16,TOPK=512,SQ=2 --m 1,3,8,64,128
-step verify_fuse2_v32 v --where FUSE=2 --shape $V32_128 --shape LAYOUT=V32,HQ=16,TOPK=2048,SQ=2 --m 1,3,8,64,128
-step verify_fuse1_odd_topk v --where FUSE=1 --shape LAYOUT=V4,HQ=128,TOPK=1152,SQ=1 \
-    --shape LAYOUT=V32,HQ=64,TOPK=100,SQ=2 --m 1,3,8
-step verify_fuse1 v --where FUSE=1 --shape LAYOUT=V4,HQ=64,TOPK=512,SQ=2 --shape $V32_16 --m 1,8,64
-step verify_mpw2 v --where MPW=2 --shape $V4_64 --shape $V32_128 --shape LAYOUT=V32,HQ=64,TOPK=100,SQ=2 --m 1,8,64
+# (a) pinned configs (the JIT cache under .gpu/cache, built for them, saves the compiles; kt
+# verify's own default is the family's static one, FUSE 0; the benches check the per-problem
+# defaults): FUSE 2 at the issue's cases (FUSE_ALL where the grid fits one CTA an SM, else
+# FUSE_LAST, or the direct write of one split), FUSE 1 with several splits and with one, MPW 2
 step verify_fuse2_b1 v --config $B1,FUSE=2 --shape LAYOUT=V4,HQ=16,TOPK=512,SQ=2 --shape $V32_16 --m 1,2
+step verify_fuse2 v --config HPC=16,CHUNK=32,SPLIT=256,STAGES=2,PATH=2,WPM=4,FUSE=2 \
+    --shape LAYOUT=V4,HQ=16,TOPK=512,SQ=2 --shape LAYOUT=V32,HQ=16,TOPK=2048,SQ=2 --m 1,3,8,64
+step verify_fuse2_big v --config HPC=32,CHUNK=32,SPLIT=2048,STAGES=3,PATH=2,WPM=4,FUSE=2 --shape $V32_128 \
+    --shape $V4_64 --m 1,3,8,64,128
+step verify_fuse1 v --config HPC=16,CHUNK=32,SPLIT=64,STAGES=2,PATH=2,WPM=8,FUSE=1 \
+    --shape LAYOUT=V4,HQ=64,TOPK=512,SQ=2 --shape LAYOUT=V4,HQ=128,TOPK=1152,SQ=1 \
+    --shape LAYOUT=V32,HQ=64,TOPK=100,SQ=2 --m 1,3
+step verify_direct v --config HPC=16,CHUNK=32,SPLIT=2048,STAGES=2,PATH=2,WPM=8,FUSE=1 \
+    --shape LAYOUT=V4,HQ=64,TOPK=512,SQ=2 --shape LAYOUT=V32,HQ=16,TOPK=2048,SQ=2 --m 1,3,64,128
+step verify_mpw2 v --config $MPW2,SPLIT=1024,FUSE=0 --shape $V4_64 --shape $V32_128 \
+    --shape LAYOUT=V32,HQ=64,TOPK=100,SQ=2 --m 1,8,64
+step verify_mpw2_path3_fuse1 v --config HPC=32,CHUNK=32,SPLIT=256,STAGES=2,PATH=3,WPM=8,MPW=2,FUSE=1 \
+    --shape LAYOUT=V4,HQ=32,TOPK=512,SQ=2 --shape $V32_128 --m 1,3
 step verify_default v --shape $V4_16 --shape $V32_16 --m 1,3,64
 # (b) each planted bug must fail kt verify (the first launch of no_reset is right: the
 # re-check of the timed launches finds it)
@@ -67,10 +81,17 @@ planted() {
 step planted_no_reset planted no_reset --config HPC=16,CHUNK=32,SPLIT=64,STAGES=2,PATH=2,WPM=8,FUSE=1 \
     --shape $V4_16 --m 1
 step planted_short_share planted short_share --config $B1,FUSE=2 --shape $V4_16 --m 1
+step planted_no_zero planted no_zero --config HPC=16,CHUNK=32,SPLIT=2048,STAGES=2,PATH=2,WPM=8,FUSE=1 \
+    --shape $V4_16 --m 3
 step planted_mpw_a planted mpw_a --config $MPW2,SPLIT=1024,FUSE=0 --shape $V4_64 --m 1
-# (c) the defaults as dispatch serves them: a DB without mla_decode rows (kt bench needs one)
+# (c) the defaults as dispatch serves them: a DB without mla_decode rows (kt bench needs one):
+# .gpu/untuned_db (a fake GPU's act_quant row) or, without it, a one-config act_quant tune
 rm -f "$LOGS/untuned.db"*
-step untuned_db t 15 "$KT" tune --family act_quant --shape K=128 --m 1 --budget 1 --db "$LOGS/untuned.db"
+if [ -f .gpu/untuned_db ]; then
+    cp .gpu/untuned_db "$LOGS/untuned.db"
+else
+    step untuned_db t 15 "$KT" tune --family act_quant --shape K=128 --m 1 --budget 1 --db "$LOGS/untuned.db"
+fi
 bench() { t 25 "$1" bench --family mla_decode --shape targets --m 1,64 --db "$LOGS/untuned.db" --json "$2"; }
 step bench_new bench "$KT" "$LOGS/new.json"
 if [ -x "$OLD" ]; then
@@ -95,10 +116,10 @@ step b1_fuse1 cfg b1_fuse1 $B1,FUSE=1 1 $V4_16 $V4_64 $V32_16
 step b1_v32_h128_fuse0 cfg b1_v32_h128_fuse0 HPC=16,CHUNK=32,SPLIT=128,STAGES=2,PATH=2,WPM=8,FUSE=0 1 $V32_128
 step b1_v32_h128_fuse1 cfg b1_v32_h128_fuse1 HPC=16,CHUNK=32,SPLIT=128,STAGES=2,PATH=2,WPM=8,FUSE=1 1 $V32_128
 step b64_v4_h16_fuse1 cfg b64_v4_h16_fuse1 HPC=16,CHUNK=32,SPLIT=128,STAGES=2,PATH=2,WPM=4,FUSE=1 64 $V4_16
-step b64_v32_h128_fuse1 cfg b64_v32_h128_fuse1 HPC=32,CHUNK=32,SPLIT=2048,STAGES=3,PATH=2,WPM=4,FUSE=1 64 $V32_128
+step b64_v32_h128_fuse0 cfg b64_v32_h128_fuse0 HPC=32,CHUNK=32,SPLIT=2048,STAGES=3,PATH=2,WPM=4,FUSE=0 64 $V32_128
 step b64_v4_h64_mpw2 cfg b64_v4_h64_mpw2 $MPW2,SPLIT=1024,FUSE=1 64 $V4_64
 step b64_v32_h128_mpw2 cfg b64_v32_h128_mpw2 $MPW2,SPLIT=2048,FUSE=1 64 $V32_128
-step b64_v4_h64_fuse1 cfg b64_v4_h64_fuse1 HPC=16,CHUNK=64,SPLIT=1024,STAGES=2,PATH=2,WPM=8,FUSE=1 64 $V4_64
+step b64_v4_h64_fuse0 cfg b64_v4_h64_fuse0 HPC=16,CHUNK=64,SPLIT=1024,STAGES=2,PATH=2,WPM=8,FUSE=0 64 $V4_64
 step b64_v32_h16_fuse1 cfg b64_v32_h16_fuse1 HPC=16,CHUNK=32,SPLIT=512,STAGES=3,PATH=2,WPM=8,FUSE=1 64 $V32_16
 # The table: per case and run, us (x roof); the roof the issue's (bytes / copy rate, flops / 650
 # TFLOP/s); cvt1 / cvt2 / cvtH: the code dims' flops at the converted-operand mma rate with a
