@@ -825,6 +825,12 @@ __device__ __forceinline__ void fused_merge(const kt_mla_args &a, kt_u8 *smem, i
     if (threadIdx.x == 0 && atomicAdd(cnt + 1, 1u) == (unsigned)n - 1) cnt[0] = 0, cnt[1] = 0;
 }
 
+// Whether a launch is fused and of one split: then the split kernel writes the output itself (PATHs
+// 2 and 3), with no partials.
+__device__ __forceinline__ bool direct(const kt_mla_args &a) {
+    return REGS && a.fuse != KT_MLA_FUSE_NONE && a.nsplit == 1;
+}
+
 // The split kernel's body for layout L.
 template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args &a) {
     using T = lay<L>;
@@ -853,9 +859,7 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
         ids[j] = id < 0 ? -1 : (int)id | (L == KT_MLA_V4 && begin + j >= a.TOPK ? WINDOW_BIT : 0);
         used |= id >= 0;
     }
-    // a fused launch of one split (REGS) writes the output itself, with no partials
-    const bool direct = REGS && a.fuse != KT_MLA_FUSE_NONE && a.nsplit == 1, any = __syncthreads_or(used);
-    if (any) {
+    if (__syncthreads_or(used)) {
         // q's A fragments of this warp's 16 (MPW x 16) heads and head-dim slice, kept in registers
         const kt_u16 *q16 = (const kt_u16 *)a.q + ((long)bs * a.HQ + h0 + mf * 16) * T::DQK;
 #if KT_PATH == 1
@@ -908,7 +912,7 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
             pv_chunk<L>(acc[0], tile, p, alpha, mf, wi);
         }
         // (the combine reads a row's sums only where its l > 0)
-        if (direct) {        // the one split of a fused launch: the rows' factors through alpha (once every warp
+        if (direct(a)) {     // the one split of a fused launch: the rows' factors through alpha (once every warp
             __syncthreads(); // has rescaled by it), the output straight
             if (threadIdx.x % TPR == 0) row_lse(a, h0 + threadIdx.x / TPR, m, l, alpha[threadIdx.x / TPR]);
             __syncthreads();
@@ -916,7 +920,7 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
 #pragma unroll
         for (int j = 0; j < MPW && REGS; j++) {
             const int r = (mf + j) * 16 + g;
-            if (direct)
+            if (direct(a))
                 write_regs<L>(acc[j], (kt_u16 *)a.out + ((long)bs * a.HQ + h0 + r) * KT_MLA_DV, KT_MLA_DV, wi, alpha[r],
                               alpha[r + 8]);
             else
@@ -930,12 +934,13 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
             *(float2 *)r0 = make_float2(acc[0][nf][0], acc[0][nf][1]);
             *(float2 *)(r0 + 8L * a.nsplit * KT_MLA_DV) = make_float2(acc[0][nf][2], acc[0][nf][3]);
         }
+    } else if (direct(a)) { // no slot: out 0
+        for (int i = threadIdx.x; i < HPC * KT_MLA_DV / 2; i += THREADS)
+            ((kt_u32 *)a.out)[((long)bs * a.HQ + h0) * KT_MLA_DV / 2 + i] = 0u;
     }
     // every softmax thread of a head row holds its (m, l); the first writes them (direct: the lse)
     const int row = threadIdx.x / TPR;
-    if (direct) {
-        for (int i = threadIdx.x; i < HPC * KT_MLA_DV / 2 && !any; i += THREADS) // no slot: out 0
-            ((kt_u32 *)a.out)[((long)bs * a.HQ + h0) * KT_MLA_DV / 2 + i] = 0u;
+    if (direct(a)) {
         float f;
         if (threadIdx.x % TPR == 0)
             ((float *)a.lse)[((long)(bs / a.SQ) * a.HQ + h0 + row) * a.SQ + bs % a.SQ] = row_lse(a, h0 + row, m, l, f);

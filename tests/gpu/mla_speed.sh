@@ -29,9 +29,10 @@ SEED=${KT_SEED:-$RANDOM}
 END=${KT_MLA_END_S:-92}
 source tests/gpu/step.sh # step NAME CMD...
 echo "mla_speed.sh: seed $SEED, new $KT, old $OLD"
-if [ -d .gpu/cache ] && [ -z "${KT_CACHE_DIR:-}" ]; then # the cubins of this script's configs, built ahead
-    rm -rf /tmp/kt-mla-cache && cp -r .gpu/cache /tmp/kt-mla-cache && export KT_CACHE_DIR=/tmp/kt-mla-cache
-    echo "JIT cache: .gpu/cache ($(find /tmp/kt-mla-cache -type f | wc -l) files) at $KT_CACHE_DIR"
+if [ -f .gpu/cache.tar.xz ] && [ -z "${KT_CACHE_DIR:-}" ]; then # this script's cubins, built ahead
+    rm -rf /tmp/kt-mla-cache && mkdir -p /tmp/kt-mla-cache &&
+        tar -xJf .gpu/cache.tar.xz -C /tmp/kt-mla-cache --strip-components 1 && export KT_CACHE_DIR=/tmp/kt-mla-cache
+    echo "JIT cache: .gpu/cache.tar.xz ($(find /tmp/kt-mla-cache -type f | wc -l) files) at ${KT_CACHE_DIR:-none}"
 fi
 # t CAP CMD...: CMD under a timeout of CAP seconds, or of what is left before END if less
 t() {
@@ -45,7 +46,7 @@ V4_16=LAYOUT=V4,HQ=16,TOPK=512,SQ=1 V4_64=LAYOUT=V4,HQ=64,TOPK=512,SQ=1
 V32_128=LAYOUT=V32,HQ=128,TOPK=2048,SQ=1 V32_16=LAYOUT=V32,HQ=16,TOPK=2048,SQ=1
 B1=HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=8,MPW=1 # the B = 1 default of V4 HQ 16/64, V3.2 HQ 16
 MPW2=HPC=32,CHUNK=32,STAGES=3,PATH=2,WPM=8,MPW=2
-# (a) pinned configs (the JIT cache under .gpu/cache, built for them, saves the compiles; kt
+# (a) pinned configs (the JIT cache in .gpu/cache.tar.xz, built for them, saves the compiles; kt
 # verify's own default is the family's static one, FUSE 0; the benches check the per-problem
 # defaults): FUSE 2 at the cases (FUSE_ALL where the grid fits one CTA an SM, else
 # FUSE_LAST, or the direct write of one split), FUSE 1 with several splits and with one, MPW 2
