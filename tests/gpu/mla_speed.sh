@@ -52,19 +52,21 @@ MPW2=HPC=32,CHUNK=32,STAGES=3,PATH=2,WPM=8,MPW=2
 # FUSE_LAST, or the direct write of one split), FUSE 1 with several splits and with one, MPW 2
 step verify_fuse2_b1 v --config $B1,FUSE=2 --shape LAYOUT=V4,HQ=16,TOPK=512,SQ=2 --shape $V32_16 --m 1,2
 step verify_fuse2 v --config HPC=16,CHUNK=32,SPLIT=256,STAGES=2,PATH=2,WPM=4,FUSE=2 \
-    --shape LAYOUT=V4,HQ=16,TOPK=512,SQ=2 --shape LAYOUT=V32,HQ=16,TOPK=2048,SQ=2 --m 1,3,8,64
+    --shape LAYOUT=V4,HQ=16,TOPK=512,SQ=2 --shape LAYOUT=V32,HQ=16,TOPK=2048,SQ=2 --m 3,64
+v() { t 30 "$KT" verify --family mla_decode --seed "$SEED" "$@"; } # the large references
 step verify_fuse2_big v --config HPC=32,CHUNK=32,SPLIT=2048,STAGES=3,PATH=2,WPM=4,FUSE=2 --shape $V32_128 \
-    --shape $V4_64 --m 1,3,8,64,128
+    --m 1,64 --shape $V4_64 --m 8,128
+step verify_mpw2 v --config $MPW2,SPLIT=1024,FUSE=0 --shape $V4_64 --shape $V32_128 \
+    --shape LAYOUT=V32,HQ=64,TOPK=100,SQ=2 --m 1,64
+v() { t 20 "$KT" verify --family mla_decode --seed "$SEED" "$@"; }
 step verify_fuse1 v --config HPC=16,CHUNK=32,SPLIT=64,STAGES=2,PATH=2,WPM=8,FUSE=1 \
     --shape LAYOUT=V4,HQ=64,TOPK=512,SQ=2 --shape LAYOUT=V4,HQ=128,TOPK=1152,SQ=1 \
     --shape LAYOUT=V32,HQ=64,TOPK=100,SQ=2 --m 1,3
 step verify_direct v --config HPC=16,CHUNK=32,SPLIT=2048,STAGES=2,PATH=2,WPM=8,FUSE=1 \
-    --shape LAYOUT=V4,HQ=64,TOPK=512,SQ=2 --shape LAYOUT=V32,HQ=16,TOPK=2048,SQ=2 --m 1,3,64,128
-step verify_mpw2 v --config $MPW2,SPLIT=1024,FUSE=0 --shape $V4_64 --shape $V32_128 \
-    --shape LAYOUT=V32,HQ=64,TOPK=100,SQ=2 --m 1,8,64
+    --shape LAYOUT=V4,HQ=64,TOPK=512,SQ=2 --shape LAYOUT=V32,HQ=16,TOPK=2048,SQ=2 --m 3,64
 step verify_mpw2_path3_fuse1 v --config HPC=32,CHUNK=32,SPLIT=256,STAGES=2,PATH=3,WPM=8,MPW=2,FUSE=1 \
     --shape LAYOUT=V4,HQ=32,TOPK=512,SQ=2 --shape $V32_128 --m 1,3
-step verify_default v --shape $V4_16 --shape $V32_16 --m 1,3,64
+step verify_default v --shape $V4_16 --shape $V32_16 --m 1,64
 # (b) each planted bug must fail kt verify (the first launch of no_reset is right: the
 # re-check of the timed launches finds it)
 planted() {
@@ -113,15 +115,15 @@ cfg() {
     )
 }
 step b1_fuse0 cfg b1_fuse0 $B1,FUSE=0 1 $V4_16 $V4_64 $V32_16
-step b1_fuse1 cfg b1_fuse1 $B1,FUSE=1 1 $V4_16 $V4_64 $V32_16
-step b1_v32_h128_fuse0 cfg b1_v32_h128_fuse0 HPC=16,CHUNK=32,SPLIT=128,STAGES=2,PATH=2,WPM=8,FUSE=0 1 $V32_128
-step b1_v32_h128_fuse1 cfg b1_v32_h128_fuse1 HPC=16,CHUNK=32,SPLIT=128,STAGES=2,PATH=2,WPM=8,FUSE=1 1 $V32_128
-step b64_v4_h16_fuse1 cfg b64_v4_h16_fuse1 HPC=16,CHUNK=32,SPLIT=128,STAGES=2,PATH=2,WPM=4,FUSE=1 64 $V4_16
-step b64_v32_h128_fuse0 cfg b64_v32_h128_fuse0 HPC=32,CHUNK=32,SPLIT=2048,STAGES=3,PATH=2,WPM=4,FUSE=0 64 $V32_128
 step b64_v4_h64_mpw2 cfg b64_v4_h64_mpw2 $MPW2,SPLIT=1024,FUSE=1 64 $V4_64
 step b64_v32_h128_mpw2 cfg b64_v32_h128_mpw2 $MPW2,SPLIT=2048,FUSE=1 64 $V32_128
+step b64_v32_h128_fuse0 cfg b64_v32_h128_fuse0 HPC=32,CHUNK=32,SPLIT=2048,STAGES=3,PATH=2,WPM=4,FUSE=0 64 $V32_128
 step b64_v4_h64_fuse0 cfg b64_v4_h64_fuse0 HPC=16,CHUNK=64,SPLIT=1024,STAGES=2,PATH=2,WPM=8,FUSE=0 64 $V4_64
+step b1_v32_h128_fuse0 cfg b1_v32_h128_fuse0 HPC=16,CHUNK=32,SPLIT=128,STAGES=2,PATH=2,WPM=8,FUSE=0 1 $V32_128
+step b1_fuse1 cfg b1_fuse1 $B1,FUSE=1 1 $V4_16 $V4_64 $V32_16
+step b64_v4_h16_fuse1 cfg b64_v4_h16_fuse1 HPC=16,CHUNK=32,SPLIT=128,STAGES=2,PATH=2,WPM=4,FUSE=1 64 $V4_16
 step b64_v32_h16_fuse1 cfg b64_v32_h16_fuse1 HPC=16,CHUNK=32,SPLIT=512,STAGES=3,PATH=2,WPM=8,FUSE=1 64 $V32_16
+step b1_v32_h128_fuse1 cfg b1_v32_h128_fuse1 HPC=16,CHUNK=32,SPLIT=128,STAGES=2,PATH=2,WPM=8,FUSE=1 1 $V32_128
 # The table: per case and run, us (x roof); the roof the issue's (bytes / copy rate, flops / 650
 # TFLOP/s); cvt1 / cvt2 / cvtH: the code dims' flops at the converted-operand mma rate with a
 # conversion per 1, 2 or HQ / 16 head groups (the rope dims' at the bf16 rate), the floor of a
