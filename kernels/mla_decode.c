@@ -289,22 +289,22 @@ static int hopeless(const kt_config *c, const kt_problem *p) {
 }
 
 /* PATH 2 (no bf16 tile: three CTAs of 128 threads fit an SM); HPC 16 at small batches (more
- * CTAs), 32 where the head groups alone fill the SMs; the split the smallest that keeps the
- * CTAs within about three an SM (two at HPC 32: one of 256 threads fits an SM's registers), or
- * one an SM where the queries' head groups are at most an eighth of the SMs (B = 1: a CTA's
- * first chunk is the time, and fewer splits merge faster: V3.2 HQ 128's SPLIT 128); WPM 8 where
- * the CTAs fit two of 256 threads an SM; a split of 16+ chunks of 32 in chunks of 64, or else
- * with a third raw buffer, where it fits (the tuned winners on the H200, bench/NOTES.md
- * fifteenth session); the splits merged by the CTAs themselves (FUSE 2) where the grid fits one
- * CTA an SM, the output written by the split kernel where a query's slots are one split (FUSE 1),
- * else the combine kernel. */
+ * CTAs), 32 where the head groups alone fill the SMs, and there 32 heads a warp (MPW 2, WPM 8: one
+ * conversion for both m-fragments); the split the smallest that keeps the CTAs within about
+ * three an SM (two at HPC 32), or one an SM where the queries' head groups are at most an eighth
+ * of the SMs (B = 1: a CTA's first chunk is the time, and fewer splits merge faster: V3.2 HQ
+ * 128's SPLIT 128); WPM 8 where the CTAs fit two of 256 threads an SM; a split of 16+ chunks of
+ * 32 in chunks of 64, or else with a third raw buffer, where it fits; the output written by the
+ * split kernel where a query's slots are one split (FUSE 1), else the combine kernel (FUSE 0:
+ * FUSE 2 lost at B = 1, 1.3-3 us). The tuned winners on the H200, bench/NOTES.md fifteenth and
+ * sixteenth sessions. */
 static void default_for(const kt_problem *p, int sms, kt_config *c) {
     int *v = c->v;
     v[P_HPC] = p->dim[D_HQ] % 32 == 0 && queries(p) * p->dim[D_HQ] / 32 >= sms ? 32 : 16;
     v[P_CHUNK] = 32;
     v[P_STAGES] = 2;
     v[P_PATH] = 2;
-    v[P_MPW] = 1;
+    v[P_MPW] = v[P_HPC] == 32 ? 2 : 1;
     long rows = queries(p) * (p->dim[D_HQ] / v[P_HPC]);
     long ctas = 8 * rows <= sms ? sms : (v[P_HPC] == 16 ? 3 : 2) * sms;
     v[P_SPLIT] = 32;
@@ -312,8 +312,8 @@ static void default_for(const kt_problem *p, int sms, kt_config *c) {
                                  (slots_of(p) + v[P_SPLIT] - 1) / v[P_SPLIT] > max_splits(p)))
         v[P_SPLIT] *= 2;
     long grid = rows * ((slots_of(p) + v[P_SPLIT] - 1) / v[P_SPLIT]);
-    v[P_WPM] = v[P_HPC] == 16 && grid <= 2 * sms ? 8 : 4;
-    v[P_FUSE] = grid <= sms ? 2 : grid == rows ? 1 : 0;
+    v[P_WPM] = v[P_MPW] == 2 || grid <= 2 * sms ? 8 : 4;
+    v[P_FUSE] = grid == rows ? 1 : 0;
     if (v[P_SPLIT] < 16 * 32) return;
     v[P_CHUNK] = 64;
     if (smem_of(c, layout_of(p)) <= SMEM_LIMIT) return;

@@ -720,7 +720,10 @@ __device__ __forceinline__ float4 ld_cg4(const float *p) {
 
 // The splits' weights of partial row `row` (its nsplit (m, l) pairs at ml) as this warp's lane k
 // sees them: w[i] = 2^(m - mx) of split k + 32 i (0 for a split that saw no slot); returns the
-// row's sum over its splits (0: no slot at all), mx its largest m.
+// row's sum over its splits (0: no slot at all), mx its largest m. CG: the pairs are other CTAs'
+// of this grid (the fused merge), loaded past L1 and in program order; else (the combine kernel:
+// the grid before, waited for) plain loads the compiler may issue ahead of the partial sums'.
+template <bool CG>
 __device__ __forceinline__ float row_weights(const float *ml, long row, int nsplit, float (&w)[ML_PER_LANE],
                                              float &mx) {
     const int lane = threadIdx.x & 31;
@@ -729,7 +732,9 @@ __device__ __forceinline__ float row_weights(const float *ml, long row, int nspl
 #pragma unroll
     for (int i = 0; i < ML_PER_LANE; i++) {
         const int k = lane + 32 * i;
-        const float2 m2 = k < nsplit ? ld_cg2(ml + (row + k) * 2) : make_float2(0.f, 0.f);
+        const float2 m2 = k >= nsplit ? make_float2(0.f, 0.f)
+                          : CG        ? ld_cg2(ml + (row + k) * 2)
+                                      : *(const float2 *)(ml + (row + k) * 2);
         w[i] = m2.y > 0.f ? m2.x : -INFINITY, l[i] = m2.y > 0.f ? m2.y : 0.f;
         mx = fmaxf(mx, w[i]);
     }
@@ -769,55 +774,77 @@ __device__ __forceinline__ kt_u32 ld_acquire(const unsigned *p) {
 // counters are left zero for the next launch: by the last arrival (FUSE_LAST) or the last
 // departure (FUSE_ALL).
 constexpr int MERGE_ITEMS = HPC * KT_MLA_DV / 4;
+// o += w v, where a split without slots (w 0) left its sums unwritten: they are discarded
+__device__ __forceinline__ void add_weighted(float (&o)[4], float w, float4 v) {
+    o[0] += w == 0.f ? 0.f : w * v.x, o[1] += w == 0.f ? 0.f : w * v.y;
+    o[2] += w == 0.f ? 0.f : w * v.z, o[3] += w == 0.f ? 0.f : w * v.w;
+}
 __device__ __forceinline__ void fused_merge(const kt_mla_args &a, kt_u8 *smem, int bs, int h0) {
     float *wt = (float *)smem, *fh = wt + HPC * a.nsplit; // weights [HPC][nsplit], 1/sum [HPC], ticket
     unsigned *cnt = (unsigned *)a.tick + ((long)bs * (a.HQ / 16) + h0 / 16) * 2;
     const int n = a.nsplit, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const bool all = a.fuse == KT_MLA_FUSE_ALL;
     kt_cp_async_wait<0>();
-    __threadfence(); // this CTA's partials are visible before its ticket is
+    __threadfence(); // this CTA's partials are visible before its arrival is
     __syncthreads();
     if (threadIdx.x == 0) {
-        const unsigned t = atomicAdd(cnt, 1u);
-        while (a.fuse == KT_MLA_FUSE_ALL && ld_acquire(cnt) < (unsigned)n) __nanosleep(64);
-        ((unsigned *)fh)[HPC] = t;
+        if (all) { // arrive (no ticket wanted: a RED), then wait for the others
+            atomicAdd(cnt, 1u);
+            while (ld_acquire(cnt) < (unsigned)n) __nanosleep(32);
+        } else {
+            ((unsigned *)fh)[HPC] = atomicAdd(cnt, 1u);
+        }
     }
     __syncthreads();
-    const unsigned ticket = ((const unsigned *)fh)[HPC];
-    if (a.fuse == KT_MLA_FUSE_LAST && ticket != (unsigned)n - 1) return;
-    __threadfence(); // the other CTAs' partials are read after their tickets
+    // FUSE_ALL: CTA `split` merges share `split` and split 0 writes the lse; FUSE_LAST: the last
+    // to arrive merges all
+    const int me = all ? (int)blockIdx.x : (int)((const unsigned *)fh)[HPC];
+    if (!all && me != n - 1) return;
+    __threadfence(); // the other CTAs' partials are read after their arrivals
     const float *part = (const float *)a.part, *ml = part + (long)a.B * a.SQ * a.HQ * n * KT_MLA_DV;
     const long prow = ((long)bs * a.HQ + h0) * n;
+    const int share = all ? (MERGE_ITEMS + n - 1) / n : MERGE_ITEMS;
+    const int lo = all ? min(me * share, MERGE_ITEMS) : 0, hi = min(lo + share, MERGE_ITEMS);
+    // this thread's first item's first PRE splits' sums in flight while the weights are worked out
+    constexpr int PRE = 8;
+    const int i0 = lo + threadIdx.x;
+    float4 pre[PRE];
+#pragma unroll
+    for (int k = 0; k < PRE; k++)
+        pre[k] =
+            i0 < hi && k < n
+                ? ld_cg4(part + (prow + (long)(i0 / (KT_MLA_DV / 4)) * n + k) * KT_MLA_DV + i0 % (KT_MLA_DV / 4) * 4)
+                : make_float4(0.f, 0.f, 0.f, 0.f);
     for (int h = warp; h < HPC; h += THREADS / 32) {
         float w[ML_PER_LANE], mx, f;
-        const float sum = row_weights(ml, prow + (long)h * n, n, w, mx);
+        const float sum = row_weights<true>(ml, prow + (long)h * n, n, w, mx);
 #pragma unroll
         for (int i = 0; i < ML_PER_LANE; i++)
             if (lane + 32 * i < n) wt[h * n + lane + 32 * i] = w[i];
         const float lse = row_lse(a, h0 + h, mx, sum, f);
         if (lane == 0) fh[h] = f;
-        if (lane == 0 && ticket == (unsigned)n - 1) // one CTA writes the lse
+        if (lane == 0 && me == (all ? 0 : n - 1)) // one CTA writes the lse
             ((float *)a.lse)[((long)(bs / a.SQ) * a.HQ + h0 + h) * a.SQ + bs % a.SQ] = lse;
     }
     __syncthreads();
-    const int share = a.fuse == KT_MLA_FUSE_ALL ? (MERGE_ITEMS + n - 1) / n : MERGE_ITEMS;
-    const int lo = min((int)ticket * share, MERGE_ITEMS) * (a.fuse == KT_MLA_FUSE_ALL);
-    const int hi = min(lo + share, MERGE_ITEMS);
-    for (int i = lo + threadIdx.x; i < hi; i += THREADS) {
+    for (int i = i0; i < hi; i += THREADS) {
         const int h = i / (KT_MLA_DV / 4), d = i % (KT_MLA_DV / 4) * 4;
         const float *sums = part + (prow + (long)h * n) * KT_MLA_DV + d;
         float o[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll 8
-        for (int k = 0; k < n; k++) { // a split without slots left its sums unwritten: weight 0 discards them
-            const float4 v = ld_cg4(sums + (long)k * KT_MLA_DV);
-            const float wk = wt[h * n + k];
-            o[0] += wk == 0.f ? 0.f : wk * v.x, o[1] += wk == 0.f ? 0.f : wk * v.y;
-            o[2] += wk == 0.f ? 0.f : wk * v.z, o[3] += wk == 0.f ? 0.f : wk * v.w;
+        int k = 0;
+        if (i == i0) { // the sums loaded ahead
+#pragma unroll
+            for (int j = 0; j < PRE; j++)
+                if (j < n) add_weighted(o, wt[h * n + j], pre[j]);
+            k = PRE;
         }
+#pragma unroll 8
+        for (; k < n; k++) add_weighted(o, wt[h * n + k], ld_cg4(sums + (long)k * KT_MLA_DV));
         const float f = fh[h];
         kt_u16 *out = (kt_u16 *)a.out + ((long)bs * a.HQ + h0 + h) * KT_MLA_DV + d;
         *(uint2 *)out = make_uint2(bf16x2(o[0] * f, o[1] * f), bf16x2(o[2] * f, o[3] * f));
     }
-    if (a.fuse == KT_MLA_FUSE_LAST) { // every other CTA has arrived and gone
+    if (!all) { // every other CTA has arrived and gone
         if (threadIdx.x == 0) cnt[0] = 0;
         return;
     }
@@ -987,7 +1014,7 @@ template <int G> __device__ __forceinline__ void combine_row(const kt_mla_args &
     float4 v[G];
     load_partials<G>(v, sums, 0, a.nsplit);
     float w[ML_PER_LANE], mx;
-    const float sum = row_weights(ml, row, a.nsplit, w, mx);
+    const float sum = row_weights<false>(ml, row, a.nsplit, w, mx);
     float o[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
     for (int q = 0; q < ML_PER_LANE; q++) // splits 32 q ...: their weights are the lanes' w[q]
@@ -997,9 +1024,7 @@ template <int G> __device__ __forceinline__ void combine_row(const kt_mla_args &
             if (q || g0) load_partials<G>(v, sums, 32 * q + g0, a.nsplit);
 #pragma unroll
             for (int i = 0; i < G; i++) {
-                const float wi = __shfl_sync(0xffffffffu, w[q], g0 + i);
-                o[0] += wi == 0.f ? 0.f : wi * v[i].x, o[1] += wi == 0.f ? 0.f : wi * v[i].y;
-                o[2] += wi == 0.f ? 0.f : wi * v[i].z, o[3] += wi == 0.f ? 0.f : wi * v[i].w;
+                add_weighted(o, __shfl_sync(0xffffffffu, w[q], g0 + i), v[i]);
             }
         }
     float f;

@@ -31,7 +31,7 @@ EOF
 }
 plant no_reset "        if (threadIdx.x == 0) cnt[0] = 0;
         return;" "        return;"
-plant short_share "    const int hi = min(lo + share, MERGE_ITEMS);" "    const int hi = min(lo + share - 1, MERGE_ITEMS);"
+plant short_share "hi = min(lo + share, MERGE_ITEMS);" "hi = min(lo + share - 1, MERGE_ITEMS);"
 plant no_zero "            ((kt_u32 *)a.out)[((long)bs * a.HQ + h0) * KT_MLA_DV / 2 + i] = 0u;" "            ;"
 plant mpw_a "                    for (int j = 0; j < MPW; j++) kt_mma_bf16(acc[j][sg * 8 + 4 * h + q], a[j], b0, b1);" \
     "                    for (int j = 0; j < MPW; j++) kt_mma_bf16(acc[j][sg * 8 + 4 * h + q], a[0], b0, b1);"
