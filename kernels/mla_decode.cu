@@ -28,6 +28,7 @@
 #define KT_PATH 0
 #define KT_WPM 4
 #define KT_MPW 1
+#define KT_FUSE 0
 #endif
 
 constexpr int HPC = KT_HPC, CHUNK = KT_CHUNK, SPLIT = KT_SPLIT, STAGES = KT_STAGES;
@@ -40,6 +41,9 @@ constexpr int HPC = KT_HPC, CHUNK = KT_CHUNK, SPLIT = KT_SPLIT, STAGES = KT_STAG
 // taken to f16 times a power of two per warp.
 static_assert(KT_PATH >= 0 && KT_PATH <= 3, "PATH 0, 1, 2 or 3");
 constexpr bool REGS = KT_PATH >= 2, F16_QK = KT_PATH == 3;
+// FUSE 0: a combine kernel merges the splits, and the split kernel has no merge code (it grows the
+// kernel 2x); else the host's a.fuse says how the split kernel merges (kt_mla_args, mla_layout.h).
+constexpr int FUSE = KT_FUSE;
 constexpr int MF = HPC / 16;         // 16-head m-fragments per CTA
 constexpr int MPW = KT_MPW;          // m-fragments a warp takes (PATHs 2, 3): 2 share each conversion
 constexpr int WPM = KT_WPM;          // warps per group of MPW m-fragments: 4 or 8
@@ -855,7 +859,7 @@ __device__ __forceinline__ void fused_merge(const kt_mla_args &a, kt_u8 *smem, i
 // Whether a launch is fused and of one split: then the split kernel writes the output itself (PATHs
 // 2 and 3), with no partials.
 __device__ __forceinline__ bool direct(const kt_mla_args &a) {
-    return REGS && a.fuse != KT_MLA_FUSE_NONE && a.nsplit == 1;
+    return FUSE && REGS && a.fuse != KT_MLA_FUSE_NONE && a.nsplit == 1;
 }
 
 // The split kernel's body for layout L.
@@ -974,7 +978,7 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
         return;
     }
     if (threadIdx.x % TPR == 0) *(float2 *)(ml + (prow + (long)row * a.nsplit) * 2) = make_float2(m, l);
-    if (a.fuse != KT_MLA_FUSE_NONE) fused_merge(a, smem, bs, h0);
+    if (FUSE && a.fuse != KT_MLA_FUSE_NONE) fused_merge(a, smem, bs, h0);
 }
 
 // PATH 2's shared memory leaves room for several CTAs an SM: the registers are budgeted so that

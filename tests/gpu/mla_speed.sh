@@ -11,9 +11,8 @@
 # (b) planted bugs that kt verify must catch (builds under .gpu/, made from this tree with one
 #     line changed): the tickets not reset, a merge share one item short, a one-split fused
 #     launch not zeroing a row with no slot, MPW 2's second heads taking the first's p;
-# (c) kt bench: the defaults of this build and of main's ($KT_MAIN), then FUSE 0 / 1 / 2 at the
-#     B = 1 defaults, FUSE 0 / 1 at the B = 64 ones (FUSE 1 with one split: the split kernel
-#     writes the output), MPW 2 at V4 HQ 64 and V3.2 HQ 128 B = 64;
+# (c) kt bench: the defaults of this build and of main's ($KT_MAIN), then (the second call) FUSE 2
+#     at B = 1, MPW 1 / PATH 3 beside the B = 64 defaults, and ncu of V3.2 HQ 128 B = 64 if time is left;
 #     a table against the roof and the floor of the conversions (bench's converted-operand mma
 #     rates, the `cvt` line).
 # Every part runs under a timeout that ends it before $KT_MLA_END_S (92) seconds; a part with no
@@ -48,24 +47,24 @@ B1=HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=8,MPW=1 # the B = 1 default of V
 MPW2=HPC=32,CHUNK=32,STAGES=3,PATH=2,WPM=8,MPW=2
 # (a) pinned configs (the JIT cache in .gpu/cache.tar.xz, built for them, saves the compiles; kt
 # verify's own default is the family's static one, FUSE 0; the benches check the per-problem
-# defaults): FUSE 2 at the issue's cases (FUSE_ALL where the grid fits one CTA an SM, else
-# FUSE_LAST, or the direct write of one split), FUSE 1 with several splits and with one, MPW 2
+# defaults): the new B = 64 defaults (MPW 2 with the direct write; CHUNK 64 with it), FUSE 0 at
+# B = 1 (the combine's loads), FUSE 2 (FUSE_ALL, FUSE_LAST), FUSE 1 with several splits
+MPW2D=HPC=32,CHUNK=32,SPLIT=2048,STAGES=3,PATH=2,WPM=8,MPW=2,FUSE=1 # V3.2 HQ 128 B >= 64's default
+v() { t 30 "$KT" verify --family mla_decode --seed "$SEED" "$@"; } # the large references
+step verify_mpw2_default v --config $MPW2D --shape $V32_128 --m 1,3,8,64,128 --shape LAYOUT=V4,HQ=128,TOPK=1152,SQ=1 --m 64
+step verify_direct_chunk64 v --config HPC=16,CHUNK=64,SPLIT=1024,STAGES=2,PATH=2,WPM=8,FUSE=1 --shape $V4_64 \
+    --shape LAYOUT=V4,HQ=16,TOPK=512,SQ=2 --m 64,128
+v() { t 20 "$KT" verify --family mla_decode --seed "$SEED" "$@"; }
+step verify_fuse0_b1 v --config $B1,FUSE=0 --shape $V4_64 --shape LAYOUT=V4,HQ=16,TOPK=512,SQ=2 \
+    --shape LAYOUT=V32,HQ=16,TOPK=2048,SQ=2 --m 1,3
 step verify_fuse2_b1 v --config $B1,FUSE=2 --shape LAYOUT=V4,HQ=16,TOPK=512,SQ=2 --shape $V32_16 --m 1,2
 step verify_fuse2 v --config HPC=16,CHUNK=32,SPLIT=256,STAGES=2,PATH=2,WPM=4,FUSE=2 \
     --shape LAYOUT=V4,HQ=16,TOPK=512,SQ=2 --shape LAYOUT=V32,HQ=16,TOPK=2048,SQ=2 --m 3,64
-v() { t 30 "$KT" verify --family mla_decode --seed "$SEED" "$@"; } # the large references
-step verify_fuse2_big v --config HPC=32,CHUNK=32,SPLIT=2048,STAGES=3,PATH=2,WPM=4,FUSE=2 --shape $V32_128 \
-    --m 1,64 --shape $V4_64 --m 8,128
-step verify_mpw2 v --config $MPW2,SPLIT=1024,FUSE=0 --shape $V4_64 --shape $V32_128 \
-    --shape LAYOUT=V32,HQ=64,TOPK=100,SQ=2 --m 1,64
-v() { t 20 "$KT" verify --family mla_decode --seed "$SEED" "$@"; }
 step verify_fuse1 v --config HPC=16,CHUNK=32,SPLIT=64,STAGES=2,PATH=2,WPM=8,FUSE=1 \
     --shape LAYOUT=V4,HQ=64,TOPK=512,SQ=2 --shape LAYOUT=V4,HQ=128,TOPK=1152,SQ=1 \
     --shape LAYOUT=V32,HQ=64,TOPK=100,SQ=2 --m 1,3
-step verify_direct v --config HPC=16,CHUNK=32,SPLIT=2048,STAGES=2,PATH=2,WPM=8,FUSE=1 \
-    --shape LAYOUT=V4,HQ=64,TOPK=512,SQ=2 --shape LAYOUT=V32,HQ=16,TOPK=2048,SQ=2 --m 3,64
-step verify_mpw2_path3_fuse1 v --config HPC=32,CHUNK=32,SPLIT=256,STAGES=2,PATH=3,WPM=8,MPW=2,FUSE=1 \
-    --shape LAYOUT=V4,HQ=32,TOPK=512,SQ=2 --shape $V32_128 --m 1,3
+step verify_mpw2_path3 v --config HPC=32,CHUNK=32,SPLIT=2048,STAGES=3,PATH=3,WPM=8,MPW=2,FUSE=1 \
+    --shape LAYOUT=V4,HQ=32,TOPK=512,SQ=2 --shape $V32_128 --m 1,64
 step verify_default v --shape $V4_16 --shape $V32_16 --m 1,64
 # (b) each planted bug must fail kt verify (the first launch of no_reset is right: the
 # re-check of the timed launches finds it)
@@ -114,16 +113,13 @@ cfg() {
         t 15 "$KT" bench --family mla_decode "${shapes[@]}" --m "$m" --config "$config" --json "$LOGS/$name.json"
     )
 }
-step b1_fuse0 cfg b1_fuse0 $B1,FUSE=0 1 $V4_16 $V4_64 $V32_16
-step b64_v4_h64_mpw2 cfg b64_v4_h64_mpw2 $MPW2,SPLIT=1024,FUSE=1 64 $V4_64
-step b64_v32_h128_mpw2 cfg b64_v32_h128_mpw2 $MPW2,SPLIT=2048,FUSE=1 64 $V32_128
-step b64_v32_h128_fuse0 cfg b64_v32_h128_fuse0 HPC=32,CHUNK=32,SPLIT=2048,STAGES=3,PATH=2,WPM=4,FUSE=0 64 $V32_128
-step b64_v4_h64_fuse0 cfg b64_v4_h64_fuse0 HPC=16,CHUNK=64,SPLIT=1024,STAGES=2,PATH=2,WPM=8,FUSE=0 64 $V4_64
-step b1_v32_h128_fuse0 cfg b1_v32_h128_fuse0 HPC=16,CHUNK=32,SPLIT=128,STAGES=2,PATH=2,WPM=8,FUSE=0 1 $V32_128
-step b1_fuse1 cfg b1_fuse1 $B1,FUSE=1 1 $V4_16 $V4_64 $V32_16
-step b64_v4_h16_fuse1 cfg b64_v4_h16_fuse1 HPC=16,CHUNK=32,SPLIT=128,STAGES=2,PATH=2,WPM=4,FUSE=1 64 $V4_16
-step b64_v32_h16_fuse1 cfg b64_v32_h16_fuse1 HPC=16,CHUNK=32,SPLIT=512,STAGES=3,PATH=2,WPM=8,FUSE=1 64 $V32_16
-step b1_v32_h128_fuse1 cfg b1_v32_h128_fuse1 HPC=16,CHUNK=32,SPLIT=128,STAGES=2,PATH=2,WPM=8,FUSE=1 1 $V32_128
+step b1_fuse2 cfg b1_fuse2 $B1,FUSE=2 1 $V4_16 $V4_64 $V32_16
+step b64_v32_h128_mpw2_path3 cfg b64_v32_h128_mpw2_path3 HPC=32,CHUNK=32,SPLIT=2048,STAGES=3,PATH=3,WPM=8,MPW=2,FUSE=1 \
+    64 $V32_128
+step b64_v32_h128_mpw1 cfg b64_v32_h128_mpw1 HPC=32,CHUNK=32,SPLIT=2048,STAGES=3,PATH=2,WPM=4,FUSE=1 64 $V32_128
+step b64_v4_h64_path3 cfg b64_v4_h64_path3 HPC=16,CHUNK=64,SPLIT=1024,STAGES=2,PATH=3,WPM=8,FUSE=1 64 $V4_64
+step b1_v32_h128_fuse2 cfg b1_v32_h128_fuse2 HPC=16,CHUNK=32,SPLIT=128,STAGES=2,PATH=2,WPM=8,FUSE=2 1 $V32_128
+step b64_v4_h16_path3 cfg b64_v4_h16_path3 HPC=16,CHUNK=32,SPLIT=128,STAGES=2,PATH=3,WPM=4,FUSE=0 64 $V4_16
 # The table: per case and run, us (x roof); the roof the issue's (bytes / copy rate, flops / 650
 # TFLOP/s); cvt1 / cvt2 / cvtH: the code dims' flops at the converted-operand mma rate with a
 # conversion per 1, 2 or HQ / 16 head groups (the rope dims' at the bf16 rate), the floor of a
@@ -165,5 +161,10 @@ EOF
 }
 step table table
 cat "$LOGS/table.log"
+# ncu of V3.2 HQ 128 B = 64's default (MPW 2) where at least 30 s are left
+if [ $((END + 6 - SECONDS)) -ge 30 ]; then
+    END=$((END + 6)) step ncu_v32_h128_b64 t 40 "$KT" profile --family mla_decode --shape $V32_128 --m 64 --iters 10 --ncu
+    grep -iE "dram|occupancy|stall|tensor|mla_split|mla_combine|duration" "$LOGS/ncu_v32_h128_b64.log" | head -16
+fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -50,7 +50,7 @@ rm -f .gpu/untuned_db-*
 export KT_CACHE_DIR=$PWD/.gpu/cache
 configs=$(grep -oE -- '(--config|cfg [a-z0-9_]+) [^ ]+' tests/gpu/mla_speed.sh | awk '{print $NF}' | grep -v '^"' |
     sort -u)
-expand() { sed -e 's/\$B1/HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=8,MPW=1/' \
+expand() { sed -e 's/\$MPW2D/HPC=32,CHUNK=32,SPLIT=2048,STAGES=3,PATH=2,WPM=8,MPW=2,FUSE=1/' -e 's/\$B1/HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=8,MPW=1/' \
     -e 's/\$MPW2/HPC=32,CHUNK=32,STAGES=3,PATH=2,WPM=8,MPW=2/'; }
 # helper LIBDIR OUT: a program over that build's libkt that prints the target cases' default
 # configs at B 1 and 64 for 132 SMs (the H200's) and compiles bench's and verify's own sources
