@@ -186,6 +186,47 @@ int kt_bench_mxfp4_bf16_rate(double *best, double *at_8_warps) {
     return rc;
 }
 
+/* The bf16 mma on e4m3 codes converted in registers (ceiling.cu's kt_cvt_mma_r*, and PATH 3's
+ * f16 cvt): each kernel at 8, 16 and 32 warps per SM, its best rate. */
+static int cvt_ceiling_run(ceiling_probe *c, probe_events *e, double rate[KT_CVT_RATES]) {
+    static const char *const kernels[] = {"kt_cvt_mma_r1", "kt_cvt_mma_r2",   "kt_cvt_mma_r4",
+                                          "kt_cvt_mma_r8", "kt_cvt16_mma_r1", NULL};
+    static const int mmas[] = {4, 8, 16, 32, 4}, warps[] = {8, 16, 32}; /* mmas per step of each kernel */
+    c->sms = kt_gpu_current()->sm_count;
+    kt_cubin cubin = {0};
+    if (kt_compile_source("ceiling.cu", kt_gpu_arch(), &cubin)) return -1;
+    int rc = kt_module_load_kernels("ceiling.cu", kernels, &cubin, &c->mod);
+    kt_cubin_free(&cubin);
+    if (rc) return -1;
+    KT_CHECK(CU, kt_cu.cuMemAlloc(&c->out, (size_t)c->sms * 1024 * sizeof(float)));
+    for (c->kernel = 0; c->kernel < KT_CVT_RATES; c->kernel++) {
+        rate[c->kernel] = 0;
+        int max_threads = 0;
+        KT_CHECK(CU, kt_cu.cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+                                              (CUfunction)c->mod.fn[c->kernel]));
+        for (int w = 0; w < 3; w++) {
+            c->threads = warps[w] * 32;
+            if (c->threads > max_threads) continue; /* too many registers for that block */
+            float ms;
+            if (probe_best_ms(e, CEILING_REPEATS, ceiling_once, c, &ms)) return -1;
+            double r = (double)c->sms * warps[w] * CEILING_ITERS * mmas[c->kernel] * (2.0 * 16 * 8 * 16) / (ms * 1e-3);
+            if (r > rate[c->kernel]) rate[c->kernel] = r;
+        }
+        if (rate[c->kernel] <= 0) return kt_fail("%s could not be launched", kernels[c->kernel]);
+    }
+    return 0;
+}
+
+int kt_bench_cvt_mma_ceiling(double rate[KT_CVT_RATES]) {
+    ceiling_probe c = {0};
+    probe_events e = {0};
+    int rc = cvt_ceiling_run(&c, &e, rate);
+    kt_module_unload(&c.mod);
+    if (c.out) kt_cu.cuMemFree(c.out);
+    probe_events_free(&e);
+    return rc;
+}
+
 #define L2_PROBE_BYTES ((size_t)16 << 20) /* held by any L2 kt targets (H200 60 MB, sm_120 128 MB) */
 #define L2_PROBE_PASSES 16
 #define DSMEM_PROBE_WORDS 4096 /* per thread */
@@ -279,6 +320,7 @@ typedef struct bench_run {
     double copy_bytes_per_s;
     double mma_flops_per_s, mma_flops_per_s_8_warps;       /* e4m3; NAN: the family has no flops, or n/a */
     double bf16_mma_flops_per_s;                           /* NAN as above */
+    double cvt_mma_flops_per_s[KT_CVT_RATES];              /* a bf16-mma family's; NAN: n/a */
     double l2_read_bytes_per_s, dsmem_read_bytes_per_s[3]; /* clusters of 2, 4, 8; NAN: n/a */
     double mxfp4_bf16_bytes_per_s[2]; /* moe_gemm: kt_bench_mxfp4_bf16_rate's best, at 8 warps; NAN: n/a */
     bench_row *rows;
@@ -740,6 +782,10 @@ static void json_row(text *t, const bench_run *run, const bench_row *row) {
     json_number(t, "mma_flops_per_s", run->mma_flops_per_s);
     json_number(t, "mma_flops_per_s_8_warps", run->mma_flops_per_s_8_warps);
     json_number(t, "bf16_mma_flops_per_s", run->bf16_mma_flops_per_s);
+    static const char *const cvt_names[KT_CVT_RATES] = {"cvt_mma_r1_flops_per_s", "cvt_mma_r2_flops_per_s",
+                                                        "cvt_mma_r4_flops_per_s", "cvt_mma_r8_flops_per_s",
+                                                        "cvt16_mma_r1_flops_per_s"};
+    for (int i = 0; i < KT_CVT_RATES; i++) json_number(t, cvt_names[i], run->cvt_mma_flops_per_s[i]);
     json_number(t, "l2_read_bytes_per_s", run->l2_read_bytes_per_s);
     json_number(t, "dsmem_read_bytes_per_s_cluster_2", run->dsmem_read_bytes_per_s[0]);
     json_number(t, "dsmem_read_bytes_per_s_cluster_4", run->dsmem_read_bytes_per_s[1]);
@@ -792,6 +838,12 @@ int kt_bench_run(const kt_bench_options *o) {
         run.bf16_mma_flops_per_s = NAN;
         if (!context_alive()) rc = kt_fail("the GPU context is lost after the bf16 mma ceiling failed");
     }
+    for (int i = 0; i < KT_CVT_RATES; i++) run.cvt_mma_flops_per_s[i] = NAN;
+    if (!rc && f->flops && f->mma == KT_MMA_BF16 && kt_bench_cvt_mma_ceiling(run.cvt_mma_flops_per_s)) {
+        fprintf(stderr, "kt bench: converted-operand mma ceiling n/a: %s\n", kt_error());
+        for (int i = 0; i < KT_CVT_RATES; i++) run.cvt_mma_flops_per_s[i] = NAN;
+        if (!context_alive()) rc = kt_fail("the GPU context is lost after the converted-operand mma ceiling failed");
+    }
     double on_chip[4]; /* L2, then clusters of 2, 4, 8; NAN where not measured */
     for (int i = 0; i < 4; i++) on_chip[i] = NAN;
     if (!rc && kt_bench_memory_rates(&on_chip[0], &on_chip[1])) {
@@ -823,6 +875,12 @@ int kt_bench_run(const kt_bench_options *o) {
                    f->mma == KT_MMA_E4M3   ? "e4m3"
                    : f->mma == KT_MMA_BF16 ? "bf16"
                                            : "no");
+        const double *cvt = run.cvt_mma_flops_per_s;
+        if (!isnan(cvt[0]))
+            printf("bf16 mma on e4m3 codes converted in registers (bench/ceiling.cu, 3 instructions per 2 codes): "
+                   "%.0f / %.0f / %.0f / %.0f TFLOP/s with a conversion per 1 / 2 / 4 / 8 mmas; f16 mma on "
+                   "cvt.f16x2.e4m3x2: %.0f at 1\n",
+                   cvt[0] / 1e12, cvt[1] / 1e12, cvt[2] / 1e12, cvt[3] / 1e12, cvt[4] / 1e12);
         const double *dsmem = run.dsmem_read_bytes_per_s;
         printf("on-chip reads (bench/memory.cu): L2 %.2f TB/s (a 16 MB buffer, L1 bypassed); ",
                run.l2_read_bytes_per_s / 1e12);

@@ -58,6 +58,13 @@ int kt_bench_mma_ceiling(kt_mma_kind kind, double *best, double *at_8_warps);
  * its MXFP4 weight bytes / this rate. */
 int kt_bench_mxfp4_bf16_rate(double *best, double *at_8_warps);
 
+/* Measured rates (flop/s) of the bf16 mma on B operands converted from e4m3 codes in registers
+ * (bench/ceiling.cu; sm_90 has no e4m3 mma.sync): rate[0..3] with each conversion shared by 1,
+ * 2, 4, 8 mmas (16-head groups), rate[4] the f16 mma on cvt.f16x2.e4m3x2 at 1; each the best over
+ * 8, 16 and 32 warps per SM. */
+#define KT_CVT_RATES 5
+int kt_bench_cvt_mma_ceiling(double rate[KT_CVT_RATES]);
+
 /* Measured rates of on-chip reads in bytes/s (bench/memory.cu): all SMs reading a buffer L2
  * holds, and reading other CTAs' shared memory in clusters of 2, 4 and 8 (dsmem[0..2]; left
  * as they are on a GPU without clusters, sm_89). */

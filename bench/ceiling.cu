@@ -7,7 +7,7 @@
 // emulated (sm_90: two f16 HMMAs, F2FP unpacks and FADDs per mma) that matters: with equal, loop-invariant operands
 // ptxas shares the HMMAs between accumulators and hoists the unpacks, and such a loop reports 1,288-1,567 TFLOP/s on
 // the H200, several times what any GEMM can reach.
-#include "kt_device.cuh"  // kt_mma_e4m3, kt_mma_bf16
+#include "kt_device.cuh"  // kt_mma_e4m3, kt_mma_bf16, kt_e4m3x2_bf16
 #include "mxfp4_bf16.cuh" // moe_gemm BF16=1's operands
 
 // A GEMM's inner step: FN weight fragments meet FM token fragments (FN x FM independent
@@ -127,3 +127,60 @@ extern "C" __global__ void kt_mxfp4_bf16_ceiling(float *out, int iters) {
     out[blockIdx.x * blockDim.x + threadIdx.x] =
         acc[0][0] + acc[0][1] + acc[0][2] + acc[0][3] + acc[1][0] + acc[1][1] + acc[1][2] + acc[1][3];
 }
+
+// The bf16 mma on B operands converted from e4m3 codes in registers, as mla_decode's PATH 2 runs
+// on sm_90 (which has no e4m3 mma.sync): per step one ldmatrix.x4 of raw codes from shared
+// memory (rows of random finite codes, a new row each step), each of its 4 words made a B
+// fragment (2 prmt + 2 shifts + 2 masks: 4 codes as bf16x2 pairs), each fragment used by R mmas
+// (R groups of 16 heads sharing one conversion; R independent A fragments held in registers, as
+// q is). CVT16: one cvt.rn.f16x2.e4m3x2 per 2 codes (F2FP) and the f16 mma instead, as PATH 3's
+// q . k. The rate these reach is the most a kernel that converts every code once per R head
+// groups can do on this GPU.
+template <int R, bool CVT16> __device__ __forceinline__ void cvt_mma_tile(float *out, int iters) {
+    __shared__ __align__(16) kt_u32 codes[256 * 4]; // 256 rows of 16 bytes
+    const kt_u32 seed = threadIdx.x * 0x9e3779b9u + blockIdx.x;
+    for (int i = threadIdx.x; i < 256 * 4; i += blockDim.x) codes[i] = (seed ^ (kt_u32)i * 0x01030507u) & 0x37373737u;
+    __syncthreads();
+    float acc[R][4][4];
+    kt_u32 a[R][4];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) a[r][e] = (seed * (2 * r + 1) + (kt_u32)e * 0x01020304u) & 0x37373737u;
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[r][j][e] = 0.f;
+    const kt_u32 base = kt_smem_addr(codes), lane = threadIdx.x & 31;
+    for (int it = 0; it < iters; it++) {
+        kt_u32 w[4];
+        kt_ldmatrix_x4(base + (((kt_u32)it * 32 + lane) & 255) * 16, w[0], w[1], w[2], w[3]);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const kt_u32 b0 = CVT16 ? kt_e4m3x2_f16x2((kt_u16)w[j]) : kt_e4m3x2_bf16<KT_SEL_01>(w[j]);
+            const kt_u32 b1 = CVT16 ? kt_e4m3x2_f16x2((kt_u16)(w[j] >> 16)) : kt_e4m3x2_bf16<KT_SEL_23>(w[j]);
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                if (CVT16)
+                    kt_mma_f16(acc[r][j], a[r], b0, b1);
+                else
+                    kt_mma_bf16(acc[r][j], a[r], b0, b1);
+            }
+        }
+    }
+    float s = 0.f;
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) s += acc[r][j][0] + acc[r][j][1] + acc[r][j][2] + acc[r][j][3];
+    out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}
+
+// out as above; mmas per step: 4 R.
+extern "C" __global__ void kt_cvt_mma_r1(float *out, int iters) { cvt_mma_tile<1, false>(out, iters); }
+extern "C" __global__ void kt_cvt_mma_r2(float *out, int iters) { cvt_mma_tile<2, false>(out, iters); }
+extern "C" __global__ void kt_cvt_mma_r4(float *out, int iters) { cvt_mma_tile<4, false>(out, iters); }
+extern "C" __global__ void kt_cvt_mma_r8(float *out, int iters) { cvt_mma_tile<8, false>(out, iters); }
+extern "C" __global__ void kt_cvt16_mma_r1(float *out, int iters) { cvt_mma_tile<1, true>(out, iters); }

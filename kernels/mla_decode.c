@@ -17,7 +17,7 @@
 enum { D_LAYOUT, D_HQ, D_TOPK, D_SQ };
 enum { LAYOUT_V32, LAYOUT_V4 }; /* the LAYOUT category's values, in `layouts` order */
 static const char *const layouts[] = {"V32", "V4", NULL};
-enum { P_HPC, P_CHUNK, P_SPLIT, P_STAGES, P_PATH, P_WPM };
+enum { P_HPC, P_CHUNK, P_SPLIT, P_STAGES, P_PATH, P_WPM, P_FUSE, P_MPW };
 enum { K_SPLIT_V32, K_SPLIT_V4, K_COMBINE, K_COMBINE_WIDE, K_REF_V32, K_REF_V4, K_NAIVE_V32, K_NAIVE_V4 };
 
 /* The ship arch's shared memory per block (kernels/common/kt_arch.h): a problem fits where it ships. */
@@ -26,12 +26,12 @@ enum { K_SPLIT_V32, K_SPLIT_V4, K_COMBINE, K_COMBINE_WIDE, K_REF_V32, K_REF_V4, 
 
 /* The tensors' positions: V3.2 has no window cache and no sinks. */
 typedef struct tensor_ix {
-    int q, kv, idx, len, kv2, idx2, len2, sink, out, lse, part, n;
+    int q, kv, idx, len, kv2, idx2, len2, sink, out, lse, part, tick, n;
 } tensor_ix;
 
 static tensor_ix tensor_ix_of(const kt_problem *p) {
-    if (p->dim[D_LAYOUT] == LAYOUT_V32) return (tensor_ix){0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7};
-    return (tensor_ix){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+    if (p->dim[D_LAYOUT] == LAYOUT_V32) return (tensor_ix){0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7, 8};
+    return (tensor_ix){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
 }
 
 /* The layout code the kernels take (mla_layout.h) of the problem's LAYOUT category. */
@@ -245,8 +245,8 @@ static int smem_of(const kt_config *c, int layout) {
            v[P_HPC] * (v[P_CHUNK] + 8) * 2 + factors + v[P_HPC] * 4 + v[P_SPLIT] * 4;
 }
 
-/* Threads of the split kernel: WPM warps per 16 heads. */
-static int threads_of(const kt_config *c) { return c->v[P_HPC] / 16 * c->v[P_WPM] * 32; }
+/* Threads of the split kernel: WPM warps per MPW x 16 heads. */
+static int threads_of(const kt_config *c) { return c->v[P_HPC] / 16 / c->v[P_MPW] * c->v[P_WPM] * 32; }
 
 static int check_config(const kt_config *c, int arch, char *why, size_t n) {
     const int *v = c->v;
@@ -256,6 +256,8 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
         return snprintf(why, n, "PATH=%d reads each chunk from the raw ring: STAGES=%d needs to be 2 or more",
                         v[P_PATH], v[P_STAGES]),
                -1;
+    if (v[P_MPW] == 2 && (v[P_PATH] < 2 || v[P_HPC] % 32 || v[P_WPM] != 8))
+        return snprintf(why, n, "MPW=2 (32 heads a warp) takes PATH 2 or 3, HPC 32 and WPM 8"), -1;
     if (v[P_PATH] == 1 && !kt_arch_limits_of(arch).block_scaled_mma)
         return snprintf(why, n, "PATH=1 (the block-scaled mma) exists on sm_120a only, not %s", kt_arch_name(arch)), -1;
     /* q's fragments (36 registers at V3.2), the p . v sums (512 / WPM / 2) and ~60 more must fit
@@ -287,23 +289,31 @@ static int hopeless(const kt_config *c, const kt_problem *p) {
 }
 
 /* PATH 2 (no bf16 tile: three CTAs of 128 threads fit an SM); HPC 16 at small batches (more
- * CTAs), 32 where the head groups alone fill the SMs; the split the smallest that keeps the
- * CTAs within about three an SM (two at HPC 32: one of 256 threads fits an SM's registers); WPM
- * 8 where the CTAs fit two of 256 threads an SM; a split of 16+ chunks of 32 in chunks of 64,
- * or else with a third raw buffer, where it fits (the tuned winners on the H200, bench/NOTES.md
- * fifteenth session). */
+ * CTAs), 32 where the head groups alone fill the SMs, and there 32 heads a warp (MPW 2, WPM 8: one
+ * conversion for both m-fragments); the split the smallest that keeps the CTAs within about
+ * three an SM (two at HPC 32), or one an SM where the queries' head groups are at most an eighth
+ * of the SMs (B = 1: a CTA's first chunk is the time, and fewer splits merge faster: V3.2 HQ
+ * 128's SPLIT 128); WPM 8 where the CTAs fit two of 256 threads an SM; a split of 16+ chunks of
+ * 32 in chunks of 64, or else with a third raw buffer, where it fits; the output written by the
+ * split kernel where a query's slots are one split (FUSE 1), else the combine kernel (FUSE 0:
+ * FUSE 2 lost at B = 1, 1.3-3 us). The tuned winners on the H200, bench/NOTES.md fifteenth and
+ * sixteenth sessions. */
 static void default_for(const kt_problem *p, int sms, kt_config *c) {
     int *v = c->v;
     v[P_HPC] = p->dim[D_HQ] % 32 == 0 && queries(p) * p->dim[D_HQ] / 32 >= sms ? 32 : 16;
     v[P_CHUNK] = 32;
     v[P_STAGES] = 2;
     v[P_PATH] = 2;
-    long rows = queries(p) * (p->dim[D_HQ] / v[P_HPC]), ctas = (v[P_HPC] == 16 ? 3 : 2) * sms;
+    v[P_MPW] = v[P_HPC] == 32 ? 2 : 1;
+    long rows = queries(p) * (p->dim[D_HQ] / v[P_HPC]);
+    long ctas = 8 * rows <= sms ? sms : (v[P_HPC] == 16 ? 3 : 2) * sms;
     v[P_SPLIT] = 32;
     while (v[P_SPLIT] < 2048 && (rows * ((slots_of(p) + v[P_SPLIT] - 1) / v[P_SPLIT]) > ctas ||
                                  (slots_of(p) + v[P_SPLIT] - 1) / v[P_SPLIT] > max_splits(p)))
         v[P_SPLIT] *= 2;
-    v[P_WPM] = v[P_HPC] == 16 && rows * ((slots_of(p) + v[P_SPLIT] - 1) / v[P_SPLIT]) <= 2 * sms ? 8 : 4;
+    long grid = rows * ((slots_of(p) + v[P_SPLIT] - 1) / v[P_SPLIT]);
+    v[P_WPM] = v[P_MPW] == 2 || grid <= 2 * sms ? 8 : 4;
+    v[P_FUSE] = grid == rows ? 1 : 0;
     if (v[P_SPLIT] < 16 * 32) return;
     v[P_CHUNK] = 64;
     if (smem_of(c, layout_of(p)) <= SMEM_LIMIT) return;
@@ -331,6 +341,7 @@ static int tensors(const kt_problem *p, kt_tensor_desc *t) {
     t[ix.out] = (kt_tensor_desc){"out", KT_BF16, nq * HQ * KT_MLA_DV, KT_OUTPUT};
     t[ix.lse] = (kt_tensor_desc){"lse", KT_F32, nq * HQ, KT_OUTPUT, KT_CMP_REL_L2, 1e-3};
     t[ix.part] = (kt_tensor_desc){"partials", KT_F32, nq * HQ * max_splits(p) * (KT_MLA_DV + 2), KT_TEMP};
+    t[ix.tick] = (kt_tensor_desc){"tickets", KT_I32, (size_t)kt_mla_tickets((long)nq, (int)HQ), KT_SCRATCH};
     return ix.n;
 }
 
@@ -345,6 +356,7 @@ static kt_mla_args args_of(const kt_launch *l, int split) {
                      .part = l->ptr[ix.part],
                      .out = l->ptr[ix.out],
                      .lse = l->ptr[ix.lse],
+                     .tick = l->ptr[ix.tick],
                      .B = (int)p->m,
                      .SQ = (int)p->dim[D_SQ],
                      .HQ = (int)p->dim[D_HQ],
@@ -356,16 +368,27 @@ static kt_mla_args args_of(const kt_launch *l, int split) {
     return a;
 }
 
+/* FUSE 0: the split kernel, then the combine kernel; FUSE 1: the split kernel alone, each head
+ * group's last CTA merging it; FUSE 2: every CTA of a group merging a share, where the grid fits
+ * one CTA an SM (its CTAs wait for each other: all must be resident), else as FUSE 1. */
 static int launch(const kt_launch *l) {
     const int *v = l->config->v;
     const kt_problem *p = l->problem;
     kt_mla_args a = args_of(l, v[P_SPLIT]);
     void *args[] = {&a};
     int v4 = layout_of(p) == KT_MLA_V4;
+    if (a.nsplit > max_splits(p)) /* a --config the problem does not fit: its partials would overflow */
+        return kt_fail("mla_decode: SPLIT=%d cuts the slots into %d splits, more than the partials hold (%ld)",
+                       v[P_SPLIT], a.nsplit, max_splits(p));
+    long grid = (long)a.nsplit * (a.HQ / v[P_HPC]) * queries(p);
+    a.fuse = v[P_FUSE] == 0                                         ? KT_MLA_FUSE_NONE
+             : v[P_FUSE] == 2 && grid <= kt_gpu_current()->sm_count ? KT_MLA_FUSE_ALL
+                                                                    : KT_MLA_FUSE_LAST;
     if (kt_launch_kernel_pdl(l->mod, v4 ? K_SPLIT_V4 : K_SPLIT_V32, (unsigned)a.nsplit, (unsigned)(a.HQ / v[P_HPC]),
                              (unsigned)queries(p), (unsigned)threads_of(l->config),
                              (unsigned)smem_of(l->config, layout_of(p)), l->stream, args))
         return -1;
+    if (a.fuse != KT_MLA_FUSE_NONE) return 0;
     /* the wide combine (32 splits' sums in flight, 150 registers) where there are more than 8 */
     return kt_launch_kernel_pdl(l->mod, a.nsplit > 8 ? K_COMBINE_WIDE : K_COMBINE, (unsigned)a.HQ, (unsigned)queries(p),
                                 1, 128, 0, l->stream, args);
@@ -423,15 +446,17 @@ const kt_family kt_family_mla_decode = {
     .m_name = "B",
     .batch_buckets = batch_buckets,
     .mma = KT_MMA_BF16,
-    .n_params = 6,
+    .n_params = 8,
     .params = {{"HPC", 2, {16, 32}},
                {"CHUNK", 3, {16, 32, 64}},
                {"SPLIT", 7, {32, 64, 128, 256, 512, 1024, 2048}},
                {"STAGES", 5, {1, 2, 3, 4, 6}},
                {"PATH", 4, {0, 1, 2, 3}},
-               {"WPM", 2, {4, 8}}},
+               {"WPM", 2, {4, 8}},
+               {"FUSE", 3, {0, 1, 2}},
+               {"MPW", 2, {1, 2}}},
     .strata_params = 3,
-    .default_config = {{16, 32, 256, 2, 2, 4}},
+    .default_config = {{16, 32, 256, 2, 2, 4, 0, 1}},
     .target_shapes = target_shapes,
     .n_target_shapes = 4,
     KT_FAMILY_HOOKS,

@@ -27,6 +27,8 @@
 #define KT_STAGES 2
 #define KT_PATH 0
 #define KT_WPM 4
+#define KT_MPW 1
+#define KT_FUSE 0
 #endif
 
 constexpr int HPC = KT_HPC, CHUNK = KT_CHUNK, SPLIT = KT_SPLIT, STAGES = KT_STAGES;
@@ -39,15 +41,20 @@ constexpr int HPC = KT_HPC, CHUNK = KT_CHUNK, SPLIT = KT_SPLIT, STAGES = KT_STAG
 // taken to f16 times a power of two per warp.
 static_assert(KT_PATH >= 0 && KT_PATH <= 3, "PATH 0, 1, 2 or 3");
 constexpr bool REGS = KT_PATH >= 2, F16_QK = KT_PATH == 3;
+// FUSE 0: a combine kernel merges the splits, and the split kernel has no merge code (it grows the
+// kernel 2x); else the host's a.fuse says how the split kernel merges (kt_mla_args, mla_layout.h).
+constexpr int FUSE = KT_FUSE;
 constexpr int MF = HPC / 16;         // 16-head m-fragments per CTA
-constexpr int WPM = KT_WPM;          // warps per m-fragment: 4 or 8
+constexpr int MPW = KT_MPW;          // m-fragments a warp takes (PATHs 2, 3): 2 share each conversion
+constexpr int WPM = KT_WPM;          // warps per group of MPW m-fragments: 4 or 8
 constexpr int KSPLIT = 4;            // q . k: the head dim in 4 slices...
 constexpr int TSPLIT = WPM / KSPLIT; // ...times 1 or 2 groups of the chunk's tokens
-constexpr int THREADS = MF * WPM * 32;
-constexpr int TPR = 2 * WPM;         // softmax threads per head row (THREADS / HPC)
+constexpr int THREADS = MF / MPW * WPM * 32;
+constexpr int TPR = THREADS / HPC;   // softmax threads per head row
 constexpr int CPT = CHUNK / TPR;     // softmax columns per thread
 constexpr int DPW = KT_MLA_DV / WPM; // p . v: output dims per warp
 static_assert(WPM == 4 || WPM == 8, "4 or 8 warps per 16 heads");
+static_assert(MPW == 1 || (MPW == 2 && REGS && MF % 2 == 0), "2 m-fragments a warp: PATHs 2 and 3, 32 heads");
 static_assert(CPT >= 1 && CHUNK % (8 * TSPLIT) == 0, "the chunk covers every softmax thread and token group");
 static_assert(HPC % 16 == 0 && HPC <= 64, "heads per CTA: 16, 32 or 64");
 static_assert(CHUNK % 16 == 0 && CHUNK <= 64 && SPLIT % CHUNK == 0, "chunks of 16-64 slots tile a split");
@@ -79,6 +86,8 @@ template <int L> struct lay {
     static constexpr int P_BYTES = HPC * P_LD * 2;
     static constexpr int F_BYTES = REGS ? TILES * CHUNK * 2 : 0;
     static constexpr int SMEM = RAW_BYTES + TILE_BYTES + SP_BYTES + P_BYTES + F_BYTES + HPC * 4 + SPLIT * 4;
+    static_assert(RAW_BYTES + TILE_BYTES >= (HPC * KT_MLA_MAX_SPLITS + HPC + 1) * 4,
+                  "the fused merge's weights fit over the ring");
 };
 
 #if KT_PATH == 1
@@ -104,20 +113,12 @@ __device__ __forceinline__ void ldmatrix_x4_trans(kt_u32 addr, kt_u32 &r0, kt_u3
 
 // Two e4m3 codes (low byte first) -> floats, exactly (through f16, which holds every e4m3).
 __device__ __forceinline__ float2 e4m3x2_to_f32(kt_u16 v) {
-    kt_u32 h;
-    asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(h) : "h"(v));
+    const kt_u32 h = kt_e4m3x2_f16x2(v);
     float2 f;
     asm("{\n.reg .f16 lo, hi;\nmov.b32 {lo, hi}, %2;\ncvt.f32.f16 %0, lo;\ncvt.f32.f16 %1, hi;\n}\n"
         : "=f"(f.x), "=f"(f.y)
         : "r"(h));
     return f;
-}
-
-// Two e4m3 codes (low byte first) -> f16x2, exactly.
-__device__ __forceinline__ kt_u32 e4m3x2_f16x2(kt_u16 v) {
-    kt_u32 h;
-    asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(h) : "h"(v));
-    return h;
 }
 
 __device__ __forceinline__ kt_u32 bf16x2(float lo, float hi) {
@@ -331,28 +332,11 @@ __device__ __forceinline__ void qk_partial_mx(const q_mx &f, const kt_u8 *raw, c
 
 // ---------------------------------------------------------------- PATH 2: fragments from the raw ring
 
-// PATH 2's power-of-two biases: a code's B operand is its value times 2^-120 (e4m3x2_bf16), q's
+// PATH 2's power-of-two biases: a code's B operand is its value times 2^-120 (kt_e4m3x2_bf16), q's
 // code dims are taken times 2^60 and its rope dims times 2^-60, p times the token's scale times
 // 2^60: every q . k and p . v sum is the true one times 2^-60, in f32's normal range.
 constexpr float BIAS = 1152921504606846976.f;                          // 2^60
 constexpr kt_u32 BF16X2_2P60 = 0x5d805d80u, BF16X2_2M60 = 0x21802180u; // bf16x2 2^60, 2^-60
-
-// Two e4m3 codes of w as bf16x2 of their values times 2^-120, exactly (subnormal codes too):
-// SEL (prmt) puts each chosen byte in a 16-bit lane with its sign replicated above it, << 4
-// lines e4m3's exponent and mantissa up under bf16's, the mask keeps them and the sign.
-template <kt_u32 SEL> __device__ __forceinline__ kt_u32 e4m3x2_bf16(kt_u32 w) {
-    kt_u32 x;
-    asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(x) : "r"(w), "r"(0u), "n"(SEL));
-    return (x << 4) & 0x87f087f0u;
-}
-constexpr kt_u32 SEL_01 = 0x9180, SEL_23 = 0xb3a2; // codes (0, 1), (2, 3) of a word
-constexpr kt_u32 SEL_02 = 0xa280, SEL_13 = 0xb391; // codes (0, 2), (1, 3)
-
-__device__ __forceinline__ kt_u32 bf16x2_mul(kt_u32 a, kt_u32 b) {
-    kt_u32 d;
-    asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
-    return d;
-}
 
 // The first head dim of k-step kk of slice ks in PATH 2, and whether it is a rope dim: V4 dims
 // 128 ks + 16 kk (slice 3's last four k-steps the rope); V32 scale tile ks's 128 dims, then
@@ -403,7 +387,7 @@ __device__ __forceinline__ float load_q_regs(const kt_u16 *q16, int ks, kt_u32 (
                             hi = __uint_as_float(qf[kk][r] & 0xffff0000u) * up;
                 asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(qf[kk][r]) : "f"(hi), "f"(lo));
             } else {
-                qf[kk][r] = bf16x2_mul(qf[kk][r], rope ? BF16X2_2M60 : BF16X2_2P60);
+                qf[kk][r] = kt_mul_bf16x2(qf[kk][r], rope ? BF16X2_2M60 : BF16X2_2P60);
             }
         }
     }
@@ -411,14 +395,14 @@ __device__ __forceinline__ float load_q_regs(const kt_u16 *q16, int ks, kt_u32 (
 }
 
 // PATH 2's q . k partial scores (times 2^-60) of this warp's slice for its token group, into
-// sp: per 8 tokens and 64 dims one ldmatrix.x4 of the raw rows, converted in registers; each
-// scale tile's sums times the tokens' scale; rope dims straight from the rows. Two groups of 8
-// tokens at a time: both groups' rows are loaded first and the k-steps are the outer loop, so
-// that their mma chains interleave (more would spill at WPM 4); the first block's sums go to
-// sp, the second's are added.
+// sp, for its MPW m-fragments from mf0: per 8 tokens and 64 dims one ldmatrix.x4 of the raw
+// rows, converted in registers once for all MPW fragments; each scale tile's sums times the
+// tokens' scale; rope dims straight from the rows. Two groups of 8 tokens at a time: both
+// groups' rows are loaded first and the k-steps are the outer loop, so that their mma chains
+// interleave (more would spill at WPM 4); the first block's sums go to sp, the second's are added.
 template <int L>
-__device__ __forceinline__ void qk_regs(const kt_u32 (&qf)[lay<L>::KSTEPS][4], float fq, const kt_u8 *raw, float *sp,
-                                        int mf, int ks, int tg) {
+__device__ __forceinline__ void qk_regs(const kt_u32 (&qf)[MPW][lay<L>::KSTEPS][4], const float (&fq)[MPW],
+                                        const kt_u8 *raw, float *sp, int mf0, int ks, int tg) {
     using T = lay<L>;
     constexpr int NF = CHUNK / 8 / TSPLIT, NG = NF < 2 ? NF : 2;
     static_assert(NF % NG == 0, "pairs of token groups");
@@ -430,10 +414,12 @@ __device__ __forceinline__ void qk_regs(const kt_u32 (&qf)[lay<L>::KSTEPS][4], f
         const int d = regs_dim<L>(ks, 4 * blk, rope);
 #pragma unroll
         for (int n = 0; n < NF; n += NG) {
-            float v[NG][4];
+            float v[MPW][NG][4];
             kt_u32 w[NG][4];
 #pragma unroll
-            for (int u = 0; u < NG; u++) v[u][0] = v[u][1] = v[u][2] = v[u][3] = 0.f;
+            for (int j = 0; j < MPW; j++)
+#pragma unroll
+                for (int u = 0; u < NG; u++) v[j][u][0] = v[j][u][1] = v[j][u][2] = v[j][u][3] = 0.f;
             const kt_u32 rows = base + n * 8 * T::RAW_ROW;
             if (rope) { // V4's slice 3: the bf16 rope dims, 32 at a time
 #pragma unroll
@@ -446,7 +432,9 @@ __device__ __forceinline__ void qk_regs(const kt_u32 (&qf)[lay<L>::KSTEPS][4], f
                     for (int i = 0; i < 2; i++)
 #pragma unroll
                         for (int u = 0; u < NG; u++)
-                            kt_mma_bf16(v[u], qf[4 * blk + 2 * h + i], w[u][2 * i], w[u][2 * i + 1]);
+#pragma unroll
+                            for (int j = 0; j < MPW; j++)
+                                kt_mma_bf16(v[j][u], qf[j][4 * blk + 2 * h + i], w[u][2 * i], w[u][2 * i + 1]);
                 }
             } else {
 #pragma unroll
@@ -455,35 +443,47 @@ __device__ __forceinline__ void qk_regs(const kt_u32 (&qf)[lay<L>::KSTEPS][4], f
 #pragma unroll
                 for (int i = 0; i < 4; i++)
 #pragma unroll
-                    for (int u = 0; u < NG; u++)
-                        if (F16_QK)
-                            kt_mma_f16(v[u], qf[4 * blk + i], e4m3x2_f16x2((kt_u16)w[u][i]),
-                                       e4m3x2_f16x2((kt_u16)(w[u][i] >> 16)));
-                        else
-                            kt_mma_bf16(v[u], qf[4 * blk + i], e4m3x2_bf16<SEL_01>(w[u][i]),
-                                        e4m3x2_bf16<SEL_23>(w[u][i]));
+                    for (int u = 0; u < NG; u++) {
+                        const kt_u32 b0 =
+                            F16_QK ? kt_e4m3x2_f16x2((kt_u16)w[u][i]) : kt_e4m3x2_bf16<KT_SEL_01>(w[u][i]);
+                        const kt_u32 b1 =
+                            F16_QK ? kt_e4m3x2_f16x2((kt_u16)(w[u][i] >> 16)) : kt_e4m3x2_bf16<KT_SEL_23>(w[u][i]);
+#pragma unroll
+                        for (int j = 0; j < MPW; j++)
+                            if (F16_QK)
+                                kt_mma_f16(v[j][u], qf[j][4 * blk + i], b0, b1);
+                            else
+                                kt_mma_bf16(v[j][u], qf[j][4 * blk + i], b0, b1);
+                    }
 #pragma unroll
                 for (int u = 0; u < NG; u++) {
                     const kt_u8 *r0 = raw + ((nf0 + n + u) * 8 + 2 * t) * T::RAW_ROW; // columns 2t, 2t + 1
-                    const float c0 = raw_tile_scale<L>(r0, d / T::TILE) * fq;
-                    const float c1 = raw_tile_scale<L>(r0 + T::RAW_ROW, d / T::TILE) * fq;
-                    v[u][0] *= c0, v[u][1] *= c1, v[u][2] *= c0, v[u][3] *= c1;
+                    const float c0 = raw_tile_scale<L>(r0, d / T::TILE),
+                                c1 = raw_tile_scale<L>(r0 + T::RAW_ROW, d / T::TILE);
+#pragma unroll
+                    for (int j = 0; j < MPW; j++)
+                        v[j][u][0] *= c0 * fq[j], v[j][u][1] *= c1 * fq[j], v[j][u][2] *= c0 * fq[j],
+                            v[j][u][3] *= c1 * fq[j];
                 }
             }
 #pragma unroll
             for (int u = 0; u < NG; u++) {
                 if (L == KT_MLA_V32 && blk == 1) { // the slice's 16 rope dims
                     kt_ldmatrix_x2(rows + u * 8 * T::RAW_ROW + T::ROPE_AT + 32 * ks, w[u][0], w[u][1]);
-                    kt_mma_bf16(v[u], qf[T::KSTEPS - 1], w[u][0], w[u][1]);
+#pragma unroll
+                    for (int j = 0; j < MPW; j++) kt_mma_bf16(v[j][u], qf[j][T::KSTEPS - 1], w[u][0], w[u][1]);
                 }
-                float2 *o0 = (float2 *)(sp + (mf * 16 + g) * T::SP_LD + (nf0 + n + u) * 8 + 2 * t),
-                       *o1 = o0 + 4 * T::SP_LD;
-                if (blk == 1) {
-                    const float2 a0 = *o0, a1 = *o1;
-                    v[u][0] += a0.x, v[u][1] += a0.y, v[u][2] += a1.x, v[u][3] += a1.y;
+#pragma unroll
+                for (int j = 0; j < MPW; j++) {
+                    float2 *o0 = (float2 *)(sp + ((mf0 + j) * 16 + g) * T::SP_LD + (nf0 + n + u) * 8 + 2 * t),
+                           *o1 = o0 + 4 * T::SP_LD;
+                    if (blk == 1) {
+                        const float2 a0 = *o0, a1 = *o1;
+                        v[j][u][0] += a0.x, v[j][u][1] += a0.y, v[j][u][2] += a1.x, v[j][u][3] += a1.y;
+                    }
+                    *o0 = make_float2(v[j][u][0], v[j][u][1]);
+                    *o1 = make_float2(v[j][u][2], v[j][u][3]);
                 }
-                *o0 = make_float2(v[u][0], v[u][1]);
-                *o1 = make_float2(v[u][2], v[u][3]);
             }
         }
     }
@@ -514,44 +514,56 @@ __device__ __forceinline__ void rescale(float (&acc)[DPW / 8][4], const float *a
     }
 }
 
-// PATH 2's p . v over the chunk: 16 heads x DPW output dims in 64-dim segments. Per 16 tokens
-// and 32 dims one ldmatrix.x4.trans of the raw rows gives each lane two tokens' codes of dims
-// 2g and 2g + 1: the B fragments of an even-dims and an odd-dims n-fragment (sums [4 * sg + q]
-// hold dims 32 h + 16 (q / 2) + 4t + (q % 2) + {0, 2} of segment sg's half h); p's A fragment
-// is taken times the tokens' factors for the segment's tile (V4's rope dims: times 2^-60).
+// PATH 2's p . v over the chunk: MPW x 16 heads (from m-fragment mf0) x DPW output dims in
+// 64-dim segments. Per 16 tokens and 32 dims one ldmatrix.x4.trans of the raw rows gives each
+// lane two tokens' codes of dims 2g and 2g + 1: the B fragments of an even-dims and an odd-dims
+// n-fragment (sums [4 * sg + q] hold dims 32 h + 16 (q / 2) + 4t + (q % 2) + {0, 2} of segment
+// sg's half h), converted once for the MPW fragments; p's A fragments are taken times the
+// tokens' factors for the segment's tile (V4's rope dims: times 2^-60).
 template <int L>
-__device__ __forceinline__ void pv_regs(float (&acc)[DPW / 8][4], const kt_u8 *raw, const kt_u16 *p, const kt_u16 *fs,
-                                        const float *alpha, int mf, int ds) {
+__device__ __forceinline__ void pv_regs(float (&acc)[MPW][DPW / 8][4], const kt_u8 *raw, const kt_u16 *p,
+                                        const kt_u16 *fs, const float *alpha, int mf0, int ds) {
     using T = lay<L>;
     const int lane = threadIdx.x & 31, t = lane & 3, mat = lane >> 3;
-    rescale(acc, alpha, mf);
-    const kt_u32 pa = kt_smem_addr(p) + (mf * 16 + (mat & 1) * 8 + (lane & 7)) * T::P_LD * 2 + (mat >> 1) * 16;
+#pragma unroll
+    for (int j = 0; j < MPW; j++) rescale(acc[j], alpha, mf0 + j);
+    const kt_u32 pa = kt_smem_addr(p) + (mf0 * 16 + (mat & 1) * 8 + (lane & 7)) * T::P_LD * 2 + (mat >> 1) * 16;
     const kt_u32 va = kt_smem_addr(raw) + ((mat & 1) * 8 + (lane & 7)) * T::RAW_ROW + (mat >> 1) * 16;
 #pragma unroll
     for (int kk = 0; kk < CHUNK / 16; kk++) {
-        kt_u32 af[4];
-        kt_ldmatrix_x4(pa + kk * 32, af[0], af[1], af[2], af[3]);
+        kt_u32 af[MPW][4];
+#pragma unroll
+        for (int j = 0; j < MPW; j++)
+            kt_ldmatrix_x4(pa + j * 16 * T::P_LD * 2 + kk * 32, af[j][0], af[j][1], af[j][2], af[j][3]);
         const kt_u32 rows = va + kk * 16 * T::RAW_ROW;
 #pragma unroll
         for (int sg = 0; sg < DPW / 64; sg++) {
             const int d = ds * DPW + sg * 64;
-            float(*o)[4] = acc + sg * 8;
+            kt_u32 a[MPW][4];
             if (d >= T::NOPE) { // V4's rope dims: bf16 values
-                const kt_u32 a[4] = {bf16x2_mul(af[0], BF16X2_2M60), bf16x2_mul(af[1], BF16X2_2M60),
-                                     bf16x2_mul(af[2], BF16X2_2M60), bf16x2_mul(af[3], BF16X2_2M60)};
+#pragma unroll
+                for (int j = 0; j < MPW; j++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) a[j][e] = kt_mul_bf16x2(af[j][e], BF16X2_2M60);
 #pragma unroll
                 for (int nf = 0; nf < 8; nf += 2) {
                     kt_u32 b0, b1, b2, b3;
                     ldmatrix_x4_trans(rows + T::ROPE_AT + nf * 16, b0, b1, b2, b3);
-                    kt_mma_bf16(o[nf], a, b0, b1);
-                    kt_mma_bf16(o[nf + 1], a, b2, b3);
+#pragma unroll
+                    for (int j = 0; j < MPW; j++) {
+                        kt_mma_bf16(acc[j][sg * 8 + nf], a[j], b0, b1);
+                        kt_mma_bf16(acc[j][sg * 8 + nf + 1], a[j], b2, b3);
+                    }
                 }
                 continue;
             }
             const kt_u16 *f = fs + d / T::TILE * CHUNK + kk * 16 + 2 * t;
             const kt_u32 f01 = *(const kt_u32 *)f, f89 = *(const kt_u32 *)(f + 8);
-            const kt_u32 a[4] = {bf16x2_mul(af[0], f01), bf16x2_mul(af[1], f01), bf16x2_mul(af[2], f89),
-                                 bf16x2_mul(af[3], f89)};
+#pragma unroll
+            for (int j = 0; j < MPW; j++) {
+                a[j][0] = kt_mul_bf16x2(af[j][0], f01), a[j][1] = kt_mul_bf16x2(af[j][1], f01);
+                a[j][2] = kt_mul_bf16x2(af[j][2], f89), a[j][3] = kt_mul_bf16x2(af[j][3], f89);
+            }
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 kt_u32 r[4];
@@ -559,21 +571,35 @@ __device__ __forceinline__ void pv_regs(float (&acc)[DPW / 8][4], const kt_u8 *r
 #pragma unroll
                 for (int q = 0; q < 4; q++) {
                     const kt_u32 lo = r[q / 2 * 2], hi = r[q / 2 * 2 + 1];
-                    if (q % 2 == 0)
-                        kt_mma_bf16(o[4 * h + q], a, e4m3x2_bf16<SEL_02>(lo), e4m3x2_bf16<SEL_02>(hi));
-                    else
-                        kt_mma_bf16(o[4 * h + q], a, e4m3x2_bf16<SEL_13>(lo), e4m3x2_bf16<SEL_13>(hi));
+                    const kt_u32 b0 = q % 2 ? kt_e4m3x2_bf16<KT_SEL_13>(lo) : kt_e4m3x2_bf16<KT_SEL_02>(lo);
+                    const kt_u32 b1 = q % 2 ? kt_e4m3x2_bf16<KT_SEL_13>(hi) : kt_e4m3x2_bf16<KT_SEL_02>(hi);
+#pragma unroll
+                    for (int j = 0; j < MPW; j++) kt_mma_bf16(acc[j][sg * 8 + 4 * h + q], a[j], b0, b1);
                 }
             }
         }
     }
 }
 
-// PATH 2's p . v sums (times 2^60) into the CTA's partial rows at row0 (head mf * 16 + g's):
-// 16 bytes a store, in pv_regs's dim order.
-template <int L>
-__device__ __forceinline__ void write_regs(const float (&acc)[DPW / 8][4], float *row0, long row_stride, int ds) {
+// Stores 4 (or 2) consecutive dims of a row: f32 partial sums, or the bf16 output.
+__device__ __forceinline__ void store4(float *r, float a, float b, float c, float d) {
+    *(float4 *)r = make_float4(a, b, c, d);
+}
+__device__ __forceinline__ void store4(kt_u16 *r, float a, float b, float c, float d) {
+    *(uint2 *)r = make_uint2(bf16x2(a, b), bf16x2(c, d));
+}
+__device__ __forceinline__ void store2(float *r, float a, float b) { *(float2 *)r = make_float2(a, b); }
+__device__ __forceinline__ void store2(kt_u16 *r, float a, float b) { *(kt_u32 *)r = bf16x2(a, b); }
+
+// PATH 2's p . v sums (times 2^60) of head rows g and g + 8 of an m-fragment, times the rows'
+// factors f0 and f1, into row0 (row g's; row g + 8's row_stride elements on): the CTA's partial
+// rows (f32, factors 1) or, where it is the one split, the output (bf16, factors 1 / l and the
+// sink); 16 (8) bytes a store, in pv_regs's dim order.
+template <int L, typename T>
+__device__ __forceinline__ void write_regs(const float (&acc)[DPW / 8][4], T *row0, long row_stride, int ds, float f0,
+                                           float f1) {
     const int t = threadIdx.x & 3;
+    f0 *= BIAS, f1 *= BIAS;
 #pragma unroll
     for (int sg = 0; sg < DPW / 64; sg++) {
         const int d = ds * DPW + sg * 64;
@@ -581,16 +607,16 @@ __device__ __forceinline__ void write_regs(const float (&acc)[DPW / 8][4], float
 #pragma unroll
         for (int nf = 0; nf < 8; nf++) {
             if (d >= lay<L>::NOPE) { // the rope dims' plain order
-                float *r = row0 + d + nf * 8 + 2 * t;
-                *(float2 *)r = make_float2(o[nf][0] * BIAS, o[nf][1] * BIAS);
-                *(float2 *)(r + 8 * row_stride) = make_float2(o[nf][2] * BIAS, o[nf][3] * BIAS);
+                T *r = row0 + d + nf * 8 + 2 * t;
+                store2(r, o[nf][0] * f0, o[nf][1] * f0);
+                store2(r + 8 * row_stride, o[nf][2] * f1, o[nf][3] * f1);
                 continue;
             }
             if (nf % 2) continue; // written with its even partner
             const float *e = o[nf], *od = o[nf + 1];
-            float *r = row0 + d + (nf / 4) * 32 + (nf / 2 % 2) * 16 + 4 * t;
-            *(float4 *)r = make_float4(e[0] * BIAS, od[0] * BIAS, e[1] * BIAS, od[1] * BIAS);
-            *(float4 *)(r + 8 * row_stride) = make_float4(e[2] * BIAS, od[2] * BIAS, e[3] * BIAS, od[3] * BIAS);
+            T *r = row0 + d + (nf / 4) * 32 + (nf / 2 % 2) * 16 + 4 * t;
+            store4(r, e[0] * f0, od[0] * f0, e[1] * f0, od[1] * f0);
+            store4(r + 8 * row_stride, e[2] * f1, od[2] * f1, e[3] * f1, od[3] * f1);
         }
     }
 }
@@ -661,10 +687,11 @@ __device__ __forceinline__ void pv_chunk(float (&acc)[DPW / 8][4], const kt_u8 *
 // p . v from the ring (three barriers a chunk).
 template <int L>
 __device__ __forceinline__ void regs_chunk(const kt_mla_args &a, const int *ids, kt_u8 *raw, float *sp, kt_u16 *p,
-                                           kt_u16 *fs, float *alpha, const kt_u32 (&qf)[lay<L>::KSTEPS][4], float fq,
-                                           float (&acc)[DPW / 8][4], float &m, float &l, int c, int chunks) {
+                                           kt_u16 *fs, float *alpha, const kt_u32 (&qf)[MPW][lay<L>::KSTEPS][4],
+                                           const float (&fq)[MPW], float (&acc)[MPW][DPW / 8][4], float &m, float &l,
+                                           int c, int chunks) {
     using T = lay<L>;
-    const int warp = threadIdx.x >> 5, mf = warp / WPM, wi = warp % WPM, ks = wi % KSPLIT, tg = wi / KSPLIT;
+    const int warp = threadIdx.x >> 5, mf = warp / WPM * MPW, wi = warp % WPM, ks = wi % KSPLIT, tg = wi / KSPLIT;
     kt_cp_async_wait<REGS ? STAGES - 2 : 0>();
     __syncthreads();
     const int next = c + STAGES - 1;
@@ -679,6 +706,162 @@ __device__ __forceinline__ void regs_chunk(const kt_mla_args &a, const int *ids,
     pv_regs<L>(acc, buf, p, fs, alpha, mf, wi);
 }
 
+// ---------------------------------------------------------------- merging the splits by LSE
+
+constexpr int ML_PER_LANE = KT_MLA_MAX_SPLITS / 32;
+
+// Loads another CTA's partials past L1 (which is not coherent between SMs).
+__device__ __forceinline__ float2 ld_cg2(const float *p) {
+    float2 v;
+    asm volatile("ld.global.cg.v2.f32 {%0,%1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ float4 ld_cg4(const float *p) {
+    float4 v;
+    asm volatile("ld.global.cg.v4.f32 {%0,%1,%2,%3}, [%4];\n" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
+    return v;
+}
+
+// The splits' weights of partial row `row` (its nsplit (m, l) pairs at ml) as this warp's lane k
+// sees them: w[i] = 2^(m - mx) of split k + 32 i (0 for a split that saw no slot); returns the
+// row's sum over its splits (0: no slot at all), mx its largest m. CG: the pairs are other CTAs'
+// of this grid (the fused merge), loaded past L1 and in program order; else (the combine kernel:
+// the grid before, waited for) plain loads the compiler may issue ahead of the partial sums'.
+template <bool CG>
+__device__ __forceinline__ float row_weights(const float *ml, long row, int nsplit, float (&w)[ML_PER_LANE],
+                                             float &mx) {
+    const int lane = threadIdx.x & 31;
+    float l[ML_PER_LANE], sum = 0.f;
+    mx = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < ML_PER_LANE; i++) {
+        const int k = lane + 32 * i;
+        const float2 m2 = k >= nsplit ? make_float2(0.f, 0.f)
+                          : CG        ? ld_cg2(ml + (row + k) * 2)
+                                      : *(const float2 *)(ml + (row + k) * 2);
+        w[i] = m2.y > 0.f ? m2.x : -INFINITY, l[i] = m2.y > 0.f ? m2.y : 0.f;
+        mx = fmaxf(mx, w[i]);
+    }
+    for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+#pragma unroll
+    for (int i = 0; i < ML_PER_LANE; i++) {
+        w[i] = l[i] > 0.f ? exp2f(w[i] - mx) : 0.f;
+        sum += w[i] * l[i];
+    }
+    for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    return sum;
+}
+
+// Head h's natural-log LSE from row_weights' mx and sum (+inf for a row with no slot) and the
+// factor its weighted sums take: 1 / sum, with V4's sink.
+__device__ __forceinline__ float row_lse(const kt_mla_args &a, int h, float mx, float sum, float &f) {
+    f = 0.f;
+    if (sum <= 0.f) return INFINITY;
+    const float lse = (mx + log2f(sum)) * 0.6931471805599453f;
+    f = 1.f / sum;
+    if (a.sink) f /= 1.f + expf(((const float *)a.sink)[h] - lse);
+    return lse;
+}
+
+__device__ __forceinline__ kt_u32 ld_acquire(const unsigned *p) {
+    kt_u32 v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+// The fused merge (a.fuse != FUSE_NONE): the CTAs of head group (bs, h0) merge its splits
+// themselves, with no combine kernel after the grid. Once its partials are out, a CTA takes a
+// ticket on the group's arrival counter; FUSE_LAST: the CTA that arrives last merges every row;
+// FUSE_ALL: every CTA waits for all to arrive (the host asks for it only where the whole grid is
+// resident at once), then merges its share of the group's (head, 4 dims) items. The splits'
+// weights go to shared memory (over the ring, free by then), computed by a warp a head. The
+// counters are left zero for the next launch: by the last arrival (FUSE_LAST) or the last
+// departure (FUSE_ALL).
+constexpr int MERGE_ITEMS = HPC * KT_MLA_DV / 4;
+// o += w v, where a split without slots (w 0) left its sums unwritten: they are discarded
+__device__ __forceinline__ void add_weighted(float (&o)[4], float w, float4 v) {
+    o[0] += w == 0.f ? 0.f : w * v.x, o[1] += w == 0.f ? 0.f : w * v.y;
+    o[2] += w == 0.f ? 0.f : w * v.z, o[3] += w == 0.f ? 0.f : w * v.w;
+}
+__device__ __forceinline__ void fused_merge(const kt_mla_args &a, kt_u8 *smem, int bs, int h0) {
+    float *wt = (float *)smem, *fh = wt + HPC * a.nsplit; // weights [HPC][nsplit], 1/sum [HPC], ticket
+    unsigned *cnt = (unsigned *)a.tick + ((long)bs * (a.HQ / 16) + h0 / 16) * 2;
+    const int n = a.nsplit, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const bool all = a.fuse == KT_MLA_FUSE_ALL;
+    kt_cp_async_wait<0>();
+    __threadfence(); // this CTA's partials are visible before its arrival is
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        if (all) { // arrive (no ticket wanted: a RED), then wait for the others
+            atomicAdd(cnt, 1u);
+            while (ld_acquire(cnt) < (unsigned)n) __nanosleep(32);
+        } else {
+            ((unsigned *)fh)[HPC] = atomicAdd(cnt, 1u);
+        }
+    }
+    __syncthreads();
+    // FUSE_ALL: CTA `split` merges share `split` and split 0 writes the lse; FUSE_LAST: the last
+    // to arrive merges all
+    const int me = all ? (int)blockIdx.x : (int)((const unsigned *)fh)[HPC];
+    if (!all && me != n - 1) return;
+    __threadfence(); // the other CTAs' partials are read after their arrivals
+    const float *part = (const float *)a.part, *ml = part + (long)a.B * a.SQ * a.HQ * n * KT_MLA_DV;
+    const long prow = ((long)bs * a.HQ + h0) * n;
+    const int share = all ? (MERGE_ITEMS + n - 1) / n : MERGE_ITEMS;
+    const int lo = all ? min(me * share, MERGE_ITEMS) : 0, hi = min(lo + share, MERGE_ITEMS);
+    // this thread's first item's first PRE splits' sums in flight while the weights are worked out
+    constexpr int PRE = 8;
+    const int i0 = lo + threadIdx.x;
+    float4 pre[PRE];
+#pragma unroll
+    for (int k = 0; k < PRE; k++)
+        pre[k] =
+            i0 < hi && k < n
+                ? ld_cg4(part + (prow + (long)(i0 / (KT_MLA_DV / 4)) * n + k) * KT_MLA_DV + i0 % (KT_MLA_DV / 4) * 4)
+                : make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int h = warp; h < HPC; h += THREADS / 32) {
+        float w[ML_PER_LANE], mx, f;
+        const float sum = row_weights<true>(ml, prow + (long)h * n, n, w, mx);
+#pragma unroll
+        for (int i = 0; i < ML_PER_LANE; i++)
+            if (lane + 32 * i < n) wt[h * n + lane + 32 * i] = w[i];
+        const float lse = row_lse(a, h0 + h, mx, sum, f);
+        if (lane == 0) fh[h] = f;
+        if (lane == 0 && me == (all ? 0 : n - 1)) // one CTA writes the lse
+            ((float *)a.lse)[((long)(bs / a.SQ) * a.HQ + h0 + h) * a.SQ + bs % a.SQ] = lse;
+    }
+    __syncthreads();
+    for (int i = i0; i < hi; i += THREADS) {
+        const int h = i / (KT_MLA_DV / 4), d = i % (KT_MLA_DV / 4) * 4;
+        const float *sums = part + (prow + (long)h * n) * KT_MLA_DV + d;
+        float o[4] = {0.f, 0.f, 0.f, 0.f};
+        int k = 0;
+        if (i == i0) { // the sums loaded ahead
+#pragma unroll
+            for (int j = 0; j < PRE; j++)
+                if (j < n) add_weighted(o, wt[h * n + j], pre[j]);
+            k = PRE;
+        }
+#pragma unroll 8
+        for (; k < n; k++) add_weighted(o, wt[h * n + k], ld_cg4(sums + (long)k * KT_MLA_DV));
+        const float f = fh[h];
+        kt_u16 *out = (kt_u16 *)a.out + ((long)bs * a.HQ + h0 + h) * KT_MLA_DV + d;
+        *(uint2 *)out = make_uint2(bf16x2(o[0] * f, o[1] * f), bf16x2(o[2] * f, o[3] * f));
+    }
+    if (!all) { // every other CTA has arrived and gone
+        if (threadIdx.x == 0) cnt[0] = 0;
+        return;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0 && atomicAdd(cnt + 1, 1u) == (unsigned)n - 1) cnt[0] = 0, cnt[1] = 0;
+}
+
+// Whether a launch is fused and of one split: then the split kernel writes the output itself (PATHs
+// 2 and 3), with no partials.
+__device__ __forceinline__ bool direct(const kt_mla_args &a) {
+    return FUSE && REGS && a.fuse != KT_MLA_FUSE_NONE && a.nsplit == 1;
+}
+
 // The split kernel's body for layout L.
 template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args &a) {
     using T = lay<L>;
@@ -690,7 +873,7 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
     int *ids = (int *)(alpha + HPC);
     const int split = blockIdx.x, h0 = blockIdx.y * HPC, bs = blockIdx.z;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int mf = warp / WPM, wi = warp % WPM, ks = wi % KSPLIT, tg = wi / KSPLIT;
+    const int mf = warp / WPM * MPW, wi = warp % WPM, ks = wi % KSPLIT, tg = wi / KSPLIT; // mf: the first of MPW
     constexpr bool MX = KT_PATH == 1 && L == KT_MLA_V4; // sm_120a's block-scaled q . k
     const int slots = kt_mla_slots(L, a.TOPK);
     const int begin = split * SPLIT, end = min(begin + SPLIT, slots);
@@ -708,26 +891,30 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
         used |= id >= 0;
     }
     if (__syncthreads_or(used)) {
-        // q's A fragments of this warp's 16 heads and head-dim slice, kept in registers
+        // q's A fragments of this warp's 16 (MPW x 16) heads and head-dim slice, kept in registers
         const kt_u16 *q16 = (const kt_u16 *)a.q + ((long)bs * a.HQ + h0 + mf * 16) * T::DQK;
 #if KT_PATH == 1
         q_mx qm;
         if (L == KT_MLA_V4) load_q_mx(q16, ks, qm);
 #endif
-        kt_u32 qf[T::KSTEPS][4];
+        kt_u32 qf[MPW][T::KSTEPS][4];
+        float fq[MPW];
         const kt_u32 *q = (const kt_u32 *)q16;
-        const float fq = REGS ? load_q_regs<L>(q16, ks, qf) : 1.f;
+#pragma unroll
+        for (int j = 0; j < MPW; j++) fq[j] = REGS ? load_q_regs<L>(q16 + j * 16 * T::DQK, ks, qf[j]) : 1.f;
 #pragma unroll
         for (int kk = 0; kk < T::KSTEPS && !MX && !REGS; kk++) {
             const int c = (ks * T::KSLICE + kk * 16 + 2 * t) / 2;
-            qf[kk][0] = q[g * T::DQK / 2 + c];
-            qf[kk][1] = q[(g + 8) * T::DQK / 2 + c];
-            qf[kk][2] = q[g * T::DQK / 2 + c + 4];
-            qf[kk][3] = q[(g + 8) * T::DQK / 2 + c + 4];
+            qf[0][kk][0] = q[g * T::DQK / 2 + c];
+            qf[0][kk][1] = q[(g + 8) * T::DQK / 2 + c];
+            qf[0][kk][2] = q[g * T::DQK / 2 + c + 4];
+            qf[0][kk][3] = q[(g + 8) * T::DQK / 2 + c + 4];
         }
-        float acc[DPW / 8][4];
+        float acc[MPW][DPW / 8][4];
 #pragma unroll
-        for (int nf = 0; nf < DPW / 8; nf++) acc[nf][0] = acc[nf][1] = acc[nf][2] = acc[nf][3] = 0.f;
+        for (int j = 0; j < MPW; j++)
+#pragma unroll
+            for (int nf = 0; nf < DPW / 8; nf++) acc[j][nf][0] = acc[j][nf][1] = acc[j][nf][2] = acc[j][nf][3] = 0.f;
         const int chunks = (end - begin + CHUNK - 1) / CHUNK;
 #pragma unroll
         for (int c = 0; c < STAGES - 1; c++) {
@@ -749,32 +936,55 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
                 qk_partial_mx(qm, raw + (c % STAGES) * CHUNK * T::RAW_ROW, tile, sp + ks * HPC * T::SP_LD, mf, ks, tg);
             else
 #endif
-                qk_partial<L>(qf, tile, sp + ks * HPC * T::SP_LD, mf, ks, tg);
+                qk_partial<L>(qf[0], tile, sp + ks * HPC * T::SP_LD, mf, ks, tg);
             __syncthreads();
             softmax_chunk<L>(ids + c * CHUNK, sp, p, alpha, m, l);
             __syncthreads();
-            pv_chunk<L>(acc, tile, p, alpha, mf, wi);
+            pv_chunk<L>(acc[0], tile, p, alpha, mf, wi);
         }
         // (the combine reads a row's sums only where its l > 0)
-        if (REGS)
-            write_regs<L>(acc, part + (prow + (long)(mf * 16 + g) * a.nsplit) * KT_MLA_DV, a.nsplit * KT_MLA_DV, wi);
+        if (direct(a)) {     // the one split of a fused launch: the rows' factors through alpha (once every warp
+            __syncthreads(); // has rescaled by it), the output straight
+            if (threadIdx.x % TPR == 0) row_lse(a, h0 + threadIdx.x / TPR, m, l, alpha[threadIdx.x / TPR]);
+            __syncthreads();
+        }
+#pragma unroll
+        for (int j = 0; j < MPW && REGS; j++) {
+            const int r = (mf + j) * 16 + g;
+            if (direct(a))
+                write_regs<L>(acc[j], (kt_u16 *)a.out + ((long)bs * a.HQ + h0 + r) * KT_MLA_DV, KT_MLA_DV, wi, alpha[r],
+                              alpha[r + 8]);
+            else
+                write_regs<L>(acc[j], part + (prow + (long)r * a.nsplit) * KT_MLA_DV, a.nsplit * KT_MLA_DV, wi, 1.f,
+                              1.f);
+        }
 #pragma unroll
         for (int nf = 0; nf < DPW / 8 && !REGS; nf++) {
             const int d = wi * DPW + nf * 8 + 2 * t;
             float *r0 = part + (prow + (long)(mf * 16 + g) * a.nsplit) * KT_MLA_DV + d;
-            *(float2 *)r0 = make_float2(acc[nf][0], acc[nf][1]);
-            *(float2 *)(r0 + 8L * a.nsplit * KT_MLA_DV) = make_float2(acc[nf][2], acc[nf][3]);
+            *(float2 *)r0 = make_float2(acc[0][nf][0], acc[0][nf][1]);
+            *(float2 *)(r0 + 8L * a.nsplit * KT_MLA_DV) = make_float2(acc[0][nf][2], acc[0][nf][3]);
         }
+    } else if (direct(a)) { // no slot: out 0
+        for (int i = threadIdx.x; i < HPC * KT_MLA_DV / 2; i += THREADS)
+            ((kt_u32 *)a.out)[((long)bs * a.HQ + h0) * KT_MLA_DV / 2 + i] = 0u;
     }
-    // every softmax thread of a head row holds its (m, l); the first writes them
+    // every softmax thread of a head row holds its (m, l); the first writes them (direct: the lse)
     const int row = threadIdx.x / TPR;
+    if (direct(a)) {
+        float f;
+        if (threadIdx.x % TPR == 0)
+            ((float *)a.lse)[((long)(bs / a.SQ) * a.HQ + h0 + row) * a.SQ + bs % a.SQ] = row_lse(a, h0 + row, m, l, f);
+        return;
+    }
     if (threadIdx.x % TPR == 0) *(float2 *)(ml + (prow + (long)row * a.nsplit) * 2) = make_float2(m, l);
+    if (FUSE && a.fuse != KT_MLA_FUSE_NONE) fused_merge(a, smem, bs, h0);
 }
 
 // PATH 2's shared memory leaves room for several CTAs an SM: the registers are budgeted so that
 // they do not stop it (168 a thread at WPM 4: 3 CTAs of 128 threads; 128 at WPM 8: 2 of 256;
-// fewer spill).
-constexpr int MIN_CTAS = REGS ? 65536 / (THREADS * (WPM == 4 ? 168 : 128)) : 1;
+// fewer spill); MPW 2 holds twice the q fragments and sums: one CTA an SM, 255 registers.
+constexpr int MIN_CTAS = REGS ? 65536 / (THREADS * (MPW == 2 ? 255 : WPM == 4 ? 168 : 128)) : 1;
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS) mla_split_v32(const kt_mla_args a) {
     split_kernel<KT_MLA_V32>(a);
 }
@@ -782,13 +992,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS) mla_split_v4(con
     split_kernel<KT_MLA_V4>(a);
 }
 
-// Merges the splits of head row (bs, h) by LSE into out and lse, with V4's sink. Block: 128
-// threads, 4 output dims each; grid (HQ, B * SQ). Every warp reduces the splits' (m, l) itself
-// (lane k holds splits k, k + 32, ...) while the first G splits' partial sums are in flight, and
+// Merges the splits of head row (bs, h) by LSE into out and lse, with V4's sink (a.fuse ==
+// FUSE_NONE). Block: 128 threads, 4 output dims each; grid (HQ, B * SQ). Every warp reduces the
+// splits' (m, l) itself (row_weights) while the first G splits' partial sums are in flight, and
 // a split's weight reaches the lanes by a shuffle: no barrier, no load waiting on another. G 8
 // (few registers: a wave of CTAs at large B) or 32 (many splits at small B: fewer round trips).
 // Launched as a programmatic dependent of the split kernel.
-constexpr int ML_PER_LANE = KT_MLA_MAX_SPLITS / 32;
 
 // Split k0 + i's partial sums of this thread's 4 dims (zeros past the last split); a split
 // without slots left them unwritten: its weight 0 discards them.
@@ -800,7 +1009,7 @@ template <int G> __device__ __forceinline__ void load_partials(float4 (&v)[G], c
 
 template <int G> __device__ __forceinline__ void combine_row(const kt_mla_args &a) {
     static_assert(32 % G == 0, "a group's weights lie in one register of the lanes");
-    const int h = blockIdx.x, bs = blockIdx.y, lane = threadIdx.x & 31, d = threadIdx.x * 4;
+    const int h = blockIdx.x, bs = blockIdx.y, d = threadIdx.x * 4;
     const float *part = (const float *)a.part;
     const float *ml = part + (long)a.B * a.SQ * a.HQ * a.nsplit * KT_MLA_DV;
     const long row = ((long)bs * a.HQ + h) * a.nsplit;
@@ -808,22 +1017,8 @@ template <int G> __device__ __forceinline__ void combine_row(const kt_mla_args &
     kt_wait_producer();
     float4 v[G];
     load_partials<G>(v, sums, 0, a.nsplit);
-    // w[i]: split lane + 32 i's weight 2^(m - max) (0 where it saw no slot), l[i] its sum
-    float w[ML_PER_LANE], l[ML_PER_LANE], mx = -INFINITY, sum = 0.f;
-#pragma unroll
-    for (int i = 0; i < ML_PER_LANE; i++) {
-        const int k = lane + 32 * i;
-        const float2 m2 = k < a.nsplit ? *(const float2 *)(ml + (row + k) * 2) : make_float2(0.f, 0.f);
-        w[i] = m2.y > 0.f ? m2.x : -INFINITY, l[i] = m2.y > 0.f ? m2.y : 0.f;
-        mx = fmaxf(mx, w[i]);
-    }
-    for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-#pragma unroll
-    for (int i = 0; i < ML_PER_LANE; i++) {
-        w[i] = l[i] > 0.f ? exp2f(w[i] - mx) : 0.f;
-        sum += w[i] * l[i];
-    }
-    for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    float w[ML_PER_LANE], mx;
+    const float sum = row_weights<false>(ml, row, a.nsplit, w, mx);
     float o[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
     for (int q = 0; q < ML_PER_LANE; q++) // splits 32 q ...: their weights are the lanes' w[q]
@@ -833,21 +1028,14 @@ template <int G> __device__ __forceinline__ void combine_row(const kt_mla_args &
             if (q || g0) load_partials<G>(v, sums, 32 * q + g0, a.nsplit);
 #pragma unroll
             for (int i = 0; i < G; i++) {
-                const float wi = __shfl_sync(0xffffffffu, w[q], g0 + i);
-                o[0] += wi == 0.f ? 0.f : wi * v[i].x, o[1] += wi == 0.f ? 0.f : wi * v[i].y;
-                o[2] += wi == 0.f ? 0.f : wi * v[i].z, o[3] += wi == 0.f ? 0.f : wi * v[i].w;
+                add_weighted(o, __shfl_sync(0xffffffffu, w[q], g0 + i), v[i]);
             }
         }
-    const int b = bs / a.SQ, s = bs % a.SQ;
-    float lse = INFINITY, f = 0.f;
-    if (sum > 0.f) {
-        lse = (mx + log2f(sum)) * 0.6931471805599453f;
-        f = 1.f / sum;
-        if (a.sink) f /= 1.f + expf(((const float *)a.sink)[h] - lse);
-    }
+    float f;
+    const float lse = row_lse(a, h, mx, sum, f);
     kt_u16 *out = (kt_u16 *)a.out + ((long)bs * a.HQ + h) * KT_MLA_DV + d;
     *(uint2 *)out = make_uint2(bf16x2(o[0] * f, o[1] * f), bf16x2(o[2] * f, o[3] * f));
-    if (threadIdx.x == 0) ((float *)a.lse)[((long)b * a.HQ + h) * a.SQ + s] = lse;
+    if (threadIdx.x == 0) ((float *)a.lse)[((long)(bs / a.SQ) * a.HQ + h) * a.SQ + bs % a.SQ] = lse;
 }
 
 extern "C" __global__ void __launch_bounds__(128) mla_combine(const kt_mla_args a) { combine_row<8>(a); }

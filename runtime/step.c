@@ -120,8 +120,8 @@ struct kt_step {
     /* the families' buffers: list lengths [3][B] (rt_lengths), mla_decode's lists, q, out and
      * partials; mla_indexer's q, weights, block table and logits; moe_route's gate logits and
      * alignment records, moe_gemm's intermediate, partials, counters and bf16 output */
-    dptr lens, wlist, hlist, csa_len, sl_idx, sl_len, qb, ob, lse, apart, itable, iqq, iw, ilogits, elog, ealign, he,
-        hse, mpart, mcnt, moe_outb, no_shared;
+    dptr lens, wlist, hlist, csa_len, sl_idx, sl_len, qb, ob, lse, apart, atick, itable, iqq, iw, ilogits, elog, ealign,
+        he, hse, mpart, mcnt, moe_outb, no_shared;
     kt_step_plan plan;
     fam_k fams[2][MAX_FAMS];
     int n_fams[2], set, collecting;
@@ -512,8 +512,8 @@ static int attend(kt_step *s, layer_dev *L, int mode, dptr inv) {
      * mode is the plan's KT_PLAN_SLIDING / CSA / HCA index */
     dptr kv = mode ? L->ccache : L->win, idx = mode == 0 ? s->sl_idx : mode == 1 ? L->idx : s->hlist;
     dptr len = mode == 0 ? s->sl_len : mode == 1 ? s->csa_len : s->lens + (dptr)(B * 4);
-    dptr ptr[11] = {s->qb, kv, idx, len, L->win, s->wlist, s->lens, L->sink, s->ob, s->lse, s->apart};
-    if (fam_launch(s, fam_p(s, "mla_decode", &s->plan.attn[mode]), ptr, 11)) return -1;
+    dptr ptr[12] = {s->qb, kv, idx, len, L->win, s->wlist, s->lens, L->sink, s->ob, s->lse, s->apart, s->atick};
+    if (fam_launch(s, fam_p(s, "mla_decode", &s->plan.attn[mode]), ptr, 12)) return -1;
     void *ao[] = {&s->ob, &inv, &s->pos, &s->og, &R, &GI, &B};
     return rt(s, K_O_POST, (unsigned)c->n_heads, (unsigned)B, 128, 0, ao);
 }
@@ -708,10 +708,10 @@ static int attention_v32(kt_step *s, long l) {
     void *aq[] = {&s->q, &L->wkvb.codes, &L->wkvb.scales, &s->inv_main, &af, &s->pos, &s->qb, &NO, &VH, &R, &B};
     void *ao[] = {&s->ob, &L->wkvb.codes, &L->wkvb.scales, &s->og, &NO, &VH, &B};
     unsigned bg = (unsigned)(B + V32_SEQS - 1) / V32_SEQS; /* model.cu's RT_V32_SEQS sequences a block */
-    dptr ptr[7] = {s->qb, L->ccache, L->idx, s->csa_len, s->ob, s->lse, s->apart};
+    dptr ptr[8] = {s->qb, L->ccache, L->idx, s->csa_len, s->ob, s->lse, s->apart, s->atick};
     if (rt(s, K_V32_KV_APPEND, (unsigned)B, 1, 256, 0, akv) || indexer_v32(s, L) ||
         rt(s, K_V32_Q_ABSORB, (unsigned)H, bg, 256, 0, aq) ||
-        fam_launch(s, fam_p(s, "mla_decode", &s->plan.attn[KT_PLAN_DSA]), ptr, 7) ||
+        fam_launch(s, fam_p(s, "mla_decode", &s->plan.attn[KT_PLAN_DSA]), ptr, 8) ||
         rt(s, K_V32_O_UP, (unsigned)H, bg, 256, 0, ao) || qgemm(s, &L->wo_b, 0, c->hidden, s->og, s->y_attn, B) ||
         all_reduce(s, s->y_attn, 1))
         return -1;
@@ -1159,17 +1159,19 @@ static int minus_one(const kt_step *s, long i) { return (void)s, (void)i, -1; }
 static int zero(const kt_step *s, long i) { return (void)s, (void)i, 0; }
 
 static int alloc_attention(kt_step *s) {
-    size_t B = (size_t)s->B, QD = (size_t)kt_model_q_dim(&s->c), part = 0;
+    size_t B = (size_t)s->B, QD = (size_t)kt_model_q_dim(&s->c), part = 0, tick = 0;
     for (int m = 0; m < KT_PLAN_MODES; m++) {
         size_t b = s->plan.attn[m].n_dims ? fam_bytes("mla_decode", &s->plan.attn[m], "partials") : 0;
-        part = b > part ? b : part;
+        size_t t = s->plan.attn[m].n_dims ? fam_bytes("mla_decode", &s->plan.attn[m], "tickets") : 0;
+        part = b > part ? b : part, tick = t > tick ? t : tick;
     }
     long hn = s->plan.attn[KT_PLAN_HCA].n_dims ? s->plan.attn[KT_PLAN_HCA].dim[2] : 0;
     return upload_ints(&s->wlist, s->B * KT_MLA_V4_WINDOW, window_entry, s) ||
                    upload_ints(&s->hlist, s->B * hn, hca_entry, s) || upload_ints(&s->csa_len, s->B, csa_length, s) ||
                    upload_ints(&s->sl_idx, s->B, minus_one, s) || upload_ints(&s->sl_len, s->B, zero, s) ||
                    dalloc(&s->qb, B * QD * 2) || dalloc(&s->ob, B * QD * 2) ||
-                   dalloc(&s->lse, B * (size_t)s->c.n_heads * 4) || dalloc(&s->apart, part)
+                   dalloc(&s->lse, B * (size_t)s->c.n_heads * 4) || dalloc(&s->apart, part) ||
+                   dalloc(&s->atick, tick) /* zeroed, and every launch leaves it so */
                ? -1
                : 0;
 }
@@ -1250,7 +1252,8 @@ static int alloc_acts_v32(kt_step *s) {
     size_t QK = (size_t)(c->qk_nope + c->rope_dim), VH = (size_t)c->v_head, ID = (size_t)c->index_dim;
     size_t IQ = (size_t)c->index_heads * ID, K = (size_t)c->top_k, KV = (size_t)s->L[0].wkv.n;
     size_t I = (size_t)(c->moe_inter * c->n_shared),
-           part = fam_bytes("mla_decode", &s->plan.attn[KT_PLAN_DSA], "partials");
+           part = fam_bytes("mla_decode", &s->plan.attn[KT_PLAN_DSA], "partials"),
+           tick = fam_bytes("mla_decode", &s->plan.attn[KT_PLAN_DSA], "tickets");
     for (long l = 0; l < c->n_layers; l++)
         if (c->mlp[l] == KT_MLP_DENSE && (size_t)c->inter > I) I = (size_t)c->inter;
     const dbuf a[] = {{&s->tok, B * 4},
@@ -1270,6 +1273,7 @@ static int alloc_acts_v32(kt_step *s) {
                       {&s->ob, B * H * KT_MLA_DV * 2},
                       {&s->lse, B * H * 4},
                       {&s->apart, part},
+                      {&s->atick, tick}, /* zeroed, and every launch leaves it so */
                       {&s->og, B * H * VH * 2},
                       {&s->y_attn, B * D * 2},
                       {&s->eidx, B * K * 4},

@@ -105,6 +105,25 @@ __device__ __forceinline__ kt_u32 kt_mul_bf16x2(kt_u32 a, kt_u32 b) {
     return d;
 }
 
+// Two e4m3 codes of w as bf16x2 of their values times 2^-120, exactly (subnormal codes too):
+// SEL (prmt) puts each chosen byte in a 16-bit lane with its sign replicated above it, << 4
+// lines e4m3's exponent and mantissa up under bf16's, the mask keeps them and the sign. 3
+// instructions per 2 codes, for the bf16 mma on raw codes where there is no e4m3 mma.sync (sm_90).
+template <kt_u32 SEL> __device__ __forceinline__ kt_u32 kt_e4m3x2_bf16(kt_u32 w) {
+    kt_u32 x;
+    asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(x) : "r"(w), "r"(0u), "n"(SEL));
+    return (x << 4) & 0x87f087f0u;
+}
+constexpr kt_u32 KT_SEL_01 = 0x9180, KT_SEL_23 = 0xb3a2; // codes (0, 1), (2, 3) of a word
+constexpr kt_u32 KT_SEL_02 = 0xa280, KT_SEL_13 = 0xb391; // codes (0, 2), (1, 3)
+
+// Two e4m3 codes (low byte first) -> f16x2, exactly (one F2FP on sm_90).
+__device__ __forceinline__ kt_u32 kt_e4m3x2_f16x2(kt_u16 v) {
+    kt_u32 h;
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(h) : "h"(v));
+    return h;
+}
+
 // Two mma k-steps in fp8_gemm DIRECT's k order, from 16-byte loads: lo / hi hold 16 bytes of
 // weight rows g / g+8 and x the tokens' 16 bytes of the same k (lane t's bytes 16t..16t+15 of a
 // 64-byte piece). k-step h feeds mma k 4t+e from byte 8h+e and 16+4t+e from byte 8h+4+e, the

@@ -151,8 +151,22 @@ typedef struct kt_mla_args {
     unsigned long long part;            /* f32 partials: [B*SQ*HQ*nsplit][512] sums, then (m, l) pairs */
     unsigned long long out;             /* bf16 [B, SQ, HQ, 512] */
     unsigned long long lse;             /* f32 [B, HQ, SQ], natural log; +inf for a row with no slot */
+    unsigned long long tick;            /* u32 [B*SQ][HQ/16][2] ticket counters (arrivals, departures) of the
+                                           head groups, zero before a launch and left zero by it */
     int B, SQ, HQ, TOPK, nsplit;        /* nsplit: splits a query's slots are cut into */
+    int fuse;                           /* who merges the splits: KT_MLA_FUSE_* */
 } kt_mla_args;
+
+/* Who merges a head group's splits by LSE: a combine kernel launched after the split kernel;
+ * the group's last CTA to finish (a ticket on its arrival counter); or every CTA of the group,
+ * a share each, once all have arrived (they wait for each other: only where the whole grid is
+ * resident at once, one CTA an SM). */
+#define KT_MLA_FUSE_NONE 0
+#define KT_MLA_FUSE_LAST 1
+#define KT_MLA_FUSE_ALL 2
+
+/* Ticket counters of a problem: two per query and 16 heads. */
+KT_MLA_FN long kt_mla_tickets(long queries, int hq) { return queries * (hq / 16) * 2; }
 
 /* Slots a request's query attends over: the top-k list, then V4's window. */
 KT_MLA_FN int kt_mla_slots(int layout, int topk) { return topk + (layout == KT_MLA_V4 ? KT_MLA_V4_WINDOW : 0); }

@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
-# mla_speed.sh — issue 20's speed targets for mla_decode on the GPU, one bounded call (~150 s):
-# (a) kt verify on fresh seeds of the default (PATH 2 since the fifteenth session) at the
-#     issue's cases (B 1,3,8,64,128; HQ 16,64,128; SQ 1,2; top-k 100/512/1152/2048) and of
-#     seeded PATH 2 and PATH 3 configs (WPM, HPC, CHUNK, STAGES drawn);
-# (b) kt bench of the old default (main's build, $KT_MAIN, PATH 0) and the new one at the
-#     target cases, B 1 and 64, PATH 3 against PATH 2 at three B = 64 cases, three B = 1
-#     candidates, then a short kt tune of them and the bench of its winners;
-#     a table of old / new / tuned against the roof (bytes / copy rate, flops / 650 TFLOP/s);
-#     KT_MLA_TUNE=0 skips the tune, KT_MLA_DRAWN=N draws N PATH 2 and 3 configs (6), KT_MLA_NCU_BY=S
-#     runs ncu only while the call is under S seconds (125), KT_MLA_VERIFY_S bounds each verify (45);
-# (c) kt profile --ncu of the new default at V4 HQ 16 B 64 and B 1 while the time allows.
-# Logs under $OUT/mla (or /tmp/kt-gpu-mla); a PASS/FAIL line per check; "N passed, N failed".
+# mla_speed.sh — issue 20's speed levers for mla_decode on the GPU, one call under 100 s (the
+# sixteenth session's; bench/NOTES.md):
+# (a) kt verify on fresh seeds of seeded configs with FUSE 2 (the splits merged by the split
+#     kernel's own CTAs: all of them where the grid fits one CTA an SM, else the last to finish)
+#     at the issue's cases (B 1,3,8,64,128; HQ 16,64,128; SQ 1,2; top-k 100/512/1152/2048), of
+#     FUSE 1 (the last CTA merges) and MPW 2 (32 heads a warp, one conversion for both) ones,
+#     FUSE 1 with one split (the split kernel writes the output), FUSE 2 pinned at B = 1, and
+#     the static default (kt verify's; the benches check the
+#     per-problem defaults);
+# (b) planted bugs that kt verify must catch (builds under .gpu/, made from this tree with one
+#     line changed): the tickets not reset, a merge share one item short, a one-split fused
+#     launch not zeroing a row with no slot, MPW 2's second heads taking the first's p;
+# (c) kt bench: the defaults of this build and of main's ($KT_MAIN), then (the second call) FUSE 2
+#     at B = 1, MPW 1 / PATH 3 beside the B = 64 defaults, and ncu of V3.2 HQ 128 B = 64 if time is left;
+#     a table against the roof and the floor of the conversions (bench's converted-operand mma
+#     rates, the `cvt` line).
+# Every part runs under a timeout that ends it before $KT_MLA_END_S (92) seconds; a part with no
+# time left is a FAIL that says so. Logs under $OUT/mla; a PASS/FAIL line per check; "N passed,
+# N failed" last.
 #   usage: OUT=DIR tests/gpu/mla_speed.sh
 set -u
 cd "$(dirname "$0")/../.."
@@ -18,95 +25,146 @@ KT=${KT:-./bin/kt}
 OLD=${KT_MAIN:-.gpu/kt_main}
 LOGS=${OUT:-/tmp/kt-gpu}/mla
 SEED=${KT_SEED:-$RANDOM}
+END=${KT_MLA_END_S:-92}
 source tests/gpu/step.sh # step NAME CMD...
 echo "mla_speed.sh: seed $SEED, new $KT, old $OLD"
-v() { timeout "${KT_MLA_VERIFY_S:-45}" "$KT" verify --family mla_decode --seed "$SEED" "$@"; }
-step verify_v4_h64 v --shape LAYOUT=V4,HQ=64,TOPK=512,SQ=1 --m 1,3,8,64,128
-step verify_v4_h16_mtp v --shape LAYOUT=V4,HQ=16,TOPK=512,SQ=2 --m 1,3,8,64,128
-step verify_v32_h128 v --shape LAYOUT=V32,HQ=128,TOPK=2048,SQ=1 --m 1,3,8,64,128
-step verify_v32_h16_mtp v --shape LAYOUT=V32,HQ=16,TOPK=2048,SQ=2 --m 1,3,8,64,128
-step verify_odd_topk v --shape LAYOUT=V4,HQ=128,TOPK=1152,SQ=1 --shape LAYOUT=V32,HQ=64,TOPK=100,SQ=2 --m 1,3,8
-for path in 2 3; do
-    step "verify_path${path}_drawn" v --where PATH=$path --sample "${KT_MLA_DRAWN:-6}" \
-        --shape LAYOUT=V4,HQ=64,TOPK=512,SQ=2 --shape LAYOUT=V32,HQ=32,TOPK=2048,SQ=1 --m 1,8,64
-done
-# The defaults as dispatch serves them: a DB without mla_decode rows (kt bench needs one)
+if [ -f .gpu/cache.tar.xz ] && [ -z "${KT_CACHE_DIR:-}" ]; then # this script's cubins, built ahead
+    rm -rf /tmp/kt-mla-cache && mkdir -p /tmp/kt-mla-cache &&
+        tar -xJf .gpu/cache.tar.xz -C /tmp/kt-mla-cache --strip-components 1 && export KT_CACHE_DIR=/tmp/kt-mla-cache
+    echo "JIT cache: .gpu/cache.tar.xz ($(find /tmp/kt-mla-cache -type f | wc -l) files) at ${KT_CACHE_DIR:-none}"
+fi
+# t CAP CMD...: CMD under a timeout of CAP seconds, or of what is left before END if less
+t() {
+    local cap=$1 left=$((END - SECONDS))
+    shift
+    [ "$left" -ge 3 ] || { echo "no time left (${SECONDS}s of $END)"; return 1; }
+    timeout $((cap < left ? cap : left)) "$@"
+}
+v() { t 20 "$KT" verify --family mla_decode --seed "$SEED" "$@"; }
+V4_16=LAYOUT=V4,HQ=16,TOPK=512,SQ=1 V4_64=LAYOUT=V4,HQ=64,TOPK=512,SQ=1
+V32_128=LAYOUT=V32,HQ=128,TOPK=2048,SQ=1 V32_16=LAYOUT=V32,HQ=16,TOPK=2048,SQ=1
+B1=HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=8,MPW=1 # the B = 1 default of V4 HQ 16/64, V3.2 HQ 16
+MPW2=HPC=32,CHUNK=32,STAGES=3,PATH=2,WPM=8,MPW=2
+# (a) pinned configs (the JIT cache in .gpu/cache.tar.xz, built for them, saves the compiles; kt
+# verify's own default is the family's static one, FUSE 0; the benches check the per-problem
+# defaults): the new B = 64 defaults (MPW 2 with the direct write; CHUNK 64 with it), FUSE 0 at
+# B = 1 (the combine's loads), FUSE 2 (FUSE_ALL, FUSE_LAST), FUSE 1 with several splits
+MPW2D=HPC=32,CHUNK=32,SPLIT=2048,STAGES=3,PATH=2,WPM=8,MPW=2,FUSE=1 # V3.2 HQ 128 B >= 64's default
+v() { t 30 "$KT" verify --family mla_decode --seed "$SEED" "$@"; } # the large references
+step verify_mpw2_default v --config $MPW2D --shape $V32_128 --m 1,3,8,64,128 --shape LAYOUT=V4,HQ=128,TOPK=1152,SQ=1 --m 64
+step verify_direct_chunk64 v --config HPC=16,CHUNK=64,SPLIT=1024,STAGES=2,PATH=2,WPM=8,FUSE=1 --shape $V4_64 \
+    --shape LAYOUT=V4,HQ=16,TOPK=512,SQ=2 --m 64,128
+v() { t 20 "$KT" verify --family mla_decode --seed "$SEED" "$@"; }
+step verify_fuse0_b1 v --config $B1,FUSE=0 --shape $V4_64 --shape LAYOUT=V4,HQ=16,TOPK=512,SQ=2 \
+    --shape LAYOUT=V32,HQ=16,TOPK=2048,SQ=2 --m 1,3
+step verify_fuse2_b1 v --config $B1,FUSE=2 --shape LAYOUT=V4,HQ=16,TOPK=512,SQ=2 --shape $V32_16 --m 1,2
+step verify_fuse2 v --config HPC=16,CHUNK=32,SPLIT=256,STAGES=2,PATH=2,WPM=4,FUSE=2 \
+    --shape LAYOUT=V4,HQ=16,TOPK=512,SQ=2 --shape LAYOUT=V32,HQ=16,TOPK=2048,SQ=2 --m 3,64
+step verify_fuse1 v --config HPC=16,CHUNK=32,SPLIT=64,STAGES=2,PATH=2,WPM=8,FUSE=1 \
+    --shape LAYOUT=V4,HQ=64,TOPK=512,SQ=2 --shape LAYOUT=V4,HQ=128,TOPK=1152,SQ=1 \
+    --shape LAYOUT=V32,HQ=64,TOPK=100,SQ=2 --m 1,3
+step verify_mpw2_path3 v --config HPC=32,CHUNK=32,SPLIT=2048,STAGES=3,PATH=3,WPM=8,MPW=2,FUSE=1 \
+    --shape LAYOUT=V4,HQ=32,TOPK=512,SQ=2 --shape $V32_128 --m 1,64
+step verify_default v --shape $V4_16 --shape $V32_16 --m 1,64
+# (b) each planted bug must fail kt verify (the first launch of no_reset is right: the
+# re-check of the timed launches finds it)
+planted() {
+    local bin=.gpu/kt_plant_$1
+    shift
+    [ -x "$bin" ] || { echo "no planted build $bin"; return 1; }
+    t 20 "$bin" verify --family mla_decode --seed "$SEED" "$@" >"$LOGS/planted.out" 2>&1
+    local rc=$?
+    cat "$LOGS/planted.out"
+    [ $rc -ne 0 ] || { echo "the planted bug passed"; return 1; }
+    # a variant's own FAIL line (a wrong or unwritten output), not a setup error
+    grep -qE '^FAIL .* M=[0-9]+ ' "$LOGS/planted.out" || { echo "verify failed, but not on a result"; return 1; }
+    echo "verify failed on a result, as it must"
+}
+step planted_no_reset planted no_reset --config HPC=16,CHUNK=32,SPLIT=64,STAGES=2,PATH=2,WPM=8,FUSE=1 \
+    --shape $V4_16 --m 1
+step planted_short_share planted short_share --config $B1,FUSE=2 --shape $V4_16 --m 1
+step planted_no_zero planted no_zero --config HPC=16,CHUNK=32,SPLIT=2048,STAGES=2,PATH=2,WPM=8,FUSE=1 \
+    --shape $V4_16 --m 3
+step planted_mpw_a planted mpw_a --config $MPW2,SPLIT=1024,FUSE=0 --shape $V4_64 --m 1
+# (c) the defaults as dispatch serves them: a DB without mla_decode rows (kt bench needs one):
+# .gpu/untuned_db (a fake GPU's act_quant row) or, without it, a one-config act_quant tune
 rm -f "$LOGS/untuned.db"*
-step untuned_db timeout 30 "$KT" tune --family act_quant --shape K=128 --m 1 --budget 1 --db "$LOGS/untuned.db"
-bench() { timeout 40 "$1" bench --family mla_decode --shape targets --m 1,64 --db "$LOGS/untuned.db" --json "$2"; }
+if [ -f .gpu/untuned_db ]; then
+    cp .gpu/untuned_db "$LOGS/untuned.db"
+else
+    step untuned_db t 15 "$KT" tune --family act_quant --shape K=128 --m 1 --budget 1 --db "$LOGS/untuned.db"
+fi
+bench() { t 25 "$1" bench --family mla_decode --shape targets --m 1,64 --db "$LOGS/untuned.db" --json "$2"; }
+step bench_new bench "$KT" "$LOGS/new.json"
 if [ -x "$OLD" ]; then
     step bench_old bench "$OLD" "$LOGS/old.json"
 else
     echo "FAIL bench_old: no old build at $OLD (KT_MAIN)"
     failed=$((failed + 1))
 fi
-step bench_new bench "$KT" "$LOGS/new.json"
-if [ "${KT_MLA_TUNE:-1}" = 1 ]; then # a short tune and its winners (KT_MLA_TUNE=0 skips them)
-    rm -f "$LOGS/tuned.db"*
-    step tune timeout 75 "$KT" tune --family mla_decode --shape targets --m 1,64 --budget 10 --seed "$SEED" \
-        --db "$LOGS/tuned.db"
-    step bench_tuned timeout 50 "$KT" bench --family mla_decode --shape targets --m 1,64 --db "$LOGS/tuned.db" \
-        --json "$LOGS/tuned.json"
-fi
-# PATH 3 (q . k's codes on the f16 mma) against PATH 2 at the checkpoint's tuned winners, B = 64
-pair() {
-    local shape=$1 cfg=$2 path
-    for path in 2 3; do
-        timeout 30 "$KT" bench --family mla_decode --shape "$shape" --m 64 --config "$cfg,PATH=$path" | tail -n 1 || return 1
-    done
+grep -E "mma on e4m3|ceiling" "$LOGS/bench_new.log"
+# cfg NAME CONFIG SHAPE... at M: one config's bench into NAME.json (KT_REPEATS 10)
+cfg() {
+    local name=$1 config=$2 m=$3 shapes=()
+    shift 3
+    for s in "$@"; do shapes+=(--shape "$s"); done
+    (
+        export KT_REPEATS=10
+        t 15 "$KT" bench --family mla_decode "${shapes[@]}" --m "$m" --config "$config" --json "$LOGS/$name.json"
+    )
 }
-step pair_v4_h16 pair LAYOUT=V4,HQ=16,TOPK=512,SQ=1 HPC=16,CHUNK=32,SPLIT=128,STAGES=2,WPM=4
-step pair_v4_h64 pair LAYOUT=V4,HQ=64,TOPK=512,SQ=1 HPC=16,CHUNK=64,SPLIT=1024,STAGES=2,WPM=8
-step pair_v32_h128 pair LAYOUT=V32,HQ=128,TOPK=2048,SQ=1 HPC=32,CHUNK=32,SPLIT=2048,STAGES=3,WPM=4
-for n in v4_h16 v4_h64 v32_h128; do cat "$LOGS/pair_$n.log"; done
-# B = 1 candidates beside the default: SPLIT 32 with 8 warps, and 4 or 2 chunks a CTA
-for c in PATH=2,CHUNK=32,SPLIT=32,WPM=8 PATH=2,CHUNK=32,SPLIT=128,WPM=8 PATH=2,CHUNK=32,SPLIT=64,WPM=8; do
-    step "bench_b1_${c//[=,]/_}" timeout 30 "$KT" bench --family mla_decode --shape targets --m 1 --config "$c"
-    tail -n 12 "$LOGS/bench_b1_${c//[=,]/_}.log"
-done
-# The table: us (config) per case, and each against the roof; the issue's target beside it.
+step b1_fuse2 cfg b1_fuse2 $B1,FUSE=2 1 $V4_16 $V4_64 $V32_16
+step b64_v32_h128_mpw2_path3 cfg b64_v32_h128_mpw2_path3 HPC=32,CHUNK=32,SPLIT=2048,STAGES=3,PATH=3,WPM=8,MPW=2,FUSE=1 \
+    64 $V32_128
+step b64_v32_h128_mpw1 cfg b64_v32_h128_mpw1 HPC=32,CHUNK=32,SPLIT=2048,STAGES=3,PATH=2,WPM=4,FUSE=1 64 $V32_128
+step b64_v4_h64_path3 cfg b64_v4_h64_path3 HPC=16,CHUNK=64,SPLIT=1024,STAGES=2,PATH=3,WPM=8,FUSE=1 64 $V4_64
+step b1_v32_h128_fuse2 cfg b1_v32_h128_fuse2 HPC=16,CHUNK=32,SPLIT=128,STAGES=2,PATH=2,WPM=8,FUSE=2 1 $V32_128
+step b64_v4_h16_path3 cfg b64_v4_h16_path3 HPC=16,CHUNK=32,SPLIT=128,STAGES=2,PATH=3,WPM=4,FUSE=0 64 $V4_16
+# The table: per case and run, us (x roof); the roof the issue's (bytes / copy rate, flops / 650
+# TFLOP/s); cvt1 / cvt2 / cvtH: the code dims' flops at the converted-operand mma rate with a
+# conversion per 1, 2 or HQ / 16 head groups (the rope dims' at the bf16 rate), the floor of a
+# kernel on sm_90's mma.sync that converts every code that often.
 table() {
     python3 - "$LOGS" <<'EOF'
-import json, os, sys
+import glob, json, os, sys
 d = sys.argv[1]
 runs = {}
-for name in ("old", "new", "tuned"):
-    f = os.path.join(d, name + ".json")
-    if os.path.exists(f):
-        runs[name] = {(r["shape"], r["M"]): r for r in json.load(open(f)) if r.get("status") == "ok"}
-def roof(r):  # the issue's: bytes / copy rate, flops / 650 TFLOP/s (the bench's own roof_us uses its probe's rate)
-    flops = r["mma_floor_us"] * r.get("bf16_mma_flops_per_s", r["mma_flops_per_s"])
-    return max(r["floor_us"], flops / 650e12)
-def target(shape, m):
-    if "V4" in shape or "LAYOUT=4," in shape:
-        return "B=1 < 6 us" if m == 1 else "1.5x roof"
-    if "HQ=128" in shape:
-        return "B=1 < 8 us" if m == 1 else "1.5x roof"
-    return "-" if m == 1 else "1.3x roof"
-keys = sorted({k for r in runs.values() for k in r})
-print("| case | B | roof (650 TF) | bench roof_us | " + " | ".join(f"{n} us (x roof)" for n in runs) + " | target | new config |")
-for k in keys:
-    any_r = next(r[k] for r in runs.values() if k in r)
-    cells = []
-    for n in runs:
-        r = runs[n].get(k)
-        cells.append(f"{r['kt_us']:.2f} ({r['kt_us'] / roof(r):.1f})" if r else "-")
-    cfg = runs.get("new", {}).get(k, {}).get("config", "-")
-    print(f"| {k[0]} | {k[1]} | {roof(any_r):.2f} | {any_r.get('roof_us', float('nan')):.2f} | " + " | ".join(cells)
-          + f" | {target(k[0], k[1])} | {cfg} |")
-for n in ("tuned",):
-    for k, r in sorted(runs.get(n, {}).items()):
-        print(f"{n} winner {k[0]} B={k[1]}: {r['config']}")
+for f in sorted(glob.glob(os.path.join(d, "*.json"))):
+    rows = [r for r in json.load(open(f)) if r.get("status") == "ok"]
+    runs[os.path.basename(f)[:-5]] = {(r["shape"], r["M"]): r for r in rows}
+def hq(shape): return int(shape.split("HQ=")[1].split(",")[0])
+def floors(r):
+    bf16 = r.get("bf16_mma_flops_per_s") or r["mma_flops_per_s"]
+    flops = r["mma_floor_us"] * 1e-6 * bf16
+    v4 = "V4" in r["shape"]
+    code = flops * (448 / 512 if v4 else 1024 / 1088)  # q . k and p . v over the e4m3 dims
+    rope = flops - code
+    roof = max(r["floor_us"], flops / 650e12 * 1e6)
+    def cvt(key):
+        rate = r.get(key)
+        return (code / rate + rope / bf16) * 1e6 if rate else float("nan")
+    share = {1: "cvt_mma_r1_flops_per_s", 2: "cvt_mma_r2_flops_per_s", 4: "cvt_mma_r4_flops_per_s",
+             8: "cvt_mma_r8_flops_per_s"}
+    return roof, cvt(share[1]), cvt(share[2]), cvt(share[min(8, hq(r["shape"]) // 16)])
+print("| case | B | roof | cvt1 | cvt2 | cvtH | run: us (x roof) [config] |")
+for k in sorted({k for rs in runs.values() for k in rs}):
+    r0 = next(rs[k] for rs in sorted(runs.values(), key=lambda rs: "cvt_mma_r1_flops_per_s" not in next(iter(rs.values()))) if k in rs)
+    roof, c1, c2, ch = floors(r0)
+    cells = [f"{n}: {rs[k]['kt_us']:.2f} ({rs[k]['kt_us'] / roof:.1f}) [{rs[k]['config']}]" for n, rs in runs.items() if k in rs]
+    print(f"| {k[0]} | {k[1]} | {roof:.2f} | {c1:.2f} | {c2:.2f} | {ch:.2f} | " + "; ".join(cells) + " |")
+r = next(iter(runs["new"].values()), None) if runs.get("new") else None
+if r:
+    print("rates TFLOP/s: bf16 %.0f, cvt r1 %.0f r2 %.0f r4 %.0f r8 %.0f, cvt16 r1 %.0f" % tuple(
+        (r.get(k) or float("nan")) / 1e12 for k in ("bf16_mma_flops_per_s", "cvt_mma_r1_flops_per_s",
+        "cvt_mma_r2_flops_per_s", "cvt_mma_r4_flops_per_s", "cvt_mma_r8_flops_per_s", "cvt16_mma_r1_flops_per_s")))
 EOF
 }
 step table table
 cat "$LOGS/table.log"
-# ncu of the new default where B = 64 and B = 1 miss most, while the call is under ~2 minutes
-for m in 64 1; do
-    [ "$SECONDS" -lt "${KT_MLA_NCU_BY:-125}" ] || break
-    step "ncu_v4_h16_b$m" timeout 35 "$KT" profile --family mla_decode --shape LAYOUT=V4,HQ=16,TOPK=512,SQ=1 \
-        --m "$m" --iters 20 --ncu
-    grep -iE "dram|occupancy|stall|mla_split|mla_combine" "$LOGS/ncu_v4_h16_b$m.log" | head -20
-done
+# ncu of V3.2 HQ 128 B = 64's default (MPW 2) where at least 30 s are left
+if [ $((END + 6 - SECONDS)) -ge 30 ]; then
+    END=$((END + 6)) step ncu_v32_h128_b64 t 40 "$KT" profile --family mla_decode --shape $V32_128 --m 64 --iters 10 --ncu
+    grep -iE "dram|occupancy|stall|tensor|mla_split|mla_combine|duration" "$LOGS/ncu_v32_h128_b64.log" | head -16
+fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
