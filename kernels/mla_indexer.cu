@@ -47,6 +47,7 @@
 #define KT_SEL_CLUSTER 1
 #define KT_MATH 0
 #define KT_STAGES 3
+#define KT_HIST 0
 #endif
 #if KT_SEL_CLUSTER > 1
 #define KT_SEL_CLUSTER_DIMS __cluster_dims__(KT_SEL_CLUSTER, 1, 1)
@@ -55,7 +56,7 @@
 #endif
 
 constexpr int WARPS = KT_WARPS, NT = KT_NT, THREADS = WARPS * 32;
-constexpr bool F16 = KT_MATH == 1;
+constexpr bool F16 = KT_MATH == 1, HIST = KT_HIST == 1;
 constexpr int QR = F16 ? 16 : 8; // registers of a lane's 32 dims of a row: e4m3 codes, or f16 pairs
 constexpr int GROUP = 8 * NT;    // tokens a warp takes at once (all in one page: GROUP divides 64)
 constexpr int ST = KT_SEL_THREADS, SE = 16 /* the ordered pass's positions a thread */, TILE = ST * SE,
@@ -66,6 +67,23 @@ static_assert(KT_IDX_PAGE % GROUP == 0, "a group of tokens must stay inside one 
 static_assert(TILE < 65536, "the ordered pass packs two per-tile counts into 16 bits each");
 static_assert(CLUSTER >= 1 && CLUSTER <= 8, "a request's selection is a portable cluster of 1 to 8 CTAs");
 static_assert(KT_MATH == 0 || KT_MATH == 1, "MATH: 0 (e4m3 mma) or 1 (f16 mma)");
+static_assert(KT_HIST == 0 || KT_HIST == 1, "HIST: 0 (the selection's own passes) or 1 (the scan's histogram)");
+
+__device__ __forceinline__ unsigned key_of(float x) { return kt_idx_key(__float_as_uint(x)); }
+
+// HIST=1: the 16-bit key histogram of request b (indexer_layout.h) when its selection reads one
+// (L_b > topk), else null. The scan and the selection use the same rule.
+__device__ __forceinline__ unsigned *request_hist(unsigned *hist, int b, int len, int topk) {
+    return HIST && len > topk ? hist + (long long)b * KT_IDX_HIST_WORDS : nullptr;
+}
+
+// Counts logit v in the histogram hb (null: not counted); the adds need no reply (red.global).
+__device__ __forceinline__ void hist_add(unsigned *hb, float v) {
+    if (!HIST || !hb) return;
+    const unsigned key = key_of(v);
+    atomicAdd(hb + kt_idx_hist_coarse(key), 1u);
+    atomicAdd(hb + kt_idx_hist_fine(key), 1u);
+}
 
 // Two e4m3 codes (bits 16 half .. 16 half + 15 of codes, low byte first) -> an f16 pair, exactly.
 // The halves are split in the asm so that ptxas reads the upper one in place (no shift).
@@ -255,8 +273,9 @@ __device__ __forceinline__ void read_group(const ring_slot &s, group_data &gd) {
     }
 }
 
-// The logits of a loaded group (tokens t0 .. of a request of length L) into out[].
-__device__ __forceinline__ void group_logits(const group_data &gd, int t0, int L, float *out,
+// The logits of a loaded group (tokens t0 .. of a request of length L) into out[], each counted
+// in hb (HIST=1).
+__device__ __forceinline__ void group_logits(const group_data &gd, int t0, int L, float *out, unsigned *hb,
                                              const kt_u32 (&qf)[4][2][QR], const float (&wf)[4][2]) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
@@ -264,15 +283,16 @@ __device__ __forceinline__ void group_logits(const group_data &gd, int t0, int L
         float2 s = tile_logits(qf, wf, gd.k[j]);
         const float sc0 = __shfl_sync(FULL, gd.scale[j], 8 * t), sc1 = __shfl_sync(FULL, gd.scale[j], 8 * t + 4);
         const int tok = t0 + 8 * j + 2 * t;
-        if (g == 0 && tok < L) out[tok] = s.x * sc0;
-        if (g == 0 && tok + 1 < L) out[tok + 1] = s.y * sc1;
+        const float v0 = s.x * sc0, v1 = s.y * sc1;
+        if (g == 0 && tok < L) out[tok] = v0, hist_add(hb, v0);
+        if (g == 0 && tok + 1 < L) out[tok + 1] = v1, hist_add(hb, v1);
     }
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, KT_CTAS_PER_SM)
     mla_indexer_scan(const kt_u8 *__restrict__ q, const float *__restrict__ w, const kt_u8 *__restrict__ cache,
                      const int *__restrict__ lens, const int *__restrict__ block_table, int max_pages, int B,
-                     float *__restrict__ logits) {
+                     float *__restrict__ logits, unsigned *__restrict__ hist, int topk) {
     extern __shared__ __align__(16) unsigned char scan_ring[]; // WARPS x STAGES ring slots (dynamic)
     __shared__ int cu_lens[MAX_B + 1], cu_groups[MAX_B + 1];
     __shared__ unsigned warp_sums[32];
@@ -302,6 +322,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, KT_CTAS_PER_SM)
     kt_u32 qf[4][2][QR];
     float wf[4][2];
     load_query(q, w, b, qf, wf);
+    unsigned *hb = request_hist(hist, b, lens[b], topk);
     for (int grp = first; grp < last; grp++) {
         // the fences keep the compiler from moving shared-memory reads across the copies and
         // the wait (their asm has no memory clobber)
@@ -314,8 +335,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, KT_CTAS_PER_SM)
         if (grp >= cu_groups[b + 1]) {
             while (grp >= cu_groups[b + 1]) b++;
             load_query(q, w, b, qf, wf);
+            hb = request_hist(hist, b, lens[b], topk);
         }
-        group_logits(gd, (grp - cu_groups[b]) * GROUP, lens[b], logits + cu_lens[b], qf, wf);
+        group_logits(gd, (grp - cu_groups[b]) * GROUP, lens[b], logits + cu_lens[b], hb, qf, wf);
     }
 }
 
@@ -325,8 +347,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, KT_CTAS_PER_SM)
 __device__ __forceinline__ int global_id(const int *bt_row, int p) {
     return bt_row[p / KT_IDX_PAGE] * KT_IDX_PAGE + p % KT_IDX_PAGE;
 }
-
-__device__ __forceinline__ unsigned key_of(float x) { return kt_idx_key(__float_as_uint(x)); }
 
 // A CTA's positions [lo, hi) of a request: their keys from shared memory when the slice fit
 // there (staged: one read of the logits, then every pass at shared-memory latency), else
@@ -341,24 +361,37 @@ struct slice {
     }
 };
 
-// Copies the slice's keys into shared memory (8 loads in flight a thread).
-__device__ void stage_keys(const float *x, int lo, int hi, unsigned *keys) {
+// HIST=1: the keys of a slice that agree with the scan's histogram's chosen top 16 bits, in
+// shared memory (their order is free: only their digit histograms are taken from them).
+struct candidates {
+    const unsigned *keys;
+    int lo, hi; // 0 and their count
+    __device__ __forceinline__ unsigned key(int i) const { return keys[i]; }
+};
+
+// Copies the slice's keys into shared memory (8 loads in flight a thread), by threads from
+// `first` on (HIST=1: warp 0 reads the scan's histogram meanwhile).
+__device__ void stage_keys(const float *x, int lo, int hi, unsigned *keys, int first) {
+    if ((int)threadIdx.x >= first) {
 #pragma unroll 8
-    for (int p = lo + (int)threadIdx.x; p < hi; p += ST) keys[kt_idx_staged_index(p - lo)] = key_of(x[p]);
+        for (int p = lo + (int)threadIdx.x - first; p < hi; p += ST - first)
+            keys[kt_idx_staged_index(p - lo)] = key_of(x[p]);
+    }
     __syncthreads();
 }
 
-// Histogram of digit d over the keys of x[lo, hi) that agree with prefix above it: one add for
-// the warp when its candidates share a bin (ties, all-equal logits, the top digits of close
-// logits), else one a candidate (no __match_any_sync: shared atomics to distinct bins go at once).
-__device__ void digit_histogram(const slice &sl, unsigned prefix, int d, unsigned *hist) {
-    const int lo = sl.lo, hi = sl.hi;
+// Histogram of digit d over the keys of src (a slice or the candidates) that agree with
+// prefix above it: one add for the warp when its candidates share a bin (ties, all-equal
+// logits, the top digits of close logits), else one a candidate (no __match_any_sync: shared
+// atomics to distinct bins go at once).
+template <class Keys> __device__ void digit_histogram(const Keys &src, unsigned prefix, int d, unsigned *hist) {
+    const int lo = src.lo, hi = src.hi;
     const int lane = threadIdx.x & 31;
-    for (int i = threadIdx.x; i < KT_IDX_BINS; i += ST) hist[i] = 0;
+    for (int i = threadIdx.x; i < kt_idx_digit_bins(d); i += ST) hist[i] = 0;
     __syncthreads();
     for (int base = lo; base < hi; base += ST) { // uniform trip count: the warp stays converged
         const int p = base + (int)threadIdx.x;
-        const unsigned key = p < hi ? sl.key(p) : 0u;
+        const unsigned key = p < hi ? src.key(p) : 0u;
         const bool cand = p < hi && kt_idx_matches(key, prefix, d);
         const unsigned mask = __ballot_sync(FULL, cand), bin = kt_idx_digit(key, d);
         const unsigned first_bin = __shfl_sync(FULL, bin, __ffs(mask) - 1); // no candidate: unused
@@ -371,10 +404,11 @@ __device__ void digit_histogram(const slice &sl, unsigned prefix, int d, unsigne
     __syncthreads();
 }
 
-// The cluster's histogram: the sum of every CTA's (distributed shared memory), into merged.
-__device__ void merge_histograms(const unsigned *hist, unsigned *merged) {
+// The cluster's histogram of `bins` counters: the sum of every CTA's (distributed shared
+// memory), into merged.
+__device__ void merge_histograms(const unsigned *hist, int bins, unsigned *merged) {
     kt_cluster_sync(); // every CTA's histogram is complete and visible
-    for (int i = threadIdx.x; i < KT_IDX_BINS / 4; i += ST) {
+    for (int i = threadIdx.x; i < bins / 4; i += ST) {
         uint4 sum = make_uint4(0, 0, 0, 0);
         for (int r = 0; r < CLUSTER; r++) {
             const float4 v = kt_cluster_load4(kt_cluster_map(kt_smem_addr(hist + 4 * i), (kt_u32)r));
@@ -413,6 +447,86 @@ __device__ void choose_bin(const unsigned *hist, int d, unsigned &prefix, unsign
     prefix |= chosen[0] << kt_idx_digit_shift(d);
     need = chosen[1];
     __syncthreads();
+}
+
+// The same over 256 counters c (16-byte aligned; GLOBAL: the scan's, read from L2) by one
+// warp, with no barrier: every lane gets the bin, how many are still to take in it and its
+// count. Lane l sums bins 255 - 8 l .. 248 - 8 l; a warp scan finds the lane whose bins hold
+// the need-th. Counters that cannot hold it (a sum under need) give bin 0: nothing runs out of
+// bounds.
+template <bool GLOBAL>
+__device__ __forceinline__ void choose_bin_warp(const unsigned *c, unsigned need, unsigned &bin, unsigned &rest,
+                                                unsigned &count) {
+    const int lane = threadIdx.x & 31, top = 255 - 8 * lane;
+    const uint4 *hp = (const uint4 *)(c + top - 3), *lp = (const uint4 *)(c + top - 7);
+    const uint4 hi = GLOBAL ? __ldcg(hp) : *hp, lo = GLOBAL ? __ldcg(lp) : *lp;
+    const unsigned v[8] = {hi.w, hi.z, hi.y, hi.x, lo.w, lo.z, lo.y, lo.x}; // bins top, top - 1, ...
+    unsigned mine = 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) mine += v[i];
+    unsigned incl = mine;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+        const unsigned y = __shfl_up_sync(FULL, incl, d);
+        if (lane >= d) incl += y;
+    }
+    const unsigned above = incl - mine, owners = __ballot_sync(FULL, above < need && incl >= need);
+    unsigned b = 0, r = 0, n = 0, cum = above;
+    bool found = false;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        if (!found && cum + v[i] >= need) b = (unsigned)(top - i), r = need - cum, n = v[i], found = true;
+        cum += v[i];
+    }
+    const int owner = owners ? __ffs(owners) - 1 : 0;
+    bin = __shfl_sync(FULL, b, owner);
+    rest = __shfl_sync(FULL, r, owner);
+    count = __shfl_sync(FULL, n, owner);
+}
+
+// HIST=1, warp 0: the top 16 bits of the request's topk-th largest key from the scan's
+// histogram hb (a coarse bin, then a fine one in its row), how many keys with them are still to
+// take, and how many the request has, into chosen[0..2]; the coarse counters into coarse[]
+// (what zero_histogram clears).
+__device__ void choose_from_histogram(const unsigned *hb, unsigned topk, unsigned *coarse, unsigned *chosen) {
+    const int lane = threadIdx.x & 31;
+    unsigned cb, need, n, fb, rest, count;
+    choose_bin_warp<true>(hb, topk, cb, need, n);
+    choose_bin_warp<true>(hb + KT_IDX_HIST_COARSE + cb * 256, need, fb, rest, count);
+    for (int i = lane; i < KT_IDX_HIST_COARSE; i += 32) coarse[i] = __ldcg(hb + i);
+    if (lane == 0) chosen[0] = cb << 24 | fb << 16, chosen[1] = rest, chosen[2] = count;
+}
+
+// HIST=1: the keys of sl agreeing with prefix's top 16 bits into cand[] (warp-aggregated slots;
+// the caller has zeroed *n_cand and knows they fit).
+__device__ void gather_candidates(const slice &sl, unsigned prefix, unsigned *cand, unsigned *n_cand) {
+    const int lane = threadIdx.x & 31;
+    for (int base = sl.lo; base < sl.hi; base += ST) {
+        const int p = base + (int)threadIdx.x;
+        const unsigned key = p < sl.hi ? sl.key(p) : 0u;
+        const bool match = p < sl.hi && kt_idx_matches(key, prefix, 3);
+        const unsigned mask = __ballot_sync(FULL, match);
+        if (!mask) continue;
+        const int leader = __ffs(mask) - 1;
+        unsigned slot = 0;
+        if (lane == leader) slot = atomicAdd(n_cand, (unsigned)__popc(mask));
+        slot = __shfl_sync(FULL, slot, leader) + (unsigned)__popc(mask & ((1u << lane) - 1));
+        if (match) cand[slot] = key;
+    }
+    __syncthreads();
+}
+
+// HIST=1: leaves the request's histogram zero again (every fine row under a nonzero coarse
+// counter holds all its counts), rank r of the cluster the rows c with c % CLUSTER == r. Called
+// once every CTA of the cluster has read it.
+__device__ void zero_histogram(unsigned *hb, const unsigned *coarse, int rank) {
+    for (int i = threadIdx.x; i < KT_IDX_HIST_COARSE * 64; i += ST) {
+        const int c = i >> 6;
+        if (c % CLUSTER == rank && coarse[c])
+            *(uint4 *)(hb + KT_IDX_HIST_COARSE + c * 256 + 4 * (i & 63)) = make_uint4(0, 0, 0, 0);
+    }
+    for (int c = threadIdx.x; c < KT_IDX_HIST_COARSE; c += ST)
+        if (c % CLUSTER == rank) hb[c] = 0;
 }
 
 // How many keys of x[lo, hi) are > T and how many == T, over the CTA.
@@ -463,16 +577,70 @@ __device__ void write_selected(const slice &sl, unsigned T, unsigned need, unsig
     }
 }
 
+constexpr int SEL_BINS = HIST ? 256 : KT_IDX_BINS; // a digit's counters: HIST=1's digits 3 and 4 have 8 bits
+constexpr int CAND = 4096; // HIST=1: candidates a CTA gathers (16 KB); more in the request: digits over the slice
+
+// HIST=0: the top-k-th key T by three digit passes over the slice (the cluster's histograms
+// summed each time); need: how many keys == T to take.
+__device__ void select_by_digits(const slice &sl, unsigned topk, unsigned (&hist)[2][SEL_BINS], unsigned *merged,
+                                 unsigned *warp_sums, unsigned *chosen, unsigned &T, unsigned &need) {
+    unsigned prefix = 0;
+    need = topk;
+    for (int d = 0; d < KT_IDX_DIGITS; d++) {
+        digit_histogram(sl, prefix, d, hist[d & 1]); // two buffers: a peer may still read the last
+        if constexpr (CLUSTER > 1) merge_histograms(hist[d & 1], kt_idx_digit_bins(d), merged);
+        choose_bin(CLUSTER > 1 ? merged : hist[d & 1], d, prefix, need, warp_sums, chosen);
+    }
+    T = prefix;
+}
+
+// HIST=1: the same from the scan's histogram hb: its top 16 bits by warp 0 while the other
+// warps stage the keys, then digits 3 and 4 over the gathered candidates (over the slice where
+// the request has more than CAND of them), each by warp 0 alone; then hb is zeroed.
+__device__ void select_by_histogram(const slice &sl, unsigned *staged, unsigned *hb, unsigned topk, int rank,
+                                    unsigned (&hist)[2][SEL_BINS], unsigned *merged, unsigned *coarse, unsigned *cand,
+                                    unsigned *chosen, unsigned &T, unsigned &need) {
+    if (threadIdx.x < 32) choose_from_histogram(hb, topk, coarse, chosen);
+    if (threadIdx.x == 0) chosen[3] = 0; // the candidates' count
+    if (sl.staged)
+        stage_keys(sl.x, sl.lo, sl.hi, staged, 32);
+    else
+        __syncthreads();
+    unsigned prefix = chosen[0];
+    need = chosen[1];
+    const bool gathered = chosen[2] <= (unsigned)CAND; // the request's count: each slice's fits
+    if (gathered) gather_candidates(sl, prefix, cand, &chosen[3]);
+    const candidates cs = {cand, 0, (int)chosen[3]};
+    for (int d = 3; d <= 4; d++) {
+        if (gathered)
+            digit_histogram(cs, prefix, d, hist[d & 1]);
+        else
+            digit_histogram(sl, prefix, d, hist[d & 1]);
+        if constexpr (CLUSTER > 1) merge_histograms(hist[d & 1], SEL_BINS, merged);
+        if (threadIdx.x < 32) {
+            unsigned bin, rest, count;
+            choose_bin_warp<false>(CLUSTER > 1 ? merged : hist[d & 1], need, bin, rest, count);
+            if (threadIdx.x == 0) chosen[0] = bin, chosen[1] = rest;
+        }
+        __syncthreads();
+        prefix |= chosen[0] << kt_idx_digit_shift(d);
+        need = chosen[1];
+        if (d == 3) zero_histogram(hb, coarse, rank); // every CTA has read it (the barriers above)
+    }
+    T = prefix;
+}
+
 // A cluster of CLUSTER CTAs per request, rank r owning positions [n r / C, n (r + 1) / C):
 // each digit's histogram is the sum of the cluster's, every CTA then chooses the same bin;
 // the ordered pass starts each slice after the counts of the slices before it.
 extern "C" __global__ void __launch_bounds__(ST) KT_SEL_CLUSTER_DIMS
     mla_indexer_select(const float *__restrict__ logits, const int *__restrict__ lens,
                        const int *__restrict__ block_table, int max_pages, int topk, int stage_keys_max,
-                       int *__restrict__ index) {
+                       unsigned *__restrict__ hist, int *__restrict__ index) {
     extern __shared__ unsigned staged_keys[]; // kt_idx_staged_words(stage_keys_max) (dynamic shared memory)
-    __shared__ __align__(16) unsigned hist[2][KT_IDX_BINS], merged[CLUSTER > 1 ? KT_IDX_BINS : 1];
-    __shared__ __align__(16) unsigned warp_sums[32], chosen[2], counts[4];
+    __shared__ __align__(16) unsigned hists[2][SEL_BINS], merged[CLUSTER > 1 ? SEL_BINS : 1];
+    __shared__ __align__(16) unsigned coarse[HIST ? KT_IDX_HIST_COARSE : 1], cand[HIST ? CAND : 1];
+    __shared__ __align__(16) unsigned warp_sums[32], chosen[4], counts[4];
     const int b = blockIdx.x / CLUSTER, rank = CLUSTER > 1 ? (int)kt_cluster_rank() : 0, n = lens[b];
     unsigned part = 0, off; // this request's logits start after those of requests 0..b-1
     for (int j = threadIdx.x; j < b; j += ST) part += (unsigned)lens[j];
@@ -488,17 +656,18 @@ extern "C" __global__ void __launch_bounds__(ST) KT_SEL_CLUSTER_DIMS
     }
     const int lo = (int)((long long)n * rank / CLUSTER), hi = (int)((long long)n * (rank + 1) / CLUSTER);
     const slice sl = {x, staged_keys, lo, hi, hi - lo <= stage_keys_max};
-    if (sl.staged) stage_keys(x, lo, hi, staged_keys);
-    unsigned prefix = 0, need = (unsigned)topk;
-    for (int d = 0; d < KT_IDX_DIGITS; d++) {
-        digit_histogram(sl, prefix, d, hist[d & 1]); // two buffers: a peer may still read the last
-        if constexpr (CLUSTER > 1) merge_histograms(hist[d & 1], merged);
-        choose_bin(CLUSTER > 1 ? merged : hist[d & 1], d, prefix, need, warp_sums, chosen);
+    unsigned T, need;
+    if constexpr (HIST) {
+        select_by_histogram(sl, staged_keys, request_hist(hist, b, n, topk), (unsigned)topk, rank, hists, merged,
+                            coarse, cand, chosen, T, need);
+    } else {
+        if (sl.staged) stage_keys(x, lo, hi, staged_keys, 0);
+        select_by_digits(sl, (unsigned)topk, hists, merged, warp_sums, chosen, T, need);
     }
     unsigned gt_before = 0, eq_before = 0;
     if constexpr (CLUSTER > 1) {
         unsigned gt, eq;
-        count_slice(sl, prefix, warp_sums, gt, eq);
+        count_slice(sl, T, warp_sums, gt, eq);
         if (threadIdx.x == 0) counts[0] = gt, counts[1] = eq;
         kt_cluster_sync(); // every slice's counts are visible
         for (int r = 0; r < rank; r++) {
@@ -508,7 +677,7 @@ extern "C" __global__ void __launch_bounds__(ST) KT_SEL_CLUSTER_DIMS
         }
         kt_cluster_sync_relaxed(); // no CTA leaves while another still reads its shared memory
     }
-    write_selected(sl, prefix, need, gt_before, eq_before, bt_row, out, warp_sums);
+    write_selected(sl, T, need, gt_before, eq_before, bt_row, out, warp_sums);
 }
 
 // ------------------------------------------------------------------ baseline and reference
@@ -537,7 +706,7 @@ __device__ __forceinline__ float e4m3_to_f32(kt_u8 c) {
 extern "C" __global__ void __launch_bounds__(256)
     mla_indexer_naive(const kt_u8 *__restrict__ q, const float *__restrict__ w, const kt_u8 *__restrict__ cache,
                       const int *__restrict__ lens, const int *__restrict__ block_table, int max_pages, int B,
-                      float *__restrict__ logits) {
+                      float *__restrict__ logits, unsigned *__restrict__ hist, int topk) {
     __shared__ int cu_lens[MAX_B + 1], cu_groups[MAX_B + 1];
     __shared__ unsigned warp_sums[32];
     request_prefix<8>(lens, B, 1, cu_lens, cu_groups, warp_sums);
@@ -552,7 +721,9 @@ extern "C" __global__ void __launch_bounds__(256)
             for (int d = 0; d < KT_IDX_DIM; d++) dot += e4m3_to_f32(qh[d]) * e4m3_to_f32(k[d]);
             sum += w[b * KT_IDX_HEADS + h] * fmaxf(dot, 0.f);
         }
-        logits[i] = sum * *(const float *)(cache + kt_idx_scale_offset(page, t % KT_IDX_PAGE));
+        const float v = sum * *(const float *)(cache + kt_idx_scale_offset(page, t % KT_IDX_PAGE));
+        logits[i] = v;
+        hist_add(request_hist(hist, b, lens[b], topk), v);
     }
 }
 
