@@ -546,9 +546,10 @@ __device__ void count_slice(const slice &sl, unsigned T, unsigned *warp_sums, un
 
 // The ordered pass over x[lo, hi), after gt_run keys > T and eq_run keys == T before lo: every
 // key > T and the first `need` keys == T by position, into out[0..k) in ascending position
-// order (slots from a block scan of per-thread counts).
+// order (slots from a block scan of per-thread counts). A slot past k is not written: only a
+// wrong T (HIST=1: a histogram not left zero) makes one, and then the list is wrong, not memory.
 __device__ void write_selected(const slice &sl, unsigned T, unsigned need, unsigned gt_run, unsigned eq_run,
-                               const int *bt_row, int *out, unsigned *warp_sums) {
+                               const int *bt_row, unsigned k, int *out, unsigned *warp_sums) {
     const int hi = sl.hi;
     for (int base = sl.lo; base < hi; base += TILE) {
         const int p0 = base + (int)threadIdx.x * SE;
@@ -565,10 +566,11 @@ __device__ void write_selected(const slice &sl, unsigned T, unsigned need, unsig
         for (int j = 0; j < SE; j++) {
             if (p0 + j >= hi) break;
             if (key[j] > T) {
-                out[gb + (eb < need ? eb : need)] = global_id(bt_row, p0 + j);
+                const unsigned slot = gb + (eb < need ? eb : need);
+                if (slot < k) out[slot] = global_id(bt_row, p0 + j);
                 gb++;
             } else if (key[j] == T) {
-                if (eb < need) out[gb + eb] = global_id(bt_row, p0 + j);
+                if (eb < need && gb + eb < k) out[gb + eb] = global_id(bt_row, p0 + j);
                 eb++;
             }
         }
@@ -677,7 +679,7 @@ extern "C" __global__ void __launch_bounds__(ST) KT_SEL_CLUSTER_DIMS
         }
         kt_cluster_sync_relaxed(); // no CTA leaves while another still reads its shared memory
     }
-    write_selected(sl, T, need, gt_before, eq_before, bt_row, out, warp_sums);
+    write_selected(sl, T, need, gt_before, eq_before, bt_row, (unsigned)topk, out, warp_sums);
 }
 
 // ------------------------------------------------------------------ baseline and reference

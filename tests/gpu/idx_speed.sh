@@ -58,9 +58,34 @@ DB=$LOG/no_indexer.db
 cp tests/fixtures/h200_small.db "$DB" && chmod u+w "$DB" && $KT db migrate --db "$DB" >/dev/null
 run bench_served 22 $KT bench --family mla_indexer "${SHAPES[@]}" --db "$DB" --json "$LOG/bench_served.json"
 grep -v "^kt:" "$LOG/bench_served.log"
+# a planted bug: the selection leaves the scan's counts in the histogram (zero_histogram not
+# called); verify must fail on it (its timing graph's runs are checked, and stale counts choose
+# a wrong bin). The planted kt: $KT_PLANTED, bin/kt_planted, or built here from this tree.
+KP=${KT_PLANTED:-bin/kt_planted}
+if [ ! -x "$KP" ] && [ "$SECONDS" -lt 72 ]; then
+    PD=$(mktemp -d)
+    tar --exclude=./build --exclude=./bin --exclude=./lib --exclude=./.git -cf - . | tar -xf - -C "$PD" &&
+        sed -i 's/if (d == 3) zero_histogram(hb, coarse, rank);/if (d == 3) {}/' "$PD/kernels/mla_indexer.cu" &&
+        grep -q 'if (d == 3) {}' "$PD/kernels/mla_indexer.cu" &&
+        timeout 20 make -C "$PD" -j16 bin/kt >"$LOG/planted_build.log" 2>&1 && KP=$PD/bin/kt
+fi
+if [ -x "$KP" ] && [ "$SECONDS" -lt 88 ]; then
+    timeout 10 "$KP" verify --family mla_indexer --seed "$SEED" --shape TOPK=2048,CTX=8192,DIST=ragged,VALUES=grid \
+        --m 3 --config HIST=1 >"$LOG/planted_fails.log" 2>&1
+    if grep -q "^FAIL.*HIST=1" "$LOG/planted_fails.log"; then
+        passed=$((passed + 1))
+        echo "PASS planted_fails (the histogram left unzeroed fails verify)"
+    else
+        failed=$((failed + 1))
+        echo "FAIL planted_fails: verify did not catch the unzeroed histogram ($LOG/planted_fails.log)"
+    fi
+    grep -h "^FAIL\|^ok" "$LOG/planted_fails.log"
+else
+    echo "SKIP planted_fails: no planted kt (${SECONDS} s used; $LOG/planted_build.log)"
+fi
 # ncu of the served 8K x 1 (HIST=1), if the run is still short of 100 s
-if [ "$SECONDS" -lt 80 ]; then
-    run ncu_served_8k_1 15 $KT profile --ncu --iters 5 --family mla_indexer --db "$DB" --shape \
+if [ "$SECONDS" -lt 82 ]; then
+    run ncu_served_8k_1 14 $KT profile --ncu --iters 5 --family mla_indexer --db "$DB" --shape \
         TOPK=2048,CTX=8192,$E --m 1
     grep -A8 "^ncu: " "$LOG/ncu_served_8k_1.log"
 else
