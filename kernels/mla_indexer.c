@@ -19,7 +19,7 @@
 
 extern const kt_family kt_family_mla_indexer;
 
-enum { P_WARPS, P_NT, P_CTAS_PER_SM, P_SEL_THREADS, P_SEL_CLUSTER, P_MATH, P_STAGES, P_HIST };
+enum { P_WARPS, P_NT, P_CTAS_PER_SM, P_SEL_THREADS, P_SEL_CLUSTER, P_MATH, P_STAGES, P_HIST, P_SPLIT };
 enum { T_Q, T_W, T_CACHE, T_LENS, T_TABLE, T_LOGITS, T_INDEX, T_HIST };
 enum { K_SCAN, K_SELECT, K_NAIVE, K_REFERENCE };
 #define MAX_B 1024 /* the kernels' shared prefix arrays */
@@ -27,7 +27,7 @@ enum { K_SCAN, K_SELECT, K_NAIVE, K_REFERENCE };
 #define REF_THREADS 256 /* the reference kernel: a CTA per 64 tokens of a request */
 #define REF_TOKENS 64
 #define STAGE_KEYS 16384         /* keys a selection CTA stages: 68 KB padded, with its 24 KB fits sm_120's 99 KB */
-#define SCAN_STATIC_SMEM 8328    /* the scan's static shared memory: two prefix arrays and 32 sums */
+#define SCAN_STATIC_SMEM 9360    /* the scan's static shared memory (ptxas): two prefix arrays, 32 sums */
 #define SELECT_STATIC_SMEM 25776 /* the selection's static shared memory, at most (ptxas, sm_90 and sm_120) */
 #define SM120_THREADS_PER_SM 1536
 
@@ -62,24 +62,29 @@ static int check_problem(const kt_problem *p, char *why, size_t n) {
     return 0;
 }
 
-/* The scan's ring in dynamic shared memory: STAGES slots a warp of NT x (32 lanes x 32 code
- * bytes + 32 scales) (kernels/mla_indexer.cu's ring_slot). */
-static long scan_ring_bytes(const int *v) { return (long)v[P_WARPS] * v[P_STAGES] * v[P_NT] * (32 * 32 + 32 * 4); }
+/* The scan's ring in dynamic shared memory: STAGES slots a warp (SPLIT=2: a pair of warps) of
+ * NT x (32 lanes x 32 code bytes + 32 scales) (kernels/mla_indexer.cu's ring_slot). */
+static long scan_ring_bytes(const int *v) {
+    return (long)v[P_WARPS] / v[P_SPLIT] * v[P_STAGES] * v[P_NT] * (32 * 32 + 32 * 4);
+}
 
 /* Threads of the scan kernel per SM and the registers a thread needs (ptxas, the ring's loads
  * holding none): MATH=0 124 at NT 1 on sm_120 (q's 64 code registers, a group's k and the
  * rest), ~24 more per n-tile; MATH=1 (q as 128 f16 registers) 178-188 at NT 1 unbounded, ~20
  * more per n-tile, and 168 without spills at 3 CTAs of 4 warps on sm_90 (STAGES=3), so the
- * estimate lets 12 such warps an SM be compiled (the sweep refuses a variant that spills).
+ * estimate lets 12 such warps an SM be compiled (the sweep refuses a variant that spills);
+ * SPLIT=2 holds half of q (116-126 registers at NT 2: 16 warps an SM fit).
  * The ring must fit one block's and CTAS_PER_SM blocks' shared memory (sm_120: 99 KB). */
 static int check_config(const kt_config *c, int arch, char *why, size_t n) {
     (void)arch; /* sm_120's limits on every arch: the H200 stand-in's winners must build where kt ships */
     const kt_arch_limits ship = kt_arch_limits_of(KT_SHIP_ARCH);
     const int *v = c->v;
-    int per_sm = v[P_WARPS] * 32 * v[P_CTAS_PER_SM], need = v[P_MATH] ? 148 + 20 * v[P_NT] : 100 + 24 * v[P_NT];
+    /* SPLIT=2 holds half of q: 64 f16 or 32 e4m3 registers fewer */
+    int per_sm = v[P_WARPS] * 32 * v[P_CTAS_PER_SM],
+        need = (v[P_MATH] ? 148 + 20 * v[P_NT] : 100 + 24 * v[P_NT]) - (v[P_SPLIT] - 1) * (v[P_MATH] ? 64 : 32);
     int have =
         ship.regs_per_block / per_sm < ship.regs_per_thread ? ship.regs_per_block / per_sm : ship.regs_per_thread;
-    long smem = scan_ring_bytes(v) + SCAN_STATIC_SMEM;
+    long smem = scan_ring_bytes(v) + SCAN_STATIC_SMEM + (v[P_SPLIT] > 1 ? v[P_WARPS] / 2 * v[P_NT] * 32 : 0);
     if (smem * v[P_CTAS_PER_SM] > ship.smem_per_block)
         return snprintf(why, n, "the scan's ring: %d CTAs of %ld bytes of shared memory an SM (sm_120: %d)",
                         v[P_CTAS_PER_SM], smem, ship.smem_per_block),
@@ -468,7 +473,7 @@ const kt_family kt_family_mla_indexer = {
              {"VALUES", KT_KEY_CATEGORY, values_names}},
     .m_name = "B",
     .batch_buckets = batch_buckets,
-    .n_params = 8,
+    .n_params = 9,
     .params = {{"WARPS", 2, {4, 8}},
                {"NT", 3, {1, 2, 4}},
                {"CTAS_PER_SM", 3, {1, 2, 3}},
@@ -476,12 +481,13 @@ const kt_family kt_family_mla_indexer = {
                {"SEL_CLUSTER", 4, {1, 2, 4, 8}},
                {"MATH", 2, {0, 1}},
                {"STAGES", 3, {2, 3, 4}},
-               {"HIST", 2, {0, 1}}},
+               {"HIST", 2, {0, 1}},
+               {"SPLIT", 2, {1, 2}}},
     .strata_params = 3,
     /* 2 CTAs of 4 warps of two n-tiles an SM, a ring of 4 groups a warp (3 in flight: 48 KB an
      * SM), f16 math (the portable path: 202 registers on sm_90, 208 on sm_120, no spills; e4m3
      * at this shape: 148 on sm_120), so the scan-only baseline is the H200's served scan */
-    .default_config = {{4, 2, 2, 1024, 1, 1, 4, 0}},
+    .default_config = {{4, 2, 2, 1024, 1, 1, 4, 0, 1}},
     .target_shapes = target_shapes,
     .n_target_shapes = 7,
     KT_FAMILY_HOOKS,

@@ -4,13 +4,14 @@
 #  1. tests/gpu/indexer.sh on a fresh seed (the default config, HIST=0: ragged batches with
 #     L_b = TOPK and L_b = 1, CTX < TOPK, all-equal and tied logits, odd top-k, clusters of 2
 #     and 8, random configs; then HIST=1 on the same kinds of cases, one CTA and clusters of 4
-#     and 8), then the e4m3 path with HIST=1: kt verify on fresh seeded inputs, outputs poisoned
+#     and 8, the e4m3 path in one): kt verify on fresh seeded inputs, outputs poisoned
 #     first, logits against float64, index lists exact, the timing graph's runs checked too;
+#     and a planted bug (the histogram not zeroed again) that verify must catch;
 #  2. speed: HIST=1's selection at B = 1 and 16, 8K / 32K / 128K, one CTA and clusters of 4 and 8
 #     (kt verify prints the pair's time; the scan is the same in all), then `kt bench` of the issue's cases served by
 #     default_for (HIST=1 up to B = 16; kt_scan_us / kt_select_us: the default config's HIST=0
-#     scan and one-CTA selection alone), then, if time is left, kt profile --ncu of the served
-#     8K x 1.
+#     scan and one-CTA selection alone), the scan with SPLIT=2 (a group's heads over a pair of
+#     warps) at 2M tokens, then, if time is left, kt profile --ncu of the served 8K x 1.
 # Logs under $OUT/idx/; a PASS/FAIL line per check; ends with "N passed, N failed".
 #   usage: OUT=dir tests/gpu/idx_speed.sh [KT binary]
 set -u
@@ -38,8 +39,6 @@ run() {
 }
 V=($KT verify --family mla_indexer --seed "$SEED")
 run indexer_sh 34 env KT_SEED="$SEED" bash tests/gpu/indexer.sh "$KT"
-run e4m3_hist 7 "${V[@]}" --shape TOPK=2048,CTX=8192,DIST=ragged,VALUES=grid --shape \
-    TOPK=1152,CTX=5000,DIST=ragged,VALUES=tied --m 1,3,16 --config MATH=0,HIST=1
 # the selection's candidates (the pair's time; the same f16 scan in all)
 E=DIST=equal,VALUES=grid
 sel() { # NAME SECONDS CONFIG SHAPES...
@@ -47,8 +46,7 @@ sel() { # NAME SECONDS CONFIG SHAPES...
     shift 3
     run "sel_$name" "$secs" "${V[@]}" "$@" --m 1,16 --config "$config"
 }
-sel h1_c1 9 HIST=1,SEL_CLUSTER=1 --shape TOPK=2048,CTX=8192,$E --shape TOPK=2048,CTX=32768,$E \
-    --shape TOPK=2048,CTX=131072,$E
+sel h1_c1 7 HIST=1,SEL_CLUSTER=1 --shape TOPK=2048,CTX=8192,$E --shape TOPK=2048,CTX=32768,$E
 sel h1_c4 7 HIST=1,SEL_THREADS=512,SEL_CLUSTER=4 --shape TOPK=2048,CTX=32768,$E --shape TOPK=2048,CTX=131072,$E
 sel h1_c8 6 HIST=1,SEL_THREADS=512,SEL_CLUSTER=8 --shape TOPK=2048,CTX=131072,$E
 grep -h "^ok" "$LOG"/sel_*.log
@@ -58,18 +56,28 @@ DB=$LOG/no_indexer.db
 cp tests/fixtures/h200_small.db "$DB" && chmod u+w "$DB" && $KT db migrate --db "$DB" >/dev/null
 run bench_served 22 $KT bench --family mla_indexer "${SHAPES[@]}" --db "$DB" --json "$LOG/bench_served.json"
 grep -v "^kt:" "$LOG/bench_served.log"
+# the scan with a group's heads split over a pair of warps sharing one ring (SPLIT=2), at 2M
+# tokens (32K x 64): the pair's time by verify, the same one-CTA HIST=0 selection in all
+if [ "$SECONDS" -lt 66 ]; then
+    for c in SPLIT=1 SPLIT=2 SPLIT=2,WARPS=8,STAGES=3 SPLIT=2,CTAS_PER_SM=3,STAGES=3; do
+        run "split_${c//[=,]/_}" 7 "${V[@]}" --shape TOPK=2048,CTX=32768,$E --m 64 --config "$c"
+    done
+    grep -h "^ok" "$LOG"/split_*.log
+else
+    echo "SKIP split: ${SECONDS} s used"
+fi
 # a planted bug: the selection leaves the scan's counts in the histogram (zero_histogram not
 # called); verify must fail on it (its timing graph's runs are checked, and stale counts choose
 # a wrong bin). The planted kt: $KT_PLANTED, bin/kt_planted, or built here from this tree.
 KP=${KT_PLANTED:-bin/kt_planted}
-if [ ! -x "$KP" ] && [ "$SECONDS" -lt 72 ]; then
+if [ ! -x "$KP" ] && [ "$SECONDS" -lt 70 ]; then
     PD=$(mktemp -d)
     tar --exclude=./build --exclude=./bin --exclude=./lib --exclude=./.git -cf - . | tar -xf - -C "$PD" &&
         sed -i 's/if (d == 3) zero_histogram(hb, coarse, rank);/if (d == 3) {}/' "$PD/kernels/mla_indexer.cu" &&
         grep -q 'if (d == 3) {}' "$PD/kernels/mla_indexer.cu" &&
         timeout 20 make -C "$PD" -j16 bin/kt >"$LOG/planted_build.log" 2>&1 && KP=$PD/bin/kt
 fi
-if [ -x "$KP" ] && [ "$SECONDS" -lt 88 ]; then
+if [ -x "$KP" ] && [ "$SECONDS" -lt 89 ]; then
     timeout 10 "$KP" verify --family mla_indexer --seed "$SEED" --shape TOPK=2048,CTX=8192,DIST=ragged,VALUES=grid \
         --m 3 --config HIST=1 >"$LOG/planted_fails.log" 2>&1
     if grep -q "^FAIL.*HIST=1" "$LOG/planted_fails.log"; then
@@ -84,8 +92,8 @@ else
     echo "SKIP planted_fails: no planted kt (${SECONDS} s used; $LOG/planted_build.log)"
 fi
 # ncu of the served 8K x 1 (HIST=1), if the run is still short of 100 s
-if [ "$SECONDS" -lt 82 ]; then
-    run ncu_served_8k_1 14 $KT profile --ncu --iters 5 --family mla_indexer --db "$DB" --shape \
+if [ "$SECONDS" -lt 84 ]; then
+    run ncu_served_8k_1 12 $KT profile --ncu --iters 5 --family mla_indexer --db "$DB" --shape \
         TOPK=2048,CTX=8192,$E --m 1
     grep -A8 "^ncu: " "$LOG/ncu_served_8k_1.log"
 else
