@@ -291,27 +291,32 @@ __device__ __forceinline__ void pair_sync() {
 __device__ __forceinline__ void group_logits(const group_data &gd, int t0, int L, float *out, unsigned *hb,
                                              const kt_u32 (&qf)[MT][2][QR], const float (&wf)[MT][2],
                                              float2 (&sums)[NT][4]) {
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, part = ((int)threadIdx.x >> 5) % SPLIT;
-    float2 s[NT];
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    auto write = [&](int j, float2 s) { // tokens 2t, 2t + 1 of n-tile j, scaled
+        const float sc0 = __shfl_sync(FULL, gd.scale[j], 8 * t), sc1 = __shfl_sync(FULL, gd.scale[j], 8 * t + 4);
+        const int tok = t0 + 8 * j + 2 * t;
+        const float v0 = s.x * sc0, v1 = s.y * sc1;
+        if (g == 0 && tok < L) out[tok] = v0, hist_add(hb, v0);
+        if (g == 0 && tok + 1 < L) out[tok + 1] = v1, hist_add(hb, v1);
+    };
+    if constexpr (SPLIT == 1) {
 #pragma unroll
-    for (int j = 0; j < NT; j++) s[j] = tile_logits(qf, wf, gd.k[j]);
-    if constexpr (SPLIT == 2) {
+        for (int j = 0; j < NT; j++) write(j, tile_logits(qf, wf, gd.k[j])); // each n-tile's sums die at once
+    } else {
+        const int part = ((int)threadIdx.x >> 5) % SPLIT;
+        float2 s[NT];
+#pragma unroll
+        for (int j = 0; j < NT; j++) s[j] = tile_logits(qf, wf, gd.k[j]);
         if (part == 1 && lane < 4)
 #pragma unroll
             for (int j = 0; j < NT; j++) sums[j][lane] = s[j];
         pair_sync();
         if (part == 1) return;
-        if (lane < 4)
 #pragma unroll
-            for (int j = 0; j < NT; j++) s[j].x += sums[j][lane].x, s[j].y += sums[j][lane].y;
-    }
-#pragma unroll
-    for (int j = 0; j < NT; j++) {
-        const float sc0 = __shfl_sync(FULL, gd.scale[j], 8 * t), sc1 = __shfl_sync(FULL, gd.scale[j], 8 * t + 4);
-        const int tok = t0 + 8 * j + 2 * t;
-        const float v0 = s[j].x * sc0, v1 = s[j].y * sc1;
-        if (g == 0 && tok < L) out[tok] = v0, hist_add(hb, v0);
-        if (g == 0 && tok + 1 < L) out[tok + 1] = v1, hist_add(hb, v1);
+        for (int j = 0; j < NT; j++) {
+            if (lane < 4) s[j].x += sums[j][lane].x, s[j].y += sums[j][lane].y;
+            write(j, s[j]);
+        }
     }
 }
 
@@ -601,12 +606,13 @@ __device__ void write_selected(const slice &sl, unsigned T, unsigned need, unsig
 #pragma unroll
         for (int j = 0; j < SE; j++) {
             if (p0 + j >= hi) break;
+            const int id = global_id(bt_row, p0 + j);
             if (key[j] > T) {
                 const unsigned slot = gb + (eb < need ? eb : need);
-                if (slot < k) out[slot] = global_id(bt_row, p0 + j);
+                if (slot < k) out[slot] = id;
                 gb++;
             } else if (key[j] == T) {
-                if (eb < need && gb + eb < k) out[gb + eb] = global_id(bt_row, p0 + j);
+                if (eb < need && gb + eb < k) out[gb + eb] = id;
                 eb++;
             }
         }
