@@ -356,7 +356,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, KT_CTAS_PER_SM)
     kt_u32 qf[MT][2][QR];
     float wf[MT][2];
     load_query(q, w, b, qf, wf);
-    unsigned *hb = request_hist(hist, b, lens[b], topk);
     for (int grp = first; grp < last; grp++) {
         // the fences keep the compiler from moving shared-memory reads across the copies and
         // the wait (their asm has no memory clobber)
@@ -375,10 +374,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, KT_CTAS_PER_SM)
         if (grp >= cu_groups[b + 1]) {
             while (grp >= cu_groups[b + 1]) b++;
             load_query(q, w, b, qf, wf);
-            hb = request_hist(hist, b, lens[b], topk);
         }
-        group_logits(gd, (grp - cu_groups[b]) * GROUP, lens[b], logits + cu_lens[b], hb, qf, wf,
-                     pair_sums[SPLIT == 2 ? unit : 0]);
+        // (the histogram's address made here, not kept across the loop: sm_90's e4m3 path has no register to spare)
+        group_logits(gd, (grp - cu_groups[b]) * GROUP, lens[b], logits + cu_lens[b],
+                     request_hist(hist, b, lens[b], topk), qf, wf, pair_sums[SPLIT == 2 ? unit : 0]);
     }
 }
 
