@@ -38,7 +38,7 @@ run() {
     fi
 }
 V=($KT verify --family mla_indexer --seed "$SEED")
-run indexer_sh 34 env KT_SEED="$SEED" bash tests/gpu/indexer.sh "$KT"
+run indexer_sh 36 env KT_SEED="$SEED" bash tests/gpu/indexer.sh "$KT"
 # the selection's candidates (the pair's time; the same f16 scan in all)
 E=DIST=equal,VALUES=grid
 sel() { # NAME SECONDS CONFIG SHAPES...
@@ -58,9 +58,9 @@ run bench_served 22 $KT bench --family mla_indexer "${SHAPES[@]}" --db "$DB" --j
 grep -v "^kt:" "$LOG/bench_served.log"
 # the scan with a group's heads split over a pair of warps sharing one ring (SPLIT=2), at 2M
 # tokens (32K x 64): the pair's time by verify, the same one-CTA HIST=0 selection in all
-if [ "$SECONDS" -lt 66 ]; then
-    for c in SPLIT=1 SPLIT=2 SPLIT=2,WARPS=8,STAGES=3 SPLIT=2,CTAS_PER_SM=3,STAGES=3; do
-        run "split_${c//[=,]/_}" 7 "${V[@]}" --shape TOPK=2048,CTX=32768,$E --m 64 --config "$c"
+if [ "$SECONDS" -lt 79 ]; then
+    for c in SPLIT=1 SPLIT=2,WARPS=8,STAGES=3 SPLIT=2,CTAS_PER_SM=3,STAGES=3; do
+        run "split_${c//[=,]/_}" 6 "${V[@]}" --shape TOPK=2048,CTX=32768,$E --m 64 --config "$c"
     done
     grep -h "^ok" "$LOG"/split_*.log
 else
@@ -70,14 +70,14 @@ fi
 # called); verify must fail on it (its timing graph's runs are checked, and stale counts choose
 # a wrong bin). The planted kt: $KT_PLANTED, bin/kt_planted, or built here from this tree.
 KP=${KT_PLANTED:-bin/kt_planted}
-if [ ! -x "$KP" ] && [ "$SECONDS" -lt 70 ]; then
+if [ ! -x "$KP" ] && [ "$SECONDS" -lt 75 ]; then
     PD=$(mktemp -d)
     tar --exclude=./build --exclude=./bin --exclude=./lib --exclude=./.git -cf - . | tar -xf - -C "$PD" &&
         sed -i 's/if (d == 3) zero_histogram(hb, coarse, rank);/if (d == 3) {}/' "$PD/kernels/mla_indexer.cu" &&
         grep -q 'if (d == 3) {}' "$PD/kernels/mla_indexer.cu" &&
         timeout 20 make -C "$PD" -j16 bin/kt >"$LOG/planted_build.log" 2>&1 && KP=$PD/bin/kt
 fi
-if [ -x "$KP" ] && [ "$SECONDS" -lt 89 ]; then
+if [ -x "$KP" ] && [ "$SECONDS" -lt 90 ]; then
     timeout 10 "$KP" verify --family mla_indexer --seed "$SEED" --shape TOPK=2048,CTX=8192,DIST=ragged,VALUES=grid \
         --m 3 --config HIST=1 >"$LOG/planted_fails.log" 2>&1
     if grep -q "^FAIL.*HIST=1" "$LOG/planted_fails.log"; then
@@ -92,7 +92,7 @@ else
     echo "SKIP planted_fails: no planted kt (${SECONDS} s used; $LOG/planted_build.log)"
 fi
 # ncu of the served 8K x 1 (HIST=1), if the run is still short of 100 s
-if [ "$SECONDS" -lt 84 ]; then
+if [ "$SECONDS" -lt 86 ]; then
     run ncu_served_8k_1 12 $KT profile --ncu --iters 5 --family mla_indexer --db "$DB" --shape \
         TOPK=2048,CTX=8192,$E --m 1
     grep -A8 "^ncu: " "$LOG/ncu_served_8k_1.log"
