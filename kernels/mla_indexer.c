@@ -26,9 +26,8 @@ enum { K_SCAN, K_SELECT, K_NAIVE, K_REFERENCE };
 #define MAX_TOKENS (1L << 30)
 #define REF_THREADS 256 /* the reference kernel: a CTA per 64 tokens of a request */
 #define REF_TOKENS 64
-#define STAGE_KEYS 16384         /* keys a selection CTA stages: 68 KB padded, with its 24 KB fits sm_120's 99 KB */
 #define SCAN_STATIC_SMEM 9360    /* the scan's static shared memory (ptxas): two prefix arrays, 32 sums */
-#define SELECT_STATIC_SMEM 25776 /* the selection's static shared memory, at most (ptxas, sm_90 and sm_120) */
+#define SELECT_STATIC_SMEM 26816 /* the selection's static shared memory, at most (ptxas, sm_90 and sm_120) */
 #define SM120_THREADS_PER_SM 1536
 
 /* malloc for the hooks that have no error path (fill, reference): out of memory is one line
@@ -95,9 +94,9 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
                -1;
     if (need > have)
         return snprintf(why, n, "needs ~%d registers per thread, %d threads an SM get %d", need, per_sm, have), -1;
-    if (SELECT_STATIC_SMEM + kt_idx_staged_words(STAGE_KEYS) * 4 > ship.smem_per_block) /* its staged keys */
+    if (SELECT_STATIC_SMEM + kt_idx_staged_words(KT_IDX_STAGE_KEYS) * 4 > ship.smem_per_block) /* its staged keys */
         return snprintf(why, n, "the selection needs %d bytes of shared memory",
-                        SELECT_STATIC_SMEM + kt_idx_staged_words(STAGE_KEYS) * 4),
+                        SELECT_STATIC_SMEM + kt_idx_staged_words(KT_IDX_STAGE_KEYS) * 4),
                -1;
     return 0;
 }
@@ -109,7 +108,7 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
 static void default_for(const kt_problem *p, int sms, kt_config *c) {
     *c = kt_family_mla_indexer.default_config;
     if (kt_gpu_arch() != 90) c->v[P_MATH] = 0;
-    while (c->v[P_SEL_CLUSTER] < 8 && 2 * ctx_of(p) > (long)STAGE_KEYS * c->v[P_SEL_CLUSTER] &&
+    while (c->v[P_SEL_CLUSTER] < 8 && 2 * ctx_of(p) > (long)KT_IDX_STAGE_KEYS * c->v[P_SEL_CLUSTER] &&
            p->m * 2 * c->v[P_SEL_CLUSTER] <= sms)
         c->v[P_SEL_CLUSTER] *= 2;
     if (c->v[P_SEL_CLUSTER] > 1) c->v[P_SEL_THREADS] = 512; /* check_config: clusters take 512 */
@@ -416,7 +415,7 @@ static int launch_select(const kt_launch *l) {
     const int *v = l->mod->config.v;
     int mp = (int)max_pages_of(p), k = (int)topk_of(p);
     long slice = (2 * ctx_of(p) + v[P_SEL_CLUSTER] - 1) / v[P_SEL_CLUSTER]; /* L_b < 2 CTX */
-    int stage = (int)(slice < STAGE_KEYS ? slice : STAGE_KEYS);
+    int stage = (int)(slice < KT_IDX_STAGE_KEYS ? slice : KT_IDX_STAGE_KEYS);
     uint64_t a[5] = {l->ptr[T_LOGITS], l->ptr[T_LENS], l->ptr[T_TABLE], l->ptr[T_HIST], l->ptr[T_INDEX]};
     void *args[] = {&a[0], &a[1], &a[2], &mp, &k, &stage, &a[3], &a[4]};
     return kt_launch_kernel_pdl(l->mod, K_SELECT, (unsigned)(p->m * v[P_SEL_CLUSTER]), 1, 1, (unsigned)v[P_SEL_THREADS],

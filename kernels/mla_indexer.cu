@@ -328,6 +328,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, KT_CTAS_PER_SM)
     __shared__ int cu_lens[MAX_B + 1], cu_groups[MAX_B + 1];
     __shared__ unsigned warp_sums[32];
     __shared__ float2 pair_sums[SPLIT == 2 ? UNITS : 1][NT][4]; // SPLIT=2: the second warp's head sums
+    // the selection (a programmatic dependent) may launch now: it waits for this grid's end
+    // and memory, and at small B this grid's idle CTAs leave it SMs long before the end
+    kt_allow_consumer();
     request_prefix<WARPS>(lens, B, GROUP, cu_lens, cu_groups, warp_sums);
     // a unit (a warp, or SPLIT=2 a pair) takes a contiguous range of the groups
     const int unit = (int)threadIdx.x / (32 * SPLIT);
@@ -388,16 +391,21 @@ __device__ __forceinline__ int global_id(const int *bt_row, int p) {
     return bt_row[p / KT_IDX_PAGE] * KT_IDX_PAGE + p % KT_IDX_PAGE;
 }
 
-// A CTA's positions [lo, hi) of a request: their keys from shared memory when the slice fit
-// there (staged: one read of the logits, then every pass at shared-memory latency), else
-// from the logits in global memory (L2) on every pass.
+// A CTA's positions [lo, hi) of a request: their keys (and their pages' block table entries)
+// from shared memory when the slice fit there (staged: one read of the logits, then every pass
+// at shared-memory latency), else from the logits and the block table row (L2) on every pass.
 struct slice {
     const float *x;
     const unsigned *keys;
+    const int *bt_row, *pages; // pages[i]: bt_row[lo / KT_IDX_PAGE + i] (staged)
     int lo, hi;
     bool staged;
     __device__ __forceinline__ unsigned key(int p) const {
         return staged ? keys[kt_idx_staged_index(p - lo)] : key_of(x[p]);
+    }
+    __device__ __forceinline__ int id(int p) const { // the global id of position p
+        const int page = staged ? pages[p / KT_IDX_PAGE - lo / KT_IDX_PAGE] : bt_row[p / KT_IDX_PAGE];
+        return page * KT_IDX_PAGE + p % KT_IDX_PAGE;
     }
 };
 
@@ -409,13 +417,15 @@ struct candidates {
     __device__ __forceinline__ unsigned key(int i) const { return keys[i]; }
 };
 
-// Copies the slice's keys into shared memory (8 loads in flight a thread), by threads from
-// `first` on (HIST=1: warp 0 reads the scan's histogram meanwhile).
-__device__ void stage_keys(const float *x, int lo, int hi, unsigned *keys, int first) {
+// Copies the slice's keys (8 loads in flight a thread) and its pages' block table entries into
+// shared memory, by threads from `first` on (HIST=1: warp 0 reads the scan's histogram meanwhile).
+__device__ void stage_keys(const slice &sl, unsigned *keys, int *pages, int first) {
     if ((int)threadIdx.x >= first) {
+        const int t = (int)threadIdx.x - first, p0 = sl.lo / KT_IDX_PAGE;
+        if (sl.hi > sl.lo)
+            for (int i = t; i <= (sl.hi - 1) / KT_IDX_PAGE - p0; i += ST - first) pages[i] = sl.bt_row[p0 + i];
 #pragma unroll 8
-        for (int p = lo + (int)threadIdx.x - first; p < hi; p += ST - first)
-            keys[kt_idx_staged_index(p - lo)] = key_of(x[p]);
+        for (int p = sl.lo + t; p < sl.hi; p += ST - first) keys[kt_idx_staged_index(p - sl.lo)] = key_of(sl.x[p]);
     }
     __syncthreads();
 }
@@ -588,8 +598,8 @@ __device__ void count_slice(const slice &sl, unsigned T, unsigned *warp_sums, un
 // key > T and the first `need` keys == T by position, into out[0..k) in ascending position
 // order (slots from a block scan of per-thread counts). A slot past k is not written: only a
 // wrong T (HIST=1: a histogram not left zero) makes one, and then the list is wrong, not memory.
-__device__ void write_selected(const slice &sl, unsigned T, unsigned need, unsigned gt_run, unsigned eq_run,
-                               const int *bt_row, unsigned k, int *out, unsigned *warp_sums) {
+__device__ void write_selected(const slice &sl, unsigned T, unsigned need, unsigned gt_run, unsigned eq_run, unsigned k,
+                               int *out, unsigned *warp_sums) {
     const int hi = sl.hi;
     for (int base = sl.lo; base < hi; base += TILE) {
         const int p0 = base + (int)threadIdx.x * SE;
@@ -605,7 +615,7 @@ __device__ void write_selected(const slice &sl, unsigned T, unsigned need, unsig
 #pragma unroll
         for (int j = 0; j < SE; j++) {
             if (p0 + j >= hi) break;
-            const int id = global_id(bt_row, p0 + j);
+            const int id = sl.id(p0 + j);
             if (key[j] > T) {
                 const unsigned slot = gb + (eb < need ? eb : need);
                 if (slot < k) out[slot] = id;
@@ -640,13 +650,13 @@ __device__ void select_by_digits(const slice &sl, unsigned topk, unsigned (&hist
 // HIST=1: the same from the scan's histogram hb: its top 16 bits by warp 0 while the other
 // warps stage the keys, then digits 3 and 4 over the gathered candidates (over the slice where
 // the request has more than CAND of them), each by warp 0 alone; then hb is zeroed.
-__device__ void select_by_histogram(const slice &sl, unsigned *staged, unsigned *hb, unsigned topk, int rank,
-                                    unsigned (&hist)[2][SEL_BINS], unsigned *merged, unsigned *coarse, unsigned *cand,
-                                    unsigned *chosen, unsigned &T, unsigned &need) {
+__device__ void select_by_histogram(const slice &sl, unsigned *staged, int *pages, unsigned *hb, unsigned topk,
+                                    int rank, unsigned (&hist)[2][SEL_BINS], unsigned *merged, unsigned *coarse,
+                                    unsigned *cand, unsigned *chosen, unsigned &T, unsigned &need) {
     if (threadIdx.x < 32) choose_from_histogram(hb, topk, coarse, chosen);
     if (threadIdx.x == 0) chosen[3] = 0; // the candidates' count
     if (sl.staged)
-        stage_keys(sl.x, sl.lo, sl.hi, staged, 32);
+        stage_keys(sl, staged, pages, 32);
     else
         __syncthreads();
     unsigned prefix = chosen[0];
@@ -684,6 +694,7 @@ extern "C" __global__ void __launch_bounds__(ST) KT_SEL_CLUSTER_DIMS
     __shared__ __align__(16) unsigned hists[2][SEL_BINS], merged[CLUSTER > 1 ? SEL_BINS : 1];
     __shared__ __align__(16) unsigned coarse[HIST ? KT_IDX_HIST_COARSE : 1], cand[HIST ? CAND : 1];
     __shared__ __align__(16) unsigned warp_sums[32], chosen[4], counts[4];
+    __shared__ int pages[KT_IDX_STAGE_PAGES]; // the staged slice's block table entries
     const int b = blockIdx.x / CLUSTER, rank = CLUSTER > 1 ? (int)kt_cluster_rank() : 0, n = lens[b];
     unsigned part = 0, off; // this request's logits start after those of requests 0..b-1
     for (int j = threadIdx.x; j < b; j += ST) part += (unsigned)lens[j];
@@ -698,13 +709,13 @@ extern "C" __global__ void __launch_bounds__(ST) KT_SEL_CLUSTER_DIMS
         return;
     }
     const int lo = (int)((long long)n * rank / CLUSTER), hi = (int)((long long)n * (rank + 1) / CLUSTER);
-    const slice sl = {x, staged_keys, lo, hi, hi - lo <= stage_keys_max};
+    const slice sl = {x, staged_keys, bt_row, pages, lo, hi, hi - lo <= stage_keys_max};
     unsigned T, need;
     if constexpr (HIST) {
-        select_by_histogram(sl, staged_keys, request_hist(hist, b, n, topk), (unsigned)topk, rank, hists, merged,
+        select_by_histogram(sl, staged_keys, pages, request_hist(hist, b, n, topk), (unsigned)topk, rank, hists, merged,
                             coarse, cand, chosen, T, need);
     } else {
-        if (sl.staged) stage_keys(x, lo, hi, staged_keys, 0);
+        if (sl.staged) stage_keys(sl, staged_keys, pages, 0);
         select_by_digits(sl, (unsigned)topk, hists, merged, warp_sums, chosen, T, need);
     }
     unsigned gt_before = 0, eq_before = 0;
@@ -720,7 +731,7 @@ extern "C" __global__ void __launch_bounds__(ST) KT_SEL_CLUSTER_DIMS
         }
         kt_cluster_sync_relaxed(); // no CTA leaves while another still reads its shared memory
     }
-    write_selected(sl, T, need, gt_before, eq_before, bt_row, (unsigned)topk, out, warp_sums);
+    write_selected(sl, T, need, gt_before, eq_before, (unsigned)topk, out, warp_sums);
 }
 
 // ------------------------------------------------------------------ baseline and reference

@@ -34,6 +34,11 @@ static inline unsigned kt_idx_key(unsigned bits) {
     return (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
 }
 
+/* Keys a selection CTA stages in shared memory at most (68 KB padded), and the block table
+ * entries of their pages it stages beside them. */
+#define KT_IDX_STAGE_KEYS 16384
+#define KT_IDX_STAGE_PAGES (KT_IDX_STAGE_KEYS / KT_IDX_PAGE + 2)
+
 /* A selection CTA's staged keys in shared memory: key i at word i + i / 16 (one pad word per
  * 16), so that its ordered pass, where thread j reads keys 16 j .. 16 j + 15, hits 32 banks
  * instead of 2; n keys take kt_idx_staged_words(n) words. */
