@@ -19,7 +19,7 @@
 
 extern const kt_family kt_family_mla_indexer;
 
-enum { P_WARPS, P_NT, P_CTAS_PER_SM, P_SEL_THREADS, P_SEL_CLUSTER, P_MATH, P_STAGES, P_HIST, P_SPLIT };
+enum { P_WARPS, P_NT, P_CTAS_PER_SM, P_SEL_THREADS, P_SEL_CLUSTER, P_MATH, P_STAGES, P_HIST, P_CHAINS };
 enum { T_Q, T_W, T_CACHE, T_LENS, T_TABLE, T_LOGITS, T_INDEX, T_HIST };
 enum { K_SCAN, K_SELECT, K_NAIVE, K_REFERENCE };
 #define MAX_B 1024 /* the kernels' shared prefix arrays */
@@ -61,29 +61,27 @@ static int check_problem(const kt_problem *p, char *why, size_t n) {
     return 0;
 }
 
-/* The scan's ring in dynamic shared memory: STAGES slots a warp (SPLIT=2: a pair of warps) of
- * NT x (32 lanes x 32 code bytes + 32 scales) (kernels/mla_indexer.cu's ring_slot). */
-static long scan_ring_bytes(const int *v) {
-    return (long)v[P_WARPS] / v[P_SPLIT] * v[P_STAGES] * v[P_NT] * (32 * 32 + 32 * 4);
-}
+/* The scan's ring in dynamic shared memory: STAGES slots a warp of NT x (32 lanes x 32 code
+ * bytes + 32 scales) (kernels/mla_indexer.cu's ring_slot). */
+static long scan_ring_bytes(const int *v) { return (long)v[P_WARPS] * v[P_STAGES] * v[P_NT] * (32 * 32 + 32 * 4); }
 
 /* Threads of the scan kernel per SM and the registers a thread needs (ptxas, the ring's loads
  * holding none): MATH=0 124 at NT 1 on sm_120 (q's 64 code registers, a group's k and the
  * rest), ~24 more per n-tile; MATH=1 (q as 128 f16 registers) 178-188 at NT 1 unbounded, ~20
  * more per n-tile, and 168 without spills at 3 CTAs of 4 warps on sm_90 (STAGES=3), so the
  * estimate lets 12 such warps an SM be compiled (the sweep refuses a variant that spills);
- * SPLIT=2 holds half of q (116-126 registers at NT 2: 16 warps an SM fit).
+ * CHAINS=2 holds a second accumulator per head tile (~16 more). HIST=1 adds each warp's 1 KB of
+ * coarse counters to the shared memory.
  * The ring must fit one block's and CTAS_PER_SM blocks' shared memory (sm_120: 99 KB). */
 static int check_config(const kt_config *c, int arch, char *why, size_t n) {
     (void)arch; /* sm_120's limits on every arch: the H200 stand-in's winners must build where kt ships */
     const kt_arch_limits ship = kt_arch_limits_of(KT_SHIP_ARCH);
     const int *v = c->v;
-    /* SPLIT=2 holds half of q: 64 f16 or 32 e4m3 registers fewer */
     int per_sm = v[P_WARPS] * 32 * v[P_CTAS_PER_SM],
-        need = (v[P_MATH] ? 148 + 20 * v[P_NT] : 100 + 24 * v[P_NT]) - (v[P_SPLIT] - 1) * (v[P_MATH] ? 64 : 32);
+        need = (v[P_MATH] ? 148 + 20 * v[P_NT] : 100 + 24 * v[P_NT]) + (v[P_CHAINS] - 1) * 16;
     int have =
         ship.regs_per_block / per_sm < ship.regs_per_thread ? ship.regs_per_block / per_sm : ship.regs_per_thread;
-    long smem = scan_ring_bytes(v) + SCAN_STATIC_SMEM + (v[P_SPLIT] > 1 ? v[P_WARPS] / 2 * v[P_NT] * 32 : 0);
+    long smem = scan_ring_bytes(v) + SCAN_STATIC_SMEM + (v[P_HIST] ? v[P_WARPS] * KT_IDX_HIST_COARSE * 4 : 0);
     if (smem * v[P_CTAS_PER_SM] > ship.smem_per_block)
         return snprintf(why, n, "the scan's ring: %d CTAs of %ld bytes of shared memory an SM (sm_120: %d)",
                         v[P_CTAS_PER_SM], smem, ship.smem_per_block),
@@ -481,7 +479,7 @@ const kt_family kt_family_mla_indexer = {
                {"MATH", 2, {0, 1}},
                {"STAGES", 3, {2, 3, 4}},
                {"HIST", 2, {0, 1}},
-               {"SPLIT", 2, {1, 2}}},
+               {"CHAINS", 2, {1, 2}}},
     .strata_params = 3,
     /* 2 CTAs of 4 warps of two n-tiles an SM, a ring of 4 groups a warp (3 in flight: 48 KB an
      * SM), f16 math (the portable path: 202 registers on sm_90, 208 on sm_120, no spills; e4m3

@@ -48,7 +48,7 @@
 #define KT_MATH 0
 #define KT_STAGES 3
 #define KT_HIST 0
-#define KT_SPLIT 1
+#define KT_CHAINS 1
 #endif
 #if KT_SEL_CLUSTER > 1
 #define KT_SEL_CLUSTER_DIMS __cluster_dims__(KT_SEL_CLUSTER, 1, 1)
@@ -58,10 +58,9 @@
 
 constexpr int WARPS = KT_WARPS, NT = KT_NT, THREADS = WARPS * 32;
 constexpr bool F16 = KT_MATH == 1, HIST = KT_HIST == 1;
-constexpr int QR = F16 ? 16 : 8;                     // registers of a lane's 32 dims of a row: e4m3 codes, or f16 pairs
-constexpr int GROUP = 8 * NT;                        // tokens a warp takes at once (all in one page: GROUP divides 64)
-constexpr int SPLIT = KT_SPLIT;                      // warps a group's 64 heads are split over (sharing one ring)
-constexpr int MT = 4 / SPLIT, UNITS = WARPS / SPLIT; // a warp's 16-head tiles; a CTA's rings
+constexpr int QR = F16 ? 16 : 8;  // registers of a lane's 32 dims of a row: e4m3 codes, or f16 pairs
+constexpr int GROUP = 8 * NT;     // tokens a warp takes at once (all in one page: GROUP divides 64)
+constexpr int CHAINS = KT_CHAINS; // accumulators a head tile's dot products are split over
 constexpr int ST = KT_SEL_THREADS, SE = 16 /* the ordered pass's positions a thread */, TILE = ST * SE,
               CLUSTER = KT_SEL_CLUSTER;
 constexpr int MAX_B = 1024; // kernels/mla_indexer.c checks B against it
@@ -71,7 +70,7 @@ static_assert(TILE < 65536, "the ordered pass packs two per-tile counts into 16 
 static_assert(CLUSTER >= 1 && CLUSTER <= 8, "a request's selection is a portable cluster of 1 to 8 CTAs");
 static_assert(KT_MATH == 0 || KT_MATH == 1, "MATH: 0 (e4m3 mma) or 1 (f16 mma)");
 static_assert(KT_HIST == 0 || KT_HIST == 1, "HIST: 0 (the selection's own passes) or 1 (the scan's histogram)");
-static_assert((SPLIT == 1 || SPLIT == 2) && WARPS % SPLIT == 0, "SPLIT: 1 or 2 warps a group");
+static_assert(CHAINS == 1 || CHAINS == 2, "CHAINS: 1 or 2 accumulators a tile");
 
 __device__ __forceinline__ unsigned key_of(float x) { return kt_idx_key(__float_as_uint(x)); }
 
@@ -81,12 +80,26 @@ __device__ __forceinline__ unsigned *request_hist(unsigned *hist, int b, int len
     return HIST && len > topk ? hist + (long long)b * KT_IDX_HIST_WORDS : nullptr;
 }
 
-// Counts logit v in the histogram hb (null: not counted); the adds need no reply (red.global).
-__device__ __forceinline__ void hist_add(unsigned *hb, float v) {
+// Counts logit v in the histogram hb (null: not counted): its fine counter in hb (red.global, no
+// reply awaited) and its coarse one in `coarse` (the scan: the warp's shared counters, added to
+// hb by flush_coarse; a request's logits fill a few coarse bins, on whose counters in L2 one
+// add a logit queued: 3 us at 8K x 1, the scan 1.9x slower at 2M tokens).
+__device__ __forceinline__ void hist_add(unsigned *hb, unsigned *coarse, float v) {
     if (!HIST || !hb) return;
     const unsigned key = key_of(v);
-    atomicAdd(hb + kt_idx_hist_coarse(key), 1u);
+    atomicAdd(coarse + kt_idx_hist_coarse(key), 1u);
     atomicAdd(hb + kt_idx_hist_fine(key), 1u);
+}
+
+// The warp's coarse counters wc[256] added to hb (null: none were counted) and zeroed.
+__device__ __forceinline__ void flush_coarse(unsigned *wc, unsigned *hb) {
+    if (!HIST) return;
+    __syncwarp(); // the lanes' shared adds are visible
+    for (int i = threadIdx.x & 31; i < KT_IDX_HIST_COARSE; i += 32) {
+        const unsigned c = wc[i];
+        if (c) atomicAdd(hb + i, c), wc[i] = 0;
+    }
+    __syncwarp();
 }
 
 // Two e4m3 codes (bits 16 half .. 16 half + 15 of codes, low byte first) -> an f16 pair, exactly.
@@ -174,17 +187,17 @@ __device__ void request_prefix(const int *lens, int B, int group, int *cu_lens, 
 // [16 t, 16 t + 16) and 64 + that, so that a quad's load of either half is two whole sectors.
 __device__ __forceinline__ int half_offset(int t, int half) { return 16 * t + 64 * half; }
 
-// The warp's q fragments for request b: rows 16 m + g and 16 m + g + 8 of its head tiles m
-// (SPLIT=2: the second warp of a pair takes tiles 2 and 3), lane t of the quad holding its two
-// halves of them in the math path's operand form, and the weights of those rows.
-__device__ __forceinline__ void load_query(const kt_u8 *q, const float *w, int b, kt_u32 (&qf)[MT][2][QR],
-                                           float (&wf)[MT][2]) {
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, m0 = ((int)threadIdx.x >> 5) % SPLIT * MT;
+// The warp's q fragments for request b: rows 16 m + g and 16 m + g + 8 of head tile m, lane
+// t of the quad holding its two halves of them in the math path's operand form, and the
+// eight weights of those rows.
+__device__ __forceinline__ void load_query(const kt_u8 *q, const float *w, int b, kt_u32 (&qf)[4][2][QR],
+                                           float (&wf)[4][2]) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
-    for (int m = 0; m < MT; m++)
+    for (int m = 0; m < 4; m++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            const int head = 16 * (m0 + m) + g + 8 * h;
+            const int head = 16 * m + g + 8 * h;
             const kt_u8 *row = q + ((long long)b * KT_IDX_HEADS + head) * KT_IDX_DIM;
             const uint4 lo = *(const uint4 *)(row + half_offset(t, 0)), hi = *(const uint4 *)(row + half_offset(t, 1));
             const kt_u32 codes[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
@@ -197,25 +210,31 @@ __device__ __forceinline__ void load_query(const kt_u8 *q, const float *w, int b
 // quad column t, the relu-weighted head sums of tokens 2t and 2t + 1 (before the k scale).
 // Step s of either mma takes registers 2s and 2s + 1 of both operands, so each of its k
 // indices (f16: 2t + j, 8 + 2t + j; e4m3: 4t + j, 16 + 4t + j) is the same dim of q and token.
-__device__ __forceinline__ float2 tile_logits(const kt_u32 (&qf)[MT][2][QR], const float (&wf)[MT][2],
+// CHAINS=2: steps alternate between two accumulators, summed at the end, so each dependent
+// chain of mma is half as long (the f16 path's 8 steps a tile were the scan's top stall).
+__device__ __forceinline__ float2 tile_logits(const kt_u32 (&qf)[4][2][QR], const float (&wf)[4][2],
                                               const uint4 (&k)[2]) {
     const kt_u32 codes[8] = {k[0].x, k[0].y, k[0].z, k[0].w, k[1].x, k[1].y, k[1].z, k[1].w};
     kt_u32 kb[QR];
     to_operands(codes, kb);
     float s0 = 0.f, s1 = 0.f;
 #pragma unroll
-    for (int m = 0; m < MT; m++) {
-        float acc[4];
+    for (int m = 0; m < 4; m++) {
+        float part[CHAINS][4];
 #pragma unroll
         for (int s = 0; s < QR / 2; s++) {
             const kt_u32 a[4] = {qf[m][0][2 * s], qf[m][1][2 * s], qf[m][0][2 * s + 1], qf[m][1][2 * s + 1]};
+            float(&d)[4] = part[s % CHAINS];
             if (F16)
-                mma_f16(acc, a, kb[2 * s], kb[2 * s + 1], s == 0);
-            else if (s == 0)
-                kt_mma_e4m3_first(acc, a, kb[2 * s], kb[2 * s + 1]);
+                mma_f16(d, a, kb[2 * s], kb[2 * s + 1], s < CHAINS);
+            else if (s < CHAINS)
+                kt_mma_e4m3_first(d, a, kb[2 * s], kb[2 * s + 1]);
             else
-                kt_mma_e4m3(acc, a, kb[2 * s], kb[2 * s + 1]);
+                kt_mma_e4m3(d, a, kb[2 * s], kb[2 * s + 1]);
         }
+        float acc[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[i] = CHAINS == 2 ? part[0][i] + part[CHAINS - 1][i] : part[0][i];
         s0 += wf[m][0] * fmaxf(acc[0], 0.f) + wf[m][1] * fmaxf(acc[2], 0.f);
         s1 += wf[m][0] * fmaxf(acc[1], 0.f) + wf[m][1] * fmaxf(acc[3], 0.f);
     }
@@ -236,10 +255,8 @@ struct group_data {
 
 // One slot of a warp's ring of STAGES groups in shared memory, filled by cp.async: lane l's
 // codes at [j][half][l] (16-byte accesses without bank conflicts) and its scale at [j][l].
-// SPLIT=1: a lane reads back only what it copied, so its own cp.async.wait_group is all the
-// ordering the ring needs (no barrier, no warp sync); loads in flight hold no registers.
-// SPLIT=2: the pair's warp p copies half p (and warp 0 the scales), both read all of it after
-// a pair barrier.
+// A lane reads back only what it copied, so its own cp.async.wait_group is all the ordering
+// the ring needs (no barrier, no warp sync); loads in flight hold no registers.
 struct ring_slot {
     uint4 codes[NT][2][32];
     float scale[NT][32];
@@ -254,7 +271,7 @@ __device__ __forceinline__ void prefetch_l1(const void *p) { asm volatile("prefe
 // request's next page, so that the group a page later does not wait on it.
 __device__ __forceinline__ void issue_group(const kt_u8 *cache, const int *block_table, int max_pages, int B, int b,
                                             int t0, ring_slot &s) {
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, part = ((int)threadIdx.x >> 5) % SPLIT;
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const long long entry = (long long)b * max_pages + t0 / KT_IDX_PAGE;
     const long long page = block_table[entry];
     if (entry + 1 < (long long)B * max_pages) prefetch_l1(block_table + entry + 1);
@@ -262,10 +279,9 @@ __device__ __forceinline__ void issue_group(const kt_u8 *cache, const int *block
     for (int j = 0; j < NT; j++) {
         const int slot = t0 % KT_IDX_PAGE + 8 * j + g;
         const kt_u8 *src = cache + kt_idx_code_offset(page, slot);
-#pragma unroll
-        for (int h = part; h < 2; h += SPLIT)
-            kt_cp_async16(kt_smem_addr(&s.codes[j][h][lane]), src + half_offset(t, h), 16);
-        if (part == 0) kt_cp_async4(kt_smem_addr(&s.scale[j][lane]), cache + kt_idx_scale_offset(page, slot), 4);
+        kt_cp_async16(kt_smem_addr(&s.codes[j][0][lane]), src + half_offset(t, 0), 16);
+        kt_cp_async16(kt_smem_addr(&s.codes[j][1][lane]), src + half_offset(t, 1), 16);
+        kt_cp_async4(kt_smem_addr(&s.scale[j][lane]), cache + kt_idx_scale_offset(page, slot), 4);
     }
 }
 
@@ -280,43 +296,19 @@ __device__ __forceinline__ void read_group(const ring_slot &s, group_data &gd) {
     }
 }
 
-// The pair barrier of SPLIT=2 (named barrier 1 + the pair's index, its two warps).
-__device__ __forceinline__ void pair_sync() {
-    asm volatile("bar.sync %0, 64;\n" ::"r"(1 + ((int)threadIdx.x >> 6)) : "memory");
-}
-
 // The logits of a loaded group (tokens t0 .. of a request of length L) into out[], each counted
-// in hb (HIST=1). SPLIT=2: the pair's second warp hands its heads' sums to the first through
-// sums[] (one pair barrier), which writes them.
+// in hb and the warp's coarse counters wc (HIST=1). Each n-tile's sums are written at once.
 __device__ __forceinline__ void group_logits(const group_data &gd, int t0, int L, float *out, unsigned *hb,
-                                             const kt_u32 (&qf)[MT][2][QR], const float (&wf)[MT][2],
-                                             float2 (&sums)[NT][4]) {
+                                             unsigned *wc, const kt_u32 (&qf)[4][2][QR], const float (&wf)[4][2]) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    auto write = [&](int j, float2 s) { // tokens 2t, 2t + 1 of n-tile j, scaled
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        const float2 s = tile_logits(qf, wf, gd.k[j]);
         const float sc0 = __shfl_sync(FULL, gd.scale[j], 8 * t), sc1 = __shfl_sync(FULL, gd.scale[j], 8 * t + 4);
         const int tok = t0 + 8 * j + 2 * t;
         const float v0 = s.x * sc0, v1 = s.y * sc1;
-        if (g == 0 && tok < L) out[tok] = v0, hist_add(hb, v0);
-        if (g == 0 && tok + 1 < L) out[tok + 1] = v1, hist_add(hb, v1);
-    };
-    if constexpr (SPLIT == 1) {
-#pragma unroll
-        for (int j = 0; j < NT; j++) write(j, tile_logits(qf, wf, gd.k[j])); // each n-tile's sums die at once
-    } else {
-        const int part = ((int)threadIdx.x >> 5) % SPLIT;
-        float2 s[NT];
-#pragma unroll
-        for (int j = 0; j < NT; j++) s[j] = tile_logits(qf, wf, gd.k[j]);
-        if (part == 1 && lane < 4)
-#pragma unroll
-            for (int j = 0; j < NT; j++) sums[j][lane] = s[j];
-        pair_sync();
-        if (part == 1) return;
-#pragma unroll
-        for (int j = 0; j < NT; j++) {
-            if (lane < 4) s[j].x += sums[j][lane].x, s[j].y += sums[j][lane].y;
-            write(j, s[j]);
-        }
+        if (g == 0 && tok < L) out[tok] = v0, hist_add(hb, wc, v0);
+        if (g == 0 && tok + 1 < L) out[tok + 1] = v1, hist_add(hb, wc, v1);
     }
 }
 
@@ -324,19 +316,20 @@ extern "C" __global__ void __launch_bounds__(THREADS, KT_CTAS_PER_SM)
     mla_indexer_scan(const kt_u8 *__restrict__ q, const float *__restrict__ w, const kt_u8 *__restrict__ cache,
                      const int *__restrict__ lens, const int *__restrict__ block_table, int max_pages, int B,
                      float *__restrict__ logits, unsigned *__restrict__ hist, int topk) {
-    extern __shared__ __align__(16) unsigned char scan_ring[]; // UNITS x STAGES ring slots (dynamic)
+    extern __shared__ __align__(16) unsigned char scan_ring[]; // WARPS x STAGES ring slots (dynamic)
     __shared__ int cu_lens[MAX_B + 1], cu_groups[MAX_B + 1];
     __shared__ unsigned warp_sums[32];
-    __shared__ float2 pair_sums[SPLIT == 2 ? UNITS : 1][NT][4]; // SPLIT=2: the second warp's head sums
+    __shared__ unsigned coarse[HIST ? WARPS : 1][KT_IDX_HIST_COARSE]; // HIST=1: each warp's coarse counts
+    unsigned *wc = coarse[HIST ? threadIdx.x >> 5 : 0];
+    if (HIST)
+        for (int i = threadIdx.x & 31; i < KT_IDX_HIST_COARSE; i += 32) wc[i] = 0; // (synced by request_prefix)
     // the selection (a programmatic dependent) may launch now: it waits for this grid's end
     // and memory, and at small B this grid's idle CTAs leave it SMs long before the end
     kt_allow_consumer();
     request_prefix<WARPS>(lens, B, GROUP, cu_lens, cu_groups, warp_sums);
-    // a unit (a warp, or SPLIT=2 a pair) takes a contiguous range of the groups
-    const int unit = (int)threadIdx.x / (32 * SPLIT);
-    const long long total = cu_groups[B], units = (long long)gridDim.x * UNITS;
-    const long long gu = (long long)blockIdx.x * UNITS + unit;
-    const int first = (int)(gu * total / units), last = (int)((gu + 1) * total / units);
+    const long long total = cu_groups[B], warps = (long long)gridDim.x * WARPS;
+    const long long gw = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5);
+    const int first = (int)(gw * total / warps), last = (int)((gw + 1) * total / warps);
     if (first >= last) return;
     int lo = 0, hi = B - 1; // the request of group `first`: the last b with cu_groups[b] <= first
     while (lo < hi) {
@@ -348,7 +341,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, KT_CTAS_PER_SM)
     }
     // the ring: group x in slot x % STAGES, STAGES - 1 groups in flight while one is computed;
     // every iteration commits one cp.async group (empty past `last`) so that the wait counts
-    ring_slot *ring = (ring_slot *)scan_ring + unit * STAGES;
+    ring_slot *ring = (ring_slot *)scan_ring + (threadIdx.x >> 5) * STAGES;
     int b = lo, ib = lo; // the requests of the group computed and of the group issued
     auto issue = [&](int x) {
         while (x < last && x >= cu_groups[ib + 1]) ib++;
@@ -356,32 +349,28 @@ extern "C" __global__ void __launch_bounds__(THREADS, KT_CTAS_PER_SM)
         kt_cp_async_commit();
     };
     for (int x = first; x < first + STAGES - 1; x++) issue(x);
-    kt_u32 qf[MT][2][QR];
-    float wf[MT][2];
+    kt_u32 qf[4][2][QR];
+    float wf[4][2];
     load_query(q, w, b, qf, wf);
     for (int grp = first; grp < last; grp++) {
         // the fences keep the compiler from moving shared-memory reads across the copies and
         // the wait (their asm has no memory clobber)
         asm volatile("" ::: "memory");
-        if constexpr (SPLIT == 1) {
-            issue(grp + STAGES - 1);        // into the slot read (into registers, and used) last iteration
-            kt_cp_async_wait<STAGES - 1>(); // group grp has landed
-        } else {
-            kt_cp_async_wait<STAGES - 2>(); // this warp's half of group grp has landed
-            pair_sync();                    // and the other's; both have read last iteration's slot
-            issue(grp + STAGES - 1);        // into it
-        }
+        issue(grp + STAGES - 1);        // into the slot read (into registers, and used) last iteration
+        kt_cp_async_wait<STAGES - 1>(); // group grp has landed
         asm volatile("" ::: "memory");
         group_data gd;
         read_group(ring[grp % STAGES], gd);
         if (grp >= cu_groups[b + 1]) {
+            flush_coarse(wc, request_hist(hist, b, lens[b], topk));
             while (grp >= cu_groups[b + 1]) b++;
             load_query(q, w, b, qf, wf);
         }
         // (the histogram's address made here, not kept across the loop: sm_90's e4m3 path has no register to spare)
         group_logits(gd, (grp - cu_groups[b]) * GROUP, lens[b], logits + cu_lens[b],
-                     request_hist(hist, b, lens[b], topk), qf, wf, pair_sums[SPLIT == 2 ? unit : 0]);
+                     request_hist(hist, b, lens[b], topk), wc, qf, wf);
     }
+    flush_coarse(wc, request_hist(hist, b, lens[b], topk));
 }
 
 // ------------------------------------------------------------------ selection
@@ -777,7 +766,8 @@ extern "C" __global__ void __launch_bounds__(256)
         }
         const float v = sum * *(const float *)(cache + kt_idx_scale_offset(page, t % KT_IDX_PAGE));
         logits[i] = v;
-        hist_add(request_hist(hist, b, lens[b], topk), v);
+        unsigned *hb = request_hist(hist, b, lens[b], topk);
+        hist_add(hb, hb, v); // the coarse counter in hb too: the baseline is not timed for it
     }
 }
 

@@ -216,10 +216,9 @@ KT_TEST(indexer_scan_configs_fit_sm120) {
     EXPECT(f->check_config(&c, 90, why, sizeof why) == -1 && strstr(why, "registers"));
     EXPECT(kt_parse_config(f, "WARPS=8,NT=2,CTAS_PER_SM=2,MATH=1,STAGES=2", &c) == 0); /* 16 warps of 64 q heads */
     EXPECT(f->check_config(&c, 90, why, sizeof why) == -1 && strstr(why, "registers"));
-    EXPECT(kt_parse_config(f, "WARPS=8,NT=2,CTAS_PER_SM=2,MATH=1,STAGES=4,SPLIT=2", &c) == 0); /* 32 heads a warp */
+    EXPECT(kt_parse_config(f, "WARPS=4,NT=4,CTAS_PER_SM=2,STAGES=2,HIST=1", &c) == 0); /* 45 KB + 4 KB of counters */
     EXPECT(f->check_config(&c, 90, why, sizeof why) == 0);
-    EXPECT(kt_parse_config(f, "WARPS=8,NT=4,CTAS_PER_SM=2,STAGES=4,SPLIT=2", &c) ==
-           0); /* a ring a pair: 74 KB, twice */
+    EXPECT(kt_parse_config(f, "WARPS=8,NT=2,CTAS_PER_SM=2,STAGES=2,HIST=1", &c) == 0); /* 46 KB + 8 KB, twice */
     EXPECT(f->check_config(&c, 90, why, sizeof why) == -1 && strstr(why, "ring"));
     kt_problem p = {0};
     EXPECT(kt_parse_shape(f, "TOPK=2048,CTX=8192,DIST=equal,VALUES=grid", &p) == 0);

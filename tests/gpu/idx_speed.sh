@@ -4,14 +4,16 @@
 #  1. tests/gpu/indexer.sh on a fresh seed (the default config, HIST=0: ragged batches with
 #     L_b = TOPK and L_b = 1, CTX < TOPK, all-equal and tied logits, odd top-k, clusters of 2
 #     and 8, random configs; then HIST=1 on the same kinds of cases, one CTA and clusters of 4
-#     and 8, the e4m3 path in one): kt verify on fresh seeded inputs, outputs poisoned
+#     and 8, the e4m3 path in one; CHAINS=2): kt verify on fresh seeded inputs, outputs poisoned
 #     first, logits against float64, index lists exact, the timing graph's runs checked too;
-#     and a planted bug (the histogram not zeroed again) that verify must catch;
-#  2. speed: HIST=1's selection at B = 1 and 16, 8K / 32K / 128K, one CTA and clusters of 4 and 8
-#     (kt verify prints the pair's time; the scan is the same in all), then `kt bench` of the issue's cases served by
+#     and (last, if time is left) a planted bug (the histogram not zeroed again) that verify must
+#     catch;
+#  2. speed: HIST=1's selection at B = 1 and 16, 8K / 32K / 128K, one CTA and a cluster of 8
+#     (kt verify prints the pair's time; the scan is the same in all), then `kt bench` of the
+#     issue's cases served by
 #     default_for (HIST=1 up to B = 16; kt_scan_us / kt_select_us: the default config's HIST=0
-#     scan and one-CTA selection alone), the scan with SPLIT=2 (a group's heads over a pair of
-#     warps) at 2M tokens, then, if time is left, kt profile --ncu of the served 8K x 1.
+#     scan and one-CTA selection alone), the scan with CHAINS=2 (two accumulators a head tile)
+#     at 524K and 2M tokens, kt profile --ncu of the served 8K x 1, then the planted bug.
 # Logs under $OUT/idx/; a PASS/FAIL line per check; ends with "N passed, N failed".
 #   usage: OUT=dir tests/gpu/idx_speed.sh [KT binary]
 set -u
@@ -47,7 +49,6 @@ sel() { # NAME SECONDS CONFIG SHAPES...
     run "sel_$name" "$secs" "${V[@]}" "$@" --m 1,16 --config "$config"
 }
 sel h1_c1 7 HIST=1,SEL_CLUSTER=1 --shape TOPK=2048,CTX=8192,$E --shape TOPK=2048,CTX=32768,$E
-sel h1_c4 7 HIST=1,SEL_THREADS=512,SEL_CLUSTER=4 --shape TOPK=2048,CTX=32768,$E --shape TOPK=2048,CTX=131072,$E
 sel h1_c8 6 HIST=1,SEL_THREADS=512,SEL_CLUSTER=8 --shape TOPK=2048,CTX=131072,$E
 grep -h "^ok" "$LOG"/sel_*.log
 SHAPES=(--shape TOPK=2048,CTX=8192,$E --shape TOPK=2048,CTX=32768,$E --shape TOPK=2048,CTX=131072,$E --m 1,16,64)
@@ -56,21 +57,29 @@ DB=$LOG/no_indexer.db
 cp tests/fixtures/h200_small.db "$DB" && chmod u+w "$DB" && $KT db migrate --db "$DB" >/dev/null
 run bench_served 22 $KT bench --family mla_indexer "${SHAPES[@]}" --db "$DB" --json "$LOG/bench_served.json"
 grep -v "^kt:" "$LOG/bench_served.log"
-# the scan with a group's heads split over a pair of warps sharing one ring (SPLIT=2), at 2M
-# tokens (32K x 64): the pair's time by verify, the same one-CTA HIST=0 selection in all
-if [ "$SECONDS" -lt 79 ]; then
-    for c in SPLIT=1 SPLIT=2,WARPS=8,STAGES=3 SPLIT=2,CTAS_PER_SM=3,STAGES=3; do
-        run "split_${c//[=,]/_}" 6 "${V[@]}" --shape TOPK=2048,CTX=32768,$E --m 64 --config "$c"
+# the scan's dependent mma chains halved (CHAINS=2) at 524K and 2M tokens (8K x 64, 32K x 64):
+# the pair's time by verify, the same one-CTA HIST=0 selection in both
+if [ "$SECONDS" -lt 80 ]; then
+    for c in CHAINS=1 CHAINS=2; do
+        run "chains_${c//=/_}" 7 "${V[@]}" --shape TOPK=2048,CTX=8192,$E --shape TOPK=2048,CTX=32768,$E --m 64 --config "$c"
     done
-    grep -h "^ok" "$LOG"/split_*.log
+    grep -h "^ok" "$LOG"/chains_*.log
 else
-    echo "SKIP split: ${SECONDS} s used"
+    echo "SKIP chains: ${SECONDS} s used"
+fi
+# ncu of the served 8K x 1 (HIST=1): the scan's and the selection's own durations
+if [ "$SECONDS" -lt 84 ]; then
+    run ncu_served_8k_1 12 $KT profile --ncu --iters 5 --family mla_indexer --db "$DB" --shape \
+        TOPK=2048,CTX=8192,$E --m 1
+    grep -A8 "^ncu: " "$LOG/ncu_served_8k_1.log"
+else
+    echo "ncu skipped: ${SECONDS} s used"
 fi
 # a planted bug: the selection leaves the scan's counts in the histogram (zero_histogram not
 # called); verify must fail on it (its timing graph's runs are checked, and stale counts choose
 # a wrong bin). The planted kt: $KT_PLANTED, bin/kt_planted, or built here from this tree.
 KP=${KT_PLANTED:-bin/kt_planted}
-if [ ! -x "$KP" ] && [ "$SECONDS" -lt 75 ]; then
+if [ ! -x "$KP" ] && [ "$SECONDS" -lt 72 ]; then
     PD=$(mktemp -d)
     tar --exclude=./build --exclude=./bin --exclude=./lib --exclude=./.git -cf - . | tar -xf - -C "$PD" &&
         sed -i 's/if (d == 3) zero_histogram(hb, coarse, rank);/if (d == 3) {}/' "$PD/kernels/mla_indexer.cu" &&
@@ -90,14 +99,6 @@ if [ -x "$KP" ] && [ "$SECONDS" -lt 90 ]; then
     grep -h "^FAIL\|^ok" "$LOG/planted_fails.log"
 else
     echo "SKIP planted_fails: no planted kt (${SECONDS} s used; $LOG/planted_build.log)"
-fi
-# ncu of the served 8K x 1 (HIST=1), if the run is still short of 100 s
-if [ "$SECONDS" -lt 86 ]; then
-    run ncu_served_8k_1 12 $KT profile --ncu --iters 5 --family mla_indexer --db "$DB" --shape \
-        TOPK=2048,CTX=8192,$E --m 1
-    grep -A8 "^ncu: " "$LOG/ncu_served_8k_1.log"
-else
-    echo "ncu skipped: ${SECONDS} s used"
 fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
