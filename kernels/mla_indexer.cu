@@ -525,15 +525,20 @@ __device__ __forceinline__ void choose_bin_warp(const unsigned *c, unsigned need
 
 // HIST=1, warp 0: the top 16 bits of the request's topk-th largest key from the scan's
 // histogram hb (a coarse bin, then a fine one in its row), how many keys with them are still to
-// take, and how many the request has, into chosen[0..2]; the coarse counters into coarse[]
-// (what zero_histogram clears).
-__device__ void choose_from_histogram(const unsigned *hb, unsigned topk, unsigned *coarse, unsigned *chosen) {
+// take, and how many the request has, into chosen[0..2]; the nonzero coarse bins (the rows
+// zero_histogram clears) into nonzero[0..chosen[4]).
+__device__ void choose_from_histogram(const unsigned *hb, unsigned topk, unsigned *nonzero, unsigned *chosen) {
     const int lane = threadIdx.x & 31;
-    unsigned cb, need, n, fb, rest, count;
+    unsigned cb, need, n, fb, rest, count, listed = 0;
     choose_bin_warp<true>(hb, topk, cb, need, n);
     choose_bin_warp<true>(hb + KT_IDX_HIST_COARSE + cb * 256, need, fb, rest, count);
-    for (int i = lane; i < KT_IDX_HIST_COARSE; i += 32) coarse[i] = __ldcg(hb + i);
-    if (lane == 0) chosen[0] = cb << 24 | fb << 16, chosen[1] = rest, chosen[2] = count;
+    for (int i = lane; i < KT_IDX_HIST_COARSE; i += 32) { // (L1 holds them since the first choice)
+        const bool used = __ldcg(hb + i) != 0;
+        const unsigned mask = __ballot_sync(FULL, used);
+        if (used) nonzero[listed + __popc(mask & ((1u << lane) - 1))] = (unsigned)i;
+        listed += __popc(mask);
+    }
+    if (lane == 0) chosen[0] = cb << 24 | fb << 16, chosen[1] = rest, chosen[2] = count, chosen[4] = listed;
 }
 
 // HIST=1: the keys of sl agreeing with prefix's top 16 bits into cand[] (warp-aggregated slots;
@@ -555,17 +560,17 @@ __device__ void gather_candidates(const slice &sl, unsigned prefix, unsigned *ca
     __syncthreads();
 }
 
-// HIST=1: leaves the request's histogram zero again (every fine row under a nonzero coarse
-// counter holds all its counts), rank r of the cluster the rows c with c % CLUSTER == r. Called
-// once every CTA of the cluster has read it.
-__device__ void zero_histogram(unsigned *hb, const unsigned *coarse, int rank) {
-    for (int i = threadIdx.x; i < KT_IDX_HIST_COARSE * 64; i += ST) {
-        const int c = i >> 6;
-        if (c % CLUSTER == rank && coarse[c])
+// HIST=1: leaves the request's histogram zero again: the rows of the n nonzero coarse bins
+// (every nonzero fine counter is in one) and those bins' counters, rank r of the cluster the
+// bins c with c % CLUSTER == r. Called once every CTA of the cluster has read it.
+__device__ void zero_histogram(unsigned *hb, const unsigned *nonzero, unsigned n, int rank) {
+    for (int i = threadIdx.x; i < (int)n * 64; i += ST) {
+        const unsigned c = nonzero[i >> 6];
+        if (c % CLUSTER == (unsigned)rank)
             *(uint4 *)(hb + KT_IDX_HIST_COARSE + c * 256 + 4 * (i & 63)) = make_uint4(0, 0, 0, 0);
     }
-    for (int c = threadIdx.x; c < KT_IDX_HIST_COARSE; c += ST)
-        if (c % CLUSTER == rank) hb[c] = 0;
+    for (int i = threadIdx.x; i < (int)n; i += ST)
+        if (nonzero[i] % CLUSTER == (unsigned)rank) hb[nonzero[i]] = 0;
 }
 
 // How many keys of x[lo, hi) are > T and how many == T, over the CTA.
@@ -604,13 +609,12 @@ __device__ void write_selected(const slice &sl, unsigned T, unsigned need, unsig
 #pragma unroll
         for (int j = 0; j < SE; j++) {
             if (p0 + j >= hi) break;
-            const int id = sl.id(p0 + j);
             if (key[j] > T) {
                 const unsigned slot = gb + (eb < need ? eb : need);
-                if (slot < k) out[slot] = id;
+                if (slot < k) out[slot] = sl.id(p0 + j);
                 gb++;
             } else if (key[j] == T) {
-                if (eb < need && gb + eb < k) out[gb + eb] = id;
+                if (eb < need && gb + eb < k) out[gb + eb] = sl.id(p0 + j);
                 eb++;
             }
         }
@@ -640,9 +644,9 @@ __device__ void select_by_digits(const slice &sl, unsigned topk, unsigned (&hist
 // warps stage the keys, then digits 3 and 4 over the gathered candidates (over the slice where
 // the request has more than CAND of them), each by warp 0 alone; then hb is zeroed.
 __device__ void select_by_histogram(const slice &sl, unsigned *staged, int *pages, unsigned *hb, unsigned topk,
-                                    int rank, unsigned (&hist)[2][SEL_BINS], unsigned *merged, unsigned *coarse,
+                                    int rank, unsigned (&hist)[2][SEL_BINS], unsigned *merged, unsigned *nonzero,
                                     unsigned *cand, unsigned *chosen, unsigned &T, unsigned &need) {
-    if (threadIdx.x < 32) choose_from_histogram(hb, topk, coarse, chosen);
+    if (threadIdx.x < 32) choose_from_histogram(hb, topk, nonzero, chosen);
     if (threadIdx.x == 0) chosen[3] = 0; // the candidates' count
     if (sl.staged)
         stage_keys(sl, staged, pages, 32);
@@ -667,7 +671,7 @@ __device__ void select_by_histogram(const slice &sl, unsigned *staged, int *page
         __syncthreads();
         prefix |= chosen[0] << kt_idx_digit_shift(d);
         need = chosen[1];
-        if (d == 3) zero_histogram(hb, coarse, rank); // every CTA has read it (the barriers above)
+        if (d == 3) zero_histogram(hb, nonzero, chosen[4], rank); // every CTA has read it (the barriers above)
     }
     T = prefix;
 }
@@ -681,8 +685,8 @@ extern "C" __global__ void __launch_bounds__(ST) KT_SEL_CLUSTER_DIMS
                        unsigned *__restrict__ hist, int *__restrict__ index) {
     extern __shared__ unsigned staged_keys[]; // kt_idx_staged_words(stage_keys_max) (dynamic shared memory)
     __shared__ __align__(16) unsigned hists[2][SEL_BINS], merged[CLUSTER > 1 ? SEL_BINS : 1];
-    __shared__ __align__(16) unsigned coarse[HIST ? KT_IDX_HIST_COARSE : 1], cand[HIST ? CAND : 1];
-    __shared__ __align__(16) unsigned warp_sums[32], chosen[4], counts[4];
+    __shared__ __align__(16) unsigned nonzero[HIST ? KT_IDX_HIST_COARSE : 1], cand[HIST ? CAND : 1];
+    __shared__ __align__(16) unsigned warp_sums[32], chosen[5], counts[4];
     __shared__ int pages[KT_IDX_STAGE_PAGES]; // the staged slice's block table entries
     const int b = blockIdx.x / CLUSTER, rank = CLUSTER > 1 ? (int)kt_cluster_rank() : 0, n = lens[b];
     unsigned part = 0, off; // this request's logits start after those of requests 0..b-1
@@ -702,7 +706,7 @@ extern "C" __global__ void __launch_bounds__(ST) KT_SEL_CLUSTER_DIMS
     unsigned T, need;
     if constexpr (HIST) {
         select_by_histogram(sl, staged_keys, pages, request_hist(hist, b, n, topk), (unsigned)topk, rank, hists, merged,
-                            coarse, cand, chosen, T, need);
+                            nonzero, cand, chosen, T, need);
     } else {
         if (sl.staged) stage_keys(sl, staged_keys, pages, 0);
         select_by_digits(sl, (unsigned)topk, hists, merged, warp_sums, chosen, T, need);

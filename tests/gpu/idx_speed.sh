@@ -82,7 +82,7 @@ KP=${KT_PLANTED:-bin/kt_planted}
 if [ ! -x "$KP" ] && [ "$SECONDS" -lt 72 ]; then
     PD=$(mktemp -d)
     tar --exclude=./build --exclude=./bin --exclude=./lib --exclude=./.git -cf - . | tar -xf - -C "$PD" &&
-        sed -i 's/if (d == 3) zero_histogram(hb, coarse, rank);/if (d == 3) {}/' "$PD/kernels/mla_indexer.cu" &&
+        sed -i 's/if (d == 3) zero_histogram(hb, nonzero, chosen\[4\], rank);/if (d == 3) {}/' "$PD/kernels/mla_indexer.cu" &&
         grep -q 'if (d == 3) {}' "$PD/kernels/mla_indexer.cu" &&
         timeout 20 make -C "$PD" -j16 bin/kt >"$LOG/planted_build.log" 2>&1 && KP=$PD/bin/kt
 fi
