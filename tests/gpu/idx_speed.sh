@@ -75,6 +75,16 @@ if [ "$SECONDS" -lt 84 ]; then
 else
     echo "ncu skipped: ${SECONDS} s used"
 fi
+# where the served 8K x 1 selection's warps stall, per SASS instruction (ncu's source page with
+# its warp-state samples; the CSV is read offline)
+if [ "$SECONDS" -lt 86 ]; then
+    timeout 12 ${KT_NCU:-ncu} --clock-control none --section SourceCounters --page source --print-source sass --csv \
+        -k regex:mla_indexer_select -c 1 $KT profile --family mla_indexer --db "$DB" --shape TOPK=2048,CTX=8192,$E \
+        --m 1 --iters 1 >"$LOG/ncu_select_source.csv" 2>"$LOG/ncu_select_source.err"
+    echo "ncu source page: rc $?, $(wc -l <"$LOG/ncu_select_source.csv") lines (not a check)"
+else
+    echo "ncu source page skipped: ${SECONDS} s used"
+fi
 # a planted bug: the selection leaves the scan's counts in the histogram (zero_histogram not
 # called); verify must fail on it (its timing graph's runs are checked, and stale counts choose
 # a wrong bin). The planted kt: $KT_PLANTED, bin/kt_planted, or built here from this tree.
@@ -86,7 +96,7 @@ if [ ! -x "$KP" ] && [ "$SECONDS" -lt 72 ]; then
         grep -q 'if (d == 3) {}' "$PD/kernels/mla_indexer.cu" &&
         timeout 20 make -C "$PD" -j16 bin/kt >"$LOG/planted_build.log" 2>&1 && KP=$PD/bin/kt
 fi
-if [ -x "$KP" ] && [ "$SECONDS" -lt 90 ]; then
+if [ -x "$KP" ] && [ "$SECONDS" -lt 88 ]; then
     timeout 10 "$KP" verify --family mla_indexer --seed "$SEED" --shape TOPK=2048,CTX=8192,DIST=ragged,VALUES=grid \
         --m 3 --config HIST=1 >"$LOG/planted_fails.log" 2>&1
     if grep -q "^FAIL.*HIST=1" "$LOG/planted_fails.log"; then
