@@ -488,18 +488,22 @@ __device__ void choose_bin(const unsigned *hist, int d, unsigned &prefix, unsign
     __syncthreads();
 }
 
-// The same over 256 counters c (16-byte aligned; GLOBAL: the scan's, read from L2) by one
-// warp, with no barrier: every lane gets the bin, how many are still to take in it and its
-// count. Lane l sums bins 255 - 8 l .. 248 - 8 l; a warp scan finds the lane whose bins hold
-// the need-th. Counters that cannot hold it (a sum under need) give bin 0: nothing runs out of
-// bounds.
-template <bool GLOBAL>
-__device__ __forceinline__ void choose_bin_warp(const unsigned *c, unsigned need, unsigned &bin, unsigned &rest,
-                                                unsigned &count) {
-    const int lane = threadIdx.x & 31, top = 255 - 8 * lane;
+// Lane l's 8 of 256 counters c (16-byte aligned; GLOBAL: the scan's, read from L2), bins
+// 255 - 8 l down to 248 - 8 l.
+template <bool GLOBAL> __device__ __forceinline__ void load_bins(const unsigned *c, unsigned (&v)[8]) {
+    const int top = 255 - 8 * (int)(threadIdx.x & 31);
     const uint4 *hp = (const uint4 *)(c + top - 3), *lp = (const uint4 *)(c + top - 7);
     const uint4 hi = GLOBAL ? __ldcg(hp) : *hp, lo = GLOBAL ? __ldcg(lp) : *lp;
-    const unsigned v[8] = {hi.w, hi.z, hi.y, hi.x, lo.w, lo.z, lo.y, lo.x}; // bins top, top - 1, ...
+    v[0] = hi.w, v[1] = hi.z, v[2] = hi.y, v[3] = hi.x, v[4] = lo.w, v[5] = lo.z, v[6] = lo.y, v[7] = lo.x;
+}
+
+// The same choice over 256 counters (each lane's 8 from load_bins) by one warp, with no
+// barrier: every lane gets the bin, how many are still to take in it and its count. A warp
+// scan finds the lane whose bins hold the need-th. Counters that cannot hold it (a sum under
+// need) give bin 0: nothing runs out of bounds.
+__device__ __forceinline__ void choose_bin_warp(const unsigned (&v)[8], unsigned need, unsigned &bin, unsigned &rest,
+                                                unsigned &count) {
+    const int lane = threadIdx.x & 31, top = 255 - 8 * lane;
     unsigned mine = 0;
 #pragma unroll
     for (int i = 0; i < 8; i++) mine += v[i];
@@ -524,20 +528,23 @@ __device__ __forceinline__ void choose_bin_warp(const unsigned *c, unsigned need
 }
 
 // HIST=1, warp 0: the top 16 bits of the request's topk-th largest key from the scan's
-// histogram hb (a coarse bin, then a fine one in its row), how many keys with them are still to
-// take, and how many the request has, into chosen[0..2]; the nonzero coarse bins (the rows
-// zero_histogram clears) into nonzero[0..chosen[4]).
+// histogram hb (a coarse bin, then a fine one in its row: two L2 round trips), how many keys
+// with them are still to take, and how many the request has, into chosen[0..2]; the nonzero
+// coarse bins (the rows zero_histogram clears) into nonzero[0..chosen[4]), from the counters
+// already in registers.
 __device__ void choose_from_histogram(const unsigned *hb, unsigned topk, unsigned *nonzero, unsigned *chosen) {
     const int lane = threadIdx.x & 31;
-    unsigned cb, need, n, fb, rest, count, listed = 0;
-    choose_bin_warp<true>(hb, topk, cb, need, n);
-    choose_bin_warp<true>(hb + KT_IDX_HIST_COARSE + cb * 256, need, fb, rest, count);
-    for (int i = lane; i < KT_IDX_HIST_COARSE; i += 32) { // (L1 holds them since the first choice)
-        const bool used = __ldcg(hb + i) != 0;
-        const unsigned mask = __ballot_sync(FULL, used);
-        if (used) nonzero[listed + __popc(mask & ((1u << lane) - 1))] = (unsigned)i;
+    unsigned v[8], f[8], cb, need, n, fb, rest, count, listed = 0;
+    load_bins<true>(hb, v);
+    choose_bin_warp(v, topk, cb, need, n);
+    load_bins<true>(hb + KT_IDX_HIST_COARSE + cb * 256, f);
+#pragma unroll
+    for (int i = 0; i < 8; i++) { // (while the fine row is on its way)
+        const unsigned mask = __ballot_sync(FULL, v[i] != 0);
+        if (v[i]) nonzero[listed + __popc(mask & ((1u << lane) - 1))] = (unsigned)(255 - 8 * lane - i);
         listed += __popc(mask);
     }
+    choose_bin_warp(f, need, fb, rest, count);
     if (lane == 0) chosen[0] = cb << 24 | fb << 16, chosen[1] = rest, chosen[2] = count, chosen[4] = listed;
 }
 
@@ -664,8 +671,9 @@ __device__ void select_by_histogram(const slice &sl, unsigned *staged, int *page
             digit_histogram(sl, prefix, d, hist[d & 1]);
         if constexpr (CLUSTER > 1) merge_histograms(hist[d & 1], SEL_BINS, merged);
         if (threadIdx.x < 32) {
-            unsigned bin, rest, count;
-            choose_bin_warp<false>(CLUSTER > 1 ? merged : hist[d & 1], need, bin, rest, count);
+            unsigned v[8], bin, rest, count;
+            load_bins<false>(CLUSTER > 1 ? merged : hist[d & 1], v);
+            choose_bin_warp(v, need, bin, rest, count);
             if (threadIdx.x == 0) chosen[0] = bin, chosen[1] = rest;
         }
         __syncthreads();
