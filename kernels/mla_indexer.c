@@ -19,16 +19,15 @@
 
 extern const kt_family kt_family_mla_indexer;
 
-enum { P_WARPS, P_NT, P_CTAS_PER_SM, P_SEL_THREADS, P_SEL_CLUSTER, P_MATH, P_STAGES };
-enum { T_Q, T_W, T_CACHE, T_LENS, T_TABLE, T_LOGITS, T_INDEX };
+enum { P_WARPS, P_NT, P_CTAS_PER_SM, P_SEL_THREADS, P_SEL_CLUSTER, P_MATH, P_STAGES, P_HIST, P_CHAINS };
+enum { T_Q, T_W, T_CACHE, T_LENS, T_TABLE, T_LOGITS, T_INDEX, T_HIST };
 enum { K_SCAN, K_SELECT, K_NAIVE, K_REFERENCE };
 #define MAX_B 1024 /* the kernels' shared prefix arrays */
 #define MAX_TOKENS (1L << 30)
 #define REF_THREADS 256 /* the reference kernel: a CTA per 64 tokens of a request */
 #define REF_TOKENS 64
-#define STAGE_KEYS 16384         /* keys a selection CTA stages: 68 KB padded, with its 24 KB fits sm_120's 99 KB */
-#define SCAN_STATIC_SMEM 8328    /* the scan's static shared memory: two prefix arrays and 32 sums */
-#define SELECT_STATIC_SMEM 24752 /* the selection's static shared memory (ptxas, sm_90 and sm_120) */
+#define SCAN_STATIC_SMEM 9360    /* the scan's static shared memory (ptxas): two prefix arrays, 32 sums */
+#define SELECT_STATIC_SMEM 26816 /* the selection's static shared memory, at most (ptxas, sm_90 and sm_120) */
 #define SM120_THREADS_PER_SM 1536
 
 /* malloc for the hooks that have no error path (fill, reference): out of memory is one line
@@ -70,16 +69,19 @@ static long scan_ring_bytes(const int *v) { return (long)v[P_WARPS] * v[P_STAGES
  * holding none): MATH=0 124 at NT 1 on sm_120 (q's 64 code registers, a group's k and the
  * rest), ~24 more per n-tile; MATH=1 (q as 128 f16 registers) 178-188 at NT 1 unbounded, ~20
  * more per n-tile, and 168 without spills at 3 CTAs of 4 warps on sm_90 (STAGES=3), so the
- * estimate lets 12 such warps an SM be compiled (the sweep refuses a variant that spills).
+ * estimate lets 12 such warps an SM be compiled (the sweep refuses a variant that spills);
+ * CHAINS=2 holds a second accumulator per head tile (~16 more). HIST=1 adds each warp's 1 KB of
+ * coarse counters to the shared memory.
  * The ring must fit one block's and CTAS_PER_SM blocks' shared memory (sm_120: 99 KB). */
 static int check_config(const kt_config *c, int arch, char *why, size_t n) {
     (void)arch; /* sm_120's limits on every arch: the H200 stand-in's winners must build where kt ships */
     const kt_arch_limits ship = kt_arch_limits_of(KT_SHIP_ARCH);
     const int *v = c->v;
-    int per_sm = v[P_WARPS] * 32 * v[P_CTAS_PER_SM], need = v[P_MATH] ? 148 + 20 * v[P_NT] : 100 + 24 * v[P_NT];
+    int per_sm = v[P_WARPS] * 32 * v[P_CTAS_PER_SM],
+        need = (v[P_MATH] ? 148 + 20 * v[P_NT] : 100 + 24 * v[P_NT]) + (v[P_CHAINS] - 1) * 16;
     int have =
         ship.regs_per_block / per_sm < ship.regs_per_thread ? ship.regs_per_block / per_sm : ship.regs_per_thread;
-    long smem = scan_ring_bytes(v) + SCAN_STATIC_SMEM;
+    long smem = scan_ring_bytes(v) + SCAN_STATIC_SMEM + (v[P_HIST] ? v[P_WARPS] * KT_IDX_HIST_COARSE * 4 : 0);
     if (smem * v[P_CTAS_PER_SM] > ship.smem_per_block)
         return snprintf(why, n, "the scan's ring: %d CTAs of %ld bytes of shared memory an SM (sm_120: %d)",
                         v[P_CTAS_PER_SM], smem, ship.smem_per_block),
@@ -90,9 +92,9 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
                -1;
     if (need > have)
         return snprintf(why, n, "needs ~%d registers per thread, %d threads an SM get %d", need, per_sm, have), -1;
-    if (SELECT_STATIC_SMEM + kt_idx_staged_words(STAGE_KEYS) * 4 > ship.smem_per_block) /* its staged keys */
+    if (SELECT_STATIC_SMEM + kt_idx_staged_words(KT_IDX_STAGE_KEYS) * 4 > ship.smem_per_block) /* its staged keys */
         return snprintf(why, n, "the selection needs %d bytes of shared memory",
-                        SELECT_STATIC_SMEM + kt_idx_staged_words(STAGE_KEYS) * 4),
+                        SELECT_STATIC_SMEM + kt_idx_staged_words(KT_IDX_STAGE_KEYS) * 4),
                -1;
     return 0;
 }
@@ -104,17 +106,15 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
 static void default_for(const kt_problem *p, int sms, kt_config *c) {
     *c = kt_family_mla_indexer.default_config;
     if (kt_gpu_arch() != 90) c->v[P_MATH] = 0;
-    while (c->v[P_SEL_CLUSTER] < 8 && 2 * ctx_of(p) > (long)STAGE_KEYS * c->v[P_SEL_CLUSTER] &&
+    while (c->v[P_SEL_CLUSTER] < 8 && 2 * ctx_of(p) > (long)KT_IDX_STAGE_KEYS * c->v[P_SEL_CLUSTER] &&
            p->m * 2 * c->v[P_SEL_CLUSTER] <= sms)
         c->v[P_SEL_CLUSTER] *= 2;
     if (c->v[P_SEL_CLUSTER] > 1) c->v[P_SEL_THREADS] = 512; /* check_config: clusters take 512 */
+    if (p->m <= KT_IDX_HIST_MAX_B) c->v[P_HIST] = 1;        /* the scan's histogram: one pass fewer */
 }
 
-static int config_fits(const kt_config *c, const kt_problem *p) {
-    (void)c;
-    (void)p;
-    return 1;
-}
+/* HIST=1's scratch holds KT_IDX_HIST_MAX_B requests' histograms. */
+static int config_fits(const kt_config *c, const kt_problem *p) { return !c->v[P_HIST] || p->m <= KT_IDX_HIST_MAX_B; }
 
 static int tensors(const kt_problem *p, kt_tensor_desc *t) {
     size_t B = p->m;
@@ -125,7 +125,10 @@ static int tensors(const kt_problem *p, kt_tensor_desc *t) {
     t[T_TABLE] = (kt_tensor_desc){"block_table", KT_I32, B * (size_t)max_pages_of(p), KT_INPUT};
     t[T_LOGITS] = (kt_tensor_desc){"logits", KT_F32, (size_t)tokens_of(p), KT_OUTPUT};
     t[T_INDEX] = (kt_tensor_desc){"index", KT_I32, B * (size_t)topk_of(p), KT_OUTPUT, KT_CMP_EXACT};
-    return 7;
+    /* HIST=1's histograms (config_fits: B <= KT_IDX_HIST_MAX_B; one word for larger B) */
+    t[T_HIST] =
+        (kt_tensor_desc){"hist", KT_I32, B <= KT_IDX_HIST_MAX_B ? B * (size_t)KT_IDX_HIST_WORDS : 1, KT_SCRATCH};
+    return 8;
 }
 
 void kt_mla_indexer_lengths(const kt_problem *p, uint64_t seed, int *lens) {
@@ -257,32 +260,80 @@ static unsigned key_of(float x) {
     return kt_idx_key(bits);
 }
 
+/* The bin of counters c[0..bins) (walked from the top) holding the need-th largest; *need
+ * becomes how many are still to take inside it (choose_bin, choose_bin_warp). */
+static int choose_bin(const unsigned *c, int bins, unsigned *need) {
+    unsigned cum = 0;
+    int bin = bins - 1;
+    while (bin > 0 && cum + c[bin] < *need) cum += c[bin--];
+    *need -= cum;
+    return bin;
+}
+
+/* write_selected, one thread: every key > T, then the first `need` == T by position, into
+ * pos[0..k) (a wrong T writes no further: the tests then see a wrong list, not a crash). */
+static void write_selected(const float *x, int n, int k, unsigned T, unsigned need, int *pos) {
+    unsigned gt = 0, eq = 0, slot;
+    for (int i = 0; i < n; i++) {
+        unsigned key = key_of(x[i]);
+        if (key > T)
+            slot = gt++ + (eq < need ? eq : need);
+        else if (key == T && eq < need)
+            slot = gt + eq++;
+        else {
+            eq += key == T;
+            continue;
+        }
+        if (slot < (unsigned)k) pos[slot] = i;
+    }
+}
+
+/* Digits d0..d1's histograms of keys[0..n) under prefix (digit_histogram + choose_bin). */
+static unsigned digit_passes(const unsigned *keys, int n, int d0, int d1, unsigned prefix, unsigned *need) {
+    static unsigned hist[KT_IDX_BINS];
+    for (int d = d0; d <= d1; d++) {
+        memset(hist, 0, sizeof hist);
+        for (int i = 0; i < n; i++)
+            if (kt_idx_matches(keys[i], prefix, d)) hist[kt_idx_digit(keys[i], d)]++;
+        prefix |= (unsigned)choose_bin(hist, kt_idx_digit_bins(d), need) << kt_idx_digit_shift(d);
+    }
+    return prefix;
+}
+
 void kt_mla_indexer_topk_radix(const float *x, int n, int k, int *pos) {
     if (n <= k) {
         for (int i = 0; i < k; i++) pos[i] = i < n ? i : -1;
         return;
     }
-    unsigned prefix = 0, need = (unsigned)k, hist[KT_IDX_BINS];
-    for (int d = 0; d < KT_IDX_DIGITS; d++) { /* digit_histogram + choose_bin */
-        memset(hist, 0, sizeof hist);
-        for (int i = 0; i < n; i++)
-            if (kt_idx_matches(key_of(x[i]), prefix, d)) hist[kt_idx_digit(key_of(x[i]), d)]++;
-        unsigned cum = 0;
-        int bin = kt_idx_digit_bins(d) - 1;
-        while (cum + hist[bin] < need) cum += hist[bin--];
-        prefix |= (unsigned)bin << kt_idx_digit_shift(d);
-        need -= cum;
+    unsigned *keys = must_alloc(sizeof(unsigned) * (size_t)n), need = (unsigned)k;
+    for (int i = 0; i < n; i++) keys[i] = key_of(x[i]);
+    unsigned T = digit_passes(keys, n, 0, KT_IDX_DIGITS - 1, 0, &need);
+    write_selected(x, n, k, T, need, pos);
+    free(keys);
+}
+
+void kt_mla_indexer_topk_hist(const float *x, int n, int k, int cap, int *pos) {
+    if (n <= k) {
+        for (int i = 0; i < k; i++) pos[i] = i < n ? i : -1;
+        return;
     }
-    unsigned gt = 0, eq = 0; /* write_selected, one thread */
-    for (int i = 0; i < n; i++) {
-        unsigned key = key_of(x[i]);
-        if (key > prefix)
-            pos[gt++ + (eq < need ? eq : need)] = i;
-        else if (key == prefix && eq < need)
-            pos[gt + eq++] = i;
-        else if (key == prefix)
-            eq++;
+    unsigned *hb = must_alloc(sizeof(unsigned) * KT_IDX_HIST_WORDS), *cand = must_alloc(sizeof(unsigned) * (size_t)n);
+    memset(hb, 0, sizeof(unsigned) * KT_IDX_HIST_WORDS);
+    for (int i = 0; i < n; i++) { /* the scan's hist_add */
+        hb[kt_idx_hist_coarse(key_of(x[i]))]++;
+        hb[kt_idx_hist_fine(key_of(x[i]))]++;
     }
+    unsigned need = (unsigned)k; /* choose_from_histogram */
+    int cb = choose_bin(hb, KT_IDX_HIST_COARSE, &need);
+    const unsigned *row = hb + KT_IDX_HIST_COARSE + cb * 256;
+    int fb = choose_bin(row, 256, &need);
+    unsigned prefix = (unsigned)cb << 24 | (unsigned)fb << 16, count = row[fb], m = 0;
+    for (int i = 0; i < n; i++) /* gather_candidates, or (over cap) every key */
+        if (count > (unsigned)cap || kt_idx_matches(key_of(x[i]), prefix, 3)) cand[m++] = key_of(x[i]);
+    unsigned T = digit_passes(cand, (int)m, 3, 4, prefix, &need);
+    write_selected(x, n, k, T, need, pos);
+    free(hb);
+    free(cand);
 }
 
 /* The index list of request b from its float64 logits: positions through its block table. */
@@ -345,9 +396,10 @@ static int launch_reference(const kt_launch *l, uint64_t ref) {
 /* The scan kernel (the family's, or with naive the baseline's) into the logits output. */
 static int launch_scan(const kt_launch *l, int naive) {
     const kt_problem *p = l->problem;
-    int B = (int)p->m, mp = (int)max_pages_of(p);
-    uint64_t a[6] = {l->ptr[T_Q], l->ptr[T_W], l->ptr[T_CACHE], l->ptr[T_LENS], l->ptr[T_TABLE], l->ptr[T_LOGITS]};
-    void *args[] = {&a[0], &a[1], &a[2], &a[3], &a[4], &mp, &B, &a[5]};
+    int B = (int)p->m, mp = (int)max_pages_of(p), k = (int)topk_of(p);
+    uint64_t a[7] = {l->ptr[T_Q],     l->ptr[T_W],      l->ptr[T_CACHE], l->ptr[T_LENS],
+                     l->ptr[T_TABLE], l->ptr[T_LOGITS], l->ptr[T_HIST]};
+    void *args[] = {&a[0], &a[1], &a[2], &a[3], &a[4], &mp, &B, &a[5], &a[6], &k};
     const int *v = l->mod->config.v, sms = kt_gpu_current()->sm_count;
     if (naive) return kt_launch_kernel(l->mod, K_NAIVE, (unsigned)sms * 4, 1, 1, 256, 0, l->stream, args);
     return kt_launch_kernel(l->mod, K_SCAN, (unsigned)(sms * v[P_CTAS_PER_SM]), 1, 1, (unsigned)v[P_WARPS] * 32,
@@ -361,9 +413,9 @@ static int launch_select(const kt_launch *l) {
     const int *v = l->mod->config.v;
     int mp = (int)max_pages_of(p), k = (int)topk_of(p);
     long slice = (2 * ctx_of(p) + v[P_SEL_CLUSTER] - 1) / v[P_SEL_CLUSTER]; /* L_b < 2 CTX */
-    int stage = (int)(slice < STAGE_KEYS ? slice : STAGE_KEYS);
-    uint64_t a[4] = {l->ptr[T_LOGITS], l->ptr[T_LENS], l->ptr[T_TABLE], l->ptr[T_INDEX]};
-    void *args[] = {&a[0], &a[1], &a[2], &mp, &k, &stage, &a[3]};
+    int stage = (int)(slice < KT_IDX_STAGE_KEYS ? slice : KT_IDX_STAGE_KEYS);
+    uint64_t a[5] = {l->ptr[T_LOGITS], l->ptr[T_LENS], l->ptr[T_TABLE], l->ptr[T_HIST], l->ptr[T_INDEX]};
+    void *args[] = {&a[0], &a[1], &a[2], &mp, &k, &stage, &a[3], &a[4]};
     return kt_launch_kernel_pdl(l->mod, K_SELECT, (unsigned)(p->m * v[P_SEL_CLUSTER]), 1, 1, (unsigned)v[P_SEL_THREADS],
                                 (unsigned)kt_idx_staged_words(stage) * 4, l->stream, args);
 }
@@ -418,19 +470,21 @@ const kt_family kt_family_mla_indexer = {
              {"VALUES", KT_KEY_CATEGORY, values_names}},
     .m_name = "B",
     .batch_buckets = batch_buckets,
-    .n_params = 7,
+    .n_params = 9,
     .params = {{"WARPS", 2, {4, 8}},
                {"NT", 3, {1, 2, 4}},
                {"CTAS_PER_SM", 3, {1, 2, 3}},
                {"SEL_THREADS", 2, {512, 1024}},
                {"SEL_CLUSTER", 4, {1, 2, 4, 8}},
                {"MATH", 2, {0, 1}},
-               {"STAGES", 3, {2, 3, 4}}},
+               {"STAGES", 3, {2, 3, 4}},
+               {"HIST", 2, {0, 1}},
+               {"CHAINS", 2, {1, 2}}},
     .strata_params = 3,
     /* 2 CTAs of 4 warps of two n-tiles an SM, a ring of 4 groups a warp (3 in flight: 48 KB an
      * SM), f16 math (the portable path: 202 registers on sm_90, 208 on sm_120, no spills; e4m3
      * at this shape: 148 on sm_120), so the scan-only baseline is the H200's served scan */
-    .default_config = {{4, 2, 2, 1024, 1, 1, 4}},
+    .default_config = {{4, 2, 2, 1024, 1, 1, 4, 0, 1}},
     .target_shapes = target_shapes,
     .n_target_shapes = 7,
     KT_FAMILY_HOOKS,

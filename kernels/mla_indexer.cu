@@ -47,6 +47,8 @@
 #define KT_SEL_CLUSTER 1
 #define KT_MATH 0
 #define KT_STAGES 3
+#define KT_HIST 0
+#define KT_CHAINS 1
 #endif
 #if KT_SEL_CLUSTER > 1
 #define KT_SEL_CLUSTER_DIMS __cluster_dims__(KT_SEL_CLUSTER, 1, 1)
@@ -55,9 +57,10 @@
 #endif
 
 constexpr int WARPS = KT_WARPS, NT = KT_NT, THREADS = WARPS * 32;
-constexpr bool F16 = KT_MATH == 1;
-constexpr int QR = F16 ? 16 : 8; // registers of a lane's 32 dims of a row: e4m3 codes, or f16 pairs
-constexpr int GROUP = 8 * NT;    // tokens a warp takes at once (all in one page: GROUP divides 64)
+constexpr bool F16 = KT_MATH == 1, HIST = KT_HIST == 1;
+constexpr int QR = F16 ? 16 : 8;  // registers of a lane's 32 dims of a row: e4m3 codes, or f16 pairs
+constexpr int GROUP = 8 * NT;     // tokens a warp takes at once (all in one page: GROUP divides 64)
+constexpr int CHAINS = KT_CHAINS; // accumulators a head tile's dot products are split over
 constexpr int ST = KT_SEL_THREADS, SE = 16 /* the ordered pass's positions a thread */, TILE = ST * SE,
               CLUSTER = KT_SEL_CLUSTER;
 constexpr int MAX_B = 1024; // kernels/mla_indexer.c checks B against it
@@ -66,6 +69,38 @@ static_assert(KT_IDX_PAGE % GROUP == 0, "a group of tokens must stay inside one 
 static_assert(TILE < 65536, "the ordered pass packs two per-tile counts into 16 bits each");
 static_assert(CLUSTER >= 1 && CLUSTER <= 8, "a request's selection is a portable cluster of 1 to 8 CTAs");
 static_assert(KT_MATH == 0 || KT_MATH == 1, "MATH: 0 (e4m3 mma) or 1 (f16 mma)");
+static_assert(KT_HIST == 0 || KT_HIST == 1, "HIST: 0 (the selection's own passes) or 1 (the scan's histogram)");
+static_assert(CHAINS == 1 || CHAINS == 2, "CHAINS: 1 or 2 accumulators a tile");
+
+__device__ __forceinline__ unsigned key_of(float x) { return kt_idx_key(__float_as_uint(x)); }
+
+// HIST=1: the 16-bit key histogram of request b (indexer_layout.h) when its selection reads one
+// (L_b > topk), else null. The scan and the selection use the same rule.
+__device__ __forceinline__ unsigned *request_hist(unsigned *hist, int b, int len, int topk) {
+    return HIST && len > topk ? hist + (long long)b * KT_IDX_HIST_WORDS : nullptr;
+}
+
+// Counts logit v in the histogram hb (null: not counted): its fine counter in hb (red.global, no
+// reply awaited) and its coarse one in `coarse` (the scan: the warp's shared counters, added to
+// hb by flush_coarse; a request's logits fill a few coarse bins, on whose counters in L2 one
+// add a logit queued: 3 us at 8K x 1, the scan 1.9x slower at 2M tokens).
+__device__ __forceinline__ void hist_add(unsigned *hb, unsigned *coarse, float v) {
+    if (!HIST || !hb) return;
+    const unsigned key = key_of(v);
+    atomicAdd(coarse + kt_idx_hist_coarse(key), 1u);
+    atomicAdd(hb + kt_idx_hist_fine(key), 1u);
+}
+
+// The warp's coarse counters wc[256] added to hb (null: none were counted) and zeroed.
+__device__ __forceinline__ void flush_coarse(unsigned *wc, unsigned *hb) {
+    if (!HIST) return;
+    __syncwarp(); // the lanes' shared adds are visible
+    for (int i = threadIdx.x & 31; i < KT_IDX_HIST_COARSE; i += 32) {
+        const unsigned c = wc[i];
+        if (c) atomicAdd(hb + i, c), wc[i] = 0;
+    }
+    __syncwarp();
+}
 
 // Two e4m3 codes (bits 16 half .. 16 half + 15 of codes, low byte first) -> an f16 pair, exactly.
 // The halves are split in the asm so that ptxas reads the upper one in place (no shift).
@@ -175,6 +210,8 @@ __device__ __forceinline__ void load_query(const kt_u8 *q, const float *w, int b
 // quad column t, the relu-weighted head sums of tokens 2t and 2t + 1 (before the k scale).
 // Step s of either mma takes registers 2s and 2s + 1 of both operands, so each of its k
 // indices (f16: 2t + j, 8 + 2t + j; e4m3: 4t + j, 16 + 4t + j) is the same dim of q and token.
+// CHAINS=2: steps alternate between two accumulators, summed at the end, so each dependent
+// chain of mma is half as long (the f16 path's 8 steps a tile were the scan's top stall).
 __device__ __forceinline__ float2 tile_logits(const kt_u32 (&qf)[4][2][QR], const float (&wf)[4][2],
                                               const uint4 (&k)[2]) {
     const kt_u32 codes[8] = {k[0].x, k[0].y, k[0].z, k[0].w, k[1].x, k[1].y, k[1].z, k[1].w};
@@ -183,17 +220,21 @@ __device__ __forceinline__ float2 tile_logits(const kt_u32 (&qf)[4][2][QR], cons
     float s0 = 0.f, s1 = 0.f;
 #pragma unroll
     for (int m = 0; m < 4; m++) {
-        float acc[4];
+        float part[CHAINS][4];
 #pragma unroll
         for (int s = 0; s < QR / 2; s++) {
             const kt_u32 a[4] = {qf[m][0][2 * s], qf[m][1][2 * s], qf[m][0][2 * s + 1], qf[m][1][2 * s + 1]};
+            float(&d)[4] = part[s % CHAINS];
             if (F16)
-                mma_f16(acc, a, kb[2 * s], kb[2 * s + 1], s == 0);
-            else if (s == 0)
-                kt_mma_e4m3_first(acc, a, kb[2 * s], kb[2 * s + 1]);
+                mma_f16(d, a, kb[2 * s], kb[2 * s + 1], s < CHAINS);
+            else if (s < CHAINS)
+                kt_mma_e4m3_first(d, a, kb[2 * s], kb[2 * s + 1]);
             else
-                kt_mma_e4m3(acc, a, kb[2 * s], kb[2 * s + 1]);
+                kt_mma_e4m3(d, a, kb[2 * s], kb[2 * s + 1]);
         }
+        float acc[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[i] = CHAINS == 2 ? part[0][i] + part[CHAINS - 1][i] : part[0][i];
         s0 += wf[m][0] * fmaxf(acc[0], 0.f) + wf[m][1] * fmaxf(acc[2], 0.f);
         s1 += wf[m][0] * fmaxf(acc[1], 0.f) + wf[m][1] * fmaxf(acc[3], 0.f);
     }
@@ -255,27 +296,36 @@ __device__ __forceinline__ void read_group(const ring_slot &s, group_data &gd) {
     }
 }
 
-// The logits of a loaded group (tokens t0 .. of a request of length L) into out[].
-__device__ __forceinline__ void group_logits(const group_data &gd, int t0, int L, float *out,
-                                             const kt_u32 (&qf)[4][2][QR], const float (&wf)[4][2]) {
+// The logits of a loaded group (tokens t0 .. of a request of length L) into out[], each counted
+// in hb and the warp's coarse counters wc (HIST=1). Each n-tile's sums are written at once.
+__device__ __forceinline__ void group_logits(const group_data &gd, int t0, int L, float *out, unsigned *hb,
+                                             unsigned *wc, const kt_u32 (&qf)[4][2][QR], const float (&wf)[4][2]) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int j = 0; j < NT; j++) {
-        float2 s = tile_logits(qf, wf, gd.k[j]);
+        const float2 s = tile_logits(qf, wf, gd.k[j]);
         const float sc0 = __shfl_sync(FULL, gd.scale[j], 8 * t), sc1 = __shfl_sync(FULL, gd.scale[j], 8 * t + 4);
         const int tok = t0 + 8 * j + 2 * t;
-        if (g == 0 && tok < L) out[tok] = s.x * sc0;
-        if (g == 0 && tok + 1 < L) out[tok + 1] = s.y * sc1;
+        const float v0 = s.x * sc0, v1 = s.y * sc1;
+        if (g == 0 && tok < L) out[tok] = v0, hist_add(hb, wc, v0);
+        if (g == 0 && tok + 1 < L) out[tok + 1] = v1, hist_add(hb, wc, v1);
     }
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, KT_CTAS_PER_SM)
     mla_indexer_scan(const kt_u8 *__restrict__ q, const float *__restrict__ w, const kt_u8 *__restrict__ cache,
                      const int *__restrict__ lens, const int *__restrict__ block_table, int max_pages, int B,
-                     float *__restrict__ logits) {
+                     float *__restrict__ logits, unsigned *__restrict__ hist, int topk) {
     extern __shared__ __align__(16) unsigned char scan_ring[]; // WARPS x STAGES ring slots (dynamic)
     __shared__ int cu_lens[MAX_B + 1], cu_groups[MAX_B + 1];
     __shared__ unsigned warp_sums[32];
+    __shared__ unsigned coarse[HIST ? WARPS : 1][KT_IDX_HIST_COARSE]; // HIST=1: each warp's coarse counts
+    unsigned *wc = coarse[HIST ? threadIdx.x >> 5 : 0];
+    if (HIST)
+        for (int i = threadIdx.x & 31; i < KT_IDX_HIST_COARSE; i += 32) wc[i] = 0; // (synced by request_prefix)
+    // the selection (a programmatic dependent) may launch now: it waits for this grid's end
+    // and memory, and at small B this grid's idle CTAs leave it SMs long before the end
+    kt_allow_consumer();
     request_prefix<WARPS>(lens, B, GROUP, cu_lens, cu_groups, warp_sums);
     const long long total = cu_groups[B], warps = (long long)gridDim.x * WARPS;
     const long long gw = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5);
@@ -312,11 +362,15 @@ extern "C" __global__ void __launch_bounds__(THREADS, KT_CTAS_PER_SM)
         group_data gd;
         read_group(ring[grp % STAGES], gd);
         if (grp >= cu_groups[b + 1]) {
+            flush_coarse(wc, request_hist(hist, b, lens[b], topk));
             while (grp >= cu_groups[b + 1]) b++;
             load_query(q, w, b, qf, wf);
         }
-        group_logits(gd, (grp - cu_groups[b]) * GROUP, lens[b], logits + cu_lens[b], qf, wf);
+        // (the histogram's address made here, not kept across the loop: sm_90's e4m3 path has no register to spare)
+        group_logits(gd, (grp - cu_groups[b]) * GROUP, lens[b], logits + cu_lens[b],
+                     request_hist(hist, b, lens[b], topk), wc, qf, wf);
     }
+    flush_coarse(wc, request_hist(hist, b, lens[b], topk));
 }
 
 // ------------------------------------------------------------------ selection
@@ -326,39 +380,57 @@ __device__ __forceinline__ int global_id(const int *bt_row, int p) {
     return bt_row[p / KT_IDX_PAGE] * KT_IDX_PAGE + p % KT_IDX_PAGE;
 }
 
-__device__ __forceinline__ unsigned key_of(float x) { return kt_idx_key(__float_as_uint(x)); }
-
-// A CTA's positions [lo, hi) of a request: their keys from shared memory when the slice fit
-// there (staged: one read of the logits, then every pass at shared-memory latency), else
-// from the logits in global memory (L2) on every pass.
+// A CTA's positions [lo, hi) of a request: their keys (and their pages' block table entries)
+// from shared memory when the slice fit there (staged: one read of the logits, then every pass
+// at shared-memory latency), else from the logits and the block table row (L2) on every pass.
 struct slice {
     const float *x;
     const unsigned *keys;
+    const int *bt_row, *pages; // pages[i]: bt_row[lo / KT_IDX_PAGE + i] (staged)
     int lo, hi;
     bool staged;
     __device__ __forceinline__ unsigned key(int p) const {
         return staged ? keys[kt_idx_staged_index(p - lo)] : key_of(x[p]);
     }
+    __device__ __forceinline__ int id(int p) const { // the global id of position p
+        const int page = staged ? pages[p / KT_IDX_PAGE - lo / KT_IDX_PAGE] : bt_row[p / KT_IDX_PAGE];
+        return page * KT_IDX_PAGE + p % KT_IDX_PAGE;
+    }
 };
 
-// Copies the slice's keys into shared memory (8 loads in flight a thread).
-__device__ void stage_keys(const float *x, int lo, int hi, unsigned *keys) {
+// HIST=1: the keys of a slice that agree with the scan's histogram's chosen top 16 bits, in
+// shared memory (their order is free: only their digit histograms are taken from them).
+struct candidates {
+    const unsigned *keys;
+    int lo, hi; // 0 and their count
+    __device__ __forceinline__ unsigned key(int i) const { return keys[i]; }
+};
+
+// Copies the slice's keys (8 loads in flight a thread) and its pages' block table entries into
+// shared memory, by threads from `first` on (HIST=1: warp 0 reads the scan's histogram meanwhile).
+__device__ void stage_keys(const slice &sl, unsigned *keys, int *pages, int first) {
+    if ((int)threadIdx.x >= first) {
+        const int t = (int)threadIdx.x - first, p0 = sl.lo / KT_IDX_PAGE;
+        if (sl.hi > sl.lo)
+            for (int i = t; i <= (sl.hi - 1) / KT_IDX_PAGE - p0; i += ST - first) pages[i] = sl.bt_row[p0 + i];
 #pragma unroll 8
-    for (int p = lo + (int)threadIdx.x; p < hi; p += ST) keys[kt_idx_staged_index(p - lo)] = key_of(x[p]);
+        for (int p = sl.lo + t; p < sl.hi; p += ST - first) keys[kt_idx_staged_index(p - sl.lo)] = key_of(sl.x[p]);
+    }
     __syncthreads();
 }
 
-// Histogram of digit d over the keys of x[lo, hi) that agree with prefix above it: one add for
-// the warp when its candidates share a bin (ties, all-equal logits, the top digits of close
-// logits), else one a candidate (no __match_any_sync: shared atomics to distinct bins go at once).
-__device__ void digit_histogram(const slice &sl, unsigned prefix, int d, unsigned *hist) {
-    const int lo = sl.lo, hi = sl.hi;
+// Histogram of digit d over the keys of src (a slice or the candidates) that agree with
+// prefix above it: one add for the warp when its candidates share a bin (ties, all-equal
+// logits, the top digits of close logits), else one a candidate (no __match_any_sync: shared
+// atomics to distinct bins go at once).
+template <class Keys> __device__ void digit_histogram(const Keys &src, unsigned prefix, int d, unsigned *hist) {
+    const int lo = src.lo, hi = src.hi;
     const int lane = threadIdx.x & 31;
-    for (int i = threadIdx.x; i < KT_IDX_BINS; i += ST) hist[i] = 0;
+    for (int i = threadIdx.x; i < kt_idx_digit_bins(d); i += ST) hist[i] = 0;
     __syncthreads();
     for (int base = lo; base < hi; base += ST) { // uniform trip count: the warp stays converged
         const int p = base + (int)threadIdx.x;
-        const unsigned key = p < hi ? sl.key(p) : 0u;
+        const unsigned key = p < hi ? src.key(p) : 0u;
         const bool cand = p < hi && kt_idx_matches(key, prefix, d);
         const unsigned mask = __ballot_sync(FULL, cand), bin = kt_idx_digit(key, d);
         const unsigned first_bin = __shfl_sync(FULL, bin, __ffs(mask) - 1); // no candidate: unused
@@ -371,10 +443,11 @@ __device__ void digit_histogram(const slice &sl, unsigned prefix, int d, unsigne
     __syncthreads();
 }
 
-// The cluster's histogram: the sum of every CTA's (distributed shared memory), into merged.
-__device__ void merge_histograms(const unsigned *hist, unsigned *merged) {
+// The cluster's histogram of `bins` counters: the sum of every CTA's (distributed shared
+// memory), into merged.
+__device__ void merge_histograms(const unsigned *hist, int bins, unsigned *merged) {
     kt_cluster_sync(); // every CTA's histogram is complete and visible
-    for (int i = threadIdx.x; i < KT_IDX_BINS / 4; i += ST) {
+    for (int i = threadIdx.x; i < bins / 4; i += ST) {
         uint4 sum = make_uint4(0, 0, 0, 0);
         for (int r = 0; r < CLUSTER; r++) {
             const float4 v = kt_cluster_load4(kt_cluster_map(kt_smem_addr(hist + 4 * i), (kt_u32)r));
@@ -415,6 +488,98 @@ __device__ void choose_bin(const unsigned *hist, int d, unsigned &prefix, unsign
     __syncthreads();
 }
 
+// Lane l's 8 of 256 counters c (16-byte aligned; GLOBAL: the scan's, read from L2), bins
+// 255 - 8 l down to 248 - 8 l.
+template <bool GLOBAL> __device__ __forceinline__ void load_bins(const unsigned *c, unsigned (&v)[8]) {
+    const int top = 255 - 8 * (int)(threadIdx.x & 31);
+    const uint4 *hp = (const uint4 *)(c + top - 3), *lp = (const uint4 *)(c + top - 7);
+    const uint4 hi = GLOBAL ? __ldcg(hp) : *hp, lo = GLOBAL ? __ldcg(lp) : *lp;
+    v[0] = hi.w, v[1] = hi.z, v[2] = hi.y, v[3] = hi.x, v[4] = lo.w, v[5] = lo.z, v[6] = lo.y, v[7] = lo.x;
+}
+
+// The same choice over 256 counters (each lane's 8 from load_bins) by one warp, with no
+// barrier: every lane gets the bin, how many are still to take in it and its count. A warp
+// scan finds the lane whose bins hold the need-th. Counters that cannot hold it (a sum under
+// need) give bin 0: nothing runs out of bounds.
+__device__ __forceinline__ void choose_bin_warp(const unsigned (&v)[8], unsigned need, unsigned &bin, unsigned &rest,
+                                                unsigned &count) {
+    const int lane = threadIdx.x & 31, top = 255 - 8 * lane;
+    unsigned mine = 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) mine += v[i];
+    unsigned incl = mine;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+        const unsigned y = __shfl_up_sync(FULL, incl, d);
+        if (lane >= d) incl += y;
+    }
+    const unsigned above = incl - mine, owners = __ballot_sync(FULL, above < need && incl >= need);
+    unsigned b = 0, r = 0, n = 0, cum = above;
+    bool found = false;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        if (!found && cum + v[i] >= need) b = (unsigned)(top - i), r = need - cum, n = v[i], found = true;
+        cum += v[i];
+    }
+    const int owner = owners ? __ffs(owners) - 1 : 0;
+    bin = __shfl_sync(FULL, b, owner);
+    rest = __shfl_sync(FULL, r, owner);
+    count = __shfl_sync(FULL, n, owner);
+}
+
+// HIST=1, warp 0: the top 16 bits of the request's topk-th largest key from the scan's
+// histogram hb (a coarse bin, then a fine one in its row: two L2 round trips), how many keys
+// with them are still to take, and how many the request has, into chosen[0..2]; the nonzero
+// coarse bins (the rows zero_histogram clears) into nonzero[0..chosen[4]), from the counters
+// already in registers.
+__device__ void choose_from_histogram(const unsigned *hb, unsigned topk, unsigned *nonzero, unsigned *chosen) {
+    const int lane = threadIdx.x & 31;
+    unsigned v[8], f[8], cb, need, n, fb, rest, count, listed = 0;
+    load_bins<true>(hb, v);
+    choose_bin_warp(v, topk, cb, need, n);
+    load_bins<true>(hb + KT_IDX_HIST_COARSE + cb * 256, f);
+#pragma unroll
+    for (int i = 0; i < 8; i++) { // (while the fine row is on its way)
+        const unsigned mask = __ballot_sync(FULL, v[i] != 0);
+        if (v[i]) nonzero[listed + __popc(mask & ((1u << lane) - 1))] = (unsigned)(255 - 8 * lane - i);
+        listed += __popc(mask);
+    }
+    choose_bin_warp(f, need, fb, rest, count);
+    if (lane == 0) chosen[0] = cb << 24 | fb << 16, chosen[1] = rest, chosen[2] = count, chosen[4] = listed;
+}
+
+// HIST=1: the keys of sl agreeing with prefix's top 16 bits into cand[] (warp-aggregated slots;
+// the caller has zeroed *n_cand and knows they fit).
+__device__ void gather_candidates(const slice &sl, unsigned prefix, unsigned *cand, unsigned *n_cand) {
+    const int lane = threadIdx.x & 31;
+    for (int base = sl.lo; base < sl.hi; base += ST) {
+        const int p = base + (int)threadIdx.x;
+        const unsigned key = p < sl.hi ? sl.key(p) : 0u;
+        const bool match = p < sl.hi && kt_idx_matches(key, prefix, 3);
+        const unsigned mask = __ballot_sync(FULL, match);
+        if (!mask) continue;
+        const int leader = __ffs(mask) - 1;
+        unsigned slot = 0;
+        if (lane == leader) slot = atomicAdd(n_cand, (unsigned)__popc(mask));
+        slot = __shfl_sync(FULL, slot, leader) + (unsigned)__popc(mask & ((1u << lane) - 1));
+        if (match) cand[slot] = key;
+    }
+    __syncthreads();
+}
+
+// HIST=1: leaves the request's histogram zero again: the rows of the n nonzero coarse bins
+// (every nonzero fine counter is in one) and those bins' counters, rank r of the cluster the
+// bins c with c % CLUSTER == r. Called once every CTA of the cluster has read it.
+__device__ void zero_histogram(unsigned *hb, const unsigned *nonzero, unsigned n, int rank) {
+    for (int i = threadIdx.x; i < (int)n * 64; i += ST) {
+        const unsigned c = nonzero[i >> 6];
+        if (c % CLUSTER == (unsigned)rank)
+            *(uint4 *)(hb + KT_IDX_HIST_COARSE + c * 256 + 4 * (i & 63)) = make_uint4(0, 0, 0, 0);
+    }
+    for (int i = threadIdx.x; i < (int)n; i += ST)
+        if (nonzero[i] % CLUSTER == (unsigned)rank) hb[nonzero[i]] = 0;
+}
+
 // How many keys of x[lo, hi) are > T and how many == T, over the CTA.
 __device__ void count_slice(const slice &sl, unsigned T, unsigned *warp_sums, unsigned &gt_total, unsigned &eq_total) {
     unsigned gt = 0, eq = 0, total;
@@ -432,9 +597,10 @@ __device__ void count_slice(const slice &sl, unsigned T, unsigned *warp_sums, un
 
 // The ordered pass over x[lo, hi), after gt_run keys > T and eq_run keys == T before lo: every
 // key > T and the first `need` keys == T by position, into out[0..k) in ascending position
-// order (slots from a block scan of per-thread counts).
-__device__ void write_selected(const slice &sl, unsigned T, unsigned need, unsigned gt_run, unsigned eq_run,
-                               const int *bt_row, int *out, unsigned *warp_sums) {
+// order (slots from a block scan of per-thread counts). A slot past k is not written: only a
+// wrong T (HIST=1: a histogram not left zero) makes one, and then the list is wrong, not memory.
+__device__ void write_selected(const slice &sl, unsigned T, unsigned need, unsigned gt_run, unsigned eq_run, unsigned k,
+                               int *out, unsigned *warp_sums) {
     const int hi = sl.hi;
     for (int base = sl.lo; base < hi; base += TILE) {
         const int p0 = base + (int)threadIdx.x * SE;
@@ -451,10 +617,11 @@ __device__ void write_selected(const slice &sl, unsigned T, unsigned need, unsig
         for (int j = 0; j < SE; j++) {
             if (p0 + j >= hi) break;
             if (key[j] > T) {
-                out[gb + (eb < need ? eb : need)] = global_id(bt_row, p0 + j);
+                const unsigned slot = gb + (eb < need ? eb : need);
+                if (slot < k) out[slot] = sl.id(p0 + j);
                 gb++;
             } else if (key[j] == T) {
-                if (eb < need) out[gb + eb] = global_id(bt_row, p0 + j);
+                if (eb < need && gb + eb < k) out[gb + eb] = sl.id(p0 + j);
                 eb++;
             }
         }
@@ -463,16 +630,72 @@ __device__ void write_selected(const slice &sl, unsigned T, unsigned need, unsig
     }
 }
 
+constexpr int SEL_BINS = HIST ? 256 : KT_IDX_BINS; // a digit's counters: HIST=1's digits 3 and 4 have 8 bits
+constexpr int CAND = 4096; // HIST=1: candidates a CTA gathers (16 KB); more in the request: digits over the slice
+
+// HIST=0: the top-k-th key T by three digit passes over the slice (the cluster's histograms
+// summed each time); need: how many keys == T to take.
+__device__ void select_by_digits(const slice &sl, unsigned topk, unsigned (&hist)[2][SEL_BINS], unsigned *merged,
+                                 unsigned *warp_sums, unsigned *chosen, unsigned &T, unsigned &need) {
+    unsigned prefix = 0;
+    need = topk;
+    for (int d = 0; d < KT_IDX_DIGITS; d++) {
+        digit_histogram(sl, prefix, d, hist[d & 1]); // two buffers: a peer may still read the last
+        if constexpr (CLUSTER > 1) merge_histograms(hist[d & 1], kt_idx_digit_bins(d), merged);
+        choose_bin(CLUSTER > 1 ? merged : hist[d & 1], d, prefix, need, warp_sums, chosen);
+    }
+    T = prefix;
+}
+
+// HIST=1: the same from the scan's histogram hb: its top 16 bits by warp 0 while the other
+// warps stage the keys, then digits 3 and 4 over the gathered candidates (over the slice where
+// the request has more than CAND of them), each by warp 0 alone; then hb is zeroed.
+__device__ void select_by_histogram(const slice &sl, unsigned *staged, int *pages, unsigned *hb, unsigned topk,
+                                    int rank, unsigned (&hist)[2][SEL_BINS], unsigned *merged, unsigned *nonzero,
+                                    unsigned *cand, unsigned *chosen, unsigned &T, unsigned &need) {
+    if (threadIdx.x < 32) choose_from_histogram(hb, topk, nonzero, chosen);
+    if (threadIdx.x == 0) chosen[3] = 0; // the candidates' count
+    if (sl.staged)
+        stage_keys(sl, staged, pages, 32);
+    else
+        __syncthreads();
+    unsigned prefix = chosen[0];
+    need = chosen[1];
+    const bool gathered = chosen[2] <= (unsigned)CAND; // the request's count: each slice's fits
+    if (gathered) gather_candidates(sl, prefix, cand, &chosen[3]);
+    const candidates cs = {cand, 0, (int)chosen[3]};
+    for (int d = 3; d <= 4; d++) {
+        if (gathered)
+            digit_histogram(cs, prefix, d, hist[d & 1]);
+        else
+            digit_histogram(sl, prefix, d, hist[d & 1]);
+        if constexpr (CLUSTER > 1) merge_histograms(hist[d & 1], SEL_BINS, merged);
+        if (threadIdx.x < 32) {
+            unsigned v[8], bin, rest, count;
+            load_bins<false>(CLUSTER > 1 ? merged : hist[d & 1], v);
+            choose_bin_warp(v, need, bin, rest, count);
+            if (threadIdx.x == 0) chosen[0] = bin, chosen[1] = rest;
+        }
+        __syncthreads();
+        prefix |= chosen[0] << kt_idx_digit_shift(d);
+        need = chosen[1];
+        if (d == 3) zero_histogram(hb, nonzero, chosen[4], rank); // every CTA has read it (the barriers above)
+    }
+    T = prefix;
+}
+
 // A cluster of CLUSTER CTAs per request, rank r owning positions [n r / C, n (r + 1) / C):
 // each digit's histogram is the sum of the cluster's, every CTA then chooses the same bin;
 // the ordered pass starts each slice after the counts of the slices before it.
 extern "C" __global__ void __launch_bounds__(ST) KT_SEL_CLUSTER_DIMS
     mla_indexer_select(const float *__restrict__ logits, const int *__restrict__ lens,
                        const int *__restrict__ block_table, int max_pages, int topk, int stage_keys_max,
-                       int *__restrict__ index) {
+                       unsigned *__restrict__ hist, int *__restrict__ index) {
     extern __shared__ unsigned staged_keys[]; // kt_idx_staged_words(stage_keys_max) (dynamic shared memory)
-    __shared__ __align__(16) unsigned hist[2][KT_IDX_BINS], merged[CLUSTER > 1 ? KT_IDX_BINS : 1];
-    __shared__ __align__(16) unsigned warp_sums[32], chosen[2], counts[4];
+    __shared__ __align__(16) unsigned hists[2][SEL_BINS], merged[CLUSTER > 1 ? SEL_BINS : 1];
+    __shared__ __align__(16) unsigned nonzero[HIST ? KT_IDX_HIST_COARSE : 1], cand[HIST ? CAND : 1];
+    __shared__ __align__(16) unsigned warp_sums[32], chosen[5], counts[4];
+    __shared__ int pages[KT_IDX_STAGE_PAGES]; // the staged slice's block table entries
     const int b = blockIdx.x / CLUSTER, rank = CLUSTER > 1 ? (int)kt_cluster_rank() : 0, n = lens[b];
     unsigned part = 0, off; // this request's logits start after those of requests 0..b-1
     for (int j = threadIdx.x; j < b; j += ST) part += (unsigned)lens[j];
@@ -487,18 +710,19 @@ extern "C" __global__ void __launch_bounds__(ST) KT_SEL_CLUSTER_DIMS
         return;
     }
     const int lo = (int)((long long)n * rank / CLUSTER), hi = (int)((long long)n * (rank + 1) / CLUSTER);
-    const slice sl = {x, staged_keys, lo, hi, hi - lo <= stage_keys_max};
-    if (sl.staged) stage_keys(x, lo, hi, staged_keys);
-    unsigned prefix = 0, need = (unsigned)topk;
-    for (int d = 0; d < KT_IDX_DIGITS; d++) {
-        digit_histogram(sl, prefix, d, hist[d & 1]); // two buffers: a peer may still read the last
-        if constexpr (CLUSTER > 1) merge_histograms(hist[d & 1], merged);
-        choose_bin(CLUSTER > 1 ? merged : hist[d & 1], d, prefix, need, warp_sums, chosen);
+    const slice sl = {x, staged_keys, bt_row, pages, lo, hi, hi - lo <= stage_keys_max};
+    unsigned T, need;
+    if constexpr (HIST) {
+        select_by_histogram(sl, staged_keys, pages, request_hist(hist, b, n, topk), (unsigned)topk, rank, hists, merged,
+                            nonzero, cand, chosen, T, need);
+    } else {
+        if (sl.staged) stage_keys(sl, staged_keys, pages, 0);
+        select_by_digits(sl, (unsigned)topk, hists, merged, warp_sums, chosen, T, need);
     }
     unsigned gt_before = 0, eq_before = 0;
     if constexpr (CLUSTER > 1) {
         unsigned gt, eq;
-        count_slice(sl, prefix, warp_sums, gt, eq);
+        count_slice(sl, T, warp_sums, gt, eq);
         if (threadIdx.x == 0) counts[0] = gt, counts[1] = eq;
         kt_cluster_sync(); // every slice's counts are visible
         for (int r = 0; r < rank; r++) {
@@ -508,7 +732,7 @@ extern "C" __global__ void __launch_bounds__(ST) KT_SEL_CLUSTER_DIMS
         }
         kt_cluster_sync_relaxed(); // no CTA leaves while another still reads its shared memory
     }
-    write_selected(sl, prefix, need, gt_before, eq_before, bt_row, out, warp_sums);
+    write_selected(sl, T, need, gt_before, eq_before, (unsigned)topk, out, warp_sums);
 }
 
 // ------------------------------------------------------------------ baseline and reference
@@ -537,7 +761,7 @@ __device__ __forceinline__ float e4m3_to_f32(kt_u8 c) {
 extern "C" __global__ void __launch_bounds__(256)
     mla_indexer_naive(const kt_u8 *__restrict__ q, const float *__restrict__ w, const kt_u8 *__restrict__ cache,
                       const int *__restrict__ lens, const int *__restrict__ block_table, int max_pages, int B,
-                      float *__restrict__ logits) {
+                      float *__restrict__ logits, unsigned *__restrict__ hist, int topk) {
     __shared__ int cu_lens[MAX_B + 1], cu_groups[MAX_B + 1];
     __shared__ unsigned warp_sums[32];
     request_prefix<8>(lens, B, 1, cu_lens, cu_groups, warp_sums);
@@ -552,7 +776,10 @@ extern "C" __global__ void __launch_bounds__(256)
             for (int d = 0; d < KT_IDX_DIM; d++) dot += e4m3_to_f32(qh[d]) * e4m3_to_f32(k[d]);
             sum += w[b * KT_IDX_HEADS + h] * fmaxf(dot, 0.f);
         }
-        logits[i] = sum * *(const float *)(cache + kt_idx_scale_offset(page, t % KT_IDX_PAGE));
+        const float v = sum * *(const float *)(cache + kt_idx_scale_offset(page, t % KT_IDX_PAGE));
+        logits[i] = v;
+        unsigned *hb = request_hist(hist, b, lens[b], topk);
+        hist_add(hb, hb, v); // the coarse counter in hb too: the baseline is not timed for it
     }
 }
 

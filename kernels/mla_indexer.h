@@ -21,5 +21,8 @@ void kt_mla_indexer_lengths(const kt_problem *p, uint64_t seed, int *lens);
 void kt_mla_indexer_topk_sort(const double *x, int n, int k, int *pos);
 /* The same by the radix select of kernels/mla_indexer.cu (f32 keys, 3 digits, ordered pass). */
 void kt_mla_indexer_topk_radix(const float *x, int n, int k, int *pos);
+/* The same by HIST=1's selection: the top 16 bits from the keys' histogram, then digits 3 and 4
+ * over the keys with them (over every key where more than cap have them). */
+void kt_mla_indexer_topk_hist(const float *x, int n, int k, int cap, int *pos);
 
 #endif

@@ -118,9 +118,9 @@ struct kt_step {
     int post_pending;
     size_t gv_bytes;
     /* the families' buffers: list lengths [3][B] (rt_lengths), mla_decode's lists, q, out and
-     * partials; mla_indexer's q, weights, block table and logits; moe_route's gate logits and
+     * partials; mla_indexer's q, weights, block table, logits and histograms; moe_route's gate logits and
      * alignment records, moe_gemm's intermediate, partials, counters and bf16 output */
-    dptr lens, wlist, hlist, csa_len, sl_idx, sl_len, qb, ob, lse, apart, atick, itable, iqq, iw, ilogits, elog, ealign,
+    dptr lens, wlist, hlist, csa_len, sl_idx, sl_len, qb, ob, lse, apart, atick, itable, iqq, iw, ilogits, ihist, elog, ealign,
         he, hse, mpart, mcnt, moe_outb, no_shared;
     kt_step_plan plan;
     fam_k fams[2][MAX_FAMS];
@@ -492,8 +492,8 @@ static int indexer(kt_step *s, layer_dev *L, const gv_part *iw) {
     }
     void *aq[] = {&iq, &ld, wp[0], wp[1], wp[2], &s->inv_comp, &s->pos, &s->iqq, &s->iw, &ID, &R};
     if (rt(s, K_INDEX_Q, (unsigned)IH, (unsigned)s->B, 128, (unsigned)(ID * 4), aq)) return -1;
-    dptr ptr[7] = {s->iqq, s->iw, L->ikc, s->lens + (dptr)(2 * s->B * 4), s->itable, s->ilogits, L->idx};
-    return fam_launch(s, fam_p(s, "mla_indexer", &s->plan.indexer), ptr, 7);
+    dptr ptr[8] = {s->iqq, s->iw, L->ikc, s->lens + (dptr)(2 * s->B * 4), s->itable, s->ilogits, L->idx, s->ihist};
+    return fam_launch(s, fam_p(s, "mla_indexer", &s->plan.indexer), ptr, 8);
 }
 
 /* Window + compressed attention into og (group order), by mla_decode (then rt_o_post) or rt_attention. */
@@ -684,8 +684,8 @@ static int indexer_v32(kt_step *s, layer_dev *L) {
         rt(s, K_V32_INDEX_Q, (unsigned)B, (unsigned)(IH + V32_HEADS - 1) / V32_HEADS, 256,
            (unsigned)(V32_HEADS * ID * 4), aq))
         return -1;
-    dptr ptr[7] = {s->iqq, s->iw, L->ikc, s->lens + (dptr)(2 * B * 4), s->itable, s->ilogits, L->idx};
-    return fam_launch(s, fam_p(s, "mla_indexer", &s->plan.indexer), ptr, 7);
+    dptr ptr[8] = {s->iqq, s->iw, L->ikc, s->lens + (dptr)(2 * B * 4), s->itable, s->ilogits, L->idx, s->ihist};
+    return fam_launch(s, fam_p(s, "mla_indexer", &s->plan.indexer), ptr, 8);
 }
 
 /* MLA: q_a -> q_norm -> q_b; kv_a -> the cache (kv_norm, RoPE, V32 layout); the indexer; the
@@ -1136,7 +1136,8 @@ static int alloc_indexer(kt_step *s) {
     return upload_ints(&s->itable, s->B * table_width(s), table_entry, s) ||
                    dalloc(&s->iqq, fam_bytes("mla_indexer", p, "q")) ||
                    dalloc(&s->iw, fam_bytes("mla_indexer", p, "w")) ||
-                   dalloc(&s->ilogits, fam_bytes("mla_indexer", p, "logits"))
+                   dalloc(&s->ilogits, fam_bytes("mla_indexer", p, "logits")) ||
+                   dalloc(&s->ihist, fam_bytes("mla_indexer", p, "hist")) /* zeroed; every layer leaves it so */
                ? -1
                : 0;
 }

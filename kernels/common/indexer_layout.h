@@ -34,25 +34,44 @@ static inline unsigned kt_idx_key(unsigned bits) {
     return (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
 }
 
+/* Keys a selection CTA stages in shared memory at most (68 KB padded), and the block table
+ * entries of their pages it stages beside them. */
+#define KT_IDX_STAGE_KEYS 16384
+#define KT_IDX_STAGE_PAGES (KT_IDX_STAGE_KEYS / KT_IDX_PAGE + 2)
+
 /* A selection CTA's staged keys in shared memory: key i at word i + i / 16 (one pad word per
  * 16), so that its ordered pass, where thread j reads keys 16 j .. 16 j + 15, hits 32 banks
  * instead of 2; n keys take kt_idx_staged_words(n) words. */
 static inline int kt_idx_staged_index(int i) { return i + (i >> 4); }
 static inline int kt_idx_staged_words(int n) { return n + (n >> 4) + 1; }
 
-/* The radix select's digits, most significant first: 11 + 11 + 10 bits, so a histogram
- * holds 2048 counters (8 KB of shared memory). Digit d of key k and the bits above it. */
+/* The radix select's digits, most significant first: 11 + 11 + 10 bits (0, 1, 2), so a
+ * histogram holds 2048 counters (8 KB of shared memory). With the scan's histogram (HIST=1,
+ * below) the top 16 bits are known first and digits 3 and 4 are the low 16 in 8 + 8.
+ * Digit d of key k, and the bits above it. */
 #define KT_IDX_DIGITS 3
 #define KT_IDX_BINS 2048
-static inline int kt_idx_digit_shift(int d) { return d == 0 ? 21 : d == 1 ? 10 : 0; }
-static inline int kt_idx_digit_bins(int d) { return d == 2 ? 1024 : 2048; }
+static inline int kt_idx_digit_shift(int d) { return d == 0 ? 21 : d == 1 ? 10 : d == 3 ? 8 : 0; }
+static inline int kt_idx_digit_bits(int d) { return d == 2 ? 10 : d >= 3 ? 8 : 11; }
+static inline int kt_idx_digit_bins(int d) { return 1 << kt_idx_digit_bits(d); }
 static inline unsigned kt_idx_digit(unsigned key, int d) {
     return (key >> kt_idx_digit_shift(d)) & (unsigned)(kt_idx_digit_bins(d) - 1);
 }
 /* 1 if key agrees with prefix on every bit above digit d (the candidates of pass d). */
 static inline int kt_idx_matches(unsigned key, unsigned prefix, int d) {
-    int s = kt_idx_digit_shift(d) + (d == 2 ? 10 : 11);
+    int s = kt_idx_digit_shift(d) + kt_idx_digit_bits(d);
     return s >= 32 || (key >> s) == (prefix >> s);
 }
+
+/* HIST=1: the scan counts each logit of a request longer than TOPK in that request's histogram
+ * of its key's top 16 bits, KT_IDX_HIST_WORDS counters of a scratch tensor (zero between
+ * launches: the selection, their only reader, zeroes what it used): 256 coarse counters of
+ * bits 31..24, then 256 x 256 fine ones of bits 31..16. The selection reads the coarse
+ * counters and one row of fine ones instead of a pass over the keys for them. */
+#define KT_IDX_HIST_COARSE 256
+#define KT_IDX_HIST_WORDS (KT_IDX_HIST_COARSE + 65536)
+#define KT_IDX_HIST_MAX_B 16 /* requests the scratch holds (4.2 MB): HIST=1 is for small batches */
+static inline int kt_idx_hist_coarse(unsigned key) { return (int)(key >> 24); }
+static inline int kt_idx_hist_fine(unsigned key) { return KT_IDX_HIST_COARSE + (int)(key >> 16); }
 
 #endif

@@ -10,7 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* 1 if the radix select and the sorting rule agree on x[0..n) for k. */
+/* 1 if the radix select, HIST=1's selection (with the kernel's candidate cap, and with caps
+ * that send it over every key) and the sorting rule agree on x[0..n) for k. */
 static int radix_matches_sort(const float *x, int n, int k) {
     double *xd = malloc(sizeof(double) * (size_t)(n ? n : 1));
     int *a = malloc(sizeof(int) * (size_t)k), *b = malloc(sizeof(int) * (size_t)k);
@@ -18,6 +19,12 @@ static int radix_matches_sort(const float *x, int n, int k) {
     kt_mla_indexer_topk_sort(xd, n, k, a);
     kt_mla_indexer_topk_radix(x, n, k, b);
     int same = !memcmp(a, b, sizeof(int) * (size_t)k);
+    const int caps[] = {4096, 1, 0};
+    for (int c = 0; c < 3; c++) {
+        memset(b, 0x7f, sizeof(int) * (size_t)k);
+        kt_mla_indexer_topk_hist(x, n, k, caps[c], b);
+        same &= !memcmp(a, b, sizeof(int) * (size_t)k);
+    }
     free(xd), free(a), free(b);
     return same;
 }
@@ -46,6 +53,10 @@ KT_TEST(indexer_radix_select_matches_the_rule) {
     EXPECT(radix_matches_sort(x, N, 1000));                                 /* keys that differ only in low digits */
     for (int i = 0; i < N; i++) x[i] = 1.0f + (float)(i % 1024) * 0x1p-23f; /* one top digit */
     EXPECT(radix_matches_sort(x, N, 700));
+    for (int i = 0; i < 3000; i++) x[i] = -1.0f - (float)((i * 7) % 3000) * 0x1p-23f; /* one 16-bit bin, gathered */
+    EXPECT(radix_matches_sort(x, 3000, 1000));
+    for (int i = 0; i < N; i++) x[i] = (float)(i % 2 ? 1 : -1) * ldexpf(1.0f, (int)(kt_rng_next(&rng) % 200) - 100);
+    EXPECT(radix_matches_sort(x, N, 2048)); /* powers of two: many coarse bins, ties in each */
 }
 
 KT_TEST(indexer_short_and_exact_lengths) {
@@ -77,8 +88,9 @@ KT_TEST(indexer_hand_built_page) {
     p.m = 1;
     kt_tensor_desc t[KT_MAX_TENSORS];
     int n = f->tensors(&p, t);
-    EXPECT(n == 7 && t[2].count == 2 * 8448 && t[4].count == 1 && t[5].count == 3 && t[6].count == 4);
+    EXPECT(n == 8 && t[2].count == 2 * 8448 && t[4].count == 1 && t[5].count == 3 && t[6].count == 4);
     EXPECT(t[6].compare == KT_CMP_EXACT && t[6].dtype == KT_I32);
+    EXPECT(t[7].role == KT_SCRATCH && t[7].count == KT_IDX_HIST_WORDS); /* HIST=1's histogram */
     uint8_t q[64 * 128] = {0}, cache[2 * 8448] = {0};
     float w[64] = {0};
     int lens[1] = {3}, table[1] = {1};
@@ -202,11 +214,22 @@ KT_TEST(indexer_scan_configs_fit_sm120) {
     EXPECT(f->check_config(&c, 90, why, sizeof why) == 0);
     EXPECT(kt_parse_config(f, "WARPS=4,NT=2,CTAS_PER_SM=3,MATH=1,STAGES=2", &c) == 0);
     EXPECT(f->check_config(&c, 90, why, sizeof why) == -1 && strstr(why, "registers"));
+    EXPECT(kt_parse_config(f, "WARPS=8,NT=2,CTAS_PER_SM=2,MATH=1,STAGES=2", &c) == 0); /* 16 warps of 64 q heads */
+    EXPECT(f->check_config(&c, 90, why, sizeof why) == -1 && strstr(why, "registers"));
+    EXPECT(kt_parse_config(f, "WARPS=4,NT=4,CTAS_PER_SM=2,STAGES=2,HIST=1", &c) == 0); /* 45 KB + 4 KB of counters */
+    EXPECT(f->check_config(&c, 90, why, sizeof why) == 0);
+    EXPECT(kt_parse_config(f, "WARPS=8,NT=2,CTAS_PER_SM=2,STAGES=2,HIST=1", &c) == 0); /* 46 KB + 8 KB, twice */
+    EXPECT(f->check_config(&c, 90, why, sizeof why) == -1 && strstr(why, "ring"));
     kt_problem p = {0};
     EXPECT(kt_parse_shape(f, "TOPK=2048,CTX=8192,DIST=equal,VALUES=grid", &p) == 0);
     p.m = 16;
     f->default_for(&p, 132, &c);
-    EXPECT(c.v[5] == 0 && c.v[4] == 1); /* MATH=0 (no GPU open); 16K keys stage in one CTA */
+    EXPECT(c.v[5] == 0 && c.v[4] == 1);            /* MATH=0 (no GPU open); 16K keys stage in one CTA */
+    EXPECT(c.v[7] == 1 && f->config_fits(&c, &p)); /* HIST=1 up to KT_IDX_HIST_MAX_B requests */
+    p.m = KT_IDX_HIST_MAX_B + 1;
+    EXPECT(!f->config_fits(&c, &p)); /* its scratch holds 16 */
+    f->default_for(&p, 132, &c);
+    EXPECT(c.v[7] == 0 && f->config_fits(&c, &p));
     EXPECT(kt_parse_shape(f, "TOPK=2048,CTX=32768,DIST=equal,VALUES=grid", &p) == 0);
     p.m = 1;
     f->default_for(&p, 132, &c);

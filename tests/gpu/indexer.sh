@@ -3,7 +3,8 @@
 # KT_SEED repeats a run) over B in {1, 3, 8, 64}, equal and ragged lengths (ragged batches hold
 # L_b = TOPK and L_b = 1; CTX below TOPK makes every L_b < k), grid, tied (four distinct K
 # rows) and all-equal logits, top-k 2048, 512 and odd ones, a few random configs and the
-# selection split over clusters of 2 and 8 CTAs. The
+# selection split over clusters of 2 and 8 CTAs, and HIST=1 (the scan's histogram) on the same
+# kinds of cases, and CHAINS=2 (two accumulators a head tile). The
 # logits are checked against float64 and the index list exactly (outputs poisoned first).
 # Ends with "N passed, N failed"; exits 1 on any failure.
 #   usage: tests/gpu/indexer.sh [KT binary]
@@ -28,5 +29,19 @@ check --shape TOPK=2048,CTX=32768,DIST=ragged,VALUES=tied --m 8 --sample 4  # ra
 check --shape TOPK=2048,CTX=8192,DIST=ragged,VALUES=tied --shape TOPK=512,CTX=4096,DIST=ragged,VALUES=equal --m 1,3,16 \
     --config SEL_THREADS=512,SEL_CLUSTER=8
 check --shape TOPK=2048,CTX=8192,DIST=ragged,VALUES=grid --m 64 --config SEL_THREADS=512,SEL_CLUSTER=2
+# HIST=1 (default_for's up to B = 16): the selection starts from the scan's histogram and must
+# leave it zero (verify replays it: a stale count fails the next run); grid logits gather their
+# candidates, tied and equal ones (more than 4096 a request) take the digits over every key
+check --shape TOPK=2048,CTX=8192,DIST=ragged,VALUES=grid --shape TOPK=2048,CTX=1000,DIST=equal,VALUES=grid \
+    --shape TOPK=1152,CTX=5000,DIST=ragged,VALUES=tied --shape TOPK=777,CTX=3000,DIST=ragged,VALUES=equal --m 1,3,16 \
+    --config HIST=1
+check --shape TOPK=2048,CTX=32768,DIST=ragged,VALUES=tied --shape TOPK=512,CTX=65536,DIST=ragged,VALUES=grid \
+    --shape TOPK=2048,CTX=2048,DIST=equal,VALUES=equal --m 1,4 \
+    --config HIST=1,SEL_THREADS=512,SEL_CLUSTER=4,CHAINS=2,WARPS=8,CTAS_PER_SM=1
+check --shape TOPK=2048,CTX=131072,DIST=equal,VALUES=grid --shape TOPK=2048,CTX=20000,DIST=ragged,VALUES=equal \
+    --m 1,3 --config HIST=1,SEL_THREADS=512,SEL_CLUSTER=8,MATH=0,CHAINS=2
+# CHAINS=2: a head tile's dot products over two accumulators
+check --shape TOPK=2048,CTX=8192,DIST=ragged,VALUES=grid --shape TOPK=1152,CTX=5000,DIST=ragged,VALUES=tied --m 3,64 \
+    --config CHAINS=2
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
