@@ -69,13 +69,17 @@ __device__ void rt_rope(float *x, int dim, int R, const float *inv, float p, flo
     __syncthreads();
 }
 
+// rsqrt(mean(x^2) + eps) of n values in shared memory (every thread gets it).
+__device__ float rt_rms_scale(const float *x, int n, float eps, float *red) {
+    float ss = 0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) ss += x[i] * x[i];
+    return rsqrtf(rt_block_sum(ss, red) / n + eps);
+}
 // x * rsqrt(mean(x^2) + eps) * (w or 1), in place over n values in shared memory. A thread's 8
 // weights are loaded before its stores: x may alias w for the compiler (x is a generic pointer),
 // so a plain loop waits on each weight's load (8 round trips at n = 4096 and 512 threads).
 __device__ void rt_rmsnorm(float *x, int n, const float *w, float eps, float *red) {
-    float ss = 0;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) ss += x[i] * x[i];
-    float r = rsqrtf(rt_block_sum(ss, red) / n + eps);
+    float r = rt_rms_scale(x, n, eps, red);
     for (int i0 = threadIdx.x; i0 < n; i0 += 8 * blockDim.x) {
         float wv[8];
 #pragma unroll
@@ -159,7 +163,8 @@ static_assert(RT_GV_ROWS * RT_GV_SEQS == 32, "rt_gemv's lane reduction leaves on
 // Every kernel's first statement: the step's kernels launch as programmatic dependents (PDL), so
 // each may start while the one before it finishes; it waits here for the kernels before it to
 // complete (and so, transitively, every earlier one: each waited in turn) and lets the next one
-// launch. Unconditional and first, before any early return, or a later kernel could overtake.
+// launch. Unconditional and before any early return, or a later kernel could overtake; only loads
+// of what the step never writes (weights) may come before it.
 __device__ __forceinline__ void rt_begin() {
     kt_wait_producer();
     kt_allow_consumer();
@@ -206,9 +211,38 @@ __device__ __forceinline__ void rt_gemv_weights(float4 (&wv)[RT_GV_KC / 128][RT_
             wv[i][r] = lane + 32 * i < n4 ? __ldg(w[r] + k0 / 4 + lane + 32 * i) : make_float4(0, 0, 0, 0);
 }
 
-// rt_gemv's body; POST: x is the streams after the post step, made from post.old as the tiles
-// are loaded and stored into post.x by the blocks of the first row tile (the HC mixes have at
-// most 32 rows: one row tile, so every value is stored once).
+// The same tile's weights prefetched into L2 (no registers held: rt_gemv's 128 would not hold them
+// through the PDL wait and the post step's loads without spilling).
+__device__ __forceinline__ void rt_gemv_prefetch(const float4 *const (&w)[RT_GV_ROWS], int k0, int n4, int lane) {
+#pragma unroll
+    for (int i = 0; i < RT_GV_KC / 128; i++)
+#pragma unroll
+        for (int r = 0; r < RT_GV_ROWS; r++)
+            if (lane + 32 * i < n4) asm volatile("prefetch.global.L2 [%0];" ::"l"(w[r] + k0 / 4 + lane + 32 * i));
+}
+
+// The rows of W a lane of rt_gemv's block reads (RT_GV_ROWS of its warp's, the last repeated past N).
+__device__ __forceinline__ void rt_gemv_rows(const float *W, int N, int K, const float4 *(&w)[RT_GV_ROWS]) {
+    const int row0 = (blockIdx.y * 8 + threadIdx.x / 32) * RT_GV_ROWS;
+#pragma unroll
+    for (int r = 0; r < RT_GV_ROWS; r++) w[r] = (const float4 *)(W + (long)min(row0 + r, N - 1) * K);
+}
+
+// rt_gemv's kernels' first statement: the block's first tile of weights prefetched into L2, then
+// rt_begin: the prefetch runs before the PDL wait, under the previous kernel's tail (the step never
+// writes its weights), so the tile's loads after it wait on L2, not DRAM.
+__device__ __forceinline__ void rt_gemv_begin(const float *W, int N, int K, int kc) {
+    const float4 *w[RT_GV_ROWS];
+    rt_gemv_rows(W, N, K, w);
+    const int kbeg = blockIdx.z * kc;
+    rt_gemv_prefetch(w, kbeg, min(RT_GV_KC, K - kbeg) / 4, threadIdx.x % 32);
+    rt_begin();
+}
+
+// rt_gemv's body, after rt_gemv_begin; POST: x is
+// the streams after the post step, made from post.old as the tiles are loaded and stored into
+// post.x by the blocks of the first row tile (the HC mixes have at most 32 rows: one row tile, so
+// every value is stored once).
 template <bool POST> // inlined into each kernel, post by value: its fields stay in registers, not a stack frame
 __device__ __forceinline__ void rt_gemv_run(const float *W, const float *x, float *part, int N, int K, int B, int kc,
                                             rt_hc_post_args post) {
@@ -216,10 +250,7 @@ __device__ __forceinline__ void rt_gemv_run(const float *W, const float *x, floa
     int lane = threadIdx.x % 32, row0 = (blockIdx.y * 8 + threadIdx.x / 32) * RT_GV_ROWS, b0 = blockIdx.x * RT_GV_SEQS;
     int kbeg = blockIdx.z * kc, kend = min(K, kbeg + kc);
     const float4 *w[RT_GV_ROWS];
-#pragma unroll
-    for (int r = 0; r < RT_GV_ROWS; r++) {
-        w[r] = (const float4 *)(W + (long)min(row0 + r, N - 1) * K);
-    }
+    rt_gemv_rows(W, N, K, w);
     float acc[RT_GV_ROWS * RT_GV_SEQS] = {};
     for (int k0 = kbeg; k0 < kend; k0 += RT_GV_KC) {
         int n4 = min(RT_GV_KC, kend - k0) / 4; // a multiple of 32: the bounds below are warp-uniform
@@ -234,7 +265,7 @@ __device__ __forceinline__ void rt_gemv_run(const float *W, const float *x, floa
         }
         __syncthreads();
         // the post step's loads and the weights' together would spill at sm_90's 128 registers: the
-        // weights follow the tile there (one L2 round trip more a tile)
+        // weights follow the tile there (one L2 round trip more a tile: the prefetch made it L2's)
         if (POST) rt_gemv_weights(wv, w, k0, n4, lane);
 #pragma unroll
         for (int i = 0; i < RT_GV_KC / 128; i++) {
@@ -279,17 +310,19 @@ __device__ __noinline__ void rt_gemv_finish(const float *part, float *out, int *
     if (!last) return;
     __threadfence();
     if (threadIdx.x == 0) count[tile] = 0;
-    // warp w: the tile's outputs 32 w .. 32 w + 31 (row o / SEQS, sequence o % SEQS), 8 loads in flight
+    // warp w: the tile's outputs 32 w .. 32 w + 31 (row o / SEQS, sequence o % SEQS), 16 loads in
+    // flight (two round trips; the gate's sum took four in rounds of 8; 32 would raise the kernel's
+    // registers past 128 on sm_90: half the blocks an SM)
     const int o0 = threadIdx.x / 32 * 32, n0 = blockIdx.y * 32, b0 = blockIdx.x * RT_GV_SEQS;
-    for (int j0 = 0; j0 < 32; j0 += 8) {
-        float v[8];
+    for (int j0 = 0; j0 < 32; j0 += 16) {
+        float v[16];
 #pragma unroll
-        for (int j = 0; j < 8; j++) {
+        for (int j = 0; j < 16; j++) {
             int n = n0 + (o0 + j0 + j) / RT_GV_SEQS, b = b0 + (o0 + j0 + j) % RT_GV_SEQS;
             v[j] = lane < S && n < N && b < B ? __ldcg(part + ((long)lane * B + b) * N + n) : 0.f;
         }
 #pragma unroll
-        for (int j = 0; j < 8; j++) {
+        for (int j = 0; j < 16; j++) {
             int n = n0 + (o0 + j0 + j) / RT_GV_SEQS, b = b0 + (o0 + j0 + j) % RT_GV_SEQS;
             float t = rt_warp_sum(v[j]);
             if (lane == 0 && n < N && b < B) out[(long)b * N + n] = t;
@@ -299,7 +332,7 @@ __device__ __noinline__ void rt_gemv_finish(const float *part, float *out, int *
 
 extern "C" __global__ void __launch_bounds__(256)
     rt_gemv(const float *W, const float *x, float *part, int N, int K, int B, int kc) {
-    rt_begin();
+    rt_gemv_begin(W, N, K, kc);
     rt_gemv_run<false>(W, x, part, N, K, B, kc, rt_hc_post_args{});
 }
 
@@ -308,7 +341,7 @@ extern "C" __global__ void __launch_bounds__(256)
 // in it on the H200).
 extern "C" __global__ void __launch_bounds__(256)
     rt_gemv_fin(const float *W, const float *x, float *part, float *out, int *count, int N, int K, int B, int kc) {
-    rt_begin();
+    rt_gemv_begin(W, N, K, kc);
     rt_gemv_run<false>(W, x, part, N, K, B, kc, rt_hc_post_args{});
     rt_gemv_finish(part, out, count, N, B);
 }
@@ -400,77 +433,146 @@ __device__ void rt_hc_weights(const float *mix, const float *base, const float *
     if (l + 32 < HH) pc[H + l + 32] = c1;
 }
 
+#define RT_HC_XR 16 // float4s of the streams a thread of an HC module's block holds: H x D <= 64 x its threads
+#define RT_HC_NW 16 // norm weights a thread holds: D <= 16 x its threads
+
+// What an HC module's block reads that the step does not write, loaded before the data that
+// depends on it is there (rt_hc_pre: before its PDL wait; rt_gemv_hc's blocks: before the
+// last-block counter), so its latency hides under another: lane l of warp 0 holds base[l + 32 u]
+// (l + 32 u < nmix <= 80) and scale[l] (l < 3; the HC head: nmix H, one scale); every thread the
+// norm weights w[t + T u].
+struct rt_hc_consts {
+    float base[3], scale, w[RT_HC_NW];
+};
+__device__ __forceinline__ rt_hc_consts rt_hc_load_consts(const float *base, const float *scale, const float *w,
+                                                          bool head, int D, int H) {
+    rt_hc_consts c;
+    const int l = threadIdx.x, nmix = head ? H : (2 + H) * H;
+#pragma unroll
+    for (int u = 0; u < 3; u++) c.base[u] = l < 32 && l + 32 * u < nmix ? base[l + 32 * u] : 0.f;
+    c.scale = l < (head ? 1 : 3) ? scale[l] : 0.f;
+#pragma unroll
+    for (int u = 0; u < RT_HC_NW; u++) c.w[u] = l + (int)blockDim.x * u < D ? w[l + blockDim.x * u] : 1.0f;
+    return c;
+}
+// rt_hc_pre's first statement: its constants, then rt_begin (the loads in flight through the PDL wait).
+__device__ __forceinline__ rt_hc_consts rt_hc_begin(const float *base, const float *scale, const float *w, bool head,
+                                                    int D, int H) {
+    rt_hc_consts c = rt_hc_load_consts(base, scale, w, head, D, H);
+    rt_begin();
+    return c;
+}
+
+// The collapsed input col[d] = sum_k pre[k] x_k[d] (the sum in k order from 0, as the serial one)
+// from the streams' float4s a thread holds (xr[m]: float4 t + T m of the H x D / 4); col is D
+// floats of shared memory. When T divides D / 4 a thread holds every stream of its columns, in
+// stream order: one pass, no barrier; else one pass per stream, a barrier after each.
+__device__ void rt_hc_collapse(const float4 (&xr)[RT_HC_XR], const float *pre, float *col, int D, int H) {
+    const int T = blockDim.x, n4d = D / 4;
+    const bool own = n4d % T == 0;
+    float4 *c4 = (float4 *)col;
+    for (int k = 0; k < (own ? 1 : H); k++) {
+        int kk = threadIdx.x / n4d, d = threadIdx.x % n4d; // slot m's stream and float4 column
+#pragma unroll
+        for (int m = 0; m < RT_HC_XR; m++) {
+            if (kk < H && (own || kk == k)) {
+                float4 v = kk ? c4[d] : make_float4(0, 0, 0, 0), u = xr[m];
+                const float p = pre[kk];
+                v.x += p * u.x, v.y += p * u.y, v.z += p * u.z, v.w += p * u.w;
+                c4[d] = v;
+            }
+            for (d += T; d >= n4d; d -= n4d) kk++;
+        }
+        __syncthreads();
+    }
+}
+
 // The HC module before a block (and, postcomb NULL, the HC head) for sequence b (rt_hc_pre: a
-// block per sequence; rt_gemv_hc's last block at B = 1), after
-// rt_gemv's mix (S splits of B x nmix, nmix = (2 + H) * H, or H for the head): mix = fn .
-// flatten(x) * rsqrt(mean(x^2) + eps); pre, post and the Sinkhorn-projected comb (postcomb[b] =
-// post[H] | comb[H*H]); the collapsed input sum_k pre_k x_k rmsnorm'd with w into h (f32) and,
-// hq not NULL, act_quant'ed into hq / hs (the block's GEMMs' input). Dynamic shared memory: D floats.
-__device__ void rt_hc_pre_seq(const float *x, const float *mixp, int S, int B, int b, const float *base,
-                              const float *scale, const float *w, float *postcomb, float *h, kt_u8 *hq, float *hs,
-                              int D, int H, int iters, float eps, float hc_eps, float *col) {
-    __shared__ float red[32], mix[80], pre[8], comb[64];
-    int HD = H * D, nmix = postcomb ? (2 + H) * H : H;
-    const float *xb = x + (long)b * HD; // read past L1 (rt_gemv_hc's last block reads other blocks' x)
-    const int nw = blockDim.x / 32, wp = threadIdx.x / 32, z = threadIdx.x % 32;
-    float mv[10]; // a warp's mixes wp + nw u (nmix <= 80: 10 rounds of 8 warps or more), lane z's split
-#pragma unroll    // (rt_gemv_lane's, read past L1), loaded together with x's pass below (one latency, not two)
-    for (int u = 0; u < 10; u++) {
+// block per sequence; rt_gemv_hc's last block at B = 1), after rt_gemv's mix (S splits of B x
+// nmix, nmix = (2 + H) * H, or H for the head): mix = fn . flatten(x) * rsqrt(mean(x^2) + eps);
+// pre, post and the Sinkhorn-projected comb (postcomb[b] = post[H] | comb[H*H]); the collapsed
+// input sum_k pre_k x_k rmsnorm'd with w (c, loaded ahead) into h (f32) and, hq not NULL,
+// act_quant'ed into hq / hs (the block's GEMMs' input). The mixes' splits and the streams load
+// in one round trip (x read past L1: rt_gemv_hc's last block reads other blocks' x), the streams
+// held in registers for the collapse. Dynamic shared memory: D floats. H x D <= 64 x threads
+// (RT_HC_XR), D <= 16 x threads (RT_HC_NW): kt_step_open and hc_gemv_post see to it.
+template <int T> // the block's threads
+__device__ __forceinline__ void rt_hc_pre_seq(const float *x, const float *mixp, int S, int B, int b,
+                                              const rt_hc_consts &c, float *postcomb, float *h, kt_u8 *hq, float *hs,
+                                              int D, int H, int iters, float eps, float hc_eps, float *col) {
+    __shared__ float red[32], mix[80], pre[8], comb[64], cst[83]; // cst: base [nmix], scale at 80
+    constexpr int nw = T / 32, MV = (80 + nw - 1) / nw;           // nmix <= 80: MV rounds of the nw warps
+    const int HD = H * D, n4 = HD / 4, nmix = postcomb ? (2 + H) * H : H;
+    const float4 *x4 = (const float4 *)(x + (long)b * HD);
+    const int wp = threadIdx.x / 32, z = threadIdx.x % 32;
+    float mv[MV]; // a warp's mixes wp + nw u, lane z's split (rt_gemv_lane's, read past L1)
+#pragma unroll
+    for (int u = 0; u < MV; u++) {
         int j = wp + nw * u;
         mv[u] = j < nmix && z < S ? __ldcg(mixp + ((long)z * B + b) * nmix + j) : 0.f;
     }
-    float ss = 0;
-#pragma unroll 8 // the loads in flight together (latency, not bandwidth, is this block's cost)
-    for (int i = threadIdx.x; i < HD / 4; i += blockDim.x) {
-        float4 v = __ldcg((const float4 *)xb + i);
-        ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-    }
+    float4 xr[RT_HC_XR];
 #pragma unroll
-    for (int u = 0; u < 10; u++) { // unscaled: r below
-        float v = rt_warp_sum(mv[u]);
-        if (threadIdx.x % 32 == 0 && wp + nw * u < nmix) mix[wp + nw * u] = v;
+    for (int m = 0; m < RT_HC_XR; m++) {
+        int i = threadIdx.x + T * m;
+        xr[m] = i < n4 ? __ldcg(x4 + i) : make_float4(0, 0, 0, 0);
     }
-    float r = rsqrtf(rt_block_sum(ss, red) / HD + eps); // its barrier also publishes mix
+    float ss = 0;
+#pragma unroll
+    for (int m = 0; m < RT_HC_XR; m++)
+        if (threadIdx.x + T * m < n4)
+            ss += xr[m].x * xr[m].x + xr[m].y * xr[m].y + xr[m].z * xr[m].z + xr[m].w * xr[m].w;
+#pragma unroll
+    for (int u = 0; u < MV; u++) { // unscaled: r below
+        float v = rt_warp_sum(mv[u]);
+        if (z == 0 && wp + nw * u < nmix) mix[wp + nw * u] = v;
+    }
+    if (threadIdx.x < 32) {
+#pragma unroll
+        for (int u = 0; u < 3; u++)
+            if (z + 32 * u < nmix) cst[z + 32 * u] = c.base[u];
+        if (z < 3) cst[80 + z] = c.scale;
+    }
+    float r = rsqrtf(rt_block_sum(ss, red) / HD + eps); // its barrier also publishes mix and cst
     if (threadIdx.x < 32) {
         for (int j = threadIdx.x; j < nmix; j += 32) mix[j] *= r;
         __syncwarp();
-        rt_hc_weights(mix, base, scale, pre, postcomb ? postcomb + (long)b * (H + H * H) : 0, comb, H, iters, hc_eps);
+        rt_hc_weights(mix, cst, cst + 80, pre, postcomb ? postcomb + (long)b * (H + H * H) : 0, comb, H, iters, hc_eps);
     }
     __syncthreads();
-#pragma unroll 2
-    for (int d = threadIdx.x; d < D / 4; d += blockDim.x) { // D is a multiple of 128: float4s
-        float4 v = make_float4(0, 0, 0, 0);
+    rt_hc_collapse(xr, pre, col, D, H);
+    float rn = rt_rms_scale(col, D, eps, red); // rt_rmsnorm with the weights loaded ahead
 #pragma unroll
-        for (int k = 0; k < 8; k++) { // H <= 8 (kt_step_open)
-            if (k >= H) break;
-            float4 u = __ldcg((const float4 *)(xb + k * D) + d);
-            v.x += pre[k] * u.x, v.y += pre[k] * u.y, v.z += pre[k] * u.z, v.w += pre[k] * u.w;
+    for (int u = 0; u < RT_HC_NW; u++) {
+        int d = threadIdx.x + T * u;
+        if (d < D) {
+            float v = col[d] * rn * c.w[u];
+            col[d] = v, h[(long)b * D + d] = v;
         }
-        ((float4 *)col)[d] = v;
     }
     __syncthreads();
-    rt_rmsnorm(col, D, w, eps, red);
-    for (int d = threadIdx.x; d < D; d += blockDim.x) h[(long)b * D + d] = col[d];
     if (hq) rt_quant_row(col, D, hq + (long)b * D, hs + (long)b * (D / 128));
 }
 
-extern "C" __global__ void rt_hc_pre(const float *x, const float *mixp, int S, const float *base, const float *scale,
-                                     const float *w, float *postcomb, float *h, kt_u8 *hq, float *hs, int D, int H,
-                                     int iters, float eps, float hc_eps) {
-    rt_begin();
+// The HC module, a block of 512 threads a sequence, from rt_gemv's S splits of the mixes (B > 1, the HC head).
+extern "C" __global__ void __launch_bounds__(512)
+    rt_hc_pre(const float *x, const float *mixp, int S, const float *base, const float *scale, const float *w,
+              float *postcomb, float *h, kt_u8 *hq, float *hs, int D, int H, int iters, float eps, float hc_eps) {
+    const rt_hc_consts c = rt_hc_begin(base, scale, w, !postcomb, D, H);
     extern __shared__ float col[];
-    rt_hc_pre_seq(x, mixp, S, gridDim.x, blockIdx.x, base, scale, w, postcomb, h, hq, hs, D, H, iters, eps, hc_eps,
-                  col);
+    rt_hc_pre_seq<512>(x, mixp, S, gridDim.x, blockIdx.x, c, postcomb, h, hq, hs, D, H, iters, eps, hc_eps, col);
 }
 
 // rt_gemv_hc's last block (count: its counter, left at 0) at B = 1: the HC module of the one
-// sequence from the GEMV's splits, as rt_hc_pre (a launch fewer a module). Not inlined: the
-// GEMV's registers stay its own. Dynamic shared memory: D floats.
+// sequence from the GEMV's splits, as rt_hc_pre (a launch fewer a module); every block loads the
+// module's constants before the counter (in flight with it). Not inlined: the GEMV's registers
+// stay its own. Dynamic shared memory: D floats.
 __device__ __noinline__ void rt_hc_pre_last(int *count, const float *x, const float *part, const float *base,
                                             const float *scale, const float *w, float *postcomb, float *h, kt_u8 *hq,
                                             float *hs, int D, int H, int iters, float eps, float hc_eps) {
     extern __shared__ float col[];
     __shared__ int last;
+    const rt_hc_consts c = rt_hc_load_consts(base, scale, w, !postcomb, D, H);
     __threadfence(); // this block's splits and x seen by the last block
     __syncthreads();
     if (threadIdx.x == 0) last = atomicAdd(count, 1) == (int)gridDim.z - 1;
@@ -478,21 +580,30 @@ __device__ __noinline__ void rt_hc_pre_last(int *count, const float *x, const fl
     if (!last) return;
     __threadfence();
     if (threadIdx.x == 0) *count = 0;
-    rt_hc_pre_seq(x, part, gridDim.z, 1, 0, base, scale, w, postcomb, h, hq, hs, D, H, iters, eps, hc_eps, col);
+    rt_hc_pre_seq<256>(x, part, gridDim.z, 1, 0, c, postcomb, h, hq, hs, D, H, iters, eps, hc_eps, col);
 }
 
 // The HC mixes (N <= 32 rows of W over K = H x D) of the streams after the previous block's post
 // step, which it applies on the way (old -> x, rt_hc_post4, with the previous module's pc_in):
-// the post step and the next HC module's GEMV in one launch; with count (B = 1), its last block
-// runs that module too (rt_hc_pre_last: the arguments after count are rt_hc_pre's).
+// the post step and the next HC module's GEMV in one launch (rt_hc_pre follows it at B > 1).
 extern "C" __global__ void __launch_bounds__(256)
     rt_gemv_hc(const float *W, const float *old, float *x, const float *pc_in, const kt_u16 *yb, const float *yf,
-               float *part, int N, int K, int B, int kc, int D, int H, int *count, const float *base,
-               const float *scale, const float *w, float *postcomb, float *h, kt_u8 *hq, float *hs, int iters,
-               float eps, float hc_eps) {
-    rt_begin();
+               float *part, int N, int K, int B, int kc, int D, int H) {
+    rt_gemv_begin(W, N, K, kc);
     rt_gemv_run<true>(W, x, part, N, K, B, kc, rt_hc_post_args{old, pc_in, yf, x, yb, D, H});
-    if (count) rt_hc_pre_last(count, x, part, base, scale, w, postcomb, h, hq, hs, D, H, iters, eps, hc_eps);
+}
+
+// rt_gemv_hc at B = 1 whose last block runs the HC module too (rt_hc_pre_last: the arguments
+// after count are rt_hc_pre's). A kernel of its own: the module's registers (172 on sm_90) would
+// halve rt_gemv_hc's blocks an SM at B > 1; here the grid is its 32 or fewer splits.
+extern "C" __global__ void __launch_bounds__(256)
+    rt_gemv_hc1(const float *W, const float *old, float *x, const float *pc_in, const kt_u16 *yb, const float *yf,
+                float *part, int N, int K, int B, int kc, int D, int H, int *count, const float *base,
+                const float *scale, const float *w, float *postcomb, float *h, kt_u8 *hq, float *hs, int iters,
+                float eps, float hc_eps) {
+    rt_gemv_begin(W, N, K, kc);
+    rt_gemv_run<true>(W, x, part, N, K, B, kc, rt_hc_post_args{old, pc_in, yf, x, yb, D, H});
+    rt_hc_pre_last(count, x, part, base, scale, w, postcomb, h, hq, hs, D, H, iters, eps, hc_eps);
 }
 
 // rmsnorm(in) * w of one row of n bf16 values, act_quant'ed into q e4m3 [n] and sc f32 [n / 128]

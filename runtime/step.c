@@ -28,7 +28,8 @@
 
 // clang-format off
 #define RT_KERNELS(X)                                                                                      \
-    X(EMBED, rt_embed) X(HC_PRE, rt_hc_pre) X(GEMV_HC, rt_gemv_hc) X(RMSNORM, rt_rmsnorm_bf16)             \
+    X(EMBED, rt_embed) X(HC_PRE, rt_hc_pre) X(GEMV_HC, rt_gemv_hc) X(GEMV_HC1, rt_gemv_hc1)                \
+    X(RMSNORM, rt_rmsnorm_bf16)                                                                             \
     X(Q_PREP, rt_q_prep) X(QKV_A, rt_qkv_a) X(COMP_EMIT, rt_comp_emit)                              \
     X(INDEX_SCORE, rt_index_score) X(TOPK, rt_topk) X(ATTENTION, rt_attention) X(UNGROUP, rt_ungroup)      \
     X(ROUTER, rt_router) X(MOE_UP, rt_moe_up) X(MOE_DOWN, rt_moe_down) X(MOE_COMBINE, rt_moe_combine)      \
@@ -384,16 +385,27 @@ typedef struct hc_args {
     float eps, hc_eps;
 } hc_args;
 
+/* model.cu's HC module: a block of RT_HC_THREADS (rt_hc_pre) or, fused into rt_gemv_hc1's last
+ * block, RT_GV_THREADS, each thread holding at most RT_HC_XR float4s of the H x D streams and
+ * RT_HC_NW norm weights (model.cu's defines). */
+#define RT_HC_THREADS 512
+#define RT_GV_THREADS 256
+#define RT_HC_XR 16
+#define RT_HC_NW 16
+static int hc_fits(long D, long H, long threads) { return H * D <= 4 * RT_HC_XR * threads && D <= RT_HC_NW * threads; }
+
 /* The HC mixes of the streams after a pending post step (hc_post) by rt_gemv_hc, which applies
  * it on the way into the other x buffer (then x): the mixes' splits in gvpart (*S); at B = 1
- * the GEMV's last block also runs the HC module (rt_hc_pre's work): *fused 1. */
+ * (where the streams fit its block) rt_gemv_hc1, whose last block also runs the HC module
+ * (rt_hc_pre's work): *fused 1. */
 static int hc_gemv_post(kt_step *s, dptr fn, long nmix, const hc_args *m, int *S, int *fused) {
-    int B = s->B, D = m->D, H = m->H, n = (int)nmix, K = H * D;
+    int B = s->B, D = m->D, H = m->H, n = (int)nmix, K = H * D, one = B == 1 && hc_fits(D, H, RT_GV_THREADS);
     int splits = gemv_splits(B, nmix, K), kc = (int)((K / 128 + splits - 1) / splits * 128);
     if (nmix > 32 || K % 128 || (size_t)splits * B * nmix * 4 > s->gv_bytes)
         return kt_fail("internal: rt_gemv_hc: %ld mixes of %d (at most 32 rows, K in 128s, %d splits in the scratch)",
                        nmix, K, splits);
-    dptr old = s->x, x = s->x == s->xbuf[0] ? s->xbuf[1] : s->xbuf[0], count = B == 1 ? s->gvcount : 0;
+    dptr old = s->x, x = s->x == s->xbuf[0] ? s->xbuf[1] : s->xbuf[0];
+    /* rt_gemv_hc takes the first 13 (the driver reads as many as the kernel has) */
     void *a[] = {&fn,
                  &old,
                  &x,
@@ -407,7 +419,7 @@ static int hc_gemv_post(kt_step *s, dptr fn, long nmix, const hc_args *m, int *S
                  &kc,
                  &D,
                  &H,
-                 &count,
+                 &s->gvcount,
                  (void *)&m->base,
                  (void *)&m->scale,
                  (void *)&m->norm,
@@ -418,9 +430,9 @@ static int hc_gemv_post(kt_step *s, dptr fn, long nmix, const hc_args *m, int *S
                  (void *)&m->iters,
                  (void *)&m->eps,
                  (void *)&m->hc_eps};
-    s->x = x, s->post_pending = 0, *S = splits, *fused = B == 1;
-    return rt_as(s, K_GEMV_HC, "rt_gemv_hc", (unsigned)(B + 7) / 8, 1, (unsigned)splits, 256,
-                 count ? (unsigned)(D * 4) : 0, a);
+    s->x = x, s->post_pending = 0, *S = splits, *fused = one;
+    return rt_as(s, one ? K_GEMV_HC1 : K_GEMV_HC, "rt_gemv_hc", (unsigned)(B + 7) / 8, 1, (unsigned)splits,
+                 RT_GV_THREADS, one ? (unsigned)(D * 4) : 0, a);
 }
 
 /* The HC module before block `which` (0 attention, 1 MoE), into h and its act_quant codes hq /
@@ -447,7 +459,7 @@ static int hc_mix(kt_step *s, dptr fn, dptr base, dptr scale, dptr norm, dptr po
         return -1;
     void *a[] = {&s->x, &s->gvpart, &S,   &m.base, &m.scale, &m.norm, &m.postcomb, &m.h,
                  &m.hq, &m.hs,      &m.D, &m.H,    &m.iters, &m.eps,  &m.hc_eps};
-    return fused ? 0 : rt(s, K_HC_PRE, (unsigned)s->B, 1, 512, (unsigned)(m.D * 4), a);
+    return fused ? 0 : rt(s, K_HC_PRE, (unsigned)s->B, 1, RT_HC_THREADS, (unsigned)(m.D * 4), a);
 }
 
 static int hc_pre(kt_step *s, layer_dev *L, int which, dptr norm) {
@@ -1504,6 +1516,9 @@ static double kernel_ms(const kt_step *s) { return s->rt_ms + s->prewarm_ms + s-
 int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_options *o, kt_step **out) {
     if (c->index_heads > 64 || c->hc_mult > 8 || c->top_k > 64)
         return kt_fail("kt's plain kernels take index_n_heads <= 64, hc_mult <= 8, num_experts_per_tok <= 64");
+    if (c->arch == KT_ARCH_V4 && !hc_fits(c->hidden, c->hc_mult, RT_HC_THREADS))
+        return kt_fail("kt's HC module takes hc_mult x hidden_size <= %d and hidden_size <= %d (here %ld x %ld)",
+                       4 * RT_HC_XR * RT_HC_THREADS, RT_HC_NW * RT_HC_THREADS, c->hc_mult, c->hidden);
     kt_step_plan plan; /* decided before the GPU opens: V3.2's refusal needs none */
     int experts = KT_MOE_FP8;
     if (experts_format(c, w, o->experts, &experts)) return -1;
@@ -1684,7 +1699,12 @@ int kt_step_report(kt_step *s, const kt_run_options *o) {
     int n_rows;
     for (int g = 0; g < s->n_graphs; g++)
         if (time_graph(s, s->graph[g], reps, &ms[g])) return -1;
-    if (profile(s, rows, &n_rows) || copy_bandwidth(&bw)) return -1;
+    /* the eager step is the one a profiler started with --profile-from-start off sees (ncu: each
+     * kernel of the step at the context's last position, tests/gpu/rt.sh) */
+    KT_CHECK(CU, kt_cu.cuProfilerStart());
+    int rc = profile(s, rows, &n_rows);
+    KT_CHECK(CU, kt_cu.cuProfilerStop());
+    if (rc || copy_bandwidth(&bw)) return -1;
     double bytes = step_bytes(s, p), floor_ms = bytes / bw * 1e3;
     int levels[4] = {0};
     for (int i = 0; i < s->n_fams[0]; i++) levels[s->fams[0][i].level]++;
