@@ -57,15 +57,17 @@ __device__ float rt_warp_dot(const float *a, const float *b, int n) {
     return rt_warp_sum(s);
 }
 
+// Pair i of rt_rope, its frequency finv = inv[i].
+__device__ __forceinline__ void rt_rope_pair(float *x, int dim, int R, int i, float finv, float p, float sign) {
+    float f = p * finv, c = cosf(f), s = sign * sinf(f);
+    float a = x[dim - R + 2 * i], b = x[dim - R + 2 * i + 1];
+    x[dim - R + 2 * i] = a * c - b * s;
+    x[dim - R + 2 * i + 1] = b * c + a * s;
+}
 // Interleaved RoPE of the trailing R channels of x[dim] (in shared memory) at position p;
 // sign -1 rotates back. Threads of the block take pairs.
 __device__ void rt_rope(float *x, int dim, int R, const float *inv, float p, float sign) {
-    for (int i = threadIdx.x; i < R / 2; i += blockDim.x) {
-        float f = p * inv[i], c = cosf(f), s = sign * sinf(f);
-        float a = x[dim - R + 2 * i], b = x[dim - R + 2 * i + 1];
-        x[dim - R + 2 * i] = a * c - b * s;
-        x[dim - R + 2 * i + 1] = b * c + a * s;
-    }
+    for (int i = threadIdx.x; i < R / 2; i += blockDim.x) rt_rope_pair(x, dim, R, i, inv[i], p, sign);
     __syncthreads();
 }
 
@@ -671,14 +673,47 @@ extern "C" __global__ void rt_qkv_a(const kt_u16 *qkv, int ld, int QL, const flo
     rt_kv_store(v, cache + b * stride, *pos % W);
 }
 
+#define RT_COMP_PARTS 8 // warps of rt_comp_emit's 256-thread block
+#define RT_COMP_NW 2    // norm weights a thread of it holds: width <= KT_KV_DIM = 2 x 256
+
+// What rt_comp_emit's block reads that the step never writes, loaded before its PDL wait (their
+// round trips hide under the previous kernel's tail; each was one more in the chain, after a
+// store the compiler could not move it above): the position (copied in before the graph), the
+// gate's ape values of this slot that the block adds (ape[t]: rt_comp_slot's value t of the
+// thread's warp), and for the entry's store by the last block the norm weights w[t + 256 u] and
+// the RoPE frequency inv[t] (t < R / 2).
+struct rt_comp_consts {
+    int p;
+    float ape[128 / RT_COMP_PARTS], w[RT_COMP_NW], inv;
+};
+__device__ __forceinline__ rt_comp_consts rt_comp_begin(const float *ape, const float *w, const float *inv,
+                                                        const int *pos, int width, int overlap, int rate, int R) {
+    rt_comp_consts c;
+    c.p = *pos;
+    const int OW = overlap * width, slot = c.p % rate, wp = threadIdx.x / 32;
+#pragma unroll
+    for (int t = 0; t < 128 / RT_COMP_PARTS; t++) {
+        int i = wp + RT_COMP_PARTS * t, r = i % (32 * overlap), cj = blockIdx.x * 32 + r % 32;
+        c.ape[t] =
+            i >= 32 * overlap && i < 64 * overlap && cj < width ? ape[(long)slot * OW + (r / 32) * width + cj] : 0.f;
+    }
+#pragma unroll
+    for (int u = 0; u < RT_COMP_NW; u++) {
+        int d = threadIdx.x + RT_THREADS * u;
+        c.w[u] = w && d < width ? w[d] : 1.0f;
+    }
+    c.inv = (int)threadIdx.x < R / 2 ? inv[threadIdx.x] : 0.f;
+    rt_begin();
+    return c;
+}
+
 // A compressor's projections of the token for the block's 32 channels (with overlap 2 also their
 // second series, width + ch), from rt_gemv's S splits of [wkv; wg] . h (B x 2 OW, rows ld apart), into this
-// window's slot of kv / g (+ ape[slot] on the gate). Of the block's 64 * overlap values (kv then
+// window's slot of kv / g (+ ape[slot] on the gate, c.ape). Of the block's 64 * overlap values (kv then
 // g, each series-major over the 32 channels) warp w takes w, w + 8, ...: their lanes' splits
 // loaded first (in flight together), then summed.
-#define RT_COMP_PARTS 8 // warps of rt_comp_emit's 256-thread block
-__device__ void rt_comp_slot(const float *part, int S, int ld, const float *ape, float *kv, float *g, int b, int width,
-                             int overlap, int slot) {
+__device__ void rt_comp_slot(const float *part, int S, int ld, const rt_comp_consts &c, float *kv, float *g, int b,
+                             int width, int overlap, int slot) {
     int OW = overlap * width, w = threadIdx.x / 32, nv = 64 * overlap;
     float v[128 / RT_COMP_PARTS]; // nv <= 128 (overlap <= 2)
 #pragma unroll
@@ -696,7 +731,7 @@ __device__ void rt_comp_slot(const float *part, int S, int ld, const float *ape,
         if (i < 32 * overlap)
             kv[slot * OW + j] = sum;
         else
-            g[slot * OW + j] = sum + ape[(long)slot * OW + j];
+            g[slot * OW + j] = sum + c.ape[t];
     }
 }
 
@@ -740,14 +775,20 @@ __device__ void rt_comp_window(const float *kv, const float *g, float *pk, float
 // past L1): rmsnorm * w, RoPE at entry * rate; stored in the V4 layout (kv_cache), as f32 keys
 // (rt_index_score's), or as mla_indexer's paged e4m3 keys (ikeys; width 128); `cstride` bytes,
 // floats or pages per sequence.
-__device__ void rt_comp_store(const float *e, const float *w, const float *inv, long entry, int b, kt_u8 *kv_cache,
-                              float *keys, kt_u8 *ikeys, unsigned long long cstride, int width, int rate, int R,
-                              float eps) {
+__device__ void rt_comp_store(const float *e, const rt_comp_consts &c, long entry, int b, kt_u8 *kv_cache, float *keys,
+                              kt_u8 *ikeys, unsigned long long cstride, int width, int rate, int R, float eps) {
     __shared__ float v[KT_KV_DIM], red[32];
     for (int i = threadIdx.x; i < width; i += blockDim.x) v[i] = __ldcg(e + i);
     __syncthreads();
-    rt_rmsnorm(v, width, w, eps, red);
-    rt_rope(v, width, R, inv, (float)(entry * rate), 1.0f);
+    float r = rt_rms_scale(v, width, eps, red); // rt_rmsnorm with the weights loaded ahead (c.w)
+#pragma unroll
+    for (int u = 0; u < RT_COMP_NW; u++) {
+        int d = threadIdx.x + RT_THREADS * u;
+        if (d < width) v[d] = v[d] * r * c.w[u];
+    }
+    __syncthreads();
+    if ((int)threadIdx.x < R / 2) rt_rope_pair(v, width, R, threadIdx.x, c.inv, (float)(entry * rate), 1.0f);
+    __syncthreads();
     if (kv_cache)
         rt_kv_store(v, kv_cache + b * cstride, entry);
     else if (ikeys)
@@ -765,11 +806,11 @@ extern "C" __global__ void rt_comp_emit(const float *part, int S, int ld, const 
                                         const float *inv, const int *pos, kt_u8 *kv_cache, float *keys, kt_u8 *ikeys,
                                         unsigned long long cstride, int width, int overlap, int rate, int R,
                                         float eps) {
-    rt_begin();
+    const rt_comp_consts c = rt_comp_begin(ape, w, inv, pos, width, overlap, rate, R);
     __shared__ int last;
-    int b = blockIdx.y, p = *pos, OW = overlap * width;
+    int b = blockIdx.y, p = c.p, OW = overlap * width;
     float *kv = buf_kv + (long)b * rate * OW, *g = buf_g + (long)b * rate * OW;
-    rt_comp_slot(part, S, ld, ape, kv, g, b, width, overlap, p % rate);
+    rt_comp_slot(part, S, ld, c, kv, g, b, width, overlap, p % rate);
     if ((p + 1) % rate) return;
     __syncthreads();
     long entry = (p + 1) / rate - 1;
@@ -783,7 +824,7 @@ extern "C" __global__ void rt_comp_emit(const float *part, int S, int ld, const 
     if (!last) return;
     __threadfence();
     if (threadIdx.x == 0) count[b] = 0;
-    rt_comp_store(e + (long)b * width, w, inv, entry, b, kv_cache, keys, ikeys, cstride, width, rate, R, eps);
+    rt_comp_store(e + (long)b * width, c, entry, b, kv_cache, keys, ikeys, cstride, width, rate, R, eps);
 }
 
 // mla_indexer's inputs for the query, a block per (head, sequence): the head's q = RoPE(iq; a
