@@ -26,6 +26,16 @@ __device__ __forceinline__ float rt_e4m3(kt_u8 c) {
 }
 __device__ __forceinline__ kt_u8 rt_to_e4m3(float x) { return (kt_u8)(kt_f32x2_to_e4m3x2(x, 0.f) & 0xff); }
 
+// Every kernel's first statement: the step's kernels launch as programmatic dependents (PDL), so
+// each may start while the one before it finishes; it waits here for the kernels before it to
+// complete (and so, transitively, every earlier one: each waited in turn) and lets the next one
+// launch. Unconditional and before any early return, or a later kernel could overtake; only loads
+// of what the step never writes (weights) may come before it.
+__device__ __forceinline__ void rt_begin() {
+    kt_wait_producer();
+    kt_allow_consumer();
+}
+
 // Sum over the block (every thread gets it); red: 32 floats of shared memory.
 __device__ float rt_block_sum(float v, float *red) {
     for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -77,19 +87,51 @@ __device__ float rt_rms_scale(const float *x, int n, float eps, float *red) {
     for (int i = threadIdx.x; i < n; i += blockDim.x) ss += x[i] * x[i];
     return rsqrtf(rt_block_sum(ss, red) / n + eps);
 }
+// A thread's NW weights of a chunk at i0: wv[u] = w[i0 + u T] (1 past n, or without w).
+template <int NW> __device__ __forceinline__ void rt_rms_load(const float *w, int n, int i0, float (&wv)[NW]) {
+#pragma unroll
+    for (int u = 0; u < NW; u++) wv[u] = w && i0 + u * (int)blockDim.x < n ? w[i0 + u * blockDim.x] : 1.0f;
+}
+// x[i0 + u T] = x[i0 + u T] * r * wv[u] over the chunk (x in shared memory).
+template <int NW>
+__device__ __forceinline__ void rt_rms_apply(float *x, int n, int i0, float r, const float (&wv)[NW]) {
+#pragma unroll
+    for (int u = 0; u < NW; u++)
+        if (i0 + u * (int)blockDim.x < n) x[i0 + u * blockDim.x] = x[i0 + u * blockDim.x] * r * wv[u];
+}
 // x * rsqrt(mean(x^2) + eps) * (w or 1), in place over n values in shared memory. A thread's 8
 // weights are loaded before its stores: x may alias w for the compiler (x is a generic pointer),
-// so a plain loop waits on each weight's load (8 round trips at n = 4096 and 512 threads).
+// so a plain loop waits on each weight's load (8 round trips at n = 4096 and 512 threads). Where
+// the weights can load before the step's data is there, a kernel loads them ahead (rt_rms_load)
+// and applies them with rt_rms_scale + rt_rms_apply.
 __device__ void rt_rmsnorm(float *x, int n, const float *w, float eps, float *red) {
     float r = rt_rms_scale(x, n, eps, red);
     for (int i0 = threadIdx.x; i0 < n; i0 += 8 * blockDim.x) {
         float wv[8];
-#pragma unroll
-        for (int u = 0; u < 8; u++) wv[u] = w && i0 + u * blockDim.x < n ? w[i0 + u * blockDim.x] : 1.0f;
-#pragma unroll
-        for (int u = 0; u < 8; u++)
-            if (i0 + u * blockDim.x < n) x[i0 + u * blockDim.x] = x[i0 + u * blockDim.x] * r * wv[u];
+        rt_rms_load(w, n, i0, wv);
+        rt_rms_apply(x, n, i0, r, wv);
     }
+    __syncthreads();
+}
+
+// What a kernel's RoPE reads that the step never writes, the position (copied in before the
+// graph) and pair t's frequency inv[t] (t < R / 2; R = 64, model.c: within every block here),
+// loaded before the PDL wait; then rt_begin: a kernel's first statement.
+struct rt_rope_c {
+    float inv;
+    int p;
+};
+__device__ __forceinline__ rt_rope_c rt_rope_load(const float *inv, const int *pos, int R) {
+    return rt_rope_c{(int)threadIdx.x < R / 2 ? inv[threadIdx.x] : 0.f, *pos};
+}
+__device__ __forceinline__ rt_rope_c rt_rope_begin(const float *inv, const int *pos, int R) {
+    rt_rope_c c = rt_rope_load(inv, pos, R);
+    rt_begin();
+    return c;
+}
+// rt_rope at p with pair t's frequency its thread's c.inv (rt_rope_load).
+__device__ void rt_rope_at(float *x, int dim, int R, const rt_rope_c &c, float p, float sign) {
+    if ((int)threadIdx.x < R / 2) rt_rope_pair(x, dim, R, threadIdx.x, c.inv, p, sign);
     __syncthreads();
 }
 
@@ -162,15 +204,6 @@ __device__ void rt_index_key_store(const float *x, kt_u8 *cache, long long page,
 #define RT_GV_SEQS 8
 #define RT_GV_KC 512
 static_assert(RT_GV_ROWS * RT_GV_SEQS == 32, "rt_gemv's lane reduction leaves one sum per lane");
-// Every kernel's first statement: the step's kernels launch as programmatic dependents (PDL), so
-// each may start while the one before it finishes; it waits here for the kernels before it to
-// complete (and so, transitively, every earlier one: each waited in turn) and lets the next one
-// launch. Unconditional and before any early return, or a later kernel could overtake; only loads
-// of what the step never writes (weights) may come before it.
-__device__ __forceinline__ void rt_begin() {
-    kt_wait_producer();
-    kt_allow_consumer();
-}
 
 // The HC module's post step after a block, for rt_gemv_hc: x[b][k] = post[k] * y[b] + sum_j
 // comb[j][k] old[b][j] (postcomb[b] = post[H] | comb[H*H]; y bf16 (yb) or f32 (yf)), the sum in
@@ -237,17 +270,35 @@ __device__ __forceinline__ void rt_gemv_begin(const float *W, int N, int K, int 
     const float4 *w[RT_GV_ROWS];
     rt_gemv_rows(W, N, K, w);
     const int kbeg = blockIdx.z * kc;
-    rt_gemv_prefetch(w, kbeg, min(RT_GV_KC, K - kbeg) / 4, threadIdx.x % 32);
+    rt_gemv_prefetch(w, kbeg, min(RT_GV_KC, min(kc, K - kbeg)) / 4, threadIdx.x % 32);
     rt_begin();
 }
 
-// rt_gemv's body, after rt_gemv_begin; POST: x is
+// A lane's weights of its block's first tile, in registers.
+struct rt_gemv_tile {
+    float4 w[RT_GV_KC / 128][RT_GV_ROWS];
+};
+// rt_gemv_hc1's first statement: the first tile's weights loaded into registers before the PDL
+// wait (not only into L2: its grid of at most 32 blocks leaves registers to spare, so the tile's
+// weights need no round trip after the post step's loads), then rt_begin.
+__device__ __forceinline__ rt_gemv_tile rt_gemv_tile_begin(const float *W, int N, int K, int kc) {
+    rt_gemv_tile t;
+    const float4 *w[RT_GV_ROWS];
+    rt_gemv_rows(W, N, K, w);
+    const int kbeg = blockIdx.z * kc;
+    rt_gemv_weights(t.w, w, kbeg, min(RT_GV_KC, min(kc, K - kbeg)) / 4, threadIdx.x % 32);
+    rt_begin();
+    return t;
+}
+
+// rt_gemv's body, after rt_gemv_begin (or, first given, rt_gemv_tile_begin: its first tile's
+// weights); POST: x is
 // the streams after the post step, made from post.old as the tiles are loaded and stored into
 // post.x by the blocks of the first row tile (the HC mixes have at most 32 rows: one row tile, so
 // every value is stored once).
 template <bool POST> // inlined into each kernel, post by value: its fields stay in registers, not a stack frame
 __device__ __forceinline__ void rt_gemv_run(const float *W, const float *x, float *part, int N, int K, int B, int kc,
-                                            rt_hc_post_args post) {
+                                            rt_hc_post_args post, const rt_gemv_tile *first = nullptr) {
     __shared__ float4 xs[RT_GV_SEQS][RT_GV_KC / 4];
     int lane = threadIdx.x % 32, row0 = (blockIdx.y * 8 + threadIdx.x / 32) * RT_GV_ROWS, b0 = blockIdx.x * RT_GV_SEQS;
     int kbeg = blockIdx.z * kc, kend = min(K, kbeg + kc);
@@ -257,7 +308,14 @@ __device__ __forceinline__ void rt_gemv_run(const float *W, const float *x, floa
     for (int k0 = kbeg; k0 < kend; k0 += RT_GV_KC) {
         int n4 = min(RT_GV_KC, kend - k0) / 4; // a multiple of 32: the bounds below are warp-uniform
         float4 wv[RT_GV_KC / 128][RT_GV_ROWS]; // the lane's weights of the tile, loaded together first
-        if (!POST) rt_gemv_weights(wv, w, k0, n4, lane);
+        const bool have = first && k0 == kbeg;
+        if (have) {
+#pragma unroll
+            for (int i = 0; i < RT_GV_KC / 128; i++)
+#pragma unroll
+                for (int r = 0; r < RT_GV_ROWS; r++) wv[i][r] = first->w[i][r];
+        }
+        if (!POST && !have) rt_gemv_weights(wv, w, k0, n4, lane);
         __syncthreads();
         for (int i = threadIdx.x; i < RT_GV_SEQS * n4; i += blockDim.x) {
             int sq = i / n4, c = i % n4;
@@ -268,7 +326,7 @@ __device__ __forceinline__ void rt_gemv_run(const float *W, const float *x, floa
         __syncthreads();
         // the post step's loads and the weights' together would spill at sm_90's 128 registers: the
         // weights follow the tile there (one L2 round trip more a tile: the prefetch made it L2's)
-        if (POST) rt_gemv_weights(wv, w, k0, n4, lane);
+        if (POST && !have) rt_gemv_weights(wv, w, k0, n4, lane);
 #pragma unroll
         for (int i = 0; i < RT_GV_KC / 128; i++) {
             if (lane + 32 * i >= n4) break;
@@ -453,8 +511,7 @@ __device__ __forceinline__ rt_hc_consts rt_hc_load_consts(const float *base, con
 #pragma unroll
     for (int u = 0; u < 3; u++) c.base[u] = l < 32 && l + 32 * u < nmix ? base[l + 32 * u] : 0.f;
     c.scale = l < (head ? 1 : 3) ? scale[l] : 0.f;
-#pragma unroll
-    for (int u = 0; u < RT_HC_NW; u++) c.w[u] = l + (int)blockDim.x * u < D ? w[l + blockDim.x * u] : 1.0f;
+    rt_rms_load(w, D, l, c.w);
     return c;
 }
 // rt_hc_pre's first statement: its constants, then rt_begin (the loads in flight through the PDL wait).
@@ -543,15 +600,10 @@ __device__ __forceinline__ void rt_hc_pre_seq(const float *x, const float *mixp,
     }
     __syncthreads();
     rt_hc_collapse(xr, pre, col, D, H);
-    float rn = rt_rms_scale(col, D, eps, red); // rt_rmsnorm with the weights loaded ahead
+    rt_rms_apply(col, D, threadIdx.x, rt_rms_scale(col, D, eps, red), c.w); // rt_rmsnorm, its weights ahead
 #pragma unroll
-    for (int u = 0; u < RT_HC_NW; u++) {
-        int d = threadIdx.x + T * u;
-        if (d < D) {
-            float v = col[d] * rn * c.w[u];
-            col[d] = v, h[(long)b * D + d] = v;
-        }
-    }
+    for (int u = 0; u < RT_HC_NW; u++)
+        if (threadIdx.x + T * u < D) h[(long)b * D + threadIdx.x + T * u] = col[threadIdx.x + T * u];
     __syncthreads();
     if (hq) rt_quant_row(col, D, hq + (long)b * D, hs + (long)b * (D / 128));
 }
@@ -603,15 +655,13 @@ extern "C" __global__ void __launch_bounds__(256)
                 float *part, int N, int K, int B, int kc, int D, int H, int *count, const float *base,
                 const float *scale, const float *w, float *postcomb, float *h, kt_u8 *hq, float *hs, int iters,
                 float eps, float hc_eps) {
-    rt_gemv_begin(W, N, K, kc);
-    rt_gemv_run<true>(W, x, part, N, K, B, kc, rt_hc_post_args{old, pc_in, yf, x, yb, D, H});
+    const rt_gemv_tile first = rt_gemv_tile_begin(W, N, K, kc);
+    rt_gemv_run<true>(W, x, part, N, K, B, kc, rt_hc_post_args{old, pc_in, yf, x, yb, D, H}, &first);
     rt_hc_pre_last(count, x, part, base, scale, w, postcomb, h, hq, hs, D, H, iters, eps, hc_eps);
 }
 
-// rmsnorm(in) * w of one row of n bf16 values, act_quant'ed into q e4m3 [n] and sc f32 [n / 128]
-// (the next GEMM's input); v: n floats of shared memory.
-__device__ void rt_norm_quant_row(const kt_u16 *in, const float *w, kt_u8 *q, float *sc, int n, float eps, float *v,
-                                  float *red) {
+// v[0..n) = the row of n bf16 values in, as f32 (v: shared memory), then a barrier.
+__device__ void rt_row_load(const kt_u16 *in, int n, float *v) {
     for (int i0 = threadIdx.x; i0 < n; i0 += 8 * blockDim.x) { // 8 loads in flight (v may alias in: rt_rmsnorm)
         kt_u16 t[8];
 #pragma unroll
@@ -621,6 +671,13 @@ __device__ void rt_norm_quant_row(const kt_u16 *in, const float *w, kt_u8 *q, fl
             if (i0 + u * blockDim.x < n) v[i0 + u * blockDim.x] = kt_bf16_to_f32(t[u]);
     }
     __syncthreads();
+}
+
+// rmsnorm(in) * w of one row of n bf16 values, act_quant'ed into q e4m3 [n] and sc f32 [n / 128]
+// (the next GEMM's input); v: n floats of shared memory.
+__device__ void rt_norm_quant_row(const kt_u16 *in, const float *w, kt_u8 *q, float *sc, int n, float eps, float *v,
+                                  float *red) {
+    rt_row_load(in, n, v);
     rt_rmsnorm(v, n, w, eps, red);
     rt_quant_row(v, n, q, sc);
 }
@@ -639,19 +696,35 @@ extern "C" __global__ void rt_rmsnorm_bf16(const kt_u16 *in, int ld, const float
 // (rt_attention's input) or, qf NULL, qb bf16 [B, heads, HD] (mla_decode's q).
 extern "C" __global__ void rt_q_prep(const kt_u16 *q, int ld, float *qf, kt_u16 *qb, const float *inv, const int *pos,
                                      int HD, int R, float eps) {
-    rt_begin();
+    const rt_rope_c rc = rt_rope_begin(inv, pos, R);
     __shared__ float v[512], red[32];
     long row = (long)blockIdx.y * gridDim.x + blockIdx.x;
     const kt_u16 *in = q + (long)blockIdx.y * ld + (long)blockIdx.x * HD; // a sequence's heads ld apart
     for (int i = threadIdx.x; i < HD; i += blockDim.x) v[i] = kt_bf16_to_f32(in[i]);
     __syncthreads();
     rt_rmsnorm(v, HD, 0, eps, red);
-    rt_rope(v, HD, R, inv, (float)*pos, 1.0f);
+    rt_rope_at(v, HD, R, rc, (float)rc.p, 1.0f);
     for (int i = threadIdx.x; i < HD; i += blockDim.x)
         if (qf)
             qf[row * HD + i] = v[i];
         else
             qb[row * HD + i] = kt_f32_to_bf16(v[i]);
+}
+
+#define RT_QKV_NW 8 // norm weights a thread of rt_qkv_a holds: q_lora <= 8 x 256 (kt_step_open)
+// rt_qkv_a's first statement: its row's norm weights (q_a's qw, or the KV's kw) and the RoPE's
+// frequency and position, loaded before the PDL wait; then rt_begin.
+struct rt_qkv_c {
+    rt_rope_c rope;
+    float w[RT_QKV_NW];
+};
+__device__ __forceinline__ rt_qkv_c rt_qkv_begin(const float *qw, const float *kw, const float *inv, const int *pos,
+                                                 int QL, int R) {
+    rt_qkv_c c;
+    c.rope = rt_rope_load(inv, pos, R);
+    rt_rms_load(blockIdx.y ? kw : qw, blockIdx.y ? KT_KV_DIM : QL, threadIdx.x, c.w);
+    rt_begin();
+    return c;
 }
 
 // V4's q_a and KV of one GEMM (rows [B][ld]: q_a's QL values, then the KV's 512), grid (B, 2):
@@ -661,16 +734,17 @@ extern "C" __global__ void rt_q_prep(const kt_u16 *q, int ld, float *qf, kt_u16 
 extern "C" __global__ void rt_qkv_a(const kt_u16 *qkv, int ld, int QL, const float *qw, kt_u8 *q, float *sc,
                                     const float *kw, const float *inv, const int *pos, kt_u8 *cache,
                                     unsigned long long stride, int W, int R, float eps) {
-    rt_begin();
+    const rt_qkv_c c = rt_qkv_begin(qw, kw, inv, pos, QL, R);
     extern __shared__ float v[];
     __shared__ float red[32];
     long b = blockIdx.x;
-    if (blockIdx.y == 0) return rt_norm_quant_row(qkv + b * ld, qw, q + b * QL, sc + b * (QL / 128), QL, eps, v, red);
-    for (int i = threadIdx.x; i < KT_KV_DIM; i += blockDim.x) v[i] = kt_bf16_to_f32(qkv[b * ld + QL + i]);
+    const int n = blockIdx.y ? KT_KV_DIM : QL;
+    rt_row_load(qkv + b * ld + (blockIdx.y ? QL : 0), n, v);
+    rt_rms_apply(v, n, threadIdx.x, rt_rms_scale(v, n, eps, red), c.w); // rt_rmsnorm, its weights ahead
     __syncthreads();
-    rt_rmsnorm(v, KT_KV_DIM, kw, eps, red);
-    rt_rope(v, KT_KV_DIM, R, inv, (float)*pos, 1.0f);
-    rt_kv_store(v, cache + b * stride, *pos % W);
+    if (blockIdx.y == 0) return rt_quant_row(v, QL, q + b * QL, sc + b * (QL / 128));
+    rt_rope_at(v, KT_KV_DIM, R, c.rope, (float)c.rope.p, 1.0f);
+    rt_kv_store(v, cache + b * stride, c.rope.p % W);
 }
 
 #define RT_COMP_PARTS 8 // warps of rt_comp_emit's 256-thread block
@@ -683,26 +757,21 @@ extern "C" __global__ void rt_qkv_a(const kt_u16 *qkv, int ld, int QL, const flo
 // thread's warp), and for the entry's store by the last block the norm weights w[t + 256 u] and
 // the RoPE frequency inv[t] (t < R / 2).
 struct rt_comp_consts {
-    int p;
-    float ape[128 / RT_COMP_PARTS], w[RT_COMP_NW], inv;
+    rt_rope_c rope;
+    float ape[128 / RT_COMP_PARTS], w[RT_COMP_NW];
 };
 __device__ __forceinline__ rt_comp_consts rt_comp_begin(const float *ape, const float *w, const float *inv,
                                                         const int *pos, int width, int overlap, int rate, int R) {
     rt_comp_consts c;
-    c.p = *pos;
-    const int OW = overlap * width, slot = c.p % rate, wp = threadIdx.x / 32;
+    c.rope = rt_rope_load(inv, pos, R);
+    const int OW = overlap * width, slot = c.rope.p % rate, wp = threadIdx.x / 32;
 #pragma unroll
     for (int t = 0; t < 128 / RT_COMP_PARTS; t++) {
         int i = wp + RT_COMP_PARTS * t, r = i % (32 * overlap), cj = blockIdx.x * 32 + r % 32;
         c.ape[t] =
             i >= 32 * overlap && i < 64 * overlap && cj < width ? ape[(long)slot * OW + (r / 32) * width + cj] : 0.f;
     }
-#pragma unroll
-    for (int u = 0; u < RT_COMP_NW; u++) {
-        int d = threadIdx.x + RT_THREADS * u;
-        c.w[u] = w && d < width ? w[d] : 1.0f;
-    }
-    c.inv = (int)threadIdx.x < R / 2 ? inv[threadIdx.x] : 0.f;
+    rt_rms_load(w, width, threadIdx.x, c.w);
     rt_begin();
     return c;
 }
@@ -780,15 +849,9 @@ __device__ void rt_comp_store(const float *e, const rt_comp_consts &c, long entr
     __shared__ float v[KT_KV_DIM], red[32];
     for (int i = threadIdx.x; i < width; i += blockDim.x) v[i] = __ldcg(e + i);
     __syncthreads();
-    float r = rt_rms_scale(v, width, eps, red); // rt_rmsnorm with the weights loaded ahead (c.w)
-#pragma unroll
-    for (int u = 0; u < RT_COMP_NW; u++) {
-        int d = threadIdx.x + RT_THREADS * u;
-        if (d < width) v[d] = v[d] * r * c.w[u];
-    }
+    rt_rms_apply(v, width, threadIdx.x, rt_rms_scale(v, width, eps, red), c.w); // rt_rmsnorm, its weights ahead
     __syncthreads();
-    if ((int)threadIdx.x < R / 2) rt_rope_pair(v, width, R, threadIdx.x, c.inv, (float)(entry * rate), 1.0f);
-    __syncthreads();
+    rt_rope_at(v, width, R, c.rope, (float)(entry * rate), 1.0f);
     if (kv_cache)
         rt_kv_store(v, kv_cache + b * cstride, entry);
     else if (ikeys)
@@ -808,7 +871,7 @@ extern "C" __global__ void rt_comp_emit(const float *part, int S, int ld, const 
                                         float eps) {
     const rt_comp_consts c = rt_comp_begin(ape, w, inv, pos, width, overlap, rate, R);
     __shared__ int last;
-    int b = blockIdx.y, p = c.p, OW = overlap * width;
+    int b = blockIdx.y, p = c.rope.p, OW = overlap * width;
     float *kv = buf_kv + (long)b * rate * OW, *g = buf_g + (long)b * rate * OW;
     rt_comp_slot(part, S, ld, c, kv, g, b, width, overlap, p % rate);
     if ((p + 1) % rate) return;
@@ -834,17 +897,18 @@ extern "C" __global__ void rt_comp_emit(const float *part, int S, int ld, const 
 // sum_h w_h relu(q_h . k) k_scale is rt_index_score's score. Dynamic shared memory ID floats.
 extern "C" __global__ void rt_index_q(const kt_u16 *iq, int iq_ld, const float *wpart, int S, int ld, const float *inv,
                                       const int *pos, kt_u8 *qq, float *w, int ID, int R) {
-    rt_begin();
+    const rt_rope_c rc = rt_rope_begin(inv, pos, R);
     extern __shared__ float q[];
     __shared__ float red[32];
     int hh = blockIdx.x, IH = gridDim.x, b = blockIdx.y, B = gridDim.y;
     long row = (long)b * IH + hh;
+    float dl = threadIdx.x < 32 ? rt_gemv_lane(wpart, S, B, ld, b, hh) : 0.f; // in flight with q's loads
     for (int i = threadIdx.x; i < ID; i += blockDim.x) q[i] = kt_bf16_to_f32(iq[(long)b * iq_ld + hh * ID + i]);
     __syncthreads();
-    rt_rope(q, ID, R, inv, (float)*pos, 1.0f);
+    rt_rope_at(q, ID, R, rc, (float)rc.p, 1.0f);
     float s = rt_quant_e4m3(q, ID, qq + row * ID, red);
     if (threadIdx.x < 32) {
-        float d = rt_gemv_at(wpart, S, B, ld, b, hh);
+        float d = rt_warp_sum(dl); // rt_gemv_at's sum
         if (threadIdx.x == 0) w[row] = d * rsqrtf((float)IH) * s * rsqrtf((float)ID);
     }
 }
@@ -975,13 +1039,13 @@ extern "C" __global__ void rt_lengths(const int *pos, int *len, int W, int hca_r
 // bf16 in group order og[g][b][GI] (as rt_attention writes). Grid (heads, batch).
 extern "C" __global__ void rt_o_post(const kt_u16 *o, const float *inv, const int *pos, kt_u16 *og, int R, int GI,
                                      int B) {
-    rt_begin();
+    const rt_rope_c rc = rt_rope_begin(inv, pos, R);
     __shared__ float v[KT_KV_DIM];
     int hh = blockIdx.x, b = blockIdx.y, H = gridDim.x;
     for (int j = threadIdx.x; j < KT_KV_DIM; j += blockDim.x)
         v[j] = kt_bf16_to_f32(o[((long)b * H + hh) * KT_KV_DIM + j]);
     __syncthreads();
-    rt_rope(v, KT_KV_DIM, R, inv, (float)*pos, -1.0f);
+    rt_rope_at(v, KT_KV_DIM, R, rc, (float)rc.p, -1.0f);
     for (int j = threadIdx.x; j < KT_KV_DIM; j += blockDim.x) {
         long f = (long)hh * KT_KV_DIM + j;
         og[((f / GI) * B + b) * GI + f % GI] = kt_f32_to_bf16(v[j]);

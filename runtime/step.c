@@ -392,6 +392,7 @@ typedef struct hc_args {
 #define RT_GV_THREADS 256
 #define RT_HC_XR 16
 #define RT_HC_NW 16
+#define RT_QKV_NW 8
 static int hc_fits(long D, long H, long threads) { return H * D <= 4 * RT_HC_XR * threads && D <= RT_HC_NW * threads; }
 
 /* The HC mixes of the streams after a pending post step (hc_post) by rt_gemv_hc, which applies
@@ -1519,6 +1520,8 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
     if (c->arch == KT_ARCH_V4 && !hc_fits(c->hidden, c->hc_mult, RT_HC_THREADS))
         return kt_fail("kt's HC module takes hc_mult x hidden_size <= %d and hidden_size <= %d (here %ld x %ld)",
                        4 * RT_HC_XR * RT_HC_THREADS, RT_HC_NW * RT_HC_THREADS, c->hc_mult, c->hidden);
+    if (c->arch == KT_ARCH_V4 && c->q_lora > RT_QKV_NW * RT_GV_THREADS) /* rt_qkv_a's weights in registers */
+        return kt_fail("kt's rt_qkv_a takes q_lora_rank <= %d (here %ld)", RT_QKV_NW * RT_GV_THREADS, c->q_lora);
     kt_step_plan plan; /* decided before the GPU opens: V3.2's refusal needs none */
     int experts = KT_MOE_FP8;
     if (experts_format(c, w, o->experts, &experts)) return -1;
