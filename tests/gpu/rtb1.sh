@@ -69,8 +69,12 @@ part_flash() {
     flash_folder || return
     for k in new main; do
         kt=$KT
-        if [ $k = main ]; then
-            [ -x "$MAIN" ] || { cp bench/recordings/h200_run_v4flash_tp4_b${b}_c8192_merged15.json "$L/main_b$b.json"; continue; }
+        if [ $k = main ]; then # without main's build, or the time for its run: its recorded run (no logits)
+            if [ ! -x "$MAIN" ] || [ "$(left)" -lt 18 ]; then
+                say "main B=$b: the recorded run (merged15), $([ -x "$MAIN" ] && echo "$(left) s left" || echo "no $MAIN")"
+                cp bench/recordings/h200_run_v4flash_tp4_b${b}_c8192_merged15.json "$L/main_b$b.json"
+                continue
+            fi
             kt=$MAIN
         fi
         t=$(lim 45)
