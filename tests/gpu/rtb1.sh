@@ -13,6 +13,8 @@
 #            step at the context's last position, which kt run brackets with cuProfilerStart/Stop),
 #            4 layers (3 HCA, 1 CSA; 3 hash-routed, 1 routed), B = 1: each kernel's device time
 #            (gpu__time_duration, caches and clocks left alone), summed per kernel name;
+#   tiny     (in the background from the start) the routed tiny V4 made by transformers, teacher-
+#            forced at B = 2 and 1 on this build and main's: logits byte-identical;
 #   correct  runtime.sh's routed tiny V4 (sliding, CSA, HCA, hash and routed layers; the families
 #            and --plain-kernels) against transformers and the host reference;
 #   b1b2     the routed tiny V4 at B = 1 (its HC modules in rt_gemv_hc1's last block) against
@@ -64,9 +66,12 @@ part_warm() {
 
 # V4-Flash at B = $1: this build, then main's (warm after part warm; cold, a first run compiles the step's kernels into
 # an empty JIT cache, ~40 s; main's shares the families' cubins), TPOT and logits against main's
+# the timed parts have the GPU alone: part tiny's background runs finished first
+quiet_gpu() { [ -z "${TINY:-}" ] || { wait "$TINY"; TINY_RC=$?; TINY_DONE=1; }; TINY=; }
 part_flash() {
     local b=$1 k kt t
     flash_folder || return
+    quiet_gpu
     for k in new main; do
         kt=$KT
         if [ $k = main ]; then # without main's build, or the time for its run: its recorded run (no logits)
@@ -112,6 +117,7 @@ EOF
 # the step's kernels under ncu, one device time each, summed per name
 part_ncu() {
     flash_folder || return
+    quiet_gpu
     local t ncu=${KT_NCU:-ncu}
     command -v "$ncu" >/dev/null || { check 1 "ncu: no $ncu on this machine"; return; }
     t=$(lim 40)
@@ -150,6 +156,33 @@ EOF
     grep -v "^==PROF==" "$L/ncu_b1.err" | tail -n 3
 }
 
+# the routed tiny V4 (made by transformers) on both builds, teacher-forced on its prompt at B = 2
+# (rt_hc_pre's blocks: by-stream collapse, D / 4 = 64 columns under 512 threads) and B = 1
+# (rt_gemv_hc1's last block, 256 threads): logits byte-identical to main's build. Correctness
+# only, no timing: it runs in the background, beside part warm.
+part_tiny() {
+    local t k b kt rc
+    [ -s "$D/prompt.txt" ] || timeout "$(lim 45)" $PY tests/gpu/runtime_ref.py make "$D" >"$L/tiny_make.log" 2>&1
+    [ -s "$D/prompt.txt" ] || { check 1 "tiny: the routed model: $(tail -n 1 "$L/tiny_make.log")"; return; }
+    head -n 1 "$D/prompt.txt" >"$L/prompt_b1.txt"
+    cp "$D/prompt.txt" "$L/prompt_b2.txt"
+    [ -x "$MAIN" ] || { check 1 "tiny: no main build $MAIN to compare with"; return; }
+    for b in 2 1; do
+        for k in new main; do
+            kt=$KT
+            [ $k = main ] && kt=$MAIN
+            t=$(lim 40)
+            [ "$t" -gt 0 ] || break
+            timeout "$t" $kt run --model "$D" --batch $b --context 64 --steps 0 --prompt "$L/prompt_b$b.txt" \
+                --dump "$L/tiny_${k}_b$b.bin" >"$L/tiny_${k}_b$b.log" 2>&1
+            rc=$?
+            [ $rc = 0 ] || { check 1 "tiny B=$b: $k's kt run failed (rc $rc): $(tail -n 1 "$L/tiny_${k}_b$b.log")"; continue 2; }
+        done
+        cmp "$L/tiny_new_b$b.bin" "$L/tiny_main_b$b.bin" >"$L/tiny_cmp_b$b.txt" 2>&1
+        check $? "routed tiny V4 B=$b, teacher-forced ($(grep -c '^step' "$L/tiny_new_b$b.log") steps): logits byte-identical to main's build $(head -c 100 "$L/tiny_cmp_b$b.txt")"
+    done
+}
+
 part_correct() {
     local t
     t=$(lim 95)
@@ -185,18 +218,28 @@ EOF
     fi
 }
 
-for p in ${*:-warm b1 b64 correct b1b2}; do
+PARTS=${*:-warm b1 b64 correct b1b2}
+# part tiny runs in the background from the start (its checks collected at the end)
+TINY= TINY_DONE=
+case " $PARTS " in *" tiny "*) (part_tiny >"$L/tiny.out" 2>&1) & TINY=$! ;; esac
+for p in $PARTS; do
     case $p in
+    tiny) continue ;;
     warm) part_warm ;;
     b1) part_flash 1 ;;
     b64) part_flash 64 ;;
     ncu) part_ncu ;;
     correct) part_correct ;;
     b1b2) part_b1b2 ;;
-    *) check 1 "unknown part $p (warm, b1, b64, ncu, correct, b1b2)" ;;
+    *) check 1 "unknown part $p (warm, b1, b64, ncu, tiny, correct, b1b2)" ;;
     esac
     say "$p done"
 done
+quiet_gpu
+if [ -n "$TINY_DONE" ]; then
+    cat "$L/tiny.out"
+    passed=$((passed + $(grep -c '^PASS' "$L/tiny.out"))) failed=$((failed + $(grep -c '^FAIL' "$L/tiny.out")))
+fi
 find "$L" -name '*.safetensors' -delete
 find "$L" -name '*.bin' -size +20M -delete
 echo "$passed passed, $failed failed"
