@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # rtb1.sh [PART...] — GPU checks of issue 23's B = 1 TPOT work on `kt run`'s step (bench/NOTES.md,
-# fifteenth session rtb1 and sixteenth session rt). Parts, in the order given (default: all but
-# ncu), each under its own timeout inside a 100 s budget (a part that would start past it is
-# skipped, a FAIL):
+# fifteenth session rtb1 and sixteenth session rt). Parts, in the order given (default: warm b1
+# b64 correct b1b2), each under its own timeout inside a 100 s budget (KT_RTB1_BUDGET; a part that
+# would start past it is skipped, a FAIL):
+#   warm     the JIT cache filled for the parts after: 4-layer starts of this build and main's at
+#            B = 1 and 64 side by side (a cold start compiles model.cu and the families: ~40 s);
 #   b1, b64  V4-Flash `--synthetic --tp-shapes 4 --context 8192 --steps 1 --json --dump` at B = 1 /
 #            64 with this build and main's ($KT_MAIN, else .gpu/kt_main; without one, main's
 #            recorded run bench/recordings/h200_run_v4flash_tp4_b*_c8192_merged15.json): TPOT, the
