@@ -89,6 +89,7 @@ typedef struct prof_row {
 } prof_row;
 
 #define MAX_FAMS 96
+#define N_SIDES 2 /* side chains at once: a CSA layer's two compressors beside each other and the query */
 #define MAX_EVENTS 8192
 
 struct kt_step {
@@ -97,9 +98,10 @@ struct kt_step {
     long ctx;
     kt_db *db;
     CUstream stream;
-    CUstream side, cur;       /* a second stream for independent chains (side_begin), the one launched on */
-    CUevent fork_ev, join_ev; /* side_begin's and side_end's points */
-    int sides;                /* side chains on (not with KT_STEP_ONE_STREAM=1, nor where a capture refused them) */
+    CUstream side[N_SIDES], cur, back[N_SIDES]; /* streams for independent chains (side_begin), the one launched
+                                                 * on, the one each side chain forked from */
+    CUevent fork_ev[N_SIDES], join_ev[N_SIDES]; /* side_begin's and side_end's points */
+    int sides; /* side chains on (not with KT_STEP_ONE_STREAM=1, nor where a capture refused them) */
     kt_module rt[N_RT];
     layer_dev *L;
     kt_model_tensor *list;
@@ -109,8 +111,9 @@ struct kt_step {
     dptr embed, hh_fn, hh_base, hh_scale, norm, head, inv_main, inv_comp;
     dptr tok, pos, x, postcomb, h, hq, hs, qa, qrq, qrs, q, qf, kvraw, iq, og, oa_g, oa, y_attn, eidx, ew, a_e, aq_e,
         as_e, y_e, gu, a_sh, y_sh, moe_out, yfin, logits, next, ik;
-    dptr gvpart, gvcount, cemit, ccount; /* rt_gemv's split sums (gv_bytes) and tile counters (gv_tiles);
-                                          * rt_comp_emit's entry [B][width], counters [B] */
+    dptr gvpart, gvcount, cemit[2], ccount[2]; /* rt_gemv's split sums (gv_bytes) and tile counters (gv_tiles);
+                                                * rt_comp_emit's entry [B][width] and counters [B], of the
+                                                * KV compressor and the indexer's (beside each other) */
     size_t gv_tiles;
     dptr xq, xs; /* qgemm's act_quant codes and scales above QGEMM_FUSED_MAX_M rows (xq_bytes codes) */
     size_t xq_bytes;
@@ -303,27 +306,28 @@ static int all_reduce(kt_step *s, dptr buf, int bf16) {
 }
 
 /* A chain of the step that depends on what is enqueued so far and that nothing enqueues until
- * side_join needs: from side_begin to side_end it goes on the side stream, the main stream's
- * launches after side_end run beside it (at B = 1 a kernel fills few SMs: two chains of them
- * overlap their latencies), side_join makes the main stream wait for it. The graph captures the
- * fork and the join. One step at a time; a profiled step (an event between ops) and the walk of
- * collect_ahead keep to one stream. */
-static int side_begin(kt_step *s) {
+ * side_join needs: from side_begin to side_end it goes on side stream i, the launches after
+ * side_end on the stream it forked from run beside it (at B = 1 a kernel fills few SMs: two chains
+ * of them overlap their latencies), side_join makes the main stream wait for it. Side chain 1 may
+ * fork from side chain 0 (a CSA layer's indexer compressor beside its KV compressor, both after
+ * their projections' GEMV). The graph captures the forks and the joins. One step at a time; a
+ * profiled step (an event between ops) and the walk of collect_ahead keep to one stream. */
+static int side_begin(kt_step *s, int i) {
     if (!s->sides || s->profiling || s->collecting) return 0;
-    KT_CHECK(CU, kt_cu.cuEventRecord(s->fork_ev, s->stream));
-    KT_CHECK(CU, kt_cu.cuStreamWaitEvent(s->side, s->fork_ev, 0));
-    s->cur = s->side;
+    KT_CHECK(CU, kt_cu.cuEventRecord(s->fork_ev[i], s->cur));
+    KT_CHECK(CU, kt_cu.cuStreamWaitEvent(s->side[i], s->fork_ev[i], 0));
+    s->back[i] = s->cur, s->cur = s->side[i];
     return 0;
 }
-static int side_end(kt_step *s) {
-    if (s->cur == s->stream) return 0;
-    KT_CHECK(CU, kt_cu.cuEventRecord(s->join_ev, s->side));
-    s->cur = s->stream;
+static int side_end(kt_step *s, int i) {
+    if (s->cur != s->side[i]) return 0;
+    KT_CHECK(CU, kt_cu.cuEventRecord(s->join_ev[i], s->side[i]));
+    s->cur = s->back[i];
     return 0;
 }
-static int side_join(kt_step *s) {
+static int side_join(kt_step *s, int i) {
     if (!s->sides || s->profiling || s->collecting) return 0;
-    KT_CHECK(CU, kt_cu.cuStreamWaitEvent(s->stream, s->join_ev, 0));
+    KT_CHECK(CU, kt_cu.cuStreamWaitEvent(s->stream, s->join_ev[i], 0));
     return 0;
 }
 
@@ -346,9 +350,9 @@ static int comp_gemv(kt_step *s, const layer_dev *L, int csa, gv_part *comp, gv_
 }
 
 /* A compressor's step from its projections `in` into one of kvcache (V4 layout), keys (f32) or ikc (mla_indexer's
- * pages). */
+ * pages); `which` picks its scratch (0 the KV compressor, 1 the indexer's: they may run side by side). */
 static int compressor(kt_step *s, const comp_dev *cd, const gv_part *in, dptr kvcache, dptr keys, dptr ikc,
-                      unsigned long long stride) {
+                      unsigned long long stride, int which) {
     const kt_model_config *c = &s->c;
     int rate = (int)cd->rate, width = (int)cd->width, overlap = cd->overlap, R = (int)c->rope_dim;
     float eps = (float)c->rms_eps;
@@ -360,8 +364,8 @@ static int compressor(kt_step *s, const comp_dev *cd, const gv_part *in, dptr kv
                  (void *)&cd->buf_g,
                  (void *)&cd->prev_kv,
                  (void *)&cd->prev_g,
-                 &s->cemit,
-                 &s->ccount,
+                 &s->cemit[which],
+                 &s->ccount[which],
                  (void *)&cd->norm,
                  &s->inv_comp,
                  &s->pos,
@@ -479,8 +483,8 @@ static int hc_post(kt_step *s, dptr yb, dptr yf) {
  * mla_indexer's pages or rt_index_score's f32 keys. */
 static int indexer_keys(kt_step *s, layer_dev *L, const gv_part *index) {
     return s->plan.family[KT_PART_INDEXER]
-               ? compressor(s, &L->index, index, 0, 0, L->ikc, (unsigned long long)L->cpages)
-               : compressor(s, &L->index, index, 0, L->ikeys, 0, L->kstride);
+               ? compressor(s, &L->index, index, 0, 0, L->ikc, (unsigned long long)L->cpages, 1)
+               : compressor(s, &L->index, index, 0, L->ikeys, 0, L->kstride, 1);
 }
 
 /* The CSA layer's indexer after its keys: the top-k entries into L->idx (cache-wide ids) by
@@ -556,22 +560,24 @@ static int attention(kt_step *s, long l) {
     /* a compressed layer's compressors (their projections of h, one rt_gemv) on the side chain,
      * beside the query's GEMMs: both start from hc_pre's h */
     gv_part comp, index, iw;
-    if (hc_pre(s, L, 0, L->attn_norm) || (mode && (side_begin(s) || comp_gemv(s, L, mode == 1, &comp, &index, &iw) ||
-                                                   compressor(s, &L->comp, &comp, L->ccache, 0, 0, L->cstride) ||
-                                                   (mode == 1 && indexer_keys(s, L, &index)) || side_end(s))))
+    if (hc_pre(s, L, 0, L->attn_norm) ||
+        (mode && (side_begin(s, 0) || comp_gemv(s, L, mode == 1, &comp, &index, &iw) ||
+                  (mode == 1 && (side_begin(s, 1) || indexer_keys(s, L, &index) || side_end(s, 1))) ||
+                  compressor(s, &L->comp, &comp, L->ccache, 0, 0, L->cstride, 0) || side_end(s, 0))))
         return -1;
     if (gemm(s, &L->wq_a, 0, ld, s->hq, s->hs, s->qa, B) || rt(s, K_QKV_A, (unsigned)B, 2, 256, smem, an) ||
         gemm(s, &L->wq_b, 0, L->wq_b.n, s->qrq, s->qrs, s->q, B) ||
-        rt(s, K_Q_PREP, (unsigned)c->n_heads, (unsigned)B, 128, 0, aq) || (mode && side_join(s)))
+        rt(s, K_Q_PREP, (unsigned)c->n_heads, (unsigned)B, 128, 0, aq) || (mode && side_join(s, 0)) ||
+        (mode == 1 && side_join(s, 1)))
         return -1;
     if ((mode == 1 && indexer(s, L, &iw)) || attend(s, L, mode, inv)) return -1;
     /* the grouped o_a; at B <= 16 the groups after the first on the side chain, beside it (each
      * quantises its rows inside quant_fp8_gemm; above, they would share qgemm's act_quant scratch) */
     int par = G > 1 && B <= QGEMM_FUSED_MAX_M;
-    if (par && side_begin(s)) return -1;
+    if (par && side_begin(s, 0)) return -1;
     for (int g = par; g < G; g++)
         if (wo_a_group(s, L, g)) return -1;
-    if (par && (side_end(s) || wo_a_group(s, L, 0) || side_join(s))) return -1;
+    if (par && (side_end(s, 0) || wo_a_group(s, L, 0) || side_join(s, 0))) return -1;
     /* the groups' outputs in token order: [G][B][OL] -> [B][G * OL], the same bytes at B = 1 */
     int total = G * B * OL;
     void *au[] = {&s->oa_g, &s->oa, &G, &B, &OL};
@@ -638,12 +644,12 @@ static int moe_family(kt_step *s, layer_dev *L, int hash) {
     /* V4: the shared expert on the side chain beside the gate, the router and the gate+up GEMM
      * (the down GEMM's epilogue adds its output) */
     int side = s->c.arch == KT_ARCH_V4 && s->c.n_shared;
-    return (side && (side_begin(s) || shared_expert(s, L) || side_end(s))) ||
+    return (side && (side_begin(s, 0) || shared_expert(s, L) || side_end(s, 0))) ||
                    gemv(s, "rt_gemv/gate", L->gate, E, D, s->h, s->elog, NULL) ||
                    fam_launch(s, fam_p(s, "moe_route", hash ? &s->plan.route_hash : &s->plan.route), route, 7) ||
                    (!side && shared_expert(s, L)) ||
-                   fam_launch(s, fam_p(s, "moe_gemm", &s->plan.gateup), up, KT_MOE_T_COUNT) || (side && side_join(s)) ||
-                   fam_launch(s, fam_p(s, "moe_gemm", &s->plan.down), down, KT_MOE_T_COUNT)
+                   fam_launch(s, fam_p(s, "moe_gemm", &s->plan.gateup), up, KT_MOE_T_COUNT) ||
+                   (side && side_join(s, 0)) || fam_launch(s, fam_p(s, "moe_gemm", &s->plan.down), down, KT_MOE_T_COUNT)
                ? -1
                : 0;
 }
@@ -1336,8 +1342,10 @@ static int alloc_acts(kt_step *s) {
                       {&s->yfin, B * D * 4},
                       {&s->logits, B * (size_t)c->vocab * 4},
                       {&s->next, B * 4},
-                      {&s->cemit, B * (HD > (size_t)c->index_dim ? HD : (size_t)c->index_dim) * 4},
-                      {&s->ccount, B * 4}};
+                      {&s->cemit[0], B * HD * 4}, /* the KV compressor's entry, then the indexer's */
+                      {&s->cemit[1], B * (size_t)c->index_dim * 4},
+                      {&s->ccount[0], B * 4},
+                      {&s->ccount[1], B * 4}};
     return alloc_bufs(a, sizeof a / sizeof a[0]) || alloc_scratch(s) || dalloc(&s->lens, 3 * B * 4) ||
                    (s->plan.family[KT_PART_INDEXER] && alloc_indexer(s)) ||
                    (s->plan.family[KT_PART_ATTENTION] && alloc_attention(s)) ||
@@ -1544,9 +1552,11 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
                        s->plan.why[KT_PART_MOE]);
     if (o->db_path && kt_db_open(o->db_path, 1, &s->db)) return -1;
     KT_CHECK(CU, kt_cu.cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING));
-    KT_CHECK(CU, kt_cu.cuStreamCreate(&s->side, CU_STREAM_NON_BLOCKING));
-    KT_CHECK(CU, kt_cu.cuEventCreate(&s->fork_ev, CU_EVENT_DISABLE_TIMING));
-    KT_CHECK(CU, kt_cu.cuEventCreate(&s->join_ev, CU_EVENT_DISABLE_TIMING));
+    for (int i = 0; i < N_SIDES; i++) {
+        KT_CHECK(CU, kt_cu.cuStreamCreate(&s->side[i], CU_STREAM_NON_BLOCKING));
+        KT_CHECK(CU, kt_cu.cuEventCreate(&s->fork_ev[i], CU_EVENT_DISABLE_TIMING));
+        KT_CHECK(CU, kt_cu.cuEventCreate(&s->join_ev[i], CU_EVENT_DISABLE_TIMING));
+    }
     s->cur = s->stream;
     const char *one = getenv("KT_STEP_ONE_STREAM");
     s->sides = !(one && !strcmp(one, "1"));
@@ -1589,8 +1599,8 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
         if (build_graph(s, 0)) return -1;
     }
     fprintf(stderr, "kt run: %s\n",
-            s->sides ? "side chains on a second stream (the compressors beside the query's GEMMs, the shared expert "
-                       "beside the router; KT_STEP_ONE_STREAM=1: one stream)"
+            s->sides ? "side chains on second streams (the compressors beside the query's GEMMs and a CSA layer's "
+                       "two beside each other, the shared expert beside the router; KT_STEP_ONE_STREAM=1: one stream)"
                      : "one stream");
     s->resolve_ms = (kt_now() - t1) * 1e3;
     if (s->db && build_graph(s, 1)) return -1;
