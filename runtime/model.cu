@@ -435,35 +435,44 @@ extern "C" __global__ void rt_embed(const float *E, const int *tok, float *x, in
     }
 }
 
-// Sinkhorn's passes over the H x H comb in registers (entry e = (e / H, e % H) in lane e % 32's
-// c0 (e < 32) or c1): a column pass first, then row and column passes, each entry divided by its
-// line's sum + hc_eps, the sum in index order from 0 (the serial sum's order). A line's H values
-// come by shuffles from lanes known before the pass, issued together (the first try read them by
-// a loop of dependent shuffles with a modulo in it: rt_hc_pre 23 -> 44 us a call on the H200).
-// Lanes past the matrix divide entries of it (never stored), so every lane takes the shuffles.
-__device__ void rt_hc_sinkhorn(float &c0, float &c1, int H, int iters, float hc_eps) {
+// Sinkhorn over the H x H comb in registers: entry e = (e / H, e % H) in lane e % 32's c0 (e < 32)
+// or c1; a column pass first, then row and column passes (2 iters - 1 in all), each entry divided
+// by its line's sum + hc_eps, the sum in index order from 0 (the serial sum's order). The passes
+// alternate unrolled (ROWS a template argument) and a line's source lanes are a multiply-add off
+// the entry's row and column, so a pass is its shuffles, the sum and a division: one warp runs it
+// alone while the block waits, so every instruction of a pass is on the chain (with the sources
+// picked per pass and a loop bounded by H, the 39 passes took ~11 us of rt_gemv_hc1's 22 on the
+// H200: ncu, bench/NOTES.md). TWO: H > 5, two entries a lane. Lanes past the matrix read inside
+// it (% H) and store nothing.
+template <bool TWO, bool ROWS>
+__device__ __forceinline__ void rt_sinkhorn_pass(float &c0, float &c1, int i0, int j0, int i1, int j1, int H,
+                                                 float hc_eps) {
+    constexpr int HM = TWO ? 8 : 5; // H <= 8 (kt_step_open); H <= 5: H * H <= 32
     const int l = threadIdx.x % 32, HH = H * H;
-    const bool two = HH > 32; // warp-uniform: the second entries exist
-    const int r0 = (l / H) % H * H, a0 = l % H, r1 = ((l + 32) / H) % H * H, a1 = (l + 32) % H;
-    for (int it = 0; it < 2 * iters - 1; it++) {
-        const bool rows = it % 2;
-        float s0 = 0, s1 = 0;
+    float s0 = 0, s1 = 0;
 #pragma unroll
-        for (int k = 0; k < 8; k++) { // H <= 8 (kt_step_open)
-            if (k >= H) break;
-            int f0 = rows ? r0 + k : k * H + a0;
-            float v0 = __shfl_sync(0xffffffffu, c0, f0 & 31);
-            if (two) {
-                int f1 = rows ? r1 + k : k * H + a1;
-                float w0 = __shfl_sync(0xffffffffu, c1, f0 & 31), v1 = __shfl_sync(0xffffffffu, c0, f1 & 31),
-                      w1 = __shfl_sync(0xffffffffu, c1, f1 & 31);
-                v0 = f0 < 32 ? v0 : w0;
-                s1 += f1 < 32 ? v1 : w1;
-            }
-            s0 += v0;
+    for (int k = 0; k < HM; k++) {
+        const int kk = k < H ? k : H - 1; // past H: shuffled, not summed
+        const int f0 = ROWS ? i0 * H + kk : kk * H + j0;
+        float v0 = __shfl_sync(0xffffffffu, c0, f0 & 31);
+        if (TWO) {
+            const int f1 = ROWS ? i1 * H + kk : kk * H + j1;
+            float w0 = __shfl_sync(0xffffffffu, c1, f0 & 31), v1 = __shfl_sync(0xffffffffu, c0, f1 & 31),
+                  w1 = __shfl_sync(0xffffffffu, c1, f1 & 31);
+            v0 = f0 < 32 ? v0 : w0;
+            if (k < H) s1 += f1 < 32 ? v1 : w1;
         }
-        if (l < HH) c0 /= s0 + hc_eps;
-        if (l + 32 < HH) c1 /= s1 + hc_eps;
+        if (k < H) s0 += v0;
+    }
+    if (l < HH) c0 /= s0 + hc_eps;
+    if (TWO && l + 32 < HH) c1 /= s1 + hc_eps;
+}
+template <bool TWO> __device__ void rt_hc_sinkhorn(float &c0, float &c1, int H, int iters, float hc_eps) {
+    const int l = threadIdx.x % 32, i0 = (l / H) % H, j0 = l % H, i1 = ((l + 32) / H) % H, j1 = (l + 32) % H;
+    rt_sinkhorn_pass<TWO, false>(c0, c1, i0, j0, i1, j1, H, hc_eps);
+    for (int it = 1; it < iters; it++) {
+        rt_sinkhorn_pass<TWO, true>(c0, c1, i0, j0, i1, j1, H, hc_eps);
+        rt_sinkhorn_pass<TWO, false>(c0, c1, i0, j0, i1, j1, H, hc_eps);
     }
 }
 
@@ -478,35 +487,47 @@ __device__ void rt_hc_weights(const float *mix, const float *base, const float *
     if (!pc) return;
     if (l < H) pc[l] = 2.0f / (1.0f + expf(-(mix[H + l] * scale[1] + base[H + l])));
     const float *cm = mix + 2 * H, *cb = base + 2 * H;
-    for (int e = l; e < H * H; e += 32) {
+    for (int e = l; e < H * H; e += 32) { // the row's H values unrolled (H <= 8): its expf's side by side
         int i = e / H;
-        float mx = -INFINITY, sum = 0;
-        for (int j = 0; j < H; j++) mx = fmaxf(mx, cm[i * H + j] * scale[2] + cb[i * H + j]);
-        for (int j = 0; j < H; j++) sum += expf(cm[i * H + j] * scale[2] + cb[i * H + j] - mx);
+        float mx = -INFINITY, sum = 0, t[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            t[j] = j < H ? cm[i * H + j] * scale[2] + cb[i * H + j] : -INFINITY;
+            mx = fmaxf(mx, t[j]);
+        }
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            if (j < H) sum += expf(t[j] - mx);
         comb[e] = expf(cm[e] * scale[2] + cb[e] - mx) / sum + hc_eps;
     }
     __syncwarp();
     const int HH = H * H;
     float c0 = l < HH ? comb[l] : 0.f, c1 = l + 32 < HH ? comb[l + 32] : 0.f;
-    rt_hc_sinkhorn(c0, c1, H, iters, hc_eps);
+    if (HH > 32)
+        rt_hc_sinkhorn<true>(c0, c1, H, iters, hc_eps);
+    else
+        rt_hc_sinkhorn<false>(c0, c1, H, iters, hc_eps);
     if (l < HH) pc[H + l] = c0;
     if (l + 32 < HH) pc[H + l + 32] = c1;
 }
 
-#define RT_HC_XR 16 // float4s of the streams a thread of an HC module's block holds: H x D <= 64 x its threads
-#define RT_HC_NW 16 // norm weights a thread holds: D <= 16 x its threads
+// An HC module's block of T threads holds a sequence's H x D streams, 4 H D / T floats a thread, and
+// its D norm weights, D / T a thread, in registers: at most RT_HC_HD and RT_HC_D (kt_step_open), so
+// rt_hc_pre's 512 threads hold 8 float4s and 8 weights each (its 128 registers), rt_gemv_hc1's 256
+// twice that.
+#define RT_HC_HD 16384
+#define RT_HC_D 4096
 
 // What an HC module's block reads that the step does not write, loaded before the data that
 // depends on it is there (rt_hc_pre: before its PDL wait; rt_gemv_hc's blocks: before the
 // last-block counter), so its latency hides under another: lane l of warp 0 holds base[l + 32 u]
 // (l + 32 u < nmix <= 80) and scale[l] (l < 3; the HC head: nmix H, one scale); every thread the
 // norm weights w[t + T u].
-struct rt_hc_consts {
-    float base[3], scale, w[RT_HC_NW];
-};
-__device__ __forceinline__ rt_hc_consts rt_hc_load_consts(const float *base, const float *scale, const float *w,
-                                                          bool head, int D, int H) {
-    rt_hc_consts c;
+template <int T> struct rt_hc_consts { float base[3], scale, w[RT_HC_D / T]; };
+template <int T>
+__device__ __forceinline__ rt_hc_consts<T> rt_hc_load_consts(const float *base, const float *scale, const float *w,
+                                                             bool head, int D, int H) {
+    rt_hc_consts<T> c;
     const int l = threadIdx.x, nmix = head ? H : (2 + H) * H;
 #pragma unroll
     for (int u = 0; u < 3; u++) c.base[u] = l < 32 && l + 32 * u < nmix ? base[l + 32 * u] : 0.f;
@@ -515,9 +536,10 @@ __device__ __forceinline__ rt_hc_consts rt_hc_load_consts(const float *base, con
     return c;
 }
 // rt_hc_pre's first statement: its constants, then rt_begin (the loads in flight through the PDL wait).
-__device__ __forceinline__ rt_hc_consts rt_hc_begin(const float *base, const float *scale, const float *w, bool head,
-                                                    int D, int H) {
-    rt_hc_consts c = rt_hc_load_consts(base, scale, w, head, D, H);
+template <int T>
+__device__ __forceinline__ rt_hc_consts<T> rt_hc_begin(const float *base, const float *scale, const float *w, bool head,
+                                                       int D, int H) {
+    rt_hc_consts<T> c = rt_hc_load_consts<T>(base, scale, w, head, D, H);
     rt_begin();
     return c;
 }
@@ -526,14 +548,14 @@ __device__ __forceinline__ rt_hc_consts rt_hc_begin(const float *base, const flo
 // from the streams' float4s a thread holds (xr[m]: float4 t + T m of the H x D / 4); col is D
 // floats of shared memory. When T divides D / 4 a thread holds every stream of its columns, in
 // stream order: one pass, no barrier; else one pass per stream, a barrier after each.
-__device__ void rt_hc_collapse(const float4 (&xr)[RT_HC_XR], const float *pre, float *col, int D, int H) {
+template <int XR> __device__ void rt_hc_collapse(const float4 (&xr)[XR], const float *pre, float *col, int D, int H) {
     const int T = blockDim.x, n4d = D / 4;
     const bool own = n4d % T == 0;
     float4 *c4 = (float4 *)col;
     for (int k = 0; k < (own ? 1 : H); k++) {
         int kk = threadIdx.x / n4d, d = threadIdx.x % n4d; // slot m's stream and float4 column
 #pragma unroll
-        for (int m = 0; m < RT_HC_XR; m++) {
+        for (int m = 0; m < XR; m++) {
             if (kk < H && (own || kk == k)) {
                 float4 v = kk ? c4[d] : make_float4(0, 0, 0, 0), u = xr[m];
                 const float p = pre[kk];
@@ -553,11 +575,11 @@ __device__ void rt_hc_collapse(const float4 (&xr)[RT_HC_XR], const float *pre, f
 // input sum_k pre_k x_k rmsnorm'd with w (c, loaded ahead) into h (f32) and, hq not NULL,
 // act_quant'ed into hq / hs (the block's GEMMs' input). The mixes' splits and the streams load
 // in one round trip (x read past L1: rt_gemv_hc's last block reads other blocks' x), the streams
-// held in registers for the collapse. Dynamic shared memory: D floats. H x D <= 64 x threads
-// (RT_HC_XR), D <= 16 x threads (RT_HC_NW): kt_step_open and hc_gemv_post see to it.
+// held in registers for the collapse. Dynamic shared memory: D floats. H x D <= RT_HC_HD, D <=
+// RT_HC_D (kt_step_open).
 template <int T> // the block's threads
 __device__ __forceinline__ void rt_hc_pre_seq(const float *x, const float *mixp, int S, int B, int b,
-                                              const rt_hc_consts &c, float *postcomb, float *h, kt_u8 *hq, float *hs,
+                                              const rt_hc_consts<T> &c, float *postcomb, float *h, kt_u8 *hq, float *hs,
                                               int D, int H, int iters, float eps, float hc_eps, float *col) {
     __shared__ float red[32], mix[80], pre[8], comb[64], cst[83]; // cst: base [nmix], scale at 80
     constexpr int nw = T / 32, MV = (80 + nw - 1) / nw;           // nmix <= 80: MV rounds of the nw warps
@@ -570,15 +592,16 @@ __device__ __forceinline__ void rt_hc_pre_seq(const float *x, const float *mixp,
         int j = wp + nw * u;
         mv[u] = j < nmix && z < S ? __ldcg(mixp + ((long)z * B + b) * nmix + j) : 0.f;
     }
-    float4 xr[RT_HC_XR];
+    constexpr int XR = RT_HC_HD / 4 / T;
+    float4 xr[XR];
 #pragma unroll
-    for (int m = 0; m < RT_HC_XR; m++) {
+    for (int m = 0; m < XR; m++) {
         int i = threadIdx.x + T * m;
         xr[m] = i < n4 ? __ldcg(x4 + i) : make_float4(0, 0, 0, 0);
     }
     float ss = 0;
 #pragma unroll
-    for (int m = 0; m < RT_HC_XR; m++)
+    for (int m = 0; m < XR; m++)
         if (threadIdx.x + T * m < n4)
             ss += xr[m].x * xr[m].x + xr[m].y * xr[m].y + xr[m].z * xr[m].z + xr[m].w * xr[m].w;
 #pragma unroll
@@ -602,7 +625,7 @@ __device__ __forceinline__ void rt_hc_pre_seq(const float *x, const float *mixp,
     rt_hc_collapse(xr, pre, col, D, H);
     rt_rms_apply(col, D, threadIdx.x, rt_rms_scale(col, D, eps, red), c.w); // rt_rmsnorm, its weights ahead
 #pragma unroll
-    for (int u = 0; u < RT_HC_NW; u++)
+    for (int u = 0; u < RT_HC_D / T; u++)
         if (threadIdx.x + T * u < D) h[(long)b * D + threadIdx.x + T * u] = col[threadIdx.x + T * u];
     __syncthreads();
     if (hq) rt_quant_row(col, D, hq + (long)b * D, hs + (long)b * (D / 128));
@@ -612,7 +635,7 @@ __device__ __forceinline__ void rt_hc_pre_seq(const float *x, const float *mixp,
 extern "C" __global__ void __launch_bounds__(512)
     rt_hc_pre(const float *x, const float *mixp, int S, const float *base, const float *scale, const float *w,
               float *postcomb, float *h, kt_u8 *hq, float *hs, int D, int H, int iters, float eps, float hc_eps) {
-    const rt_hc_consts c = rt_hc_begin(base, scale, w, !postcomb, D, H);
+    const rt_hc_consts<512> c = rt_hc_begin<512>(base, scale, w, !postcomb, D, H);
     extern __shared__ float col[];
     rt_hc_pre_seq<512>(x, mixp, S, gridDim.x, blockIdx.x, c, postcomb, h, hq, hs, D, H, iters, eps, hc_eps, col);
 }
@@ -626,7 +649,7 @@ __device__ __noinline__ void rt_hc_pre_last(int *count, const float *x, const fl
                                             float *hs, int D, int H, int iters, float eps, float hc_eps) {
     extern __shared__ float col[];
     __shared__ int last;
-    const rt_hc_consts c = rt_hc_load_consts(base, scale, w, !postcomb, D, H);
+    const rt_hc_consts<256> c = rt_hc_load_consts<256>(base, scale, w, !postcomb, D, H);
     __threadfence(); // this block's splits and x seen by the last block
     __syncthreads();
     if (threadIdx.x == 0) last = atomicAdd(count, 1) == (int)gridDim.z - 1;

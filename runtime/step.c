@@ -390,21 +390,19 @@ typedef struct hc_args {
 } hc_args;
 
 /* model.cu's HC module: a block of RT_HC_THREADS (rt_hc_pre) or, fused into rt_gemv_hc1's last
- * block, RT_GV_THREADS, each thread holding at most RT_HC_XR float4s of the H x D streams and
- * RT_HC_NW norm weights (model.cu's defines). */
+ * block, RT_GV_THREADS, holding the H x D streams (at most RT_HC_HD) and the D norm weights (at
+ * most RT_HC_D) in registers (model.cu's defines). */
 #define RT_HC_THREADS 512
 #define RT_GV_THREADS 256
-#define RT_HC_XR 16
-#define RT_HC_NW 16
+#define RT_HC_HD 16384
+#define RT_HC_D 4096
 #define RT_QKV_NW 8
-static int hc_fits(long D, long H, long threads) { return H * D <= 4 * RT_HC_XR * threads && D <= RT_HC_NW * threads; }
 
 /* The HC mixes of the streams after a pending post step (hc_post) by rt_gemv_hc, which applies
  * it on the way into the other x buffer (then x): the mixes' splits in gvpart (*S); at B = 1
- * (where the streams fit its block) rt_gemv_hc1, whose last block also runs the HC module
- * (rt_hc_pre's work): *fused 1. */
+ * rt_gemv_hc1, whose last block also runs the HC module (rt_hc_pre's work): *fused 1. */
 static int hc_gemv_post(kt_step *s, dptr fn, long nmix, const hc_args *m, int *S, int *fused) {
-    int B = s->B, D = m->D, H = m->H, n = (int)nmix, K = H * D, one = B == 1 && hc_fits(D, H, RT_GV_THREADS);
+    int B = s->B, D = m->D, H = m->H, n = (int)nmix, K = H * D, one = B == 1;
     int splits = gemv_splits(B, nmix, K), kc = (int)((K / 128 + splits - 1) / splits * 128);
     if (nmix > 32 || K % 128 || (size_t)splits * B * nmix * 4 > s->gv_bytes)
         return kt_fail("internal: rt_gemv_hc: %ld mixes of %d (at most 32 rows, K in 128s, %d splits in the scratch)",
@@ -1525,9 +1523,9 @@ static double kernel_ms(const kt_step *s) { return s->rt_ms + s->prewarm_ms + s-
 int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_options *o, kt_step **out) {
     if (c->index_heads > 64 || c->hc_mult > 8 || c->top_k > 64)
         return kt_fail("kt's plain kernels take index_n_heads <= 64, hc_mult <= 8, num_experts_per_tok <= 64");
-    if (c->arch == KT_ARCH_V4 && !hc_fits(c->hidden, c->hc_mult, RT_HC_THREADS))
+    if (c->arch == KT_ARCH_V4 && (c->hc_mult * c->hidden > RT_HC_HD || c->hidden > RT_HC_D))
         return kt_fail("kt's HC module takes hc_mult x hidden_size <= %d and hidden_size <= %d (here %ld x %ld)",
-                       4 * RT_HC_XR * RT_HC_THREADS, RT_HC_NW * RT_HC_THREADS, c->hc_mult, c->hidden);
+                       RT_HC_HD, RT_HC_D, c->hc_mult, c->hidden);
     if (c->arch == KT_ARCH_V4 && c->q_lora > RT_QKV_NW * RT_GV_THREADS) /* rt_qkv_a's weights in registers */
         return kt_fail("kt's rt_qkv_a takes q_lora_rank <= %d (here %ld)", RT_QKV_NW * RT_GV_THREADS, c->q_lora);
     kt_step_plan plan; /* decided before the GPU opens: V3.2's refusal needs none */

@@ -35,7 +35,7 @@ pdl_first() {
     awk '/extern "C" __global__/ { k++; want = 1 }
          want && /\{/ { sub(/.*\{/, ""); open = 1 }
          want && open { gsub(/^[ \t]+|[ \t]+$/, ""); if ($0 == "") next
-                        if ($0 != "rt_begin();" && $0 !~ /[ =]?rt_[a-z0-9_]*_begin\(/) {
+                        if ($0 != "rt_begin();" && $0 !~ /[ =]?rt_[a-z0-9_]*_begin(<[^>]*>)?\(/) {
                             print "kernel " k " does not start with rt_begin(): " $0; bad++ }
                         want = open = 0 }
          /^__device__.* rt_[a-z0-9_]*_begin\(/ { f++; inb = 1; has = 0 }
