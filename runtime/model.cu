@@ -418,20 +418,20 @@ __device__ float rt_gemv_at(const float *part, int S, int B, int N, int b, int n
     return rt_warp_sum(rt_gemv_lane(part, S, B, N, b, n));
 }
 
-// x[b][k][d] = E[tok[b]][d]: every stream starts as the token's embedding.
-// (A thread's 8 loads in flight before its stores: x may alias E for the compiler, so a plain loop
-// waits on each load: 58 us at B = 1 on the H200.)
-extern "C" __global__ void rt_embed(const float *E, const int *tok, float *x, int D, int H) {
+// x[b][k][d] = E[tok[b]][d]: every stream starts as the token's embedding; grid (B, H), a block
+// a stream. (A thread's 8 loads in flight before its stores: x may alias E for the compiler, so a
+// plain loop waits on each load: 58 us at B = 1 on the H200; a block a sequence, 16 us.)
+extern "C" __global__ void rt_embed(const float *E, const int *tok, float *x, int D) {
     rt_begin();
-    int b = blockIdx.x;
-    const float *e = E + (long)tok[b] * D;
-    for (int i0 = threadIdx.x; i0 < H * D; i0 += 8 * blockDim.x) {
+    const float *e = E + (long)tok[blockIdx.x] * D;
+    float *o = x + ((long)blockIdx.x * gridDim.y + blockIdx.y) * D;
+    for (int i0 = threadIdx.x; i0 < D; i0 += 8 * blockDim.x) {
         float v[8];
 #pragma unroll
-        for (int u = 0; u < 8; u++) v[u] = i0 + u * blockDim.x < H * D ? e[(i0 + u * blockDim.x) % D] : 0.f;
+        for (int u = 0; u < 8; u++) v[u] = i0 + u * blockDim.x < D ? e[i0 + u * blockDim.x] : 0.f;
 #pragma unroll
         for (int u = 0; u < 8; u++)
-            if (i0 + u * blockDim.x < H * D) x[(long)b * H * D + i0 + u * blockDim.x] = v[u];
+            if (i0 + u * blockDim.x < D) o[i0 + u * blockDim.x] = v[u];
     }
 }
 
@@ -1180,16 +1180,19 @@ extern "C" __global__ void rt_swiglu(const kt_u16 *gu, kt_u16 *a, int I, float l
     a[(long)b * I + i] = kt_f32_to_bf16(g / (1.f + expf(-g)) * u);
 }
 
-// Greedy sampling: tok[b] = argmax_v logits[b][v] (ties: the lower id).
-extern "C" __global__ void rt_argmax(const float *logits, int *tok, int V) {
+// Greedy sampling: tok[b] = argmax_v logits[b][v] (ties: the lower id); a block of
+// RT_ARGMAX_THREADS a sequence.
+#define RT_ARGMAX_THREADS 1024
+extern "C" __global__ void __launch_bounds__(RT_ARGMAX_THREADS) rt_argmax(const float *logits, int *tok, int V) {
     rt_begin();
-    __shared__ float bv[RT_THREADS];
-    __shared__ int bi[RT_THREADS];
+    __shared__ float bv[RT_ARGMAX_THREADS];
+    __shared__ int bi[RT_ARGMAX_THREADS];
     int b = blockIdx.x;
     float best = -INFINITY;
     int at = 0;
     // 16 loads in flight a thread, then compared in index order (the first of equal maxima kept):
-    // one load at a time, the LM head's 129,280 logits took ~195 us a step on the H200
+    // one load at a time, the LM head's 129,280 logits took ~195 us a step on the H200; at 256
+    // threads, 32 rounds of 16: 38 us (ncu); at 1024, 8
     for (int v0 = threadIdx.x; v0 < V; v0 += 16 * blockDim.x) {
         float x[16];
 #pragma unroll

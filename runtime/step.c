@@ -397,6 +397,7 @@ typedef struct hc_args {
 #define RT_HC_HD 16384
 #define RT_HC_D 4096
 #define RT_QKV_NW 8
+#define RT_ARGMAX_THREADS 1024 /* rt_argmax's block */
 
 /* The HC mixes of the streams after a pending post step (hc_post) by rt_gemv_hc, which applies
  * it on the way into the other x buffer (then x): the mixes' splits in gvpart (*S); at B = 1
@@ -764,13 +765,14 @@ static int enqueue_v32(kt_step *s) {
     int D = (int)c->hidden, V = (int)c->vocab, B = s->B, one = 1;
     float eps = (float)c->rms_eps;
     dptr no_quant = 0;
-    void *ae[] = {&s->embed, &s->tok, &s->x, &D, &one};
+    void *ae[] = {&s->embed, &s->tok, &s->x, &D};
     void *al0[] = {&s->pos, &s->lens, &one, &one, &one, &B}; /* lens[2][b] = pos + 1: every token indexed */
     void *an[] = {&s->x, &s->norm, &s->yfin, &no_quant, &no_quant, &D, &eps};
     void *am[] = {&s->logits, &s->next, &V};
     if (rt(s, K_EMBED, (unsigned)B, 1, 256, 0, ae) || rt(s, K_LENGTHS, (unsigned)(B + 63) / 64, 1, 64, 0, al0) ||
         layers(s, attention_v32, mlp_v32) || rt(s, K_RMSNORM_F32, (unsigned)B, 1, 256, (unsigned)(D * 4), an) ||
-        gemv(s, "rt_gemv/head", s->head, V, D, s->yfin, s->logits, NULL) || rt(s, K_ARGMAX, (unsigned)B, 1, 256, 0, am))
+        gemv(s, "rt_gemv/head", s->head, V, D, s->yfin, s->logits, NULL) ||
+        rt(s, K_ARGMAX, (unsigned)B, 1, RT_ARGMAX_THREADS, 0, am))
         return -1;
     return prof_mark(s, "end");
 }
@@ -782,15 +784,15 @@ static int enqueue(kt_step *s) {
     int W = (int)c->window, hr = (int)c->hca_rate, cr = (int)c->csa_rate, B = s->B;
     if (c->arch == KT_ARCH_V32) return enqueue_v32(s);
     s->x = s->xbuf[0], s->post_pending = 0; /* every step (and capture) starts on the same buffer */
-    void *ae[] = {&s->embed, &s->tok, &s->x, &D, &H};
+    void *ae[] = {&s->embed, &s->tok, &s->x, &D};
     void *al0[] = {&s->pos, &s->lens, &W, &hr, &cr, &B};
-    if (rt(s, K_EMBED, (unsigned)B, 1, 256, 0, ae) || rt(s, K_LENGTHS, (unsigned)(B + 63) / 64, 1, 64, 0, al0) ||
-        layers(s, attention, moe))
+    if (rt(s, K_EMBED, (unsigned)B, (unsigned)H, 256, 0, ae) ||
+        rt(s, K_LENGTHS, (unsigned)(B + 63) / 64, 1, 64, 0, al0) || layers(s, attention, moe))
         return -1;
     void *am[] = {&s->logits, &s->next, &V};
     if (hc_mix(s, s->hh_fn, s->hh_base, s->hh_scale, s->norm, 0, s->yfin, 0, 0) ||
         gemv(s, "rt_gemv/head", s->head, V, D, s->yfin, s->logits, NULL) ||
-        rt(s, K_ARGMAX, (unsigned)s->B, 1, 256, 0, am))
+        rt(s, K_ARGMAX, (unsigned)s->B, 1, RT_ARGMAX_THREADS, 0, am))
         return -1;
     return prof_mark(s, "end");
 }
