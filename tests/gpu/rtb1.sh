@@ -11,6 +11,8 @@
 #            floor, the kernel count, the per-op ms against main's; B = 1 must beat main's TPOT,
 #            B = 64 stay within 2%; and the logits byte-identical to main's build (the glue's sums
 #            keep their order, so a change that moves one bit is a change of the math);
+#   one      this build at B = 1 on one stream (KT_STEP_ONE_STREAM=1), against part b1's run: what the
+#            side chains buy;
 #   ncu      this build's step under Nsight Compute (`--profile-from-start off`: the report's eager
 #            step at the context's last position, which kt run brackets with cuProfilerStart/Stop),
 #            4 layers (3 HCA, 1 CSA; 3 hash-routed, 1 routed), B = 1: each kernel's device time
@@ -114,6 +116,21 @@ EOF
         check $? "V4-Flash B=$b: logits of both steps byte-identical to main's build ($(head -c 120 "$L/cmp_b$b.txt"))"
     fi
     rm -f /tmp/kt-rtb1-*_b$b.bin
+}
+
+# this build at B = 1 on one stream (KT_STEP_ONE_STREAM=1): what the side chains buy (after part b1)
+part_one() {
+    local t
+    flash_folder || return
+    quiet_gpu
+    t=$(lim 30)
+    [ "$t" -gt 0 ] || { check 1 "one stream: skipped, $((SECONDS - T0)) s spent"; return; }
+    KT_STEP_ONE_STREAM=1 timeout "$t" $KT run $FL --batch 1 --json "$L/one_b1.json" >"$L/one_b1.log" 2>"$L/one_b1.err"
+    say "one B=1 rc=$? $(grep 'TPOT' "$L/one_b1.log")"
+    [ -s "$L/one_b1.json" ] && [ -s "$L/new_b1.json" ] && $PY -c "
+import json; o, n = (json.load(open(p)) for p in ('$L/one_b1.json', '$L/new_b1.json'))
+print(f\"the side chains at B=1: {n['tpot_ms']:.3f} ms with, {o['tpot_ms']:.3f} ms on one stream ({100 * (n['tpot_ms'] / o['tpot_ms'] - 1):+.1f}%)\")"
+    check $? "V4-Flash B=1 on one stream (KT_STEP_ONE_STREAM=1), against part b1's run"
 }
 
 # the step's kernels under ncu, one device time each, summed per name
@@ -230,10 +247,11 @@ for p in $PARTS; do
     warm) part_warm ;;
     b1) part_flash 1 ;;
     b64) part_flash 64 ;;
+    one) part_one ;;
     ncu) part_ncu ;;
     correct) part_correct ;;
     b1b2) part_b1b2 ;;
-    *) check 1 "unknown part $p (warm, b1, b64, ncu, tiny, correct, b1b2)" ;;
+    *) check 1 "unknown part $p (warm, b1, b64, one, ncu, tiny, correct, b1b2)" ;;
     esac
     say "$p done"
 done
