@@ -24,6 +24,8 @@
 #   b1b2     the routed tiny V4 at B = 1 (its HC modules in rt_gemv_hc1's last block) against
 #            B = 2, teacher-forced, and the B = 2 run of `correct` again: the same logits byte for
 #            byte (deterministic sums; the last-block counters left at 0). Needs `correct` first.
+#   v32      DeepSeek-V3.2's step (release config, synthetic, 4 layers, B = 2) on this build and
+#            main's: logits byte-identical.
 # Logs under $OUT/rtb1 (or /tmp/kt-rtb1). Ends with "N passed, N failed".
 set -u
 cd "$(dirname "$0")/../.." || exit 2
@@ -202,6 +204,29 @@ part_tiny() {
     done
 }
 
+# DeepSeek-V3.2's step (release config, synthetic, 4 layers, B = 2) on both builds: the same logits
+# byte for byte (this session changed kernels V3.2 runs too: rt_embed's grid, rt_argmax's block,
+# rt_rmsnorm's weight loads)
+part_v32() {
+    local t k kt F32=/tmp/kt-rtb1-v32
+    [ -s "$F32/config.json" ] || timeout "$(lim 30)" $PY tests/gpu/runtime_ref.py flash "$F32" --arch v32 >"$L/v32_make.log" 2>&1
+    [ -s "$F32/config.json" ] || { check 1 "v32: the config folder: $(tail -n 1 "$L/v32_make.log")"; return; }
+    [ -x "$MAIN" ] || { check 1 "v32: no main build $MAIN to compare with"; return; }
+    quiet_gpu
+    for k in new main; do
+        kt=$KT
+        [ $k = main ] && kt=$MAIN
+        t=$(lim 40)
+        [ "$t" -gt 0 ] || { check 1 "v32: skipped, $((SECONDS - T0)) s spent"; return; }
+        timeout "$t" $kt run --model "$F32" --synthetic --layers 4 --batch 2 --context 4096 --steps 2 \
+            --dump "/tmp/kt-rtb1-v32_$k.bin" >"$L/v32_$k.log" 2>&1 ||
+            { check 1 "v32: $k's kt run failed: $(tail -n 1 "$L/v32_$k.log")"; return; }
+    done
+    cmp "/tmp/kt-rtb1-v32_new.bin" "/tmp/kt-rtb1-v32_main.bin" >"$L/v32_cmp.txt" 2>&1
+    check $? "DeepSeek-V3.2 synthetic, 4 layers, B=2, 3 steps: logits byte-identical to main's build $(head -c 100 "$L/v32_cmp.txt")"
+    rm -f /tmp/kt-rtb1-v32_*.bin
+}
+
 part_correct() {
     local t
     t=$(lim 95)
@@ -250,8 +275,9 @@ for p in $PARTS; do
     one) part_one ;;
     ncu) part_ncu ;;
     correct) part_correct ;;
+    v32) part_v32 ;;
     b1b2) part_b1b2 ;;
-    *) check 1 "unknown part $p (warm, b1, b64, one, ncu, tiny, correct, b1b2)" ;;
+    *) check 1 "unknown part $p (warm, b1, b64, one, ncu, tiny, correct, b1b2, v32)" ;;
     esac
     say "$p done"
 done
