@@ -256,6 +256,28 @@ __device__ __forceinline__ void rt_gemv_prefetch(const float4 *const (&w)[RT_GV_
             if (lane + 32 * i < n4) asm volatile("prefetch.global.L2 [%0];" ::"l"(w[r] + k0 / 4 + lane + 32 * i));
 }
 
+// A tile's FMAs of rt_gemv: acc[r][sq] += w_r . x_sq over the lane's float4s (4 FMAs a pair, 32
+// independent chains); FULL: all RT_GV_SEQS sequences, else the first nq (the rest are zeros).
+template <bool FULL>
+__device__ __forceinline__ void rt_gemv_fmas(float (&acc)[RT_GV_ROWS * RT_GV_SEQS],
+                                             const float4 (&wv)[RT_GV_KC / 128][RT_GV_ROWS],
+                                             const float4 (&xs)[RT_GV_SEQS][RT_GV_KC / 4], int n4, int lane, int nq) {
+#pragma unroll
+    for (int i = 0; i < RT_GV_KC / 128; i++) {
+        if (lane + 32 * i >= n4) break;
+#pragma unroll
+        for (int sq = 0; sq < RT_GV_SEQS; sq++) {
+            if (!FULL && sq >= nq) break;
+            float4 v = xs[sq][lane + 32 * i];
+#pragma unroll
+            for (int r = 0; r < RT_GV_ROWS; r++) {
+                float *a = &acc[r * RT_GV_SEQS + sq];
+                *a = fmaf(wv[i][r].w, v.w, fmaf(wv[i][r].z, v.z, fmaf(wv[i][r].y, v.y, fmaf(wv[i][r].x, v.x, *a))));
+            }
+        }
+    }
+}
+
 // The rows of W a lane of rt_gemv's block reads (RT_GV_ROWS of its warp's, the last repeated past N).
 __device__ __forceinline__ void rt_gemv_rows(const float *W, int N, int K, const float4 *(&w)[RT_GV_ROWS]) {
     const int row0 = (blockIdx.y * 8 + threadIdx.x / 32) * RT_GV_ROWS;
@@ -327,19 +349,12 @@ __device__ __forceinline__ void rt_gemv_run(const float *W, const float *x, floa
         // the post step's loads and the weights' together would spill at sm_90's 128 registers: the
         // weights follow the tile there (one L2 round trip more a tile: the prefetch made it L2's)
         if (POST && !have) rt_gemv_weights(wv, w, k0, n4, lane);
-#pragma unroll
-        for (int i = 0; i < RT_GV_KC / 128; i++) {
-            if (lane + 32 * i >= n4) break;
-#pragma unroll
-            for (int sq = 0; sq < RT_GV_SEQS; sq++) {
-                float4 v = xs[sq][lane + 32 * i];
-#pragma unroll
-                for (int r = 0; r < RT_GV_ROWS; r++) { // 4 FMAs a pair (32 independent chains)
-                    float *a = &acc[r * RT_GV_SEQS + sq];
-                    *a = fmaf(wv[i][r].w, v.w, fmaf(wv[i][r].z, v.z, fmaf(wv[i][r].y, v.y, fmaf(wv[i][r].x, v.x, *a))));
-                }
-            }
-        }
+        // a tile's sequences past B are zeros: no FMAs for them (at B = 1, 7 in 8); not in
+        // rt_gemv_hc (B > 1), where the second path took sm_90 past 128 registers
+        if (b0 + RT_GV_SEQS <= B || (POST && !first))
+            rt_gemv_fmas<true>(acc, wv, xs, n4, lane, RT_GV_SEQS);
+        else
+            rt_gemv_fmas<false>(acc, wv, xs, n4, lane, B - b0);
     }
     // the 32 sums over the lanes by halving: lane l ends with sum l (row l / SEQS, sequence l % SEQS)
 #pragma unroll
