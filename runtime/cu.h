@@ -4,6 +4,7 @@
 #ifndef KT_CU_H
 #define KT_CU_H
 #include <cuda.h>
+#include <cudaProfiler.h>
 
 /* Each entry is the header's name; cuda.h maps versioned ones (cuMemAlloc ->
  * cuMemAlloc_v2), so the table holds exactly the symbols a linked program would call. */
@@ -18,7 +19,7 @@
     X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuStreamBeginCapture) X(cuStreamEndCapture) \
     X(cuGraphInstantiate) X(cuGraphGetNodes) X(cuGraphNodeGetType) X(cuGraphUpload) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy) \
     X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)         \
-    X(cuEventDestroy) X(cuMemGetInfo)
+    X(cuEventDestroy) X(cuMemGetInfo) X(cuProfilerStart) X(cuProfilerStop)
 // clang-format on
 
 #define KT_CU_MEMBER(fn) __typeof__(fn) *fn;

@@ -26,6 +26,16 @@ __device__ __forceinline__ float rt_e4m3(kt_u8 c) {
 }
 __device__ __forceinline__ kt_u8 rt_to_e4m3(float x) { return (kt_u8)(kt_f32x2_to_e4m3x2(x, 0.f) & 0xff); }
 
+// Every kernel's first statement: the step's kernels launch as programmatic dependents (PDL), so
+// each may start while the one before it finishes; it waits here for the kernels before it to
+// complete (and so, transitively, every earlier one: each waited in turn) and lets the next one
+// launch. Unconditional and before any early return, or a later kernel could overtake; only loads
+// of what the step never writes (weights) may come before it.
+__device__ __forceinline__ void rt_begin() {
+    kt_wait_producer();
+    kt_allow_consumer();
+}
+
 // Sum over the block (every thread gets it); red: 32 floats of shared memory.
 __device__ float rt_block_sum(float v, float *red) {
     for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -57,33 +67,71 @@ __device__ float rt_warp_dot(const float *a, const float *b, int n) {
     return rt_warp_sum(s);
 }
 
+// Pair i of rt_rope, its frequency finv = inv[i].
+__device__ __forceinline__ void rt_rope_pair(float *x, int dim, int R, int i, float finv, float p, float sign) {
+    float f = p * finv, c = cosf(f), s = sign * sinf(f);
+    float a = x[dim - R + 2 * i], b = x[dim - R + 2 * i + 1];
+    x[dim - R + 2 * i] = a * c - b * s;
+    x[dim - R + 2 * i + 1] = b * c + a * s;
+}
 // Interleaved RoPE of the trailing R channels of x[dim] (in shared memory) at position p;
 // sign -1 rotates back. Threads of the block take pairs.
 __device__ void rt_rope(float *x, int dim, int R, const float *inv, float p, float sign) {
-    for (int i = threadIdx.x; i < R / 2; i += blockDim.x) {
-        float f = p * inv[i], c = cosf(f), s = sign * sinf(f);
-        float a = x[dim - R + 2 * i], b = x[dim - R + 2 * i + 1];
-        x[dim - R + 2 * i] = a * c - b * s;
-        x[dim - R + 2 * i + 1] = b * c + a * s;
+    for (int i = threadIdx.x; i < R / 2; i += blockDim.x) rt_rope_pair(x, dim, R, i, inv[i], p, sign);
+    __syncthreads();
+}
+
+// rsqrt(mean(x^2) + eps) of n values in shared memory (every thread gets it).
+__device__ float rt_rms_scale(const float *x, int n, float eps, float *red) {
+    float ss = 0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) ss += x[i] * x[i];
+    return rsqrtf(rt_block_sum(ss, red) / n + eps);
+}
+// A thread's NW weights of a chunk at i0: wv[u] = w[i0 + u T] (1 past n, or without w).
+template <int NW> __device__ __forceinline__ void rt_rms_load(const float *w, int n, int i0, float (&wv)[NW]) {
+#pragma unroll
+    for (int u = 0; u < NW; u++) wv[u] = w && i0 + u * (int)blockDim.x < n ? w[i0 + u * blockDim.x] : 1.0f;
+}
+// x[i0 + u T] = x[i0 + u T] * r * wv[u] over the chunk (x in shared memory).
+template <int NW>
+__device__ __forceinline__ void rt_rms_apply(float *x, int n, int i0, float r, const float (&wv)[NW]) {
+#pragma unroll
+    for (int u = 0; u < NW; u++)
+        if (i0 + u * (int)blockDim.x < n) x[i0 + u * blockDim.x] = x[i0 + u * blockDim.x] * r * wv[u];
+}
+// x * rsqrt(mean(x^2) + eps) * (w or 1), in place over n values in shared memory. A thread's 8
+// weights are loaded before its stores: x may alias w for the compiler (x is a generic pointer),
+// so a plain loop waits on each weight's load (8 round trips at n = 4096 and 512 threads). Where
+// the weights can load before the step's data is there, a kernel loads them ahead (rt_rms_load)
+// and applies them with rt_rms_scale + rt_rms_apply.
+__device__ void rt_rmsnorm(float *x, int n, const float *w, float eps, float *red) {
+    float r = rt_rms_scale(x, n, eps, red);
+    for (int i0 = threadIdx.x; i0 < n; i0 += 8 * blockDim.x) {
+        float wv[8];
+        rt_rms_load(w, n, i0, wv);
+        rt_rms_apply(x, n, i0, r, wv);
     }
     __syncthreads();
 }
 
-// x * rsqrt(mean(x^2) + eps) * (w or 1), in place over n values in shared memory. A thread's 8
-// weights are loaded before its stores: x may alias w for the compiler (x is a generic pointer),
-// so a plain loop waits on each weight's load (8 round trips at n = 4096 and 512 threads).
-__device__ void rt_rmsnorm(float *x, int n, const float *w, float eps, float *red) {
-    float ss = 0;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) ss += x[i] * x[i];
-    float r = rsqrtf(rt_block_sum(ss, red) / n + eps);
-    for (int i0 = threadIdx.x; i0 < n; i0 += 8 * blockDim.x) {
-        float wv[8];
-#pragma unroll
-        for (int u = 0; u < 8; u++) wv[u] = w && i0 + u * blockDim.x < n ? w[i0 + u * blockDim.x] : 1.0f;
-#pragma unroll
-        for (int u = 0; u < 8; u++)
-            if (i0 + u * blockDim.x < n) x[i0 + u * blockDim.x] = x[i0 + u * blockDim.x] * r * wv[u];
-    }
+// What a kernel's RoPE reads that the step never writes, the position (copied in before the
+// graph) and pair t's frequency inv[t] (t < R / 2; R = 64, model.c: within every block here),
+// loaded before the PDL wait; then rt_begin: a kernel's first statement.
+struct rt_rope_c {
+    float inv;
+    int p;
+};
+__device__ __forceinline__ rt_rope_c rt_rope_load(const float *inv, const int *pos, int R) {
+    return rt_rope_c{(int)threadIdx.x < R / 2 ? inv[threadIdx.x] : 0.f, *pos};
+}
+__device__ __forceinline__ rt_rope_c rt_rope_begin(const float *inv, const int *pos, int R) {
+    rt_rope_c c = rt_rope_load(inv, pos, R);
+    rt_begin();
+    return c;
+}
+// rt_rope at p with pair t's frequency its thread's c.inv (rt_rope_load).
+__device__ void rt_rope_at(float *x, int dim, int R, const rt_rope_c &c, float p, float sign) {
+    if ((int)threadIdx.x < R / 2) rt_rope_pair(x, dim, R, threadIdx.x, c.inv, p, sign);
     __syncthreads();
 }
 
@@ -156,14 +204,6 @@ __device__ void rt_index_key_store(const float *x, kt_u8 *cache, long long page,
 #define RT_GV_SEQS 8
 #define RT_GV_KC 512
 static_assert(RT_GV_ROWS * RT_GV_SEQS == 32, "rt_gemv's lane reduction leaves one sum per lane");
-// Every kernel's first statement: the step's kernels launch as programmatic dependents (PDL), so
-// each may start while the one before it finishes; it waits here for the kernels before it to
-// complete (and so, transitively, every earlier one: each waited in turn) and lets the next one
-// launch. Unconditional and first, before any early return, or a later kernel could overtake.
-__device__ __forceinline__ void rt_begin() {
-    kt_wait_producer();
-    kt_allow_consumer();
-}
 
 // The HC module's post step after a block, for rt_gemv_hc: x[b][k] = post[k] * y[b] + sum_j
 // comb[j][k] old[b][j] (postcomb[b] = post[H] | comb[H*H]; y bf16 (yb) or f32 (yf)), the sum in
@@ -206,25 +246,98 @@ __device__ __forceinline__ void rt_gemv_weights(float4 (&wv)[RT_GV_KC / 128][RT_
             wv[i][r] = lane + 32 * i < n4 ? __ldg(w[r] + k0 / 4 + lane + 32 * i) : make_float4(0, 0, 0, 0);
 }
 
-// rt_gemv's body; POST: x is the streams after the post step, made from post.old as the tiles
-// are loaded and stored into post.x by the blocks of the first row tile (the HC mixes have at
-// most 32 rows: one row tile, so every value is stored once).
+// The same tile's weights prefetched into L2 (no registers held: rt_gemv's 128 would not hold them
+// through the PDL wait and the post step's loads without spilling).
+__device__ __forceinline__ void rt_gemv_prefetch(const float4 *const (&w)[RT_GV_ROWS], int k0, int n4, int lane) {
+#pragma unroll
+    for (int i = 0; i < RT_GV_KC / 128; i++)
+#pragma unroll
+        for (int r = 0; r < RT_GV_ROWS; r++)
+            if (lane + 32 * i < n4) asm volatile("prefetch.global.L2 [%0];" ::"l"(w[r] + k0 / 4 + lane + 32 * i));
+}
+
+// A tile's FMAs of rt_gemv: acc[r][sq] += w_r . x_sq over the lane's float4s (4 FMAs a pair, 32
+// independent chains); FULL: all RT_GV_SEQS sequences, else the first nq (the rest are zeros).
+template <bool FULL>
+__device__ __forceinline__ void rt_gemv_fmas(float (&acc)[RT_GV_ROWS * RT_GV_SEQS],
+                                             const float4 (&wv)[RT_GV_KC / 128][RT_GV_ROWS],
+                                             const float4 (&xs)[RT_GV_SEQS][RT_GV_KC / 4], int n4, int lane, int nq) {
+#pragma unroll
+    for (int i = 0; i < RT_GV_KC / 128; i++) {
+        if (lane + 32 * i >= n4) break;
+#pragma unroll
+        for (int sq = 0; sq < RT_GV_SEQS; sq++) {
+            if (!FULL && sq >= nq) break;
+            float4 v = xs[sq][lane + 32 * i];
+#pragma unroll
+            for (int r = 0; r < RT_GV_ROWS; r++) {
+                float *a = &acc[r * RT_GV_SEQS + sq];
+                *a = fmaf(wv[i][r].w, v.w, fmaf(wv[i][r].z, v.z, fmaf(wv[i][r].y, v.y, fmaf(wv[i][r].x, v.x, *a))));
+            }
+        }
+    }
+}
+
+// The rows of W a lane of rt_gemv's block reads (RT_GV_ROWS of its warp's, the last repeated past N).
+__device__ __forceinline__ void rt_gemv_rows(const float *W, int N, int K, const float4 *(&w)[RT_GV_ROWS]) {
+    const int row0 = (blockIdx.y * 8 + threadIdx.x / 32) * RT_GV_ROWS;
+#pragma unroll
+    for (int r = 0; r < RT_GV_ROWS; r++) w[r] = (const float4 *)(W + (long)min(row0 + r, N - 1) * K);
+}
+
+// rt_gemv's kernels' first statement: the block's first tile of weights prefetched into L2, then
+// rt_begin: the prefetch runs before the PDL wait, under the previous kernel's tail (the step never
+// writes its weights), so the tile's loads after it wait on L2, not DRAM.
+__device__ __forceinline__ void rt_gemv_begin(const float *W, int N, int K, int kc) {
+    const float4 *w[RT_GV_ROWS];
+    rt_gemv_rows(W, N, K, w);
+    const int kbeg = blockIdx.z * kc;
+    rt_gemv_prefetch(w, kbeg, min(RT_GV_KC, min(kc, K - kbeg)) / 4, threadIdx.x % 32);
+    rt_begin();
+}
+
+// A lane's weights of its block's first tile, in registers.
+struct rt_gemv_tile {
+    float4 w[RT_GV_KC / 128][RT_GV_ROWS];
+};
+// rt_gemv_hc1's first statement: the first tile's weights loaded into registers before the PDL
+// wait (not only into L2: its grid of at most 32 blocks leaves registers to spare, so the tile's
+// weights need no round trip after the post step's loads), then rt_begin.
+__device__ __forceinline__ rt_gemv_tile rt_gemv_tile_begin(const float *W, int N, int K, int kc) {
+    rt_gemv_tile t;
+    const float4 *w[RT_GV_ROWS];
+    rt_gemv_rows(W, N, K, w);
+    const int kbeg = blockIdx.z * kc;
+    rt_gemv_weights(t.w, w, kbeg, min(RT_GV_KC, min(kc, K - kbeg)) / 4, threadIdx.x % 32);
+    rt_begin();
+    return t;
+}
+
+// rt_gemv's body, after rt_gemv_begin (or, first given, rt_gemv_tile_begin: its first tile's
+// weights); POST: x is
+// the streams after the post step, made from post.old as the tiles are loaded and stored into
+// post.x by the blocks of the first row tile (the HC mixes have at most 32 rows: one row tile, so
+// every value is stored once).
 template <bool POST> // inlined into each kernel, post by value: its fields stay in registers, not a stack frame
 __device__ __forceinline__ void rt_gemv_run(const float *W, const float *x, float *part, int N, int K, int B, int kc,
-                                            rt_hc_post_args post) {
+                                            rt_hc_post_args post, const rt_gemv_tile *first = nullptr) {
     __shared__ float4 xs[RT_GV_SEQS][RT_GV_KC / 4];
     int lane = threadIdx.x % 32, row0 = (blockIdx.y * 8 + threadIdx.x / 32) * RT_GV_ROWS, b0 = blockIdx.x * RT_GV_SEQS;
     int kbeg = blockIdx.z * kc, kend = min(K, kbeg + kc);
     const float4 *w[RT_GV_ROWS];
-#pragma unroll
-    for (int r = 0; r < RT_GV_ROWS; r++) {
-        w[r] = (const float4 *)(W + (long)min(row0 + r, N - 1) * K);
-    }
+    rt_gemv_rows(W, N, K, w);
     float acc[RT_GV_ROWS * RT_GV_SEQS] = {};
     for (int k0 = kbeg; k0 < kend; k0 += RT_GV_KC) {
         int n4 = min(RT_GV_KC, kend - k0) / 4; // a multiple of 32: the bounds below are warp-uniform
         float4 wv[RT_GV_KC / 128][RT_GV_ROWS]; // the lane's weights of the tile, loaded together first
-        if (!POST) rt_gemv_weights(wv, w, k0, n4, lane);
+        const bool have = first && k0 == kbeg;
+        if (have) {
+#pragma unroll
+            for (int i = 0; i < RT_GV_KC / 128; i++)
+#pragma unroll
+                for (int r = 0; r < RT_GV_ROWS; r++) wv[i][r] = first->w[i][r];
+        }
+        if (!POST && !have) rt_gemv_weights(wv, w, k0, n4, lane);
         __syncthreads();
         for (int i = threadIdx.x; i < RT_GV_SEQS * n4; i += blockDim.x) {
             int sq = i / n4, c = i % n4;
@@ -234,21 +347,14 @@ __device__ __forceinline__ void rt_gemv_run(const float *W, const float *x, floa
         }
         __syncthreads();
         // the post step's loads and the weights' together would spill at sm_90's 128 registers: the
-        // weights follow the tile there (one L2 round trip more a tile)
-        if (POST) rt_gemv_weights(wv, w, k0, n4, lane);
-#pragma unroll
-        for (int i = 0; i < RT_GV_KC / 128; i++) {
-            if (lane + 32 * i >= n4) break;
-#pragma unroll
-            for (int sq = 0; sq < RT_GV_SEQS; sq++) {
-                float4 v = xs[sq][lane + 32 * i];
-#pragma unroll
-                for (int r = 0; r < RT_GV_ROWS; r++) { // 4 FMAs a pair (32 independent chains)
-                    float *a = &acc[r * RT_GV_SEQS + sq];
-                    *a = fmaf(wv[i][r].w, v.w, fmaf(wv[i][r].z, v.z, fmaf(wv[i][r].y, v.y, fmaf(wv[i][r].x, v.x, *a))));
-                }
-            }
-        }
+        // weights follow the tile there (one L2 round trip more a tile: the prefetch made it L2's)
+        if (POST && !have) rt_gemv_weights(wv, w, k0, n4, lane);
+        // a tile's sequences past B are zeros: no FMAs for them (at B = 1, 7 in 8); not in
+        // rt_gemv_hc (B > 1), where the second path took sm_90 past 128 registers
+        if (b0 + RT_GV_SEQS <= B || (POST && !first))
+            rt_gemv_fmas<true>(acc, wv, xs, n4, lane, RT_GV_SEQS);
+        else
+            rt_gemv_fmas<false>(acc, wv, xs, n4, lane, B - b0);
     }
     // the 32 sums over the lanes by halving: lane l ends with sum l (row l / SEQS, sequence l % SEQS)
 #pragma unroll
@@ -279,17 +385,19 @@ __device__ __noinline__ void rt_gemv_finish(const float *part, float *out, int *
     if (!last) return;
     __threadfence();
     if (threadIdx.x == 0) count[tile] = 0;
-    // warp w: the tile's outputs 32 w .. 32 w + 31 (row o / SEQS, sequence o % SEQS), 8 loads in flight
+    // warp w: the tile's outputs 32 w .. 32 w + 31 (row o / SEQS, sequence o % SEQS), 16 loads in
+    // flight (two round trips; the gate's sum took four in rounds of 8; 32 would raise the kernel's
+    // registers past 128 on sm_90: half the blocks an SM)
     const int o0 = threadIdx.x / 32 * 32, n0 = blockIdx.y * 32, b0 = blockIdx.x * RT_GV_SEQS;
-    for (int j0 = 0; j0 < 32; j0 += 8) {
-        float v[8];
+    for (int j0 = 0; j0 < 32; j0 += 16) {
+        float v[16];
 #pragma unroll
-        for (int j = 0; j < 8; j++) {
+        for (int j = 0; j < 16; j++) {
             int n = n0 + (o0 + j0 + j) / RT_GV_SEQS, b = b0 + (o0 + j0 + j) % RT_GV_SEQS;
             v[j] = lane < S && n < N && b < B ? __ldcg(part + ((long)lane * B + b) * N + n) : 0.f;
         }
 #pragma unroll
-        for (int j = 0; j < 8; j++) {
+        for (int j = 0; j < 16; j++) {
             int n = n0 + (o0 + j0 + j) / RT_GV_SEQS, b = b0 + (o0 + j0 + j) % RT_GV_SEQS;
             float t = rt_warp_sum(v[j]);
             if (lane == 0 && n < N && b < B) out[(long)b * N + n] = t;
@@ -299,7 +407,7 @@ __device__ __noinline__ void rt_gemv_finish(const float *part, float *out, int *
 
 extern "C" __global__ void __launch_bounds__(256)
     rt_gemv(const float *W, const float *x, float *part, int N, int K, int B, int kc) {
-    rt_begin();
+    rt_gemv_begin(W, N, K, kc);
     rt_gemv_run<false>(W, x, part, N, K, B, kc, rt_hc_post_args{});
 }
 
@@ -308,7 +416,7 @@ extern "C" __global__ void __launch_bounds__(256)
 // in it on the H200).
 extern "C" __global__ void __launch_bounds__(256)
     rt_gemv_fin(const float *W, const float *x, float *part, float *out, int *count, int N, int K, int B, int kc) {
-    rt_begin();
+    rt_gemv_begin(W, N, K, kc);
     rt_gemv_run<false>(W, x, part, N, K, B, kc, rt_hc_post_args{});
     rt_gemv_finish(part, out, count, N, B);
 }
@@ -325,52 +433,61 @@ __device__ float rt_gemv_at(const float *part, int S, int B, int N, int b, int n
     return rt_warp_sum(rt_gemv_lane(part, S, B, N, b, n));
 }
 
-// x[b][k][d] = E[tok[b]][d]: every stream starts as the token's embedding.
-// (A thread's 8 loads in flight before its stores: x may alias E for the compiler, so a plain loop
-// waits on each load: 58 us at B = 1 on the H200.)
-extern "C" __global__ void rt_embed(const float *E, const int *tok, float *x, int D, int H) {
+// x[b][k][d] = E[tok[b]][d]: every stream starts as the token's embedding; grid (B, H), a block
+// a stream. (A thread's 8 loads in flight before its stores: x may alias E for the compiler, so a
+// plain loop waits on each load: 58 us at B = 1 on the H200; a block a sequence, 16 us.)
+extern "C" __global__ void rt_embed(const float *E, const int *tok, float *x, int D) {
     rt_begin();
-    int b = blockIdx.x;
-    const float *e = E + (long)tok[b] * D;
-    for (int i0 = threadIdx.x; i0 < H * D; i0 += 8 * blockDim.x) {
+    const float *e = E + (long)tok[blockIdx.x] * D;
+    float *o = x + ((long)blockIdx.x * gridDim.y + blockIdx.y) * D;
+    for (int i0 = threadIdx.x; i0 < D; i0 += 8 * blockDim.x) {
         float v[8];
 #pragma unroll
-        for (int u = 0; u < 8; u++) v[u] = i0 + u * blockDim.x < H * D ? e[(i0 + u * blockDim.x) % D] : 0.f;
+        for (int u = 0; u < 8; u++) v[u] = i0 + u * blockDim.x < D ? e[i0 + u * blockDim.x] : 0.f;
 #pragma unroll
         for (int u = 0; u < 8; u++)
-            if (i0 + u * blockDim.x < H * D) x[(long)b * H * D + i0 + u * blockDim.x] = v[u];
+            if (i0 + u * blockDim.x < D) o[i0 + u * blockDim.x] = v[u];
     }
 }
 
-// Sinkhorn's passes over the H x H comb in registers (entry e = (e / H, e % H) in lane e % 32's
-// c0 (e < 32) or c1): a column pass first, then row and column passes, each entry divided by its
-// line's sum + hc_eps, the sum in index order from 0 (the serial sum's order). A line's H values
-// come by shuffles from lanes known before the pass, issued together (the first try read them by
-// a loop of dependent shuffles with a modulo in it: rt_hc_pre 23 -> 44 us a call on the H200).
-// Lanes past the matrix divide entries of it (never stored), so every lane takes the shuffles.
-__device__ void rt_hc_sinkhorn(float &c0, float &c1, int H, int iters, float hc_eps) {
+// Sinkhorn over the H x H comb in registers: entry e = (e / H, e % H) in lane e % 32's c0 (e < 32)
+// or c1; a column pass first, then row and column passes (2 iters - 1 in all), each entry divided
+// by its line's sum + hc_eps, the sum in index order from 0 (the serial sum's order). The passes
+// alternate unrolled (ROWS a template argument) and a line's source lanes are a multiply-add off
+// the entry's row and column, so a pass is its shuffles, the sum and a division: one warp runs it
+// alone while the block waits, so every instruction of a pass is on the chain (with the sources
+// picked per pass and a loop bounded by H, the 39 passes took ~11 us of rt_gemv_hc1's 22 on the
+// H200: ncu, bench/NOTES.md). TWO: H > 5, two entries a lane. Lanes past the matrix read inside
+// it (% H) and store nothing.
+template <bool TWO, bool ROWS>
+__device__ __forceinline__ void rt_sinkhorn_pass(float &c0, float &c1, int i0, int j0, int i1, int j1, int H,
+                                                 float hc_eps) {
+    constexpr int HM = TWO ? 8 : 5; // H <= 8 (kt_step_open); H <= 5: H * H <= 32
     const int l = threadIdx.x % 32, HH = H * H;
-    const bool two = HH > 32; // warp-uniform: the second entries exist
-    const int r0 = (l / H) % H * H, a0 = l % H, r1 = ((l + 32) / H) % H * H, a1 = (l + 32) % H;
-    for (int it = 0; it < 2 * iters - 1; it++) {
-        const bool rows = it % 2;
-        float s0 = 0, s1 = 0;
+    float s0 = 0, s1 = 0;
 #pragma unroll
-        for (int k = 0; k < 8; k++) { // H <= 8 (kt_step_open)
-            if (k >= H) break;
-            int f0 = rows ? r0 + k : k * H + a0;
-            float v0 = __shfl_sync(0xffffffffu, c0, f0 & 31);
-            if (two) {
-                int f1 = rows ? r1 + k : k * H + a1;
-                float w0 = __shfl_sync(0xffffffffu, c1, f0 & 31), v1 = __shfl_sync(0xffffffffu, c0, f1 & 31),
-                      w1 = __shfl_sync(0xffffffffu, c1, f1 & 31);
-                v0 = f0 < 32 ? v0 : w0;
-                s1 += f1 < 32 ? v1 : w1;
-            }
-            s0 += v0;
+    for (int k = 0; k < HM; k++) {
+        const int kk = k < H ? k : H - 1; // past H: shuffled, not summed
+        const int f0 = ROWS ? i0 * H + kk : kk * H + j0;
+        float v0 = __shfl_sync(0xffffffffu, c0, f0 & 31);
+        if (TWO) {
+            const int f1 = ROWS ? i1 * H + kk : kk * H + j1;
+            float w0 = __shfl_sync(0xffffffffu, c1, f0 & 31), v1 = __shfl_sync(0xffffffffu, c0, f1 & 31),
+                  w1 = __shfl_sync(0xffffffffu, c1, f1 & 31);
+            v0 = f0 < 32 ? v0 : w0;
+            if (k < H) s1 += f1 < 32 ? v1 : w1;
         }
-        if (l < HH) c0 /= s0 + hc_eps;
-        if (l + 32 < HH) c1 /= s1 + hc_eps;
+        if (k < H) s0 += v0;
+    }
+    if (l < HH) c0 /= s0 + hc_eps;
+    if (TWO && l + 32 < HH) c1 /= s1 + hc_eps;
+}
+template <bool TWO> __device__ void rt_hc_sinkhorn(float &c0, float &c1, int H, int iters, float hc_eps) {
+    const int l = threadIdx.x % 32, i0 = (l / H) % H, j0 = l % H, i1 = ((l + 32) / H) % H, j1 = (l + 32) % H;
+    rt_sinkhorn_pass<TWO, false>(c0, c1, i0, j0, i1, j1, H, hc_eps);
+    for (int it = 1; it < iters; it++) {
+        rt_sinkhorn_pass<TWO, true>(c0, c1, i0, j0, i1, j1, H, hc_eps);
+        rt_sinkhorn_pass<TWO, false>(c0, c1, i0, j0, i1, j1, H, hc_eps);
     }
 }
 
@@ -385,92 +502,169 @@ __device__ void rt_hc_weights(const float *mix, const float *base, const float *
     if (!pc) return;
     if (l < H) pc[l] = 2.0f / (1.0f + expf(-(mix[H + l] * scale[1] + base[H + l])));
     const float *cm = mix + 2 * H, *cb = base + 2 * H;
-    for (int e = l; e < H * H; e += 32) {
+    for (int e = l; e < H * H; e += 32) { // the row's H values unrolled (H <= 8): its expf's side by side
         int i = e / H;
-        float mx = -INFINITY, sum = 0;
-        for (int j = 0; j < H; j++) mx = fmaxf(mx, cm[i * H + j] * scale[2] + cb[i * H + j]);
-        for (int j = 0; j < H; j++) sum += expf(cm[i * H + j] * scale[2] + cb[i * H + j] - mx);
+        float mx = -INFINITY, sum = 0, t[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            t[j] = j < H ? cm[i * H + j] * scale[2] + cb[i * H + j] : -INFINITY;
+            mx = fmaxf(mx, t[j]);
+        }
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            if (j < H) sum += expf(t[j] - mx);
         comb[e] = expf(cm[e] * scale[2] + cb[e] - mx) / sum + hc_eps;
     }
     __syncwarp();
     const int HH = H * H;
     float c0 = l < HH ? comb[l] : 0.f, c1 = l + 32 < HH ? comb[l + 32] : 0.f;
-    rt_hc_sinkhorn(c0, c1, H, iters, hc_eps);
+    if (HH > 32)
+        rt_hc_sinkhorn<true>(c0, c1, H, iters, hc_eps);
+    else
+        rt_hc_sinkhorn<false>(c0, c1, H, iters, hc_eps);
     if (l < HH) pc[H + l] = c0;
     if (l + 32 < HH) pc[H + l + 32] = c1;
 }
 
+// An HC module's block of T threads holds a sequence's H x D streams, 4 H D / T floats a thread, and
+// its D norm weights, D / T a thread, in registers: at most RT_HC_HD and RT_HC_D (kt_step_open), so
+// rt_hc_pre's 512 threads hold 8 float4s and 8 weights each (its 128 registers), rt_gemv_hc1's 256
+// twice that.
+#define RT_HC_HD 16384
+#define RT_HC_D 4096
+
+// What an HC module's block reads that the step does not write, loaded before the data that
+// depends on it is there (rt_hc_pre: before its PDL wait; rt_gemv_hc's blocks: before the
+// last-block counter), so its latency hides under another: lane l of warp 0 holds base[l + 32 u]
+// (l + 32 u < nmix <= 80) and scale[l] (l < 3; the HC head: nmix H, one scale); every thread the
+// norm weights w[t + T u].
+template <int T> struct rt_hc_consts { float base[3], scale, w[RT_HC_D / T]; };
+template <int T>
+__device__ __forceinline__ rt_hc_consts<T> rt_hc_load_consts(const float *base, const float *scale, const float *w,
+                                                             bool head, int D, int H) {
+    rt_hc_consts<T> c;
+    const int l = threadIdx.x, nmix = head ? H : (2 + H) * H;
+#pragma unroll
+    for (int u = 0; u < 3; u++) c.base[u] = l < 32 && l + 32 * u < nmix ? base[l + 32 * u] : 0.f;
+    c.scale = l < (head ? 1 : 3) ? scale[l] : 0.f;
+    rt_rms_load(w, D, l, c.w);
+    return c;
+}
+// rt_hc_pre's first statement: its constants, then rt_begin (the loads in flight through the PDL wait).
+template <int T>
+__device__ __forceinline__ rt_hc_consts<T> rt_hc_begin(const float *base, const float *scale, const float *w, bool head,
+                                                       int D, int H) {
+    rt_hc_consts<T> c = rt_hc_load_consts<T>(base, scale, w, head, D, H);
+    rt_begin();
+    return c;
+}
+
+// The collapsed input col[d] = sum_k pre[k] x_k[d] (the sum in k order from 0, as the serial one)
+// from the streams' float4s a thread holds (xr[m]: float4 t + T m of the H x D / 4); col is D
+// floats of shared memory. When T divides D / 4 a thread holds every stream of its columns, in
+// stream order: one pass, no barrier; else one pass per stream, a barrier after each.
+template <int XR> __device__ void rt_hc_collapse(const float4 (&xr)[XR], const float *pre, float *col, int D, int H) {
+    const int T = blockDim.x, n4d = D / 4;
+    const bool own = n4d % T == 0;
+    float4 *c4 = (float4 *)col;
+    for (int k = 0; k < (own ? 1 : H); k++) {
+        int kk = threadIdx.x / n4d, d = threadIdx.x % n4d; // slot m's stream and float4 column
+#pragma unroll
+        for (int m = 0; m < XR; m++) {
+            if (kk < H && (own || kk == k)) {
+                float4 v = kk ? c4[d] : make_float4(0, 0, 0, 0), u = xr[m];
+                const float p = pre[kk];
+                v.x += p * u.x, v.y += p * u.y, v.z += p * u.z, v.w += p * u.w;
+                c4[d] = v;
+            }
+            for (d += T; d >= n4d; d -= n4d) kk++;
+        }
+        __syncthreads();
+    }
+}
+
 // The HC module before a block (and, postcomb NULL, the HC head) for sequence b (rt_hc_pre: a
-// block per sequence; rt_gemv_hc's last block at B = 1), after
-// rt_gemv's mix (S splits of B x nmix, nmix = (2 + H) * H, or H for the head): mix = fn .
-// flatten(x) * rsqrt(mean(x^2) + eps); pre, post and the Sinkhorn-projected comb (postcomb[b] =
-// post[H] | comb[H*H]); the collapsed input sum_k pre_k x_k rmsnorm'd with w into h (f32) and,
-// hq not NULL, act_quant'ed into hq / hs (the block's GEMMs' input). Dynamic shared memory: D floats.
-__device__ void rt_hc_pre_seq(const float *x, const float *mixp, int S, int B, int b, const float *base,
-                              const float *scale, const float *w, float *postcomb, float *h, kt_u8 *hq, float *hs,
-                              int D, int H, int iters, float eps, float hc_eps, float *col) {
-    __shared__ float red[32], mix[80], pre[8], comb[64];
-    int HD = H * D, nmix = postcomb ? (2 + H) * H : H;
-    const float *xb = x + (long)b * HD; // read past L1 (rt_gemv_hc's last block reads other blocks' x)
-    const int nw = blockDim.x / 32, wp = threadIdx.x / 32, z = threadIdx.x % 32;
-    float mv[10]; // a warp's mixes wp + nw u (nmix <= 80: 10 rounds of 8 warps or more), lane z's split
-#pragma unroll    // (rt_gemv_lane's, read past L1), loaded together with x's pass below (one latency, not two)
-    for (int u = 0; u < 10; u++) {
+// block per sequence; rt_gemv_hc's last block at B = 1), after rt_gemv's mix (S splits of B x
+// nmix, nmix = (2 + H) * H, or H for the head): mix = fn . flatten(x) * rsqrt(mean(x^2) + eps);
+// pre, post and the Sinkhorn-projected comb (postcomb[b] = post[H] | comb[H*H]); the collapsed
+// input sum_k pre_k x_k rmsnorm'd with w (c, loaded ahead) into h (f32) and, hq not NULL,
+// act_quant'ed into hq / hs (the block's GEMMs' input). The mixes' splits and the streams load
+// in one round trip (x read past L1: rt_gemv_hc's last block reads other blocks' x), the streams
+// held in registers for the collapse. Dynamic shared memory: D floats. H x D <= RT_HC_HD, D <=
+// RT_HC_D (kt_step_open).
+template <int T> // the block's threads
+__device__ __forceinline__ void rt_hc_pre_seq(const float *x, const float *mixp, int S, int B, int b,
+                                              const rt_hc_consts<T> &c, float *postcomb, float *h, kt_u8 *hq, float *hs,
+                                              int D, int H, int iters, float eps, float hc_eps, float *col) {
+    __shared__ float red[32], mix[80], pre[8], comb[64], cst[83]; // cst: base [nmix], scale at 80
+    constexpr int nw = T / 32, MV = (80 + nw - 1) / nw;           // nmix <= 80: MV rounds of the nw warps
+    const int HD = H * D, n4 = HD / 4, nmix = postcomb ? (2 + H) * H : H;
+    const float4 *x4 = (const float4 *)(x + (long)b * HD);
+    const int wp = threadIdx.x / 32, z = threadIdx.x % 32;
+    float mv[MV]; // a warp's mixes wp + nw u, lane z's split (rt_gemv_lane's, read past L1)
+#pragma unroll
+    for (int u = 0; u < MV; u++) {
         int j = wp + nw * u;
         mv[u] = j < nmix && z < S ? __ldcg(mixp + ((long)z * B + b) * nmix + j) : 0.f;
     }
-    float ss = 0;
-#pragma unroll 8 // the loads in flight together (latency, not bandwidth, is this block's cost)
-    for (int i = threadIdx.x; i < HD / 4; i += blockDim.x) {
-        float4 v = __ldcg((const float4 *)xb + i);
-        ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-    }
+    constexpr int XR = RT_HC_HD / 4 / T;
+    float4 xr[XR];
 #pragma unroll
-    for (int u = 0; u < 10; u++) { // unscaled: r below
-        float v = rt_warp_sum(mv[u]);
-        if (threadIdx.x % 32 == 0 && wp + nw * u < nmix) mix[wp + nw * u] = v;
+    for (int m = 0; m < XR; m++) {
+        int i = threadIdx.x + T * m;
+        xr[m] = i < n4 ? __ldcg(x4 + i) : make_float4(0, 0, 0, 0);
     }
-    float r = rsqrtf(rt_block_sum(ss, red) / HD + eps); // its barrier also publishes mix
+    float ss = 0;
+#pragma unroll
+    for (int m = 0; m < XR; m++)
+        if (threadIdx.x + T * m < n4)
+            ss += xr[m].x * xr[m].x + xr[m].y * xr[m].y + xr[m].z * xr[m].z + xr[m].w * xr[m].w;
+#pragma unroll
+    for (int u = 0; u < MV; u++) { // unscaled: r below
+        float v = rt_warp_sum(mv[u]);
+        if (z == 0 && wp + nw * u < nmix) mix[wp + nw * u] = v;
+    }
+    if (threadIdx.x < 32) {
+#pragma unroll
+        for (int u = 0; u < 3; u++)
+            if (z + 32 * u < nmix) cst[z + 32 * u] = c.base[u];
+        if (z < 3) cst[80 + z] = c.scale;
+    }
+    float r = rsqrtf(rt_block_sum(ss, red) / HD + eps); // its barrier also publishes mix and cst
     if (threadIdx.x < 32) {
         for (int j = threadIdx.x; j < nmix; j += 32) mix[j] *= r;
         __syncwarp();
-        rt_hc_weights(mix, base, scale, pre, postcomb ? postcomb + (long)b * (H + H * H) : 0, comb, H, iters, hc_eps);
+        rt_hc_weights(mix, cst, cst + 80, pre, postcomb ? postcomb + (long)b * (H + H * H) : 0, comb, H, iters, hc_eps);
     }
     __syncthreads();
-#pragma unroll 2
-    for (int d = threadIdx.x; d < D / 4; d += blockDim.x) { // D is a multiple of 128: float4s
-        float4 v = make_float4(0, 0, 0, 0);
+    rt_hc_collapse(xr, pre, col, D, H);
+    rt_rms_apply(col, D, threadIdx.x, rt_rms_scale(col, D, eps, red), c.w); // rt_rmsnorm, its weights ahead
 #pragma unroll
-        for (int k = 0; k < 8; k++) { // H <= 8 (kt_step_open)
-            if (k >= H) break;
-            float4 u = __ldcg((const float4 *)(xb + k * D) + d);
-            v.x += pre[k] * u.x, v.y += pre[k] * u.y, v.z += pre[k] * u.z, v.w += pre[k] * u.w;
-        }
-        ((float4 *)col)[d] = v;
-    }
+    for (int u = 0; u < RT_HC_D / T; u++)
+        if (threadIdx.x + T * u < D) h[(long)b * D + threadIdx.x + T * u] = col[threadIdx.x + T * u];
     __syncthreads();
-    rt_rmsnorm(col, D, w, eps, red);
-    for (int d = threadIdx.x; d < D; d += blockDim.x) h[(long)b * D + d] = col[d];
     if (hq) rt_quant_row(col, D, hq + (long)b * D, hs + (long)b * (D / 128));
 }
 
-extern "C" __global__ void rt_hc_pre(const float *x, const float *mixp, int S, const float *base, const float *scale,
-                                     const float *w, float *postcomb, float *h, kt_u8 *hq, float *hs, int D, int H,
-                                     int iters, float eps, float hc_eps) {
-    rt_begin();
+// The HC module, a block of 512 threads a sequence, from rt_gemv's S splits of the mixes (B > 1, the HC head).
+extern "C" __global__ void __launch_bounds__(512)
+    rt_hc_pre(const float *x, const float *mixp, int S, const float *base, const float *scale, const float *w,
+              float *postcomb, float *h, kt_u8 *hq, float *hs, int D, int H, int iters, float eps, float hc_eps) {
+    const rt_hc_consts<512> c = rt_hc_begin<512>(base, scale, w, !postcomb, D, H);
     extern __shared__ float col[];
-    rt_hc_pre_seq(x, mixp, S, gridDim.x, blockIdx.x, base, scale, w, postcomb, h, hq, hs, D, H, iters, eps, hc_eps,
-                  col);
+    rt_hc_pre_seq<512>(x, mixp, S, gridDim.x, blockIdx.x, c, postcomb, h, hq, hs, D, H, iters, eps, hc_eps, col);
 }
 
 // rt_gemv_hc's last block (count: its counter, left at 0) at B = 1: the HC module of the one
-// sequence from the GEMV's splits, as rt_hc_pre (a launch fewer a module). Not inlined: the
-// GEMV's registers stay its own. Dynamic shared memory: D floats.
+// sequence from the GEMV's splits, as rt_hc_pre (a launch fewer a module); every block loads the
+// module's constants before the counter (in flight with it). Not inlined: the GEMV's registers
+// stay its own. Dynamic shared memory: D floats.
 __device__ __noinline__ void rt_hc_pre_last(int *count, const float *x, const float *part, const float *base,
                                             const float *scale, const float *w, float *postcomb, float *h, kt_u8 *hq,
                                             float *hs, int D, int H, int iters, float eps, float hc_eps) {
     extern __shared__ float col[];
     __shared__ int last;
+    const rt_hc_consts<256> c = rt_hc_load_consts<256>(base, scale, w, !postcomb, D, H);
     __threadfence(); // this block's splits and x seen by the last block
     __syncthreads();
     if (threadIdx.x == 0) last = atomicAdd(count, 1) == (int)gridDim.z - 1;
@@ -478,27 +672,34 @@ __device__ __noinline__ void rt_hc_pre_last(int *count, const float *x, const fl
     if (!last) return;
     __threadfence();
     if (threadIdx.x == 0) *count = 0;
-    rt_hc_pre_seq(x, part, gridDim.z, 1, 0, base, scale, w, postcomb, h, hq, hs, D, H, iters, eps, hc_eps, col);
+    rt_hc_pre_seq<256>(x, part, gridDim.z, 1, 0, c, postcomb, h, hq, hs, D, H, iters, eps, hc_eps, col);
 }
 
 // The HC mixes (N <= 32 rows of W over K = H x D) of the streams after the previous block's post
 // step, which it applies on the way (old -> x, rt_hc_post4, with the previous module's pc_in):
-// the post step and the next HC module's GEMV in one launch; with count (B = 1), its last block
-// runs that module too (rt_hc_pre_last: the arguments after count are rt_hc_pre's).
+// the post step and the next HC module's GEMV in one launch (rt_hc_pre follows it at B > 1).
 extern "C" __global__ void __launch_bounds__(256)
     rt_gemv_hc(const float *W, const float *old, float *x, const float *pc_in, const kt_u16 *yb, const float *yf,
-               float *part, int N, int K, int B, int kc, int D, int H, int *count, const float *base,
-               const float *scale, const float *w, float *postcomb, float *h, kt_u8 *hq, float *hs, int iters,
-               float eps, float hc_eps) {
-    rt_begin();
+               float *part, int N, int K, int B, int kc, int D, int H) {
+    rt_gemv_begin(W, N, K, kc);
     rt_gemv_run<true>(W, x, part, N, K, B, kc, rt_hc_post_args{old, pc_in, yf, x, yb, D, H});
-    if (count) rt_hc_pre_last(count, x, part, base, scale, w, postcomb, h, hq, hs, D, H, iters, eps, hc_eps);
 }
 
-// rmsnorm(in) * w of one row of n bf16 values, act_quant'ed into q e4m3 [n] and sc f32 [n / 128]
-// (the next GEMM's input); v: n floats of shared memory.
-__device__ void rt_norm_quant_row(const kt_u16 *in, const float *w, kt_u8 *q, float *sc, int n, float eps, float *v,
-                                  float *red) {
+// rt_gemv_hc at B = 1 whose last block runs the HC module too (rt_hc_pre_last: the arguments
+// after count are rt_hc_pre's). A kernel of its own: the module's registers (172 on sm_90) would
+// halve rt_gemv_hc's blocks an SM at B > 1; here the grid is its 32 or fewer splits.
+extern "C" __global__ void __launch_bounds__(256)
+    rt_gemv_hc1(const float *W, const float *old, float *x, const float *pc_in, const kt_u16 *yb, const float *yf,
+                float *part, int N, int K, int B, int kc, int D, int H, int *count, const float *base,
+                const float *scale, const float *w, float *postcomb, float *h, kt_u8 *hq, float *hs, int iters,
+                float eps, float hc_eps) {
+    const rt_gemv_tile first = rt_gemv_tile_begin(W, N, K, kc);
+    rt_gemv_run<true>(W, x, part, N, K, B, kc, rt_hc_post_args{old, pc_in, yf, x, yb, D, H}, &first);
+    rt_hc_pre_last(count, x, part, base, scale, w, postcomb, h, hq, hs, D, H, iters, eps, hc_eps);
+}
+
+// v[0..n) = the row of n bf16 values in, as f32 (v: shared memory), then a barrier.
+__device__ void rt_row_load(const kt_u16 *in, int n, float *v) {
     for (int i0 = threadIdx.x; i0 < n; i0 += 8 * blockDim.x) { // 8 loads in flight (v may alias in: rt_rmsnorm)
         kt_u16 t[8];
 #pragma unroll
@@ -508,6 +709,13 @@ __device__ void rt_norm_quant_row(const kt_u16 *in, const float *w, kt_u8 *q, fl
             if (i0 + u * blockDim.x < n) v[i0 + u * blockDim.x] = kt_bf16_to_f32(t[u]);
     }
     __syncthreads();
+}
+
+// rmsnorm(in) * w of one row of n bf16 values, act_quant'ed into q e4m3 [n] and sc f32 [n / 128]
+// (the next GEMM's input); v: n floats of shared memory.
+__device__ void rt_norm_quant_row(const kt_u16 *in, const float *w, kt_u8 *q, float *sc, int n, float eps, float *v,
+                                  float *red) {
+    rt_row_load(in, n, v);
     rt_rmsnorm(v, n, w, eps, red);
     rt_quant_row(v, n, q, sc);
 }
@@ -526,19 +734,35 @@ extern "C" __global__ void rt_rmsnorm_bf16(const kt_u16 *in, int ld, const float
 // (rt_attention's input) or, qf NULL, qb bf16 [B, heads, HD] (mla_decode's q).
 extern "C" __global__ void rt_q_prep(const kt_u16 *q, int ld, float *qf, kt_u16 *qb, const float *inv, const int *pos,
                                      int HD, int R, float eps) {
-    rt_begin();
+    const rt_rope_c rc = rt_rope_begin(inv, pos, R);
     __shared__ float v[512], red[32];
     long row = (long)blockIdx.y * gridDim.x + blockIdx.x;
     const kt_u16 *in = q + (long)blockIdx.y * ld + (long)blockIdx.x * HD; // a sequence's heads ld apart
     for (int i = threadIdx.x; i < HD; i += blockDim.x) v[i] = kt_bf16_to_f32(in[i]);
     __syncthreads();
     rt_rmsnorm(v, HD, 0, eps, red);
-    rt_rope(v, HD, R, inv, (float)*pos, 1.0f);
+    rt_rope_at(v, HD, R, rc, (float)rc.p, 1.0f);
     for (int i = threadIdx.x; i < HD; i += blockDim.x)
         if (qf)
             qf[row * HD + i] = v[i];
         else
             qb[row * HD + i] = kt_f32_to_bf16(v[i]);
+}
+
+#define RT_QKV_NW 8 // norm weights a thread of rt_qkv_a holds: q_lora <= 8 x 256 (kt_step_open)
+// rt_qkv_a's first statement: its row's norm weights (q_a's qw, or the KV's kw) and the RoPE's
+// frequency and position, loaded before the PDL wait; then rt_begin.
+struct rt_qkv_c {
+    rt_rope_c rope;
+    float w[RT_QKV_NW];
+};
+__device__ __forceinline__ rt_qkv_c rt_qkv_begin(const float *qw, const float *kw, const float *inv, const int *pos,
+                                                 int QL, int R) {
+    rt_qkv_c c;
+    c.rope = rt_rope_load(inv, pos, R);
+    rt_rms_load(blockIdx.y ? kw : qw, blockIdx.y ? KT_KV_DIM : QL, threadIdx.x, c.w);
+    rt_begin();
+    return c;
 }
 
 // V4's q_a and KV of one GEMM (rows [B][ld]: q_a's QL values, then the KV's 512), grid (B, 2):
@@ -548,26 +772,55 @@ extern "C" __global__ void rt_q_prep(const kt_u16 *q, int ld, float *qf, kt_u16 
 extern "C" __global__ void rt_qkv_a(const kt_u16 *qkv, int ld, int QL, const float *qw, kt_u8 *q, float *sc,
                                     const float *kw, const float *inv, const int *pos, kt_u8 *cache,
                                     unsigned long long stride, int W, int R, float eps) {
-    rt_begin();
+    const rt_qkv_c c = rt_qkv_begin(qw, kw, inv, pos, QL, R);
     extern __shared__ float v[];
     __shared__ float red[32];
     long b = blockIdx.x;
-    if (blockIdx.y == 0) return rt_norm_quant_row(qkv + b * ld, qw, q + b * QL, sc + b * (QL / 128), QL, eps, v, red);
-    for (int i = threadIdx.x; i < KT_KV_DIM; i += blockDim.x) v[i] = kt_bf16_to_f32(qkv[b * ld + QL + i]);
+    const int n = blockIdx.y ? KT_KV_DIM : QL;
+    rt_row_load(qkv + b * ld + (blockIdx.y ? QL : 0), n, v);
+    rt_rms_apply(v, n, threadIdx.x, rt_rms_scale(v, n, eps, red), c.w); // rt_rmsnorm, its weights ahead
     __syncthreads();
-    rt_rmsnorm(v, KT_KV_DIM, kw, eps, red);
-    rt_rope(v, KT_KV_DIM, R, inv, (float)*pos, 1.0f);
-    rt_kv_store(v, cache + b * stride, *pos % W);
+    if (blockIdx.y == 0) return rt_quant_row(v, QL, q + b * QL, sc + b * (QL / 128));
+    rt_rope_at(v, KT_KV_DIM, R, c.rope, (float)c.rope.p, 1.0f);
+    rt_kv_store(v, cache + b * stride, c.rope.p % W);
+}
+
+#define RT_COMP_PARTS 8 // warps of rt_comp_emit's 256-thread block
+#define RT_COMP_NW 2    // norm weights a thread of it holds: width <= KT_KV_DIM = 2 x 256
+
+// What rt_comp_emit's block reads that the step never writes, loaded before its PDL wait (their
+// round trips hide under the previous kernel's tail; each was one more in the chain, after a
+// store the compiler could not move it above): the position (copied in before the graph), the
+// gate's ape values of this slot that the block adds (ape[t]: rt_comp_slot's value t of the
+// thread's warp), and for the entry's store by the last block the norm weights w[t + 256 u] and
+// the RoPE frequency inv[t] (t < R / 2).
+struct rt_comp_consts {
+    rt_rope_c rope;
+    float ape[128 / RT_COMP_PARTS], w[RT_COMP_NW];
+};
+__device__ __forceinline__ rt_comp_consts rt_comp_begin(const float *ape, const float *w, const float *inv,
+                                                        const int *pos, int width, int overlap, int rate, int R) {
+    rt_comp_consts c;
+    c.rope = rt_rope_load(inv, pos, R);
+    const int OW = overlap * width, slot = c.rope.p % rate, wp = threadIdx.x / 32;
+#pragma unroll
+    for (int t = 0; t < 128 / RT_COMP_PARTS; t++) {
+        int i = wp + RT_COMP_PARTS * t, r = i % (32 * overlap), cj = blockIdx.x * 32 + r % 32;
+        c.ape[t] =
+            i >= 32 * overlap && i < 64 * overlap && cj < width ? ape[(long)slot * OW + (r / 32) * width + cj] : 0.f;
+    }
+    rt_rms_load(w, width, threadIdx.x, c.w);
+    rt_begin();
+    return c;
 }
 
 // A compressor's projections of the token for the block's 32 channels (with overlap 2 also their
 // second series, width + ch), from rt_gemv's S splits of [wkv; wg] . h (B x 2 OW, rows ld apart), into this
-// window's slot of kv / g (+ ape[slot] on the gate). Of the block's 64 * overlap values (kv then
+// window's slot of kv / g (+ ape[slot] on the gate, c.ape). Of the block's 64 * overlap values (kv then
 // g, each series-major over the 32 channels) warp w takes w, w + 8, ...: their lanes' splits
 // loaded first (in flight together), then summed.
-#define RT_COMP_PARTS 8 // warps of rt_comp_emit's 256-thread block
-__device__ void rt_comp_slot(const float *part, int S, int ld, const float *ape, float *kv, float *g, int b, int width,
-                             int overlap, int slot) {
+__device__ void rt_comp_slot(const float *part, int S, int ld, const rt_comp_consts &c, float *kv, float *g, int b,
+                             int width, int overlap, int slot) {
     int OW = overlap * width, w = threadIdx.x / 32, nv = 64 * overlap;
     float v[128 / RT_COMP_PARTS]; // nv <= 128 (overlap <= 2)
 #pragma unroll
@@ -585,7 +838,7 @@ __device__ void rt_comp_slot(const float *part, int S, int ld, const float *ape,
         if (i < 32 * overlap)
             kv[slot * OW + j] = sum;
         else
-            g[slot * OW + j] = sum + ape[(long)slot * OW + j];
+            g[slot * OW + j] = sum + c.ape[t];
     }
 }
 
@@ -629,14 +882,14 @@ __device__ void rt_comp_window(const float *kv, const float *g, float *pk, float
 // past L1): rmsnorm * w, RoPE at entry * rate; stored in the V4 layout (kv_cache), as f32 keys
 // (rt_index_score's), or as mla_indexer's paged e4m3 keys (ikeys; width 128); `cstride` bytes,
 // floats or pages per sequence.
-__device__ void rt_comp_store(const float *e, const float *w, const float *inv, long entry, int b, kt_u8 *kv_cache,
-                              float *keys, kt_u8 *ikeys, unsigned long long cstride, int width, int rate, int R,
-                              float eps) {
+__device__ void rt_comp_store(const float *e, const rt_comp_consts &c, long entry, int b, kt_u8 *kv_cache, float *keys,
+                              kt_u8 *ikeys, unsigned long long cstride, int width, int rate, int R, float eps) {
     __shared__ float v[KT_KV_DIM], red[32];
     for (int i = threadIdx.x; i < width; i += blockDim.x) v[i] = __ldcg(e + i);
     __syncthreads();
-    rt_rmsnorm(v, width, w, eps, red);
-    rt_rope(v, width, R, inv, (float)(entry * rate), 1.0f);
+    rt_rms_apply(v, width, threadIdx.x, rt_rms_scale(v, width, eps, red), c.w); // rt_rmsnorm, its weights ahead
+    __syncthreads();
+    rt_rope_at(v, width, R, c.rope, (float)(entry * rate), 1.0f);
     if (kv_cache)
         rt_kv_store(v, kv_cache + b * cstride, entry);
     else if (ikeys)
@@ -654,11 +907,11 @@ extern "C" __global__ void rt_comp_emit(const float *part, int S, int ld, const 
                                         const float *inv, const int *pos, kt_u8 *kv_cache, float *keys, kt_u8 *ikeys,
                                         unsigned long long cstride, int width, int overlap, int rate, int R,
                                         float eps) {
-    rt_begin();
+    const rt_comp_consts c = rt_comp_begin(ape, w, inv, pos, width, overlap, rate, R);
     __shared__ int last;
-    int b = blockIdx.y, p = *pos, OW = overlap * width;
+    int b = blockIdx.y, p = c.rope.p, OW = overlap * width;
     float *kv = buf_kv + (long)b * rate * OW, *g = buf_g + (long)b * rate * OW;
-    rt_comp_slot(part, S, ld, ape, kv, g, b, width, overlap, p % rate);
+    rt_comp_slot(part, S, ld, c, kv, g, b, width, overlap, p % rate);
     if ((p + 1) % rate) return;
     __syncthreads();
     long entry = (p + 1) / rate - 1;
@@ -672,7 +925,7 @@ extern "C" __global__ void rt_comp_emit(const float *part, int S, int ld, const 
     if (!last) return;
     __threadfence();
     if (threadIdx.x == 0) count[b] = 0;
-    rt_comp_store(e + (long)b * width, w, inv, entry, b, kv_cache, keys, ikeys, cstride, width, rate, R, eps);
+    rt_comp_store(e + (long)b * width, c, entry, b, kv_cache, keys, ikeys, cstride, width, rate, R, eps);
 }
 
 // mla_indexer's inputs for the query, a block per (head, sequence): the head's q = RoPE(iq; a
@@ -682,17 +935,18 @@ extern "C" __global__ void rt_comp_emit(const float *part, int S, int ld, const 
 // sum_h w_h relu(q_h . k) k_scale is rt_index_score's score. Dynamic shared memory ID floats.
 extern "C" __global__ void rt_index_q(const kt_u16 *iq, int iq_ld, const float *wpart, int S, int ld, const float *inv,
                                       const int *pos, kt_u8 *qq, float *w, int ID, int R) {
-    rt_begin();
+    const rt_rope_c rc = rt_rope_begin(inv, pos, R);
     extern __shared__ float q[];
     __shared__ float red[32];
     int hh = blockIdx.x, IH = gridDim.x, b = blockIdx.y, B = gridDim.y;
     long row = (long)b * IH + hh;
+    float dl = threadIdx.x < 32 ? rt_gemv_lane(wpart, S, B, ld, b, hh) : 0.f; // in flight with q's loads
     for (int i = threadIdx.x; i < ID; i += blockDim.x) q[i] = kt_bf16_to_f32(iq[(long)b * iq_ld + hh * ID + i]);
     __syncthreads();
-    rt_rope(q, ID, R, inv, (float)*pos, 1.0f);
+    rt_rope_at(q, ID, R, rc, (float)rc.p, 1.0f);
     float s = rt_quant_e4m3(q, ID, qq + row * ID, red);
     if (threadIdx.x < 32) {
-        float d = rt_gemv_at(wpart, S, B, ld, b, hh);
+        float d = rt_warp_sum(dl); // rt_gemv_at's sum
         if (threadIdx.x == 0) w[row] = d * rsqrtf((float)IH) * s * rsqrtf((float)ID);
     }
 }
@@ -823,13 +1077,13 @@ extern "C" __global__ void rt_lengths(const int *pos, int *len, int W, int hca_r
 // bf16 in group order og[g][b][GI] (as rt_attention writes). Grid (heads, batch).
 extern "C" __global__ void rt_o_post(const kt_u16 *o, const float *inv, const int *pos, kt_u16 *og, int R, int GI,
                                      int B) {
-    rt_begin();
+    const rt_rope_c rc = rt_rope_begin(inv, pos, R);
     __shared__ float v[KT_KV_DIM];
     int hh = blockIdx.x, b = blockIdx.y, H = gridDim.x;
     for (int j = threadIdx.x; j < KT_KV_DIM; j += blockDim.x)
         v[j] = kt_bf16_to_f32(o[((long)b * H + hh) * KT_KV_DIM + j]);
     __syncthreads();
-    rt_rope(v, KT_KV_DIM, R, inv, (float)*pos, -1.0f);
+    rt_rope_at(v, KT_KV_DIM, R, rc, (float)rc.p, -1.0f);
     for (int j = threadIdx.x; j < KT_KV_DIM; j += blockDim.x) {
         long f = (long)hh * KT_KV_DIM + j;
         og[((f / GI) * B + b) * GI + f % GI] = kt_f32_to_bf16(v[j]);
@@ -941,16 +1195,19 @@ extern "C" __global__ void rt_swiglu(const kt_u16 *gu, kt_u16 *a, int I, float l
     a[(long)b * I + i] = kt_f32_to_bf16(g / (1.f + expf(-g)) * u);
 }
 
-// Greedy sampling: tok[b] = argmax_v logits[b][v] (ties: the lower id).
-extern "C" __global__ void rt_argmax(const float *logits, int *tok, int V) {
+// Greedy sampling: tok[b] = argmax_v logits[b][v] (ties: the lower id); a block of
+// RT_ARGMAX_THREADS a sequence.
+#define RT_ARGMAX_THREADS 1024
+extern "C" __global__ void __launch_bounds__(RT_ARGMAX_THREADS) rt_argmax(const float *logits, int *tok, int V) {
     rt_begin();
-    __shared__ float bv[RT_THREADS];
-    __shared__ int bi[RT_THREADS];
+    __shared__ float bv[RT_ARGMAX_THREADS];
+    __shared__ int bi[RT_ARGMAX_THREADS];
     int b = blockIdx.x;
     float best = -INFINITY;
     int at = 0;
     // 16 loads in flight a thread, then compared in index order (the first of equal maxima kept):
-    // one load at a time, the LM head's 129,280 logits took ~195 us a step on the H200
+    // one load at a time, the LM head's 129,280 logits took ~195 us a step on the H200; at 256
+    // threads, 32 rounds of 16: 38 us (ncu); at 1024, 8
     for (int v0 = threadIdx.x; v0 < V; v0 += 16 * blockDim.x) {
         float x[16];
 #pragma unroll

@@ -28,7 +28,8 @@
 
 // clang-format off
 #define RT_KERNELS(X)                                                                                      \
-    X(EMBED, rt_embed) X(HC_PRE, rt_hc_pre) X(GEMV_HC, rt_gemv_hc) X(RMSNORM, rt_rmsnorm_bf16)             \
+    X(EMBED, rt_embed) X(HC_PRE, rt_hc_pre) X(GEMV_HC, rt_gemv_hc) X(GEMV_HC1, rt_gemv_hc1)                \
+    X(RMSNORM, rt_rmsnorm_bf16)                                                                             \
     X(Q_PREP, rt_q_prep) X(QKV_A, rt_qkv_a) X(COMP_EMIT, rt_comp_emit)                              \
     X(INDEX_SCORE, rt_index_score) X(TOPK, rt_topk) X(ATTENTION, rt_attention) X(UNGROUP, rt_ungroup)      \
     X(ROUTER, rt_router) X(MOE_UP, rt_moe_up) X(MOE_DOWN, rt_moe_down) X(MOE_COMBINE, rt_moe_combine)      \
@@ -88,6 +89,7 @@ typedef struct prof_row {
 } prof_row;
 
 #define MAX_FAMS 96
+#define N_SIDES 2 /* side chains at once: a CSA layer's two compressors beside each other and the query */
 #define MAX_EVENTS 8192
 
 struct kt_step {
@@ -96,9 +98,10 @@ struct kt_step {
     long ctx;
     kt_db *db;
     CUstream stream;
-    CUstream side, cur;       /* a second stream for independent chains (side_begin), the one launched on */
-    CUevent fork_ev, join_ev; /* side_begin's and side_end's points */
-    int sides;                /* side chains on (not with KT_STEP_ONE_STREAM=1, nor where a capture refused them) */
+    CUstream side[N_SIDES], cur, back[N_SIDES]; /* streams for independent chains (side_begin), the one launched
+                                                 * on, the one each side chain forked from */
+    CUevent fork_ev[N_SIDES], join_ev[N_SIDES]; /* side_begin's and side_end's points */
+    int sides; /* side chains on (not with KT_STEP_ONE_STREAM=1, nor where a capture refused them) */
     kt_module rt[N_RT];
     layer_dev *L;
     kt_model_tensor *list;
@@ -108,8 +111,9 @@ struct kt_step {
     dptr embed, hh_fn, hh_base, hh_scale, norm, head, inv_main, inv_comp;
     dptr tok, pos, x, postcomb, h, hq, hs, qa, qrq, qrs, q, qf, kvraw, iq, og, oa_g, oa, y_attn, eidx, ew, a_e, aq_e,
         as_e, y_e, gu, a_sh, y_sh, moe_out, yfin, logits, next, ik;
-    dptr gvpart, gvcount, cemit, ccount; /* rt_gemv's split sums (gv_bytes) and tile counters (gv_tiles);
-                                          * rt_comp_emit's entry [B][width], counters [B] */
+    dptr gvpart, gvcount, cemit[2], ccount[2]; /* rt_gemv's split sums (gv_bytes) and tile counters (gv_tiles);
+                                                * rt_comp_emit's entry [B][width] and counters [B], of the
+                                                * KV compressor and the indexer's (beside each other) */
     size_t gv_tiles;
     dptr xq, xs; /* qgemm's act_quant codes and scales above QGEMM_FUSED_MAX_M rows (xq_bytes codes) */
     size_t xq_bytes;
@@ -302,27 +306,28 @@ static int all_reduce(kt_step *s, dptr buf, int bf16) {
 }
 
 /* A chain of the step that depends on what is enqueued so far and that nothing enqueues until
- * side_join needs: from side_begin to side_end it goes on the side stream, the main stream's
- * launches after side_end run beside it (at B = 1 a kernel fills few SMs: two chains of them
- * overlap their latencies), side_join makes the main stream wait for it. The graph captures the
- * fork and the join. One step at a time; a profiled step (an event between ops) and the walk of
- * collect_ahead keep to one stream. */
-static int side_begin(kt_step *s) {
+ * side_join needs: from side_begin to side_end it goes on side stream i, the launches after
+ * side_end on the stream it forked from run beside it (at B = 1 a kernel fills few SMs: two chains
+ * of them overlap their latencies), side_join makes the main stream wait for it. Side chain 1 may
+ * fork from side chain 0 (a CSA layer's indexer compressor beside its KV compressor, both after
+ * their projections' GEMV). The graph captures the forks and the joins. One step at a time; a
+ * profiled step (an event between ops) and the walk of collect_ahead keep to one stream. */
+static int side_begin(kt_step *s, int i) {
     if (!s->sides || s->profiling || s->collecting) return 0;
-    KT_CHECK(CU, kt_cu.cuEventRecord(s->fork_ev, s->stream));
-    KT_CHECK(CU, kt_cu.cuStreamWaitEvent(s->side, s->fork_ev, 0));
-    s->cur = s->side;
+    KT_CHECK(CU, kt_cu.cuEventRecord(s->fork_ev[i], s->cur));
+    KT_CHECK(CU, kt_cu.cuStreamWaitEvent(s->side[i], s->fork_ev[i], 0));
+    s->back[i] = s->cur, s->cur = s->side[i];
     return 0;
 }
-static int side_end(kt_step *s) {
-    if (s->cur == s->stream) return 0;
-    KT_CHECK(CU, kt_cu.cuEventRecord(s->join_ev, s->side));
-    s->cur = s->stream;
+static int side_end(kt_step *s, int i) {
+    if (s->cur != s->side[i]) return 0;
+    KT_CHECK(CU, kt_cu.cuEventRecord(s->join_ev[i], s->side[i]));
+    s->cur = s->back[i];
     return 0;
 }
-static int side_join(kt_step *s) {
+static int side_join(kt_step *s, int i) {
     if (!s->sides || s->profiling || s->collecting) return 0;
-    KT_CHECK(CU, kt_cu.cuStreamWaitEvent(s->stream, s->join_ev, 0));
+    KT_CHECK(CU, kt_cu.cuStreamWaitEvent(s->stream, s->join_ev[i], 0));
     return 0;
 }
 
@@ -345,9 +350,9 @@ static int comp_gemv(kt_step *s, const layer_dev *L, int csa, gv_part *comp, gv_
 }
 
 /* A compressor's step from its projections `in` into one of kvcache (V4 layout), keys (f32) or ikc (mla_indexer's
- * pages). */
+ * pages); `which` picks its scratch (0 the KV compressor, 1 the indexer's: they may run side by side). */
 static int compressor(kt_step *s, const comp_dev *cd, const gv_part *in, dptr kvcache, dptr keys, dptr ikc,
-                      unsigned long long stride) {
+                      unsigned long long stride, int which) {
     const kt_model_config *c = &s->c;
     int rate = (int)cd->rate, width = (int)cd->width, overlap = cd->overlap, R = (int)c->rope_dim;
     float eps = (float)c->rms_eps;
@@ -359,8 +364,8 @@ static int compressor(kt_step *s, const comp_dev *cd, const gv_part *in, dptr kv
                  (void *)&cd->buf_g,
                  (void *)&cd->prev_kv,
                  (void *)&cd->prev_g,
-                 &s->cemit,
-                 &s->ccount,
+                 &s->cemit[which],
+                 &s->ccount[which],
                  (void *)&cd->norm,
                  &s->inv_comp,
                  &s->pos,
@@ -384,16 +389,27 @@ typedef struct hc_args {
     float eps, hc_eps;
 } hc_args;
 
+/* model.cu's HC module: a block of RT_HC_THREADS (rt_hc_pre) or, fused into rt_gemv_hc1's last
+ * block, RT_GV_THREADS, holding the H x D streams (at most RT_HC_HD) and the D norm weights (at
+ * most RT_HC_D) in registers (model.cu's defines). */
+#define RT_HC_THREADS 512
+#define RT_GV_THREADS 256
+#define RT_HC_HD 16384
+#define RT_HC_D 4096
+#define RT_QKV_NW 8
+#define RT_ARGMAX_THREADS 1024 /* rt_argmax's block */
+
 /* The HC mixes of the streams after a pending post step (hc_post) by rt_gemv_hc, which applies
  * it on the way into the other x buffer (then x): the mixes' splits in gvpart (*S); at B = 1
- * the GEMV's last block also runs the HC module (rt_hc_pre's work): *fused 1. */
+ * rt_gemv_hc1, whose last block also runs the HC module (rt_hc_pre's work): *fused 1. */
 static int hc_gemv_post(kt_step *s, dptr fn, long nmix, const hc_args *m, int *S, int *fused) {
-    int B = s->B, D = m->D, H = m->H, n = (int)nmix, K = H * D;
+    int B = s->B, D = m->D, H = m->H, n = (int)nmix, K = H * D, one = B == 1;
     int splits = gemv_splits(B, nmix, K), kc = (int)((K / 128 + splits - 1) / splits * 128);
     if (nmix > 32 || K % 128 || (size_t)splits * B * nmix * 4 > s->gv_bytes)
         return kt_fail("internal: rt_gemv_hc: %ld mixes of %d (at most 32 rows, K in 128s, %d splits in the scratch)",
                        nmix, K, splits);
-    dptr old = s->x, x = s->x == s->xbuf[0] ? s->xbuf[1] : s->xbuf[0], count = B == 1 ? s->gvcount : 0;
+    dptr old = s->x, x = s->x == s->xbuf[0] ? s->xbuf[1] : s->xbuf[0];
+    /* rt_gemv_hc takes the first 13 (the driver reads as many as the kernel has) */
     void *a[] = {&fn,
                  &old,
                  &x,
@@ -407,7 +423,7 @@ static int hc_gemv_post(kt_step *s, dptr fn, long nmix, const hc_args *m, int *S
                  &kc,
                  &D,
                  &H,
-                 &count,
+                 &s->gvcount,
                  (void *)&m->base,
                  (void *)&m->scale,
                  (void *)&m->norm,
@@ -418,9 +434,9 @@ static int hc_gemv_post(kt_step *s, dptr fn, long nmix, const hc_args *m, int *S
                  (void *)&m->iters,
                  (void *)&m->eps,
                  (void *)&m->hc_eps};
-    s->x = x, s->post_pending = 0, *S = splits, *fused = B == 1;
-    return rt_as(s, K_GEMV_HC, "rt_gemv_hc", (unsigned)(B + 7) / 8, 1, (unsigned)splits, 256,
-                 count ? (unsigned)(D * 4) : 0, a);
+    s->x = x, s->post_pending = 0, *S = splits, *fused = one;
+    return rt_as(s, one ? K_GEMV_HC1 : K_GEMV_HC, "rt_gemv_hc", (unsigned)(B + 7) / 8, 1, (unsigned)splits,
+                 RT_GV_THREADS, one ? (unsigned)(D * 4) : 0, a);
 }
 
 /* The HC module before block `which` (0 attention, 1 MoE), into h and its act_quant codes hq /
@@ -447,7 +463,7 @@ static int hc_mix(kt_step *s, dptr fn, dptr base, dptr scale, dptr norm, dptr po
         return -1;
     void *a[] = {&s->x, &s->gvpart, &S,   &m.base, &m.scale, &m.norm, &m.postcomb, &m.h,
                  &m.hq, &m.hs,      &m.D, &m.H,    &m.iters, &m.eps,  &m.hc_eps};
-    return fused ? 0 : rt(s, K_HC_PRE, (unsigned)s->B, 1, 512, (unsigned)(m.D * 4), a);
+    return fused ? 0 : rt(s, K_HC_PRE, (unsigned)s->B, 1, RT_HC_THREADS, (unsigned)(m.D * 4), a);
 }
 
 static int hc_pre(kt_step *s, layer_dev *L, int which, dptr norm) {
@@ -466,8 +482,8 @@ static int hc_post(kt_step *s, dptr yb, dptr yf) {
  * mla_indexer's pages or rt_index_score's f32 keys. */
 static int indexer_keys(kt_step *s, layer_dev *L, const gv_part *index) {
     return s->plan.family[KT_PART_INDEXER]
-               ? compressor(s, &L->index, index, 0, 0, L->ikc, (unsigned long long)L->cpages)
-               : compressor(s, &L->index, index, 0, L->ikeys, 0, L->kstride);
+               ? compressor(s, &L->index, index, 0, 0, L->ikc, (unsigned long long)L->cpages, 1)
+               : compressor(s, &L->index, index, 0, L->ikeys, 0, L->kstride, 1);
 }
 
 /* The CSA layer's indexer after its keys: the top-k entries into L->idx (cache-wide ids) by
@@ -543,22 +559,24 @@ static int attention(kt_step *s, long l) {
     /* a compressed layer's compressors (their projections of h, one rt_gemv) on the side chain,
      * beside the query's GEMMs: both start from hc_pre's h */
     gv_part comp, index, iw;
-    if (hc_pre(s, L, 0, L->attn_norm) || (mode && (side_begin(s) || comp_gemv(s, L, mode == 1, &comp, &index, &iw) ||
-                                                   compressor(s, &L->comp, &comp, L->ccache, 0, 0, L->cstride) ||
-                                                   (mode == 1 && indexer_keys(s, L, &index)) || side_end(s))))
+    if (hc_pre(s, L, 0, L->attn_norm) ||
+        (mode && (side_begin(s, 0) || comp_gemv(s, L, mode == 1, &comp, &index, &iw) ||
+                  (mode == 1 && (side_begin(s, 1) || indexer_keys(s, L, &index) || side_end(s, 1))) ||
+                  compressor(s, &L->comp, &comp, L->ccache, 0, 0, L->cstride, 0) || side_end(s, 0))))
         return -1;
     if (gemm(s, &L->wq_a, 0, ld, s->hq, s->hs, s->qa, B) || rt(s, K_QKV_A, (unsigned)B, 2, 256, smem, an) ||
         gemm(s, &L->wq_b, 0, L->wq_b.n, s->qrq, s->qrs, s->q, B) ||
-        rt(s, K_Q_PREP, (unsigned)c->n_heads, (unsigned)B, 128, 0, aq) || (mode && side_join(s)))
+        rt(s, K_Q_PREP, (unsigned)c->n_heads, (unsigned)B, 128, 0, aq) || (mode && side_join(s, 0)) ||
+        (mode == 1 && side_join(s, 1)))
         return -1;
     if ((mode == 1 && indexer(s, L, &iw)) || attend(s, L, mode, inv)) return -1;
     /* the grouped o_a; at B <= 16 the groups after the first on the side chain, beside it (each
      * quantises its rows inside quant_fp8_gemm; above, they would share qgemm's act_quant scratch) */
     int par = G > 1 && B <= QGEMM_FUSED_MAX_M;
-    if (par && side_begin(s)) return -1;
+    if (par && side_begin(s, 0)) return -1;
     for (int g = par; g < G; g++)
         if (wo_a_group(s, L, g)) return -1;
-    if (par && (side_end(s) || wo_a_group(s, L, 0) || side_join(s))) return -1;
+    if (par && (side_end(s, 0) || wo_a_group(s, L, 0) || side_join(s, 0))) return -1;
     /* the groups' outputs in token order: [G][B][OL] -> [B][G * OL], the same bytes at B = 1 */
     int total = G * B * OL;
     void *au[] = {&s->oa_g, &s->oa, &G, &B, &OL};
@@ -625,12 +643,12 @@ static int moe_family(kt_step *s, layer_dev *L, int hash) {
     /* V4: the shared expert on the side chain beside the gate, the router and the gate+up GEMM
      * (the down GEMM's epilogue adds its output) */
     int side = s->c.arch == KT_ARCH_V4 && s->c.n_shared;
-    return (side && (side_begin(s) || shared_expert(s, L) || side_end(s))) ||
+    return (side && (side_begin(s, 0) || shared_expert(s, L) || side_end(s, 0))) ||
                    gemv(s, "rt_gemv/gate", L->gate, E, D, s->h, s->elog, NULL) ||
                    fam_launch(s, fam_p(s, "moe_route", hash ? &s->plan.route_hash : &s->plan.route), route, 7) ||
                    (!side && shared_expert(s, L)) ||
-                   fam_launch(s, fam_p(s, "moe_gemm", &s->plan.gateup), up, KT_MOE_T_COUNT) || (side && side_join(s)) ||
-                   fam_launch(s, fam_p(s, "moe_gemm", &s->plan.down), down, KT_MOE_T_COUNT)
+                   fam_launch(s, fam_p(s, "moe_gemm", &s->plan.gateup), up, KT_MOE_T_COUNT) ||
+                   (side && side_join(s, 0)) || fam_launch(s, fam_p(s, "moe_gemm", &s->plan.down), down, KT_MOE_T_COUNT)
                ? -1
                : 0;
 }
@@ -747,13 +765,14 @@ static int enqueue_v32(kt_step *s) {
     int D = (int)c->hidden, V = (int)c->vocab, B = s->B, one = 1;
     float eps = (float)c->rms_eps;
     dptr no_quant = 0;
-    void *ae[] = {&s->embed, &s->tok, &s->x, &D, &one};
+    void *ae[] = {&s->embed, &s->tok, &s->x, &D};
     void *al0[] = {&s->pos, &s->lens, &one, &one, &one, &B}; /* lens[2][b] = pos + 1: every token indexed */
     void *an[] = {&s->x, &s->norm, &s->yfin, &no_quant, &no_quant, &D, &eps};
     void *am[] = {&s->logits, &s->next, &V};
     if (rt(s, K_EMBED, (unsigned)B, 1, 256, 0, ae) || rt(s, K_LENGTHS, (unsigned)(B + 63) / 64, 1, 64, 0, al0) ||
         layers(s, attention_v32, mlp_v32) || rt(s, K_RMSNORM_F32, (unsigned)B, 1, 256, (unsigned)(D * 4), an) ||
-        gemv(s, "rt_gemv/head", s->head, V, D, s->yfin, s->logits, NULL) || rt(s, K_ARGMAX, (unsigned)B, 1, 256, 0, am))
+        gemv(s, "rt_gemv/head", s->head, V, D, s->yfin, s->logits, NULL) ||
+        rt(s, K_ARGMAX, (unsigned)B, 1, RT_ARGMAX_THREADS, 0, am))
         return -1;
     return prof_mark(s, "end");
 }
@@ -765,15 +784,15 @@ static int enqueue(kt_step *s) {
     int W = (int)c->window, hr = (int)c->hca_rate, cr = (int)c->csa_rate, B = s->B;
     if (c->arch == KT_ARCH_V32) return enqueue_v32(s);
     s->x = s->xbuf[0], s->post_pending = 0; /* every step (and capture) starts on the same buffer */
-    void *ae[] = {&s->embed, &s->tok, &s->x, &D, &H};
+    void *ae[] = {&s->embed, &s->tok, &s->x, &D};
     void *al0[] = {&s->pos, &s->lens, &W, &hr, &cr, &B};
-    if (rt(s, K_EMBED, (unsigned)B, 1, 256, 0, ae) || rt(s, K_LENGTHS, (unsigned)(B + 63) / 64, 1, 64, 0, al0) ||
-        layers(s, attention, moe))
+    if (rt(s, K_EMBED, (unsigned)B, (unsigned)H, 256, 0, ae) ||
+        rt(s, K_LENGTHS, (unsigned)(B + 63) / 64, 1, 64, 0, al0) || layers(s, attention, moe))
         return -1;
     void *am[] = {&s->logits, &s->next, &V};
     if (hc_mix(s, s->hh_fn, s->hh_base, s->hh_scale, s->norm, 0, s->yfin, 0, 0) ||
         gemv(s, "rt_gemv/head", s->head, V, D, s->yfin, s->logits, NULL) ||
-        rt(s, K_ARGMAX, (unsigned)s->B, 1, 256, 0, am))
+        rt(s, K_ARGMAX, (unsigned)s->B, 1, RT_ARGMAX_THREADS, 0, am))
         return -1;
     return prof_mark(s, "end");
 }
@@ -1328,8 +1347,10 @@ static int alloc_acts(kt_step *s) {
                       {&s->yfin, B * D * 4},
                       {&s->logits, B * (size_t)c->vocab * 4},
                       {&s->next, B * 4},
-                      {&s->cemit, B * (HD > (size_t)c->index_dim ? HD : (size_t)c->index_dim) * 4},
-                      {&s->ccount, B * 4}};
+                      {&s->cemit[0], B * HD * 4}, /* the KV compressor's entry, then the indexer's */
+                      {&s->cemit[1], B * (size_t)c->index_dim * 4},
+                      {&s->ccount[0], B * 4},
+                      {&s->ccount[1], B * 4}};
     return alloc_bufs(a, sizeof a / sizeof a[0]) || alloc_scratch(s) || dalloc(&s->lens, 3 * B * 4) ||
                    (s->plan.family[KT_PART_INDEXER] && alloc_indexer(s)) ||
                    (s->plan.family[KT_PART_ATTENTION] && alloc_attention(s)) ||
@@ -1509,6 +1530,11 @@ static double kernel_ms(const kt_step *s) { return s->rt_ms + s->prewarm_ms + s-
 int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_options *o, kt_step **out) {
     if (c->index_heads > 64 || c->hc_mult > 8 || c->top_k > 64)
         return kt_fail("kt's plain kernels take index_n_heads <= 64, hc_mult <= 8, num_experts_per_tok <= 64");
+    if (c->arch == KT_ARCH_V4 && (c->hc_mult * c->hidden > RT_HC_HD || c->hidden > RT_HC_D))
+        return kt_fail("kt's HC module takes hc_mult x hidden_size <= %d and hidden_size <= %d (here %ld x %ld)",
+                       RT_HC_HD, RT_HC_D, c->hc_mult, c->hidden);
+    if (c->arch == KT_ARCH_V4 && c->q_lora > RT_QKV_NW * RT_GV_THREADS) /* rt_qkv_a's weights in registers */
+        return kt_fail("kt's rt_qkv_a takes q_lora_rank <= %d (here %ld)", RT_QKV_NW * RT_GV_THREADS, c->q_lora);
     kt_step_plan plan; /* decided before the GPU opens: V3.2's refusal needs none */
     int experts = KT_MOE_FP8;
     if (experts_format(c, w, o->experts, &experts)) return -1;
@@ -1531,9 +1557,11 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
                        s->plan.why[KT_PART_MOE]);
     if (o->db_path && kt_db_open(o->db_path, 1, &s->db)) return -1;
     KT_CHECK(CU, kt_cu.cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING));
-    KT_CHECK(CU, kt_cu.cuStreamCreate(&s->side, CU_STREAM_NON_BLOCKING));
-    KT_CHECK(CU, kt_cu.cuEventCreate(&s->fork_ev, CU_EVENT_DISABLE_TIMING));
-    KT_CHECK(CU, kt_cu.cuEventCreate(&s->join_ev, CU_EVENT_DISABLE_TIMING));
+    for (int i = 0; i < N_SIDES; i++) {
+        KT_CHECK(CU, kt_cu.cuStreamCreate(&s->side[i], CU_STREAM_NON_BLOCKING));
+        KT_CHECK(CU, kt_cu.cuEventCreate(&s->fork_ev[i], CU_EVENT_DISABLE_TIMING));
+        KT_CHECK(CU, kt_cu.cuEventCreate(&s->join_ev[i], CU_EVENT_DISABLE_TIMING));
+    }
     s->cur = s->stream;
     const char *one = getenv("KT_STEP_ONE_STREAM");
     s->sides = !(one && !strcmp(one, "1"));
@@ -1576,8 +1604,8 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
         if (build_graph(s, 0)) return -1;
     }
     fprintf(stderr, "kt run: %s\n",
-            s->sides ? "side chains on a second stream (the compressors beside the query's GEMMs, the shared expert "
-                       "beside the router; KT_STEP_ONE_STREAM=1: one stream)"
+            s->sides ? "side chains on second streams (the compressors beside the query's GEMMs and a CSA layer's "
+                       "two beside each other, the shared expert beside the router; KT_STEP_ONE_STREAM=1: one stream)"
                      : "one stream");
     s->resolve_ms = (kt_now() - t1) * 1e3;
     if (s->db && build_graph(s, 1)) return -1;
@@ -1689,7 +1717,12 @@ int kt_step_report(kt_step *s, const kt_run_options *o) {
     int n_rows;
     for (int g = 0; g < s->n_graphs; g++)
         if (time_graph(s, s->graph[g], reps, &ms[g])) return -1;
-    if (profile(s, rows, &n_rows) || copy_bandwidth(&bw)) return -1;
+    /* the eager step is the one a profiler started with --profile-from-start off sees (ncu: each
+     * kernel of the step at the context's last position, tests/gpu/rt.sh) */
+    KT_CHECK(CU, kt_cu.cuProfilerStart());
+    int rc = profile(s, rows, &n_rows);
+    KT_CHECK(CU, kt_cu.cuProfilerStop());
+    if (rc || copy_bandwidth(&bw)) return -1;
     double bytes = step_bytes(s, p), floor_ms = bytes / bw * 1e3;
     int levels[4] = {0};
     for (int i = 0; i < s->n_fams[0]; i++) levels[s->fams[0][i].level]++;

@@ -173,6 +173,9 @@ expect_fail "run: safetensors without the model's tensors" "tensor model.embed_t
 printf '{"model_type": "deepseek_v4", "hidden_size": 4294967424' >"$tmp/st/config.json"
 expect_fail "run: config.json cut short" "config.json" run --model "$tmp/st" --reference kt
 expect_fail "run: tp 2" "only world size 1" run --model "$tmp/m" --tp 2
+# the GPU step's HC module holds a sequence's streams in one block's registers: a wider model is refused first
+mkdir -p "$tmp/wide" && sed 's/"hidden_size": *128/"hidden_size": 8320/' "$tmp/m/config.json" >"$tmp/wide/config.json"
+expect_fail "run: streams too wide for the HC module" "HC module takes hc_mult x hidden_size <= 16384 and hidden_size <= 4096 (here 4 x 8320)" run --model "$tmp/wide" --synthetic
 expect_fail "run: ragged prompt" "line 2 has 2 tokens" run --model "$tmp/m" --synthetic --reference kt --batch 2 --prompt "$tmp/m/ragged.txt"
 expect_fail "run: context too short" "exceed --context 4" run --model "$tmp/m" --synthetic --reference kt --steps 8 --context 4
 expect_ok "run: host reference, synthetic weights" "step 11:" run --model "$tmp/m" --synthetic --reference kt --batch 2 --steps 11 --context 16

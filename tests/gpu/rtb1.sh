@@ -1,51 +1,250 @@
 #!/usr/bin/env bash
-# rtb1.sh — one GPU call for issue 23's B = 1 TPOT work (fewer launches and shorter latency chains
-# in `kt run`'s step; bench/NOTES.md, fifteenth session, rtb1), ~110 s, under 150 s with every timeout:
-#   1. runtime.sh's routed tiny V4 (sliding, CSA, HCA, hash and routed layers; the families and
-#      --plain-kernels) against transformers and the host reference;
-#   2. the routed model at B = 1 (its HC modules in rt_gemv_hc's last block) against B = 2,
-#      teacher-forced, and the B = 2 run again: the same logits byte for byte (deterministic
-#      sums; the last-block counters left at 0);
-#   3. V4-Flash `--synthetic --tp-shapes 4 --context 8192 --steps 1 --json` at B = 1 and 64 (this
-#      build; at B = 1 also on one stream, KT_STEP_ONE_STREAM=1; main's when the lead carries it
-#      as .gpu/kt_main, else main's run at rtb1's first call,
-#      bench/recordings/h200_run_v4flash_tp4_b*_c8192_main.json): TPOT, the floor, the kernel
-#      count, the per-op ms against main's; B = 1 must beat main's TPOT, B = 64 stay within 2%.
-# `kt bench launch` and the B = 18 / V3.2 / MXFP4 checks ran at the first call (bench/NOTES.md).
+# rtb1.sh [PART...] — GPU checks of issue 23's B = 1 TPOT work on `kt run`'s step (bench/NOTES.md,
+# fifteenth session rtb1 and sixteenth session rt). Parts, in the order given (default: warm b1
+# b64 correct b1b2), each under its own timeout inside a 100 s budget (KT_RTB1_BUDGET; a part that
+# would start past it is skipped, a FAIL):
+#   warm     the JIT cache filled for the parts after: 4-layer starts of this build and main's at
+#            B = 1 and 64 side by side (a cold start compiles model.cu and the families: ~40 s);
+#   b1, b64  V4-Flash `--synthetic --tp-shapes 4 --context 8192 --steps 1 --json --dump` at B = 1 /
+#            64 with this build and main's ($KT_MAIN, else .gpu/kt_main; without one, main's
+#            recorded run bench/recordings/h200_run_v4flash_tp4_b*_c8192_merged15.json): TPOT, the
+#            floor, the kernel count, the per-op ms against main's; B = 1 must beat main's TPOT,
+#            B = 64 stay within 2%; and the logits byte-identical to main's build (the glue's sums
+#            keep their order, so a change that moves one bit is a change of the math);
+#   one      this build at B = 1 on one stream (KT_STEP_ONE_STREAM=1), against part b1's run: what the
+#            side chains buy;
+#   ncu      this build's step under Nsight Compute (`--profile-from-start off`: the report's eager
+#            step at the context's last position, which kt run brackets with cuProfilerStart/Stop),
+#            4 layers (3 HCA, 1 CSA; 3 hash-routed, 1 routed), B = 1: each kernel's device time
+#            (gpu__time_duration, caches and clocks left alone), summed per kernel name;
+#   tiny     (in the background from the start) the routed tiny V4 made by transformers, teacher-
+#            forced at B = 2 and 1 on this build and main's: logits byte-identical;
+#   correct  runtime.sh's routed tiny V4 (sliding, CSA, HCA, hash and routed layers; the families
+#            and --plain-kernels) against transformers and the host reference;
+#   b1b2     the routed tiny V4 at B = 1 (its HC modules in rt_gemv_hc1's last block) against
+#            B = 2, teacher-forced, and the B = 2 run of `correct` again: the same logits byte for
+#            byte (deterministic sums; the last-block counters left at 0). Needs `correct` first.
+#   v32      DeepSeek-V3.2's step (release config, synthetic, 4 layers, B = 2) on this build and
+#            main's: logits byte-identical.
 # Logs under $OUT/rtb1 (or /tmp/kt-rtb1). Ends with "N passed, N failed".
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 L=${OUT:+$OUT/rtb1}
 L=${L:-/tmp/kt-rtb1}
 rm -rf "$L" && mkdir -p "$L"
-export KT_CACHE_DIR=${KT_CACHE_DIR:-/tmp/kt-rtb1-cache}
 export KT_RT_MODELS=${KT_RT_MODELS:-/tmp/kt-rt-models}
-KT=./bin/kt MAIN=.gpu/kt_main PY=${PYTHON:-python3} F=/tmp/kt-rtb1-flash D=$KT_RT_MODELS/routed
+KT=./bin/kt MAIN=${KT_MAIN:-.gpu/kt_main} PY=${PYTHON:-python3} F=${KT_FLASH:-/tmp/flash} D=$KT_RT_MODELS/routed
+BUDGET=${KT_RTB1_BUDGET:-100}
 T0=$SECONDS
 passed=0 failed=0
 check() { if [ "$1" = 0 ]; then passed=$((passed + 1)); echo "PASS $2"; else failed=$((failed + 1)); echo "FAIL $2"; fi; }
 say() { echo "[$((SECONDS - T0))s] $*"; }
-left() { echo $((145 - (SECONDS - T0))); } # seconds left of the 150 s call, a margin kept
+left() { echo $((BUDGET - 3 - (SECONDS - T0))); }
+# lim WANT: the timeout a part gets (WANT, or what is left); 0 when under 5 s are left
+lim() { local l; l=$(left); [ "$l" -lt "$1" ] || l=$1; [ "$l" -ge 5 ] && echo "$l" || echo 0; }
+flash_folder() {
+    [ -s "$F/config.json" ] || timeout "$(lim 30)" $PY tests/gpu/runtime_ref.py flash "$F" >"$L/flash_make.log" 2>&1
+    [ -s "$F/config.json" ] || { check 1 "V4-Flash model folder: $(tail -n 1 "$L/flash_make.log")"; return 1; }
+}
+FL="--model $F --synthetic --tp-shapes 4 --context 8192 --steps 1"
 
-# 1. correctness first (the TPOT runs then have the GPU alone): the routed tiny V4 against
-# transformers and the host reference
-# (the V4-Flash folder for part 3 made meanwhile: transformers' import alone can take 10-20 s; runtime.sh
-# starts its routed model only with 60 s of its budget left, so the budget is speed.sh's 100)
-timeout 60 $PY tests/gpu/runtime_ref.py flash "$F" >"$L/flash_make.log" 2>&1 &
-KT_RT_CONFIGS=routed KT_RT_BUDGET=100 LOGS=$L/runtime timeout 100 bash tests/gpu/runtime.sh correct \
-    >"$L/runtime.log" 2>&1
-check $? "routed tiny V4 against transformers and the host reference (tests/gpu/runtime.sh correct)"
-grep "^ok\|^FAIL\|^PASS\|passed, \|gpu vs ktref \|gpu vs plain \|gpu vs hf_fp32 " "$L/runtime.log"
-say "correctness done"
+# the JIT cache filled for the parts after (this build's and main's model.cu, the families of B = 1
+# and 64) by four 4-layer starts side by side (4 layers hold every problem the step dispatches: HCA
+# and CSA attention, hash-routed and routed MoE), so the timed runs after start warm
+part_warm() {
+    flash_folder || return
+    local t k b kt p pids=""
+    t=$(lim 50)
+    [ "$t" -gt 0 ] || { check 1 "warm: skipped, $((SECONDS - T0)) s spent"; return; }
+    for k in new main; do
+        kt=$KT
+        [ $k = main ] && { [ -x "$MAIN" ] || continue; kt=$MAIN; }
+        for b in 1 64; do
+            timeout "$t" $kt run --model "$F" --synthetic --tp-shapes 4 --context 8192 --steps 0 --layers 4 --batch $b \
+                >"$L/warm_${k}_b$b.log" 2>&1 &
+            pids="$pids $!"
+        done
+    done
+    local rc=0
+    for p in $pids; do wait "$p" || rc=1; done
+    check $rc "warm: 4-layer starts of this build and main's at B = 1 and 64 ($(grep -h 'kernel part' "$L"/warm_*.log | head -n 4 | tr '\n' ';'))"
+}
 
-# 2. B = 1 against B = 2 (teacher-forced on the prompt), and the B = 2 run again
-if [ -s "$D/prompt.txt" ] && [ -s "$L/runtime/routed/gpu.bin" ]; then
-    head -n 1 "$D/prompt.txt" >"$L/prompt1.txt"
-    timeout 6 $KT run --model "$D" --batch 2 --context 64 --steps 0 --prompt "$D/prompt.txt" --dump "$L/b2.bin" \
-        >"$L/b2.log" 2>&1 &&
-        timeout 6 $KT run --model "$D" --batch 1 --context 64 --steps 0 --prompt "$L/prompt1.txt" --dump "$L/b1.bin" \
-            >"$L/b1.log" 2>&1 &&
-        $PY - "$L/b1.bin" "$L/b2.bin" <<'EOF'
+# V4-Flash at B = $1: this build, then main's (warm after part warm; cold, a first run compiles the step's kernels into
+# an empty JIT cache, ~40 s; main's shares the families' cubins), TPOT and logits against main's
+# the timed parts have the GPU alone: part tiny's background runs finished first
+quiet_gpu() { [ -z "${TINY:-}" ] || { wait "$TINY"; TINY_RC=$?; TINY_DONE=1; }; TINY=; }
+part_flash() {
+    local b=$1 k kt t
+    flash_folder || return
+    quiet_gpu
+    for k in new main; do
+        kt=$KT
+        if [ $k = main ]; then # without main's build, or the time for its run: its recorded run (no logits)
+            if [ ! -x "$MAIN" ] || [ "$(left)" -lt 18 ]; then
+                say "main B=$b: the recorded run (merged15), $([ -x "$MAIN" ] && echo "$(left) s left" || echo "no $MAIN")"
+                cp bench/recordings/h200_run_v4flash_tp4_b${b}_c8192_merged15.json "$L/main_b$b.json"
+                continue
+            fi
+            kt=$MAIN
+        fi
+        t=$(lim 45)
+        [ "$t" -gt 0 ] || { say "skip $k B=$b: $((SECONDS - T0)) s spent"; continue; }
+        timeout "$t" $kt run $FL --batch $b --json "$L/${k}_b$b.json" --dump "/tmp/kt-rtb1-${k}_b$b.bin" \
+            >"$L/${k}_b$b.log" 2>"$L/${k}_b$b.err"
+        say "$k B=$b rc=$? $(grep 'TPOT\|graph:' "$L/${k}_b$b.log" | tr '\n' ' ')"
+    done
+    [ -s "$L/new_b$b.json" ] || { check 1 "V4-Flash B=$b: this build's kt run failed ($(tail -n 1 "$L/new_b$b.err"))"; return; }
+    [ -s "$L/main_b$b.json" ] || { check 1 "V4-Flash B=$b: main's run did not finish"; return; }
+    $PY - "$L/new_b$b.json" "$L/main_b$b.json" <<'EOF'
+import json, sys
+new, main = (json.load(open(p)) for p in sys.argv[1:3])
+calls = lambda j: sum(j["per_op_calls"].values())
+B = new["batch"]
+print(f"V4-Flash B={B}: TPOT {new['tpot_ms']:.3f} ms (main {main['tpot_ms']:.3f}, {100 * (new['tpot_ms'] / main['tpot_ms'] - 1):+.1f}%), "
+      f"floor {new['floor_ms']:.3f} ms, {new['floor_ratio']:.2f}x (main {main['floor_ratio']:.2f}x); {new['kernels']} kernels "
+      f"in the graph, {new['tpot_ms'] * 1e3 / new['kernels']:.2f} us a kernel; eager ops {calls(new)} (main {calls(main)})")
+ops = sorted(set(new["per_op_ms"]) | set(main["per_op_ms"]),
+             key=lambda k: -max(new["per_op_ms"].get(k, 0), main["per_op_ms"].get(k, 0)))
+for k in ops:
+    n, m, c = new["per_op_ms"].get(k, 0), main["per_op_ms"].get(k, 0), max(new["per_op_calls"].get(k, 0), 1)
+    print(f"  {k:22s} new {n:8.3f} ms {new['per_op_calls'].get(k, 0):5d} calls {1e3 * n / c:7.2f} us   "
+          f"main {m:8.3f} ms {main['per_op_calls'].get(k, 0):5d}")
+sys.exit(0 if new["tpot_ms"] < (1.0 if B == 1 else 1.02) * main["tpot_ms"] else 1)
+EOF
+    check $? "V4-Flash synthetic --tp-shapes 4 B=$b 8K: TPOT $([ $b = 1 ] && echo "under main's" || echo "at most 2% over main's")"
+    if [ -s "/tmp/kt-rtb1-main_b$b.bin" ]; then
+        cmp "/tmp/kt-rtb1-new_b$b.bin" "/tmp/kt-rtb1-main_b$b.bin" >"$L/cmp_b$b.txt" 2>&1
+        check $? "V4-Flash B=$b: logits of both steps byte-identical to main's build ($(head -c 120 "$L/cmp_b$b.txt"))"
+    fi
+    rm -f /tmp/kt-rtb1-*_b$b.bin
+}
+
+# this build at B = 1 on one stream (KT_STEP_ONE_STREAM=1): what the side chains buy (after part b1)
+part_one() {
+    local t
+    flash_folder || return
+    quiet_gpu
+    t=$(lim 30)
+    [ "$t" -gt 0 ] || { check 1 "one stream: skipped, $((SECONDS - T0)) s spent"; return; }
+    KT_STEP_ONE_STREAM=1 timeout "$t" $KT run $FL --batch 1 --json "$L/one_b1.json" >"$L/one_b1.log" 2>"$L/one_b1.err"
+    say "one B=1 rc=$? $(grep 'TPOT' "$L/one_b1.log")"
+    [ -s "$L/one_b1.json" ] && [ -s "$L/new_b1.json" ] && $PY -c "
+import json; o, n = (json.load(open(p)) for p in ('$L/one_b1.json', '$L/new_b1.json'))
+print(f\"the side chains at B=1: {n['tpot_ms']:.3f} ms with, {o['tpot_ms']:.3f} ms on one stream ({100 * (n['tpot_ms'] / o['tpot_ms'] - 1):+.1f}%)\")"
+    check $? "V4-Flash B=1 on one stream (KT_STEP_ONE_STREAM=1), against part b1's run"
+}
+
+# the step's kernels under ncu, one device time each, summed per name
+part_ncu() {
+    flash_folder || return
+    quiet_gpu
+    local t ncu=${KT_NCU:-ncu}
+    command -v "$ncu" >/dev/null || { check 1 "ncu: no $ncu on this machine"; return; }
+    t=$(lim 40)
+    [ "$t" -gt 0 ] || { check 1 "ncu: skipped, $((SECONDS - T0)) s spent"; return; }
+    timeout "$t" "$ncu" --profile-from-start off --metrics gpu__time_duration.sum --cache-control none \
+        --clock-control none --csv --page raw --print-units base $KT run --model "$F" --synthetic --tp-shapes 4 \
+        --context 8192 --steps 0 --layers 4 --batch 1 >"$L/ncu_b1.csv" 2>"$L/ncu_b1.err"
+    say "ncu rc=$?"
+    $PY - "$L/ncu_b1.csv" <<'EOF'
+import csv, sys
+rows = list(csv.reader(l for l in open(sys.argv[1]) if l.startswith('"')))
+head = next((i for i, r in enumerate(rows) if "Kernel Name" in r and "gpu__time_duration.sum" in r), None)
+if head is None:
+    sys.exit("ncu: no CSV with gpu__time_duration.sum in its output")
+h = rows[head]
+kn, tv, gs, bs = (h.index(c) for c in ("Kernel Name", "gpu__time_duration.sum", "Grid Size", "Block Size"))
+seq, agg = [], {}
+for r in rows[head + 1:]:
+    try:
+        ns = float(r[tv].replace(",", ""))
+    except ValueError:
+        continue  # the units row
+    seq.append((r[kn], ns / 1e3, r[gs], r[bs]))
+    a = agg.setdefault(r[kn], [0, 0.0, 0.0])
+    a[0] += 1; a[1] += ns / 1e3; a[2] = max(a[2], ns / 1e3)
+tot = sum(a[1] for a in agg.values())
+print(f"ncu: {len(seq)} kernels of the eager step (4 layers, B = 1), device time {tot:.1f} us in all")
+for k, a in sorted(agg.items(), key=lambda kv: -kv[1][1]):
+    print(f"  {k[:60]:60s} {a[0]:4d} calls {a[1]:8.1f} us  {a[1] / a[0]:7.2f} us a call (max {a[2]:.2f})")
+print("ncu: the sequence (kernel, us, grid, block):")
+for k, us, g, b in seq:
+    print(f"    {k[:60]:60s} {us:8.2f}  {g} {b}")
+sys.exit(0 if seq else 1)
+EOF
+    check $? "ncu: the step's kernels' device times (4 layers, B = 1)" || true
+    grep -v "^==PROF==" "$L/ncu_b1.err" | tail -n 3
+}
+
+# the routed tiny V4 (made by transformers) on both builds, teacher-forced on its prompt at B = 2
+# (rt_hc_pre's blocks: by-stream collapse, D / 4 = 64 columns under 512 threads) and B = 1
+# (rt_gemv_hc1's last block, 256 threads): logits byte-identical to main's build. Correctness
+# only, no timing: it runs in the background, beside part warm.
+part_tiny() {
+    local t k b kt rc
+    [ -s "$D/prompt.txt" ] || timeout "$(lim 45)" $PY tests/gpu/runtime_ref.py make "$D" >"$L/tiny_make.log" 2>&1
+    [ -s "$D/prompt.txt" ] || { check 1 "tiny: the routed model: $(tail -n 1 "$L/tiny_make.log")"; return; }
+    head -n 1 "$D/prompt.txt" >"$L/prompt_b1.txt"
+    cp "$D/prompt.txt" "$L/prompt_b2.txt"
+    [ -x "$MAIN" ] || { check 1 "tiny: no main build $MAIN to compare with"; return; }
+    for b in 2 1; do
+        for k in new main; do
+            kt=$KT
+            [ $k = main ] && kt=$MAIN
+            t=$(lim 40)
+            [ "$t" -gt 0 ] || break
+            timeout "$t" $kt run --model "$D" --batch $b --context 64 --steps 0 --prompt "$L/prompt_b$b.txt" \
+                --dump "$L/tiny_${k}_b$b.bin" >"$L/tiny_${k}_b$b.log" 2>&1
+            rc=$?
+            [ $rc = 0 ] || { check 1 "tiny B=$b: $k's kt run failed (rc $rc): $(tail -n 1 "$L/tiny_${k}_b$b.log")"; continue 2; }
+        done
+        cmp "$L/tiny_new_b$b.bin" "$L/tiny_main_b$b.bin" >"$L/tiny_cmp_b$b.txt" 2>&1
+        check $? "routed tiny V4 B=$b, teacher-forced ($(grep -c '^step' "$L/tiny_new_b$b.log") steps): logits byte-identical to main's build $(head -c 100 "$L/tiny_cmp_b$b.txt")"
+    done
+}
+
+# DeepSeek-V3.2's step (release config, synthetic, 4 layers, B = 2) on both builds: the same logits
+# byte for byte (this session changed kernels V3.2 runs too: rt_embed's grid, rt_argmax's block,
+# rt_rmsnorm's weight loads)
+part_v32() {
+    local t k kt F32=/tmp/kt-rtb1-v32
+    [ -s "$F32/config.json" ] || timeout "$(lim 30)" $PY tests/gpu/runtime_ref.py flash "$F32" --arch v32 >"$L/v32_make.log" 2>&1
+    [ -s "$F32/config.json" ] || { check 1 "v32: the config folder: $(tail -n 1 "$L/v32_make.log")"; return; }
+    [ -x "$MAIN" ] || { check 1 "v32: no main build $MAIN to compare with"; return; }
+    quiet_gpu
+    for k in new main; do
+        kt=$KT
+        [ $k = main ] && kt=$MAIN
+        t=$(lim 40)
+        [ "$t" -gt 0 ] || { check 1 "v32: skipped, $((SECONDS - T0)) s spent"; return; }
+        timeout "$t" $kt run --model "$F32" --synthetic --layers 4 --batch 2 --context 4096 --steps 2 \
+            --dump "/tmp/kt-rtb1-v32_$k.bin" >"$L/v32_$k.log" 2>&1 ||
+            { check 1 "v32: $k's kt run failed: $(tail -n 1 "$L/v32_$k.log")"; return; }
+    done
+    cmp "/tmp/kt-rtb1-v32_new.bin" "/tmp/kt-rtb1-v32_main.bin" >"$L/v32_cmp.txt" 2>&1
+    check $? "DeepSeek-V3.2 synthetic, 4 layers, B=2, 3 steps: logits byte-identical to main's build $(head -c 100 "$L/v32_cmp.txt")"
+    rm -f /tmp/kt-rtb1-v32_*.bin
+}
+
+part_correct() {
+    local t
+    t=$(lim 95)
+    [ "$t" -ge 62 ] || { check 1 "runtime.sh routed: skipped, $((SECONDS - T0)) s spent"; return; } # it wants 60
+    KT_RT_CONFIGS=routed KT_RT_BUDGET=$t LOGS=$L/runtime timeout "$t" bash tests/gpu/runtime.sh correct \
+        >"$L/runtime.log" 2>&1
+    check $? "routed tiny V4 against transformers and the host reference (tests/gpu/runtime.sh correct)"
+    grep "^ok\|^FAIL\|^PASS\|passed, \|gpu vs ktref \|gpu vs plain \|gpu vs hf_fp32 " "$L/runtime.log"
+}
+
+part_b1b2() {
+    if [ -s "$D/prompt.txt" ] && [ -s "$L/runtime/routed/gpu.bin" ] && [ "$(lim 20)" -gt 0 ]; then
+        head -n 1 "$D/prompt.txt" >"$L/prompt1.txt"
+        timeout 6 $KT run --model "$D" --batch 2 --context 64 --steps 0 --prompt "$D/prompt.txt" --dump "$L/b2.bin" \
+            >"$L/b2.log" 2>&1 &&
+            timeout 6 $KT run --model "$D" --batch 1 --context 64 --steps 0 --prompt "$L/prompt1.txt" \
+                --dump "$L/b1.bin" >"$L/b1.log" 2>&1 &&
+            $PY - "$L/b1.bin" "$L/b2.bin" <<'EOF'
 import sys
 import numpy as np
 b = np.fromfile(sys.argv[2], dtype=np.float32).reshape(-1, 2, 512)
@@ -54,58 +253,39 @@ rel = np.linalg.norm(a[:, 0] - b[:, 0], axis=1) / np.linalg.norm(b[:, 0], axis=1
 print(f"B=1 against B=2's first sequence: median per-step rel L2 {np.median(rel):.2e}, max {rel.max():.2e}")
 sys.exit(0 if np.median(rel) < 1e-2 else 1)
 EOF
-    check $? "routed tiny V4 at B=1 (the HC modules in rt_gemv_hc's last block) against B=2, teacher-forced"
-    timeout 6 $KT run --model "$D" --batch 2 --context 64 --steps 8 --prompt "$D/prompt.txt" \
-        --dump "$L/again.bin" >"$L/again.log" 2>&1 && cmp -s "$L/again.bin" "$L/runtime/routed/gpu.bin"
-    check $? "routed tiny V4, B=2 run again: the same logits byte for byte"
-else
-    check 1 "routed tiny V4 at B=1 and again: no model or no families' dump from part 1"
-fi
-# 3. TPOT, in what is left of the 145 s
-wait # the V4-Flash folder
-[ -s "$F/config.json" ] || check 1 "V4-Flash model folder: $(tail -n 1 "$L/flash_make.log")"
-FL="--model $F --synthetic --tp-shapes 4 --context 8192 --steps 1"
-for b in 1 64; do
-    for k in main new one; do # one: this build on one stream (KT_STEP_ONE_STREAM=1: no side chains)
-        [ $k = one ] && [ $b = 64 ] && continue
-        kt=$KT
-        if [ $k = main ]; then
-            [ -x $MAIN ] || { cp bench/recordings/h200_run_v4flash_tp4_b${b}_c8192_main.json "$L/main_b$b.json"; continue; }
-            kt=$MAIN
-        fi
-        # a build's first run compiles the step's kernels into an empty JIT cache: 40 s; then 15
-        lim=15
-        [ $b = 1 ] && lim=40
-        [ "$(left)" -lt $lim ] && lim=$(left)
-        [ $lim -ge 5 ] || { say "skip $k B=$b: $((SECONDS - T0)) s spent"; continue; }
-        KT_STEP_ONE_STREAM=$([ $k = one ] && echo 1 || echo 0) timeout $lim $kt run $FL --batch $b \
-            --json "$L/${k}_b$b.json" >"$L/${k}_b$b.log" 2>"$L/${k}_b$b.err"
-        say "$k B=$b rc=$? $(grep 'TPOT\|graph:' "$L/${k}_b$b.log" | tr '\n' ' ')"
-    done
-    [ -s "$L/new_b$b.json" ] || { check 1 "V4-Flash B=$b: this build's kt run failed ($(tail -n 1 "$L/new_b$b.err"))"; continue; }
-    $PY - "$L/new_b$b.json" "$L/main_b$b.json" "$L/one_b$b.json" <<'EOF'
-import json, os, sys
-new, main = (json.load(open(p)) for p in sys.argv[1:3])
-one = json.load(open(sys.argv[3])) if os.path.exists(sys.argv[3]) and os.path.getsize(sys.argv[3]) else None
-calls = lambda j: sum(j["per_op_calls"].values())
-B = new["batch"]
-print(f"V4-Flash B={B}: TPOT {new['tpot_ms']:.3f} ms (main {main['tpot_ms']:.3f}, {100 * (new['tpot_ms'] / main['tpot_ms'] - 1):+.1f}%), "
-      f"floor {new['floor_ms']:.3f} ms, {new['floor_ratio']:.2f}x (main {main['floor_ratio']:.2f}x); {new['kernels']} kernels "
-      f"in the graph, {new['tpot_ms'] * 1e3 / new['kernels']:.2f} us a kernel; eager ops {calls(new)} (main {calls(main)})")
-if one:
-    print(f"  the side chains: {new['tpot_ms']:.3f} ms with (side_chains {new.get('side_chains')}), {one['tpot_ms']:.3f} ms on one "
-          f"stream (side_chains {one.get('side_chains')}): {100 * (new['tpot_ms'] / one['tpot_ms'] - 1):+.1f}%")
-ops = sorted(set(new["per_op_ms"]) | set(main["per_op_ms"]),
-             key=lambda k: -max(new["per_op_ms"].get(k, 0), main["per_op_ms"].get(k, 0)))
-for k in ops:
-    print(f"  {k:22s} new {new['per_op_ms'].get(k, 0):8.3f} ms {new['per_op_calls'].get(k, 0):5d} calls   "
-          f"main {main['per_op_ms'].get(k, 0):8.3f} ms {main['per_op_calls'].get(k, 0):5d}")
-sys.exit(0 if new["tpot_ms"] < (1.0 if B == 1 else 1.02) * main["tpot_ms"] else 1)
-EOF
-    check $? "V4-Flash synthetic --tp-shapes 4 B=$b 8K: TPOT $([ $b = 1 ] && echo "under main's" || echo "at most 2% over main's")"
-done
+        check $? "routed tiny V4 at B=1 (the HC modules in rt_gemv_hc1's last block) against B=2, teacher-forced"
+        timeout 6 $KT run --model "$D" --batch 2 --context 64 --steps 8 --prompt "$D/prompt.txt" \
+            --dump "$L/again.bin" >"$L/again.log" 2>&1 && cmp -s "$L/again.bin" "$L/runtime/routed/gpu.bin"
+        check $? "routed tiny V4, B=2 run again: the same logits byte for byte"
+    else
+        check 1 "routed tiny V4 at B=1 and again: no model, no families' dump from part correct, or no time"
+    fi
+}
 
-say "end"
+PARTS=${*:-warm b1 b64 correct b1b2}
+# part tiny runs in the background from the start (its checks collected at the end)
+TINY= TINY_DONE=
+case " $PARTS " in *" tiny "*) (part_tiny >"$L/tiny.out" 2>&1) & TINY=$! ;; esac
+for p in $PARTS; do
+    case $p in
+    tiny) continue ;;
+    warm) part_warm ;;
+    b1) part_flash 1 ;;
+    b64) part_flash 64 ;;
+    one) part_one ;;
+    ncu) part_ncu ;;
+    correct) part_correct ;;
+    v32) part_v32 ;;
+    b1b2) part_b1b2 ;;
+    *) check 1 "unknown part $p (warm, b1, b64, one, ncu, tiny, correct, b1b2, v32)" ;;
+    esac
+    say "$p done"
+done
+quiet_gpu
+if [ -n "$TINY_DONE" ]; then
+    cat "$L/tiny.out"
+    passed=$((passed + $(grep -c '^PASS' "$L/tiny.out"))) failed=$((failed + $(grep -c '^FAIL' "$L/tiny.out")))
+fi
 find "$L" -name '*.safetensors' -delete
 find "$L" -name '*.bin' -size +20M -delete
 echo "$passed passed, $failed failed"
