@@ -124,8 +124,8 @@ struct kt_step {
     /* the families' buffers: list lengths [3][B] (rt_lengths), mla_decode's lists, q, out and
      * partials; mla_indexer's q, weights, block table, logits and histograms; moe_route's gate logits and
      * alignment records, moe_gemm's intermediate, partials, counters and bf16 output */
-    dptr lens, wlist, hlist, csa_len, sl_idx, sl_len, qb, ob, lse, apart, atick, itable, iqq, iw, ilogits, ihist, elog, ealign,
-        he, hse, mpart, mcnt, moe_outb, no_shared;
+    dptr lens, wlist, hlist, csa_len, sl_idx, sl_len, qb, ob, lse, apart, atick, itable, iqq, iw, ilogits, ihist, elog,
+        ealign, he, hse, mpart, mcnt, moe_outb, no_shared;
     kt_step_plan plan;
     fam_k fams[2][MAX_FAMS];
     int n_fams[2], set, collecting;
