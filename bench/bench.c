@@ -106,11 +106,8 @@ static int ceiling_once(void *ctx) {
     return kt_launch_kernel(&c->mod, c->kernel, (unsigned)c->sms, 1, 1, (unsigned)c->threads, 0, NULL, args);
 }
 
-static int ceiling_run(ceiling_probe *c, probe_events *e, kt_mma_kind kind, double *best, double *at_8_warps) {
-    static const char *const kernels[] = {"kt_mma_ceiling_2x2", "kt_mma_ceiling_4x2", "kt_mma_bf16_ceiling_2x2",
-                                          "kt_mma_bf16_ceiling_4x2", NULL};
-    static const int chains[] = {4, 8, 4, 8}, warps[] = {8, 16, 32};                  /* mmas per step of each kernel */
-    const int first = kind == KT_MMA_BF16 ? 2 : 0, k = kind == KT_MMA_BF16 ? 16 : 32; /* the mma's K */
+/* Loads ceiling.cu's named kernels (NULL-terminated) and the output buffer every probe writes. */
+static int ceiling_open(ceiling_probe *c, const char *const *kernels) {
     c->sms = kt_gpu_current()->sm_count;
     kt_cubin cubin = {0};
     if (kt_compile_source("ceiling.cu", kt_gpu_arch(), &cubin)) return -1;
@@ -118,21 +115,49 @@ static int ceiling_run(ceiling_probe *c, probe_events *e, kt_mma_kind kind, doub
     kt_cubin_free(&cubin);
     if (rc) return -1;
     KT_CHECK(CU, kt_cu.cuMemAlloc(&c->out, (size_t)c->sms * 1024 * sizeof(float)));
+    return 0;
+}
+
+static void ceiling_close(ceiling_probe *c, probe_events *e) {
+    kt_module_unload(&c->mod);
+    if (c->out) kt_cu.cuMemFree(c->out);
+    probe_events_free(e);
+}
+
+/* Kernel c->kernel at each of n block sizes warps[] that its registers allow: the best rate and
+ * the rate at 8 warps (0 where not run), in units of `work` a warp a step per second. */
+static int ceiling_rates(ceiling_probe *c, probe_events *e, const int *warps, int n, double work, double *best,
+                         double *at_8_warps) {
+    int max_threads = 0;
+    KT_CHECK(CU, kt_cu.cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+                                          (CUfunction)c->mod.fn[c->kernel]));
     *best = *at_8_warps = 0;
-    for (c->kernel = first; c->kernel < first + 2; c->kernel++)
-        for (int w = 0; w < 3; w++) {
-            int max_threads = 0;
-            KT_CHECK(CU, kt_cu.cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
-                                                  (CUfunction)c->mod.fn[c->kernel]));
-            c->threads = warps[w] * 32;
-            if (c->threads > max_threads) continue; /* too many registers for that block */
-            float ms;
-            if (probe_best_ms(e, CEILING_REPEATS, ceiling_once, c, &ms)) return -1;
-            double rate =
-                (double)c->sms * warps[w] * CEILING_ITERS * chains[c->kernel] * (2.0 * 16 * 8 * k) / (ms * 1e-3);
-            if (rate > *best) *best = rate;
-            if (warps[w] == 8 && rate > *at_8_warps) *at_8_warps = rate;
-        }
+    for (int w = 0; w < n; w++) {
+        c->threads = warps[w] * 32;
+        if (c->threads > max_threads) continue; /* too many registers for that block */
+        float ms;
+        if (probe_best_ms(e, CEILING_REPEATS, ceiling_once, c, &ms)) return -1;
+        double rate = (double)c->sms * warps[w] * CEILING_ITERS * work / (ms * 1e-3);
+        if (rate > *best) *best = rate;
+        if (warps[w] == 8) *at_8_warps = rate;
+    }
+    return 0;
+}
+
+static const int ceiling_warps[] = {8, 16, 32};
+
+static int ceiling_run(ceiling_probe *c, probe_events *e, kt_mma_kind kind, double *best, double *at_8_warps) {
+    static const char *const kernels[] = {"kt_mma_ceiling_2x2", "kt_mma_ceiling_4x2", "kt_mma_bf16_ceiling_2x2",
+                                          "kt_mma_bf16_ceiling_4x2", NULL};
+    static const int chains[] = {4, 8, 4, 8};                                         /* mmas per step of each kernel */
+    const int first = kind == KT_MMA_BF16 ? 2 : 0, k = kind == KT_MMA_BF16 ? 16 : 32; /* the mma's K */
+    if (ceiling_open(c, kernels)) return -1;
+    *best = *at_8_warps = 0;
+    for (c->kernel = first; c->kernel < first + 2; c->kernel++) {
+        double b, b8;
+        if (ceiling_rates(c, e, ceiling_warps, 3, chains[c->kernel] * (2.0 * 16 * 8 * k), &b, &b8)) return -1;
+        *best = b > *best ? b : *best, *at_8_warps = b8 > *at_8_warps ? b8 : *at_8_warps;
+    }
     return *best > 0 ? 0 : kt_fail("no mma ceiling kernel could be launched");
 }
 
@@ -140,9 +165,7 @@ int kt_bench_mma_ceiling(kt_mma_kind kind, double *best, double *at_8_warps) {
     ceiling_probe c = {0};
     probe_events e = {0};
     int rc = ceiling_run(&c, &e, kind, best, at_8_warps);
-    kt_module_unload(&c.mod);
-    if (c.out) kt_cu.cuMemFree(c.out);
-    probe_events_free(&e);
+    ceiling_close(&c, &e);
     return rc;
 }
 
@@ -153,26 +176,7 @@ int kt_bench_mma_ceiling(kt_mma_kind kind, double *best, double *at_8_warps) {
 static int mxfp4_rate_run(ceiling_probe *c, probe_events *e, double *best, double *at_8_warps) {
     static const char *const kernels[] = {"kt_mxfp4_bf16_ceiling", NULL};
     static const int warps[] = {8, 12, 16, 24, 32};
-    c->sms = kt_gpu_current()->sm_count;
-    c->kernel = 0;
-    kt_cubin cubin = {0};
-    if (kt_compile_source("ceiling.cu", kt_gpu_arch(), &cubin)) return -1;
-    int rc = kt_module_load_kernels("ceiling.cu", kernels, &cubin, &c->mod);
-    kt_cubin_free(&cubin);
-    if (rc) return -1;
-    KT_CHECK(CU, kt_cu.cuMemAlloc(&c->out, (size_t)c->sms * 1024 * sizeof(float)));
-    int max_threads = 0;
-    KT_CHECK(CU,
-             kt_cu.cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, (CUfunction)c->mod.fn[0]));
-    *best = *at_8_warps = 0;
-    for (int w = 0; w < 5 && warps[w] * 32 <= max_threads; w++) {
-        c->threads = warps[w] * 32;
-        float ms;
-        if (probe_best_ms(e, CEILING_REPEATS, ceiling_once, c, &ms)) return -1;
-        double rate = (double)c->sms * warps[w] * CEILING_ITERS * MXFP4_STEP_BYTES / (ms * 1e-3);
-        if (rate > *best) *best = rate;
-        if (warps[w] == 8) *at_8_warps = rate;
-    }
+    if (ceiling_open(c, kernels) || ceiling_rates(c, e, warps, 5, MXFP4_STEP_BYTES, best, at_8_warps)) return -1;
     return *best > 0 ? 0 : kt_fail("the MXFP4 bf16 probe could not be launched");
 }
 
@@ -180,9 +184,7 @@ int kt_bench_mxfp4_bf16_rate(double *best, double *at_8_warps) {
     ceiling_probe c = {0};
     probe_events e = {0};
     int rc = mxfp4_rate_run(&c, &e, best, at_8_warps);
-    kt_module_unload(&c.mod);
-    if (c.out) kt_cu.cuMemFree(c.out);
-    probe_events_free(&e);
+    ceiling_close(&c, &e);
     return rc;
 }
 
@@ -191,27 +193,12 @@ int kt_bench_mxfp4_bf16_rate(double *best, double *at_8_warps) {
 static int cvt_ceiling_run(ceiling_probe *c, probe_events *e, double rate[KT_CVT_RATES]) {
     static const char *const kernels[] = {"kt_cvt_mma_r1", "kt_cvt_mma_r2",   "kt_cvt_mma_r4",
                                           "kt_cvt_mma_r8", "kt_cvt16_mma_r1", NULL};
-    static const int mmas[] = {4, 8, 16, 32, 4}, warps[] = {8, 16, 32}; /* mmas per step of each kernel */
-    c->sms = kt_gpu_current()->sm_count;
-    kt_cubin cubin = {0};
-    if (kt_compile_source("ceiling.cu", kt_gpu_arch(), &cubin)) return -1;
-    int rc = kt_module_load_kernels("ceiling.cu", kernels, &cubin, &c->mod);
-    kt_cubin_free(&cubin);
-    if (rc) return -1;
-    KT_CHECK(CU, kt_cu.cuMemAlloc(&c->out, (size_t)c->sms * 1024 * sizeof(float)));
+    static const int mmas[] = {4, 8, 16, 32, 4}; /* mmas per step of each kernel */
+    if (ceiling_open(c, kernels)) return -1;
     for (c->kernel = 0; c->kernel < KT_CVT_RATES; c->kernel++) {
-        rate[c->kernel] = 0;
-        int max_threads = 0;
-        KT_CHECK(CU, kt_cu.cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
-                                              (CUfunction)c->mod.fn[c->kernel]));
-        for (int w = 0; w < 3; w++) {
-            c->threads = warps[w] * 32;
-            if (c->threads > max_threads) continue; /* too many registers for that block */
-            float ms;
-            if (probe_best_ms(e, CEILING_REPEATS, ceiling_once, c, &ms)) return -1;
-            double r = (double)c->sms * warps[w] * CEILING_ITERS * mmas[c->kernel] * (2.0 * 16 * 8 * 16) / (ms * 1e-3);
-            if (r > rate[c->kernel]) rate[c->kernel] = r;
-        }
+        double at_8_warps;
+        if (ceiling_rates(c, e, ceiling_warps, 3, mmas[c->kernel] * (2.0 * 16 * 8 * 16), &rate[c->kernel], &at_8_warps))
+            return -1;
         if (rate[c->kernel] <= 0) return kt_fail("%s could not be launched", kernels[c->kernel]);
     }
     return 0;
@@ -221,9 +208,7 @@ int kt_bench_cvt_mma_ceiling(double rate[KT_CVT_RATES]) {
     ceiling_probe c = {0};
     probe_events e = {0};
     int rc = cvt_ceiling_run(&c, &e, rate);
-    kt_module_unload(&c.mod);
-    if (c.out) kt_cu.cuMemFree(c.out);
-    probe_events_free(&e);
+    ceiling_close(&c, &e);
     return rc;
 }
 
