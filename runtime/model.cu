@@ -586,7 +586,9 @@ template <int XR> __device__ void rt_hc_collapse(const float4 (&xr)[XR], const f
 // The HC module before a block (and, postcomb NULL, the HC head) for sequence b (rt_hc_pre: a
 // block per sequence; rt_gemv_hc's last block at B = 1), after rt_gemv's mix (S splits of B x
 // nmix, nmix = (2 + H) * H, or H for the head): mix = fn . flatten(x) * rsqrt(mean(x^2) + eps);
-// pre, post and the Sinkhorn-projected comb (postcomb[b] = post[H] | comb[H*H]); the collapsed
+// pre, post and the Sinkhorn-projected comb (postcomb[b] = post[H] | comb[H*H]; with mixout, the
+// mixes stored there instead and only pre made: rt_hc_comb makes post and comb beside the
+// block's chain, whose first consumer of them is the next module's post step); the collapsed
 // input sum_k pre_k x_k rmsnorm'd with w (c, loaded ahead) into h (f32) and, hq not NULL,
 // act_quant'ed into hq / hs (the block's GEMMs' input). The mixes' splits and the streams load
 // in one round trip (x read past L1: rt_gemv_hc's last block reads other blocks' x), the streams
@@ -595,7 +597,8 @@ template <int XR> __device__ void rt_hc_collapse(const float4 (&xr)[XR], const f
 template <int T> // the block's threads
 __device__ __forceinline__ void rt_hc_pre_seq(const float *x, const float *mixp, int S, int B, int b,
                                               const rt_hc_consts<T> &c, float *postcomb, float *h, kt_u8 *hq, float *hs,
-                                              int D, int H, int iters, float eps, float hc_eps, float *col) {
+                                              int D, int H, int iters, float eps, float hc_eps, float *col,
+                                              float *mixout = nullptr) {
     __shared__ float red[32], mix[80], pre[8], comb[64], cst[83]; // cst: base [nmix], scale at 80
     constexpr int nw = T / 32, MV = (80 + nw - 1) / nw;           // nmix <= 80: MV rounds of the nw warps
     const int HD = H * D, n4 = HD / 4, nmix = postcomb ? (2 + H) * H : H;
@@ -632,9 +635,13 @@ __device__ __forceinline__ void rt_hc_pre_seq(const float *x, const float *mixp,
     }
     float r = rsqrtf(rt_block_sum(ss, red) / HD + eps); // its barrier also publishes mix and cst
     if (threadIdx.x < 32) {
-        for (int j = threadIdx.x; j < nmix; j += 32) mix[j] *= r;
+        for (int j = threadIdx.x; j < nmix; j += 32) {
+            mix[j] *= r;
+            if (mixout) mixout[(long)b * nmix + j] = mix[j];
+        }
         __syncwarp();
-        rt_hc_weights(mix, cst, cst + 80, pre, postcomb ? postcomb + (long)b * (H + H * H) : 0, comb, H, iters, hc_eps);
+        float *pc = postcomb && !mixout ? postcomb + (long)b * (H + H * H) : 0;
+        rt_hc_weights(mix, cst, cst + 80, pre, pc, comb, H, iters, hc_eps);
     }
     __syncthreads();
     rt_hc_collapse(xr, pre, col, D, H);
@@ -646,13 +653,16 @@ __device__ __forceinline__ void rt_hc_pre_seq(const float *x, const float *mixp,
     if (hq) rt_quant_row(col, D, hq + (long)b * D, hs + (long)b * (D / 128));
 }
 
-// The HC module, a block of 512 threads a sequence, from rt_gemv's S splits of the mixes (B > 1, the HC head).
+// The HC module, a block of 512 threads a sequence, from rt_gemv's S splits of the mixes (B > 1, the HC head;
+// mixout not NULL: post and comb left to rt_hc_comb).
 extern "C" __global__ void __launch_bounds__(512)
     rt_hc_pre(const float *x, const float *mixp, int S, const float *base, const float *scale, const float *w,
-              float *postcomb, float *h, kt_u8 *hq, float *hs, int D, int H, int iters, float eps, float hc_eps) {
+              float *postcomb, float *h, kt_u8 *hq, float *hs, int D, int H, int iters, float eps, float hc_eps,
+              float *mixout) {
     const rt_hc_consts<512> c = rt_hc_begin<512>(base, scale, w, !postcomb, D, H);
     extern __shared__ float col[];
-    rt_hc_pre_seq<512>(x, mixp, S, gridDim.x, blockIdx.x, c, postcomb, h, hq, hs, D, H, iters, eps, hc_eps, col);
+    rt_hc_pre_seq<512>(x, mixp, S, gridDim.x, blockIdx.x, c, postcomb, h, hq, hs, D, H, iters, eps, hc_eps, col,
+                       mixout);
 }
 
 // rt_gemv_hc's last block (count: its counter, left at 0) at B = 1: the HC module of the one
@@ -661,7 +671,8 @@ extern "C" __global__ void __launch_bounds__(512)
 // stay its own. Dynamic shared memory: D floats.
 __device__ __noinline__ void rt_hc_pre_last(int *count, const float *x, const float *part, const float *base,
                                             const float *scale, const float *w, float *postcomb, float *h, kt_u8 *hq,
-                                            float *hs, int D, int H, int iters, float eps, float hc_eps) {
+                                            float *hs, int D, int H, int iters, float eps, float hc_eps,
+                                            float *mixout) {
     extern __shared__ float col[];
     __shared__ int last;
     const rt_hc_consts<256> c = rt_hc_load_consts<256>(base, scale, w, !postcomb, D, H);
@@ -672,7 +683,22 @@ __device__ __noinline__ void rt_hc_pre_last(int *count, const float *x, const fl
     if (!last) return;
     __threadfence();
     if (threadIdx.x == 0) *count = 0;
-    rt_hc_pre_seq<256>(x, part, gridDim.z, 1, 0, c, postcomb, h, hq, hs, D, H, iters, eps, hc_eps, col);
+    rt_hc_pre_seq<256>(x, part, gridDim.z, 1, 0, c, postcomb, h, hq, hs, D, H, iters, eps, hc_eps, col, mixout);
+}
+
+// post and comb (postcomb[b], rt_hc_weights') of sequence b = blockIdx.x from the mixes rt_hc_pre_seq
+// stored (mix: B x (2 + H) H, scaled), a warp a sequence: on a side chain beside the block the
+// module feeds (rt_gemv_hc1 or rt_hc_pre with mixout), so Sinkhorn's 2 iters - 1 dependent passes are off the
+// step's critical path; the same arithmetic on the same values as rt_hc_pre_seq's.
+extern "C" __global__ void __launch_bounds__(32) rt_hc_comb(const float *mix, const float *base, const float *scale,
+                                                            float *postcomb, int H, int iters, float hc_eps) {
+    rt_begin();
+    __shared__ float m[80], cst[83], pre[8], comb[64];
+    const int l = threadIdx.x, nmix = (2 + H) * H, b = blockIdx.x;
+    for (int j = l; j < nmix; j += 32) cst[j] = base[j], m[j] = mix[(long)b * nmix + j];
+    if (l < 3) cst[80 + l] = scale[l];
+    __syncwarp();
+    rt_hc_weights(m, cst, cst + 80, pre, postcomb + (long)b * (H + H * H), comb, H, iters, hc_eps);
 }
 
 // The HC mixes (N <= 32 rows of W over K = H x D) of the streams after the previous block's post
@@ -686,16 +712,16 @@ extern "C" __global__ void __launch_bounds__(256)
 }
 
 // rt_gemv_hc at B = 1 whose last block runs the HC module too (rt_hc_pre_last: the arguments
-// after count are rt_hc_pre's). A kernel of its own: the module's registers (172 on sm_90) would
-// halve rt_gemv_hc's blocks an SM at B > 1; here the grid is its 32 or fewer splits.
+// after count are rt_hc_pre's; mixout not NULL: post and comb left to rt_hc_comb). A kernel of its own: the module's
+// registers (172 on sm_90) would halve rt_gemv_hc's blocks an SM at B > 1; here the grid is its 32 or fewer splits.
 extern "C" __global__ void __launch_bounds__(256)
     rt_gemv_hc1(const float *W, const float *old, float *x, const float *pc_in, const kt_u16 *yb, const float *yf,
                 float *part, int N, int K, int B, int kc, int D, int H, int *count, const float *base,
                 const float *scale, const float *w, float *postcomb, float *h, kt_u8 *hq, float *hs, int iters,
-                float eps, float hc_eps) {
+                float eps, float hc_eps, float *mixout) {
     const rt_gemv_tile first = rt_gemv_tile_begin(W, N, K, kc);
     rt_gemv_run<true>(W, x, part, N, K, B, kc, rt_hc_post_args{old, pc_in, yf, x, yb, D, H}, &first);
-    rt_hc_pre_last(count, x, part, base, scale, w, postcomb, h, hq, hs, D, H, iters, eps, hc_eps);
+    rt_hc_pre_last(count, x, part, base, scale, w, postcomb, h, hq, hs, D, H, iters, eps, hc_eps, mixout);
 }
 
 // v[0..n) = the row of n bf16 values in, as f32 (v: shared memory), then a barrier.

@@ -29,7 +29,7 @@
 // clang-format off
 #define RT_KERNELS(X)                                                                                      \
     X(EMBED, rt_embed) X(HC_PRE, rt_hc_pre) X(GEMV_HC, rt_gemv_hc) X(GEMV_HC1, rt_gemv_hc1)                \
-    X(RMSNORM, rt_rmsnorm_bf16)                                                                             \
+    X(HC_COMB, rt_hc_comb) X(RMSNORM, rt_rmsnorm_bf16)                                                      \
     X(Q_PREP, rt_q_prep) X(QKV_A, rt_qkv_a) X(COMP_EMIT, rt_comp_emit)                              \
     X(INDEX_SCORE, rt_index_score) X(TOPK, rt_topk) X(ATTENTION, rt_attention) X(UNGROUP, rt_ungroup)      \
     X(ROUTER, rt_router) X(MOE_UP, rt_moe_up) X(MOE_DOWN, rt_moe_down) X(MOE_COMBINE, rt_moe_combine)      \
@@ -89,7 +89,7 @@ typedef struct prof_row {
 } prof_row;
 
 #define MAX_FAMS 96
-#define N_SIDES 2 /* side chains at once: a CSA layer's two compressors beside each other and the query */
+#define N_SIDES 3 /* side chains at once: a CSA layer's two compressors beside each other and the query; rt_hc_comb */
 #define MAX_EVENTS 8192
 
 struct kt_step {
@@ -101,7 +101,8 @@ struct kt_step {
     CUstream side[N_SIDES], cur, back[N_SIDES]; /* streams for independent chains (side_begin), the one launched
                                                  * on, the one each side chain forked from */
     CUevent fork_ev[N_SIDES], join_ev[N_SIDES]; /* side_begin's and side_end's points */
-    int sides; /* side chains on (not with KT_STEP_ONE_STREAM=1, nor where a capture refused them) */
+    int sides;        /* side chains on (not with KT_STEP_ONE_STREAM=1, nor where a capture refused them) */
+    int comb_pending; /* rt_hc_comb on side chain 2: joined before the next post step reads postcomb */
     kt_module rt[N_RT];
     layer_dev *L;
     kt_model_tensor *list;
@@ -109,8 +110,8 @@ struct kt_step {
     const kt_st_set *w;
     uint64_t seed;
     dptr embed, hh_fn, hh_base, hh_scale, norm, head, inv_main, inv_comp;
-    dptr tok, pos, x, postcomb, h, hq, hs, qa, qrq, qrs, q, qf, kvraw, iq, og, oa_g, oa, y_attn, eidx, ew, a_e, aq_e,
-        as_e, y_e, gu, a_sh, y_sh, moe_out, yfin, logits, next, ik;
+    dptr tok, pos, x, postcomb, hcmix, h, hq, hs, qa, qrq, qrs, q, qf, kvraw, iq, og, oa_g, oa, y_attn, eidx, ew, a_e,
+        aq_e, as_e, y_e, gu, a_sh, y_sh, moe_out, yfin, logits, next, ik;
     dptr gvpart, gvcount, cemit[2], ccount[2]; /* rt_gemv's split sums (gv_bytes) and tile counters (gv_tiles);
                                                 * rt_comp_emit's entry [B][width] and counters [B], of the
                                                 * KV compressor and the indexer's (beside each other) */
@@ -399,11 +400,25 @@ typedef struct hc_args {
 #define RT_QKV_NW 8
 #define RT_ARGMAX_THREADS 1024 /* rt_argmax's block */
 
+/* With side chains, a module's post and comb (Sinkhorn, rt_hc_comb) on side chain 2 from the
+ * mixes its block (rt_gemv_hc1's last or rt_hc_pre) left in hcmix, beside the block that follows
+ * (joined by hc_gemv_post, before the next post step reads them); 0 for the HC head. */
+static dptr hc_mixout(const kt_step *s, const hc_args *m) { return m->postcomb && s->sides ? s->hcmix : 0; }
+static int hc_comb(kt_step *s, const hc_args *m) {
+    void *a[] = {&s->hcmix,     (void *)&m->base,  (void *)&m->scale, (void *)&m->postcomb,
+                 (void *)&m->H, (void *)&m->iters, (void *)&m->hc_eps};
+    s->comb_pending = 1;
+    return side_begin(s, 2) || rt(s, K_HC_COMB, (unsigned)s->B, 1, 32, 0, a) || side_end(s, 2) ? -1 : 0;
+}
+
 /* The HC mixes of the streams after a pending post step (hc_post) by rt_gemv_hc, which applies
  * it on the way into the other x buffer (then x): the mixes' splits in gvpart (*S); at B = 1
  * rt_gemv_hc1, whose last block also runs the HC module (rt_hc_pre's work): *fused 1. */
 static int hc_gemv_post(kt_step *s, dptr fn, long nmix, const hc_args *m, int *S, int *fused) {
     int B = s->B, D = m->D, H = m->H, n = (int)nmix, K = H * D, one = B == 1;
+    dptr mixout = hc_mixout(s, m);
+    if (s->comb_pending && side_join(s, 2)) return -1;
+    s->comb_pending = 0;
     int splits = gemv_splits(B, nmix, K), kc = (int)((K / 128 + splits - 1) / splits * 128);
     if (nmix > 32 || K % 128 || (size_t)splits * B * nmix * 4 > s->gv_bytes)
         return kt_fail("internal: rt_gemv_hc: %ld mixes of %d (at most 32 rows, K in 128s, %d splits in the scratch)",
@@ -433,10 +448,13 @@ static int hc_gemv_post(kt_step *s, dptr fn, long nmix, const hc_args *m, int *S
                  (void *)&m->hs,
                  (void *)&m->iters,
                  (void *)&m->eps,
-                 (void *)&m->hc_eps};
+                 (void *)&m->hc_eps,
+                 &mixout};
     s->x = x, s->post_pending = 0, *S = splits, *fused = one;
-    return rt_as(s, one ? K_GEMV_HC1 : K_GEMV_HC, "rt_gemv_hc", (unsigned)(B + 7) / 8, 1, (unsigned)splits,
-                 RT_GV_THREADS, one ? (unsigned)(D * 4) : 0, a);
+    if (rt_as(s, one ? K_GEMV_HC1 : K_GEMV_HC, "rt_gemv_hc", (unsigned)(B + 7) / 8, 1, (unsigned)splits, RT_GV_THREADS,
+              one ? (unsigned)(D * 4) : 0, a))
+        return -1;
+    return one && mixout ? hc_comb(s, m) : 0; /* B > 1: rt_hc_pre's (hc_mix) */
 }
 
 /* The HC module before block `which` (0 attention, 1 MoE), into h and its act_quant codes hq /
@@ -461,9 +479,12 @@ static int hc_mix(kt_step *s, dptr fn, dptr base, dptr scale, dptr norm, dptr po
     if (s->post_pending ? hc_gemv_post(s, fn, nmix, &m, &S, &fused)
                         : gemv(s, "rt_gemv/hc", fn, nmix, (long)m.H * m.D, s->x, 0, &S))
         return -1;
+    dptr mixout = hc_mixout(s, &m);
     void *a[] = {&s->x, &s->gvpart, &S,   &m.base, &m.scale, &m.norm, &m.postcomb, &m.h,
-                 &m.hq, &m.hs,      &m.D, &m.H,    &m.iters, &m.eps,  &m.hc_eps};
-    return fused ? 0 : rt(s, K_HC_PRE, (unsigned)s->B, 1, RT_HC_THREADS, (unsigned)(m.D * 4), a);
+                 &m.hq, &m.hs,      &m.D, &m.H,    &m.iters, &m.eps,  &m.hc_eps,   &mixout};
+    if (fused) return 0;
+    if (rt(s, K_HC_PRE, (unsigned)s->B, 1, RT_HC_THREADS, (unsigned)(m.D * 4), a)) return -1;
+    return mixout ? hc_comb(s, &m) : 0;
 }
 
 static int hc_pre(kt_step *s, layer_dev *L, int which, dptr norm) {
@@ -783,7 +804,8 @@ static int enqueue(kt_step *s) {
     int D = (int)c->hidden, H = (int)c->hc_mult, V = (int)c->vocab;
     int W = (int)c->window, hr = (int)c->hca_rate, cr = (int)c->csa_rate, B = s->B;
     if (c->arch == KT_ARCH_V32) return enqueue_v32(s);
-    s->x = s->xbuf[0], s->post_pending = 0; /* every step (and capture) starts on the same buffer */
+    s->x = s->xbuf[0]; /* every step (and capture) starts on the same buffer, nothing pending */
+    s->post_pending = s->comb_pending = 0;
     void *ae[] = {&s->embed, &s->tok, &s->x, &D};
     void *al0[] = {&s->pos, &s->lens, &W, &hr, &cr, &B};
     if (rt(s, K_EMBED, (unsigned)B, (unsigned)H, 256, 0, ae) ||
@@ -1322,6 +1344,7 @@ static int alloc_acts(kt_step *s) {
                       {&s->xbuf[0], B * H * D * 4},
                       {&s->xbuf[1], B * H * D * 4},
                       {&s->postcomb, B * (H + H * H) * 4},
+                      {&s->hcmix, B * (2 + H) * H * 4},
                       {&s->h, B * D * 4},
                       {&s->hq, B * D},
                       {&s->hs, B * D / 128 * 4},
@@ -1605,7 +1628,8 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
     }
     fprintf(stderr, "kt run: %s\n",
             s->sides ? "side chains on second streams (the compressors beside the query's GEMMs and a CSA layer's "
-                       "two beside each other, the shared expert beside the router; KT_STEP_ONE_STREAM=1: one stream)"
+                       "two beside each other, the shared expert beside the router, at B = 1 each HC module's Sinkhorn "
+                       "beside its block; KT_STEP_ONE_STREAM=1: one stream)"
                      : "one stream");
     s->resolve_ms = (kt_now() - t1) * 1e3;
     if (s->db && build_graph(s, 1)) return -1;

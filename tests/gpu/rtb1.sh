@@ -4,12 +4,12 @@
 # b64 correct b1b2), each under its own timeout inside a 100 s budget (KT_RTB1_BUDGET; a part that
 # would start past it is skipped, a FAIL):
 #   warm     the JIT cache filled for the parts after: 4-layer starts of this build and main's at
-#            B = 1 and 64 side by side (a cold start compiles model.cu and the families: ~40 s);
-#   b1, b64  V4-Flash `--synthetic --tp-shapes 4 --context 8192 --steps 1 --json --dump` at B = 1 /
-#            64 with this build and main's ($KT_MAIN, else .gpu/kt_main; without one, main's
+#            B = 1, 16 and 64 side by side (a cold start compiles model.cu and the families: ~40 s);
+#   b1, b16, b64  V4-Flash `--synthetic --tp-shapes 4 --context 8192 --steps 1 --json --dump` at B = 1 /
+#            16 / 64 with this build and main's ($KT_MAIN, else .gpu/kt_main; without one, main's
 #            recorded run bench/recordings/h200_run_v4flash_tp4_b*_c8192_merged15.json): TPOT, the
 #            floor, the kernel count, the per-op ms against main's; B = 1 must beat main's TPOT,
-#            B = 64 stay within 2%; and the logits byte-identical to main's build (the glue's sums
+#            B = 16 and 64 stay within 2%; and the logits byte-identical to main's build (the glue's sums
 #            keep their order, so a change that moves one bit is a change of the math);
 #   one      this build at B = 1 on one stream (KT_STEP_ONE_STREAM=1), against part b1's run: what the
 #            side chains buy;
@@ -48,8 +48,8 @@ flash_folder() {
 }
 FL="--model $F --synthetic --tp-shapes 4 --context 8192 --steps 1"
 
-# the JIT cache filled for the parts after (this build's and main's model.cu, the families of B = 1
-# and 64) by four 4-layer starts side by side (4 layers hold every problem the step dispatches: HCA
+# the JIT cache filled for the parts after (this build's and main's model.cu, the families of B = 1,
+# 16 and 64) by six 4-layer starts side by side (4 layers hold every problem the step dispatches: HCA
 # and CSA attention, hash-routed and routed MoE), so the timed runs after start warm
 part_warm() {
     flash_folder || return
@@ -59,7 +59,7 @@ part_warm() {
     for k in new main; do
         kt=$KT
         [ $k = main ] && { [ -x "$MAIN" ] || continue; kt=$MAIN; }
-        for b in 1 64; do
+        for b in 1 16 64; do
             timeout "$t" $kt run --model "$F" --synthetic --tp-shapes 4 --context 8192 --steps 0 --layers 4 --batch $b \
                 >"$L/warm_${k}_b$b.log" 2>&1 &
             pids="$pids $!"
@@ -67,7 +67,7 @@ part_warm() {
     done
     local rc=0
     for p in $pids; do wait "$p" || rc=1; done
-    check $rc "warm: 4-layer starts of this build and main's at B = 1 and 64 ($(grep -h 'kernel part' "$L"/warm_*.log | head -n 4 | tr '\n' ';'))"
+    check $rc "warm: 4-layer starts of this build and main's at B = 1, 16 and 64 ($(grep -h 'kernel part' "$L"/warm_*.log | head -n 4 | tr '\n' ';'))"
 }
 
 # V4-Flash at B = $1: this build, then main's (warm after part warm; cold, a first run compiles the step's kernels into
@@ -271,13 +271,14 @@ for p in $PARTS; do
     tiny) continue ;;
     warm) part_warm ;;
     b1) part_flash 1 ;;
+    b16) part_flash 16 ;;
     b64) part_flash 64 ;;
     one) part_one ;;
     ncu) part_ncu ;;
     correct) part_correct ;;
     v32) part_v32 ;;
     b1b2) part_b1b2 ;;
-    *) check 1 "unknown part $p (warm, b1, b64, one, ncu, tiny, correct, b1b2, v32)" ;;
+    *) check 1 "unknown part $p (warm, b1, b16, b64, one, ncu, tiny, correct, b1b2, v32)" ;;
     esac
     say "$p done"
 done
