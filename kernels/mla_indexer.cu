@@ -22,7 +22,9 @@
 //   emulates it with two f16 mma and converts both operands on every mma); 1, f16 mma.sync
 //   m16n8k16: q converted to f16 once per request (128 registers), each token's codes once per
 //   n-tile, both exactly (every e4m3 value is an f16), the same dims permutation and the same
-//   f32 accumulators, so both paths give the same logits.
+//   f32 accumulators, so both paths give the same logits; 2, the same f16 mma with the codes
+//   widened by integer shifts and masks instead of F2FP conversions (an e4m3 code's bits moved
+//   into an f16's are its value times 2^-8, subnormals too: 2^16 is folded into the weights).
 //  mla_indexer_select: a cluster of SEL_CLUSTER CTAs per request (each a slice of its
 //   positions), radix select over the order-preserving keys of its logits in three digits
 //   (11, 11, 10 bits; 2048-counter histograms summed over the cluster through distributed
@@ -57,7 +59,7 @@
 #endif
 
 constexpr int WARPS = KT_WARPS, NT = KT_NT, THREADS = WARPS * 32;
-constexpr bool F16 = KT_MATH == 1, HIST = KT_HIST == 1;
+constexpr bool F16 = KT_MATH >= 1, SHIFTS = KT_MATH == 2, HIST = KT_HIST == 1;
 constexpr int QR = F16 ? 16 : 8;  // registers of a lane's 32 dims of a row: e4m3 codes, or f16 pairs
 constexpr int GROUP = 8 * NT;     // tokens a warp takes at once (all in one page: GROUP divides 64)
 constexpr int CHAINS = KT_CHAINS; // accumulators a head tile's dot products are split over
@@ -68,7 +70,7 @@ constexpr unsigned FULL = 0xffffffffu;
 static_assert(KT_IDX_PAGE % GROUP == 0, "a group of tokens must stay inside one page");
 static_assert(TILE < 65536, "the ordered pass packs two per-tile counts into 16 bits each");
 static_assert(CLUSTER >= 1 && CLUSTER <= 8, "a request's selection is a portable cluster of 1 to 8 CTAs");
-static_assert(KT_MATH == 0 || KT_MATH == 1, "MATH: 0 (e4m3 mma) or 1 (f16 mma)");
+static_assert(KT_MATH >= 0 && KT_MATH <= 2, "MATH: 0 (e4m3 mma), 1 (f16 mma), 2 (f16 mma, codes widened by shifts)");
 static_assert(KT_HIST == 0 || KT_HIST == 1, "HIST: 0 (the selection's own passes) or 1 (the scan's histogram)");
 static_assert(CHAINS == 1 || CHAINS == 2, "CHAINS: 1 or 2 accumulators a tile");
 
@@ -113,12 +115,18 @@ __device__ __forceinline__ kt_u32 e4m3x2_to_f16x2(kt_u32 codes, int half) {
     return h;
 }
 
-// The registers of a lane's 32 dims in the math path's operand form: the codes as loaded, or
-// the f16 pairs of codes[i / 2]'s half i % 2.
+// The registers of a lane's 32 dims in the math path's operand form: the codes as loaded; MATH=1
+// the f16 pairs of codes[i / 2]'s half i % 2; MATH=2 its bytes {0, 2} and {1, 3}. q and the tokens
+// take the same form, so each k index of the mma is the same dim of both (the sum is unchanged).
 __device__ __forceinline__ void to_operands(const kt_u32 (&codes)[8], kt_u32 (&r)[QR]) {
 #pragma unroll
-    for (int i = 0; i < QR; i++) r[i] = F16 ? e4m3x2_to_f16x2(codes[i * 8 / QR], i % 2) : codes[i];
+    for (int i = 0; i < QR; i++)
+        r[i] = !F16 ? codes[i] : SHIFTS ? kt_idx_e4m3x2_shifted(codes[i / 2], i % 2) : e4m3x2_to_f16x2(codes[i / 2], i % 2);
 }
+
+// MATH=2's operands are the codes times 2^-8, so the dot products are 2^-16 of the others; the
+// weights carry 2^16 back (relu commutes with it, both exact: powers of two).
+constexpr float W_SCALE = SHIFTS ? 65536.f : 1.f;
 
 // D = A(16x16 f16, row) * B(16x8 f16, col) (+ D unless first), f32 accumulators.
 __device__ __forceinline__ void mma_f16(float (&d)[4], const kt_u32 (&a)[4], kt_u32 b0, kt_u32 b1, bool first) {
@@ -202,17 +210,17 @@ __device__ __forceinline__ void load_query(const kt_u8 *q, const float *w, int b
             const uint4 lo = *(const uint4 *)(row + half_offset(t, 0)), hi = *(const uint4 *)(row + half_offset(t, 1));
             const kt_u32 codes[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
             to_operands(codes, qf[m][h]);
-            wf[m][h] = w[b * KT_IDX_HEADS + head];
+            wf[m][h] = w[b * KT_IDX_HEADS + head] * W_SCALE;
         }
 }
 
 // One n-tile of 8 tokens: k holds this lane's 32 codes of token g; returns, in every lane of
-// quad column t, the relu-weighted head sums of tokens 2t and 2t + 1 (before the k scale).
+// quad column t, the relu-weighted head sum of token 2t + g % 2 (before the k scale).
 // Step s of either mma takes registers 2s and 2s + 1 of both operands, so each of its k
 // indices (f16: 2t + j, 8 + 2t + j; e4m3: 4t + j, 16 + 4t + j) is the same dim of q and token.
 // CHAINS=2: steps alternate between two accumulators, summed at the end, so each dependent
 // chain of mma is half as long (the f16 path's 8 steps a tile were the scan's top stall).
-__device__ __forceinline__ float2 tile_logits(const kt_u32 (&qf)[4][2][QR], const float (&wf)[4][2],
+__device__ __forceinline__ float tile_logits(const kt_u32 (&qf)[4][2][QR], const float (&wf)[4][2],
                                               const uint4 (&k)[2]) {
     const kt_u32 codes[8] = {k[0].x, k[0].y, k[0].z, k[0].w, k[1].x, k[1].y, k[1].z, k[1].w};
     kt_u32 kb[QR];
@@ -238,12 +246,15 @@ __device__ __forceinline__ float2 tile_logits(const kt_u32 (&qf)[4][2][QR], cons
         s0 += wf[m][0] * fmaxf(acc[0], 0.f) + wf[m][1] * fmaxf(acc[2], 0.f);
         s1 += wf[m][0] * fmaxf(acc[1], 0.f) + wf[m][1] * fmaxf(acc[3], 0.f);
     }
-#pragma unroll
-    for (int d = 4; d < 32; d <<= 1) {
-        s0 += __shfl_xor_sync(FULL, s0, d);
-        s1 += __shfl_xor_sync(FULL, s1, d);
-    }
-    return make_float2(s0, s1);
+    // the sums over the 8 row groups g: the first step trades halves (a lane of even g keeps token
+    // 2t's and sends 2t + 1's), so 3 shuffles where a butterfly over both took 6; each sum gets
+    // the butterfly's additions in its order, so the logits are the same bits
+    const bool odd = (threadIdx.x >> 2) & 1;
+    float v = odd ? s1 : s0;
+    v += __shfl_xor_sync(FULL, odd ? s0 : s1, 4);
+    v += __shfl_xor_sync(FULL, v, 8);
+    v += __shfl_xor_sync(FULL, v, 16);
+    return v;
 }
 
 // A group of GROUP tokens (all in one page) as this lane uses it: its 32 codes of token g of
@@ -300,15 +311,13 @@ __device__ __forceinline__ void read_group(const ring_slot &s, group_data &gd) {
 // in hb and the warp's coarse counters wc (HIST=1). Each n-tile's sums are written at once.
 __device__ __forceinline__ void group_logits(const group_data &gd, int t0, int L, float *out, unsigned *hb,
                                              unsigned *wc, const kt_u32 (&qf)[4][2][QR], const float (&wf)[4][2]) {
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, tl = 2 * t + (g & 1); // this lane's token
 #pragma unroll
     for (int j = 0; j < NT; j++) {
-        const float2 s = tile_logits(qf, wf, gd.k[j]);
-        const float sc0 = __shfl_sync(FULL, gd.scale[j], 8 * t), sc1 = __shfl_sync(FULL, gd.scale[j], 8 * t + 4);
-        const int tok = t0 + 8 * j + 2 * t;
-        const float v0 = s.x * sc0, v1 = s.y * sc1;
-        if (g == 0 && tok < L) out[tok] = v0, hist_add(hb, wc, v0);
-        if (g == 0 && tok + 1 < L) out[tok + 1] = v1, hist_add(hb, wc, v1);
+        // token tl's scale is in the lanes of row group tl (lane 4 tl); lanes 0..7 write the 8 tokens
+        const float v = tile_logits(qf, wf, gd.k[j]) * __shfl_sync(FULL, gd.scale[j], 4 * tl);
+        const int tok = t0 + 8 * j + tl;
+        if (g < 2 && tok < L) out[tok] = v, hist_add(hb, wc, v);
     }
 }
 
