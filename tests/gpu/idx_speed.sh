@@ -7,13 +7,13 @@
 #     widened by shifts, with HIST=1, a cluster and NT=4 too): kt verify on fresh seeded inputs,
 #     outputs poisoned first, logits against float64, index lists exact, the timing graph's runs
 #     checked too;
-#  2. the scan's math at 524K and 2M tokens (8K x 64, 32K x 64): MATH=1 (F2FP conversions) and
+#  2. the B = 1 chain: `kt bench` at CTX=64 (one group: the scan's launch and dependent round
+#     trips with no bandwidth in it) and CTX=4096, and `kt bench launch` (a graph launch's floor);
+#  3. the scan's math at 524K and 2M tokens (8K x 64, 32K x 64): MATH=1 (F2FP conversions) and
 #     MATH=2 (shifts) at NT=2 and MATH=2 at NT=4 with a ring of 2 (kt verify prints the pair's
 #     time; the same one-CTA HIST=0 selection in all);
-#  3. `kt bench` of the issue's cases served by default_for (kt_scan_us / kt_select_us: the
+#  4. `kt bench` of the issue's cases served by default_for (kt_scan_us / kt_select_us: the
 #     default config's HIST=0 scan and one-CTA selection alone);
-#  4. the B = 1 chain: `kt bench` at CTX=64 (one group: the scan's launch and dependent round
-#     trips with no bandwidth in it) and CTX=4096, and `kt bench launch` (a graph launch's floor);
 #  5. a planted bug (the histogram not zeroed again; bin/kt_planted) that verify must catch.
 # Logs under $OUT/idx/; a PASS/FAIL line per check; ends with "N passed, N failed".
 #   usage: OUT=dir tests/gpu/idx_speed.sh [KT binary]
@@ -43,35 +43,34 @@ run() {
 V=($KT verify --family mla_indexer --seed "$SEED")
 # later [ "$SECONDS" -lt S ] || skip NAME: a part starts only while S seconds are not yet used
 skip() { echo "SKIP $1: ${SECONDS} s used"; }
-run indexer_sh 42 env KT_SEED="$SEED" bash tests/gpu/indexer.sh "$KT"
+run indexer_sh 46 env KT_SEED="$SEED" bash tests/gpu/indexer.sh "$KT"
 E=DIST=equal,VALUES=grid
-# the scan's math: the pair's time by verify at 8K x 64 and 32K x 64 (the same selection in all)
-for c in MATH=1 MATH=2 MATH=2,NT=4,STAGES=2; do
-    n=scan_${c//[=,]/_}
-    if [ "$SECONDS" -lt 66 ]; then
-        run "$n" 7 "${V[@]}" --shape TOPK=2048,CTX=8192,$E --shape TOPK=2048,CTX=32768,$E --m 64 --config "$c"
-    else skip "$n"; fi
-done
-grep -h "^ok" "$LOG"/scan_*.log
 # bench serves from a DB: a copy of one without mla_indexer rows, so default_for serves it
 DB=$LOG/no_indexer.db
 cp tests/fixtures/h200_small.db "$DB" && chmod u+w "$DB" && $KT db migrate --db "$DB" >/dev/null
+# the B = 1 chain: one group of 16 tokens (CTX=64) and CTX=4096 (the selection just past TOPK),
+# then a graph launch's cost alone
+run bench_chain 8 $KT bench --family mla_indexer --shape TOPK=2048,CTX=64,$E --shape TOPK=2048,CTX=4096,$E \
+    --m 1 --db "$DB" --json "$LOG/bench_chain.json"
+grep -v "^kt:" "$LOG/bench_chain.log" | tail -3
+run bench_launch 5 $KT bench launch --kernels 256 --json "$LOG/bench_launch.json"
+tail -6 "$LOG/bench_launch.log"
+# the scan's math: the pair's time by verify at 8K x 64 and 32K x 64 (the same selection in all;
+# MATH=1 and MATH=2 were compiled by indexer.sh, NT=4 is compiled here)
+for c in MATH=1:7 MATH=2:7 MATH=2,NT=4,STAGES=2:12; do
+    n=scan_${c%:*}
+    n=${n//[=,]/_}
+    if [ "$SECONDS" -lt 64 ]; then
+        run "$n" "${c#*:}" "${V[@]}" --shape TOPK=2048,CTX=8192,$E --shape TOPK=2048,CTX=32768,$E --m 64 \
+            --config "${c%:*}"
+    else skip "$n"; fi
+done
+grep -h "^ok" "$LOG"/scan_*.log
 SHAPES=(--shape TOPK=2048,CTX=8192,$E --shape TOPK=2048,CTX=32768,$E --shape TOPK=2048,CTX=131072,$E --m 1,16,64)
-if [ "$SECONDS" -lt 70 ]; then
+if [ "$SECONDS" -lt 72 ]; then
     run bench_served 22 $KT bench --family mla_indexer "${SHAPES[@]}" --db "$DB" --json "$LOG/bench_served.json"
     grep -v "^kt:" "$LOG/bench_served.log"
 else skip bench_served; fi
-# the B = 1 chain: one group of 16 tokens (CTX=64) and CTX=4096 (the selection just past TOPK),
-# then a graph launch's cost alone
-if [ "$SECONDS" -lt 80 ]; then
-    run bench_chain 7 $KT bench --family mla_indexer --shape TOPK=2048,CTX=64,$E --shape TOPK=2048,CTX=4096,$E \
-        --m 1 --db "$DB" --json "$LOG/bench_chain.json"
-    grep -v "^kt:" "$LOG/bench_chain.log" | tail -3
-else skip bench_chain; fi
-if [ "$SECONDS" -lt 86 ]; then
-    run bench_launch 5 $KT bench launch --kernels 256 --json "$LOG/bench_launch.json"
-    tail -6 "$LOG/bench_launch.log"
-else skip bench_launch; fi
 # a planted bug: the selection leaves the scan's counts in the histogram (zero_histogram not
 # called); verify must fail on it (its timing graph's runs are checked, and stale counts choose
 # a wrong bin). The planted kt: $KT_PLANTED or bin/kt_planted (built from this tree with the one

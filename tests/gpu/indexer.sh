@@ -44,10 +44,10 @@ check --shape TOPK=2048,CTX=131072,DIST=equal,VALUES=grid --shape TOPK=2048,CTX=
 check --shape TOPK=2048,CTX=8192,DIST=ragged,VALUES=grid --shape TOPK=1152,CTX=5000,DIST=ragged,VALUES=tied --m 3,64 \
     --config CHAINS=2
 # MATH=2: the f16 path with the codes widened by shifts (values times 2^-8, the weights times 2^16):
-# the logits must be exact and the lists the same; with HIST=1, a cluster and NT=4 too
+# the logits must be exact and the lists the same; with HIST=1 and a cluster too
 check --shape TOPK=2048,CTX=8192,DIST=ragged,VALUES=grid --shape TOPK=1152,CTX=5000,DIST=ragged,VALUES=tied --m 3,64 \
     --config MATH=2
 check --shape TOPK=2048,CTX=32768,DIST=ragged,VALUES=grid --shape TOPK=2048,CTX=2048,DIST=equal,VALUES=equal --m 1,4 \
-    --config MATH=2,HIST=1,NT=4,STAGES=2,SEL_THREADS=512,SEL_CLUSTER=4
+    --config MATH=2,HIST=1,SEL_THREADS=512,SEL_CLUSTER=4
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
