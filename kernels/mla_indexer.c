@@ -67,7 +67,7 @@ static long scan_ring_bytes(const int *v) { return (long)v[P_WARPS] * v[P_STAGES
 
 /* Threads of the scan kernel per SM and the registers a thread needs (ptxas, the ring's loads
  * holding none): MATH=0 124 at NT 1 on sm_120 (q's 64 code registers, a group's k and the
- * rest), ~24 more per n-tile; MATH=1 and 2 (q as 128 f16 registers) 178-188 at NT 1 unbounded, ~20
+ * rest), ~24 more per n-tile; MATH=1 (q as 128 f16 registers) 178-188 at NT 1 unbounded, ~20
  * more per n-tile, and 168 without spills at 3 CTAs of 4 warps on sm_90 (STAGES=3), so the
  * estimate lets 12 such warps an SM be compiled (the sweep refuses a variant that spills);
  * CHAINS=2 holds a second accumulator per head tile (~16 more). HIST=1 adds each warp's 1 KB of
@@ -476,7 +476,7 @@ const kt_family kt_family_mla_indexer = {
                {"CTAS_PER_SM", 3, {1, 2, 3}},
                {"SEL_THREADS", 2, {512, 1024}},
                {"SEL_CLUSTER", 4, {1, 2, 4, 8}},
-               {"MATH", 3, {0, 1, 2}},
+               {"MATH", 2, {0, 1}},
                {"STAGES", 3, {2, 3, 4}},
                {"HIST", 2, {0, 1}},
                {"CHAINS", 2, {1, 2}}},

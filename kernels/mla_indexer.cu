@@ -22,9 +22,7 @@
 //   emulates it with two f16 mma and converts both operands on every mma); 1, f16 mma.sync
 //   m16n8k16: q converted to f16 once per request (128 registers), each token's codes once per
 //   n-tile, both exactly (every e4m3 value is an f16), the same dims permutation and the same
-//   f32 accumulators, so both paths give the same logits; 2, the same f16 mma with the codes
-//   widened by integer shifts and masks instead of F2FP conversions (an e4m3 code's bits moved
-//   into an f16's are its value times 2^-8, subnormals too: 2^16 is folded into the weights).
+//   f32 accumulators, so both paths give the same logits.
 //  mla_indexer_select: a cluster of SEL_CLUSTER CTAs per request (each a slice of its
 //   positions), radix select over the order-preserving keys of its logits in three digits
 //   (11, 11, 10 bits; 2048-counter histograms summed over the cluster through distributed
@@ -59,7 +57,7 @@
 #endif
 
 constexpr int WARPS = KT_WARPS, NT = KT_NT, THREADS = WARPS * 32;
-constexpr bool F16 = KT_MATH >= 1, SHIFTS = KT_MATH == 2, HIST = KT_HIST == 1;
+constexpr bool F16 = KT_MATH == 1, HIST = KT_HIST == 1;
 constexpr int QR = F16 ? 16 : 8;  // registers of a lane's 32 dims of a row: e4m3 codes, or f16 pairs
 constexpr int GROUP = 8 * NT;     // tokens a warp takes at once (all in one page: GROUP divides 64)
 constexpr int CHAINS = KT_CHAINS; // accumulators a head tile's dot products are split over
@@ -70,7 +68,7 @@ constexpr unsigned FULL = 0xffffffffu;
 static_assert(KT_IDX_PAGE % GROUP == 0, "a group of tokens must stay inside one page");
 static_assert(TILE < 65536, "the ordered pass packs two per-tile counts into 16 bits each");
 static_assert(CLUSTER >= 1 && CLUSTER <= 8, "a request's selection is a portable cluster of 1 to 8 CTAs");
-static_assert(KT_MATH >= 0 && KT_MATH <= 2, "MATH: 0 (e4m3 mma), 1 (f16 mma), 2 (f16 mma, codes widened by shifts)");
+static_assert(KT_MATH == 0 || KT_MATH == 1, "MATH: 0 (e4m3 mma) or 1 (f16 mma)");
 static_assert(KT_HIST == 0 || KT_HIST == 1, "HIST: 0 (the selection's own passes) or 1 (the scan's histogram)");
 static_assert(CHAINS == 1 || CHAINS == 2, "CHAINS: 1 or 2 accumulators a tile");
 
@@ -115,18 +113,12 @@ __device__ __forceinline__ kt_u32 e4m3x2_to_f16x2(kt_u32 codes, int half) {
     return h;
 }
 
-// The registers of a lane's 32 dims in the math path's operand form: the codes as loaded; MATH=1
-// the f16 pairs of codes[i / 2]'s half i % 2; MATH=2 its bytes {0, 2} and {1, 3}. q and the tokens
-// take the same form, so each k index of the mma is the same dim of both (the sum is unchanged).
+// The registers of a lane's 32 dims in the math path's operand form: the codes as loaded, or
+// the f16 pairs of codes[i / 2]'s half i % 2.
 __device__ __forceinline__ void to_operands(const kt_u32 (&codes)[8], kt_u32 (&r)[QR]) {
 #pragma unroll
-    for (int i = 0; i < QR; i++)
-        r[i] = !F16 ? codes[i] : SHIFTS ? kt_idx_e4m3x2_shifted(codes[i / 2], i % 2) : e4m3x2_to_f16x2(codes[i / 2], i % 2);
+    for (int i = 0; i < QR; i++) r[i] = F16 ? e4m3x2_to_f16x2(codes[i * 8 / QR], i % 2) : codes[i];
 }
-
-// MATH=2's operands are the codes times 2^-8, so the dot products are 2^-16 of the others; the
-// weights carry 2^16 back (relu commutes with it, both exact: powers of two).
-constexpr float W_SCALE = SHIFTS ? 65536.f : 1.f;
 
 // D = A(16x16 f16, row) * B(16x8 f16, col) (+ D unless first), f32 accumulators.
 __device__ __forceinline__ void mma_f16(float (&d)[4], const kt_u32 (&a)[4], kt_u32 b0, kt_u32 b1, bool first) {
@@ -210,7 +202,7 @@ __device__ __forceinline__ void load_query(const kt_u8 *q, const float *w, int b
             const uint4 lo = *(const uint4 *)(row + half_offset(t, 0)), hi = *(const uint4 *)(row + half_offset(t, 1));
             const kt_u32 codes[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
             to_operands(codes, qf[m][h]);
-            wf[m][h] = w[b * KT_IDX_HEADS + head] * W_SCALE;
+            wf[m][h] = w[b * KT_IDX_HEADS + head];
         }
 }
 

@@ -74,13 +74,4 @@ static inline int kt_idx_matches(unsigned key, unsigned prefix, int d) {
 static inline int kt_idx_hist_coarse(unsigned key) { return (int)(key >> 24); }
 static inline int kt_idx_hist_fine(unsigned key) { return KT_IDX_HIST_COARSE + (int)(key >> 16); }
 
-/* MATH=2's operand form: codes 0 and 2 (odd 0) or 1 and 3 (odd 1) of a word of four e4m3 codes as
- * an f16 pair (low half first), each exactly the code's value times 2^-8: the code's sign, 4
- * exponent and 3 mantissa bits moved to an f16's sign, low 4 exponent and top 3 mantissa bits
- * (the biases differ by 8; subnormals map to subnormals; NaN codes, never in a cache, to finite
- * values), by two shifts and a LOP3 (one shift for the odd pair): no F2FP conversion. */
-static inline unsigned kt_idx_e4m3x2_shifted(unsigned c, int odd) {
-    return odd ? ((c >> 1) & 0x3f803f80u) | (c & 0x80008000u) : ((c << 7) & 0x3f803f80u) | ((c << 8) & 0x80008000u);
-}
-
 #endif

@@ -260,28 +260,3 @@ KT_TEST(indexer_staged_keys_conflict_free) {
     EXPECT(distinct && inside);
     EXPECT(no_conflict);
 }
-
-/* An f16's value by its definition (1 sign, 5 exponent, 10 mantissa bits). */
-static double f16_value(unsigned h) {
-    unsigned e = (h >> 10) & 31, m = h & 1023;
-    double v = e ? ldexp(1.0 + m / 1024.0, (int)e - 15) : ldexp(m / 1024.0, -14);
-    return (h & 0x8000) ? -v : v;
-}
-
-/* MATH=2's operands: every finite e4m3 code in every byte of a word comes out as the f16 of its
- * value times 2^-8, codes {0, 2} in the even pair and {1, 3} in the odd one (low half first). */
-KT_TEST(indexer_shifted_e4m3_to_f16_exact) {
-    int bad = 0;
-    for (unsigned c = 0; c < 256; c++) {
-        if ((c & 0x7f) == 0x7f) continue; /* NaN: never in a cache */
-        double want = ldexp(kt_e4m3_to_float((uint8_t)c), -8);
-        for (int byte = 0; byte < 4; byte++) {
-            /* the other bytes random-ish, so that leakage between them would show */
-            unsigned word = (0x5ac3e17bu * (c + 1) ^ 0x9e3779b9u * (unsigned)byte) & ~(0xffu << (8 * byte));
-            word |= c << (8 * byte);
-            unsigned h = kt_idx_e4m3x2_shifted(word, byte & 1), half = (byte >> 1) ? h >> 16 : h & 0xffff;
-            bad += f16_value(half) != want;
-        }
-    }
-    EXPECT(bad == 0);
-}

@@ -4,7 +4,7 @@
 # L_b = TOPK and L_b = 1; CTX below TOPK makes every L_b < k), grid, tied (four distinct K
 # rows) and all-equal logits, top-k 2048, 512 and odd ones, a few random configs and the
 # selection split over clusters of 2 and 8 CTAs, and HIST=1 (the scan's histogram) on the same
-# kinds of cases, CHAINS=2 (two accumulators a head tile) and MATH=2 (codes widened by shifts). The
+# kinds of cases, and CHAINS=2 (two accumulators a head tile). The
 # logits are checked against float64 and the index list exactly (outputs poisoned first).
 # Ends with "N passed, N failed"; exits 1 on any failure.
 #   usage: tests/gpu/indexer.sh [KT binary]
@@ -43,11 +43,5 @@ check --shape TOPK=2048,CTX=131072,DIST=equal,VALUES=grid --shape TOPK=2048,CTX=
 # CHAINS=2: a head tile's dot products over two accumulators
 check --shape TOPK=2048,CTX=8192,DIST=ragged,VALUES=grid --shape TOPK=1152,CTX=5000,DIST=ragged,VALUES=tied --m 3,64 \
     --config CHAINS=2
-# MATH=2: the f16 path with the codes widened by shifts (values times 2^-8, the weights times 2^16):
-# the logits must be exact and the lists the same; with HIST=1 and a cluster too
-check --shape TOPK=2048,CTX=8192,DIST=ragged,VALUES=grid --shape TOPK=1152,CTX=5000,DIST=ragged,VALUES=tied --m 3,64 \
-    --config MATH=2
-check --shape TOPK=2048,CTX=32768,DIST=ragged,VALUES=grid --shape TOPK=2048,CTX=2048,DIST=equal,VALUES=equal --m 1,4 \
-    --config MATH=2,HIST=1,SEL_THREADS=512,SEL_CLUSTER=4
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
