@@ -213,7 +213,7 @@ __device__ __forceinline__ void load_query(const kt_u8 *q, const float *w, int b
 // CHAINS=2: steps alternate between two accumulators, summed at the end, so each dependent
 // chain of mma is half as long (the f16 path's 8 steps a tile were the scan's top stall).
 __device__ __forceinline__ float tile_logits(const kt_u32 (&qf)[4][2][QR], const float (&wf)[4][2],
-                                              const uint4 (&k)[2]) {
+                                             const uint4 (&k)[2]) {
     const kt_u32 codes[8] = {k[0].x, k[0].y, k[0].z, k[0].w, k[1].x, k[1].y, k[1].z, k[1].w};
     kt_u32 kb[QR];
     to_operands(codes, kb);
