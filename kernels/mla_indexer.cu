@@ -207,13 +207,13 @@ __device__ __forceinline__ void load_query(const kt_u8 *q, const float *w, int b
 }
 
 // One n-tile of 8 tokens: k holds this lane's 32 codes of token g; returns, in every lane of
-// quad column t, the relu-weighted head sums of tokens 2t and 2t + 1 (before the k scale).
+// quad column t, the relu-weighted head sum of token 2t + g % 2 (before the k scale).
 // Step s of either mma takes registers 2s and 2s + 1 of both operands, so each of its k
 // indices (f16: 2t + j, 8 + 2t + j; e4m3: 4t + j, 16 + 4t + j) is the same dim of q and token.
 // CHAINS=2: steps alternate between two accumulators, summed at the end, so each dependent
 // chain of mma is half as long (the f16 path's 8 steps a tile were the scan's top stall).
-__device__ __forceinline__ float2 tile_logits(const kt_u32 (&qf)[4][2][QR], const float (&wf)[4][2],
-                                              const uint4 (&k)[2]) {
+__device__ __forceinline__ float tile_logits(const kt_u32 (&qf)[4][2][QR], const float (&wf)[4][2],
+                                             const uint4 (&k)[2]) {
     const kt_u32 codes[8] = {k[0].x, k[0].y, k[0].z, k[0].w, k[1].x, k[1].y, k[1].z, k[1].w};
     kt_u32 kb[QR];
     to_operands(codes, kb);
@@ -238,12 +238,15 @@ __device__ __forceinline__ float2 tile_logits(const kt_u32 (&qf)[4][2][QR], cons
         s0 += wf[m][0] * fmaxf(acc[0], 0.f) + wf[m][1] * fmaxf(acc[2], 0.f);
         s1 += wf[m][0] * fmaxf(acc[1], 0.f) + wf[m][1] * fmaxf(acc[3], 0.f);
     }
-#pragma unroll
-    for (int d = 4; d < 32; d <<= 1) {
-        s0 += __shfl_xor_sync(FULL, s0, d);
-        s1 += __shfl_xor_sync(FULL, s1, d);
-    }
-    return make_float2(s0, s1);
+    // the sums over the 8 row groups g: the first step trades halves (a lane of even g keeps token
+    // 2t's and sends 2t + 1's), so 3 shuffles where a butterfly over both took 6; each sum gets
+    // the butterfly's additions in its order, so the logits are the same bits
+    const bool odd = (threadIdx.x >> 2) & 1;
+    float v = odd ? s1 : s0;
+    v += __shfl_xor_sync(FULL, odd ? s0 : s1, 4);
+    v += __shfl_xor_sync(FULL, v, 8);
+    v += __shfl_xor_sync(FULL, v, 16);
+    return v;
 }
 
 // A group of GROUP tokens (all in one page) as this lane uses it: its 32 codes of token g of
@@ -300,15 +303,13 @@ __device__ __forceinline__ void read_group(const ring_slot &s, group_data &gd) {
 // in hb and the warp's coarse counters wc (HIST=1). Each n-tile's sums are written at once.
 __device__ __forceinline__ void group_logits(const group_data &gd, int t0, int L, float *out, unsigned *hb,
                                              unsigned *wc, const kt_u32 (&qf)[4][2][QR], const float (&wf)[4][2]) {
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, tl = 2 * t + (g & 1); // this lane's token
 #pragma unroll
     for (int j = 0; j < NT; j++) {
-        const float2 s = tile_logits(qf, wf, gd.k[j]);
-        const float sc0 = __shfl_sync(FULL, gd.scale[j], 8 * t), sc1 = __shfl_sync(FULL, gd.scale[j], 8 * t + 4);
-        const int tok = t0 + 8 * j + 2 * t;
-        const float v0 = s.x * sc0, v1 = s.y * sc1;
-        if (g == 0 && tok < L) out[tok] = v0, hist_add(hb, wc, v0);
-        if (g == 0 && tok + 1 < L) out[tok + 1] = v1, hist_add(hb, wc, v1);
+        // token tl's scale is in the lanes of row group tl (lane 4 tl); lanes 0..7 write the 8 tokens
+        const float v = tile_logits(qf, wf, gd.k[j]) * __shfl_sync(FULL, gd.scale[j], 4 * tl);
+        const int tok = t0 + 8 * j + tl;
+        if (g < 2 && tok < L) out[tok] = v, hist_add(hb, wc, v);
     }
 }
 
