@@ -88,6 +88,21 @@ __device__ __forceinline__ void v3_group_limit(kt_u64 (&key)[PER_LANE], const fl
         if (j < E / 32 && !(chosen >> (j / per_group) & 1)) key[j] = kt_moe_choice_key(0.0f, lane + 32 * j);
 }
 
+// Lanes k < K hold token t's k-th choice (expert, score): topk_ids[t, k] and topk_weights[t, k]
+// = score / (the K scores' sum + 1e-20) x routed_scaling_factor (the sum a fixed tree: the same
+// bits on every path).
+__device__ __forceinline__ void store_choice(int *ids, float *weights, int t, int K, int router, int my_e,
+                                             float my_s) {
+    const int lane = threadIdx.x % 32;
+    float sum = lane < K ? my_s : 0.0f;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    if (lane < K) {
+        ids[(long)t * K + lane] = my_e;
+        weights[(long)t * K + lane] = KT_MR_MUL(KT_MR_DIV(my_s, KT_MR_ADD(sum, KT_MOE_NORM_EPS)), kt_moe_scale(router));
+    }
+}
+
 // One warp routes token t: topk_ids[t, 0..K) in choice order (descending, ties to the lower
 // expert), topk_weights = score / (sum of the K scores + 1e-20) * routed_scaling_factor.
 __device__ __forceinline__ void route_token(const float *logits, const float *bias, int *ids, float *weights, int t,
@@ -136,13 +151,66 @@ __device__ __forceinline__ void route_token(const float *logits, const float *bi
             my_s = s;
         }
     }
-    float sum = lane < K ? my_s : 0.0f;
+    store_choice(ids, weights, t, K, router, my_e, my_s);
+}
+
+// SPREAD=1, one token (M = 1, V4): the block's warps score its experts side by side (warp w the
+// experts 32 j + lane for j = w, w + WARPS, ...: one or two chains a lane where one warp ran 8),
+// each warp's top K go to shared memory, and after a barrier warp 0 chooses the K best of them:
+// the same keys in the same order as route_token, the weights the same bits.
+struct spread_smem {
+    kt_u64 key[KT_MOE_MAX_E]; // [warp * K + k]: warp's k-th best (0: none), WARPS * K <= 256
+    float score[KT_MOE_MAX_E];
+};
+__device__ __forceinline__ void route_spread(const float *logits, const float *bias, int *ids, float *weights, int E,
+                                             int K, spread_smem &s) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    constexpr int PER = (PER_LANE + WARPS - 1) / WARPS;
+    float score[PER];
+    kt_u64 key[PER];
 #pragma unroll
-    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-    if (lane < K) {
-        ids[(long)t * K + lane] = my_e;
-        weights[(long)t * K + lane] = KT_MR_MUL(KT_MR_DIV(my_s, KT_MR_ADD(sum, KT_MOE_NORM_EPS)), kt_moe_scale(router));
+    for (int i = 0; i < PER; i++) {
+        const int j = warp + WARPS * i, e = lane + 32 * j;
+        score[i] = j < E / 32 ? kt_moe_sqrt_softplus(logits[e]) : 0.0f;
+        key[i] = j < E / 32 ? kt_moe_choice_key(kt_moe_choice(score[i], bias[e]), e) : 0;
     }
+    for (int k = 0; k < K; k++) {
+        kt_u64 best = 0;
+        float best_s = 0.0f;
+#pragma unroll
+        for (int i = 0; i < PER; i++)
+            if (key[i] > best) best = key[i], best_s = score[i];
+        const kt_u64 top = warp_max_key(best);
+        const int holder = __ffs(__ballot_sync(0xffffffffu, best == top)) - 1;
+        const float sc = __shfl_sync(0xffffffffu, best_s, holder);
+#pragma unroll
+        for (int i = 0; i < PER; i++)
+            if (key[i] == top) key[i] = 0;
+        if (lane == 0) s.key[warp * K + k] = top, s.score[warp * K + k] = sc;
+    }
+    __syncthreads();
+    if (warp != 0) return;
+    const int n = WARPS * K;
+    kt_u64 cand[KT_MOE_MAX_E / 32];
+#pragma unroll
+    for (int i = 0; i < KT_MOE_MAX_E / 32; i++) cand[i] = lane + 32 * i < n ? s.key[lane + 32 * i] : 0;
+    int my_e = 0;
+    float my_s = 0.0f;
+    for (int k = 0; k < K; k++) {
+        kt_u64 best = 0;
+        int at = 0;
+#pragma unroll
+        for (int i = 0; i < KT_MOE_MAX_E / 32; i++)
+            if (cand[i] > best) best = cand[i], at = lane + 32 * i;
+        const kt_u64 top = warp_max_key(best);
+        const int holder = __ffs(__ballot_sync(0xffffffffu, best == top)) - 1;
+        const int idx = __shfl_sync(0xffffffffu, at, holder);
+#pragma unroll
+        for (int i = 0; i < KT_MOE_MAX_E / 32; i++)
+            if (cand[i] == top) cand[i] = 0;
+        if (lane == k) my_e = kt_moe_key_expert(top), my_s = s.score[idx];
+    }
+    store_choice(ids, weights, 0, K, KT_MOE_ROUTER_V4, my_e, my_s);
 }
 
 // One warp routes token t of a hash-routed layer: lane k < K takes expert table[tokens[t]][k]
@@ -173,7 +241,9 @@ __device__ __forceinline__ void route_any(const float *logits, const float *bias
 
 // Per-expert shared state of the alignment.
 struct align_smem {
-    int hist[HIST_INTS]; // [warp][expert]: slots of the warp's run, then its base within the expert
+    // [warp][expert]: slots of the warp's run, then its base within the expert (before the
+    // alignment: SPREAD's spread_smem)
+    alignas(16) int hist[HIST_INTS];
     int count[KT_MOE_MAX_E];
     int start[KT_MOE_MAX_NTM][KT_MOE_MAX_E + 1]; // per record: exclusive scan of the padded counts; [E] = rows in use
 };
@@ -353,15 +423,19 @@ __device__ __forceinline__ void align_any(const int *ids, int *rec, int M, int K
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
     moe_route_fused(const float *__restrict__ logits, const float *__restrict__ bias, int *ids, float *weights,
                     int *rec, const int *__restrict__ tokens, const int *__restrict__ table, int M, int E, int K,
-                    int TM, int NTM, int router, kt_moe_rec_geom g, int small) {
+                    int TM, int NTM, int router, kt_moe_rec_geom g, int small, int spread) {
     __shared__ align_smem s;
     __shared__ small_smem ss;
     __shared__ int ids_s[KT_MOE_FUSED_SLOTS];
     __shared__ float weights_s[KT_MOE_FUSED_SLOTS];
+    static_assert(sizeof(spread_smem) <= sizeof(s.hist), "SPREAD's keys live in the histograms' space");
     kt_allow_consumer();
     kt_wait_producer();
-    for (int t = threadIdx.x / 32; t < M; t += WARPS)
-        route_any(logits, bias, tokens, table, ids_s, weights_s, t, E, K, router);
+    if (spread && M == 1 && router == KT_MOE_ROUTER_V4) // the histograms are zeroed after the barrier below
+        route_spread(logits, bias, ids_s, weights_s, E, K, *reinterpret_cast<spread_smem *>(s.hist));
+    else
+        for (int t = threadIdx.x / 32; t < M; t += WARPS)
+            route_any(logits, bias, tokens, table, ids_s, weights_s, t, E, K, router);
     __syncthreads();
     for (int i = threadIdx.x; blockIdx.x == 0 && i < M * K; i += THREADS) {
         ids[i] = ids_s[i];

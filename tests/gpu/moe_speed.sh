@@ -20,7 +20,8 @@
 #   branch-free scores; moe_route and moe_step benched; moe_route M = 1 by record count, router and
 #   aligning blocks; ncu of the fused kernel at M = 1.
 # MODE=s17 (the seventeenth session, under 100 s): moe_route's SMALL=1 (one warp aligns up to 32
-#   slots; the records' places passed by the host) verified exactly (3 routers x 3 distributions,
+#   slots; the records' places passed by the host) and SPREAD=1 (a lone V4 token's scores over the
+#   block's warps) verified exactly (3 routers x 3 distributions,
 #   M 1-256, both kernels' paths, the 30- and 32-slot edges) and benched beside SMALL=0; moe_step
 #   verified (FP8 uniform, MXFP4 Zipf; M 1/16) and benched; MXFP4 gate+up's new M >= 16 default
 #   (256 rows, 8 x 1 warps, ring 2) verified at E 32 and V4 M 16/64 and benched beside the old one;
@@ -83,12 +84,15 @@ if [ "$MODE" = s17 ]; then # the seventeenth session's run (under 100 s; parts i
         set -- $r
         for d in uniform zipf hot; do rs+=(--shape "ROUTER=$1,E=256,TOPK=$2,TM=8,NTM=4,DIST=$d"); done
     done
-    # the default (SMALL=1) and one sampled config at M 1-256; then SMALL=1 on both kernels' paths
-    # and a single aligning block at M 1-5 (V4/HASH 6-30 slots, V3 8-40: 32 the edge, 40 the grid path)
+    # the default (SMALL=1, SPREAD=1) and one sampled config at M 1-256; then SMALL=1 on both
+    # kernels' paths and a single aligning block, SPREAD=1 at 4 and 16 warps (2 and 0-1 chains a
+    # lane), at M 1-5 (V4/HASH 6-30 slots, V3 8-40: 32 the edge, 40 the grid path)
     check route_verify 20 "$KT" verify --family moe_route "${rs[@]}" --m 1,2,4,5,16,64,256 --sample 1 --seed $RANDOM
-    for c in "WARPS=8,FUSED=0,BLOCKS=16,SMALL=1" "WARPS=4,FUSED=1,BLOCKS=1,SMALL=1"; do
-        check "route_small_fused${c:14:1}" 10 "$KT" verify --family moe_route "${rs[@]}" --m 1,2,3,4,5 \
-            --config "$c" --seed $RANDOM
+    i=0
+    for c in "WARPS=8,FUSED=0,BLOCKS=16,SMALL=1" "WARPS=4,FUSED=1,BLOCKS=1,SMALL=1,SPREAD=1" \
+        "WARPS=16,FUSED=1,BLOCKS=4,SMALL=0,SPREAD=1"; do
+        i=$((i + 1))
+        check "route_small$i" 10 "$KT" verify --family moe_route "${rs[@]}" --m 1,2,3,4,5 --config "$c" --seed $RANDOM
     done
     check step_verify 40 "$KT" verify --family moe_step --shape "ROUTER=V4,FORMAT=fp8,$V4S,DIST=uniform" \
         --shape "ROUTER=V4,FORMAT=mxfp4,$V4S,DIST=zipf" --m 1,16 --seed $RANDOM
@@ -106,9 +110,12 @@ if [ "$MODE" = s17 ]; then # the seventeenth session's run (under 100 s; parts i
     R3="$R3 --shape ROUTER=HASH,E=256,TOPK=6,TM=8,NTM=4,DIST=uniform"
     # shellcheck disable=SC2086
     check route_bench 12 "$KT" bench --family moe_route $R3 --m 1,4,16,64 --db "$LOGS/step.db" --json "$LOGS/route.json"
-    # shellcheck disable=SC2086
-    check route_small0 6 "$KT" bench --family moe_route $R3 --m 1,4 --config WARPS=8,FUSED=1,BLOCKS=16,SMALL=0 \
-        --json "$LOGS/route_small0.json"
+    # the old path (SMALL=0, SPREAD=0), then SMALL alone
+    for c in "SMALL=0,SPREAD=0" "SMALL=1,SPREAD=0"; do
+        # shellcheck disable=SC2086
+        check "route_${c:6:1}${c:15:1}" 6 "$KT" bench --family moe_route $R3 --m 1,4 \
+            --config "WARPS=8,FUSED=1,BLOCKS=16,$c" --json "$LOGS/route_${c:6:1}${c:15:1}.json"
+    done
     check step_bench 14 "$KT" bench --family moe_step --shape "ROUTER=V4,FORMAT=fp8,$V4S,DIST=uniform" \
         --shape "ROUTER=V4,FORMAT=mxfp4,$V4S,DIST=uniform" --m 1,16 --db "$LOGS/step.db" --json "$LOGS/step.json"
     check gu_bench 12 "$KT" bench --family moe_gemm --shape "FORMAT=mxfp4,STAGE=gateup,$V4GU" --m 16,64 \
@@ -116,9 +123,9 @@ if [ "$MODE" = s17 ]; then # the seventeenth session's run (under 100 s; parts i
     check gu_old 10 "$KT" bench --family moe_gemm --shape "FORMAT=mxfp4,STAGE=gateup,$V4GU" --m 16,64 \
         --config "TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=1,WIDE=1,BF16=1" --json "$LOGS/gu_old.json"
     check route_ncu 20 "$KT" profile --ncu --iters 5 --family moe_route \
-        --shape ROUTER=V4,E=256,TOPK=6,TM=8,NTM=4,DIST=uniform --m 1 --config WARPS=8,FUSED=1,BLOCKS=16,SMALL=1
+        --shape ROUTER=V4,E=256,TOPK=6,TM=8,NTM=4,DIST=uniform --m 1 --config WARPS=8,FUSED=1,BLOCKS=16,SMALL=1,SPREAD=1
     grep -A12 "^ncu" "$LOGS/route_ncu.log" 2>/dev/null | head -24
-    grep -h -E '^FORMAT=|^ROUTER=|MXFP4 on the bf16|^kt: ' "$LOGS"/route_bench.log "$LOGS"/route_small0.log \
+    grep -h -E '^FORMAT=|^ROUTER=|MXFP4 on the bf16|^kt: ' "$LOGS"/route_bench.log "$LOGS"/route_[01]*.log \
         "$LOGS"/step_bench.log "$LOGS"/gu_bench.log "$LOGS"/gu_old.log 2>/dev/null
     echo "$passed passed, $failed failed ($SECONDS s)"
     [ "$failed" -eq 0 ]
