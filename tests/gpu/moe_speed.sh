@@ -26,6 +26,9 @@
 #   verified (FP8 uniform, MXFP4 Zipf; M 1/16) and benched; MXFP4 gate+up's new M >= 16 default
 #   (256 rows, 8 x 1 warps, ring 2) verified at E 32 (V4 M 16 in moe_step's) and benched beside the old one;
 #   ncu of the fused router at M = 1.
+# MODE=s17b (the seventeenth session's final call, under 45 s): s17's moe_route verifies (M 1-64)
+#   after SMALL's padding rows by expert, then moe_route benched at M 1/4 (default and the old
+#   path) and moe_step FP8 at M 1.
 # MODE=quick (the second run, under 120 s: one budget caps every part's timeout): BF16=1
 #   verified as in 1 on four configs (its tokens made bf16 once per CTA), then kt bench of the
 #   configs dispatch serves untuned (the new defaults) at V4-Flash TP4 (gate+up), moe_step at M
@@ -40,7 +43,7 @@ mkdir -p "$LOGS"
 passed=0 failed=0
 
 MODE=${MODE:-quick}
-BUDGET=${BUDGET:-$(case $MODE in quick) echo 112 ;; s16 | s16b | s17) echo 96 ;; *) echo 1000 ;; esac)} # seconds for every part together
+BUDGET=${BUDGET:-$(case $MODE in quick) echo 112 ;; s16 | s16b | s17) echo 96 ;; s17b) echo 40 ;; *) echo 1000 ;; esac)} # seconds for every part together
 
 # check NAME SECONDS CMD...: runs CMD under timeout (at most what is left of BUDGET) into
 # $LOGS/NAME.log; PASS or FAIL (and the tail).
@@ -77,7 +80,7 @@ shapes() { # FORMATS -> --shape args for both stages and all three distributions
 V4GU="E=256,N=1024,K=4096,TOPK=6,DIST=uniform"
 V4DN="E=256,N=4096,K=512,TOPK=6,DIST=uniform"
 V4S="E=256,HIDDEN=4096,INTER=512"
-if [ "$MODE" = s17 ]; then # the seventeenth session's run (under 100 s; parts in priority order)
+if [ "$MODE" = s17 ] || [ "$MODE" = s17b ]; then # the seventeenth session's runs (parts in priority order)
     rs=()
     for r in "V4 6" "V3 8" "HASH 6"; do
         # shellcheck disable=SC2086
@@ -87,13 +90,33 @@ if [ "$MODE" = s17 ]; then # the seventeenth session's run (under 100 s; parts i
     # the default (SMALL=1, SPREAD=1) and one sampled config at M 1-256; then SMALL=1 on both
     # kernels' paths and a single aligning block, SPREAD=1 at 4 and 16 warps (2 and 0-1 chains a
     # lane), at M 1-5 (V4/HASH 6-30 slots, V3 8-40: 32 the edge, 40 the grid path)
-    check route_verify 20 "$KT" verify --family moe_route "${rs[@]}" --m 1,2,4,5,16,64,256 --sample 1 --seed $RANDOM
+    ms=1,2,4,5,16,64,256
+    [ "$MODE" = s17b ] && ms=1,2,4,5,16,64
+    check route_verify 20 "$KT" verify --family moe_route "${rs[@]}" --m $ms --sample 1 --seed $RANDOM
     i=0
     for c in "WARPS=8,FUSED=0,BLOCKS=16,SMALL=1" "WARPS=4,FUSED=1,BLOCKS=1,SMALL=1,SPREAD=1" \
         "WARPS=16,FUSED=1,BLOCKS=4,SMALL=0,SPREAD=1"; do
         i=$((i + 1))
         check "route_small$i" 10 "$KT" verify --family moe_route "${rs[@]}" --m 1,2,4,5 --config "$c" --seed $RANDOM
     done
+    if [ "$MODE" = s17b ]; then
+        rm -f "$LOGS/step.db"*
+        check step_db 8 "$KT" tune --family moe_route --shape ROUTER=V3,E=256,TOPK=8,TM=16,NTM=1,DIST=hot --m 1 \
+            --budget 1 --db "$LOGS/step.db"
+        R3="--shape ROUTER=V4,E=256,TOPK=6,TM=8,NTM=4,DIST=uniform --shape ROUTER=V3,E=256,TOPK=8,TM=8,NTM=4,DIST=uniform"
+        R3="$R3 --shape ROUTER=HASH,E=256,TOPK=6,TM=8,NTM=4,DIST=uniform"
+        # shellcheck disable=SC2086
+        check route_bench 6 "$KT" bench --family moe_route $R3 --m 1,4 --db "$LOGS/step.db" --json "$LOGS/route.json"
+        # shellcheck disable=SC2086
+        check route_00 5 "$KT" bench --family moe_route $R3 --m 1,4 --config WARPS=8,FUSED=1,BLOCKS=16,SMALL=0,SPREAD=0 \
+            --json "$LOGS/route_00.json"
+        check step_bench 8 "$KT" bench --family moe_step --shape "ROUTER=V4,FORMAT=fp8,$V4S,DIST=uniform" --m 1 \
+            --db "$LOGS/step.db" --json "$LOGS/step.json"
+        grep -h -E '^ROUTER=' "$LOGS"/route_bench.log "$LOGS"/route_00.log "$LOGS"/step_bench.log 2>/dev/null
+        echo "$passed passed, $failed failed ($SECONDS s)"
+        [ "$failed" -eq 0 ]
+        exit
+    fi
     check step_verify 40 "$KT" verify --family moe_step --shape "ROUTER=V4,FORMAT=fp8,$V4S,DIST=uniform" \
         --shape "ROUTER=V4,FORMAT=mxfp4,$V4S,DIST=zipf" --m 1,16 --seed $RANDOM
     # MXFP4 gate+up's one-CTA SwiGLU tile (the new default at M >= 16 on V4; step_verify runs it at
