@@ -434,7 +434,9 @@ static void default_for(const kt_problem *p, int sms, kt_config *c) {
      * 64 weight rows a CTA as 2 warps of 2 fragments, 2 warp groups along K, 16-byte lanes;
      * MXFP4 gate+up on the bf16 mma (down keeps the e4m3 path: its short CTAs want the
      * registers); FP8 down with enough tiles 128 rows a CTA as 4 warps of 2 fragments (all
-     * measured on the H200: bench/NOTES.md, fifteenth session, moe). Then split-K doubled while
+     * measured on the H200: bench/NOTES.md, fifteenth session, moe); MXFP4 gate+up with enough
+     * tiles the one-CTA SwiGLU tile (256 rows as 8 warps of 2 fragments, a ring of 2: no
+     * partials; 91.8 against 99-101 us at M = 16, sixteenth session). Then split-K doubled while
      * the CTAs of the expected tiles stay within one wave of 2 an SM, each split keeping 2
      * k-blocks a warp group, and a ring as deep as a warp group's k-blocks (at most 4). */
     *c = (kt_config){{8, 64, 2, 2, 2, 1, 0, 1, d.fmt == KT_MOE_MXFP4 && d.stage == KT_MOE_GATEUP, 0}};
@@ -443,12 +445,14 @@ static void default_for(const kt_problem *p, int sms, kt_config *c) {
     if (tiles > d.MT) tiles = (double)d.MT;
     if (d.fmt == KT_MOE_FP8 && d.stage == KT_MOE_DOWN && tiles * (double)(d.N / 128) >= 4.0 * sms)
         v[P_TN] = 128, v[P_WN] = 4, v[P_WK] = 1;
+    int swiglu_tile = v[P_BF16] && tiles * (double)(d.N / 256) >= 2.0 * sms;
+    if (swiglu_tile) v[P_TN] = 256, v[P_WN] = 8, v[P_WK] = 1;
     double ctas = tiles * (double)(d.N / v[P_TN]);
     while (v[P_SPLIT] < 8 && 2 * ctas * v[P_SPLIT] <= 2.0 * sms && d.KB / (2 * v[P_SPLIT]) >= 2 * v[P_WK])
         v[P_SPLIT] *= 2;
     while (!config_fits(c, p) && v[P_SPLIT] < 8 && 2 * v[P_SPLIT] <= d.KB) v[P_SPLIT] *= 2;
     long per_group = (d.KB + v[P_SPLIT] - 1) / v[P_SPLIT] / v[P_WK];
-    v[P_RING] = per_group >= 4 ? 4 : per_group >= 3 ? 3 : 2;
+    v[P_RING] = swiglu_tile ? 2 : per_group >= 4 ? 4 : per_group >= 3 ? 3 : 2;
     if (per_group < 2) v[P_WK] = 1, v[P_RING] = 2;
 }
 

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { P_WARPS, P_FUSED, P_BLOCKS };
+enum { P_WARPS, P_FUSED, P_BLOCKS, P_SMALL, P_SPREAD };
 enum { T_LOGITS, T_BIAS, T_IDS, T_WEIGHTS, T_REC, T_TOKENS, T_TABLE, T_COUNT };
 enum { K_FUSED, K_TOKENS, K_ALIGN };
 #define HIST_INTS 8192 /* the kernel's per-warp expert counts: WARPS * E of them */
@@ -60,10 +60,12 @@ static int config_fits(const kt_config *c, const kt_problem *p) {
 }
 
 /* One launch while a block's warps route every token in one pass; two above, where routing
- * spreads over the GPU. 16 aligning blocks share the padding rows, most of the records. */
+ * spreads over the GPU. 16 aligning blocks share the padding rows, most of the records; up to
+ * 32 slots one warp aligns them (SMALL=1), and a lone token's scores spread over the block's
+ * warps (SPREAD=1). */
 static void default_for(const kt_problem *p, int sms, kt_config *c) {
     (void)sms;
-    *c = (kt_config){{8, p->m <= 8, 16}};
+    *c = (kt_config){{8, p->m <= 8, 16, 1, 1}};
     if (!config_fits(c, p)) c->v[P_FUSED] = 0;
 }
 
@@ -278,6 +280,8 @@ static int launch(const kt_launch *l) {
     int M = (int)p->m, E = (int)p->dim[KT_MR_E], K = (int)p->dim[KT_MR_TOPK], TM = (int)p->dim[KT_MR_TM];
     int NTM = (int)p->dim[KT_MR_NTM], router = (int)p->dim[KT_MR_ROUTER], warps = l->config->v[P_WARPS];
     unsigned blocks = (unsigned)l->config->v[P_BLOCKS], threads = (unsigned)(32 * warps);
+    int small = l->config->v[P_SMALL], spread = l->config->v[P_SPREAD];
+    kt_moe_rec_geom g = kt_moe_rec_geometry(M, K, E, TM, NTM);
     uint64_t ptr[T_COUNT];
     memcpy(ptr, l->ptr, sizeof ptr);
     if (l->config->v[P_FUSED]) {
@@ -293,12 +297,15 @@ static int launch(const kt_launch *l) {
                         &K,
                         &TM,
                         &NTM,
-                        &router};
+                        &router,
+                        &g,
+                        &small,
+                        &spread};
         return kt_launch_kernel_pdl(l->mod, K_FUSED, blocks, 1, 1, threads, 0, l->stream, args);
     }
     void *route[] = {
         &ptr[T_LOGITS], &ptr[T_BIAS], &ptr[T_IDS], &ptr[T_WEIGHTS], &ptr[T_TOKENS], &ptr[T_TABLE], &M, &E, &K, &router};
-    void *align[] = {&ptr[T_IDS], &ptr[T_REC], &M, &E, &K, &TM, &NTM};
+    void *align[] = {&ptr[T_IDS], &ptr[T_REC], &M, &E, &K, &TM, &NTM, &g, &small};
     return kt_launch_kernel_pdl(l->mod, K_TOKENS, (unsigned)((M + warps - 1) / warps), 1, 1, threads, 0, l->stream,
                                 route) ||
                    kt_launch_kernel_pdl(l->mod, K_ALIGN, blocks, 1, 1, threads, 0, l->stream, align)
@@ -337,10 +344,11 @@ const kt_family kt_family_moe_route = {
              {"NTM"},
              {"DIST", KT_KEY_CATEGORY, kt_moe_dist_names}},
     .m_name = "M",
-    .n_params = 3,
+    .n_params = 5,
     /* 32 warps cap a thread at 64 registers: the router's 8 keys a lane spill there */
-    .params = {{"WARPS", 3, {4, 8, 16}}, {"FUSED", 2, {0, 1}}, {"BLOCKS", 3, {1, 4, 16}}},
-    .default_config = {{8, 0, 16}},
+    .params = {{"WARPS", 3, {4, 8, 16}}, {"FUSED", 2, {0, 1}}, {"BLOCKS", 3, {1, 4, 16}}, {"SMALL", 2, {0, 1}},
+               {"SPREAD", 2, {0, 1}}},
+    .default_config = {{8, 0, 16, 1, 1}},
     .target_shapes = target_shapes,
     .n_target_shapes = 8,
     KT_FAMILY_HOOKS,

@@ -88,6 +88,21 @@ __device__ __forceinline__ void v3_group_limit(kt_u64 (&key)[PER_LANE], const fl
         if (j < E / 32 && !(chosen >> (j / per_group) & 1)) key[j] = kt_moe_choice_key(0.0f, lane + 32 * j);
 }
 
+// Lanes k < K hold token t's k-th choice (expert, score): topk_ids[t, k] and topk_weights[t, k]
+// = score / (the K scores' sum + 1e-20) x routed_scaling_factor (the sum a fixed tree: the same
+// bits on every path).
+__device__ __forceinline__ void store_choice(int *ids, float *weights, int t, int K, int router, int my_e,
+                                             float my_s) {
+    const int lane = threadIdx.x % 32;
+    float sum = lane < K ? my_s : 0.0f;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    if (lane < K) {
+        ids[(long)t * K + lane] = my_e;
+        weights[(long)t * K + lane] = KT_MR_MUL(KT_MR_DIV(my_s, KT_MR_ADD(sum, KT_MOE_NORM_EPS)), kt_moe_scale(router));
+    }
+}
+
 // One warp routes token t: topk_ids[t, 0..K) in choice order (descending, ties to the lower
 // expert), topk_weights = score / (sum of the K scores + 1e-20) * routed_scaling_factor.
 __device__ __forceinline__ void route_token(const float *logits, const float *bias, int *ids, float *weights, int t,
@@ -136,13 +151,66 @@ __device__ __forceinline__ void route_token(const float *logits, const float *bi
             my_s = s;
         }
     }
-    float sum = lane < K ? my_s : 0.0f;
+    store_choice(ids, weights, t, K, router, my_e, my_s);
+}
+
+// SPREAD=1, one token (M = 1, V4): the block's warps score its experts side by side (warp w the
+// experts 32 j + lane for j = w, w + WARPS, ...: one or two chains a lane where one warp ran 8),
+// each warp's top K go to shared memory, and after a barrier warp 0 chooses the K best of them:
+// the same keys in the same order as route_token, the weights the same bits.
+struct spread_smem {
+    kt_u64 key[KT_MOE_MAX_E]; // [warp * K + k]: warp's k-th best (0: none), WARPS * K <= 256
+    float score[KT_MOE_MAX_E];
+};
+__device__ __forceinline__ void route_spread(const float *logits, const float *bias, int *ids, float *weights, int E,
+                                             int K, spread_smem &s) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    constexpr int PER = (PER_LANE + WARPS - 1) / WARPS;
+    float score[PER];
+    kt_u64 key[PER];
 #pragma unroll
-    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-    if (lane < K) {
-        ids[(long)t * K + lane] = my_e;
-        weights[(long)t * K + lane] = KT_MR_MUL(KT_MR_DIV(my_s, KT_MR_ADD(sum, KT_MOE_NORM_EPS)), kt_moe_scale(router));
+    for (int i = 0; i < PER; i++) {
+        const int j = warp + WARPS * i, e = lane + 32 * j;
+        score[i] = j < E / 32 ? kt_moe_sqrt_softplus(logits[e]) : 0.0f;
+        key[i] = j < E / 32 ? kt_moe_choice_key(kt_moe_choice(score[i], bias[e]), e) : 0;
     }
+    for (int k = 0; k < K; k++) {
+        kt_u64 best = 0;
+        float best_s = 0.0f;
+#pragma unroll
+        for (int i = 0; i < PER; i++)
+            if (key[i] > best) best = key[i], best_s = score[i];
+        const kt_u64 top = warp_max_key(best);
+        const int holder = __ffs(__ballot_sync(0xffffffffu, best == top)) - 1;
+        const float sc = __shfl_sync(0xffffffffu, best_s, holder);
+#pragma unroll
+        for (int i = 0; i < PER; i++)
+            if (key[i] == top) key[i] = 0;
+        if (lane == 0) s.key[warp * K + k] = top, s.score[warp * K + k] = sc;
+    }
+    __syncthreads();
+    if (warp != 0) return;
+    const int n = WARPS * K;
+    kt_u64 cand[KT_MOE_MAX_E / 32];
+#pragma unroll
+    for (int i = 0; i < KT_MOE_MAX_E / 32; i++) cand[i] = lane + 32 * i < n ? s.key[lane + 32 * i] : 0;
+    int my_e = 0;
+    float my_s = 0.0f;
+    for (int k = 0; k < K; k++) {
+        kt_u64 best = 0;
+        int at = 0;
+#pragma unroll
+        for (int i = 0; i < KT_MOE_MAX_E / 32; i++)
+            if (cand[i] > best) best = cand[i], at = lane + 32 * i;
+        const kt_u64 top = warp_max_key(best);
+        const int holder = __ffs(__ballot_sync(0xffffffffu, best == top)) - 1;
+        const int idx = __shfl_sync(0xffffffffu, at, holder);
+#pragma unroll
+        for (int i = 0; i < KT_MOE_MAX_E / 32; i++)
+            if (cand[i] == top) cand[i] = 0;
+        if (lane == k) my_e = kt_moe_key_expert(top), my_s = s.score[idx];
+    }
+    store_choice(ids, weights, 0, K, KT_MOE_ROUTER_V4, my_e, my_s);
 }
 
 // One warp routes token t of a hash-routed layer: lane k < K takes expert table[tokens[t]][k]
@@ -171,21 +239,23 @@ __device__ __forceinline__ void route_any(const float *logits, const float *bias
         route_token(logits, bias, ids, weights, t, E, K, router);
 }
 
-// Record r's place and sizes (moe_layout.h), computed once per block by one thread: each is a
-// 64-bit division by the tile (a ~60-instruction call in the SASS), which every thread used to
-// redo several times a record before its stores.
-struct rec_geom {
-    int off;    // the record's first int32 in rec (kt_moe_align_multi_offset)
-    int padded; // kt_moe_max_padded: sorted_slot's length, and tile_expert's offset in the record
-    int tiles;  // kt_moe_max_tiles: tile_expert's length; n_tiles follows it
-};
-
 // Per-expert shared state of the alignment.
 struct align_smem {
-    int hist[HIST_INTS]; // [warp][expert]: slots of the warp's run, then its base within the expert
+    // [warp][expert]: slots of the warp's run, then its base within the expert (before the
+    // alignment: SPREAD's spread_smem)
+    alignas(16) int hist[HIST_INTS];
     int count[KT_MOE_MAX_E];
     int start[KT_MOE_MAX_NTM][KT_MOE_MAX_E + 1]; // per record: exclusive scan of the padded counts; [E] = rows in use
-    rec_geom geom[KT_MOE_MAX_NTM];
+};
+
+// SMALL=1's state (M * TOPK <= 32 slots, one warp's): the touched experts in lane order of
+// their first slot, their slot counts and each record's tiles, and the rows in use.
+struct small_smem {
+    int count[32];
+    int tile0[KT_MOE_MAX_NTM][32], tiles[KT_MOE_MAX_NTM][32]; // an expert's tiles [tile0, tile0 + tiles)
+    int expert[32];
+    int used[KT_MOE_MAX_NTM];
+    int n; // touched experts
 };
 
 // The warp's run of slots [begin, end): calls f(slot, expert, peers) 32 slots at a time in
@@ -222,16 +292,10 @@ __device__ __forceinline__ void scan_padded(const int *count, int *start, int E,
 
 // Counts, each warp's base within every expert (its run's slots go after the earlier runs'),
 // and the padded starts of every record, in every block of the grid.
-__device__ void align_counts(const int *ids, long begin, long end, int M, int K, int E, int TM, int NTM,
-                             align_smem &s) {
+__device__ void align_counts(const int *ids, long begin, long end, int E, int TM, int NTM, align_smem &s) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     int *hist = s.hist + warp * E;
     for (int i = threadIdx.x; i < WARPS * E; i += THREADS) s.hist[i] = 0;
-    if (threadIdx.x < NTM) { // the sizes fit int32: M <= 8192, TOPK <= 16, E and the tile <= 256
-        const int r = threadIdx.x, tm = TM << r;
-        s.geom[r] = {(int)kt_moe_align_multi_offset(M, K, E, TM, r), (int)kt_moe_max_padded(M, K, E, tm),
-                     (int)kt_moe_max_tiles(M, K, E, tm)};
-    }
     __syncthreads();
     warp_run(ids, begin, end, [&](long, int e, unsigned peers) {
         if (lane == __ffs(peers) - 1) hist[e] += __popc(peers);
@@ -252,19 +316,20 @@ __device__ void align_counts(const int *ids, long begin, long end, int M, int K,
 }
 
 // The alignment records of topk_ids [M*K] (shared memory, or global memory written by the
-// previous grid) into rec: NTM records for the tiles TM << r (kernels/common/moe_router.h).
-// Every block of the grid counts; block 0 scatters the slots; all write the padding rows and
-// tiles, a grid-strided share each.
-__device__ void align_grid(const int *ids, int *rec, int M, int K, int E, int TM, int NTM, align_smem &s) {
+// previous grid) into rec: NTM records for the tiles TM << r (kernels/common/moe_router.h), at
+// the places g gives. Every block of the grid counts; block 0 scatters the slots; all write the
+// padding rows and tiles, a grid-strided share each.
+__device__ void align_grid(const int *ids, int *rec, int M, int K, int E, int TM, int NTM, const kt_moe_rec_geom &g,
+                           align_smem &s) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const long n = (long)M * K, run = (n + WARPS - 1) / WARPS;
     const long begin = warp * run < n ? warp * run : n, end = begin + run < n ? begin + run : n;
-    align_counts(ids, begin, end, M, K, E, TM, NTM, s);
+    align_counts(ids, begin, end, E, TM, NTM, s);
     if (blockIdx.x == 0) {
         int *hist = s.hist + warp * E;
         warp_run(ids, begin, end, [&](long slot, int e, unsigned peers) {
             const int at = hist[e] + __popc(peers & ((1u << lane) - 1));
-            for (int r = 0; r < NTM; r++) rec[s.geom[r].off + s.start[r][e] + at] = (int)slot;
+            for (int r = 0; r < NTM; r++) rec[g.off[r] + s.start[r][e] + at] = (int)slot;
             __syncwarp(peers);
             if (lane == __ffs(peers) - 1) hist[e] += __popc(peers);
         });
@@ -272,9 +337,8 @@ __device__ void align_grid(const int *ids, int *rec, int M, int K, int E, int TM
     const int first = blockIdx.x * THREADS + threadIdx.x, stride = gridDim.x * THREADS;
     for (int r = 0; r < NTM; r++) {
         const int tm = TM << r, *start = s.start[r], used = start[E];
-        const rec_geom g = s.geom[r];
-        int *sorted = rec + g.off, *tile_expert = sorted + g.padded; // KT_MOE_TILES
-        for (int i = first; i < g.padded; i += stride) {             // the padding rows (the scatter writes the rest)
+        int *sorted = rec + g.off[r], *tile_expert = sorted + g.padded[r]; // KT_MOE_TILES
+        for (int i = first; i < g.padded[r]; i += stride) { // the padding rows (the scatter writes the rest)
             if (i >= used) {
                 sorted[i] = KT_MOE_PAD;
                 continue;
@@ -282,10 +346,75 @@ __device__ void align_grid(const int *ids, int *rec, int M, int K, int E, int TM
             const int e = kt_moe_expert_of_row(start, E, i);
             if (i - start[e] >= s.count[e]) sorted[i] = KT_MOE_PAD;
         }
-        for (int t = first; t < g.tiles; t += stride)
+        for (int t = first; t < g.tiles[r]; t += stride)
             tile_expert[t] = t * tm < used ? kt_moe_expert_of_row(start, E, t * tm) : KT_MOE_PAD;
-        if (first == 0) tile_expert[g.tiles] = used / tm; // KT_MOE_NTILES
+        if (first == 0) tile_expert[g.tiles[r]] = used / tm; // KT_MOE_NTILES
     }
+}
+
+// SMALL=1, n = M * K <= 32 slots: warp 0 holds a slot a lane and finds each slot's row from its
+// peers (the lanes of its expert) and the padded counts of the touched experts below its own, no
+// per-warp histograms or scans over all E experts; block 0's warp 0 writes the slots' rows. One
+// barrier, then every block writes its share of the rows and tiles past those in use (most of
+// the record at small M), and block 0's warps the touched experts' padding rows and tiles, a
+// warp an expert (no look-up a row: the first version searched the experts' list for each
+// row in use, 2x slower at 24 slots).
+__device__ void align_small(const int *ids, int *rec, int n, int TM, int NTM, const kt_moe_rec_geom &g,
+                            small_smem &s) {
+    const int lane = threadIdx.x % 32;
+    if (threadIdx.x < 32) {
+        const int e = lane < n ? ids[lane] : -1;
+        const unsigned peers = __match_any_sync(0xffffffffu, e), below = (1u << lane) - 1;
+        const bool lead = e >= 0 && lane == __ffs(peers) - 1;
+        const unsigned leads = __ballot_sync(0xffffffffu, lead);
+        const int count = __popc(peers), rank = __popc(peers & below), at = __popc(leads & below);
+        // the expert's tiles of TM rows; of TM << r: ceil(q / 2^r) (the only division)
+        const int q = lead ? (count + TM - 1) / TM : 0;
+        if (lead) {
+            s.count[at] = count;
+            s.expert[at] = e;
+        }
+        int below_tiles[KT_MOE_MAX_NTM] = {}; // each record's tiles of the touched experts below e
+        for (unsigned m = leads; m; m &= m - 1) {
+            const int j = __ffs(m) - 1, ej = __shfl_sync(0xffffffffu, e, j), qj = __shfl_sync(0xffffffffu, q, j);
+#pragma unroll
+            for (int r = 0; r < KT_MOE_MAX_NTM; r++)
+                if (ej < e) below_tiles[r] += (qj + (1 << r) - 1) >> r;
+        }
+#pragma unroll
+        for (int r = 0; r < KT_MOE_MAX_NTM; r++) {
+            if (r >= NTM) break;
+            const int tiles = (q + (1 << r) - 1) >> r, used = __reduce_add_sync(0xffffffffu, tiles) * (TM << r);
+            if (lead) s.tile0[r][at] = below_tiles[r], s.tiles[r][at] = tiles;
+            if (blockIdx.x == 0 && e >= 0) rec[g.off[r] + below_tiles[r] * (TM << r) + rank] = lane;
+            if (lane == 0) s.used[r] = used;
+        }
+        if (lane == 0) s.n = __popc(leads);
+    }
+    __syncthreads();
+    const int first = blockIdx.x * THREADS + threadIdx.x, stride = gridDim.x * THREADS;
+    const int warp = threadIdx.x / 32;
+    for (int r = 0; r < NTM; r++) {
+        const int tm = TM << r, used = s.used[r];
+        int *sorted = rec + g.off[r], *tile_expert = sorted + g.padded[r]; // KT_MOE_TILES
+        for (int i = used + first; i < g.padded[r]; i += stride) sorted[i] = KT_MOE_PAD;
+        for (int t = used / tm + first; t < g.tiles[r]; t += stride) tile_expert[t] = KT_MOE_PAD;
+        if (first == 0) tile_expert[g.tiles[r]] = used / tm; // KT_MOE_NTILES
+        for (int x = warp; blockIdx.x == 0 && x < s.n; x += WARPS) { // expert x's rows past its slots, its tiles
+            const int t0 = s.tile0[r][x], nt = s.tiles[r][x];
+            for (int i = t0 * tm + s.count[x] + lane; i < (t0 + nt) * tm; i += 32) sorted[i] = KT_MOE_PAD;
+            for (int t = t0 + lane; t < t0 + nt; t += 32) tile_expert[t] = s.expert[x];
+        }
+    }
+}
+
+// The records by the small path where it applies (small and n <= 32), else align_grid.
+__device__ __forceinline__ void align_any(const int *ids, int *rec, int M, int K, int E, int TM, int NTM,
+                                          const kt_moe_rec_geom &g, int small, align_smem &s, small_smem &ss) {
+    if (small && M * K <= 32)
+        align_small(ids, rec, M * K, TM, NTM, g, ss);
+    else
+        align_grid(ids, rec, M, K, E, TM, NTM, g, s);
 }
 
 // FUSED=1 (M * K <= KT_MOE_FUSED_SLOTS): every block routes every token into shared memory
@@ -293,20 +422,25 @@ __device__ void align_grid(const int *ids, int *rec, int M, int K, int E, int TM
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
     moe_route_fused(const float *__restrict__ logits, const float *__restrict__ bias, int *ids, float *weights,
                     int *rec, const int *__restrict__ tokens, const int *__restrict__ table, int M, int E, int K,
-                    int TM, int NTM, int router) {
+                    int TM, int NTM, int router, kt_moe_rec_geom g, int small, int spread) {
     __shared__ align_smem s;
+    __shared__ small_smem ss;
     __shared__ int ids_s[KT_MOE_FUSED_SLOTS];
     __shared__ float weights_s[KT_MOE_FUSED_SLOTS];
+    static_assert(sizeof(spread_smem) <= sizeof(s.hist), "SPREAD's keys live in the histograms' space");
     kt_allow_consumer();
     kt_wait_producer();
-    for (int t = threadIdx.x / 32; t < M; t += WARPS)
-        route_any(logits, bias, tokens, table, ids_s, weights_s, t, E, K, router);
+    if (spread && M == 1 && router == KT_MOE_ROUTER_V4) // the histograms are zeroed after the barrier below
+        route_spread(logits, bias, ids_s, weights_s, E, K, *reinterpret_cast<spread_smem *>(s.hist));
+    else
+        for (int t = threadIdx.x / 32; t < M; t += WARPS)
+            route_any(logits, bias, tokens, table, ids_s, weights_s, t, E, K, router);
     __syncthreads();
     for (int i = threadIdx.x; blockIdx.x == 0 && i < M * K; i += THREADS) {
         ids[i] = ids_s[i];
         weights[i] = weights_s[i];
     }
-    align_grid(ids_s, rec, M, K, E, TM, NTM, s);
+    align_any(ids_s, rec, M, K, E, TM, NTM, g, small, s, ss);
 }
 
 // FUSED=0, first kernel: a warp per token over ceil(M / WARPS) blocks.
@@ -321,9 +455,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 
 // FUSED=0, second kernel: BLOCKS blocks align what moe_route_tokens wrote.
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
-    moe_align(const int *ids, int *rec, int M, int E, int K, int TM, int NTM) {
+    moe_align(const int *ids, int *rec, int M, int E, int K, int TM, int NTM, kt_moe_rec_geom g, int small) {
     __shared__ align_smem s;
+    __shared__ small_smem ss;
     kt_allow_consumer();
     kt_wait_producer();
-    align_grid(ids, rec, M, K, E, TM, NTM, s);
+    align_any(ids, rec, M, K, E, TM, NTM, g, small, s, ss);
 }

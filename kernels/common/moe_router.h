@@ -181,4 +181,23 @@ KT_MR_FN long kt_moe_align_multi_offset(long M, long topk, long E, long TM, int 
     return off;
 }
 
+/* The place and sizes of each of NTM records (int32 elements), computed once on the host and
+ * passed to the kernels by value: each is a 64-bit division by the tile, a ~60-instruction call
+ * on the GPU that sat on the aligning blocks' chain before their first barrier. */
+typedef struct {
+    int off[KT_MOE_MAX_NTM];    /* the record's first int32 (kt_moe_align_multi_offset) */
+    int padded[KT_MOE_MAX_NTM]; /* kt_moe_max_padded: sorted_slot's length, tile_expert's offset */
+    int tiles[KT_MOE_MAX_NTM];  /* kt_moe_max_tiles: tile_expert's length; n_tiles follows it */
+} kt_moe_rec_geom;
+KT_MR_FN kt_moe_rec_geom kt_moe_rec_geometry(long M, long topk, long E, long TM, int NTM) {
+    kt_moe_rec_geom g;
+    for (int r = 0; r < KT_MOE_MAX_NTM; r++) {
+        const long tm = TM << r, live = r < NTM;
+        g.off[r] = (int)kt_moe_align_multi_offset(M, topk, E, TM, live ? r : NTM);
+        g.padded[r] = live ? (int)kt_moe_max_padded(M, topk, E, tm) : 0;
+        g.tiles[r] = live ? (int)kt_moe_max_tiles(M, topk, E, tm) : 0;
+    }
+    return g;
+}
+
 #endif

@@ -19,6 +19,16 @@
 #   distributions, M 1-256) and moe_step (FP8 uniform, MXFP4 Zipf; M 1/16) after the router's
 #   branch-free scores; moe_route and moe_step benched; moe_route M = 1 by record count, router and
 #   aligning blocks; ncu of the fused kernel at M = 1.
+# MODE=s17 (the seventeenth session, under 100 s): moe_route's SMALL=1 (one warp aligns up to 32
+#   slots; the records' places passed by the host) and SPREAD=1 (a lone V4 token's scores over the
+#   block's warps) verified exactly (3 routers x 3 distributions,
+#   M 1-256, both kernels' paths, the 30- and 32-slot edges) and benched beside SMALL=0; moe_step
+#   verified (FP8 uniform, MXFP4 Zipf; M 1/16) and benched; MXFP4 gate+up's new M >= 16 default
+#   (256 rows, 8 x 1 warps, ring 2) verified at E 32 (V4 M 16 in moe_step's) and benched beside the old one;
+#   ncu of the fused router at M = 1.
+# MODE=s17b (the seventeenth session's final call, under 45 s): s17's moe_route verifies (M 1-64)
+#   after SMALL's padding rows by expert, then moe_route benched at M 1/4 (default and the old
+#   path) and moe_step FP8 at M 1.
 # MODE=quick (the second run, under 120 s: one budget caps every part's timeout): BF16=1
 #   verified as in 1 on four configs (its tokens made bf16 once per CTA), then kt bench of the
 #   configs dispatch serves untuned (the new defaults) at V4-Flash TP4 (gate+up), moe_step at M
@@ -33,7 +43,7 @@ mkdir -p "$LOGS"
 passed=0 failed=0
 
 MODE=${MODE:-quick}
-BUDGET=${BUDGET:-$(case $MODE in quick) echo 112 ;; s16 | s16b) echo 96 ;; *) echo 1000 ;; esac)} # seconds for every part together
+BUDGET=${BUDGET:-$(case $MODE in quick) echo 112 ;; s16 | s16b | s17) echo 96 ;; s17b) echo 40 ;; *) echo 1000 ;; esac)} # seconds for every part together
 
 # check NAME SECONDS CMD...: runs CMD under timeout (at most what is left of BUDGET) into
 # $LOGS/NAME.log; PASS or FAIL (and the tail).
@@ -70,6 +80,79 @@ shapes() { # FORMATS -> --shape args for both stages and all three distributions
 V4GU="E=256,N=1024,K=4096,TOPK=6,DIST=uniform"
 V4DN="E=256,N=4096,K=512,TOPK=6,DIST=uniform"
 V4S="E=256,HIDDEN=4096,INTER=512"
+if [ "$MODE" = s17 ] || [ "$MODE" = s17b ]; then # the seventeenth session's runs (parts in priority order)
+    rs=()
+    for r in "V4 6" "V3 8" "HASH 6"; do
+        # shellcheck disable=SC2086
+        set -- $r
+        for d in uniform zipf hot; do rs+=(--shape "ROUTER=$1,E=256,TOPK=$2,TM=8,NTM=4,DIST=$d"); done
+    done
+    # the default (SMALL=1, SPREAD=1) and one sampled config at M 1-256; then SMALL=1 on both
+    # kernels' paths and a single aligning block, SPREAD=1 at 4 and 16 warps (2 and 0-1 chains a
+    # lane), at M 1-5 (V4/HASH 6-30 slots, V3 8-40: 32 the edge, 40 the grid path)
+    ms=1,2,4,5,16,64,256
+    [ "$MODE" = s17b ] && ms=1,2,4,5,16,64
+    check route_verify 20 "$KT" verify --family moe_route "${rs[@]}" --m $ms --sample 1 --seed $RANDOM
+    i=0
+    for c in "WARPS=8,FUSED=0,BLOCKS=16,SMALL=1" "WARPS=4,FUSED=1,BLOCKS=1,SMALL=1,SPREAD=1" \
+        "WARPS=16,FUSED=1,BLOCKS=4,SMALL=0,SPREAD=1"; do
+        i=$((i + 1))
+        check "route_small$i" 10 "$KT" verify --family moe_route "${rs[@]}" --m 1,2,4,5 --config "$c" --seed $RANDOM
+    done
+    if [ "$MODE" = s17b ]; then
+        rm -f "$LOGS/step.db"*
+        check step_db 8 "$KT" tune --family moe_route --shape ROUTER=V3,E=256,TOPK=8,TM=16,NTM=1,DIST=hot --m 1 \
+            --budget 1 --db "$LOGS/step.db"
+        R3="--shape ROUTER=V4,E=256,TOPK=6,TM=8,NTM=4,DIST=uniform --shape ROUTER=V3,E=256,TOPK=8,TM=8,NTM=4,DIST=uniform"
+        R3="$R3 --shape ROUTER=HASH,E=256,TOPK=6,TM=8,NTM=4,DIST=uniform"
+        # shellcheck disable=SC2086
+        check route_bench 6 "$KT" bench --family moe_route $R3 --m 1,4 --db "$LOGS/step.db" --json "$LOGS/route.json"
+        # shellcheck disable=SC2086
+        check route_00 5 "$KT" bench --family moe_route $R3 --m 1,4 --config WARPS=8,FUSED=1,BLOCKS=16,SMALL=0,SPREAD=0 \
+            --json "$LOGS/route_00.json"
+        check step_bench 8 "$KT" bench --family moe_step --shape "ROUTER=V4,FORMAT=fp8,$V4S,DIST=uniform" --m 1 \
+            --db "$LOGS/step.db" --json "$LOGS/step.json"
+        grep -h -E '^ROUTER=' "$LOGS"/route_bench.log "$LOGS"/route_00.log "$LOGS"/step_bench.log 2>/dev/null
+        echo "$passed passed, $failed failed ($SECONDS s)"
+        [ "$failed" -eq 0 ]
+        exit
+    fi
+    check step_verify 40 "$KT" verify --family moe_step --shape "ROUTER=V4,FORMAT=fp8,$V4S,DIST=uniform" \
+        --shape "ROUTER=V4,FORMAT=mxfp4,$V4S,DIST=zipf" --m 1,16 --seed $RANDOM
+    # MXFP4 gate+up's one-CTA SwiGLU tile (the new default at M >= 16 on V4; step_verify runs it at
+    # V4 M = 16): E 32, 3 distributions
+    T256="TM=8,TN=256,WARPS_N=8,WARPS_K=1,STAGES=2,SPLIT=1,WIDE=1,BF16=1"
+    gm=()
+    for d in uniform zipf hot; do gm+=(--shape "FORMAT=mxfp4,STAGE=gateup,$GU,DIST=$d"); done
+    check gu256_verify 15 "$KT" verify --family moe_gemm --seed $RANDOM --config "$T256" --m 1,16,64,256 "${gm[@]}"
+    rm -f "$LOGS/step.db"*
+    check step_db 8 "$KT" tune --family moe_route --shape ROUTER=V3,E=256,TOPK=8,TM=16,NTM=1,DIST=hot --m 1 \
+        --budget 1 --db "$LOGS/step.db"
+    R3="--shape ROUTER=V4,E=256,TOPK=6,TM=8,NTM=4,DIST=uniform --shape ROUTER=V3,E=256,TOPK=8,TM=8,NTM=4,DIST=uniform"
+    R3="$R3 --shape ROUTER=HASH,E=256,TOPK=6,TM=8,NTM=4,DIST=uniform"
+    # shellcheck disable=SC2086
+    check route_bench 12 "$KT" bench --family moe_route $R3 --m 1,4,16,64 --db "$LOGS/step.db" --json "$LOGS/route.json"
+    # the old path (SMALL=0, SPREAD=0), then SMALL alone
+    for c in "SMALL=0,SPREAD=0" "SMALL=1,SPREAD=0"; do
+        # shellcheck disable=SC2086
+        check "route_${c:6:1}${c:15:1}" 6 "$KT" bench --family moe_route $R3 --m 1,4 \
+            --config "WARPS=8,FUSED=1,BLOCKS=16,$c" --json "$LOGS/route_${c:6:1}${c:15:1}.json"
+    done
+    check step_bench 14 "$KT" bench --family moe_step --shape "ROUTER=V4,FORMAT=fp8,$V4S,DIST=uniform" \
+        --shape "ROUTER=V4,FORMAT=mxfp4,$V4S,DIST=uniform" --m 1,16 --db "$LOGS/step.db" --json "$LOGS/step.json"
+    check gu_bench 12 "$KT" bench --family moe_gemm --shape "FORMAT=mxfp4,STAGE=gateup,$V4GU" --m 16,64 \
+        --db "$LOGS/step.db" --json "$LOGS/gu_bench.json"
+    check gu_old 10 "$KT" bench --family moe_gemm --shape "FORMAT=mxfp4,STAGE=gateup,$V4GU" --m 16,64 \
+        --config "TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=1,WIDE=1,BF16=1" --json "$LOGS/gu_old.json"
+    check route_ncu 20 "$KT" profile --ncu --iters 5 --family moe_route \
+        --shape ROUTER=V4,E=256,TOPK=6,TM=8,NTM=4,DIST=uniform --m 1 --config WARPS=8,FUSED=1,BLOCKS=16,SMALL=1,SPREAD=1
+    grep -A12 "^ncu" "$LOGS/route_ncu.log" 2>/dev/null | head -24
+    grep -h -E '^FORMAT=|^ROUTER=|MXFP4 on the bf16|^kt: ' "$LOGS"/route_bench.log "$LOGS"/route_[01]*.log \
+        "$LOGS"/step_bench.log "$LOGS"/gu_bench.log "$LOGS"/gu_old.log 2>/dev/null
+    echo "$passed passed, $failed failed ($SECONDS s)"
+    [ "$failed" -eq 0 ]
+    exit
+fi
 if [ "$MODE" = s16b ]; then # the sixteenth session's second run (under 100 s; parts in priority order)
     # moe_route's router scores as branch-free chains (moe_router.h's division and sqrt): every
     # router and distribution, both paths (default + 1 sampled config), M 1-256, ids exact
