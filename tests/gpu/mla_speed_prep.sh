@@ -96,7 +96,9 @@ compile() { # binary config: says so where ptxas spills (sm_90, or sm_120 built 
 for c in $(echo "$configs" | expand) $(/tmp/kt_prep_new); do compile ./bin/kt "$c"; done
 compile ./bin/kt HPC=16
 for p in .gpu/kt_plant_*; do
-    for c in $(grep -oE -- "planted ${p#.gpu/kt_plant_} --config [^ ]+" tests/gpu/mla_speed.sh | awk '{print $NF}' | expand); do
+    # kt_plant_nowarm benches the per-problem defaults
+    for c in $(grep -oE -- "planted ${p#.gpu/kt_plant_} --config [^ ]+" tests/gpu/mla_speed.sh | awk '{print $NF}' | expand) \
+        $([ "$p" != .gpu/kt_plant_nowarm ] || /tmp/kt_prep_new); do
         compile "$p" "$c"
     done
     compile "$p" HPC=16
