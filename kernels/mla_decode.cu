@@ -133,26 +133,18 @@ constexpr int WINDOW_BIT = 1 << 30;
 
 // Slot `slot` of query bs (= b * SQ + s): its token id and cache, or -1 if the slot is unused
 // (past its list's length, or a -1 entry).
-// CG: loaded past L1 (before the PDL wait: a line read then must not be in L1 after it).
-template <bool CG> __device__ __forceinline__ int ld_int(kt_u64 base, long i) {
-    const int *p = (const int *)base + i;
-    int v;
-    if (!CG) return *p;
-    asm volatile("ld.global.cg.s32 %0, [%1];\n" : "=r"(v) : "l"(p));
-    return v;
-}
-template <int L, bool CG = false>
+template <int L>
 __device__ __forceinline__ long slot_token(const kt_mla_args &a, int bs, int slot, const kt_u8 *&cache) {
     // the entry and the length are loaded together (no load waits on the other)
     const int b = bs / a.SQ;
     if (L == KT_MLA_V4 && slot >= a.TOPK) {
         const int j = slot - a.TOPK;
         cache = (const kt_u8 *)a.kv2;
-        const int id = ld_int<CG>(a.idx2, (long)bs * KT_MLA_V4_WINDOW + j), n = ld_int<CG>(a.len2, b);
+        const int id = ((const int *)a.idx2)[(long)bs * KT_MLA_V4_WINDOW + j], n = ((const int *)a.len2)[b];
         return j < n ? id : -1;
     }
     cache = (const kt_u8 *)a.kv;
-    const int id = ld_int<CG>(a.idx, (long)bs * a.TOPK + slot), n = ld_int<CG>(a.len, b);
+    const int id = ((const int *)a.idx)[(long)bs * a.TOPK + slot], n = ((const int *)a.len)[b];
     return slot < n ? id : -1;
 }
 
@@ -194,25 +186,6 @@ template <int L, class Ids> __device__ __forceinline__ void gather(const kt_mla_
             kt_cp_async4(at, sc, e >= 0 ? 4 : 0);
             kt_cp_async4(at + 4, sc + (e >= 0 ? 4 : 0), e >= 0 ? 4 : 0);
         }
-    }
-}
-
-// Before the PDL wait, a hint: the CTA's q rows and the token rows of its first STAGES - 1
-// chunks pulled into L2 (GATHER_TPR threads a row, a 128-byte line each), so that the loads
-// after the wait are L2 round trips, not DRAM ones. The lists may still be being written by
-// the kernels before: what is read here only chooses lines to prefetch (L2 is coherent, and
-// the loads bypass L1), never a result.
-template <int L> __device__ __forceinline__ void warm(const kt_mla_args &a, const kt_u16 *q16, int bs, int begin, int end) {
-    using T = lay<L>;
-    for (int i = threadIdx.x; i < HPC * T::DQK * 2 / 128; i += THREADS) kt_prefetch_l2((const kt_u8 *)q16 + i * 128);
-    const int q = threadIdx.x % GATHER_TPR, last = min(end, begin + (STAGES - 1) * CHUNK);
-    static_assert(T::DATA + 127 <= 128 * (GATHER_TPR - 1), "a token's data lines, then its scales' line");
-    for (int slot = begin + threadIdx.x / GATHER_TPR; slot < last; slot += THREADS / GATHER_TPR) {
-        const kt_u8 *cache;
-        const long id = slot_token<L, true>(a, bs, slot, cache);
-        if (id < 0) continue;
-        if (q * 128 < T::DATA + 127) kt_prefetch_l2(cache + kt_mla_token_at(L, id) + min(q * 128, T::DATA - 1));
-        if (L == KT_MLA_V4 && q == GATHER_TPR - 1) kt_prefetch_l2(cache + kt_mla_scales_at(L, id));
     }
 }
 
@@ -928,7 +901,6 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
     const int begin = split * SPLIT, end = min(begin + SPLIT, slots);
     const long prow = ((long)bs * a.HQ + h0) * a.nsplit + split; // partial row of head h0
     float *part = (float *)a.part, *ml = part + (long)a.B * a.SQ * a.HQ * a.nsplit * KT_MLA_DV;
-    warm<L>(a, (const kt_u16 *)a.q + ((long)bs * a.HQ + h0) * T::DQK, bs, begin, end);
     kt_wait_producer(); // q and the index lists come from the kernels before
     kt_allow_consumer();
     // Three loads before the first mma, all in one round trip: q's fragments (PATH 2, 3), the

@@ -2,16 +2,15 @@
 # mla_speed.sh — issue 20's B = 1 levers for mla_decode on the GPU, one call under 100 s (the
 # seventeenth session's; bench/NOTES.md): the split kernel's prologue in one round trip (q's
 # fragments, the slot list and the first STAGES - 1 chunks' gathers started from each thread's
-# own loads), q and the first chunks' token rows warmed into L2 before the PDL wait, and the
-# combine's PDL trigger before its tail.
+# own loads) and the combine's PDL trigger before its tail.
 # (a) kt verify on fresh seeds: the B = 1 default (STAGES 2), a STAGES 4 config (three chunks
 #     gathered in the prologue), the B = 64 defaults (MPW 2 and CHUNK 64 with the direct write),
 #     the static default (PATH 0);
 # (b) planted bugs that kt verify must catch (builds under .gpu/ from tests/gpu/mla_speed_prep.sh,
 #     this tree with one line changed): the prologue's gathers one chunk off, a one-split fused
 #     launch not zeroing a row with no slot (the branch the prologue's wait went into);
-# (c) kt bench: the defaults of this build, of main's ($KT_MAIN) and of this build without the L2
-#     warm-up before the PDL wait (.gpu/kt_plant_nowarm) at the target cases, B 1 and 64; SPLIT 64
+# (c) kt bench: the defaults of this build, of main's ($KT_MAIN) and of this build without the
+#     combine's PDL trigger (.gpu/kt_plant_notrigger) at the target cases, B 1 and 64; SPLIT 64
 #     at B = 1; a table against the roof and the conversion floor.
 # Every part runs under a timeout that ends it before $KT_MLA_END_S (92) seconds; a part with no
 # time left is a FAIL that says so. Logs under $OUT/mla; a PASS/FAIL line per check; "N passed,
@@ -77,8 +76,8 @@ else
     failed=$((failed + 1))
 fi
 grep -E "mma on e4m3|ceiling" "$LOGS/bench_new.log"
-# the A/B of the L2 warm-up before the PDL wait: this build without it, at B = 1 and 64
-step bench_nowarm bench .gpu/kt_plant_nowarm "$LOGS/nowarm.json"
+# the A/B of the combine's PDL trigger: this build without it, at B = 1 and 64
+step bench_notrigger bench .gpu/kt_plant_notrigger "$LOGS/notrigger.json"
 step verify_stages4 v --config HPC=16,CHUNK=32,SPLIT=128,STAGES=4,PATH=2,WPM=4,FUSE=0 \
     --shape LAYOUT=V4,HQ=16,TOPK=512,SQ=2 --shape LAYOUT=V32,HQ=64,TOPK=100,SQ=2 --m 1,3,64
 step verify_direct_chunk64 v --config HPC=16,CHUNK=64,SPLIT=1024,STAGES=2,PATH=2,WPM=8,FUSE=1 --shape $V4_64 \

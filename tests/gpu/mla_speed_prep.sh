@@ -2,8 +2,8 @@
 # mla_speed_prep.sh — builds, on the build machine (no GPU), what tests/gpu/mla_speed.sh takes
 # from .gpu/ (git-ignored; carry it to the GPU beside bin/ and lib/):
 #   kt_plant_NAME  bin/kt with one line of kernels/mla_decode.cu changed (a planted bug the
-#                  GPU call's kt verify must fail on; kt_plant_nowarm: the build without the
-#                  L2 warm-up before the PDL wait, for an A/B); the tree's file is restored after each;
+#                  GPU call's kt verify must fail on; kt_plant_notrigger: the build without the
+#                  combine's PDL trigger, for an A/B); the tree's file is restored after each;
 #   kt_main        main's bin/kt ($KT_MAIN_REV, default main), built from `git archive`;
 #   untuned_db     a database with a fake GPU's act_quant row only (kt bench needs a DB; on the
 #                  H200 every mla_decode case falls back to its family default);
@@ -31,7 +31,8 @@ EOF
     echo "planted $1"
 }
 plant prologue_off "        const int from = begin + c * CHUNK;" "        const int from = begin + c * CHUNK + CHUNK;"
-plant nowarm "    warm<L>(a, (const kt_u16 *)a.q + ((long)bs * a.HQ + h0) * T::DQK, bs, begin, end);" "" # not a bug: the A/B of warm
+plant notrigger "    kt_allow_consumer();
+    float o[4] = {0.f, 0.f, 0.f, 0.f};" "    float o[4] = {0.f, 0.f, 0.f, 0.f};" # not a bug: the A/B of the combine's trigger
 plant no_zero "            ((kt_u32 *)a.out)[((long)bs * a.HQ + h0) * KT_MLA_DV / 2 + i] = 0u;" "            ;"
 make -j2 bin/kt >/dev/null
 # main's build
@@ -96,9 +97,9 @@ compile() { # binary config: says so where ptxas spills (sm_90, or sm_120 built 
 for c in $(echo "$configs" | expand) $(/tmp/kt_prep_new); do compile ./bin/kt "$c"; done
 compile ./bin/kt HPC=16
 for p in .gpu/kt_plant_*; do
-    # kt_plant_nowarm benches the per-problem defaults
+    # kt_plant_notrigger benches the per-problem defaults
     for c in $(grep -oE -- "planted ${p#.gpu/kt_plant_} --config [^ ]+" tests/gpu/mla_speed.sh | awk '{print $NF}' | expand) \
-        $([ "$p" != .gpu/kt_plant_nowarm ] || /tmp/kt_prep_new); do
+        $([ "$p" != .gpu/kt_plant_notrigger ] || /tmp/kt_prep_new); do
         compile "$p" "$c"
     done
     compile "$p" HPC=16
