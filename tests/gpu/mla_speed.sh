@@ -10,8 +10,8 @@
 #     this tree with one line changed): the prologue's gathers one chunk off, a one-split fused
 #     launch not zeroing a row with no slot (the branch the prologue's wait went into);
 # (c) kt bench: the defaults of this build, of main's ($KT_MAIN) and of this build without the
-#     combine's PDL trigger (.gpu/kt_plant_notrigger) at the target cases, B 1 and 64; SPLIT 64
-#     at B = 1; a table against the roof and the conversion floor.
+#     combine's PDL trigger (.gpu/kt_plant_notrigger) at the target cases, B 1 and 64; a table
+#     against the roof and the conversion floor.
 # Every part runs under a timeout that ends it before $KT_MLA_END_S (92) seconds; a part with no
 # time left is a FAIL that says so. Logs under $OUT/mla; a PASS/FAIL line per check; "N passed,
 # N failed" last.
@@ -87,17 +87,6 @@ step planted_no_zero planted no_zero --config HPC=16,CHUNK=32,SPLIT=2048,STAGES=
     --shape $V4_16 --m 3
 v() { t 30 "$KT" verify --family mla_decode --seed "$SEED" "$@"; } # the large references
 step verify_mpw2_default v --config $MPW2D --shape $V32_128 --m 1,8,64
-# cfg NAME CONFIG SHAPE... at M: one config's bench into NAME.json (KT_REPEATS 10)
-cfg() {
-    local name=$1 config=$2 m=$3 shapes=()
-    shift 3
-    for s in "$@"; do shapes+=(--shape "$s"); done
-    (
-        export KT_REPEATS=10
-        t 15 "$KT" bench --family mla_decode "${shapes[@]}" --m "$m" --config "$config" --json "$LOGS/$name.json"
-    )
-}
-step b1_split64 cfg b1_split64 HPC=16,CHUNK=32,SPLIT=64,STAGES=3,PATH=2,WPM=8,FUSE=0 1 $V4_16 $V4_64 $V32_16
 # The table: per case and run, us (x roof); the roof the issue's (bytes / copy rate, flops / 650
 # TFLOP/s); cvt1 / cvt2 / cvtH: the code dims' flops at the converted-operand mma rate with a
 # conversion per 1, 2 or HQ / 16 head groups (the rope dims' at the bf16 rate), the floor of a
