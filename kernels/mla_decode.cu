@@ -148,18 +148,30 @@ __device__ __forceinline__ long slot_token(const kt_mla_args &a, int bs, int slo
     return slot < n ? id : -1;
 }
 
-// Starts the copies of the chunk whose slot ids are ids[0, CHUNK) into raw buffer dst; unused
+// Slot `slot` of query bs as a CTA's slot list holds it (WINDOW_BIT, -1), for slots [.., end).
+template <int L> __device__ __forceinline__ int slot_id(const kt_mla_args &a, int bs, int slot, int end) {
+    const kt_u8 *cache;
+    const long id = slot < end ? slot_token<L>(a, bs, slot, cache) : -1;
+    return id < 0 ? -1 : (int)id | (L == KT_MLA_V4 && slot >= a.TOPK ? WINDOW_BIT : 0);
+}
+
+// Starts the copies of the chunk whose slot ids are id_of(0..CHUNK) into raw buffer dst; unused
 // slots are zero-filled (their scores are masked, their values then add nothing). GATHER_TPR
 // threads share a row, each copying every GATHER_TPR-th 16-byte piece: a row's source address
 // is worked out once per thread, not once per piece (the loop is issue-bound at 4-8 warps an SM).
 constexpr int GATHER_TPR = 8;
 static_assert(THREADS % GATHER_TPR == 0, "whole rows per pass");
-template <int L> __device__ __forceinline__ void gather(const kt_mla_args &a, const int *ids, kt_u8 *dst) {
+// gather's ids from a CTA's slot list in shared memory
+struct list_ids {
+    const int *p;
+    __device__ int operator()(int j) const { return p[j]; }
+};
+template <int L, class Ids> __device__ __forceinline__ void gather(const kt_mla_args &a, Ids id_of, kt_u8 *dst) {
     using T = lay<L>;
     constexpr int PIECES = T::DATA / 16, PER_THREAD = (PIECES + GATHER_TPR - 1) / GATHER_TPR;
     const int q = threadIdx.x % GATHER_TPR;
     for (int j = threadIdx.x / GATHER_TPR; j < CHUNK; j += THREADS / GATHER_TPR) {
-        const int e = ids[j];
+        const int e = id_of(j);
         const kt_u8 *cache = (const kt_u8 *)(L == KT_MLA_V4 && e >= 0 && (e & WINDOW_BIT) ? a.kv2 : a.kv);
         const long id = e & (WINDOW_BIT - 1);
         const int bytes = e >= 0 ? 16 : 0, step = e >= 0 ? 16 * GATHER_TPR : 0;
@@ -347,17 +359,13 @@ template <int L> __device__ __forceinline__ int regs_dim(int ks, int kk, bool &r
     return d;
 }
 
-// PATH 2's q A fragments of slice ks: code k-steps in the order ldmatrix gives the raw codes
-// (lane t: dims 4t..4t+3 of the 16 as k 2t, 2t+1, 2t+8, 2t+9), times 2^60; rope k-steps in
-// the plain order, times 2^-60. PATH 3's code k-steps are f16 instead, times 2^e with e making
-// the warp's largest |q| 2^13-2^14 (e <= 100: 2^e stays a normal f32); the returned factor, 2^(-e-60), takes their sums
-// to PATH 2's (1 in PATH 2).
-template <int L>
-__device__ __forceinline__ float load_q_regs(const kt_u16 *q16, int ks, kt_u32 (&qf)[lay<L>::KSTEPS][4]) {
+// PATH 2's q A fragments of slice ks as bf16 from q: code k-steps in the order ldmatrix gives
+// the raw codes (lane t: dims 4t..4t+3 of the 16 as k 2t, 2t+1, 2t+8, 2t+9), rope k-steps in
+// the plain order. Issued first thing, so that their round trip overlaps the slot list's.
+template <int L> __device__ __forceinline__ void fetch_q_regs(const kt_u16 *q16, int ks, kt_u32 (&qf)[lay<L>::KSTEPS][4]) {
     using T = lay<L>;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const kt_u32 *q = (const kt_u32 *)q16;
-    float amax = 0.f;
 #pragma unroll
     for (int kk = 0; kk < T::KSTEPS; kk++) {
         bool rope;
@@ -367,6 +375,20 @@ __device__ __forceinline__ float load_q_regs(const kt_u16 *q16, int ks, kt_u32 (
         qf[kk][1] = q[(g + 8) * T::DQK / 2 + c0];
         qf[kk][2] = q[g * T::DQK / 2 + c1];
         qf[kk][3] = q[(g + 8) * T::DQK / 2 + c1];
+    }
+}
+
+// fetch_q_regs' fragments made the mma's: code k-steps times 2^60, rope k-steps times 2^-60.
+// PATH 3's code k-steps are f16 instead, times 2^e with e making the warp's largest |q|
+// 2^13-2^14 (e <= 100: 2^e stays a normal f32); the returned factor, 2^(-e-60), takes their sums
+// to PATH 2's (1 in PATH 2).
+template <int L> __device__ __forceinline__ float scale_q_regs(int ks, kt_u32 (&qf)[lay<L>::KSTEPS][4]) {
+    using T = lay<L>;
+    float amax = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < T::KSTEPS; kk++) {
+        bool rope;
+        regs_dim<L>(ks, kk, rope);
 #pragma unroll
         for (int r = 0; r < 4 && F16_QK && !rope; r++)
             amax = fmaxf(
@@ -695,7 +717,7 @@ __device__ __forceinline__ void regs_chunk(const kt_mla_args &a, const int *ids,
     kt_cp_async_wait<REGS ? STAGES - 2 : 0>();
     __syncthreads();
     const int next = c + STAGES - 1;
-    if (next < chunks) gather<L>(a, ids + next * CHUNK, raw + (next % STAGES) * CHUNK * T::RAW_ROW);
+    if (next < chunks) gather<L>(a, list_ids{ids + next * CHUNK}, raw + (next % STAGES) * CHUNK * T::RAW_ROW);
     kt_cp_async_commit();
     const kt_u8 *buf = raw + (c % STAGES) * CHUNK * T::RAW_ROW;
     chunk_factors<L>(buf, fs);
@@ -881,27 +903,38 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
     float *part = (float *)a.part, *ml = part + (long)a.B * a.SQ * a.HQ * a.nsplit * KT_MLA_DV;
     kt_wait_producer(); // q and the index lists come from the kernels before
     kt_allow_consumer();
+    // Three loads before the first mma, all in one round trip: q's fragments (PATH 2, 3), the
+    // slot list with its lengths, and the same entries again for the first STAGES - 1 chunks'
+    // gathers, which each gathering thread starts from its own loads, with no barrier before.
+    const kt_u16 *q16 = (const kt_u16 *)a.q + ((long)bs * a.HQ + h0 + mf * 16) * T::DQK;
+    kt_u32 qf[MPW][T::KSTEPS][4];
+#pragma unroll
+    for (int j = 0; j < MPW && REGS; j++) fetch_q_regs<L>(q16 + j * 16 * T::DQK, ks, qf[j]);
+    const int chunks = (end - begin + CHUNK - 1) / CHUNK;
+#pragma unroll
+    for (int c = 0; c < STAGES - 1; c++) {
+        const int from = begin + c * CHUNK;
+        if (c < chunks) gather<L>(a, [&](int j) { return slot_id<L>(a, bs, from + j, end); }, raw + c * CHUNK * T::RAW_ROW);
+        kt_cp_async_commit();
+    }
     float m = -INFINITY, l = 0.f;
     int used = 0; // the split's slot ids, each entry loaded with its list's length (one round trip)
 #pragma unroll 4
     for (int j = threadIdx.x; j < SPLIT; j += THREADS) {
-        const kt_u8 *cache;
-        const long id = begin + j < end ? slot_token<L>(a, bs, begin + j, cache) : -1;
-        ids[j] = id < 0 ? -1 : (int)id | (L == KT_MLA_V4 && begin + j >= a.TOPK ? WINDOW_BIT : 0);
-        used |= id >= 0;
+        const int e = slot_id<L>(a, bs, begin + j, end);
+        ids[j] = e;
+        used |= e >= 0;
     }
     if (__syncthreads_or(used)) {
         // q's A fragments of this warp's 16 (MPW x 16) heads and head-dim slice, kept in registers
-        const kt_u16 *q16 = (const kt_u16 *)a.q + ((long)bs * a.HQ + h0 + mf * 16) * T::DQK;
 #if KT_PATH == 1
         q_mx qm;
         if (L == KT_MLA_V4) load_q_mx(q16, ks, qm);
 #endif
-        kt_u32 qf[MPW][T::KSTEPS][4];
         float fq[MPW];
         const kt_u32 *q = (const kt_u32 *)q16;
 #pragma unroll
-        for (int j = 0; j < MPW; j++) fq[j] = REGS ? load_q_regs<L>(q16 + j * 16 * T::DQK, ks, qf[j]) : 1.f;
+        for (int j = 0; j < MPW; j++) fq[j] = REGS ? scale_q_regs<L>(ks, qf[j]) : 1.f;
 #pragma unroll
         for (int kk = 0; kk < T::KSTEPS && !MX && !REGS; kk++) {
             const int c = (ks * T::KSLICE + kk * 16 + 2 * t) / 2;
@@ -915,17 +948,11 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
         for (int j = 0; j < MPW; j++)
 #pragma unroll
             for (int nf = 0; nf < DPW / 8; nf++) acc[j][nf][0] = acc[j][nf][1] = acc[j][nf][2] = acc[j][nf][3] = 0.f;
-        const int chunks = (end - begin + CHUNK - 1) / CHUNK;
-#pragma unroll
-        for (int c = 0; c < STAGES - 1; c++) {
-            if (c < chunks) gather<L>(a, ids + c * CHUNK, raw + c * CHUNK * T::RAW_ROW);
-            kt_cp_async_commit();
-        }
         for (int c = 0; c < chunks && REGS; c++)
             regs_chunk<L>(a, ids, raw, sp, p, fs, alpha, qf, fq, acc, m, l, c, chunks);
         for (int c = 0; c < chunks && !REGS; c++) {
             const int next = c + STAGES - 1;
-            if (next < chunks) gather<L>(a, ids + next * CHUNK, raw + (next % STAGES) * CHUNK * T::RAW_ROW);
+            if (next < chunks) gather<L>(a, list_ids{ids + next * CHUNK}, raw + (next % STAGES) * CHUNK * T::RAW_ROW);
             kt_cp_async_commit();
             kt_cp_async_wait<STAGES - 1>();
             __syncthreads();
@@ -965,8 +992,9 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
             *(float2 *)r0 = make_float2(acc[0][nf][0], acc[0][nf][1]);
             *(float2 *)(r0 + 8L * a.nsplit * KT_MLA_DV) = make_float2(acc[0][nf][2], acc[0][nf][3]);
         }
-    } else if (direct(a)) { // no slot: out 0
-        for (int i = threadIdx.x; i < HPC * KT_MLA_DV / 2; i += THREADS)
+    } else {
+        kt_cp_async_wait<0>(); // the first gathers (zero fills) land before the CTA leaves
+        for (int i = threadIdx.x; i < HPC * KT_MLA_DV / 2 && direct(a); i += THREADS) // no slot: out 0
             ((kt_u32 *)a.out)[((long)bs * a.HQ + h0) * KT_MLA_DV / 2 + i] = 0u;
     }
     // every softmax thread of a head row holds its (m, l); the first writes them (direct: the lse)
@@ -1019,6 +1047,9 @@ template <int G> __device__ __forceinline__ void combine_row(const kt_mla_args &
     load_partials<G>(v, sums, 0, a.nsplit);
     float w[ML_PER_LANE], mx;
     const float sum = row_weights<false>(ml, row, a.nsplit, w, mx);
+    // the next kernel's launch overlaps this tail (it still waits for this grid to complete); not
+    // at the start, where its CTAs would take the slots of this grid's later ones at large B
+    kt_allow_consumer();
     float o[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
     for (int q = 0; q < ML_PER_LANE; q++) // splits 32 q ...: their weights are the lanes' w[q]

@@ -1,20 +1,17 @@
 #!/usr/bin/env bash
-# mla_speed.sh — issue 20's speed levers for mla_decode on the GPU, one call under 100 s (the
-# sixteenth session's; bench/NOTES.md):
-# (a) kt verify on fresh seeds of seeded configs with FUSE 2 (the splits merged by the split
-#     kernel's own CTAs: all of them where the grid fits one CTA an SM, else the last to finish)
-#     at the issue's cases (B 1,3,8,64,128; HQ 16,64,128; SQ 1,2; top-k 100/512/1152/2048), of
-#     FUSE 1 (the last CTA merges) and MPW 2 (32 heads a warp, one conversion for both) ones,
-#     FUSE 1 with one split (the split kernel writes the output), FUSE 2 pinned at B = 1, and
-#     the static default (kt verify's; the benches check the
-#     per-problem defaults);
-# (b) planted bugs that kt verify must catch (builds under .gpu/, made from this tree with one
-#     line changed): the tickets not reset, a merge share one item short, a one-split fused
-#     launch not zeroing a row with no slot, MPW 2's second heads taking the first's p;
-# (c) kt bench: the defaults of this build and of main's ($KT_MAIN), then (the second call) FUSE 2
-#     at B = 1, MPW 1 / PATH 3 beside the B = 64 defaults, and ncu of V3.2 HQ 128 B = 64 if time is left;
-#     a table against the roof and the floor of the conversions (bench's converted-operand mma
-#     rates, the `cvt` line).
+# mla_speed.sh — issue 20's B = 1 levers for mla_decode on the GPU, one call under 100 s (the
+# seventeenth session's; bench/NOTES.md): the split kernel's prologue in one round trip (q's
+# fragments, the slot list and the first STAGES - 1 chunks' gathers started from each thread's
+# own loads) and the combine's PDL trigger before its tail.
+# (a) kt verify on fresh seeds: the B = 1 default (STAGES 2), a STAGES 4 config (three chunks
+#     gathered in the prologue), the B = 64 defaults (MPW 2 and CHUNK 64 with the direct write),
+#     the static default (PATH 0);
+# (b) planted bugs that kt verify must catch (builds under .gpu/ from tests/gpu/mla_speed_prep.sh,
+#     this tree with one line changed): the prologue's gathers one chunk off, a one-split fused
+#     launch not zeroing a row with no slot (the branch the prologue's wait went into);
+# (c) kt bench: the defaults of this build, of main's ($KT_MAIN) and of this build without the
+#     combine's PDL trigger (.gpu/kt_plant_notrigger) at the target cases, B 1 and 64; a table
+#     against the roof and the conversion floor.
 # Every part runs under a timeout that ends it before $KT_MLA_END_S (92) seconds; a part with no
 # time left is a FAIL that says so. Logs under $OUT/mla; a PASS/FAIL line per check; "N passed,
 # N failed" last.
@@ -44,30 +41,11 @@ v() { t 20 "$KT" verify --family mla_decode --seed "$SEED" "$@"; }
 V4_16=LAYOUT=V4,HQ=16,TOPK=512,SQ=1 V4_64=LAYOUT=V4,HQ=64,TOPK=512,SQ=1
 V32_128=LAYOUT=V32,HQ=128,TOPK=2048,SQ=1 V32_16=LAYOUT=V32,HQ=16,TOPK=2048,SQ=1
 B1=HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=8,MPW=1 # the B = 1 default of V4 HQ 16/64, V3.2 HQ 16
-MPW2=HPC=32,CHUNK=32,STAGES=3,PATH=2,WPM=8,MPW=2
-# (a) pinned configs (the JIT cache in .gpu/cache.tar.xz, built for them, saves the compiles; kt
-# verify's own default is the family's static one, FUSE 0; the benches check the per-problem
-# defaults): the new B = 64 defaults (MPW 2 with the direct write; CHUNK 64 with it), FUSE 0 at
-# B = 1 (the combine's loads), FUSE 2 (FUSE_ALL, FUSE_LAST), FUSE 1 with several splits
+# (a) pinned configs (the JIT cache in .gpu/cache.tar.xz, built for them, saves the compiles)
 MPW2D=HPC=32,CHUNK=32,SPLIT=2048,STAGES=3,PATH=2,WPM=8,MPW=2,FUSE=1 # V3.2 HQ 128 B >= 64's default
-v() { t 30 "$KT" verify --family mla_decode --seed "$SEED" "$@"; } # the large references
-step verify_mpw2_default v --config $MPW2D --shape $V32_128 --m 1,3,8,64,128 --shape LAYOUT=V4,HQ=128,TOPK=1152,SQ=1 --m 64
-step verify_direct_chunk64 v --config HPC=16,CHUNK=64,SPLIT=1024,STAGES=2,PATH=2,WPM=8,FUSE=1 --shape $V4_64 \
-    --shape LAYOUT=V4,HQ=16,TOPK=512,SQ=2 --m 64,128
-v() { t 20 "$KT" verify --family mla_decode --seed "$SEED" "$@"; }
-step verify_fuse0_b1 v --config $B1,FUSE=0 --shape $V4_64 --shape LAYOUT=V4,HQ=16,TOPK=512,SQ=2 \
+step verify_b1 v --config $B1,FUSE=0 --shape $V4_64 --shape LAYOUT=V4,HQ=16,TOPK=512,SQ=2 \
     --shape LAYOUT=V32,HQ=16,TOPK=2048,SQ=2 --m 1,3
-step verify_fuse2_b1 v --config $B1,FUSE=2 --shape LAYOUT=V4,HQ=16,TOPK=512,SQ=2 --shape $V32_16 --m 1,2
-step verify_fuse2 v --config HPC=16,CHUNK=32,SPLIT=256,STAGES=2,PATH=2,WPM=4,FUSE=2 \
-    --shape LAYOUT=V4,HQ=16,TOPK=512,SQ=2 --shape LAYOUT=V32,HQ=16,TOPK=2048,SQ=2 --m 3,64
-step verify_fuse1 v --config HPC=16,CHUNK=32,SPLIT=64,STAGES=2,PATH=2,WPM=8,FUSE=1 \
-    --shape LAYOUT=V4,HQ=64,TOPK=512,SQ=2 --shape LAYOUT=V4,HQ=128,TOPK=1152,SQ=1 \
-    --shape LAYOUT=V32,HQ=64,TOPK=100,SQ=2 --m 1,3
-step verify_mpw2_path3 v --config HPC=32,CHUNK=32,SPLIT=2048,STAGES=3,PATH=3,WPM=8,MPW=2,FUSE=1 \
-    --shape LAYOUT=V4,HQ=32,TOPK=512,SQ=2 --shape $V32_128 --m 1,64
-step verify_default v --shape $V4_16 --shape $V32_16 --m 1,64
-# (b) each planted bug must fail kt verify (the first launch of no_reset is right: the
-# re-check of the timed launches finds it)
+# (b) each planted bug must fail kt verify on a result
 planted() {
     local bin=.gpu/kt_plant_$1
     shift
@@ -80,12 +58,7 @@ planted() {
     grep -qE '^FAIL .* M=[0-9]+ ' "$LOGS/planted.out" || { echo "verify failed, but not on a result"; return 1; }
     echo "verify failed on a result, as it must"
 }
-step planted_no_reset planted no_reset --config HPC=16,CHUNK=32,SPLIT=64,STAGES=2,PATH=2,WPM=8,FUSE=1 \
-    --shape $V4_16 --m 1
-step planted_short_share planted short_share --config $B1,FUSE=2 --shape $V4_16 --m 1
-step planted_no_zero planted no_zero --config HPC=16,CHUNK=32,SPLIT=2048,STAGES=2,PATH=2,WPM=8,FUSE=1 \
-    --shape $V4_16 --m 3
-step planted_mpw_a planted mpw_a --config $MPW2,SPLIT=1024,FUSE=0 --shape $V4_64 --m 1
+step planted_prologue_off planted prologue_off --config $B1,FUSE=0 --shape $V4_16 --m 1
 # (c) the defaults as dispatch serves them: a DB without mla_decode rows (kt bench needs one):
 # .gpu/untuned_db (a fake GPU's act_quant row) or, without it, a one-config act_quant tune
 rm -f "$LOGS/untuned.db"*
@@ -103,23 +76,17 @@ else
     failed=$((failed + 1))
 fi
 grep -E "mma on e4m3|ceiling" "$LOGS/bench_new.log"
-# cfg NAME CONFIG SHAPE... at M: one config's bench into NAME.json (KT_REPEATS 10)
-cfg() {
-    local name=$1 config=$2 m=$3 shapes=()
-    shift 3
-    for s in "$@"; do shapes+=(--shape "$s"); done
-    (
-        export KT_REPEATS=10
-        t 15 "$KT" bench --family mla_decode "${shapes[@]}" --m "$m" --config "$config" --json "$LOGS/$name.json"
-    )
-}
-step b1_fuse2 cfg b1_fuse2 $B1,FUSE=2 1 $V4_16 $V4_64 $V32_16
-step b64_v32_h128_mpw2_path3 cfg b64_v32_h128_mpw2_path3 HPC=32,CHUNK=32,SPLIT=2048,STAGES=3,PATH=3,WPM=8,MPW=2,FUSE=1 \
-    64 $V32_128
-step b64_v32_h128_mpw1 cfg b64_v32_h128_mpw1 HPC=32,CHUNK=32,SPLIT=2048,STAGES=3,PATH=2,WPM=4,FUSE=1 64 $V32_128
-step b64_v4_h64_path3 cfg b64_v4_h64_path3 HPC=16,CHUNK=64,SPLIT=1024,STAGES=2,PATH=3,WPM=8,FUSE=1 64 $V4_64
-step b1_v32_h128_fuse2 cfg b1_v32_h128_fuse2 HPC=16,CHUNK=32,SPLIT=128,STAGES=2,PATH=2,WPM=8,FUSE=2 1 $V32_128
-step b64_v4_h16_path3 cfg b64_v4_h16_path3 HPC=16,CHUNK=32,SPLIT=128,STAGES=2,PATH=3,WPM=4,FUSE=0 64 $V4_16
+# the A/B of the combine's PDL trigger: this build without it, at B = 1 and 64
+step bench_notrigger bench .gpu/kt_plant_notrigger "$LOGS/notrigger.json"
+step verify_stages4 v --config HPC=16,CHUNK=32,SPLIT=128,STAGES=4,PATH=2,WPM=4,FUSE=0 \
+    --shape LAYOUT=V4,HQ=16,TOPK=512,SQ=2 --shape LAYOUT=V32,HQ=64,TOPK=100,SQ=2 --m 1,3,64
+step verify_direct_chunk64 v --config HPC=16,CHUNK=64,SPLIT=1024,STAGES=2,PATH=2,WPM=8,FUSE=1 --shape $V4_64 \
+    --shape LAYOUT=V4,HQ=16,TOPK=512,SQ=2 --m 8,64,128
+step verify_default v --shape $V4_16 --shape $V32_16 --m 1,64
+step planted_no_zero planted no_zero --config HPC=16,CHUNK=32,SPLIT=2048,STAGES=2,PATH=2,WPM=8,FUSE=1 \
+    --shape $V4_16 --m 3
+v() { t 30 "$KT" verify --family mla_decode --seed "$SEED" "$@"; } # the large references
+step verify_mpw2_default v --config $MPW2D --shape $V32_128 --m 1,8,64
 # The table: per case and run, us (x roof); the roof the issue's (bytes / copy rate, flops / 650
 # TFLOP/s); cvt1 / cvt2 / cvtH: the code dims' flops at the converted-operand mma rate with a
 # conversion per 1, 2 or HQ / 16 head groups (the rope dims' at the bf16 rate), the floor of a
@@ -161,10 +128,5 @@ EOF
 }
 step table table
 cat "$LOGS/table.log"
-# ncu of V3.2 HQ 128 B = 64's default (MPW 2) where at least 30 s are left
-if [ $((END + 6 - SECONDS)) -ge 30 ]; then
-    END=$((END + 6)) step ncu_v32_h128_b64 t 40 "$KT" profile --family mla_decode --shape $V32_128 --m 64 --iters 10 --ncu
-    grep -iE "dram|occupancy|stall|tensor|mla_split|mla_combine|duration" "$LOGS/ncu_v32_h128_b64.log" | head -16
-fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
