@@ -362,7 +362,8 @@ template <int L> __device__ __forceinline__ int regs_dim(int ks, int kk, bool &r
 // PATH 2's q A fragments of slice ks as bf16 from q: code k-steps in the order ldmatrix gives
 // the raw codes (lane t: dims 4t..4t+3 of the 16 as k 2t, 2t+1, 2t+8, 2t+9), rope k-steps in
 // the plain order. Issued first thing, so that their round trip overlaps the slot list's.
-template <int L> __device__ __forceinline__ void fetch_q_regs(const kt_u16 *q16, int ks, kt_u32 (&qf)[lay<L>::KSTEPS][4]) {
+template <int L>
+__device__ __forceinline__ void fetch_q_regs(const kt_u16 *q16, int ks, kt_u32 (&qf)[lay<L>::KSTEPS][4]) {
     using T = lay<L>;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const kt_u32 *q = (const kt_u32 *)q16;
@@ -914,7 +915,9 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
 #pragma unroll
     for (int c = 0; c < STAGES - 1; c++) {
         const int from = begin + c * CHUNK;
-        if (c < chunks) gather<L>(a, [&](int j) { return slot_id<L>(a, bs, from + j, end); }, raw + c * CHUNK * T::RAW_ROW);
+        if (c < chunks)
+            gather<L>(
+                a, [&](int j) { return slot_id<L>(a, bs, from + j, end); }, raw + c * CHUNK * T::RAW_ROW);
         kt_cp_async_commit();
     }
     float m = -INFINITY, l = 0.f;

@@ -346,7 +346,10 @@ const kt_family kt_family_moe_route = {
     .m_name = "M",
     .n_params = 5,
     /* 32 warps cap a thread at 64 registers: the router's 8 keys a lane spill there */
-    .params = {{"WARPS", 3, {4, 8, 16}}, {"FUSED", 2, {0, 1}}, {"BLOCKS", 3, {1, 4, 16}}, {"SMALL", 2, {0, 1}},
+    .params = {{"WARPS", 3, {4, 8, 16}},
+               {"FUSED", 2, {0, 1}},
+               {"BLOCKS", 3, {1, 4, 16}},
+               {"SMALL", 2, {0, 1}},
                {"SPREAD", 2, {0, 1}}},
     .default_config = {{8, 0, 16, 1, 1}},
     .target_shapes = target_shapes,

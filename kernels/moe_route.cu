@@ -91,8 +91,7 @@ __device__ __forceinline__ void v3_group_limit(kt_u64 (&key)[PER_LANE], const fl
 // Lanes k < K hold token t's k-th choice (expert, score): topk_ids[t, k] and topk_weights[t, k]
 // = score / (the K scores' sum + 1e-20) x routed_scaling_factor (the sum a fixed tree: the same
 // bits on every path).
-__device__ __forceinline__ void store_choice(int *ids, float *weights, int t, int K, int router, int my_e,
-                                             float my_s) {
+__device__ __forceinline__ void store_choice(int *ids, float *weights, int t, int K, int router, int my_e, float my_s) {
     const int lane = threadIdx.x % 32;
     float sum = lane < K ? my_s : 0.0f;
 #pragma unroll
@@ -359,8 +358,7 @@ __device__ void align_grid(const int *ids, int *rec, int M, int K, int E, int TM
 // the record at small M), and block 0's warps the touched experts' padding rows and tiles, a
 // warp an expert (no look-up a row: the first version searched the experts' list for each
 // row in use, 2x slower at 24 slots).
-__device__ void align_small(const int *ids, int *rec, int n, int TM, int NTM, const kt_moe_rec_geom &g,
-                            small_smem &s) {
+__device__ void align_small(const int *ids, int *rec, int n, int TM, int NTM, const kt_moe_rec_geom &g, small_smem &s) {
     const int lane = threadIdx.x % 32;
     if (threadIdx.x < 32) {
         const int e = lane < n ? ids[lane] : -1;
@@ -399,7 +397,7 @@ __device__ void align_small(const int *ids, int *rec, int n, int TM, int NTM, co
         int *sorted = rec + g.off[r], *tile_expert = sorted + g.padded[r]; // KT_MOE_TILES
         for (int i = used + first; i < g.padded[r]; i += stride) sorted[i] = KT_MOE_PAD;
         for (int t = used / tm + first; t < g.tiles[r]; t += stride) tile_expert[t] = KT_MOE_PAD;
-        if (first == 0) tile_expert[g.tiles[r]] = used / tm; // KT_MOE_NTILES
+        if (first == 0) tile_expert[g.tiles[r]] = used / tm;         // KT_MOE_NTILES
         for (int x = warp; blockIdx.x == 0 && x < s.n; x += WARPS) { // expert x's rows past its slots, its tiles
             const int t0 = s.tile0[r][x], nt = s.tiles[r][x];
             for (int i = t0 * tm + s.count[x] + lane; i < (t0 + nt) * tm; i += 32) sorted[i] = KT_MOE_PAD;
