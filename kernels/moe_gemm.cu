@@ -232,8 +232,8 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
     // expert (lane k holds slot k's); it runs the k-blocks of every slot one after another
     // (units u: slot u / nkb, k-block u % nkb) and weights each slot's sums as it promotes them,
     // so the combine needs no partials and no other CTA.
-    const int e = GATHER ? (lane < topk ? ld_route<early>(ids + tile * topk + lane) : 0)
-                         : ld_route<early>(rec + padded + tile);
+    const int e =
+        GATHER ? (lane < topk ? ld_route<early>(ids + tile * topk + lane) : 0) : ld_route<early>(rec + padded + tile);
     if (!GATHER && e < 0) return;
     const int kb0 = (int)((long)z * KB / SPLIT), nkb = (int)((long)(z + 1) * KB / SPLIT) - kb0;
     const int units = GATHER ? topk * nkb : nkb;
