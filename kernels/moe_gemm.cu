@@ -248,9 +248,11 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
 
     const long KH = FMT == FMT_FP8 ? K : K / 2; // bytes per weight row
     // PF 1: this CTA's rows' k-range into L2 (one bulk prefetch a row) ahead of the ring, which
-    // then reads L2. PF 2: the CTAs (x, 0, 0) take tiles x, x + gridDim.x, ... and prefetch each
-    // tile's whole expert (weights and scales) in 16 KB pieces: in a step, the first CTAs of the
-    // down GEMM are resident while gate+up streams, so every down expert is in L2 by its wait.
+    // then reads L2 (slower on the H200: gate+up at M = 1 15.1 us against 13.3). PF 2: tile 0's
+    // CTAs, the first dispatched, each prefetch a 1/gridDim.x share of every touched expert
+    // (weights and scales): in a step they are resident while gate+up streams, so down's experts
+    // are in L2 by its wait. (The first version gave each expert to one CTA: moe_step M = 1 25.97
+    // us against 27.33, but down alone 14.1 against 8.8, six SMs' async proxies issuing 12.6 MB.)
     if constexpr (PF == 1) {
         const int rb = FMT == FMT_FP8 ? 128 : 64; // bytes of a row's k-block
         for (int r = tid; r < TN; r += THREADS)
@@ -259,14 +261,26 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
     if constexpr (PF == 2) {
         const long wb = (long)N * KH, sb = FMT == FMT_FP8 ? (long)(N / 128) * KB * 4 : (long)N * (K / 32);
         constexpr long PIECE = 16384;
-        for (int tx = blockIdx.x; blockIdx.y == 0 && z == 0 && tx < (int)gridDim.y; tx += gridDim.x) {
-            const int ex = ld_route<early>(rec + padded + tx);
-            if (ex < 0) break; // the tiles in use are a prefix
-            for (long o = (long)tid * PIECE; o < wb; o += (long)THREADS * PIECE)
-                prefetch_l2_bulk(W + ex * wb + o, (kt_u32)(wb - o < PIECE ? wb - o : PIECE));
-            const kt_u8 *s = (const kt_u8 *)Ws + ex * sb; // 16-byte aligned where sb is a multiple of 16
-            for (long o = (long)tid * PIECE; sb % 16 == 0 && o < sb; o += (long)THREADS * PIECE)
-                prefetch_l2_bulk(s + o, (kt_u32)(sb - o < PIECE ? sb - o : PIECE));
+        // CTA x's 1/gridDim.x share of bytes at p (16-byte units), a piece of <= 16 KB a thread
+        auto share = [&](const kt_u8 *p, long bytes) {
+            const long per = (bytes / 16 + gridDim.x - 1) / gridDim.x * 16, lo = blockIdx.x * per;
+            const long hi = lo + per < bytes ? lo + per : bytes;
+            for (long o = lo + (long)tid * PIECE; o < hi; o += (long)THREADS * PIECE)
+                prefetch_l2_bulk(p + o, (kt_u32)(hi - o < PIECE ? hi - o : PIECE));
+        };
+        int prev = -1; // an expert's tiles are consecutive: its repeats are skipped
+        for (int t0 = 0; blockIdx.y == 0 && z == 0 && t0 < (int)gridDim.y; t0 += 32) {
+            const int mine = t0 + lane < (int)gridDim.y ? ld_route<early>(rec + padded + t0 + lane) : -1;
+            int j = 0;
+            for (; j < 32; j++) {
+                const int ex = __shfl_sync(0xffffffffu, mine, j);
+                if (ex < 0) break; // the tiles in use are a prefix
+                if (ex == prev) continue;
+                prev = ex;
+                share(W + ex * wb, wb);
+                if (sb % 16 == 0) share((const kt_u8 *)Ws + ex * sb, sb); // then 16-byte aligned
+            }
+            if (j < 32) break;
         }
     }
 

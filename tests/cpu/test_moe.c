@@ -271,8 +271,8 @@ KT_TEST(moe_gemm_gather_configs) {
 
 /* EARLY=1 (the router's outputs and the weights read before the PDL wait) fits the down stage
  * only: gate+up's expert is its producer's output. PF (L2 bulk prefetch of one expert a CTA)
- * excludes GATHER. Untuned V4-Flash decode at M = 1 gets PF 1 on gate+up (one wave of CTAs)
- * and EARLY with PF 2 on down (6 experts' 12.6 MB fit L2); at M = 16 neither (80 experts). */
+ * excludes GATHER. Untuned V4-Flash decode at M = 1 gets EARLY with PF 2 on down (6 experts'
+ * 12.6 MB fit L2) and neither on gate+up; at M = 16 neither (80 experts). */
 KT_TEST(moe_gemm_early_and_prefetch_configs) {
     const kt_family *f = kt_family_find("moe_gemm");
     char why[256];
@@ -288,7 +288,7 @@ KT_TEST(moe_gemm_early_and_prefetch_configs) {
     EXPECT(f->check_config(&c, 90, why, sizeof why) && strstr(why, "GATHER=0"));
     kt_config d;
     f->default_for(&up, 132, &d);
-    EXPECT(d.v[10] == 1 && d.v[11] == 0);
+    EXPECT(d.v[10] == 0 && d.v[11] == 0);
     f->default_for(&down, 132, &d);
     EXPECT(d.v[10] == 2 && d.v[11] == 1);
     up.m = down.m = 16;
