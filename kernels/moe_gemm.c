@@ -16,13 +16,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { P_TM, P_TN, P_WN, P_WK, P_RING, P_SPLIT, P_NATIVE, P_WIDE, P_BF16, P_GATHER };
+enum { P_TM, P_TN, P_WN, P_WK, P_RING, P_SPLIT, P_NATIVE, P_WIDE, P_BF16, P_GATHER, P_PF, P_EARLY };
 /* Kernels: the grouped GEMM per (format, stage), then the float64 references. */
 enum { K_FP8_GATEUP, K_FP8_DOWN, K_MXFP4_GATEUP, K_MXFP4_DOWN, K_REF_GATEUP, K_REF_QUANT, K_REF_DOWN };
 
 #define SMEM_LIMIT (99 * 1024) /* sm_120's shared memory per block; kept on every arch */
 #define SWIGLU_LIMIT 10.0      /* V4's swiglu_limit */
 #define ROUTING_SEED 0x6d6f65ULL
+#define SMALL_STEP_BYTES (16.0 * 1024 * 1024) /* down weights default_for prefetches whole (the H200's L2: 50 MB) */
 
 const int kt_moe_tm_values[KT_MOE_N_TM] = {8, 16, 32, 64};
 
@@ -380,6 +381,7 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
     if (l.threads > 512) return snprintf(why, n, "%d threads per block (at most 512)", l.threads), -1;
     if (v[P_GATHER] && (v[P_TM] != 8 || v[P_SPLIT] != 1))
         return snprintf(why, n, "GATHER=1 (a CTA per token) needs TM=8 and SPLIT=1"), -1;
+    if (v[P_GATHER] && v[P_PF]) return snprintf(why, n, "PF (L2 prefetch of one expert a CTA) needs GATHER=0"), -1;
     if ((long)v[P_TM] * (v[P_TN] + 4) * 4 > SMEM_LIMIT)
         return snprintf(why, n, "the epilogue tile needs %d bytes of shared memory", v[P_TM] * (v[P_TN] + 4) * 4), -1;
     /* running sums (4 a fragment pair), the ring of STAGES k-blocks of weight fragments (FP8:
@@ -410,6 +412,7 @@ static int config_fits(const kt_config *c, const kt_problem *p) {
     if (d.stage == KT_MOE_GATEUP && (v[P_TN] < 32 || (d.N / 2) % (v[P_TN] / 2))) return 0;
     if (d.stage == KT_MOE_DOWN && d.N % v[P_TN]) return 0;
     if (v[P_GATHER] && (d.stage != KT_MOE_DOWN || d.topk > 8)) return 0; /* GATHER: a token's slots, one tile */
+    if (v[P_EARLY] && d.stage != KT_MOE_DOWN) return 0;                  /* gate+up's expert is its producer's output */
     return v[P_SPLIT] <= d.KB && v[P_WK] <= nkb && smem_of(c, &d) <= SMEM_LIMIT;
 }
 
@@ -439,7 +442,7 @@ static void default_for(const kt_problem *p, int sms, kt_config *c) {
      * partials; 91.8 against 99-101 us at M = 16, sixteenth session). Then split-K doubled while
      * the CTAs of the expected tiles stay within one wave of 2 an SM, each split keeping 2
      * k-blocks a warp group, and a ring as deep as a warp group's k-blocks (at most 4). */
-    *c = (kt_config){{8, 64, 2, 2, 2, 1, 0, 1, d.fmt == KT_MOE_MXFP4 && d.stage == KT_MOE_GATEUP, 0}};
+    *c = (kt_config){{8, 64, 2, 2, 2, 1, 0, 1, d.fmt == KT_MOE_MXFP4 && d.stage == KT_MOE_GATEUP, 0, 0, 0}};
     int *v = c->v;
     double tiles = expected_touched(&d);
     if (tiles > d.MT) tiles = (double)d.MT;
@@ -454,6 +457,13 @@ static void default_for(const kt_problem *p, int sms, kt_config *c) {
     long per_group = (d.KB + v[P_SPLIT] - 1) / v[P_SPLIT] / v[P_WK];
     v[P_RING] = swiglu_tile ? 2 : per_group >= 4 ? 4 : per_group >= 3 ? 3 : 2;
     if (per_group < 2) v[P_WK] = 1, v[P_RING] = 2;
+    /* Decode's few tokens: where the touched experts' down weights fit well within L2 (50 MB),
+     * down reads its expert and weights before its PDL wait (EARLY) and its first CTAs prefetch
+     * those experts (PF 2), so in a step down's weights come from L2 once gate+up ends (the H200,
+     * V4 M = 1: moe_step 25.97 us against 27.33; eighteenth session). gate+up's own prefetch (PF 1)
+     * measured slower there (15.1 against 13.3 us alone): not a default. */
+    double per_expert = (double)(d.N * d.K) / (d.fmt == KT_MOE_FP8 ? 1.0 : 2.0);
+    if (d.stage == KT_MOE_DOWN && tiles * per_expert <= SMALL_STEP_BYTES) v[P_EARLY] = 1, v[P_PF] = 2;
 }
 
 /* ---------------------------------------------------------------- launch */
@@ -581,7 +591,7 @@ const kt_family kt_family_moe_gemm = {
              {"TOPK"},
              {"DIST", KT_KEY_CATEGORY, kt_moe_dist_names}},
     .m_name = "M",
-    .n_params = 10,
+    .n_params = 12,
     .params = {{"TM", 4, {8, 16, 32, 64}},
                {"TN", 5, {16, 32, 64, 128, 256}},
                {"WARPS_N", 4, {1, 2, 4, 8}},
@@ -591,9 +601,11 @@ const kt_family kt_family_moe_gemm = {
                {"NATIVE", 2, {0, 1}},
                {"WIDE", 2, {0, 1}},
                {"BF16", 2, {0, 1}},
-               {"GATHER", 2, {0, 1}}},
+               {"GATHER", 2, {0, 1}},
+               {"PF", 3, {0, 1, 2}},
+               {"EARLY", 2, {0, 1}}},
     .strata_params = 2,
-    .default_config = {{8, 64, 2, 2, 2, 1, 0, 1, 0, 0}},
+    .default_config = {{8, 64, 2, 2, 2, 1, 0, 1, 0, 0, 0, 0}},
     .target_shapes = target_shapes,
     .n_target_shapes = 8,
     KT_FAMILY_HOOKS,

@@ -47,11 +47,14 @@
 #define KT_WIDE 0
 #define KT_BF16 0
 #define KT_GATHER 0
+#define KT_PF 0
+#define KT_EARLY 0
 #endif
 
 constexpr int TM = KT_TM, TN = KT_TN, WARPS_N = KT_WARPS_N, WARPS_K = KT_WARPS_K, STAGES = KT_STAGES;
 constexpr int SPLIT = KT_SPLIT, WARPS = WARPS_N * WARPS_K, THREADS = WARPS * 32;
-constexpr bool WIDE = KT_WIDE == 1, BF16 = KT_BF16 == 1, GATHER = KT_GATHER == 1;
+constexpr bool WIDE = KT_WIDE == 1, BF16 = KT_BF16 == 1, GATHER = KT_GATHER == 1, EARLY = KT_EARLY == 1;
+constexpr int PF = KT_PF; // L2 bulk prefetch: 0 none, 1 the CTA's own weights, 2 whole experts (see moe_gemm)
 constexpr int WN = TN / WARPS_N, FRAG_N = WN / 16, FRAG_M = TM / 8;
 constexpr int RED_LD = TN + 4; // the epilogue tile [TM][RED_LD] f32; the pad spreads its banks
 constexpr float SWIGLU_LIMIT = 10.0f;
@@ -60,6 +63,7 @@ static_assert(TM % 8 == 0 && THREADS <= 512, "token fragments of 8, at most 16 w
 
 static_assert(!BF16 || (WIDE && !KT_NATIVE), "BF16: MXFP4's 16-byte lanes, on the dequantising path");
 static_assert(!GATHER || (TM == 8 && SPLIT == 1), "GATHER: a token's slots are one tile of 8, the whole of K");
+static_assert(!GATHER || PF == 0, "PF: one expert a CTA (GATHER's CTAs read several)");
 
 #if KT_NATIVE && !defined(__CUDA_ARCH_FEAT_SM120_ALL)
 #error "NATIVE=1 is the block-scaled mma of sm_120a"
@@ -122,6 +126,26 @@ __device__ __forceinline__ float ld_cg(const float *p) {
     float v;
     asm volatile("ld.global.cg.f32 %0, [%1];\n" : "=f"(v) : "l"(p));
     return v;
+}
+
+// The router's outputs (record, ids, weights): read before griddepcontrol.wait (EARLY) from L2,
+// where a line an earlier kernel left in this SM's L1 cannot answer; after it, plain loads.
+template <bool FROM_L2> __device__ __forceinline__ int ld_route(const int *p) {
+    if constexpr (!FROM_L2) return *p;
+    int v;
+    asm volatile("ld.global.cg.s32 %0, [%1];\n" : "=r"(v) : "l"(p));
+    return v;
+}
+template <bool FROM_L2> __device__ __forceinline__ float ld_route(const float *p) {
+    if constexpr (!FROM_L2) return *p;
+    return ld_cg(p);
+}
+
+// Asks L2 for [p, p + bytes) (16-byte aligned, a multiple of 16) through the async proxy's bulk
+// prefetch (sm_90 and later): one instruction for many lines, no register or L1 miss entry held
+// while DRAM answers, so it adds bytes in flight where the register ring is the limit.
+__device__ __forceinline__ void prefetch_l2_bulk(const void *p, kt_u32 bytes) {
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
 }
 
 // ---------------------------------------------------------------- the kernel
@@ -192,30 +216,76 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
     const int wk = warp / WARPS_N, wn = warp % WARPS_N;
     const int tile = blockIdx.y, z = blockIdx.z, KB = K / 128, MT = M * topk;
     const long padded = kt_moe_max_padded(M, topk, E, TM);
-    kt_wait_producer(); // the record and the tokens come from the kernels before
-    kt_allow_consumer();
+    // EARLY (DOWN): the record, the ids and the weights are the router's, two launches back, and
+    // complete before this grid starts (gate+up triggers its dependents only after its own wait
+    // on the router), so a CTA reads its expert and streams its weights before it waits on the
+    // gate+up GEMM: where it is resident while gate+up runs (a step), its DRAM reads overlap
+    // gate+up's. Only the tokens, the partials and the counters need the wait.
+    constexpr bool early = EARLY && !GATEUP;
+    if constexpr (!early) {
+        kt_wait_producer(); // the record and the tokens come from the kernels before
+        kt_allow_consumer();
+    }
     // Past n_tiles tile_expert is -1 (moe_layout.h): one load decides both the exit and the
     // expert, where reading n_tiles first put two round trips before the first weight load.
     // GATHER (DOWN): the CTA is token `tile`, its rows the token's topk slots, each its own
     // expert (lane k holds slot k's); it runs the k-blocks of every slot one after another
     // (units u: slot u / nkb, k-block u % nkb) and weights each slot's sums as it promotes them,
     // so the combine needs no partials and no other CTA.
-    const int e = GATHER ? (lane < topk ? ids[tile * topk + lane] : 0) : rec[padded + tile];
+    const int e =
+        GATHER ? (lane < topk ? ld_route<early>(ids + tile * topk + lane) : 0) : ld_route<early>(rec + padded + tile);
     if (!GATHER && e < 0) return;
     const int kb0 = (int)((long)z * KB / SPLIT), nkb = (int)((long)(z + 1) * KB / SPLIT) - kb0;
     const int units = GATHER ? topk * nkb : nkb;
     // GATHER: the weights of the slots whose sums lane t holds (token columns 2t, 2t+1)
-    const float w_lo = GATHER && 2 * t < topk ? topw[tile * topk + 2 * t] : 0.f,
-                w_hi = GATHER && 2 * t + 1 < topk ? topw[tile * topk + 2 * t + 1] : 0.f;
+    const float w_lo = GATHER && 2 * t < topk ? ld_route<early>(topw + tile * topk + 2 * t) : 0.f,
+                w_hi = GATHER && 2 * t + 1 < topk ? ld_route<early>(topw + tile * topk + 2 * t + 1) : 0.f;
     const int inter = N / 2;
     // CTA row r -> the expert's weight row (GATEUP: gate columns c0.., then the same up columns).
     const int c0 = GATEUP ? blockIdx.x * (TN / 2) : blockIdx.x * TN;
     auto wrow = [&](int r) { return GATEUP ? (r < TN / 2 ? c0 + r : inter + c0 + r - TN / 2) : c0 + r; };
-    if (tid < TM) slot_s[tid] = GATHER ? (tid < topk ? tile * topk + tid : -1) : rec[tile * TM + tid];
+    if (tid < TM) slot_s[tid] = GATHER ? (tid < topk ? tile * topk + tid : -1) : ld_route<early>(rec + tile * TM + tid);
+
+    const long KH = FMT == FMT_FP8 ? K : K / 2; // bytes per weight row
+    // PF 1: this CTA's rows' k-range into L2 (one bulk prefetch a row) ahead of the ring, which
+    // then reads L2 (slower on the H200: gate+up at M = 1 15.1 us against 13.3). PF 2: tile 0's
+    // CTAs, the first dispatched, each prefetch a 1/gridDim.x share of every touched expert
+    // (weights and scales): in a step they are resident while gate+up streams, so down's experts
+    // are in L2 by its wait. (The first version gave each expert to one CTA: moe_step M = 1 25.97
+    // us against 27.33, but down alone 14.1 against 8.8, six SMs' async proxies issuing 12.6 MB.)
+    if constexpr (PF == 1) {
+        const int rb = FMT == FMT_FP8 ? 128 : 64; // bytes of a row's k-block
+        for (int r = tid; r < TN; r += THREADS)
+            prefetch_l2_bulk(W + ((long)e * N + wrow(r)) * KH + (long)kb0 * rb, (kt_u32)(nkb * rb));
+    }
+    if constexpr (PF == 2) {
+        const long wb = (long)N * KH, sb = FMT == FMT_FP8 ? (long)(N / 128) * KB * 4 : (long)N * (K / 32);
+        constexpr long PIECE = 16384;
+        // CTA x's 1/gridDim.x share of bytes at p (16-byte units), a piece of <= 16 KB a thread
+        auto share = [&](const kt_u8 *p, long bytes) {
+            const long per = (bytes / 16 + gridDim.x - 1) / gridDim.x * 16, lo = blockIdx.x * per;
+            const long hi = lo + per < bytes ? lo + per : bytes;
+            for (long o = lo + (long)tid * PIECE; o < hi; o += (long)THREADS * PIECE)
+                prefetch_l2_bulk(p + o, (kt_u32)(hi - o < PIECE ? hi - o : PIECE));
+        };
+        int prev = -1; // an expert's tiles are consecutive: its repeats are skipped
+        for (int t0 = 0; blockIdx.y == 0 && z == 0 && t0 < (int)gridDim.y; t0 += 32) {
+            const int mine = t0 + lane < (int)gridDim.y ? ld_route<early>(rec + padded + t0 + lane) : -1;
+            int j = 0;
+            for (; j < 32; j++) {
+                const int ex = __shfl_sync(0xffffffffu, mine, j);
+                if (ex < 0) break; // the tiles in use are a prefix
+                if (ex == prev) continue;
+                prev = ex;
+                share(W + ex * wb, wb);
+                if (sb % 16 == 0) share((const kt_u8 *)Ws + ex * sb, sb); // then 16-byte aligned
+            }
+            if (j < 32) break;
+        }
+    }
 
     // Each warp's first STAGES k-blocks of weights (units wk, wk + WARPS_K, ...: k-blocks of the
     // range, GATHER (slot, k-block) pairs).
-    const long KH = FMT == FMT_FP8 ? K : K / 2; // bytes per weight row
     auto load = [&](kblock<FMT> &kb, int u) {
         const int kbg = kb0 + (GATHER ? u % nkb : u), eu = GATHER ? __shfl_sync(0xffffffffu, e, u / nkb) : e;
 #pragma unroll
@@ -249,6 +319,10 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
 #pragma unroll
     for (int s = 0; s < STAGES; s++)
         if (wk + s * WARPS_K < units) load(ring[s], wk + s * WARPS_K);
+    if constexpr (early) {
+        kt_wait_producer(); // the tokens (gate+up's h), partials and counters from here on
+        kt_allow_consumer();
+    }
 
     // The tile's tokens of this k-range (slab_piece's layout), padding rows zero, then their scales
     // [k-block][token]; MXFP4 WIDE: then the CTA rows' ue8m0 scales [row][nkb + 1] (4 a k-block;
