@@ -457,13 +457,13 @@ static void default_for(const kt_problem *p, int sms, kt_config *c) {
     long per_group = (d.KB + v[P_SPLIT] - 1) / v[P_SPLIT] / v[P_WK];
     v[P_RING] = swiglu_tile ? 2 : per_group >= 4 ? 4 : per_group >= 3 ? 3 : 2;
     if (per_group < 2) v[P_WK] = 1, v[P_RING] = 2;
-    /* Decode's few tokens: where the touched experts' down weights fit well within L2 (50 MB),
-     * down reads its expert and weights before its PDL wait (EARLY) and its first CTAs prefetch
-     * those experts (PF 2), so in a step down's weights come from L2 once gate+up ends (the H200,
-     * V4 M = 1: moe_step 25.97 us against 27.33; eighteenth session). gate+up's own prefetch (PF 1)
-     * measured slower there (15.1 against 13.3 us alone): not a default. */
+    /* Decode's few tokens (the touched experts' down weights well within L2's 50 MB): down reads
+     * its expert and first weights before its PDL wait (EARLY), so its loads overlap gate+up's
+     * tail (the H200, V4 M = 1: moe_step 25.53 us against 27.46; eighteenth session). The L2
+     * prefetches measured slower there (PF 2 on down 26.15, PF 1 on gate+up 15.1 against 13.3 us
+     * alone): tunables, not defaults. */
     double per_expert = (double)(d.N * d.K) / (d.fmt == KT_MOE_FP8 ? 1.0 : 2.0);
-    if (d.stage == KT_MOE_DOWN && tiles * per_expert <= SMALL_STEP_BYTES) v[P_EARLY] = 1, v[P_PF] = 2;
+    if (d.stage == KT_MOE_DOWN && tiles * per_expert <= SMALL_STEP_BYTES) v[P_EARLY] = 1;
 }
 
 /* ---------------------------------------------------------------- launch */

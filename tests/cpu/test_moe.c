@@ -290,7 +290,7 @@ KT_TEST(moe_gemm_early_and_prefetch_configs) {
     f->default_for(&up, 132, &d);
     EXPECT(d.v[10] == 0 && d.v[11] == 0);
     f->default_for(&down, 132, &d);
-    EXPECT(d.v[10] == 2 && d.v[11] == 1);
+    EXPECT(d.v[10] == 0 && d.v[11] == 1);
     up.m = down.m = 16;
     f->default_for(&up, 132, &d);
     EXPECT(d.v[10] == 0 && d.v[11] == 0);
