@@ -91,7 +91,9 @@ typedef struct prof_row {
 } prof_row;
 
 #define MAX_FAMS 96
-#define N_SIDES 3 /* side chains at once: a CSA layer's two compressors beside each other and the query; rt_hc_comb */
+#define N_SIDES                                                                                                        \
+    4 /* side chains at once: a CSA layer's two compressors beside each other and the query (0, 1; the MoE             \
+       * gate's rt_gemv_streams on 1), rt_hc_comb (2), a CSA layer's rt_q_prep beside its indexer (3) */
 #define MAX_EVENTS 8192
 
 struct kt_step {
@@ -619,12 +621,15 @@ static int attention(kt_step *s, long l) {
                   (mode == 1 && (side_begin(s, 1) || indexer_keys(s, L, &index) || side_end(s, 1))) ||
                   compressor(s, &L->comp, &comp, L->ccache, 0, 0, L->cstride, 0) || side_end(s, 0))))
         return -1;
+    /* a CSA layer's rt_q_prep (its output feeds mla_decode only) on side chain 3, beside the indexer,
+     * which reads wq_b's output too (its own rows) */
+    int qside = mode == 1;
     if (gemm(s, &L->wq_a, 0, ld, s->hq, s->hs, s->qa, B) || rt(s, K_QKV_A, (unsigned)B, 2, 256, smem, an) ||
-        gemm(s, &L->wq_b, 0, L->wq_b.n, s->qrq, s->qrs, s->q, B) ||
-        rt(s, K_Q_PREP, (unsigned)c->n_heads, (unsigned)B, 128, 0, aq) || (mode && side_join(s, 0)) ||
-        (mode == 1 && side_join(s, 1)))
+        gemm(s, &L->wq_b, 0, L->wq_b.n, s->qrq, s->qrs, s->q, B) || (qside && side_begin(s, 3)) ||
+        rt(s, K_Q_PREP, (unsigned)c->n_heads, (unsigned)B, 128, 0, aq) || (qside && side_end(s, 3)) ||
+        (mode && side_join(s, 0)) || (mode == 1 && side_join(s, 1)))
         return -1;
-    if ((mode == 1 && indexer(s, L, &iw)) || attend(s, L, mode, inv)) return -1;
+    if ((mode == 1 && indexer(s, L, &iw)) || (qside && side_join(s, 3)) || attend(s, L, mode, inv)) return -1;
     /* the grouped o_a; at B <= 16 the groups after the first on the side chain, beside it (each
      * quantises its rows inside quant_fp8_gemm; above, they would share qgemm's act_quant scratch) */
     int par = G > 1 && B <= QGEMM_FUSED_MAX_M;
@@ -1690,8 +1695,9 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
     }
     fprintf(stderr, "kt run: %s\n",
             s->sides ? "side chains on second streams (the compressors beside the query's GEMMs and a CSA layer's "
-                       "two beside each other, the shared expert beside the router, at B = 1 each HC module's Sinkhorn "
-                       "beside its block; KT_STEP_ONE_STREAM=1: one stream)"
+                       "two beside each other, a CSA layer's query prep beside its indexer, the shared expert beside "
+                       "the router, at B = 1 each HC module's Sinkhorn beside its block; KT_STEP_ONE_STREAM=1: one "
+                       "stream)"
                      : "one stream");
     if (s->sides && gate_beside(s))
         fprintf(stderr, "kt run: %s\n",
