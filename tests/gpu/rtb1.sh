@@ -59,7 +59,7 @@ flash_folder() {
 FL="--model $F --synthetic --tp-shapes 4 --context 8192 --steps 1"
 
 # close A B V TOL: the f32 logit dumps A and B (rows of V) within TOL relative L2 a row and the same
-# argmax in every row
+# argmax in every row (exit 0), or not (1); 2 when their sizes differ
 close() {
     $PY - "$@" <<'EOF'
 import sys
@@ -67,7 +67,8 @@ import numpy as np
 a, b = (np.fromfile(p, dtype=np.float32) for p in sys.argv[1:3])
 V, tol = int(sys.argv[3]), float(sys.argv[4])
 if a.size != b.size or a.size % V or not a.size:
-    sys.exit(f"sizes {a.size} and {b.size} (rows of {V})")
+    print(f"sizes {a.size} and {b.size} (rows of {V})")
+    sys.exit(2)
 a, b = a.reshape(-1, V), b.reshape(-1, V)
 rel = np.linalg.norm(a - b, axis=1) / np.linalg.norm(b, axis=1)
 same = int((a.argmax(1) == b.argmax(1)).sum())
@@ -291,7 +292,7 @@ part_plant() {
         --dump "$L/tiny_plant_b1.bin" >"$L/tiny_plant_b1.log" 2>&1 ||
         { check 1 "plant: the planted build's run failed: $(tail -n 1 "$L/tiny_plant_b1.log")"; return; }
     close "$L/tiny_plant_b1.bin" "$L/tiny_main_b1.bin" 512 1e-4 >"$L/plant_cmp.txt" 2>&1
-    check $((!$?)) "plant: the tiny B=1 check fails on rt_gate_comb without its last stream ($(tail -n 1 "$L/plant_cmp.txt"))"
+    check $([ $? = 1 ] && echo 0 || echo 1) "plant: the tiny B=1 check fails on rt_gate_comb without its last stream ($(tail -n 1 "$L/plant_cmp.txt"))"
 }
 
 # DeepSeek-V3.2's step (release config, synthetic, 4 layers, B = 2) on both builds: the same logits
