@@ -317,8 +317,8 @@ __device__ __forceinline__ rt_gemv_tile rt_gemv_tile_begin(const float *W, int N
 // weights); POST: x is
 // the streams after the post step, made from post.old as the tiles are loaded and stored into
 // post.x by the blocks of the first row tile (the HC mixes have at most 32 rows: one row tile, so
-// every value is stored once). STREAMS (with POST, B = 1): "sequence" k is stream k of the one
-// sequence after the post step (B = H, K = D), made as the tiles load and stored nowhere
+// every value is stored once). STREAMS (with POST): "sequence" j is stream j % H of sequence j / H
+// after the post step (B = sequences x H, K = D), made as the tiles load and stored nowhere
 // (rt_gemv_streams).
 template <bool POST, bool STREAMS = false> // inlined into each kernel, post by value: its fields stay in registers
 __device__ __forceinline__ void rt_gemv_run(const float *W, const float *x, float *part, int N, int K, int B, int kc,
@@ -344,7 +344,7 @@ __device__ __forceinline__ void rt_gemv_run(const float *W, const float *x, floa
         for (int i = threadIdx.x; i < RT_GV_SEQS * n4; i += blockDim.x) {
             int sq = i / n4, c = i % n4;
             xs[sq][c] = b0 + sq >= B ? make_float4(0, 0, 0, 0)
-                        : STREAMS    ? rt_hc_post4(post, 0, (b0 + sq) * K + k0 + 4 * c, false)
+                        : STREAMS    ? rt_hc_post4(post, (b0 + sq) / post.H, (b0 + sq) % post.H * K + k0 + 4 * c, false)
                         : POST       ? rt_hc_post4(post, b0 + sq, k0 + 4 * c, blockIdx.y == 0)
                                      : ((const float4 *)(x + (long)(b0 + sq) * K + k0))[c];
         }
@@ -649,7 +649,8 @@ __device__ __forceinline__ void rt_hc_pre_seq(const float *x, const float *mixp,
     __syncthreads();
     rt_hc_collapse(xr, pre, col, D, H);
     const float rn = rt_rms_scale(col, D, eps, red);
-    if (prn && (int)threadIdx.x <= H) prn[threadIdx.x] = (int)threadIdx.x < H ? pre[threadIdx.x] : rn;
+    if (prn && (int)threadIdx.x <= H)
+        prn[(long)b * (H + 1) + threadIdx.x] = (int)threadIdx.x < H ? pre[threadIdx.x] : rn;
     rt_rms_apply(col, D, threadIdx.x, rn, c.w); // rt_rmsnorm, its weights ahead
 #pragma unroll
     for (int u = 0; u < RT_HC_D / T; u++)
@@ -659,15 +660,16 @@ __device__ __forceinline__ void rt_hc_pre_seq(const float *x, const float *mixp,
 }
 
 // The HC module, a block of 512 threads a sequence, from rt_gemv's S splits of the mixes (B > 1, the HC head;
-// mixout not NULL: post and comb left to rt_hc_comb).
+// mixout not NULL: post and comb left to rt_hc_comb; prn not NULL: each sequence's pre[H] and h's rms scale
+// stored there, H + 1 floats a sequence, for rt_gate_comb).
 extern "C" __global__ void __launch_bounds__(512)
     rt_hc_pre(const float *x, const float *mixp, int S, const float *base, const float *scale, const float *w,
               float *postcomb, float *h, kt_u8 *hq, float *hs, int D, int H, int iters, float eps, float hc_eps,
-              float *mixout) {
+              float *mixout, float *prn) {
     const rt_hc_consts<512> c = rt_hc_begin<512>(base, scale, w, !postcomb, D, H);
     extern __shared__ float col[];
-    rt_hc_pre_seq<512>(x, mixp, S, gridDim.x, blockIdx.x, c, postcomb, h, hq, hs, D, H, iters, eps, hc_eps, col,
-                       mixout);
+    rt_hc_pre_seq<512>(x, mixp, S, gridDim.x, blockIdx.x, c, postcomb, h, hq, hs, D, H, iters, eps, hc_eps, col, mixout,
+                       prn);
 }
 
 // rt_gemv_hc's last block (count: its counter, left at 0) at B = 1: the HC module of the one
@@ -730,27 +732,30 @@ extern "C" __global__ void __launch_bounds__(256)
     rt_hc_pre_last(count, x, part, base, scale, w, postcomb, h, hq, hs, D, H, iters, eps, hc_eps, mixout, prn);
 }
 
-// The MoE gate's logits at B = 1 beside the HC module before it. h = r w . sum_k pre_k x_k (the
+// The MoE gate's logits beside the HC module before it (B <= 16). h = r w . sum_k pre_k x_k (the
 // module's collapse and rmsnorm: r a scalar), so W h = r sum_k pre_k (W diag(w)) x_k: this kernel
-// makes the projections g[k][n] = Wn[n] . x_k of the H streams after the post step (Wn = W diag(w),
-// rt_scale_cols at load; the post step applied on the way, as rt_gemv_hc1 does, which runs beside
-// it from the same inputs), its splits summed by the tiles' last blocks (rt_gemv_finish; part and
-// count its own: it runs beside rt_gemv_hc1's); rt_gate_comb then weighs them with the module's pre
-// and r. The gate's GEMV leaves the step's critical path; its sum is reassociated (not byte-identical).
+// makes the projections g[b][k][n] = Wn[n] . x_bk of the H streams after the post step (Wn = W
+// diag(w), rt_scale_cols at load; the post step applied on the way, as the module's GEMV beside it
+// does from the same inputs: rt_gemv_hc1, at B > 1 rt_gemv_hc), its splits summed by the tiles'
+// last blocks (rt_gemv_finish; part and count its own); rt_gate_comb then weighs them with the
+// module's pre and r. The gate's GEMV leaves the step's critical path; its sum is reassociated (not
+// byte-identical).
 extern "C" __global__ void __launch_bounds__(256, 2) // two blocks an SM: 128 registers (164 unbounded on sm_90)
     rt_gemv_streams(const float *Wn, const float *old, const float *pc_in, const kt_u16 *yb, const float *yf,
-                    float *part, float *g, int *count, int N, int D, int H, int kc) {
+                    float *part, float *g, int *count, int N, int D, int H, int B, int kc) {
     rt_gemv_begin(Wn, N, D, kc);
-    rt_gemv_run<true, true>(Wn, nullptr, part, N, D, H, kc, rt_hc_post_args{old, pc_in, yf, nullptr, yb, D, H});
-    rt_gemv_finish(part, g, count, N, H);
+    rt_gemv_run<true, true>(Wn, nullptr, part, N, D, B * H, kc, rt_hc_post_args{old, pc_in, yf, nullptr, yb, D, H});
+    rt_gemv_finish(part, g, count, N, B * H);
 }
 
-// out[n] = prn[H] * sum_k prn[k] g[k][n] (the sum in k order): the gate's logits from
-// rt_gemv_streams' projections (g, joined from its side chain) and the module's pre and rms scale
-// (prn, rt_gemv_hc1's last block). Both read after the PDL wait.
+// out[b][n] = p[H] * sum_k p[k] g[b][k][n] (the sum in k order; p = prn + b (H + 1)), b = blockIdx.y:
+// the gate's logits from rt_gemv_streams' projections (g, joined from its side chain) and the
+// module's pre and rms scale (prn, rt_gemv_hc1's last block or rt_hc_pre). Both read after the PDL wait.
 extern "C" __global__ void __launch_bounds__(256)
     rt_gate_comb(const float *g, const float *prn, float *out, int N, int H) {
     rt_begin();
+    const int b = blockIdx.y;
+    prn += (long)b * (H + 1), g += (long)b * H * N, out += (long)b * N;
     float p[8]; // H <= 8 (kt_step_open)
 #pragma unroll
     for (int k = 0; k < 8; k++) p[k] = k < H ? prn[k] : 0.f;

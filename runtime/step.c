@@ -199,9 +199,14 @@ static int gemv_splits(long B, long N, long K) {
     return (int)((kb + per - 1) / per);
 }
 
-/* At B = 1 with the family MoE (V4), the MoE gate's GEMV runs beside the HC module before it
- * (model.cu's rt_gemv_streams on side chain 1, then rt_gate_comb), off the step's critical path. */
-static int gate_beside(const kt_step *s) { return s->B == 1 && s->c.arch == KT_ARCH_V4 && s->plan.family[KT_PART_MOE]; }
+/* Up to B = 16 with the family MoE (V4), the MoE gate's GEMV runs beside the HC module before it
+ * (model.cu's rt_gemv_streams on side chain 1, then rt_gate_comb), off the step's critical path;
+ * above, its H times the GEMV's FMAs (H streams for one h) would share the SMs with a step that is
+ * bandwidth-bound there. */
+#define GATE_BESIDE_MAX_B 16
+static int gate_beside(const kt_step *s) {
+    return s->B <= GATE_BESIDE_MAX_B && s->c.arch == KT_ARCH_V4 && s->plan.family[KT_PART_MOE];
+}
 
 /* The N x K f32 GEMV of every sequence's x (B x K) by rt_gemv (profiled as `name`): with out,
  * the plain result [B][N] there (split, its last blocks sum the splits: s->gvcount); else *S
@@ -430,19 +435,21 @@ static int hc_comb(kt_step *s, const hc_args *m) {
     return side_begin(s, 2) || rt(s, K_HC_COMB, (unsigned)s->B, 1, 32, 0, a) || side_end(s, 2) ? -1 : 0;
 }
 
-/* The gate's projections of the H streams after the pending post step (rt_gemv_streams, from the
- * same old streams, block output and postcomb as rt_gemv_hc1 beside it) on side chain 1, into gsg;
- * its split of D gives about 128 blocks, which fit the SMs beside rt_gemv_hc1's 32 (one an SM). */
+/* The gate's projections of every sequence's H streams after the pending post step (rt_gemv_streams,
+ * from the same old streams, block output and postcomb as rt_gemv_hc / rt_gemv_hc1 beside it) on
+ * side chain 1, into gsg; its split of D gives about 128 blocks, which fit the SMs beside
+ * rt_gemv_hc1's 32 (one an SM). */
 static int gate_streams(kt_step *s, const hc_args *m, dptr old) {
-    int N = (int)s->c.n_experts, D = m->D, H = m->H, ty = (N + 31) / 32, kb = D / 128;
-    int S = (128 + ty - 1) / ty, per;
+    int N = (int)s->c.n_experts, D = m->D, H = m->H, B = s->B, tx = (B * H + 7) / 8, ty = (N + 31) / 32;
+    int kb = D / 128, S = (128 + tx * ty - 1) / (tx * ty), per;
     S = S < kb ? S : kb, S = S < 32 ? S : 32, per = (kb + S - 1) / S, S = (kb + per - 1) / per;
     int kc = per * 128;
-    void *a[] = {(void *)&m->gn, &old,        &s->postcomb, &s->post_yb, &s->post_yf, &s->gspart,
-                 &s->gsg,        &s->gscount, &N,           &D,          &H,          &kc};
+    void *a[] = {(void *)&m->gn, &old, &s->postcomb, &s->post_yb, &s->post_yf, &s->gspart, &s->gsg,
+                 &s->gscount,    &N,   &D,           &H,          &B,          &kc};
     s->gate_pending = 1;
     return side_begin(s, 1) ||
-                   rt_as(s, K_GEMV_STREAMS, "rt_gemv/gate", 1, (unsigned)ty, (unsigned)S, RT_GV_THREADS, 0, a) ||
+                   rt_as(s, K_GEMV_STREAMS, "rt_gemv/gate", (unsigned)tx, (unsigned)ty, (unsigned)S, RT_GV_THREADS, 0,
+                         a) ||
                    side_end(s, 1)
                ? -1
                : 0;
@@ -460,7 +467,7 @@ static int hc_gemv_post(kt_step *s, dptr fn, long nmix, const hc_args *m, int *S
     if (nmix > 32 || K % 128 || (size_t)splits * B * nmix * 4 > s->gv_bytes)
         return kt_fail("internal: rt_gemv_hc: %ld mixes of %d (at most 32 rows, K in 128s, %d splits in the scratch)",
                        nmix, K, splits);
-    dptr old = s->x, x = s->x == s->xbuf[0] ? s->xbuf[1] : s->xbuf[0], prn = one && m->gn ? s->gprn : 0;
+    dptr old = s->x, x = s->x == s->xbuf[0] ? s->xbuf[1] : s->xbuf[0], prn = m->gn ? s->gprn : 0;
     if (prn && gate_streams(s, m, old)) return -1;
     /* rt_gemv_hc takes the first 13 (the driver reads as many as the kernel has) */
     void *a[] = {&fn,
@@ -520,9 +527,9 @@ static int hc_mix(kt_step *s, dptr fn, dptr base, dptr scale, dptr norm, dptr po
     if (s->post_pending ? hc_gemv_post(s, fn, nmix, &m, &S, &fused)
                         : gemv(s, "rt_gemv/hc", fn, nmix, (long)m.H * m.D, s->x, 0, &S))
         return -1;
-    dptr mixout = hc_mixout(s, &m);
-    void *a[] = {&s->x, &s->gvpart, &S,   &m.base, &m.scale, &m.norm, &m.postcomb, &m.h,
-                 &m.hq, &m.hs,      &m.D, &m.H,    &m.iters, &m.eps,  &m.hc_eps,   &mixout};
+    dptr mixout = hc_mixout(s, &m), prn = s->gate_pending && gn ? s->gprn : 0; /* gate_streams' */
+    void *a[] = {&s->x, &s->gvpart, &S,   &m.base,  &m.scale, &m.norm,   &m.postcomb, &m.h, &m.hq,
+                 &m.hs, &m.D,       &m.H, &m.iters, &m.eps,   &m.hc_eps, &mixout,     &prn};
     if (fused) return 0;
     if (rt(s, K_HC_PRE, (unsigned)s->B, 1, RT_HC_THREADS, (unsigned)(m.D * 4), a)) return -1;
     return mixout ? hc_comb(s, &m) : 0;
@@ -705,8 +712,10 @@ static int gate_logits(kt_step *s, layer_dev *L) {
     if (!s->gate_pending) return gemv(s, "rt_gemv/gate", L->gate, E, s->c.hidden, s->h, s->elog, NULL);
     s->gate_pending = 0;
     void *a[] = {&s->gsg, &s->gprn, &s->elog, &E, &H};
-    return side_join(s, 1) || rt_as(s, K_GATE_COMB, "rt_gate_comb", (unsigned)(E + 255) / 256, 1, 1, 256, 0, a) ? -1
-                                                                                                                : 0;
+    return side_join(s, 1) ||
+                   rt_as(s, K_GATE_COMB, "rt_gate_comb", (unsigned)(E + 255) / 256, (unsigned)s->B, 1, 256, 0, a)
+               ? -1
+               : 0;
 }
 
 /* The family MoE: gate logits (rt_gemv), moe_route (V4 or V3 with the bias, or HASH: the
@@ -1341,9 +1350,10 @@ static int alloc_scratch(kt_step *s) {
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) k = ks[i] > k ? ks[i] : k;
     s->gv_tiles = (size_t)((s->B + 7) / 8) * (size_t)((rows + 31) / 32);
     s->xq_bytes = s->B > QGEMM_FUSED_MAX_M ? (size_t)(s->B * k) : 0;
-    size_t E = (size_t)c->n_experts, H = (size_t)c->hc_mult;
-    if (gate_beside(s) && (dalloc(&s->gspart, 32 * H * E * 4) || dalloc(&s->gscount, (E + 31) / 32 * 4) ||
-                           dalloc(&s->gsg, H * E * 4) || dalloc(&s->gprn, (H + 1) * 4)))
+    size_t E = (size_t)c->n_experts, BH = (size_t)s->B * (size_t)c->hc_mult;
+    if (gate_beside(s) &&
+        (dalloc(&s->gspart, 32 * BH * E * 4) || dalloc(&s->gscount, (BH + 7) / 8 * ((E + 31) / 32) * 4) ||
+         dalloc(&s->gsg, BH * E * 4) || dalloc(&s->gprn, (size_t)s->B * (size_t)(c->hc_mult + 1) * 4)))
         return -1;
     return dalloc(&s->gvpart, s->gv_bytes = gemv_scratch(c, s->B)) || dalloc(&s->gvcount, s->gv_tiles * 4) ||
                    dalloc(&s->xq, s->xq_bytes) || dalloc(&s->xs, s->xq_bytes / 128 * 4)
@@ -1712,9 +1722,10 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
                      : "one stream");
     if (s->sides && gate_beside(s))
         fprintf(stderr, "kt run: %s\n",
-                s->gate_inline ? "the MoE gate's GEMV of h in line (KT_STEP_GATE_INLINE=1)"
-                               : "the MoE gate's GEMV beside each MoE HC module, from its streams (rt_gemv_streams "
-                                 "+ rt_gate_comb; KT_STEP_GATE_INLINE=1: in line)");
+                s->gate_inline
+                    ? "the MoE gate's GEMV of h in line (KT_STEP_GATE_INLINE=1)"
+                    : "the MoE gate's GEMV beside each MoE HC module (B <= 16), from its streams (rt_gemv_streams "
+                      "+ rt_gate_comb; KT_STEP_GATE_INLINE=1: in line)");
     s->resolve_ms = (kt_now() - t1) * 1e3;
     if (s->db && build_graph(s, 1)) return -1;
     fprintf(stderr, "kt run: %d kernels resolved and the step captured as one CUDA graph in %.0f ms%s\n",
