@@ -317,10 +317,8 @@ __device__ __forceinline__ rt_gemv_tile rt_gemv_tile_begin(const float *W, int N
 // weights); POST: x is
 // the streams after the post step, made from post.old as the tiles are loaded and stored into
 // post.x by the blocks of the first row tile (the HC mixes have at most 32 rows: one row tile, so
-// every value is stored once). STREAMS (with POST): "sequence" j is stream j % H of sequence j / H
-// after the post step (B = sequences x H, K = D), made as the tiles load and stored nowhere
-// (rt_gemv_streams).
-template <bool POST, bool STREAMS = false> // inlined into each kernel, post by value: its fields stay in registers
+// every value is stored once).
+template <bool POST> // inlined into each kernel, post by value: its fields stay in registers, not a stack frame
 __device__ __forceinline__ void rt_gemv_run(const float *W, const float *x, float *part, int N, int K, int B, int kc,
                                             rt_hc_post_args post, const rt_gemv_tile *first = nullptr) {
     __shared__ float4 xs[RT_GV_SEQS][RT_GV_KC / 4];
@@ -344,7 +342,6 @@ __device__ __forceinline__ void rt_gemv_run(const float *W, const float *x, floa
         for (int i = threadIdx.x; i < RT_GV_SEQS * n4; i += blockDim.x) {
             int sq = i / n4, c = i % n4;
             xs[sq][c] = b0 + sq >= B ? make_float4(0, 0, 0, 0)
-                        : STREAMS    ? rt_hc_post4(post, (b0 + sq) / post.H, (b0 + sq) % post.H * K + k0 + 4 * c, false)
                         : POST       ? rt_hc_post4(post, b0 + sq, k0 + 4 * c, blockIdx.y == 0)
                                      : ((const float4 *)(x + (long)(b0 + sq) * K + k0))[c];
         }
@@ -601,7 +598,7 @@ template <int T> // the block's threads
 __device__ __forceinline__ void rt_hc_pre_seq(const float *x, const float *mixp, int S, int B, int b,
                                               const rt_hc_consts<T> &c, float *postcomb, float *h, kt_u8 *hq, float *hs,
                                               int D, int H, int iters, float eps, float hc_eps, float *col,
-                                              float *mixout = nullptr, float *prn = nullptr) {
+                                              float *mixout = nullptr) {
     __shared__ float red[32], mix[80], pre[8], comb[64], cst[83]; // cst: base [nmix], scale at 80
     constexpr int nw = T / 32, MV = (80 + nw - 1) / nw;           // nmix <= 80: MV rounds of the nw warps
     const int HD = H * D, n4 = HD / 4, nmix = postcomb ? (2 + H) * H : H;
@@ -648,10 +645,7 @@ __device__ __forceinline__ void rt_hc_pre_seq(const float *x, const float *mixp,
     }
     __syncthreads();
     rt_hc_collapse(xr, pre, col, D, H);
-    const float rn = rt_rms_scale(col, D, eps, red);
-    if (prn && (int)threadIdx.x <= H)
-        prn[(long)b * (H + 1) + threadIdx.x] = (int)threadIdx.x < H ? pre[threadIdx.x] : rn;
-    rt_rms_apply(col, D, threadIdx.x, rn, c.w); // rt_rmsnorm, its weights ahead
+    rt_rms_apply(col, D, threadIdx.x, rt_rms_scale(col, D, eps, red), c.w); // rt_rmsnorm, its weights ahead
 #pragma unroll
     for (int u = 0; u < RT_HC_D / T; u++)
         if (threadIdx.x + T * u < D) h[(long)b * D + threadIdx.x + T * u] = col[threadIdx.x + T * u];
@@ -660,16 +654,15 @@ __device__ __forceinline__ void rt_hc_pre_seq(const float *x, const float *mixp,
 }
 
 // The HC module, a block of 512 threads a sequence, from rt_gemv's S splits of the mixes (B > 1, the HC head;
-// mixout not NULL: post and comb left to rt_hc_comb; prn not NULL: each sequence's pre[H] and h's rms scale
-// stored there, H + 1 floats a sequence, for rt_gate_comb).
+// mixout not NULL: post and comb left to rt_hc_comb).
 extern "C" __global__ void __launch_bounds__(512)
     rt_hc_pre(const float *x, const float *mixp, int S, const float *base, const float *scale, const float *w,
               float *postcomb, float *h, kt_u8 *hq, float *hs, int D, int H, int iters, float eps, float hc_eps,
-              float *mixout, float *prn) {
+              float *mixout) {
     const rt_hc_consts<512> c = rt_hc_begin<512>(base, scale, w, !postcomb, D, H);
     extern __shared__ float col[];
-    rt_hc_pre_seq<512>(x, mixp, S, gridDim.x, blockIdx.x, c, postcomb, h, hq, hs, D, H, iters, eps, hc_eps, col, mixout,
-                       prn);
+    rt_hc_pre_seq<512>(x, mixp, S, gridDim.x, blockIdx.x, c, postcomb, h, hq, hs, D, H, iters, eps, hc_eps, col,
+                       mixout);
 }
 
 // rt_gemv_hc's last block (count: its counter, left at 0) at B = 1: the HC module of the one
@@ -678,8 +671,8 @@ extern "C" __global__ void __launch_bounds__(512)
 // stay its own. Dynamic shared memory: D floats.
 __device__ __noinline__ void rt_hc_pre_last(int *count, const float *x, const float *part, const float *base,
                                             const float *scale, const float *w, float *postcomb, float *h, kt_u8 *hq,
-                                            float *hs, int D, int H, int iters, float eps, float hc_eps, float *mixout,
-                                            float *prn) {
+                                            float *hs, int D, int H, int iters, float eps, float hc_eps,
+                                            float *mixout) {
     extern __shared__ float col[];
     __shared__ int last;
     const rt_hc_consts<256> c = rt_hc_load_consts<256>(base, scale, w, !postcomb, D, H);
@@ -690,7 +683,7 @@ __device__ __noinline__ void rt_hc_pre_last(int *count, const float *x, const fl
     if (!last) return;
     __threadfence();
     if (threadIdx.x == 0) *count = 0;
-    rt_hc_pre_seq<256>(x, part, gridDim.z, 1, 0, c, postcomb, h, hq, hs, D, H, iters, eps, hc_eps, col, mixout, prn);
+    rt_hc_pre_seq<256>(x, part, gridDim.z, 1, 0, c, postcomb, h, hq, hs, D, H, iters, eps, hc_eps, col, mixout);
 }
 
 // post and comb (postcomb[b], rt_hc_weights') of sequence b = blockIdx.x from the mixes rt_hc_pre_seq
@@ -719,56 +712,16 @@ extern "C" __global__ void __launch_bounds__(256)
 }
 
 // rt_gemv_hc at B = 1 whose last block runs the HC module too (rt_hc_pre_last: the arguments
-// after count are rt_hc_pre's; mixout not NULL: post and comb left to rt_hc_comb; prn not NULL: pre[H]
-// and h's rms scale stored there, for rt_gate_comb). A kernel of its own: the module's
+// after count are rt_hc_pre's; mixout not NULL: post and comb left to rt_hc_comb). A kernel of its own: the module's
 // registers (172 on sm_90) would halve rt_gemv_hc's blocks an SM at B > 1; here the grid is its 32 or fewer splits.
 extern "C" __global__ void __launch_bounds__(256)
     rt_gemv_hc1(const float *W, const float *old, float *x, const float *pc_in, const kt_u16 *yb, const float *yf,
                 float *part, int N, int K, int B, int kc, int D, int H, int *count, const float *base,
                 const float *scale, const float *w, float *postcomb, float *h, kt_u8 *hq, float *hs, int iters,
-                float eps, float hc_eps, float *mixout, float *prn) {
+                float eps, float hc_eps, float *mixout) {
     const rt_gemv_tile first = rt_gemv_tile_begin(W, N, K, kc);
     rt_gemv_run<true>(W, x, part, N, K, B, kc, rt_hc_post_args{old, pc_in, yf, x, yb, D, H}, &first);
-    rt_hc_pre_last(count, x, part, base, scale, w, postcomb, h, hq, hs, D, H, iters, eps, hc_eps, mixout, prn);
-}
-
-// The MoE gate's logits beside the HC module before it (B <= 16). h = r w . sum_k pre_k x_k (the
-// module's collapse and rmsnorm: r a scalar), so W h = r sum_k pre_k (W diag(w)) x_k: this kernel
-// makes the projections g[b][k][n] = Wn[n] . x_bk of the H streams after the post step (Wn = W
-// diag(w), rt_scale_cols at load; the post step applied on the way, as the module's GEMV beside it
-// does from the same inputs: rt_gemv_hc1, at B > 1 rt_gemv_hc), its splits summed by the tiles'
-// last blocks (rt_gemv_finish; part and count its own); rt_gate_comb then weighs them with the
-// module's pre and r. The gate's GEMV leaves the step's critical path; its sum is reassociated (not
-// byte-identical).
-extern "C" __global__ void __launch_bounds__(256, 2) // two blocks an SM: 128 registers (164 unbounded on sm_90)
-    rt_gemv_streams(const float *Wn, const float *old, const float *pc_in, const kt_u16 *yb, const float *yf,
-                    float *part, float *g, int *count, int N, int D, int H, int B, int kc) {
-    rt_gemv_begin(Wn, N, D, kc);
-    rt_gemv_run<true, true>(Wn, nullptr, part, N, D, B * H, kc, rt_hc_post_args{old, pc_in, yf, nullptr, yb, D, H});
-    rt_gemv_finish(part, g, count, N, B * H);
-}
-
-// out[b][n] = p[H] * sum_k p[k] g[b][k][n] (the sum in k order; p = prn + b (H + 1)), b = blockIdx.y:
-// the gate's logits from rt_gemv_streams' projections (g, joined from its side chain) and the
-// module's pre and rms scale (prn, rt_gemv_hc1's last block or rt_hc_pre). Both read after the PDL wait.
-extern "C" __global__ void __launch_bounds__(256)
-    rt_gate_comb(const float *g, const float *prn, float *out, int N, int H) {
-    rt_begin();
-    const int b = blockIdx.y;
-    prn += (long)b * (H + 1), g += (long)b * H * N, out += (long)b * N;
-    float p[8]; // H <= 8 (kt_step_open)
-#pragma unroll
-    for (int k = 0; k < 8; k++) p[k] = k < H ? prn[k] : 0.f;
-    const float r = prn[H];
-    for (int n = blockIdx.x * blockDim.x + threadIdx.x; n < N; n += gridDim.x * blockDim.x) {
-        float v[8], t = 0;
-#pragma unroll
-        for (int k = 0; k < 8; k++) v[k] = k < H ? g[(long)k * N + n] : 0.f;
-#pragma unroll
-        for (int k = 0; k < 8; k++)
-            if (k < H) t += p[k] * v[k];
-        out[n] = r * t;
-    }
+    rt_hc_pre_last(count, x, part, base, scale, w, postcomb, h, hq, hs, D, H, iters, eps, hc_eps, mixout);
 }
 
 // v[0..n) = the row of n bf16 values in, as f32 (v: shared memory), then a barrier.
@@ -1521,13 +1474,4 @@ extern "C" __global__ void rt_fill_i32(int *x, unsigned long long n, unsigned lo
     for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (unsigned long long)gridDim.x * blockDim.x)
         x[i] = (int)((rt_hash_uniform(seed, i) + 1.0f) * 0.5f * mod) % mod;
-}
-
-// Wn[i][k] = W[i][k] * w[k] over n rows of K (at load: rt_gemv_streams' weights, the MoE gate's
-// rows times its norm weights, after their rt_fill or upload on the same stream); grid-stride.
-extern "C" __global__ void rt_scale_cols(float *Wn, const float *W, const float *w, unsigned long long n, int K) {
-    rt_begin();
-    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n * K;
-         i += (unsigned long long)gridDim.x * blockDim.x)
-        Wn[i] = W[i] * w[i % K];
 }

@@ -37,8 +37,7 @@
     X(FILL_F32, rt_fill_f32) X(FILL_E4M3, rt_fill_e4m3) X(FILL_I32, rt_fill_i32) X(LENGTHS, rt_lengths)       \
     X(INDEX_Q, rt_index_q) X(O_POST, rt_o_post) X(RMSNORM_F32, rt_rmsnorm_f32) X(RESIDUAL, rt_residual)       \
     X(V32_KV_APPEND, rt_v32_kv_append) X(V32_Q_ABSORB, rt_v32_q_absorb) X(V32_O_UP, rt_v32_o_up)              \
-    X(V32_INDEX_K, rt_v32_index_k) X(V32_INDEX_Q, rt_v32_index_q) X(GEMV_STREAMS, rt_gemv_streams)           \
-    X(GATE_COMB, rt_gate_comb) X(SCALE_COLS, rt_scale_cols)
+    X(V32_INDEX_K, rt_v32_index_k) X(V32_INDEX_Q, rt_v32_index_q)
 // clang-format on
 #define RT_ENUM(e, n) K_##e,
 #define RT_NAME(e, n) #n,
@@ -60,8 +59,7 @@ typedef struct comp_dev {
 
 typedef struct layer_dev {
     dptr hc_fn[2], hc_base[2], hc_scale[2], attn_norm, ffn_norm, q_norm, kv_norm, sink, gate, gate_bias, tid2eid,
-        iwproj;  /* V4: the head weights inside proj; V3.2: its own */
-    dptr gate_n; /* gate_beside: the gate's rows times ffn_norm (rt_gemv_streams' weights); else 0 */
+        iwproj; /* V4: the head weights inside proj; V3.2: its own */
     dptr proj; /* V4's compressed layers: the compressors' wkv, wg and the indexer's head weights, rows in that order */
     long proj_rows;
     gemm_w wq_a, wq_b, wkv, wo_a, wo_b, iwq_b, sh13,
@@ -91,9 +89,9 @@ typedef struct prof_row {
 } prof_row;
 
 #define MAX_FAMS 96
-#define N_SIDES                                                                                                        \
-    4 /* side chains at once: a CSA layer's two compressors beside each other and the query (0, 1; the MoE             \
-       * gate's rt_gemv_streams on 1), rt_hc_comb (2), a CSA layer's rt_q_prep beside its indexer (3) */
+/* side chains at once: a CSA layer's two compressors beside each other and the query (0, 1),
+ * rt_hc_comb (2), a CSA layer's rt_q_prep beside its indexer (3) */
+#define N_SIDES 4
 #define MAX_EVENTS 8192
 
 struct kt_step {
@@ -107,8 +105,6 @@ struct kt_step {
     CUevent fork_ev[N_SIDES], join_ev[N_SIDES]; /* side_begin's and side_end's points */
     int sides;        /* side chains on (not with KT_STEP_ONE_STREAM=1, nor where a capture refused them) */
     int comb_pending; /* rt_hc_comb on side chain 2: joined before the next post step reads postcomb */
-    int gate_pending; /* rt_gemv_streams on side chain 1: joined by the gate's rt_gate_comb */
-    int gate_inline;  /* KT_STEP_GATE_INLINE=1: gate_beside's step keeps the gate's GEMV of h (comparison) */
     kt_module rt[N_RT];
     layer_dev *L;
     kt_model_tensor *list;
@@ -118,8 +114,6 @@ struct kt_step {
     dptr embed, hh_fn, hh_base, hh_scale, norm, head, inv_main, inv_comp;
     dptr tok, pos, x, postcomb, hcmix, h, hq, hs, qa, qrq, qrs, q, qf, kvraw, iq, og, oa_g, oa, y_attn, eidx, ew, a_e,
         aq_e, as_e, y_e, gu, a_sh, y_sh, moe_out, yfin, logits, next, ik;
-    dptr gspart, gscount, gsg, gprn;           /* gate_beside: rt_gemv_streams' splits, tile counters and output, the
-                                                * module's pre and rms scale */
     dptr gvpart, gvcount, cemit[2], ccount[2]; /* rt_gemv's split sums (gv_bytes) and tile counters (gv_tiles);
                                                 * rt_comp_emit's entry [B][width] and counters [B], of the
                                                 * KV compressor and the indexer's (beside each other) */
@@ -197,15 +191,6 @@ static int gemv_splits(long B, long N, long K) {
     S = S < kb ? S : kb, S = S < 32 ? S : 32;
     long per = (kb + S - 1) / S;
     return (int)((kb + per - 1) / per);
-}
-
-/* Up to B = 16 with the family MoE (V4), the MoE gate's GEMV runs beside the HC module before it
- * (model.cu's rt_gemv_streams on side chain 1, then rt_gate_comb), off the step's critical path;
- * above, its H times the GEMV's FMAs (H streams for one h) would share the SMs with a step that is
- * bandwidth-bound there. */
-#define GATE_BESIDE_MAX_B 16
-static int gate_beside(const kt_step *s) {
-    return s->B <= GATE_BESIDE_MAX_B && s->c.arch == KT_ARCH_V4 && s->plan.family[KT_PART_MOE];
 }
 
 /* The N x K f32 GEMV of every sequence's x (B x K) by rt_gemv (profiled as `name`): with out,
@@ -409,7 +394,7 @@ static int compressor(kt_step *s, const comp_dev *cd, const gv_part *in, dptr kv
 /* The arguments of rt_hc_pre after x, the mixes' splits and their count (and of rt_gemv_hc's
  * fused module after the counter), in that order. */
 typedef struct hc_args {
-    dptr base, scale, norm, postcomb, h, hq, hs, gn; /* gn: the MoE gate's rows x norm to run beside (B = 1) */
+    dptr base, scale, norm, postcomb, h, hq, hs;
     int D, H, iters;
     float eps, hc_eps;
 } hc_args;
@@ -435,26 +420,6 @@ static int hc_comb(kt_step *s, const hc_args *m) {
     return side_begin(s, 2) || rt(s, K_HC_COMB, (unsigned)s->B, 1, 32, 0, a) || side_end(s, 2) ? -1 : 0;
 }
 
-/* The gate's projections of every sequence's H streams after the pending post step (rt_gemv_streams,
- * from the same old streams, block output and postcomb as rt_gemv_hc / rt_gemv_hc1 beside it) on
- * side chain 1, into gsg; its split of D gives about 128 blocks, which fit the SMs beside
- * rt_gemv_hc1's 32 (one an SM). */
-static int gate_streams(kt_step *s, const hc_args *m, dptr old) {
-    int N = (int)s->c.n_experts, D = m->D, H = m->H, B = s->B, tx = (B * H + 7) / 8, ty = (N + 31) / 32;
-    int kb = D / 128, S = (128 + tx * ty - 1) / (tx * ty), per;
-    S = S < kb ? S : kb, S = S < 32 ? S : 32, per = (kb + S - 1) / S, S = (kb + per - 1) / per;
-    int kc = per * 128;
-    void *a[] = {(void *)&m->gn, &old, &s->postcomb, &s->post_yb, &s->post_yf, &s->gspart, &s->gsg,
-                 &s->gscount,    &N,   &D,           &H,          &B,          &kc};
-    s->gate_pending = 1;
-    return side_begin(s, 1) ||
-                   rt_as(s, K_GEMV_STREAMS, "rt_gemv/gate", (unsigned)tx, (unsigned)ty, (unsigned)S, RT_GV_THREADS, 0,
-                         a) ||
-                   side_end(s, 1)
-               ? -1
-               : 0;
-}
-
 /* The HC mixes of the streams after a pending post step (hc_post) by rt_gemv_hc, which applies
  * it on the way into the other x buffer (then x): the mixes' splits in gvpart (*S); at B = 1
  * rt_gemv_hc1, whose last block also runs the HC module (rt_hc_pre's work): *fused 1. */
@@ -467,8 +432,7 @@ static int hc_gemv_post(kt_step *s, dptr fn, long nmix, const hc_args *m, int *S
     if (nmix > 32 || K % 128 || (size_t)splits * B * nmix * 4 > s->gv_bytes)
         return kt_fail("internal: rt_gemv_hc: %ld mixes of %d (at most 32 rows, K in 128s, %d splits in the scratch)",
                        nmix, K, splits);
-    dptr old = s->x, x = s->x == s->xbuf[0] ? s->xbuf[1] : s->xbuf[0], prn = m->gn ? s->gprn : 0;
-    if (prn && gate_streams(s, m, old)) return -1;
+    dptr old = s->x, x = s->x == s->xbuf[0] ? s->xbuf[1] : s->xbuf[0];
     /* rt_gemv_hc takes the first 13 (the driver reads as many as the kernel has) */
     void *a[] = {&fn,
                  &old,
@@ -494,8 +458,7 @@ static int hc_gemv_post(kt_step *s, dptr fn, long nmix, const hc_args *m, int *S
                  (void *)&m->iters,
                  (void *)&m->eps,
                  (void *)&m->hc_eps,
-                 &mixout,
-                 &prn};
+                 &mixout};
     s->x = x, s->post_pending = 0, *S = splits, *fused = one;
     if (rt_as(s, one ? K_GEMV_HC1 : K_GEMV_HC, "rt_gemv_hc", (unsigned)(B + 7) / 8, 1, (unsigned)splits, RT_GV_THREADS,
               one ? (unsigned)(D * 4) : 0, a))
@@ -506,8 +469,7 @@ static int hc_gemv_post(kt_step *s, dptr fn, long nmix, const hc_args *m, int *S
 /* The HC module before block `which` (0 attention, 1 MoE), into h and its act_quant codes hq /
  * hs (rt_hc_pre quantises: no act_quant launch); or, the HC head (postcomb and hq 0), into h
  * only. After a block (its post step pending) at B = 1, one launch: rt_gemv_hc does it all. */
-static int hc_mix(kt_step *s, dptr fn, dptr base, dptr scale, dptr norm, dptr postcomb, dptr h, dptr hq, dptr hs,
-                  dptr gn) {
+static int hc_mix(kt_step *s, dptr fn, dptr base, dptr scale, dptr norm, dptr postcomb, dptr h, dptr hq, dptr hs) {
     const kt_model_config *c = &s->c;
     hc_args m = {base,
                  scale,
@@ -516,7 +478,6 @@ static int hc_mix(kt_step *s, dptr fn, dptr base, dptr scale, dptr norm, dptr po
                  h,
                  hq,
                  hs,
-                 gn,
                  (int)c->hidden,
                  (int)c->hc_mult,
                  (int)c->hc_iters,
@@ -527,18 +488,16 @@ static int hc_mix(kt_step *s, dptr fn, dptr base, dptr scale, dptr norm, dptr po
     if (s->post_pending ? hc_gemv_post(s, fn, nmix, &m, &S, &fused)
                         : gemv(s, "rt_gemv/hc", fn, nmix, (long)m.H * m.D, s->x, 0, &S))
         return -1;
-    dptr mixout = hc_mixout(s, &m), prn = s->gate_pending && gn ? s->gprn : 0; /* gate_streams' */
-    void *a[] = {&s->x, &s->gvpart, &S,   &m.base,  &m.scale, &m.norm,   &m.postcomb, &m.h, &m.hq,
-                 &m.hs, &m.D,       &m.H, &m.iters, &m.eps,   &m.hc_eps, &mixout,     &prn};
+    dptr mixout = hc_mixout(s, &m);
+    void *a[] = {&s->x, &s->gvpart, &S,   &m.base, &m.scale, &m.norm, &m.postcomb, &m.h,
+                 &m.hq, &m.hs,      &m.D, &m.H,    &m.iters, &m.eps,  &m.hc_eps,   &mixout};
     if (fused) return 0;
     if (rt(s, K_HC_PRE, (unsigned)s->B, 1, RT_HC_THREADS, (unsigned)(m.D * 4), a)) return -1;
     return mixout ? hc_comb(s, &m) : 0;
 }
 
 static int hc_pre(kt_step *s, layer_dev *L, int which, dptr norm) {
-    /* one stream or KT_STEP_GATE_INLINE=1: the gate's GEMV of h in line, as before */
-    dptr gn = which == 1 && s->sides && !s->gate_inline ? L->gate_n : 0;
-    return hc_mix(s, L->hc_fn[which], L->hc_base[which], L->hc_scale[which], norm, s->postcomb, s->h, s->hq, s->hs, gn);
+    return hc_mix(s, L->hc_fn[which], L->hc_base[which], L->hc_scale[which], norm, s->postcomb, s->h, s->hq, s->hs);
 }
 
 /* The HC module after a block (y bf16 yb or f32 yf): x[k] = post[k] y + sum_j comb[j][k] x[j],
@@ -705,25 +664,13 @@ static int moe_plain(kt_step *s, layer_dev *L, int hash) {
                : 0;
 }
 
-/* The MoE's gate logits into elog: rt_gate_comb of the projections rt_gemv_streams made beside
- * the HC module (gate_streams: joined here), or the GEMV of h. */
-static int gate_logits(kt_step *s, layer_dev *L) {
-    int E = (int)s->c.n_experts, H = (int)s->c.hc_mult;
-    if (!s->gate_pending) return gemv(s, "rt_gemv/gate", L->gate, E, s->c.hidden, s->h, s->elog, NULL);
-    s->gate_pending = 0;
-    void *a[] = {&s->gsg, &s->gprn, &s->elog, &E, &H};
-    return side_join(s, 1) ||
-                   rt_as(s, K_GATE_COMB, "rt_gate_comb", (unsigned)(E + 255) / 256, (unsigned)s->B, 1, 256, 0, a)
-               ? -1
-               : 0;
-}
-
 /* The family MoE: gate logits (rt_gemv), moe_route (V4 or V3 with the bias, or HASH: the
  * experts tid2eid[token]; ids, weights, alignment records), moe_gemm gate+up (SwiGLU, e4m3
  * requantised) and down (the weighted combine + the shared expert's output), into moe_outb
  * (bf16); the experts in the plan's format. */
 static int moe_family(kt_step *s, layer_dev *L, int hash) {
     const kt_model_config *c = &s->c;
+    int D = (int)c->hidden, E = (int)c->n_experts;
     dptr route[7] = {s->elog, L->gate_bias, s->eidx, s->ew, s->ealign, s->tok, L->tid2eid};
     dptr shared = c->n_shared ? s->y_sh : s->no_shared;
     dptr up[KT_MOE_T_COUNT] = {s->hq,  s->hs,     L->e13, L->e13s, s->eidx,  s->ew,
@@ -733,7 +680,8 @@ static int moe_family(kt_step *s, layer_dev *L, int hash) {
     /* V4: the shared expert on the side chain beside the gate, the router and the gate+up GEMM
      * (the down GEMM's epilogue adds its output) */
     int side = s->c.arch == KT_ARCH_V4 && s->c.n_shared;
-    return (side && (side_begin(s, 0) || shared_expert(s, L) || side_end(s, 0))) || gate_logits(s, L) ||
+    return (side && (side_begin(s, 0) || shared_expert(s, L) || side_end(s, 0))) ||
+                   gemv(s, "rt_gemv/gate", L->gate, E, D, s->h, s->elog, NULL) ||
                    fam_launch(s, fam_p(s, "moe_route", hash ? &s->plan.route_hash : &s->plan.route), route, 7) ||
                    (!side && shared_expert(s, L)) ||
                    fam_launch(s, fam_p(s, "moe_gemm", &s->plan.gateup), up, KT_MOE_T_COUNT) ||
@@ -873,14 +821,14 @@ static int enqueue(kt_step *s) {
     int W = (int)c->window, hr = (int)c->hca_rate, cr = (int)c->csa_rate, B = s->B;
     if (c->arch == KT_ARCH_V32) return enqueue_v32(s);
     s->x = s->xbuf[0]; /* every step (and capture) starts on the same buffer, nothing pending */
-    s->post_pending = s->comb_pending = s->gate_pending = 0;
+    s->post_pending = s->comb_pending = 0;
     void *ae[] = {&s->embed, &s->tok, &s->x, &D};
     void *al0[] = {&s->pos, &s->lens, &W, &hr, &cr, &B};
     if (rt(s, K_EMBED, (unsigned)B, (unsigned)H, 256, 0, ae) ||
         rt(s, K_LENGTHS, (unsigned)(B + 63) / 64, 1, 64, 0, al0) || layers(s, attention, moe))
         return -1;
     void *am[] = {&s->logits, &s->next, &V};
-    if (hc_mix(s, s->hh_fn, s->hh_base, s->hh_scale, s->norm, 0, s->yfin, 0, 0, 0) ||
+    if (hc_mix(s, s->hh_fn, s->hh_base, s->hh_scale, s->norm, 0, s->yfin, 0, 0) ||
         gemv(s, "rt_gemv/head", s->head, V, D, s->yfin, s->logits, NULL) ||
         rt(s, K_ARGMAX, (unsigned)s->B, 1, RT_ARGMAX_THREADS, 0, am))
         return -1;
@@ -1088,18 +1036,6 @@ static int load_experts(kt_step *s, layer_dev *L, long l) {
     return 0;
 }
 
-/* gate_beside's weights: the gate's rows times the MoE's norm weights, Wn = W diag(ffn_norm), made
- * on the device from the loaded ones (rt_scale_cols, on the stream that filled or uploaded them).
- * Not added to the byte floor: the step reads them where it read the gate. */
-static int gate_norm_rows(kt_step *s, layer_dev *L) {
-    unsigned long long n = (unsigned long long)s->c.n_experts;
-    int K = (int)s->c.hidden;
-    size_t bytes = (size_t)n * (size_t)K * 4;
-    void *a[] = {&L->gate_n, &L->gate, &L->ffn_norm, &n, &K};
-    if (dalloc(&L->gate_n, bytes)) return -1;
-    return kt_launch_kernel(&s->rt[K_SCALE_COLS], 0, 1024, 1, 1, 256, 0, s->stream, a);
-}
-
 static int load_layer(kt_step *s, long l) {
     const kt_model_config *c = &s->c;
     layer_dev *L = &s->L[l];
@@ -1132,7 +1068,6 @@ static int load_layer(kt_step *s, long l) {
     if (c->mlp[l] == KT_MLP_HASH ? plain(s, &L->tid2eid, "model.layers.%ld.ffn.gate.tid2eid", l)
                                  : plain(s, &L->gate_bias, "model.layers.%ld.ffn.gate.bias", l))
         return -1;
-    if (gate_beside(s) && gate_norm_rows(s, L)) return -1;
     if (gemm_load(s, &L->wq_a, c->q_lora + HD, D, l, wq_a, 1) ||
         gemm_load(s, &L->wq_b, kt_model_q_dim(c) + (csa ? c->index_heads * c->index_dim : 0), c->q_lora, l,
                   csa ? wq_b_csa : wq_b, 1) ||
@@ -1350,11 +1285,6 @@ static int alloc_scratch(kt_step *s) {
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) k = ks[i] > k ? ks[i] : k;
     s->gv_tiles = (size_t)((s->B + 7) / 8) * (size_t)((rows + 31) / 32);
     s->xq_bytes = s->B > QGEMM_FUSED_MAX_M ? (size_t)(s->B * k) : 0;
-    size_t E = (size_t)c->n_experts, BH = (size_t)s->B * (size_t)c->hc_mult;
-    if (gate_beside(s) &&
-        (dalloc(&s->gspart, 32 * BH * E * 4) || dalloc(&s->gscount, (BH + 7) / 8 * ((E + 31) / 32) * 4) ||
-         dalloc(&s->gsg, BH * E * 4) || dalloc(&s->gprn, (size_t)s->B * (size_t)(c->hc_mult + 1) * 4)))
-        return -1;
     return dalloc(&s->gvpart, s->gv_bytes = gemv_scratch(c, s->B)) || dalloc(&s->gvcount, s->gv_tiles * 4) ||
                    dalloc(&s->xq, s->xq_bytes) || dalloc(&s->xs, s->xq_bytes / 128 * 4)
                ? -1
@@ -1674,8 +1604,6 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
     s->cur = s->stream;
     const char *one = getenv("KT_STEP_ONE_STREAM");
     s->sides = !(one && !strcmp(one, "1"));
-    const char *gi = getenv("KT_STEP_GATE_INLINE");
-    s->gate_inline = gi && !strcmp(gi, "1");
     for (int i = 0; i < MAX_EVENTS; i++) KT_CHECK(CU, kt_cu.cuEventCreate(&s->ev[i], CU_EVENT_DEFAULT));
     if (load_rt(s)) return -1;
     kt_db_device dev;
@@ -1720,12 +1648,6 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
                        "the router, at B = 1 each HC module's Sinkhorn beside its block; KT_STEP_ONE_STREAM=1: one "
                        "stream)"
                      : "one stream");
-    if (s->sides && gate_beside(s))
-        fprintf(stderr, "kt run: %s\n",
-                s->gate_inline
-                    ? "the MoE gate's GEMV of h in line (KT_STEP_GATE_INLINE=1)"
-                    : "the MoE gate's GEMV beside each MoE HC module (B <= 16), from its streams (rt_gemv_streams "
-                      "+ rt_gate_comb; KT_STEP_GATE_INLINE=1: in line)");
     s->resolve_ms = (kt_now() - t1) * 1e3;
     if (s->db && build_graph(s, 1)) return -1;
     fprintf(stderr, "kt run: %d kernels resolved and the step captured as one CUDA graph in %.0f ms%s\n",
