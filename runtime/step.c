@@ -89,7 +89,9 @@ typedef struct prof_row {
 } prof_row;
 
 #define MAX_FAMS 96
-#define N_SIDES 3 /* side chains at once: a CSA layer's two compressors beside each other and the query; rt_hc_comb */
+/* side chains at once: a CSA layer's two compressors beside each other and the query (0, 1),
+ * rt_hc_comb (2), a CSA layer's rt_q_prep beside its indexer (3) */
+#define N_SIDES 4
 #define MAX_EVENTS 8192
 
 struct kt_step {
@@ -331,6 +333,13 @@ static int side_join(kt_step *s, int i) {
     KT_CHECK(CU, kt_cu.cuStreamWaitEvent(s->stream, s->join_ev[i], 0));
     return 0;
 }
+/* The main stream waits for side chain i's fork point only (what its parent chain had done when
+ * side_begin(i) forked it): a CSA layer's projections' GEMV, which side chain 1 forks after. */
+static int side_join_fork(kt_step *s, int i) {
+    if (!s->sides || s->profiling || s->collecting) return 0;
+    KT_CHECK(CU, kt_cu.cuStreamWaitEvent(s->stream, s->fork_ev[i], 0));
+    return 0;
+}
 
 /* Rows of the splits rt_gemv left in s->gvpart for a consumer: from `part`, S splits, rows ld apart. */
 typedef struct gv_part {
@@ -507,8 +516,9 @@ static int indexer_keys(kt_step *s, layer_dev *L, const gv_part *index) {
                : compressor(s, &L->index, index, 0, L->ikeys, 0, L->kstride, 1);
 }
 
-/* The CSA layer's indexer after its keys: the top-k entries into L->idx (cache-wide ids) by
- * mla_indexer or by rt_index_score + rt_topk, from the head weights' projections iw. */
+/* The CSA layer's indexer: the top-k entries into L->idx (cache-wide ids) by mla_indexer or by
+ * rt_index_score + rt_topk, from the head weights' projections iw (side chain 0's GEMV) and the keys
+ * (side chain 1); rt_index_q waits for the GEMV only, beside the keys' compressor. */
 static int indexer(kt_step *s, layer_dev *L, const gv_part *iw) {
     const kt_model_config *c = &s->c;
     int IH = (int)c->index_heads, ID = (int)c->index_dim, R = (int)c->rope_dim;
@@ -522,13 +532,15 @@ static int indexer(kt_step *s, layer_dev *L, const gv_part *iw) {
         void *as[] = {&iq,        &ld,         wp[0], wp[1], wp[2], &L->ikeys, &s->inv_comp, &s->pos,
                       &L->scores, &L->kstride, &IH,   &ID,   &rate, &R,        &maxe};
         void *at[] = {&L->scores, &L->idx, &s->pos, &rate, &topk, &maxe, &seq_ids};
-        return rt(s, K_INDEX_SCORE, (unsigned)s->B, 1, 256, (unsigned)(IH * ID * 4), as) ||
+        return side_join(s, 1) || rt(s, K_INDEX_SCORE, (unsigned)s->B, 1, 256, (unsigned)(IH * ID * 4), as) ||
                        rt(s, K_TOPK, (unsigned)s->B, 1, 256, 0, at)
                    ? -1
                    : 0;
     }
     void *aq[] = {&iq, &ld, wp[0], wp[1], wp[2], &s->inv_comp, &s->pos, &s->iqq, &s->iw, &ID, &R};
-    if (rt(s, K_INDEX_Q, (unsigned)IH, (unsigned)s->B, 128, (unsigned)(ID * 4), aq)) return -1;
+    if (side_join_fork(s, 1) || rt(s, K_INDEX_Q, (unsigned)IH, (unsigned)s->B, 128, (unsigned)(ID * 4), aq) ||
+        side_join(s, 1))
+        return -1;
     dptr ptr[8] = {s->iqq, s->iw, L->ikc, s->lens + (dptr)(2 * s->B * 4), s->itable, s->ilogits, L->idx, s->ihist};
     return fam_launch(s, fam_p(s, "mla_indexer", &s->plan.indexer), ptr, 8);
 }
@@ -585,12 +597,16 @@ static int attention(kt_step *s, long l) {
                   (mode == 1 && (side_begin(s, 1) || indexer_keys(s, L, &index) || side_end(s, 1))) ||
                   compressor(s, &L->comp, &comp, L->ccache, 0, 0, L->cstride, 0) || side_end(s, 0))))
         return -1;
+    /* a CSA layer's rt_q_prep (its output feeds mla_decode only) on side chain 3, beside the indexer,
+     * which reads wq_b's output too (its own rows); the indexer joins the side chains it reads (its
+     * keys' compressor, side chain 1), mla_decode the KV compressor's (0) and the prep */
+    int qside = mode == 1;
     if (gemm(s, &L->wq_a, 0, ld, s->hq, s->hs, s->qa, B) || rt(s, K_QKV_A, (unsigned)B, 2, 256, smem, an) ||
-        gemm(s, &L->wq_b, 0, L->wq_b.n, s->qrq, s->qrs, s->q, B) ||
-        rt(s, K_Q_PREP, (unsigned)c->n_heads, (unsigned)B, 128, 0, aq) || (mode && side_join(s, 0)) ||
-        (mode == 1 && side_join(s, 1)))
+        gemm(s, &L->wq_b, 0, L->wq_b.n, s->qrq, s->qrs, s->q, B) || (qside && side_begin(s, 3)) ||
+        rt(s, K_Q_PREP, (unsigned)c->n_heads, (unsigned)B, 128, 0, aq) || (qside && side_end(s, 3)))
         return -1;
-    if ((mode == 1 && indexer(s, L, &iw)) || attend(s, L, mode, inv)) return -1;
+    if ((mode == 1 && (indexer(s, L, &iw) || side_join(s, 3))) || (mode && side_join(s, 0)) || attend(s, L, mode, inv))
+        return -1;
     /* the grouped o_a; at B <= 16 the groups after the first on the side chain, beside it (each
      * quantises its rows inside quant_fp8_gemm; above, they would share qgemm's act_quant scratch) */
     int par = G > 1 && B <= QGEMM_FUSED_MAX_M;
@@ -1628,8 +1644,9 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
     }
     fprintf(stderr, "kt run: %s\n",
             s->sides ? "side chains on second streams (the compressors beside the query's GEMMs and a CSA layer's "
-                       "two beside each other, the shared expert beside the router, at B = 1 each HC module's Sinkhorn "
-                       "beside its block; KT_STEP_ONE_STREAM=1: one stream)"
+                       "two beside each other, a CSA layer's query prep beside its indexer, the shared expert beside "
+                       "the router, at B = 1 each HC module's Sinkhorn beside its block; KT_STEP_ONE_STREAM=1: one "
+                       "stream)"
                      : "one stream");
     s->resolve_ms = (kt_now() - t1) * 1e3;
     if (s->db && build_graph(s, 1)) return -1;
