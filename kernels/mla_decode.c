@@ -17,7 +17,7 @@
 enum { D_LAYOUT, D_HQ, D_TOPK, D_SQ };
 enum { LAYOUT_V32, LAYOUT_V4 }; /* the LAYOUT category's values, in `layouts` order */
 static const char *const layouts[] = {"V32", "V4", NULL};
-enum { P_HPC, P_CHUNK, P_SPLIT, P_STAGES, P_PATH, P_WPM, P_FUSE, P_MPW };
+enum { P_HPC, P_CHUNK, P_SPLIT, P_STAGES, P_PATH, P_WPM, P_FUSE, P_MPW, P_QS };
 enum { K_SPLIT_V32, K_SPLIT_V4, K_COMBINE, K_COMBINE_WIDE, K_REF_V32, K_REF_V4, K_NAIVE_V32, K_NAIVE_V4 };
 
 /* The ship arch's shared memory per block (kernels/common/kt_arch.h): a problem fits where it ships. */
@@ -241,8 +241,9 @@ static int smem_of(const kt_config *c, int layout) {
     int raw_row = layout == KT_MLA_V32 ? KT_MLA_V32_TOKEN : KT_MLA_V4_DATA + 16;
     int tile = regs ? 0 : v[P_CHUNK] * (dqk * 2 + 16);
     int factors = regs ? kt_mla_nope(layout) / kt_mla_tile(layout) * v[P_CHUNK] * 2 : 0;
+    int q = v[P_QS] ? v[P_HPC] * dqk * 2 : 0; /* QS: q's A fragments, 2 bytes a head and dim */
     return v[P_STAGES] * v[P_CHUNK] * raw_row + tile + 4 * v[P_HPC] * (v[P_CHUNK] + 4) * 4 +
-           v[P_HPC] * (v[P_CHUNK] + 8) * 2 + factors + v[P_HPC] * 4 + v[P_SPLIT] * 4;
+           v[P_HPC] * (v[P_CHUNK] + 8) * 2 + factors + q + v[P_HPC] * 4 + v[P_SPLIT] * 4;
 }
 
 /* Threads of the split kernel: WPM warps per MPW x 16 heads. */
@@ -258,6 +259,8 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
                -1;
     if (v[P_MPW] == 2 && (v[P_PATH] < 2 || v[P_HPC] % 32 || v[P_WPM] != 8))
         return snprintf(why, n, "MPW=2 (32 heads a warp) takes PATH 2 or 3, HPC 32 and WPM 8"), -1;
+    if (v[P_QS] && (v[P_PATH] != 2 || v[P_MPW] != 1))
+        return snprintf(why, n, "QS=1 (q in shared memory) takes PATH 2 and MPW 1"), -1;
     if (v[P_PATH] == 1 && !kt_arch_limits_of(arch).block_scaled_mma)
         return snprintf(why, n, "PATH=1 (the block-scaled mma) exists on sm_120a only, not %s", kt_arch_name(arch)), -1;
     /* q's fragments (36 registers at V3.2), the p . v sums (512 / WPM / 2) and ~60 more must fit
@@ -446,17 +449,18 @@ const kt_family kt_family_mla_decode = {
     .m_name = "B",
     .batch_buckets = batch_buckets,
     .mma = KT_MMA_BF16,
-    .n_params = 8,
+    .n_params = 9,
     .params = {{"HPC", 2, {16, 32}},
                {"CHUNK", 3, {16, 32, 64}},
-               {"SPLIT", 7, {32, 64, 128, 256, 512, 1024, 2048}},
+               {"SPLIT", 11, {32, 64, 96, 128, 160, 192, 256, 384, 512, 1024, 2048}},
                {"STAGES", 5, {1, 2, 3, 4, 6}},
                {"PATH", 4, {0, 1, 2, 3}},
                {"WPM", 2, {4, 8}},
                {"FUSE", 3, {0, 1, 2}},
-               {"MPW", 2, {1, 2}}},
+               {"MPW", 2, {1, 2}},
+               {"QS", 2, {0, 1}}},
     .strata_params = 3,
-    .default_config = {{16, 32, 256, 2, 2, 4, 0, 1}},
+    .default_config = {{16, 32, 256, 2, 2, 4, 0, 1, 0}},
     .target_shapes = target_shapes,
     .n_target_shapes = 4,
     KT_FAMILY_HOOKS,

@@ -124,6 +124,30 @@ KT_TEST(mla_reference_special_rows) {
     EXPECT(f->check_problem(&bad, why, sizeof why) == -1 && strstr(why, "TOPK"));
 }
 
+/* QS=1 (q's A fragments in shared memory) only with PATH 2 and MPW 1, its 2 bytes a head and dim
+ * counted in the shared memory a config needs (V3.2 HQ 16's SPLIT 384 fits the 99 KB of sm_120;
+ * HPC 32 with three raw buffers of 32 does not, where it fits without QS); the grid-filling
+ * splits (96, 160, 192, 384) are in the space. */
+KT_TEST(mla_qs_config_rules) {
+    const kt_family *f = kt_family_find("mla_decode");
+    char why[256];
+    kt_config c;
+    EXPECT(kt_parse_config(f, "PATH=3,QS=1", &c) == 0);
+    EXPECT(f->check_config(&c, 90, why, sizeof why) == -1 && strstr(why, "QS"));
+    EXPECT(kt_parse_config(f, "PATH=2,HPC=32,MPW=2,WPM=8,QS=1", &c) == 0);
+    EXPECT(f->check_config(&c, 90, why, sizeof why) == -1 && strstr(why, "QS"));
+    kt_problem v32;
+    EXPECT(kt_parse_shape(f, "LAYOUT=V32,HQ=32,TOPK=2048,SQ=1", &v32) == 0);
+    v32.m = 64;
+    EXPECT(kt_parse_config(f, "HPC=16,CHUNK=32,SPLIT=384,STAGES=2,PATH=2,WPM=8,QS=1", &c) == 0);
+    EXPECT(f->check_config(&c, 120, why, sizeof why) == 0 && f->config_fits(&c, &v32));
+    EXPECT(kt_parse_config(f, "HPC=32,CHUNK=32,SPLIT=1024,STAGES=3,PATH=2,WPM=4,QS=0", &c) == 0);
+    EXPECT(f->config_fits(&c, &v32)); /* 88 KB */
+    EXPECT(kt_parse_config(f, "HPC=32,CHUNK=32,SPLIT=1024,STAGES=3,PATH=2,WPM=4,QS=1", &c) == 0);
+    EXPECT(!f->config_fits(&c, &v32)); /* + 36 KB of q */
+    EXPECT(kt_parse_config(f, "SPLIT=160", &c) == 0 && kt_parse_config(f, "SPLIT=384", &c) == 0);
+}
+
 /* The sm_120a path (PATH=1) compiles and its SASS holds the block-scaled e4m3 mma
  * (QMMA.SF ... E4M3.E4M3.E8), with no spills; the portable builds for sm_120 (PATH 0, 2, 3)
  * have none of it and no spills either; PATH=1 is refused on sm_120 and sm_90 and on V3.2's f32 scales (two

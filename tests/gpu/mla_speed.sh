@@ -1,17 +1,16 @@
 #!/usr/bin/env bash
-# mla_speed.sh — issue 20's B = 1 levers for mla_decode on the GPU, one call under 100 s (the
-# seventeenth session's; bench/NOTES.md): the split kernel's prologue in one round trip (q's
-# fragments, the slot list and the first STAGES - 1 chunks' gathers started from each thread's
-# own loads) and the combine's PDL trigger before its tail.
-# (a) kt verify on fresh seeds: the B = 1 default (STAGES 2), a STAGES 4 config (three chunks
-#     gathered in the prologue), the B = 64 defaults (MPW 2 and CHUNK 64 with the direct write),
-#     the static default (PATH 0);
-# (b) planted bugs that kt verify must catch (builds under .gpu/ from tests/gpu/mla_speed_prep.sh,
-#     this tree with one line changed): the prologue's gathers one chunk off, a one-split fused
-#     launch not zeroing a row with no slot (the branch the prologue's wait went into);
-# (c) kt bench: the defaults of this build, of main's ($KT_MAIN) and of this build without the
-#     combine's PDL trigger (.gpu/kt_plant_notrigger) at the target cases, B 1 and 64; a table
-#     against the roof and the conversion floor.
+# mla_speed.sh — issue 20's B = 64 levers at h_q 16 for mla_decode on the GPU, one call under 100 s
+# (the eighteenth session's, mla18; bench/NOTES.md): q's A fragments in shared memory (QS=1: 80
+# registers at WPM 8, three CTAs of 256 threads an SM where two ran) and splits that size the grid
+# to the resident CTAs (SPLIT 96, 160, 192, 384).
+# (a) kt verify on fresh seeds of QS=1 over the issue's cases (-1 slots, empty rows, SQ 2, sinks;
+#     HPC 16 and 32, WPM 4 and 8, CHUNK 16 and 32, the combine and the direct write) and of the
+#     defaults;
+# (b) a planted bug kt verify must catch (.gpu/kt_plant_qs_mf from tests/gpu/mla_speed_prep.sh:
+#     every m-fragment reads the first one's q from shared memory);
+# (c) kt bench at B = 64 of the QS / SPLIT configs beside this build's defaults (targets, B 1 and
+#     64) and, where time is left, main's; ncu of the V4 HQ 16 B = 64 default and QS config;
+#     a table against the roof and the conversion floor.
 # Every part runs under a timeout that ends it before $KT_MLA_END_S (92) seconds; a part with no
 # time left is a FAIL that says so. Logs under $OUT/mla; a PASS/FAIL line per check; "N passed,
 # N failed" last.
@@ -40,11 +39,12 @@ t() {
 v() { t 20 "$KT" verify --family mla_decode --seed "$SEED" "$@"; }
 V4_16=LAYOUT=V4,HQ=16,TOPK=512,SQ=1 V4_64=LAYOUT=V4,HQ=64,TOPK=512,SQ=1
 V32_128=LAYOUT=V32,HQ=128,TOPK=2048,SQ=1 V32_16=LAYOUT=V32,HQ=16,TOPK=2048,SQ=1
-B1=HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=8,MPW=1 # the B = 1 default of V4 HQ 16/64, V3.2 HQ 16
 # (a) pinned configs (the JIT cache in .gpu/cache.tar.xz, built for them, saves the compiles)
-MPW2D=HPC=32,CHUNK=32,SPLIT=2048,STAGES=3,PATH=2,WPM=8,MPW=2,FUSE=1 # V3.2 HQ 128 B >= 64's default
-step verify_b1 v --config $B1,FUSE=0 --shape $V4_64 --shape LAYOUT=V4,HQ=16,TOPK=512,SQ=2 \
-    --shape LAYOUT=V32,HQ=16,TOPK=2048,SQ=2 --m 1,3
+QS8=HPC=16,CHUNK=32,STAGES=2,PATH=2,WPM=8,MPW=1,FUSE=0,QS=1 # + SPLIT
+step verify_qs_wpm8 v --config $QS8,SPLIT=128 --shape LAYOUT=V4,HQ=16,TOPK=512,SQ=2 \
+    --shape LAYOUT=V32,HQ=16,TOPK=2048,SQ=2 --m 3,64
+step verify_qs_mf2 v --config HPC=32,CHUNK=16,SPLIT=2048,STAGES=2,PATH=2,WPM=4,MPW=1,FUSE=1,QS=1 --shape $V4_64 \
+    --shape LAYOUT=V32,HQ=64,TOPK=100,SQ=2 --m 8,64
 # (b) each planted bug must fail kt verify on a result
 planted() {
     local bin=.gpu/kt_plant_$1
@@ -58,8 +58,18 @@ planted() {
     grep -qE '^FAIL .* M=[0-9]+ ' "$LOGS/planted.out" || { echo "verify failed, but not on a result"; return 1; }
     echo "verify failed on a result, as it must"
 }
-step planted_prologue_off planted prologue_off --config $B1,FUSE=0 --shape $V4_16 --m 1
-# (c) the defaults as dispatch serves them: a DB without mla_decode rows (kt bench needs one):
+step planted_qs_mf planted qs_mf --config HPC=32,CHUNK=16,SPLIT=2048,STAGES=2,PATH=2,WPM=4,MPW=1,FUSE=1,QS=1 \
+    --shape $V4_64 --m 8
+# (c) B = 64 benches of the new configs, one case each (--config: no DB)
+cfg() { t 12 "$KT" bench --family mla_decode --config "$2" --shape "$3" --m 64 --json "$LOGS/$1.json"; }
+step bench_v4_qs8_s128 cfg v4_qs8_s128 $QS8,SPLIT=128 $V4_16
+step bench_v4_qs8_s160 cfg v4_qs8_s160 $QS8,SPLIT=160 $V4_16
+step bench_v4_w8_s160 cfg v4_w8_s160 HPC=16,CHUNK=32,SPLIT=160,STAGES=2,PATH=2,WPM=8,MPW=1,FUSE=0,QS=0 $V4_16
+step bench_v4_qs4_c16 cfg v4_qs4_c16 HPC=16,CHUNK=16,SPLIT=96,STAGES=2,PATH=2,WPM=4,MPW=1,FUSE=0,QS=1 $V4_16
+step bench_v32_qs8_s384 cfg v32_qs8_s384 $QS8,SPLIT=384 $V32_16
+step bench_v32_qs8_s512 cfg v32_qs8_s512 $QS8,SPLIT=512 $V32_16
+step bench_v4h64_qs8_direct cfg v4h64_qs8_direct HPC=16,CHUNK=32,SPLIT=2048,STAGES=2,PATH=2,WPM=8,MPW=1,FUSE=1,QS=1 $V4_64
+# the defaults as dispatch serves them: a DB without mla_decode rows (kt bench needs one):
 # .gpu/untuned_db (a fake GPU's act_quant row) or, without it, a one-config act_quant tune
 rm -f "$LOGS/untuned.db"*
 if [ -f .gpu/untuned_db ]; then
@@ -69,24 +79,21 @@ else
 fi
 bench() { t 25 "$1" bench --family mla_decode --shape targets --m 1,64 --db "$LOGS/untuned.db" --json "$2"; }
 step bench_new bench "$KT" "$LOGS/new.json"
-if [ -x "$OLD" ]; then
-    step bench_old bench "$OLD" "$LOGS/old.json"
-else
-    echo "FAIL bench_old: no old build at $OLD (KT_MAIN)"
-    failed=$((failed + 1))
-fi
 grep -E "mma on e4m3|ceiling" "$LOGS/bench_new.log"
-# the A/B of the combine's PDL trigger: this build without it, at B = 1 and 64
-step bench_notrigger bench .gpu/kt_plant_notrigger "$LOGS/notrigger.json"
-step verify_stages4 v --config HPC=16,CHUNK=32,SPLIT=128,STAGES=4,PATH=2,WPM=4,FUSE=0 \
-    --shape LAYOUT=V4,HQ=16,TOPK=512,SQ=2 --shape LAYOUT=V32,HQ=64,TOPK=100,SQ=2 --m 1,3,64
-step verify_direct_chunk64 v --config HPC=16,CHUNK=64,SPLIT=1024,STAGES=2,PATH=2,WPM=8,FUSE=1 --shape $V4_64 \
-    --shape LAYOUT=V4,HQ=16,TOPK=512,SQ=2 --m 8,64,128
 step verify_default v --shape $V4_16 --shape $V32_16 --m 1,64
-step planted_no_zero planted no_zero --config HPC=16,CHUNK=32,SPLIT=2048,STAGES=2,PATH=2,WPM=8,FUSE=1 \
-    --shape $V4_16 --m 3
-v() { t 30 "$KT" verify --family mla_decode --seed "$SEED" "$@"; } # the large references
-step verify_mpw2_default v --config $MPW2D --shape $V32_128 --m 1,8,64
+# ncu of one launch of the split kernel (V4 HQ 16 B = 64): the default, then QS=1 SPLIT 128
+NCU=${KT_NCU:-ncu}
+ncu1() {
+    command -v "$NCU" >/dev/null || { echo "no ncu ($NCU)"; return 1; }
+    t 22 "$NCU" --clock-control none -k regex:mla_split -c 1 --section SpeedOfLight --section Occupancy \
+        --section LaunchStats --section WarpStateStats --section SchedulerStats --section InstructionStats \
+        "$KT" profile --family mla_decode --shape $V4_16 --m 64 --iters 1 "$@"
+}
+step ncu_v4_default ncu1 --db "$LOGS/untuned.db"
+grep -iE "duration|registers|achieved occ|theoretical occ|issued warp|eligible|active warps|stall|no eligible|executed ipc|dram thr|memory thr" "$LOGS/ncu_v4_default.log" | head -30
+[ $((END - SECONDS)) -ge 30 ] && step ncu_v4_qs ncu1 --config $QS8,SPLIT=128 &&
+    grep -iE "duration|registers|achieved occ|theoretical occ|issued warp|eligible|active warps|stall|no eligible|executed ipc|dram thr|memory thr" "$LOGS/ncu_v4_qs.log" | head -30
+[ $((END - SECONDS)) -ge 28 ] && [ -x "$OLD" ] && step bench_old bench "$OLD" "$LOGS/old.json"
 # The table: per case and run, us (x roof); the roof the issue's (bytes / copy rate, flops / 650
 # TFLOP/s); cvt1 / cvt2 / cvtH: the code dims' flops at the converted-operand mma rate with a
 # conversion per 1, 2 or HQ / 16 head groups (the rope dims' at the bf16 rate), the floor of a

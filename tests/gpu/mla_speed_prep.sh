@@ -2,8 +2,7 @@
 # mla_speed_prep.sh — builds, on the build machine (no GPU), what tests/gpu/mla_speed.sh takes
 # from .gpu/ (git-ignored; carry it to the GPU beside bin/ and lib/):
 #   kt_plant_NAME  bin/kt with one line of kernels/mla_decode.cu changed (a planted bug the
-#                  GPU call's kt verify must fail on; kt_plant_notrigger: the build without the
-#                  combine's PDL trigger, for an A/B); the tree's file is restored after each;
+#                  GPU call's kt verify must fail on); the tree's file is restored after each;
 #   kt_main        main's bin/kt ($KT_MAIN_REV, default main), built from `git archive`;
 #   untuned_db     a database with a fake GPU's act_quant row only (kt bench needs a DB; on the
 #                  H200 every mla_decode case falls back to its family default);
@@ -15,6 +14,7 @@ set -eu
 cd "$(dirname "$0")/../.."
 SRC=kernels/mla_decode.cu
 mkdir -p .gpu
+rm -f .gpu/kt_plant_*
 cp "$SRC" /tmp/mla_decode.cu.prep
 trap 'cp /tmp/mla_decode.cu.prep "$SRC"; make -j2 bin/kt >/dev/null' EXIT
 # plant NAME 'line as it is' 'line planted'
@@ -30,10 +30,8 @@ EOF
     cp /tmp/mla_decode.cu.prep "$SRC"
     echo "planted $1"
 }
-plant prologue_off "        const int from = begin + c * CHUNK;" "        const int from = begin + c * CHUNK + CHUNK;"
-plant notrigger "    kt_allow_consumer();
-    float o[4] = {0.f, 0.f, 0.f, 0.f};" "    float o[4] = {0.f, 0.f, 0.f, 0.f};" # not a bug: the A/B of the combine's trigger
-plant no_zero "            ((kt_u32 *)a.out)[((long)bs * a.HQ + h0) * KT_MLA_DV / 2 + i] = 0u;" "            ;"
+plant qs_mf "        uint4 *qw = qsm + (mf * KSPLIT + ks) * T::KSTEPS * 32; // QS: this warp's slice of q" \
+    "        uint4 *qw = qsm + ks * T::KSTEPS * 32;"
 make -j2 bin/kt >/dev/null
 # main's build
 rev=${KT_MAIN_REV:-main}
@@ -49,7 +47,7 @@ rm -f .gpu/untuned_db-*
 export KT_CACHE_DIR=$PWD/.gpu/cache
 configs=$(grep -oE -- '(--config|cfg [a-z0-9_]+) [^ ]+' tests/gpu/mla_speed.sh | awk '{print $NF}' | grep -v '^"' |
     sort -u)
-expand() { sed -e 's/\$MPW2D/HPC=32,CHUNK=32,SPLIT=2048,STAGES=3,PATH=2,WPM=8,MPW=2,FUSE=1/' -e 's/\$B1/HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=8,MPW=1/'; }
+expand() { sed -e 's/\$QS8/HPC=16,CHUNK=32,STAGES=2,PATH=2,WPM=8,MPW=1,FUSE=0,QS=1/'; }
 # helper LIBDIR OUT: a program over that build's libkt that prints the target cases' default
 # configs at B 1 and 64 for 132 SMs (the H200's) and compiles bench's and verify's own sources
 # (the GPU compare, the probes) for sm_90 into the cache
@@ -97,9 +95,7 @@ compile() { # binary config: says so where ptxas spills (sm_90, or sm_120 built 
 for c in $(echo "$configs" | expand) $(/tmp/kt_prep_new); do compile ./bin/kt "$c"; done
 compile ./bin/kt HPC=16
 for p in .gpu/kt_plant_*; do
-    # kt_plant_notrigger benches the per-problem defaults
-    for c in $(grep -oE -- "planted ${p#.gpu/kt_plant_} --config [^ ]+" tests/gpu/mla_speed.sh | awk '{print $NF}' | expand) \
-        $([ "$p" != .gpu/kt_plant_notrigger ] || /tmp/kt_prep_new); do
+    for c in $(grep -oE -- "planted ${p#.gpu/kt_plant_} --config [^ ]+" tests/gpu/mla_speed.sh | awk '{print $NF}' | expand); do
         compile "$p" "$c"
     done
     compile "$p" HPC=16
