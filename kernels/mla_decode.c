@@ -22,7 +22,8 @@ enum { K_SPLIT_V32, K_SPLIT_V4, K_COMBINE, K_COMBINE_WIDE, K_REF_V32, K_REF_V4, 
 
 /* The ship arch's shared memory per block (kernels/common/kt_arch.h): a problem fits where it ships. */
 #define SMEM_LIMIT (kt_arch_limits_of(KT_SHIP_ARCH).smem_per_block)
-#define MAX_CTAS 1024 /* the partials buffer holds this many CTAs' worth of splits */
+#define MAX_CTAS 1024            /* the partials buffer holds this many CTAs' worth of splits */
+#define QS_MIN_SMEM (192 * 1024) /* QS=1's three CTAs an SM: the shared memory a block must be able to take */
 
 /* The tensors' positions: V3.2 has no window cache and no sinks. */
 typedef struct tensor_ix {
@@ -261,6 +262,11 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
         return snprintf(why, n, "MPW=2 (32 heads a warp) takes PATH 2 or 3, HPC 32 and WPM 8"), -1;
     if (v[P_QS] && (v[P_PATH] != 2 || v[P_MPW] != 1))
         return snprintf(why, n, "QS=1 (q in shared memory) takes PATH 2 and MPW 1"), -1;
+    /* QS buys warps only where three of its 64-72 KB CTAs fit an SM (sm_90); sm_120's one spills */
+    if (v[P_QS] && kt_arch_limits_of(arch).smem_per_block < QS_MIN_SMEM)
+        return snprintf(why, n, "QS=1 needs %d KB of shared memory a block for three CTAs an SM; %s has %d",
+                        QS_MIN_SMEM / 1024, kt_arch_name(arch), kt_arch_limits_of(arch).smem_per_block / 1024),
+               -1;
     if (v[P_PATH] == 1 && !kt_arch_limits_of(arch).block_scaled_mma)
         return snprintf(why, n, "PATH=1 (the block-scaled mma) exists on sm_120a only, not %s", kt_arch_name(arch)), -1;
     /* q's fragments (36 registers at V3.2), the p . v sums (512 / WPM / 2) and ~60 more must fit

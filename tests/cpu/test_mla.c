@@ -124,8 +124,9 @@ KT_TEST(mla_reference_special_rows) {
     EXPECT(f->check_problem(&bad, why, sizeof why) == -1 && strstr(why, "TOPK"));
 }
 
-/* QS=1 (q's A fragments in shared memory) only with PATH 2 and MPW 1, its 2 bytes a head and dim
- * counted in the shared memory a config needs (V3.2 HQ 16's SPLIT 384 fits the 99 KB of sm_120;
+/* QS=1 (q's A fragments in shared memory) only with PATH 2 and MPW 1 and on sm_90 (sm_120's 99 KB
+ * holds one such CTA an SM), its 2 bytes a head and dim counted in the shared memory a config
+ * needs (V3.2 HQ 16's SPLIT 384 fits the ship arch's 99 KB;
  * HPC 32 with three raw buffers of 32 does not, where it fits without QS); the grid-filling
  * splits (96, 160, 192, 384) are in the space. */
 KT_TEST(mla_qs_config_rules) {
@@ -140,7 +141,9 @@ KT_TEST(mla_qs_config_rules) {
     EXPECT(kt_parse_shape(f, "LAYOUT=V32,HQ=32,TOPK=2048,SQ=1", &v32) == 0);
     v32.m = 64;
     EXPECT(kt_parse_config(f, "HPC=16,CHUNK=32,SPLIT=384,STAGES=2,PATH=2,WPM=8,QS=1", &c) == 0);
-    EXPECT(f->check_config(&c, 120, why, sizeof why) == 0 && f->config_fits(&c, &v32));
+    EXPECT(f->check_config(&c, 90, why, sizeof why) == 0 && f->config_fits(&c, &v32));
+    EXPECT(f->check_config(&c, 120, why, sizeof why) == -1 && strstr(why, "QS")); /* one CTA an SM there */
+    EXPECT(f->check_config(&c, 1201, why, sizeof why) == -1);
     EXPECT(kt_parse_config(f, "HPC=32,CHUNK=32,SPLIT=1024,STAGES=3,PATH=2,WPM=4,QS=0", &c) == 0);
     EXPECT(f->config_fits(&c, &v32)); /* 88 KB */
     EXPECT(kt_parse_config(f, "HPC=32,CHUNK=32,SPLIT=1024,STAGES=3,PATH=2,WPM=4,QS=1", &c) == 0);

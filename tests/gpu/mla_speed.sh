@@ -42,7 +42,7 @@ V32_128=LAYOUT=V32,HQ=128,TOPK=2048,SQ=1 V32_16=LAYOUT=V32,HQ=16,TOPK=2048,SQ=1
 # (a) pinned configs (the JIT cache in .gpu/cache.tar.xz, built for them, saves the compiles)
 QS8=HPC=16,CHUNK=32,STAGES=2,PATH=2,WPM=8,MPW=1,FUSE=0,QS=1 # + SPLIT
 step verify_qs_wpm8 v --config $QS8,SPLIT=128 --shape LAYOUT=V4,HQ=16,TOPK=512,SQ=2 \
-    --shape LAYOUT=V32,HQ=16,TOPK=2048,SQ=2 --m 3,64
+    --shape LAYOUT=V32,HQ=16,TOPK=2048,SQ=2 --m 3,8,64,128
 step verify_qs_mf2 v --config HPC=32,CHUNK=16,SPLIT=2048,STAGES=2,PATH=2,WPM=4,MPW=1,FUSE=1,QS=1 --shape $V4_64 \
     --shape LAYOUT=V32,HQ=64,TOPK=100,SQ=2 --m 8,64
 # (b) each planted bug must fail kt verify on a result
@@ -68,7 +68,6 @@ step bench_v4_w8_s160 cfg v4_w8_s160 HPC=16,CHUNK=32,SPLIT=160,STAGES=2,PATH=2,W
 step bench_v4_qs4_c16 cfg v4_qs4_c16 HPC=16,CHUNK=16,SPLIT=96,STAGES=2,PATH=2,WPM=4,MPW=1,FUSE=0,QS=1 $V4_16
 step bench_v32_qs8_s384 cfg v32_qs8_s384 $QS8,SPLIT=384 $V32_16
 step bench_v32_qs8_s512 cfg v32_qs8_s512 $QS8,SPLIT=512 $V32_16
-step bench_v4h64_qs8_direct cfg v4h64_qs8_direct HPC=16,CHUNK=32,SPLIT=2048,STAGES=2,PATH=2,WPM=8,MPW=1,FUSE=1,QS=1 $V4_64
 # the defaults as dispatch serves them: a DB without mla_decode rows (kt bench needs one):
 # .gpu/untuned_db (a fake GPU's act_quant row) or, without it, a one-config act_quant tune
 rm -f "$LOGS/untuned.db"*
@@ -87,12 +86,14 @@ ncu1() {
     command -v "$NCU" >/dev/null || { echo "no ncu ($NCU)"; return 1; }
     t 22 "$NCU" --clock-control none -k regex:mla_split -c 1 --section SpeedOfLight --section Occupancy \
         --section LaunchStats --section WarpStateStats --section SchedulerStats --section InstructionStats \
+        --metrics 'regex:smsp__average_warps?_issue_stalled_.*_per_issue_active\.ratio' \
         "$KT" profile --family mla_decode --shape $V4_16 --m 64 --iters 1 "$@"
 }
 step ncu_v4_default ncu1 --db "$LOGS/untuned.db"
-grep -iE "duration|registers|achieved occ|theoretical occ|issued warp|eligible|active warps|stall|no eligible|executed ipc|dram thr|memory thr" "$LOGS/ncu_v4_default.log" | head -30
+NCUPAT="duration|registers per|achieved occ|theoretical occ|issued warp|eligible warps|active warps|no eligible|executed ipc|dram thr|memory thr|issue_stalled|warp cycles per issued"
+grep -iE "$NCUPAT" "$LOGS/ncu_v4_default.log" | grep -vE " 0(\.0+)?$" | head -40
 [ $((END - SECONDS)) -ge 30 ] && step ncu_v4_qs ncu1 --config $QS8,SPLIT=128 &&
-    grep -iE "duration|registers|achieved occ|theoretical occ|issued warp|eligible|active warps|stall|no eligible|executed ipc|dram thr|memory thr" "$LOGS/ncu_v4_qs.log" | head -30
+    grep -iE "$NCUPAT" "$LOGS/ncu_v4_qs.log" | grep -vE " 0(\.0+)?$" | head -40
 [ $((END - SECONDS)) -ge 28 ] && [ -x "$OLD" ] && step bench_old bench "$OLD" "$LOGS/old.json"
 # The table: per case and run, us (x roof); the roof the issue's (bytes / copy rate, flops / 650
 # TFLOP/s); cvt1 / cvt2 / cvtH: the code dims' flops at the converted-operand mma rate with a
