@@ -24,6 +24,11 @@ enum { K_SPLIT_V32, K_SPLIT_V4, K_COMBINE, K_COMBINE_WIDE, K_REF_V32, K_REF_V4, 
 #define SMEM_LIMIT (kt_arch_limits_of(KT_SHIP_ARCH).smem_per_block)
 #define MAX_CTAS 1024            /* the partials buffer holds this many CTAs' worth of splits */
 #define QS_MIN_SMEM (192 * 1024) /* QS=1's three CTAs an SM: the shared memory a block must be able to take */
+/* The SPLIT values (slots a CTA takes): powers of two and, between them, the splits that size a
+ * grid to 2 or 3 CTAs an SM (V4 HQ 16 B = 64: 160; V3.2 HQ 16 B = 64: 384) */
+#define SPLITS 32, 64, 96, 128, 160, 192, 256, 384, 512, 1024, 2048
+#define N_SPLITS 11
+static const int splits[N_SPLITS] = {SPLITS};
 
 /* The tensors' positions: V3.2 has no window cache and no sinks. */
 typedef struct tensor_ix {
@@ -307,7 +312,7 @@ static int hopeless(const kt_config *c, const kt_problem *p) {
  * split kernel where a query's slots are one split (FUSE 1), else the combine kernel (FUSE 0:
  * FUSE 2 lost at B = 1, 1.3-3 us). The tuned winners on the H200, bench/NOTES.md fifteenth and
  * sixteenth sessions. */
-static void default_for(const kt_problem *p, int sms, kt_config *c) {
+static void plain_default(const kt_problem *p, int sms, kt_config *c) {
     int *v = c->v;
     v[P_HPC] = p->dim[D_HQ] % 32 == 0 && queries(p) * p->dim[D_HQ] / 32 >= sms ? 32 : 16;
     v[P_CHUNK] = 32;
@@ -328,6 +333,28 @@ static void default_for(const kt_problem *p, int sms, kt_config *c) {
     if (smem_of(c, layout_of(p)) <= SMEM_LIMIT) return;
     v[P_CHUNK] = 32, v[P_STAGES] = 3;
     if (smem_of(c, layout_of(p)) > SMEM_LIMIT) v[P_STAGES] = 2;
+}
+
+/* QS (q in shared memory: 80 registers, three CTAs of 256 threads an SM) where a block may take
+ * QS_MIN_SMEM (the H200; sm_120 holds one such CTA) and the HPC 16 grid it gets, the smallest
+ * split within three CTAs an SM, is more than two an SM (else the third CTA is never there):
+ * V4 HQ 16 B = 64's SPLIT 128 (320 CTAs), V3.2 HQ 16 B = 64's 384 (384). */
+static void qs_default(const kt_problem *p, int sms, kt_config *c) {
+    int *v = c->v, split = 0;
+    long rows = queries(p) * (p->dim[D_HQ] / 16), n = 0;
+    for (int i = 0; i < N_SPLITS && !n; i++) {
+        long k = (slots_of(p) + splits[i] - 1) / splits[i];
+        if (rows * k <= 3L * sms && k <= max_splits(p)) split = splits[i], n = k;
+    }
+    if (v[P_HPC] != 16 || rows * n <= 2L * sms || kt_gpu_current()->smem_per_block_optin < QS_MIN_SMEM) return;
+    v[P_SPLIT] = split, v[P_QS] = 1, v[P_WPM] = 8, v[P_CHUNK] = 32, v[P_STAGES] = 2, v[P_FUSE] = n == 1;
+}
+
+/* The per-problem default: PATH 2's rule, then QS where it fits. */
+static void default_for(const kt_problem *p, int sms, kt_config *c) {
+    c->v[P_QS] = 0;
+    plain_default(p, sms, c);
+    qs_default(p, sms, c);
 }
 
 /* ---------------------------------------------------------------- tensors and launch */
@@ -458,7 +485,7 @@ const kt_family kt_family_mla_decode = {
     .n_params = 9,
     .params = {{"HPC", 2, {16, 32}},
                {"CHUNK", 3, {16, 32, 64}},
-               {"SPLIT", 11, {32, 64, 96, 128, 160, 192, 256, 384, 512, 1024, 2048}},
+               {"SPLIT", N_SPLITS, {SPLITS}},
                {"STAGES", 5, {1, 2, 3, 4, 6}},
                {"PATH", 4, {0, 1, 2, 3}},
                {"WPM", 2, {4, 8}},

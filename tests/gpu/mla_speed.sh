@@ -8,9 +8,10 @@
 #     defaults;
 # (b) a planted bug kt verify must catch (.gpu/kt_plant_qs_mf from tests/gpu/mla_speed_prep.sh:
 #     every m-fragment reads the first one's q from shared memory);
-# (c) kt bench at B = 64 of the QS / SPLIT configs beside this build's defaults (targets, B 1 and
-#     64) and, where time is left, main's; ncu of the V4 HQ 16 B = 64 default and QS config;
-#     a table against the roof and the conversion floor.
+# (c) kt bench of this build's defaults (targets, B 1 and 64; on the H200 QS=1 at V4 and V3.2 HQ 16
+#     B = 64), at B = 64 of main's defaults there and of other QS / SPLIT configs, and, where time is
+#     left, main's build; ncu of V4 HQ 16 B = 64's default and main's; a table against the roof and
+#     the conversion floor.
 # Every part runs under a timeout that ends it before $KT_MLA_END_S (92) seconds; a part with no
 # time left is a FAIL that says so. Logs under $OUT/mla; a PASS/FAIL line per check; "N passed,
 # N failed" last.
@@ -43,6 +44,7 @@ V32_128=LAYOUT=V32,HQ=128,TOPK=2048,SQ=1 V32_16=LAYOUT=V32,HQ=16,TOPK=2048,SQ=1
 QS8=HPC=16,CHUNK=32,STAGES=2,PATH=2,WPM=8,MPW=1,FUSE=0,QS=1 # + SPLIT
 step verify_qs_wpm8 v --config $QS8,SPLIT=128 --shape LAYOUT=V4,HQ=16,TOPK=512,SQ=2 \
     --shape LAYOUT=V32,HQ=16,TOPK=2048,SQ=2 --m 3,8,64,128
+step verify_qs_s384 v --config $QS8,SPLIT=384 --shape $V32_16 --m 64,128 # V3.2 HQ 16 B = 64's default
 step verify_qs_mf2 v --config HPC=32,CHUNK=16,SPLIT=2048,STAGES=2,PATH=2,WPM=4,MPW=1,FUSE=1,QS=1 --shape $V4_64 \
     --shape LAYOUT=V32,HQ=64,TOPK=100,SQ=2 --m 8,64
 # (b) each planted bug must fail kt verify on a result
@@ -60,14 +62,6 @@ planted() {
 }
 step planted_qs_mf planted qs_mf --config HPC=32,CHUNK=16,SPLIT=2048,STAGES=2,PATH=2,WPM=4,MPW=1,FUSE=1,QS=1 \
     --shape $V4_64 --m 8
-# (c) B = 64 benches of the new configs, one case each (--config: no DB)
-cfg() { t 12 "$KT" bench --family mla_decode --config "$2" --shape "$3" --m 64 --json "$LOGS/$1.json"; }
-step bench_v4_qs8_s128 cfg v4_qs8_s128 $QS8,SPLIT=128 $V4_16
-step bench_v4_qs8_s160 cfg v4_qs8_s160 $QS8,SPLIT=160 $V4_16
-step bench_v4_w8_s160 cfg v4_w8_s160 HPC=16,CHUNK=32,SPLIT=160,STAGES=2,PATH=2,WPM=8,MPW=1,FUSE=0,QS=0 $V4_16
-step bench_v4_qs4_c16 cfg v4_qs4_c16 HPC=16,CHUNK=16,SPLIT=96,STAGES=2,PATH=2,WPM=4,MPW=1,FUSE=0,QS=1 $V4_16
-step bench_v32_qs8_s384 cfg v32_qs8_s384 $QS8,SPLIT=384 $V32_16
-step bench_v32_qs8_s512 cfg v32_qs8_s512 $QS8,SPLIT=512 $V32_16
 # the defaults as dispatch serves them: a DB without mla_decode rows (kt bench needs one):
 # .gpu/untuned_db (a fake GPU's act_quant row) or, without it, a one-config act_quant tune
 rm -f "$LOGS/untuned.db"*
@@ -80,20 +74,30 @@ bench() { t 25 "$1" bench --family mla_decode --shape targets --m 1,64 --db "$LO
 step bench_new bench "$KT" "$LOGS/new.json"
 grep -E "mma on e4m3|ceiling" "$LOGS/bench_new.log"
 step verify_default v --shape $V4_16 --shape $V32_16 --m 1,64
-# ncu of one launch of the split kernel (V4 HQ 16 B = 64): the default, then QS=1 SPLIT 128
+# (c) B = 64 benches of the new configs, one case each (--config: no DB)
+cfg() { t 12 "$KT" bench --family mla_decode --config "$2" --shape "$3" --m 64 --json "$LOGS/$1.json"; }
+OLD4=HPC=16,CHUNK=32,SPLIT=128,STAGES=2,PATH=2,WPM=4,MPW=1,FUSE=0,QS=0 # main's V4 HQ 16 B = 64 default
+step bench_v4_old cfg v4_old $OLD4 $V4_16
+step bench_v4_qs8_s160 cfg v4_qs8_s160 $QS8,SPLIT=160 $V4_16
+step bench_v4_w8_s160 cfg v4_w8_s160 HPC=16,CHUNK=32,SPLIT=160,STAGES=2,PATH=2,WPM=8,MPW=1,FUSE=0,QS=0 $V4_16
+step bench_v4_qs4_c16 cfg v4_qs4_c16 HPC=16,CHUNK=16,SPLIT=96,STAGES=2,PATH=2,WPM=4,MPW=1,FUSE=0,QS=1 $V4_16
+step bench_v32_old cfg v32_old HPC=16,CHUNK=32,SPLIT=512,STAGES=3,PATH=2,WPM=8,MPW=1,FUSE=0,QS=0 $V32_16
+step bench_v32_qs8_s512 cfg v32_qs8_s512 $QS8,SPLIT=512 $V32_16
+# ncu of one launch of the split and the combine kernel (V4 HQ 16 B = 64): the default (QS=1 SPLIT
+# 128 on the H200), then main's (WPM 4, QS=0)
 NCU=${KT_NCU:-ncu}
 ncu1() {
     command -v "$NCU" >/dev/null || { echo "no ncu ($NCU)"; return 1; }
-    t 22 "$NCU" --clock-control none -k regex:mla_split -c 1 --section SpeedOfLight --section Occupancy \
+    t 22 "$NCU" --clock-control none -k 'regex:mla_(split|combine)' -c 2 --section SpeedOfLight --section Occupancy \
         --section LaunchStats --section WarpStateStats --section SchedulerStats --section InstructionStats \
         --metrics 'regex:smsp__average_warps?_issue_stalled_.*_per_issue_active\.ratio' \
         "$KT" profile --family mla_decode --shape $V4_16 --m 64 --iters 1 "$@"
 }
 step ncu_v4_default ncu1 --db "$LOGS/untuned.db"
-NCUPAT="duration|registers per|achieved occ|theoretical occ|issued warp|eligible warps|active warps|no eligible|executed ipc|dram thr|memory thr|issue_stalled|warp cycles per issued"
-grep -iE "$NCUPAT" "$LOGS/ncu_v4_default.log" | grep -vE " 0(\.0+)?$" | head -40
-[ $((END - SECONDS)) -ge 30 ] && step ncu_v4_qs ncu1 --config $QS8,SPLIT=128 &&
-    grep -iE "$NCUPAT" "$LOGS/ncu_v4_qs.log" | grep -vE " 0(\.0+)?$" | head -40
+NCUPAT="mla_split|mla_combine|block limit|shared memory config|duration|registers per|achieved occ|theoretical occ|issued warp|eligible warps|active warps|no eligible|executed ipc|dram thr|memory thr|issue_stalled|warp cycles per issued"
+grep -iE "$NCUPAT" "$LOGS/ncu_v4_default.log" | grep -vE " 0(\.0+)?$" | head -60
+[ $((END - SECONDS)) -ge 30 ] && step ncu_v4_old ncu1 --config $OLD4 &&
+    grep -iE "$NCUPAT" "$LOGS/ncu_v4_old.log" | grep -vE " 0(\.0+)?$" | head -60
 [ $((END - SECONDS)) -ge 28 ] && [ -x "$OLD" ] && step bench_old bench "$OLD" "$LOGS/old.json"
 # The table: per case and run, us (x roof); the roof the issue's (bytes / copy rate, flops / 650
 # TFLOP/s); cvt1 / cvt2 / cvtH: the code dims' flops at the converted-operand mma rate with a

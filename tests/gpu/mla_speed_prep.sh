@@ -47,7 +47,10 @@ rm -f .gpu/untuned_db-*
 export KT_CACHE_DIR=$PWD/.gpu/cache
 configs=$(grep -oE -- '(--config|cfg [a-z0-9_]+) [^ ]+' tests/gpu/mla_speed.sh | awk '{print $NF}' | grep -v '^"' |
     sort -u)
-expand() { sed -e 's/\$QS8/HPC=16,CHUNK=32,STAGES=2,PATH=2,WPM=8,MPW=1,FUSE=0,QS=1/'; }
+expand() {
+    sed -e 's/\$QS8/HPC=16,CHUNK=32,STAGES=2,PATH=2,WPM=8,MPW=1,FUSE=0,QS=1/' \
+        -e 's/\$OLD4/HPC=16,CHUNK=32,SPLIT=128,STAGES=2,PATH=2,WPM=4,MPW=1,FUSE=0,QS=0/'
+}
 # helper LIBDIR OUT: a program over that build's libkt that prints the target cases' default
 # configs at B 1 and 64 for 132 SMs (the H200's) and compiles bench's and verify's own sources
 # (the GPU compare, the probes) for sm_90 into the cache
