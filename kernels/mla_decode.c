@@ -17,15 +17,14 @@
 enum { D_LAYOUT, D_HQ, D_TOPK, D_SQ };
 enum { LAYOUT_V32, LAYOUT_V4 }; /* the LAYOUT category's values, in `layouts` order */
 static const char *const layouts[] = {"V32", "V4", NULL};
-enum { P_HPC, P_CHUNK, P_SPLIT, P_STAGES, P_PATH, P_WPM, P_FUSE, P_MPW, P_QS };
+enum { P_HPC, P_CHUNK, P_SPLIT, P_STAGES, P_PATH, P_WPM, P_FUSE, P_MPW };
 enum { K_SPLIT_V32, K_SPLIT_V4, K_COMBINE, K_COMBINE_WIDE, K_REF_V32, K_REF_V4, K_NAIVE_V32, K_NAIVE_V4 };
 
 /* The ship arch's shared memory per block (kernels/common/kt_arch.h): a problem fits where it ships. */
 #define SMEM_LIMIT (kt_arch_limits_of(KT_SHIP_ARCH).smem_per_block)
-#define MAX_CTAS 1024            /* the partials buffer holds this many CTAs' worth of splits */
-#define QS_MIN_SMEM (192 * 1024) /* QS=1's three CTAs an SM: the shared memory a block must be able to take */
-/* The SPLIT values (slots a CTA takes): powers of two and, between them, the splits that size a
- * grid to 2 or 3 CTAs an SM (V4 HQ 16 B = 64: 160; V3.2 HQ 16 B = 64: 384) */
+#define MAX_CTAS 1024 /* the partials buffer holds this many CTAs' worth of splits */
+/* The SPLIT values (slots a CTA takes): powers of two and, between them, splits that size a grid
+ * to 2 or 3 CTAs an SM (V4 HQ 16 B = 64: 160 for 256 CTAs) */
 #define SPLITS 32, 64, 96, 128, 160, 192, 256, 384, 512, 1024, 2048
 #define N_SPLITS 11
 static const int splits[N_SPLITS] = {SPLITS};
@@ -247,9 +246,8 @@ static int smem_of(const kt_config *c, int layout) {
     int raw_row = layout == KT_MLA_V32 ? KT_MLA_V32_TOKEN : KT_MLA_V4_DATA + 16;
     int tile = regs ? 0 : v[P_CHUNK] * (dqk * 2 + 16);
     int factors = regs ? kt_mla_nope(layout) / kt_mla_tile(layout) * v[P_CHUNK] * 2 : 0;
-    int q = v[P_QS] ? v[P_HPC] * dqk * 2 : 0; /* QS: q's A fragments, 2 bytes a head and dim */
     return v[P_STAGES] * v[P_CHUNK] * raw_row + tile + 4 * v[P_HPC] * (v[P_CHUNK] + 4) * 4 +
-           v[P_HPC] * (v[P_CHUNK] + 8) * 2 + factors + q + v[P_HPC] * 4 + v[P_SPLIT] * 4;
+           v[P_HPC] * (v[P_CHUNK] + 8) * 2 + factors + v[P_HPC] * 4 + v[P_SPLIT] * 4;
 }
 
 /* Threads of the split kernel: WPM warps per MPW x 16 heads. */
@@ -265,13 +263,6 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
                -1;
     if (v[P_MPW] == 2 && (v[P_PATH] < 2 || v[P_HPC] % 32 || v[P_WPM] != 8))
         return snprintf(why, n, "MPW=2 (32 heads a warp) takes PATH 2 or 3, HPC 32 and WPM 8"), -1;
-    if (v[P_QS] && (v[P_PATH] != 2 || v[P_MPW] != 1))
-        return snprintf(why, n, "QS=1 (q in shared memory) takes PATH 2 and MPW 1"), -1;
-    /* QS buys warps only where three of its 64-72 KB CTAs fit an SM (sm_90); sm_120's one spills */
-    if (v[P_QS] && kt_arch_limits_of(arch).smem_per_block < QS_MIN_SMEM)
-        return snprintf(why, n, "QS=1 needs %d KB of shared memory a block for three CTAs an SM; %s has %d",
-                        QS_MIN_SMEM / 1024, kt_arch_name(arch), kt_arch_limits_of(arch).smem_per_block / 1024),
-               -1;
     if (v[P_PATH] == 1 && !kt_arch_limits_of(arch).block_scaled_mma)
         return snprintf(why, n, "PATH=1 (the block-scaled mma) exists on sm_120a only, not %s", kt_arch_name(arch)), -1;
     /* q's fragments (36 registers at V3.2), the p . v sums (512 / WPM / 2) and ~60 more must fit
@@ -312,7 +303,23 @@ static int hopeless(const kt_config *c, const kt_problem *p) {
  * split kernel where a query's slots are one split (FUSE 1), else the combine kernel (FUSE 0:
  * FUSE 2 lost at B = 1, 1.3-3 us). The tuned winners on the H200, bench/NOTES.md fifteenth and
  * sixteenth sessions. */
-static void plain_default(const kt_problem *p, int sms, kt_config *c) {
+/* Where HPC 16's grid is three CTAs of 128 threads an SM (WPM 4): two of 256 (WPM 8, 16 warps an SM
+ * where 12 ran) with the smallest split of the list within two an SM, if its busiest SM takes fewer
+ * slots (CTAs there x the split): V4 HQ 16 B = 64's SPLIT 160 (256 CTAs, 2 x 160 slots) for 128 (320
+ * CTAs: 56 SMs hold three, 3 x 128), 12% faster on the H200 (bench/NOTES.md, eighteenth session).
+ * Returns the splits of the query's slots; c's SPLIT is set where the swap is made. */
+static long two_an_sm(const kt_problem *p, long rows, int sms, long grid, kt_config *c) {
+    for (int i = 0; i < N_SPLITS; i++) {
+        long n = (slots_of(p) + splits[i] - 1) / splits[i];
+        if (rows * n > 2L * sms || n > max_splits(p)) continue;
+        if ((rows * n + sms - 1) / sms * splits[i] >= (grid + sms - 1) / sms * c->v[P_SPLIT]) break;
+        c->v[P_SPLIT] = splits[i];
+        return n;
+    }
+    return grid / rows;
+}
+
+static void default_for(const kt_problem *p, int sms, kt_config *c) {
     int *v = c->v;
     v[P_HPC] = p->dim[D_HQ] % 32 == 0 && queries(p) * p->dim[D_HQ] / 32 >= sms ? 32 : 16;
     v[P_CHUNK] = 32;
@@ -326,6 +333,7 @@ static void plain_default(const kt_problem *p, int sms, kt_config *c) {
                                  (slots_of(p) + v[P_SPLIT] - 1) / v[P_SPLIT] > max_splits(p)))
         v[P_SPLIT] *= 2;
     long grid = rows * ((slots_of(p) + v[P_SPLIT] - 1) / v[P_SPLIT]);
+    if (ctas == 3L * sms && grid > 2L * sms) grid = rows * two_an_sm(p, rows, sms, grid, c);
     v[P_WPM] = v[P_MPW] == 2 || grid <= 2 * sms ? 8 : 4;
     v[P_FUSE] = grid == rows ? 1 : 0;
     if (v[P_SPLIT] < 16 * 32) return;
@@ -333,28 +341,6 @@ static void plain_default(const kt_problem *p, int sms, kt_config *c) {
     if (smem_of(c, layout_of(p)) <= SMEM_LIMIT) return;
     v[P_CHUNK] = 32, v[P_STAGES] = 3;
     if (smem_of(c, layout_of(p)) > SMEM_LIMIT) v[P_STAGES] = 2;
-}
-
-/* QS (q in shared memory: 80 registers, three CTAs of 256 threads an SM) where a block may take
- * QS_MIN_SMEM (the H200; sm_120 holds one such CTA) and the HPC 16 grid it gets, the smallest
- * split within three CTAs an SM, is more than two an SM (else the third CTA is never there):
- * V4 HQ 16 B = 64's SPLIT 128 (320 CTAs), V3.2 HQ 16 B = 64's 384 (384). */
-static void qs_default(const kt_problem *p, int sms, kt_config *c) {
-    int *v = c->v, split = 0;
-    long rows = queries(p) * (p->dim[D_HQ] / 16), n = 0;
-    for (int i = 0; i < N_SPLITS && !n; i++) {
-        long k = (slots_of(p) + splits[i] - 1) / splits[i];
-        if (rows * k <= 3L * sms && k <= max_splits(p)) split = splits[i], n = k;
-    }
-    if (v[P_HPC] != 16 || rows * n <= 2L * sms || kt_gpu_current()->smem_per_block_optin < QS_MIN_SMEM) return;
-    v[P_SPLIT] = split, v[P_QS] = 1, v[P_WPM] = 8, v[P_CHUNK] = 32, v[P_STAGES] = 2, v[P_FUSE] = n == 1;
-}
-
-/* The per-problem default: PATH 2's rule, then QS where it fits. */
-static void default_for(const kt_problem *p, int sms, kt_config *c) {
-    c->v[P_QS] = 0;
-    plain_default(p, sms, c);
-    qs_default(p, sms, c);
 }
 
 /* ---------------------------------------------------------------- tensors and launch */
@@ -482,7 +468,7 @@ const kt_family kt_family_mla_decode = {
     .m_name = "B",
     .batch_buckets = batch_buckets,
     .mma = KT_MMA_BF16,
-    .n_params = 9,
+    .n_params = 8,
     .params = {{"HPC", 2, {16, 32}},
                {"CHUNK", 3, {16, 32, 64}},
                {"SPLIT", N_SPLITS, {SPLITS}},
@@ -490,10 +476,9 @@ const kt_family kt_family_mla_decode = {
                {"PATH", 4, {0, 1, 2, 3}},
                {"WPM", 2, {4, 8}},
                {"FUSE", 3, {0, 1, 2}},
-               {"MPW", 2, {1, 2}},
-               {"QS", 2, {0, 1}}},
+               {"MPW", 2, {1, 2}}},
     .strata_params = 3,
-    .default_config = {{16, 32, 256, 2, 2, 4, 0, 1, 0}},
+    .default_config = {{16, 32, 256, 2, 2, 4, 0, 1}},
     .target_shapes = target_shapes,
     .n_target_shapes = 4,
     KT_FAMILY_HOOKS,

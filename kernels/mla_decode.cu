@@ -30,9 +30,6 @@
 #define KT_MPW 1
 #define KT_FUSE 0
 #endif
-#ifndef KT_QS
-#define KT_QS 0
-#endif
 
 constexpr int HPC = KT_HPC, CHUNK = KT_CHUNK, SPLIT = KT_SPLIT, STAGES = KT_STAGES;
 // PATH 0: the portable path (bf16 mma.sync on the dequantised tile; sm_90 and sm_120). PATH 1
@@ -47,12 +44,6 @@ constexpr bool REGS = KT_PATH >= 2, F16_QK = KT_PATH == 3;
 // FUSE 0: a combine kernel merges the splits, and the split kernel has no merge code (it grows the
 // kernel 2x); else the host's a.fuse says how the split kernel merges (kt_mla_args, mla_layout.h).
 constexpr int FUSE = KT_FUSE;
-// QS 1 (PATH 2, MPW 1): q's A fragments in shared memory, read back per k-step (an LDS.128 a lane),
-// not held in registers: 32 registers fewer a thread, so the budget asks for more CTAs an SM
-// (WPM 8: 3 of 256 threads at 80 registers, 24 warps; WPM 4: 4 of 128 at 128) — more warps to
-// hide the chunk's latency chains.
-constexpr bool QS = KT_QS;
-static_assert(!QS || (KT_PATH == 2 && KT_MPW == 1), "q in shared memory: PATH 2 with MPW 1");
 constexpr int MF = HPC / 16;         // 16-head m-fragments per CTA
 constexpr int MPW = KT_MPW;          // m-fragments a warp takes (PATHs 2, 3): 2 share each conversion
 constexpr int WPM = KT_WPM;          // warps per group of MPW m-fragments: 4 or 8
@@ -86,16 +77,15 @@ template <int L> struct lay {
     static constexpr int KSTEPS = KSLICE / 16;
     static_assert(KSLICE % 16 == 0, "the head dim splits into 16-wide k-steps per warp");
     // shared memory: raw ring | bf16 tile (not PATH 2) | partial scores [WPM][HPC][CHUNK+4] f32 |
-    // p [HPC][CHUNK+8] bf16 | PATH 2: p's factors [TILES][CHUNK] bf16 | QS: q's A fragments
-    // [MF][KSPLIT][KSTEPS][32 lanes] uint4 | the rescale factor per head | the split's slot ids
+    // p [HPC][CHUNK+8] bf16 | PATH 2: p's factors [TILES][CHUNK] bf16 | the rescale factor per
+    // head | the split's slot ids
     static constexpr int RAW_BYTES = STAGES * CHUNK * RAW_ROW;
     static constexpr int TILE_BYTES = REGS ? 0 : CHUNK * KT_LD;
     static constexpr int SP_LD = CHUNK + 4, P_LD = CHUNK + 8;
     static constexpr int SP_BYTES = KSPLIT * HPC * SP_LD * 4;
     static constexpr int P_BYTES = HPC * P_LD * 2;
     static constexpr int F_BYTES = REGS ? TILES * CHUNK * 2 : 0;
-    static constexpr int Q_BYTES = QS ? MF * KSPLIT * KSTEPS * 32 * 16 : 0;
-    static constexpr int SMEM = RAW_BYTES + TILE_BYTES + SP_BYTES + P_BYTES + F_BYTES + Q_BYTES + HPC * 4 + SPLIT * 4;
+    static constexpr int SMEM = RAW_BYTES + TILE_BYTES + SP_BYTES + P_BYTES + F_BYTES + HPC * 4 + SPLIT * 4;
     static_assert(RAW_BYTES + TILE_BYTES >= (HPC * KT_MLA_MAX_SPLITS + HPC + 1) * 4,
                   "the fused merge's weights fit over the ring");
 };
@@ -427,38 +417,15 @@ template <int L> __device__ __forceinline__ float scale_q_regs(int ks, kt_u32 (&
     return F16_QK ? __uint_as_float((kt_u32)max(1, min(254, 127 - e - 60)) << 23) : 1.f;
 }
 
-// q's A fragments as qk_regs reads them, fragment kk of m-fragment j of this warp's slice: from
-// the registers fetch_q_regs / scale_q_regs filled, or (QS) from shared memory, where the warps
-// of token group 0 stored theirs (store_q_smem) before the first chunk's barrier.
-template <int L> struct q_in_regs {
-    const kt_u32 (&f)[MPW][lay<L>::KSTEPS][4];
-    __device__ __forceinline__ void operator()(int j, int kk, kt_u32 (&a)[4]) const {
-        a[0] = f[j][kk][0], a[1] = f[j][kk][1], a[2] = f[j][kk][2], a[3] = f[j][kk][3];
-    }
-};
-struct q_in_smem {
-    const uint4 *f; // this warp's slice: [KSTEPS][32 lanes]
-    __device__ __forceinline__ void operator()(int, int kk, kt_u32 (&a)[4]) const {
-        const uint4 v = f[kk * 32 + (threadIdx.x & 31)];
-        a[0] = v.x, a[1] = v.y, a[2] = v.z, a[3] = v.w;
-    }
-};
-// QS: this warp's scaled fragments into its slice's place in shared memory (one uint4 a lane and k-step).
-template <int L> __device__ __forceinline__ void store_q_smem(const kt_u32 (&qf)[lay<L>::KSTEPS][4], uint4 *f) {
-#pragma unroll
-    for (int kk = 0; kk < lay<L>::KSTEPS; kk++)
-        f[kk * 32 + (threadIdx.x & 31)] = make_uint4(qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3]);
-}
-
 // PATH 2's q . k partial scores (times 2^-60) of this warp's slice for its token group, into
 // sp, for its MPW m-fragments from mf0: per 8 tokens and 64 dims one ldmatrix.x4 of the raw
 // rows, converted in registers once for all MPW fragments; each scale tile's sums times the
 // tokens' scale; rope dims straight from the rows. Two groups of 8 tokens at a time: both
 // groups' rows are loaded first and the k-steps are the outer loop, so that their mma chains
 // interleave (more would spill at WPM 4); the first block's sums go to sp, the second's are added.
-template <int L, class QA>
-__device__ __forceinline__ void qk_regs(const QA &qf, const float (&fq)[MPW], const kt_u8 *raw, float *sp, int mf0,
-                                        int ks, int tg) {
+template <int L>
+__device__ __forceinline__ void qk_regs(const kt_u32 (&qf)[MPW][lay<L>::KSTEPS][4], const float (&fq)[MPW],
+                                        const kt_u8 *raw, float *sp, int mf0, int ks, int tg) {
     using T = lay<L>;
     constexpr int NF = CHUNK / 8 / TSPLIT, NG = NF < 2 ? NF : 2;
     static_assert(NF % NG == 0, "pairs of token groups");
@@ -487,22 +454,17 @@ __device__ __forceinline__ void qk_regs(const QA &qf, const float (&fq)[MPW], co
 #pragma unroll
                     for (int i = 0; i < 2; i++)
 #pragma unroll
-                        for (int j = 0; j < MPW; j++) {
-                            kt_u32 a[4];
-                            qf(j, 4 * blk + 2 * h + i, a);
+                        for (int u = 0; u < NG; u++)
 #pragma unroll
-                            for (int u = 0; u < NG; u++) kt_mma_bf16(v[j][u], a, w[u][2 * i], w[u][2 * i + 1]);
-                        }
+                            for (int j = 0; j < MPW; j++)
+                                kt_mma_bf16(v[j][u], qf[j][4 * blk + 2 * h + i], w[u][2 * i], w[u][2 * i + 1]);
                 }
             } else {
 #pragma unroll
                 for (int u = 0; u < NG; u++)
                     kt_ldmatrix_x4(rows + u * 8 * T::RAW_ROW + d, w[u][0], w[u][1], w[u][2], w[u][3]);
 #pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    kt_u32 a[MPW][4];
-#pragma unroll
-                    for (int j = 0; j < MPW; j++) qf(j, 4 * blk + i, a[j]);
+                for (int i = 0; i < 4; i++)
 #pragma unroll
                     for (int u = 0; u < NG; u++) {
                         const kt_u32 b0 =
@@ -512,11 +474,10 @@ __device__ __forceinline__ void qk_regs(const QA &qf, const float (&fq)[MPW], co
 #pragma unroll
                         for (int j = 0; j < MPW; j++)
                             if (F16_QK)
-                                kt_mma_f16(v[j][u], a[j], b0, b1);
+                                kt_mma_f16(v[j][u], qf[j][4 * blk + i], b0, b1);
                             else
-                                kt_mma_bf16(v[j][u], a[j], b0, b1);
+                                kt_mma_bf16(v[j][u], qf[j][4 * blk + i], b0, b1);
                     }
-                }
 #pragma unroll
                 for (int u = 0; u < NG; u++) {
                     const kt_u8 *r0 = raw + ((nf0 + n + u) * 8 + 2 * t) * T::RAW_ROW; // columns 2t, 2t + 1
@@ -533,11 +494,7 @@ __device__ __forceinline__ void qk_regs(const QA &qf, const float (&fq)[MPW], co
                 if (L == KT_MLA_V32 && blk == 1) { // the slice's 16 rope dims
                     kt_ldmatrix_x2(rows + u * 8 * T::RAW_ROW + T::ROPE_AT + 32 * ks, w[u][0], w[u][1]);
 #pragma unroll
-                    for (int j = 0; j < MPW; j++) {
-                        kt_u32 a[4];
-                        qf(j, T::KSTEPS - 1, a);
-                        kt_mma_bf16(v[j][u], a, w[u][0], w[u][1]);
-                    }
+                    for (int j = 0; j < MPW; j++) kt_mma_bf16(v[j][u], qf[j][T::KSTEPS - 1], w[u][0], w[u][1]);
                 }
 #pragma unroll
                 for (int j = 0; j < MPW; j++) {
@@ -751,10 +708,11 @@ __device__ __forceinline__ void pv_chunk(float (&acc)[DPW / 8][4], const kt_u8 *
 // PATH 2's chunk c: once chunk c has landed and every warp is done with chunk c - 1, the gather
 // of chunk c + STAGES - 1 into c - 1's buffer, p's factors, q . k from the ring, the softmax,
 // p . v from the ring (three barriers a chunk).
-template <int L, class QA>
+template <int L>
 __device__ __forceinline__ void regs_chunk(const kt_mla_args &a, const int *ids, kt_u8 *raw, float *sp, kt_u16 *p,
-                                           kt_u16 *fs, float *alpha, const QA &qf, const float (&fq)[MPW],
-                                           float (&acc)[MPW][DPW / 8][4], float &m, float &l, int c, int chunks) {
+                                           kt_u16 *fs, float *alpha, const kt_u32 (&qf)[MPW][lay<L>::KSTEPS][4],
+                                           const float (&fq)[MPW], float (&acc)[MPW][DPW / 8][4], float &m, float &l,
+                                           int c, int chunks) {
     using T = lay<L>;
     const int warp = threadIdx.x >> 5, mf = warp / WPM * MPW, wi = warp % WPM, ks = wi % KSPLIT, tg = wi / KSPLIT;
     kt_cp_async_wait<REGS ? STAGES - 2 : 0>();
@@ -934,8 +892,7 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
     kt_u8 *raw = smem, *tile = smem + T::RAW_BYTES;
     float *sp = (float *)(tile + T::TILE_BYTES);
     kt_u16 *p = (kt_u16 *)((kt_u8 *)sp + T::SP_BYTES), *fs = (kt_u16 *)((kt_u8 *)p + T::P_BYTES);
-    uint4 *qsm = (uint4 *)((kt_u8 *)fs + T::F_BYTES);
-    float *alpha = (float *)((kt_u8 *)qsm + T::Q_BYTES);
+    float *alpha = (float *)((kt_u8 *)fs + T::F_BYTES);
     int *ids = (int *)(alpha + HPC);
     const int split = blockIdx.x, h0 = blockIdx.y * HPC, bs = blockIdx.z;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -981,8 +938,6 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
         const kt_u32 *q = (const kt_u32 *)q16;
 #pragma unroll
         for (int j = 0; j < MPW; j++) fq[j] = REGS ? scale_q_regs<L>(ks, qf[j]) : 1.f;
-        uint4 *qw = qsm + (mf * KSPLIT + ks) * T::KSTEPS * 32; // QS: this warp's slice of q
-        if (QS && tg == 0) store_q_smem<L>(qf[0], qw);         // read after the first chunk's barrier
 #pragma unroll
         for (int kk = 0; kk < T::KSTEPS && !MX && !REGS; kk++) {
             const int c = (ks * T::KSLICE + kk * 16 + 2 * t) / 2;
@@ -996,10 +951,8 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
         for (int j = 0; j < MPW; j++)
 #pragma unroll
             for (int nf = 0; nf < DPW / 8; nf++) acc[j][nf][0] = acc[j][nf][1] = acc[j][nf][2] = acc[j][nf][3] = 0.f;
-        for (int c = 0; c < chunks && REGS && QS; c++)
-            regs_chunk<L>(a, ids, raw, sp, p, fs, alpha, q_in_smem{qw}, fq, acc, m, l, c, chunks);
-        for (int c = 0; c < chunks && REGS && !QS; c++)
-            regs_chunk<L>(a, ids, raw, sp, p, fs, alpha, q_in_regs<L>{qf}, fq, acc, m, l, c, chunks);
+        for (int c = 0; c < chunks && REGS; c++)
+            regs_chunk<L>(a, ids, raw, sp, p, fs, alpha, qf, fq, acc, m, l, c, chunks);
         for (int c = 0; c < chunks && !REGS; c++) {
             const int next = c + STAGES - 1;
             if (next < chunks) gather<L>(a, list_ids{ids + next * CHUNK}, raw + (next % STAGES) * CHUNK * T::RAW_ROW);
@@ -1061,10 +1014,8 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
 
 // PATH 2's shared memory leaves room for several CTAs an SM: the registers are budgeted so that
 // they do not stop it (168 a thread at WPM 4: 3 CTAs of 128 threads; 128 at WPM 8: 2 of 256;
-// fewer spill; QS, q not in registers: 128 and 80, 4 and 3 CTAs); MPW 2 holds twice the q
-// fragments and sums: one CTA an SM, 255 registers.
-constexpr int REG_BUDGET = MPW == 2 ? 255 : WPM == 4 ? (QS ? 128 : 168) : (QS ? 80 : 128);
-constexpr int MIN_CTAS = REGS ? 65536 / (THREADS * REG_BUDGET) : 1;
+// fewer spill); MPW 2 holds twice the q fragments and sums: one CTA an SM, 255 registers.
+constexpr int MIN_CTAS = REGS ? 65536 / (THREADS * (MPW == 2 ? 255 : WPM == 4 ? 168 : 128)) : 1;
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS) mla_split_v32(const kt_mla_args a) {
     split_kernel<KT_MLA_V32>(a);
 }

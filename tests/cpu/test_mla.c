@@ -124,31 +124,37 @@ KT_TEST(mla_reference_special_rows) {
     EXPECT(f->check_problem(&bad, why, sizeof why) == -1 && strstr(why, "TOPK"));
 }
 
-/* QS=1 (q's A fragments in shared memory) only with PATH 2 and MPW 1 and on sm_90 (sm_120's 99 KB
- * holds one such CTA an SM), its 2 bytes a head and dim counted in the shared memory a config
- * needs (V3.2 HQ 16's SPLIT 384 fits the ship arch's 99 KB;
- * HPC 32 with three raw buffers of 32 does not, where it fits without QS); the grid-filling
- * splits (96, 160, 192, 384) are in the space. */
-KT_TEST(mla_qs_config_rules) {
+/* The per-problem default on 132 SMs (the H200): V4 HQ 16 B = 64 takes two CTAs of 256 threads an
+ * SM (WPM 8, SPLIT 160: 256 CTAs) where three of 128 (SPLIT 128: 320 CTAs, 56 SMs with three) left
+ * the busiest SM more slots; B = 32 (a tie: 2 x 96 against 3 x 64), B = 1 and V3.2 HQ 16 B = 64
+ * (already two an SM) keep theirs. */
+KT_TEST(mla_default_fills_two_ctas_an_sm) {
     const kt_family *f = kt_family_find("mla_decode");
-    char why[256];
-    kt_config c;
-    EXPECT(kt_parse_config(f, "PATH=3,QS=1", &c) == 0);
-    EXPECT(f->check_config(&c, 90, why, sizeof why) == -1 && strstr(why, "QS"));
-    EXPECT(kt_parse_config(f, "PATH=2,HPC=32,MPW=2,WPM=8,QS=1", &c) == 0);
-    EXPECT(f->check_config(&c, 90, why, sizeof why) == -1 && strstr(why, "QS"));
-    kt_problem v32;
-    EXPECT(kt_parse_shape(f, "LAYOUT=V32,HQ=32,TOPK=2048,SQ=1", &v32) == 0);
-    v32.m = 64;
-    EXPECT(kt_parse_config(f, "HPC=16,CHUNK=32,SPLIT=384,STAGES=2,PATH=2,WPM=8,QS=1", &c) == 0);
-    EXPECT(f->check_config(&c, 90, why, sizeof why) == 0 && f->config_fits(&c, &v32));
-    EXPECT(f->check_config(&c, 120, why, sizeof why) == -1 && strstr(why, "QS")); /* one CTA an SM there */
-    EXPECT(f->check_config(&c, 1201, why, sizeof why) == -1);
-    EXPECT(kt_parse_config(f, "HPC=32,CHUNK=32,SPLIT=1024,STAGES=3,PATH=2,WPM=4,QS=0", &c) == 0);
-    EXPECT(f->config_fits(&c, &v32)); /* 88 KB */
-    EXPECT(kt_parse_config(f, "HPC=32,CHUNK=32,SPLIT=1024,STAGES=3,PATH=2,WPM=4,QS=1", &c) == 0);
-    EXPECT(!f->config_fits(&c, &v32)); /* + 36 KB of q */
-    EXPECT(kt_parse_config(f, "SPLIT=160", &c) == 0 && kt_parse_config(f, "SPLIT=384", &c) == 0);
+    struct {
+        const char *shape;
+        long m;
+        const char *want;
+    } cases[] = {
+        {"LAYOUT=V4,HQ=16,TOPK=512,SQ=1", 64, "HPC=16,CHUNK=32,SPLIT=160,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1"},
+        {"LAYOUT=V4,HQ=64,TOPK=512,SQ=1", 16, "HPC=16,CHUNK=32,SPLIT=160,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1"},
+        {"LAYOUT=V4,HQ=16,TOPK=512,SQ=1", 32, "HPC=16,CHUNK=32,SPLIT=64,STAGES=2,PATH=2,WPM=4,FUSE=0,MPW=1"},
+        {"LAYOUT=V4,HQ=16,TOPK=512,SQ=1", 1, "HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1"},
+        {"LAYOUT=V32,HQ=16,TOPK=2048,SQ=1", 64, "HPC=16,CHUNK=32,SPLIT=512,STAGES=3,PATH=2,WPM=8,FUSE=0,MPW=1"},
+        {"LAYOUT=V4,HQ=64,TOPK=512,SQ=1", 64, "HPC=16,CHUNK=64,SPLIT=1024,STAGES=2,PATH=2,WPM=8,FUSE=1,MPW=1"},
+    };
+    for (int i = 0; i < 6; i++) {
+        kt_problem p;
+        EXPECT(kt_parse_shape(f, cases[i].shape, &p) == 0);
+        p.m = cases[i].m;
+        kt_config c = f->default_config;
+        f->default_for(&p, 132, &c);
+        char got[256], why[256];
+        kt_format_config(f, &c, got, sizeof got);
+        if (strcmp(got, cases[i].want))
+            fprintf(stderr, "%s B=%ld: %s, want %s\n", cases[i].shape, p.m, got, cases[i].want);
+        EXPECT(!strcmp(got, cases[i].want));
+        EXPECT(f->check_config(&c, 120, why, sizeof why) == 0 && f->config_fits(&c, &p));
+    }
 }
 
 /* The sm_120a path (PATH=1) compiles and its SASS holds the block-scaled e4m3 mma
