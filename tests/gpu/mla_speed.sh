@@ -47,7 +47,7 @@ if [ -f .gpu/untuned_db ]; then
 else
     step untuned_db t 15 "$KT" tune --family act_quant --shape K=128 --m 1 --budget 1 --db "$LOGS/untuned.db"
 fi
-bench() { t 40 "$1" bench --family mla_decode --shape targets --m 1,64 --db "$LOGS/untuned.db" --json "$2"; }
+bench() { t 50 "$1" bench --family mla_decode --shape targets --m 1,64 --db "$LOGS/untuned.db" --json "$2"; }
 step bench_new bench "$KT" "$LOGS/new.json"
 grep -E "mma on e4m3|ceiling" "$LOGS/bench_new.log"
 step verify_default v --shape $V4_16 --shape $V4_64 --shape $V32_16 --m 1,16,64
