@@ -6,7 +6,8 @@
 # (a) kt verify on fresh seeds of that config over the issue's cases (-1 slots, empty requests, a
 #     query with no slot, SQ 2, sinks; B 3-128) and of the defaults;
 # (b) kt bench of this build's defaults (targets, B 1 and 64) and, at B = 64, of main's V4 HQ 16
-#     config; a table against the roof and the conversion floor.
+#     config (and V4 HQ 64 B = 16's), two STAGES variants; a table against the roof and the
+#     conversion floor.
 # Every part runs under a timeout that ends it before $KT_MLA_END_S (92) seconds; a part with no
 # time left is a FAIL that says so. Logs under $OUT/mla; a PASS/FAIL line per check; "N passed,
 # N failed" last.
@@ -57,6 +58,10 @@ cfg() { t 12 "$KT" bench --family mla_decode --config "$2" --shape "$3" --m "${4
 step bench_v4_main cfg v4_main HPC=16,CHUNK=32,SPLIT=128,STAGES=2,PATH=2,WPM=4,MPW=1,FUSE=0 $V4_16
 step bench_v4h64_b16_main cfg v4h64_b16_main HPC=16,CHUNK=32,SPLIT=128,STAGES=2,PATH=2,WPM=4,MPW=1,FUSE=0 $V4_64 16
 step bench_v4h64_b16_new cfg v4h64_b16_new $W8 $V4_64 16
+# for the next session (not defaults): the new default with a third raw buffer (the gather two chunks
+# ahead), and V3.2 HQ 16 B = 64's default with two
+step bench_v4_w8_s160_st3 cfg v4_w8_s160_st3 HPC=16,CHUNK=32,SPLIT=160,STAGES=3,PATH=2,WPM=8,MPW=1,FUSE=0 $V4_16
+step bench_v32_st2 cfg v32_st2 HPC=16,CHUNK=32,SPLIT=512,STAGES=2,PATH=2,WPM=8,MPW=1,FUSE=0 $V32_16
 # The table: per case and run, us (x roof); the roof the issue's (bytes / copy rate, flops / 650
 # TFLOP/s); cvt1 / cvt2 / cvtH: the code dims' flops at the converted-operand mma rate with a
 # conversion per 1, 2 or HQ / 16 head groups (the rope dims' at the bf16 rate), the floor of a
