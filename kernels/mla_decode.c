@@ -23,6 +23,11 @@ enum { K_SPLIT_V32, K_SPLIT_V4, K_COMBINE, K_COMBINE_WIDE, K_REF_V32, K_REF_V4, 
 /* The ship arch's shared memory per block (kernels/common/kt_arch.h): a problem fits where it ships. */
 #define SMEM_LIMIT (kt_arch_limits_of(KT_SHIP_ARCH).smem_per_block)
 #define MAX_CTAS 1024 /* the partials buffer holds this many CTAs' worth of splits */
+/* The SPLIT values (slots a CTA takes): powers of two and, between them, splits that size a grid
+ * to 2 or 3 CTAs an SM (V4 HQ 16 B = 64: 160 for 256 CTAs) */
+#define SPLITS 32, 64, 96, 128, 160, 192, 256, 384, 512, 1024, 2048
+#define N_SPLITS 11
+static const int splits[N_SPLITS] = {SPLITS};
 
 /* The tensors' positions: V3.2 has no window cache and no sinks. */
 typedef struct tensor_ix {
@@ -298,6 +303,22 @@ static int hopeless(const kt_config *c, const kt_problem *p) {
  * split kernel where a query's slots are one split (FUSE 1), else the combine kernel (FUSE 0:
  * FUSE 2 lost at B = 1, 1.3-3 us). The tuned winners on the H200, bench/NOTES.md fifteenth and
  * sixteenth sessions. */
+/* Where HPC 16's grid is three CTAs of 128 threads an SM (WPM 4): two of 256 (WPM 8, 16 warps an SM
+ * where 12 ran) with the smallest split of the list within two an SM, if its busiest SM takes fewer
+ * slots (CTAs there x the split): V4 HQ 16 B = 64's SPLIT 160 (256 CTAs, 2 x 160 slots) for 128 (320
+ * CTAs: 56 SMs hold three, 3 x 128), 12% faster on the H200 (bench/NOTES.md, eighteenth session).
+ * Returns the splits of the query's slots; c's SPLIT is set where the swap is made. */
+static long two_an_sm(const kt_problem *p, long rows, int sms, long grid, kt_config *c) {
+    for (int i = 0; i < N_SPLITS; i++) {
+        long n = (slots_of(p) + splits[i] - 1) / splits[i];
+        if (rows * n > 2L * sms || n > max_splits(p)) continue;
+        if ((rows * n + sms - 1) / sms * splits[i] >= (grid + sms - 1) / sms * c->v[P_SPLIT]) break;
+        c->v[P_SPLIT] = splits[i];
+        return n;
+    }
+    return grid / rows;
+}
+
 static void default_for(const kt_problem *p, int sms, kt_config *c) {
     int *v = c->v;
     v[P_HPC] = p->dim[D_HQ] % 32 == 0 && queries(p) * p->dim[D_HQ] / 32 >= sms ? 32 : 16;
@@ -312,6 +333,7 @@ static void default_for(const kt_problem *p, int sms, kt_config *c) {
                                  (slots_of(p) + v[P_SPLIT] - 1) / v[P_SPLIT] > max_splits(p)))
         v[P_SPLIT] *= 2;
     long grid = rows * ((slots_of(p) + v[P_SPLIT] - 1) / v[P_SPLIT]);
+    if (ctas == 3L * sms && grid > 2L * sms) grid = rows * two_an_sm(p, rows, sms, grid, c);
     v[P_WPM] = v[P_MPW] == 2 || grid <= 2 * sms ? 8 : 4;
     v[P_FUSE] = grid == rows ? 1 : 0;
     if (v[P_SPLIT] < 16 * 32) return;
@@ -449,7 +471,7 @@ const kt_family kt_family_mla_decode = {
     .n_params = 8,
     .params = {{"HPC", 2, {16, 32}},
                {"CHUNK", 3, {16, 32, 64}},
-               {"SPLIT", 7, {32, 64, 128, 256, 512, 1024, 2048}},
+               {"SPLIT", N_SPLITS, {SPLITS}},
                {"STAGES", 5, {1, 2, 3, 4, 6}},
                {"PATH", 4, {0, 1, 2, 3}},
                {"WPM", 2, {4, 8}},

@@ -124,6 +124,39 @@ KT_TEST(mla_reference_special_rows) {
     EXPECT(f->check_problem(&bad, why, sizeof why) == -1 && strstr(why, "TOPK"));
 }
 
+/* The per-problem default on 132 SMs (the H200): V4 HQ 16 B = 64 takes two CTAs of 256 threads an
+ * SM (WPM 8, SPLIT 160: 256 CTAs) where three of 128 (SPLIT 128: 320 CTAs, 56 SMs with three) left
+ * the busiest SM more slots; B = 32 (a tie: 2 x 96 against 3 x 64), B = 1 and V3.2 HQ 16 B = 64
+ * (already two an SM) keep theirs. */
+KT_TEST(mla_default_fills_two_ctas_an_sm) {
+    const kt_family *f = kt_family_find("mla_decode");
+    struct {
+        const char *shape;
+        long m;
+        const char *want;
+    } cases[] = {
+        {"LAYOUT=V4,HQ=16,TOPK=512,SQ=1", 64, "HPC=16,CHUNK=32,SPLIT=160,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1"},
+        {"LAYOUT=V4,HQ=64,TOPK=512,SQ=1", 16, "HPC=16,CHUNK=32,SPLIT=160,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1"},
+        {"LAYOUT=V4,HQ=16,TOPK=512,SQ=1", 32, "HPC=16,CHUNK=32,SPLIT=64,STAGES=2,PATH=2,WPM=4,FUSE=0,MPW=1"},
+        {"LAYOUT=V4,HQ=16,TOPK=512,SQ=1", 1, "HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1"},
+        {"LAYOUT=V32,HQ=16,TOPK=2048,SQ=1", 64, "HPC=16,CHUNK=32,SPLIT=512,STAGES=3,PATH=2,WPM=8,FUSE=0,MPW=1"},
+        {"LAYOUT=V4,HQ=64,TOPK=512,SQ=1", 64, "HPC=16,CHUNK=64,SPLIT=1024,STAGES=2,PATH=2,WPM=8,FUSE=1,MPW=1"},
+    };
+    for (int i = 0; i < 6; i++) {
+        kt_problem p;
+        EXPECT(kt_parse_shape(f, cases[i].shape, &p) == 0);
+        p.m = cases[i].m;
+        kt_config c = f->default_config;
+        f->default_for(&p, 132, &c);
+        char got[256], why[256];
+        kt_format_config(f, &c, got, sizeof got);
+        if (strcmp(got, cases[i].want))
+            fprintf(stderr, "%s B=%ld: %s, want %s\n", cases[i].shape, p.m, got, cases[i].want);
+        EXPECT(!strcmp(got, cases[i].want));
+        EXPECT(f->check_config(&c, 120, why, sizeof why) == 0 && f->config_fits(&c, &p));
+    }
+}
+
 /* The sm_120a path (PATH=1) compiles and its SASS holds the block-scaled e4m3 mma
  * (QMMA.SF ... E4M3.E4M3.E8), with no spills; the portable builds for sm_120 (PATH 0, 2, 3)
  * have none of it and no spills either; PATH=1 is refused on sm_120 and sm_90 and on V3.2's f32 scales (two

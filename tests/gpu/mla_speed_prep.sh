@@ -1,55 +1,26 @@
 #!/usr/bin/env bash
 # mla_speed_prep.sh — builds, on the build machine (no GPU), what tests/gpu/mla_speed.sh takes
 # from .gpu/ (git-ignored; carry it to the GPU beside bin/ and lib/):
-#   kt_plant_NAME  bin/kt with one line of kernels/mla_decode.cu changed (a planted bug the
-#                  GPU call's kt verify must fail on; kt_plant_notrigger: the build without the
-#                  combine's PDL trigger, for an A/B); the tree's file is restored after each;
-#   kt_main        main's bin/kt ($KT_MAIN_REV, default main), built from `git archive`;
 #   untuned_db     a database with a fake GPU's act_quant row only (kt bench needs a DB; on the
 #                  H200 every mla_decode case falls back to its family default);
-#   cache.tar.xz   the JIT cache (sm_90 and sm_120 cubins) of every config the GPU call compiles,
-#                  for this build, the planted ones and main's (NVRTC the same there: a hit;
-#                  else they compile, slower).
+#   cache.tar.xz   the JIT cache (sm_90 and sm_120 cubins) of every config the GPU call compiles
+#                  (NVRTC the same there: a hit; else they compile, slower).
 # Run after `make`, from the repository root:  bash tests/gpu/mla_speed_prep.sh
 set -eu
 cd "$(dirname "$0")/../.."
-SRC=kernels/mla_decode.cu
 mkdir -p .gpu
-cp "$SRC" /tmp/mla_decode.cu.prep
-trap 'cp /tmp/mla_decode.cu.prep "$SRC"; make -j2 bin/kt >/dev/null' EXIT
-# plant NAME 'line as it is' 'line planted'
-plant() {
-    python3 - "$SRC" "$2" "$3" <<'EOF'
-import sys
-p, a, b = sys.argv[1:]
-s = open(p).read()
-assert s.count(a) == 1, "the line to plant is not in the source once: " + a
-open(p, "w").write(s.replace(a, b))
-EOF
-    make -j2 bin/kt >/dev/null && cp bin/kt ".gpu/kt_plant_$1" && strip ".gpu/kt_plant_$1"
-    cp /tmp/mla_decode.cu.prep "$SRC"
-    echo "planted $1"
-}
-plant prologue_off "        const int from = begin + c * CHUNK;" "        const int from = begin + c * CHUNK + CHUNK;"
-plant notrigger "    kt_allow_consumer();
-    float o[4] = {0.f, 0.f, 0.f, 0.f};" "    float o[4] = {0.f, 0.f, 0.f, 0.f};" # not a bug: the A/B of the combine's trigger
-plant no_zero "            ((kt_u32 *)a.out)[((long)bs * a.HQ + h0) * KT_MLA_DV / 2 + i] = 0u;" "            ;"
+rm -rf .gpu/kt_plant_* .gpu/kt_main .gpu/cache
 make -j2 bin/kt >/dev/null
-# main's build
-rev=${KT_MAIN_REV:-main}
-rm -rf .gpu/cache /tmp/kt_main_src && mkdir -p /tmp/kt_main_src && git archive "$rev" | tar -x -C /tmp/kt_main_src
-make -C /tmp/kt_main_src -j2 bin/kt >/dev/null && cp /tmp/kt_main_src/bin/kt .gpu/kt_main && strip .gpu/kt_main
-echo "main: $(git rev-parse --short "$rev")"
 rm -f .gpu/untuned_db*
 KT_FAKE_GPU=1 KT_CACHE_DIR=/tmp/kt_prep_fake ./bin/kt tune --family act_quant --shape K=128 --m 1 --budget 1 \
     --db .gpu/untuned_db --quiet >/dev/null 2>&1
 rm -f .gpu/untuned_db-*
-# the cache: every --config of mla_speed.sh, the per-problem defaults of the target cases (this
-# build's and main's), the static default (the reference module) for every binary
+# the cache: every --config of mla_speed.sh, the per-problem defaults of the target cases, the
+# static default (the reference module)
 export KT_CACHE_DIR=$PWD/.gpu/cache
 configs=$(grep -oE -- '(--config|cfg [a-z0-9_]+) [^ ]+' tests/gpu/mla_speed.sh | awk '{print $NF}' | grep -v '^"' |
     sort -u)
-expand() { sed -e 's/\$MPW2D/HPC=32,CHUNK=32,SPLIT=2048,STAGES=3,PATH=2,WPM=8,MPW=2,FUSE=1/' -e 's/\$B1/HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=8,MPW=1/'; }
+expand() { sed -e 's/\$W8/HPC=16,CHUNK=32,SPLIT=160,STAGES=2,PATH=2,WPM=8,MPW=1,FUSE=0/'; }
 # helper LIBDIR OUT: a program over that build's libkt that prints the target cases' default
 # configs at B 1 and 64 for 132 SMs (the H200's) and compiles bench's and verify's own sources
 # (the GPU compare, the probes) for sm_90 into the cache
@@ -87,7 +58,6 @@ EOF2
         -Wl,-rpath,"$1" -Wl,-rpath,/usr/local/cuda/lib64
 }
 helper "$PWD/lib" /tmp/kt_prep_new
-helper /tmp/kt_main_src/lib /tmp/kt_prep_main
 compile() { # binary config: says so where ptxas spills (sm_90, or sm_120 built beside it)
     "$1" compile --family mla_decode --arch sm_90 --config "$2" >/tmp/kt_prep_compile.log 2>&1 ||
         echo "no compile: $1 $2"
@@ -96,15 +66,6 @@ compile() { # binary config: says so where ptxas spills (sm_90, or sm_120 built 
 }
 for c in $(echo "$configs" | expand) $(/tmp/kt_prep_new); do compile ./bin/kt "$c"; done
 compile ./bin/kt HPC=16
-for p in .gpu/kt_plant_*; do
-    # kt_plant_notrigger benches the per-problem defaults
-    for c in $(grep -oE -- "planted ${p#.gpu/kt_plant_} --config [^ ]+" tests/gpu/mla_speed.sh | awk '{print $NF}' | expand) \
-        $([ "$p" != .gpu/kt_plant_notrigger ] || /tmp/kt_prep_new); do
-        compile "$p" "$c"
-    done
-    compile "$p" HPC=16
-done
-for c in $(/tmp/kt_prep_main) HPC=16; do compile .gpu/kt_main "$c"; done
 echo "cache: $(find .gpu/cache -type f | wc -l) files, $(du -sh .gpu/cache | cut -f1)"
 tar -cJf .gpu/cache.tar.xz -C .gpu cache && rm -rf .gpu/cache # ~25x smaller (cubins of 1 MB)
 echo ".gpu: $(du -sh .gpu | cut -f1)"
