@@ -652,11 +652,14 @@ static int store_allreduce(kt_db *db, const char *path, const kt_allreduce_optio
 
 /* What kt bench and kt profile check before they start: --config is a config of the family,
  * the database is readable where the variant comes from it (db_winner: kt bench without
- * --config), and there is a GPU. 0, or 1 with the reason printed. */
+ * --config; a --db given must be, kt.db may be absent: then the family defaults, as kt verify
+ * does), and there is a GPU. 0, or 1 with the reason printed. */
 static int check_variant_options(const common *c, int db_winner) {
     kt_config probe;
     if (c->config && kt_parse_config(c->family, c->config, &probe)) return die("%s", kt_error());
-    if (db_winner && !c->config && access(c->db_path, R_OK))
+    int defaults = db_winner && !c->config && !c->db_given && access(c->db_path, F_OK);
+    if (defaults) fprintf(stderr, "kt: no %s here: %s runs its family defaults\n", c->db_path, c->family->name);
+    else if (db_winner && !c->config && access(c->db_path, R_OK))
         return die("cannot read database '%s' (tune first, or pass --config)", c->db_path);
     kt_device_info info;
     return need_gpu(&info);
@@ -786,7 +789,7 @@ static int cmd_bench(int argc, char **argv) {
     kt_bench_options o = {.family = c.family,
                           .n_shapes = c.n_shapes,
                           .n_ms = c.n_ms,
-                          .db_path = c.config ? NULL : c.db_path,
+                          .db_path = c.config || (!c.db_given && access(c.db_path, F_OK)) ? NULL : c.db_path,
                           .config = c.config,
                           .json_path = c.json,
                           .seed = c.seed};

@@ -3,6 +3,7 @@
 # stderr and a non-zero exit, never a crash. Ends with "N passed, N failed".
 set -u
 KT=${1:?usage: cli.sh path/to/kt}
+KT=$(cd "$(dirname "$KT")" && pwd)/$(basename "$KT") # absolute: some checks run in another folder
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 passed=0 failed=0
@@ -73,10 +74,15 @@ expect_fail "missing db" "cannot read database" db show --db "$tmp/none.db"
 printf 'this is not a database, just text that is long enough to look like a header......' >"$tmp/junk.db"
 expect_fail "corrupt db" "not a database\|not a kt database" db show --db "$tmp/junk.db"
 expect_fail "export without format" "needs --format" db export --db "$tmp/junk.db"
-expect_fail "bench needs a db or config" "cannot read database" bench --family fp8_gemm --shape N=1024,K=4096 --m 1 --db "$tmp/none.db"
+expect_fail "bench: a --db given must exist" "cannot read database" bench --family fp8_gemm --shape N=1024,K=4096 --m 1 --db "$tmp/none.db"
 if ! ldconfig -p 2>/dev/null | grep -q 'libcuda.so.1'; then
     expect_fail "tune without a GPU" "needs an NVIDIA GPU" tune --family fp8_gemm --shape N=1024,K=4096 --m 1 --db "$tmp/x.db"
     expect_fail "devices without a GPU" "needs an NVIDIA GPU" devices
+    # no --db and no kt.db in the folder: the family defaults (said first), then the GPU check
+    cd "$tmp"
+    expect_fail "bench without kt.db: the defaults" "no kt.db here: fp8_gemm runs its family defaults" bench --family fp8_gemm --shape N=1024,K=4096 --m 1
+    expect_fail "bench without kt.db: then the GPU" "needs an NVIDIA GPU" bench --family fp8_gemm --shape N=1024,K=4096 --m 1
+    cd - >/dev/null
     expect_fail "allreduce without a GPU" "needs an NVIDIA GPU" bench allreduce --gpus 1
 fi
 # A random sweep measures --budget configs per (shape, M) after pruning (fake GPU: real
