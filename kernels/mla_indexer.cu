@@ -15,7 +15,7 @@
 //   [16t, 16t + 16) and [64 + 16t, 80 + 16t) of a token in two 16-byte loads, a quad's loads
 //   two whole 32-byte sectors each (the same permutation applies to q: the sum is unchanged).
 //   e4m3 mma.sync m16n8k32: 4 head tiles x 4 k-steps per 8 tokens; relu, the weights and the
-//   sum over heads in registers and three shuffles; the token's scale last. A warp's groups
+//   sum over heads in registers and shuffles (two tiles in four); the token's scale last. A warp's groups
 //   stream through its own ring of STAGES slots in shared memory (cp.async, STAGES - 1 groups
 //   in flight while one is computed, holding no registers). Two math paths
 //   (MATH, chosen per arch): 0, e4m3 mma.sync m16n8k32 on the codes (native on sm_120; sm_90
@@ -206,18 +206,19 @@ __device__ __forceinline__ void load_query(const kt_u8 *q, const float *w, int b
         }
 }
 
-// One n-tile of 8 tokens: k holds this lane's 32 codes of token g; returns, in every lane of
-// quad column t, the relu-weighted head sum of token 2t + g % 2 (before the k scale).
+// One n-tile of 8 tokens: k holds this lane's 32 codes of token g; s[i] becomes the relu-weighted
+// sum over this lane's heads (rows g and g + 8 of each head tile) of token 2t + i (before the k
+// scale); reduce_tile / reduce_tile_pair sum it over the row groups.
 // Step s of either mma takes registers 2s and 2s + 1 of both operands, so each of its k
 // indices (f16: 2t + j, 8 + 2t + j; e4m3: 4t + j, 16 + 4t + j) is the same dim of q and token.
 // CHAINS=2: steps alternate between two accumulators, summed at the end, so each dependent
 // chain of mma is half as long (the f16 path's 8 steps a tile were the scan's top stall).
-__device__ __forceinline__ float tile_logits(const kt_u32 (&qf)[4][2][QR], const float (&wf)[4][2],
-                                             const uint4 (&k)[2]) {
+__device__ __forceinline__ void tile_sums(const kt_u32 (&qf)[4][2][QR], const float (&wf)[4][2], const uint4 (&k)[2],
+                                          float (&s)[2]) {
     const kt_u32 codes[8] = {k[0].x, k[0].y, k[0].z, k[0].w, k[1].x, k[1].y, k[1].z, k[1].w};
     kt_u32 kb[QR];
     to_operands(codes, kb);
-    float s0 = 0.f, s1 = 0.f;
+    s[0] = s[1] = 0.f;
 #pragma unroll
     for (int m = 0; m < 4; m++) {
         float part[CHAINS][4];
@@ -235,16 +236,36 @@ __device__ __forceinline__ float tile_logits(const kt_u32 (&qf)[4][2][QR], const
         float acc[4];
 #pragma unroll
         for (int i = 0; i < 4; i++) acc[i] = CHAINS == 2 ? part[0][i] + part[CHAINS - 1][i] : part[0][i];
-        s0 += wf[m][0] * fmaxf(acc[0], 0.f) + wf[m][1] * fmaxf(acc[2], 0.f);
-        s1 += wf[m][0] * fmaxf(acc[1], 0.f) + wf[m][1] * fmaxf(acc[3], 0.f);
+        s[0] += wf[m][0] * fmaxf(acc[0], 0.f) + wf[m][1] * fmaxf(acc[2], 0.f);
+        s[1] += wf[m][0] * fmaxf(acc[1], 0.f) + wf[m][1] * fmaxf(acc[3], 0.f);
     }
-    // the sums over the 8 row groups g: the first step trades halves (a lane of even g keeps token
-    // 2t's and sends 2t + 1's), so 3 shuffles where a butterfly over both took 6; each sum gets
-    // the butterfly's additions in its order, so the logits are the same bits
+}
+
+// The sums over the 8 row groups g of one tile's s, in every lane of row group g: token
+// 2t + g % 2's. The first step trades halves (a lane of even g keeps token 2t's and sends
+// 2t + 1's), so 3 shuffles where a butterfly over both took 6; each sum gets the butterfly's
+// additions in its order (pairs over g's bit 0, then bit 1, then bit 2), so the same bits.
+__device__ __forceinline__ float reduce_tile(const float (&s)[2]) {
     const bool odd = (threadIdx.x >> 2) & 1;
-    float v = odd ? s1 : s0;
-    v += __shfl_xor_sync(FULL, odd ? s0 : s1, 4);
+    float v = odd ? s[1] : s[0];
+    v += __shfl_xor_sync(FULL, odd ? s[0] : s[1], 4);
     v += __shfl_xor_sync(FULL, v, 8);
+    v += __shfl_xor_sync(FULL, v, 16);
+    return v;
+}
+
+// The same for two tiles (a: tile j, b: tile j + 1) in 4 shuffles where two reduce_tile take 6:
+// xor 4 trades halves of both, xor 8 trades tiles (a lane with g's bit 1 clear keeps tile j's),
+// xor 16 adds. The same pairs in the same order as the butterfly (the same bits); lane (g, t)
+// ends with token 2t + g % 2 of tile j + (g >> 1) % 2.
+__device__ __forceinline__ float reduce_tile_pair(const float (&a)[2], const float (&b)[2]) {
+    const int g = (threadIdx.x >> 2) & 7;
+    const bool odd = g & 1, second = g & 2;
+    float va = odd ? a[1] : a[0], vb = odd ? b[1] : b[0];
+    va += __shfl_xor_sync(FULL, odd ? a[0] : a[1], 4);
+    vb += __shfl_xor_sync(FULL, odd ? b[0] : b[1], 4);
+    float v = second ? vb : va;
+    v += __shfl_xor_sync(FULL, second ? va : vb, 8);
     v += __shfl_xor_sync(FULL, v, 16);
     return v;
 }
@@ -300,15 +321,29 @@ __device__ __forceinline__ void read_group(const ring_slot &s, group_data &gd) {
 }
 
 // The logits of a loaded group (tokens t0 .. of a request of length L) into out[], each counted
-// in hb and the warp's coarse counters wc (HIST=1). Each n-tile's sums are written at once.
+// in hb and the warp's coarse counters wc (HIST=1). The n-tiles are reduced in pairs (an odd
+// NT's last alone), each pair's (tile's) logits written at once.
 __device__ __forceinline__ void group_logits(const group_data &gd, int t0, int L, float *out, unsigned *hb,
                                              unsigned *wc, const kt_u32 (&qf)[4][2][QR], const float (&wf)[4][2]) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, tl = 2 * t + (g & 1); // this lane's token
+    const int second = (g >> 1) & 1; // reduce_tile_pair: this lane's tile of the pair
 #pragma unroll
-    for (int j = 0; j < NT; j++) {
-        // token tl's scale is in the lanes of row group tl (lane 4 tl); lanes 0..7 write the 8 tokens
-        const float v = tile_logits(qf, wf, gd.k[j]) * __shfl_sync(FULL, gd.scale[j], 4 * tl);
-        const int tok = t0 + 8 * j + tl;
+    for (int j = 0; j + 1 < NT; j += 2) {
+        float a[2], b[2];
+        tile_sums(qf, wf, gd.k[j], a);
+        tile_sums(qf, wf, gd.k[j + 1], b);
+        // token tl's scales are in the lanes of row group tl; lane 4 tl + i gives tile j + i's, so
+        // one shuffle serves both tiles; lanes 0..15 write the pair's 16 tokens
+        const float sc = __shfl_sync(FULL, t & 1 ? gd.scale[j + 1] : gd.scale[j], 4 * tl + second);
+        const float v = reduce_tile_pair(a, b) * sc;
+        const int tok = t0 + 8 * (j + second) + tl;
+        if (g < 4 && tok < L) out[tok] = v, hist_add(hb, wc, v);
+    }
+    if (NT % 2) { // lanes 0..7 write the last tile's 8 tokens
+        float s[2];
+        tile_sums(qf, wf, gd.k[NT - 1], s);
+        const float v = reduce_tile(s) * __shfl_sync(FULL, gd.scale[NT - 1], 4 * tl);
+        const int tok = t0 + 8 * (NT - 1) + tl;
         if (g < 2 && tok < L) out[tok] = v, hist_add(hb, wc, v);
     }
 }
