@@ -15,9 +15,9 @@
 //   [16t, 16t + 16) and [64 + 16t, 80 + 16t) of a token in two 16-byte loads, a quad's loads
 //   two whole 32-byte sectors each (the same permutation applies to q: the sum is unchanged).
 //   e4m3 mma.sync m16n8k32: 4 head tiles x 4 k-steps per 8 tokens; relu, the weights and the
-//   sum over heads in registers and shuffles (two tiles in four); the token's scale last. A warp's groups
-//   stream through its own ring of STAGES slots in shared memory (cp.async, STAGES - 1 groups
-//   in flight while one is computed, holding no registers). Two math paths
+//   sum over heads in registers and shuffles (two tiles' in four); the token's scale last. A
+//   warp's groups stream through its own ring of STAGES slots in shared memory (cp.async,
+//   STAGES - 1 groups in flight while one is computed, holding no registers). Two math paths
 //   (MATH, chosen per arch): 0, e4m3 mma.sync m16n8k32 on the codes (native on sm_120; sm_90
 //   emulates it with two f16 mma and converts both operands on every mma); 1, f16 mma.sync
 //   m16n8k16: q converted to f16 once per request (128 registers), each token's codes once per

@@ -52,8 +52,10 @@ warm() {
 }
 trap 'for p in $(jobs -p); do kill "$p" 2>/dev/null; done' EXIT
 T1=HIST=1,SEL_THREADS=1024,SEL_CLUSTER=1 T0=HIST=0,SEL_THREADS=1024,SEL_CLUSTER=1 T5=HIST=1,SEL_THREADS=512,SEL_CLUSTER=1
-warm bin/kt_trace $T1 $T0 $T5
+T4=HIST=1,SEL_THREADS=512,SEL_CLUSTER=4
+warm bin/kt_trace $T1 $T0 $T5 $T4
 warm bin/kt_main HIST=0
+warm bin/kt_cut $T1 HIST=0
 warm bin/kt_planted2 HIST=0
 warm "$KT" SEL_THREADS=512,SEL_CLUSTER=8 SEL_THREADS=512,SEL_CLUSTER=2 HIST=1 NT=1 NT=4,STAGES=2 CHAINS=2 \
     HIST=1,SEL_THREADS=512,SEL_CLUSTER=4,CHAINS=2,WARPS=8,CTAS_PER_SM=1 HIST=1,SEL_THREADS=512,SEL_CLUSTER=8,MATH=0,CHAINS=2 \
@@ -81,7 +83,7 @@ fi
 trace() {
     local name=$1 cfg=$2
     shift 2
-    KT_REPEATS=3 timeout 14 bin/kt_trace verify --family mla_indexer --seed "$SEED" "$@" --config "$cfg" \
+    KT_REPEATS=3 timeout 14 "${KTT:-bin/kt_trace}" verify --family mla_indexer --seed "$SEED" "$@" --config "$cfg" \
         >"$LOG/$name.log" 2>&1
     local rc=$?
     awk '/^idx_trace/ { k = $3 " " $5; if (!(k in n)) keys[++nk] = k; c = ++n[k]
@@ -102,11 +104,18 @@ if [ -x bin/kt_trace ] && [ "$SECONDS" -lt 62 ]; then
     trace trace_hist1 $T1 "${S1[@]}" --m 1,16
     trace trace_hist0 $T0 --shape TOPK=2048,CTX=8192,$E --m 1,16
     trace trace_hist1_512 $T5 --shape TOPK=2048,CTX=8192,$E --m 1
+    trace trace_hist1_c4 $T4 --shape TOPK=2048,CTX=32768,$E --m 1
 else skip trace; fi
+# 3b. a candidate cut of the chain, bin/kt_cut (this tree + the scan's groups in runs from the
+# first warp, so that at small B the trailing CTAs leave whole SMs to the selection early; with
+# the trace patch too), traced the same way, ragged lengths checked as well
+if [ -x bin/kt_cut ] && [ "$SECONDS" -lt 70 ]; then
+    KTT=bin/kt_cut trace trace_cut_hist1 $T1 "${S1[@]}" --shape TOPK=2048,CTX=8192,DIST=ragged,VALUES=grid --m 1,16
+else skip trace_cut; fi
 # 4. the scan: this tree against main in the same run (the pair's time, HIST=0: the selection's
 # code is the same in both)
-for k in kt kt_main; do
-    if [ -x "bin/$k" ] && [ "$SECONDS" -lt 80 ]; then
+for k in kt kt_main kt_cut; do
+    if [ -x "bin/$k" ] && [ "$SECONDS" -lt 82 ]; then
         run "scan_$k" 12 "bin/$k" verify --family mla_indexer --seed "$SEED" --shape TOPK=2048,CTX=8192,$E \
             --shape TOPK=2048,CTX=32768,$E --m 64 --config HIST=0
         grep -h "^ok\|^FAIL" "$LOG/scan_$k.log" | cut -c1-200
@@ -115,8 +124,8 @@ done
 # 5. served (a copy of a DB without mla_indexer rows, so default_for serves)
 DB=$LOG/no_indexer.db
 cp tests/fixtures/h200_small.db "$DB" && chmod u+w "$DB" && $KT db migrate --db "$DB" >/dev/null
-if [ "$SECONDS" -lt 84 ]; then
-    run bench_served 14 $KT bench --family mla_indexer --shape TOPK=2048,CTX=8192,$E --shape TOPK=2048,CTX=32768,$E \
+if [ "$SECONDS" -lt 85 ]; then
+    run bench_served 13 $KT bench --family mla_indexer --shape TOPK=2048,CTX=8192,$E --shape TOPK=2048,CTX=32768,$E \
         --m 1,16,64 --db "$DB" --json "$LOG/bench_served.json"
     grep -v "^kt:" "$LOG/bench_served.log" | grep "^TOPK\|^shape"
 else skip bench_served; fi
