@@ -83,7 +83,7 @@ fi
 trace() {
     local name=$1 cfg=$2
     shift 2
-    KT_REPEATS=3 timeout 14 "${KTT:-bin/kt_trace}" verify --family mla_indexer --seed "$SEED" "$@" --config "$cfg" \
+    KT_REPEATS=3 timeout "${TT:-14}" "${KTT:-bin/kt_trace}" verify --family mla_indexer --seed "$SEED" "$@" --config "$cfg" \
         >"$LOG/$name.log" 2>&1
     local rc=$?
     awk '/^idx_trace/ { k = $3 " " $5; if (!(k in n)) keys[++nk] = k; c = ++n[k]
@@ -99,23 +99,19 @@ trace() {
     grep -h "^ok\|^FAIL" "$LOG/$name.log" | cut -c1-200
     cat "$LOG/$name.txt"
 }
-if [ -x bin/kt_trace ] && [ "$SECONDS" -lt 62 ]; then
-    S1=(--shape TOPK=2048,CTX=8192,$E --shape TOPK=2048,CTX=3000,DIST=equal,VALUES=equal --shape TOPK=2048,CTX=1000,$E)
-    trace trace_hist1 $T1 "${S1[@]}" --m 1,16
-    trace trace_hist0 $T0 --shape TOPK=2048,CTX=8192,$E --m 1,16
-    trace trace_hist1_512 $T5 --shape TOPK=2048,CTX=8192,$E --m 1
-    trace trace_hist1_c4 $T4 --shape TOPK=2048,CTX=32768,$E --m 1
-else skip trace; fi
-# 3b. a candidate cut of the chain, bin/kt_cut (this tree + the scan's groups in runs from the
-# first warp, so that at small B the trailing CTAs leave whole SMs to the selection early; with
-# the trace patch too), traced the same way, ragged lengths checked as well
-if [ -x bin/kt_cut ] && [ "$SECONDS" -lt 70 ]; then
-    KTT=bin/kt_cut trace trace_cut_hist1 $T1 "${S1[@]}" --shape TOPK=2048,CTX=8192,DIST=ragged,VALUES=grid --m 1,16
-else skip trace_cut; fi
+# (the parts in order of what they answer first; each starts only within its budget)
+S1=(--shape TOPK=2048,CTX=8192,$E --shape TOPK=2048,CTX=3000,DIST=equal,VALUES=equal --shape TOPK=2048,CTX=1000,$E)
+[ -x bin/kt_trace ] && [ "$SECONDS" -lt 60 ] && trace trace_hist1 $T1 "${S1[@]}" --m 1,16 || skip trace_hist1
+# 3b. a candidate cut of the chain, bin/kt_cut (tests/gpu/idx_cut.patch: the scan's groups in runs
+# from the first warp, so that at small B the trailing CTAs leave whole SMs to the selection
+# early; with the trace patch too), traced the same way, ragged lengths checked as well
+[ -x bin/kt_cut ] && [ "$SECONDS" -lt 66 ] &&
+    KTT=bin/kt_cut trace trace_cut_hist1 $T1 "${S1[@]}" --shape TOPK=2048,CTX=8192,DIST=ragged,VALUES=grid --m 1,16 ||
+    skip trace_cut_hist1
 # 4. the scan: this tree against main in the same run (the pair's time, HIST=0: the selection's
-# code is the same in both)
+# code is the same in both), then the cut's
 for k in kt kt_main kt_cut; do
-    if [ -x "bin/$k" ] && [ "$SECONDS" -lt 82 ]; then
+    if [ -x "bin/$k" ] && [ "$SECONDS" -lt 76 ]; then
         run "scan_$k" 12 "bin/$k" verify --family mla_indexer --seed "$SEED" --shape TOPK=2048,CTX=8192,$E \
             --shape TOPK=2048,CTX=32768,$E --m 64 --config HIST=0
         grep -h "^ok\|^FAIL" "$LOG/scan_$k.log" | cut -c1-200
@@ -124,10 +120,17 @@ done
 # 5. served (a copy of a DB without mla_indexer rows, so default_for serves)
 DB=$LOG/no_indexer.db
 cp tests/fixtures/h200_small.db "$DB" && chmod u+w "$DB" && $KT db migrate --db "$DB" >/dev/null
-if [ "$SECONDS" -lt 85 ]; then
+if [ "$SECONDS" -lt 80 ]; then
     run bench_served 13 $KT bench --family mla_indexer --shape TOPK=2048,CTX=8192,$E --shape TOPK=2048,CTX=32768,$E \
         --m 1,16,64 --db "$DB" --json "$LOG/bench_served.json"
     grep -v "^kt:" "$LOG/bench_served.log" | grep "^TOPK\|^shape"
 else skip bench_served; fi
+# 3c. more traces: HIST=0, HIST=1 at 512 threads, the served 32K x 1 (a cluster of 4)
+[ -x bin/kt_trace ] && [ "$SECONDS" -lt 84 ] && TT=10 trace trace_hist1_c4 $T4 --shape TOPK=2048,CTX=32768,$E --m 1 ||
+    skip trace_hist1_c4
+[ -x bin/kt_trace ] && [ "$SECONDS" -lt 86 ] && TT=10 trace trace_hist0 $T0 --shape TOPK=2048,CTX=8192,$E --m 1,16 ||
+    skip trace_hist0
+[ -x bin/kt_trace ] && [ "$SECONDS" -lt 88 ] && TT=10 trace trace_hist1_512 $T5 --shape TOPK=2048,CTX=8192,$E --m 1 ||
+    skip trace_hist1_512
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
