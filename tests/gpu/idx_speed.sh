@@ -52,8 +52,8 @@ warm() {
 }
 trap 'for p in $(jobs -p); do kill "$p" 2>/dev/null; done' EXIT
 T1=HIST=1,SEL_THREADS=1024,SEL_CLUSTER=1 T0=HIST=0,SEL_THREADS=1024,SEL_CLUSTER=1 T5=HIST=1,SEL_THREADS=512,SEL_CLUSTER=1
-T4=HIST=1,SEL_THREADS=512,SEL_CLUSTER=4
-warm bin/kt_trace $T1 $T0 $T5 $T4
+T4=HIST=1,SEL_THREADS=512,SEL_CLUSTER=4 T8=HIST=1,SEL_THREADS=512,SEL_CLUSTER=8
+warm bin/kt_trace $T1 $T0 $T5 $T4 $T8
 warm bin/kt_main HIST=0
 warm bin/kt_cut $T1 HIST=0
 warm bin/kt_planted2 HIST=0
@@ -102,16 +102,21 @@ trace() {
 # (the parts in order of what they answer first; each starts only within its budget)
 S1=(--shape TOPK=2048,CTX=8192,$E --shape TOPK=2048,CTX=3000,DIST=equal,VALUES=equal --shape TOPK=2048,CTX=1000,$E)
 [ -x bin/kt_trace ] && [ "$SECONDS" -lt 60 ] && trace trace_hist1 $T1 "${S1[@]}" --m 1,16 || skip trace_hist1
+# the served 32K x 1 (a cluster of 4) and 128K x 1 (of 8): their selections cost 16 and 40 us
+[ -x bin/kt_trace ] && [ "$SECONDS" -lt 64 ] && TT=10 trace trace_hist1_c4 $T4 --shape TOPK=2048,CTX=32768,$E --m 1 ||
+    skip trace_hist1_c4
+[ -x bin/kt_trace ] && [ "$SECONDS" -lt 66 ] && TT=10 trace trace_hist1_c8 $T8 --shape TOPK=2048,CTX=131072,$E --m 1 ||
+    skip trace_hist1_c8
 # 3b. a candidate cut of the chain, bin/kt_cut (tests/gpu/idx_cut.patch: the scan's groups in runs
 # from the first warp, so that at small B the trailing CTAs leave whole SMs to the selection
 # early; with the trace patch too), traced the same way, ragged lengths checked as well
-[ -x bin/kt_cut ] && [ "$SECONDS" -lt 66 ] &&
+[ -x bin/kt_cut ] && [ "$SECONDS" -lt 70 ] &&
     KTT=bin/kt_cut trace trace_cut_hist1 $T1 "${S1[@]}" --shape TOPK=2048,CTX=8192,DIST=ragged,VALUES=grid --m 1,16 ||
     skip trace_cut_hist1
 # 4. the scan: this tree against main in the same run (the pair's time, HIST=0: the selection's
 # code is the same in both), then the cut's
 for k in kt kt_main kt_cut; do
-    if [ -x "bin/$k" ] && [ "$SECONDS" -lt 76 ]; then
+    if [ -x "bin/$k" ] && [ "$SECONDS" -lt 78 ]; then
         run "scan_$k" 12 "bin/$k" verify --family mla_indexer --seed "$SEED" --shape TOPK=2048,CTX=8192,$E \
             --shape TOPK=2048,CTX=32768,$E --m 64 --config HIST=0
         grep -h "^ok\|^FAIL" "$LOG/scan_$k.log" | cut -c1-200
@@ -125,9 +130,7 @@ if [ "$SECONDS" -lt 80 ]; then
         --m 1,16,64 --db "$DB" --json "$LOG/bench_served.json"
     grep -v "^kt:" "$LOG/bench_served.log" | grep "^TOPK\|^shape"
 else skip bench_served; fi
-# 3c. more traces: HIST=0, HIST=1 at 512 threads, the served 32K x 1 (a cluster of 4)
-[ -x bin/kt_trace ] && [ "$SECONDS" -lt 84 ] && TT=10 trace trace_hist1_c4 $T4 --shape TOPK=2048,CTX=32768,$E --m 1 ||
-    skip trace_hist1_c4
+# 3c. more traces: HIST=0, HIST=1 at 512 threads
 [ -x bin/kt_trace ] && [ "$SECONDS" -lt 86 ] && TT=10 trace trace_hist0 $T0 --shape TOPK=2048,CTX=8192,$E --m 1,16 ||
     skip trace_hist0
 [ -x bin/kt_trace ] && [ "$SECONDS" -lt 88 ] && TT=10 trace trace_hist1_512 $T5 --shape TOPK=2048,CTX=8192,$E --m 1 ||
