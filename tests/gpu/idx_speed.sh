@@ -55,7 +55,7 @@ T1=HIST=1,SEL_THREADS=1024,SEL_CLUSTER=1 T0=HIST=0,SEL_THREADS=1024,SEL_CLUSTER=
 T4=HIST=1,SEL_THREADS=512,SEL_CLUSTER=4 T8=HIST=1,SEL_THREADS=512,SEL_CLUSTER=8
 warm bin/kt_trace $T1 $T0 $T5 $T4 $T8
 warm bin/kt_main HIST=0
-warm bin/kt_cut $T1 HIST=0
+warm bin/kt_cut $T1 $T4 HIST=0
 warm bin/kt_planted2 HIST=0
 warm "$KT" SEL_THREADS=512,SEL_CLUSTER=8 SEL_THREADS=512,SEL_CLUSTER=2 HIST=1 NT=1 NT=4,STAGES=2 CHAINS=2 \
     HIST=1,SEL_THREADS=512,SEL_CLUSTER=4,CHAINS=2,WARPS=8,CTAS_PER_SM=1 HIST=1,SEL_THREADS=512,SEL_CLUSTER=8,MATH=0,CHAINS=2 \
@@ -107,16 +107,19 @@ S1=(--shape TOPK=2048,CTX=8192,$E --shape TOPK=2048,CTX=3000,DIST=equal,VALUES=e
     skip trace_hist1_c4
 [ -x bin/kt_trace ] && [ "$SECONDS" -lt 66 ] && TT=10 trace trace_hist1_c8 $T8 --shape TOPK=2048,CTX=131072,$E --m 1 ||
     skip trace_hist1_c8
-# 3b. a candidate cut of the chain, bin/kt_cut (tests/gpu/idx_cut.patch: the scan's groups in runs
+# 3b. candidate cuts of the chain, bin/kt_cut (tests/gpu/idx_cut.patch: the scan's groups in runs
 # from the first warp, so that at small B the trailing CTAs leave whole SMs to the selection
-# early; with the trace patch too), traced the same way, ragged lengths checked as well
+# early; the selection's staging in 16-byte loads; with the trace patch too), traced the same
+# way, ragged lengths (unaligned slices) checked as well, and the served 32K x 1 (a cluster of 4)
 [ -x bin/kt_cut ] && [ "$SECONDS" -lt 70 ] &&
     KTT=bin/kt_cut trace trace_cut_hist1 $T1 "${S1[@]}" --shape TOPK=2048,CTX=8192,DIST=ragged,VALUES=grid --m 1,16 ||
     skip trace_cut_hist1
+[ -x bin/kt_cut ] && [ "$SECONDS" -lt 74 ] && TT=10 KTT=bin/kt_cut trace trace_cut_c4 $T4 --shape TOPK=2048,CTX=32768,$E \
+    --shape TOPK=2048,CTX=32768,DIST=ragged,VALUES=tied --m 1 || skip trace_cut_c4
 # 4. the scan: this tree against main in the same run (the pair's time, HIST=0: the selection's
 # code is the same in both), then the cut's
 for k in kt kt_main kt_cut; do
-    if [ -x "bin/$k" ] && [ "$SECONDS" -lt 78 ]; then
+    if [ -x "bin/$k" ] && [ "$SECONDS" -lt 80 ]; then
         run "scan_$k" 12 "bin/$k" verify --family mla_indexer --seed "$SEED" --shape TOPK=2048,CTX=8192,$E \
             --shape TOPK=2048,CTX=32768,$E --m 64 --config HIST=0
         grep -h "^ok\|^FAIL" "$LOG/scan_$k.log" | cut -c1-200
@@ -125,7 +128,7 @@ done
 # 5. served (a copy of a DB without mla_indexer rows, so default_for serves)
 DB=$LOG/no_indexer.db
 cp tests/fixtures/h200_small.db "$DB" && chmod u+w "$DB" && $KT db migrate --db "$DB" >/dev/null
-if [ "$SECONDS" -lt 80 ]; then
+if [ "$SECONDS" -lt 82 ]; then
     run bench_served 13 $KT bench --family mla_indexer --shape TOPK=2048,CTX=8192,$E --shape TOPK=2048,CTX=32768,$E \
         --m 1,16,64 --db "$DB" --json "$LOG/bench_served.json"
     grep -v "^kt:" "$LOG/bench_served.log" | grep "^TOPK\|^shape"
