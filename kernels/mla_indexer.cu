@@ -67,6 +67,8 @@ constexpr int MAX_B = 1024; // kernels/mla_indexer.c checks B against it
 constexpr unsigned FULL = 0xffffffffu;
 static_assert(KT_IDX_PAGE % GROUP == 0, "a group of tokens must stay inside one page");
 static_assert(TILE < 65536, "the ordered pass packs two per-tile counts into 16 bits each");
+static_assert(SE <= 32 && SE < KT_IDX_PAGE,
+              "the ordered pass: a thread's positions as bits of a word, in two pages at most");
 static_assert(CLUSTER >= 1 && CLUSTER <= 8, "a request's selection is a portable cluster of 1 to 8 CTAs");
 static_assert(KT_MATH == 0 || KT_MATH == 1, "MATH: 0 (e4m3 mma) or 1 (f16 mma)");
 static_assert(KT_HIST == 0 || KT_HIST == 1, "HIST: 0 (the selection's own passes) or 1 (the scan's histogram)");
@@ -428,9 +430,8 @@ struct slice {
     __device__ __forceinline__ unsigned key(int p) const {
         return staged ? keys[kt_idx_staged_index(p - lo)] : key_of(x[p]);
     }
-    __device__ __forceinline__ int id(int p) const { // the global id of position p
-        const int page = staged ? pages[p / KT_IDX_PAGE - lo / KT_IDX_PAGE] : bt_row[p / KT_IDX_PAGE];
-        return page * KT_IDX_PAGE + p % KT_IDX_PAGE;
+    __device__ __forceinline__ int page(int p) const { // the physical page of position p
+        return staged ? pages[p / KT_IDX_PAGE - lo / KT_IDX_PAGE] : bt_row[p / KT_IDX_PAGE];
     }
 };
 
@@ -442,15 +443,30 @@ struct candidates {
     __device__ __forceinline__ unsigned key(int i) const { return keys[i]; }
 };
 
-// Copies the slice's keys (8 loads in flight a thread) and its pages' block table entries into
-// shared memory, by threads from `first` on (HIST=1: warp 0 reads the scan's histogram meanwhile).
+// Copies the slice's keys and its pages' block table entries into shared memory, by threads
+// from `first` on (HIST=1: warp 0 reads the scan's histogram meanwhile). The logits come in
+// 16-byte loads from the slice's first 16-byte boundary on (4 in flight a thread: at 8K keys
+// and 1024 threads one round trip where scalar loads took two), the few before it and after
+// the last whole vector one by one.
 __device__ void stage_keys(const slice &sl, unsigned *keys, int *pages, int first) {
     if ((int)threadIdx.x >= first) {
-        const int t = (int)threadIdx.x - first, p0 = sl.lo / KT_IDX_PAGE;
+        const int t = (int)threadIdx.x - first, n = ST - first, p0 = sl.lo / KT_IDX_PAGE;
         if (sl.hi > sl.lo)
-            for (int i = t; i <= (sl.hi - 1) / KT_IDX_PAGE - p0; i += ST - first) pages[i] = sl.bt_row[p0 + i];
-#pragma unroll 8
-        for (int p = sl.lo + t; p < sl.hi; p += ST - first) keys[kt_idx_staged_index(p - sl.lo)] = key_of(sl.x[p]);
+            for (int i = t; i <= (sl.hi - 1) / KT_IDX_PAGE - p0; i += n) pages[i] = sl.bt_row[p0 + i];
+        const int head = kt_idx_stage_head(sl.lo, sl.hi, (int)(((kt_u64)(sl.x + sl.lo) >> 2) & 3)),
+                  vecs = kt_idx_stage_vecs(head, sl.hi), rest = kt_idx_stage_rest(sl.lo, sl.hi, head);
+        const float4 *v = (const float4 *)(sl.x + head);
+#pragma unroll 4
+        for (int i = t; i < vecs; i += n) {
+            const float4 f = v[i];
+            const int k = head - sl.lo + 4 * i;
+            keys[kt_idx_staged_index(k)] = key_of(f.x), keys[kt_idx_staged_index(k + 1)] = key_of(f.y);
+            keys[kt_idx_staged_index(k + 2)] = key_of(f.z), keys[kt_idx_staged_index(k + 3)] = key_of(f.w);
+        }
+        for (int i = t; i < rest; i += n) {
+            const int p = kt_idx_stage_rest_pos(sl.lo, head, vecs, i);
+            keys[kt_idx_staged_index(p - sl.lo)] = key_of(sl.x[p]);
+        }
     }
     __syncthreads();
 }
@@ -584,6 +600,24 @@ __device__ void choose_from_histogram(const unsigned *hb, unsigned topk, unsigne
     if (lane == 0) chosen[0] = cb << 24 | fb << 16, chosen[1] = rest, chosen[2] = count, chosen[4] = listed;
 }
 
+// HIST=1, one CTA, at most 32 candidates (grid logits: a few): the need-th largest of cand[0..n)
+// by warp 0 alone, each lane counting the candidates above its own key, into chosen[0] (the key)
+// and chosen[1] (how many keys equal to it to take): the answer of digits 3 and 4 with one
+// barrier where they took six (2.3 us of the selection's 9.9 at 8K x 1 on the H200).
+__device__ __forceinline__ void choose_in_warp(const unsigned *cand, unsigned n, unsigned need, unsigned *chosen) {
+    const int lane = threadIdx.x & 31;
+    const unsigned mine = lane < (int)n ? cand[lane] : 0u;
+    unsigned gt = 0, ge = 0;
+    for (unsigned j = 0; j < n; j++) {
+        const unsigned c = __shfl_sync(FULL, mine, (int)j);
+        gt += c > mine;
+        ge += c >= mine;
+    }
+    // 1 <= need <= n: the lanes holding the need-th largest (any of its copies) qualify
+    const unsigned owners = __ballot_sync(FULL, lane < (int)n && gt < need && ge >= need);
+    if (lane == __ffs(owners) - 1) chosen[0] = mine, chosen[1] = need - gt;
+}
+
 // HIST=1: the keys of sl agreeing with prefix's top 16 bits into cand[] (warp-aggregated slots;
 // the caller has zeroed *n_cand and knows they fit).
 __device__ void gather_candidates(const slice &sl, unsigned prefix, unsigned *cand, unsigned *n_cand) {
@@ -633,32 +667,36 @@ __device__ void count_slice(const slice &sl, unsigned T, unsigned *warp_sums, un
 
 // The ordered pass over x[lo, hi), after gt_run keys > T and eq_run keys == T before lo: every
 // key > T and the first `need` keys == T by position, into out[0..k) in ascending position
-// order (slots from a block scan of per-thread counts). A slot past k is not written: only a
-// wrong T (HIST=1: a histogram not left zero) makes one, and then the list is wrong, not memory.
-__device__ void write_selected(const slice &sl, unsigned T, unsigned need, unsigned gt_run, unsigned eq_run, unsigned k,
-                               int *out, unsigned *warp_sums) {
+// order. Each thread takes SE consecutive positions as bit masks (> T, == T), a block scan of
+// their counts gives its first slot, and the masks its keys' slots, with no branch a key (the
+// branchy form cost 7.5K cycles of 1024 threads at 8K keys on the H200). A slot past k is not
+// written: only a wrong T (HIST=1: a histogram not left zero) makes one, and then the list is
+// wrong, not memory.
+__device__ __forceinline__ void write_selected(const slice &sl, unsigned T, unsigned need, unsigned gt_run,
+                                               unsigned eq_run, unsigned k, int *out, unsigned *warp_sums) {
     const int hi = sl.hi;
     for (int base = sl.lo; base < hi; base += TILE) {
         const int p0 = base + (int)threadIdx.x * SE;
-        unsigned key[SE], gt = 0, eq = 0;
+        unsigned gtm = 0, eqm = 0; // bit j: position p0 + j
 #pragma unroll
         for (int j = 0; j < SE; j++) {
-            key[j] = p0 + j < hi ? sl.key(p0 + j) : 0u;
-            gt += p0 + j < hi && key[j] > T;
-            eq += p0 + j < hi && key[j] == T;
+            const unsigned key = p0 + j < hi ? sl.key(p0 + j) : 0u;
+            gtm |= (unsigned)(p0 + j < hi && key > T) << j;
+            eqm |= (unsigned)(p0 + j < hi && key == T) << j;
         }
-        unsigned total, before = block_scan<ST / 32>(gt << 16 | eq, total, warp_sums);
-        unsigned gb = gt_run + (before >> 16), eb = eq_run + (before & 0xffffu);
+        unsigned total,
+            before = block_scan<ST / 32>((unsigned)__popc(gtm) << 16 | (unsigned)__popc(eqm), total, warp_sums);
+        const unsigned gb = gt_run + (before >> 16), eb = eq_run + (before & 0xffffu);
+        unsigned take = gtm; // and the first need - eb keys == T (by position) if eb < need
+        for (unsigned m = eqm, left = eb < need ? need - eb : 0; m && left; m &= m - 1, left--) take |= m & (0u - m);
+        if (take) { // positions p0 .. p0 + SE - 1 lie in at most two pages (SE < a page)
+            const unsigned slot0 = gb + (eb < need ? eb : need);
+            const int page0 = sl.page(p0), page1 = sl.page((p0 + SE < hi ? p0 + SE : hi) - 1);
 #pragma unroll
-        for (int j = 0; j < SE; j++) {
-            if (p0 + j >= hi) break;
-            if (key[j] > T) {
-                const unsigned slot = gb + (eb < need ? eb : need);
-                if (slot < k) out[slot] = sl.id(p0 + j);
-                gb++;
-            } else if (key[j] == T) {
-                if (eb < need && gb + eb < k) out[gb + eb] = sl.id(p0 + j);
-                eb++;
+            for (int j = 0; j < SE; j++) {
+                const unsigned slot = slot0 + (unsigned)__popc(take & ((1u << j) - 1));
+                const int p = p0 + j, page = p / KT_IDX_PAGE == p0 / KT_IDX_PAGE ? page0 : page1;
+                if ((take >> j & 1) && slot < k) out[slot] = page * KT_IDX_PAGE + p % KT_IDX_PAGE;
             }
         }
         gt_run += total >> 16;
@@ -685,7 +723,8 @@ __device__ void select_by_digits(const slice &sl, unsigned topk, unsigned (&hist
 
 // HIST=1: the same from the scan's histogram hb: its top 16 bits by warp 0 while the other
 // warps stage the keys, then digits 3 and 4 over the gathered candidates (over the slice where
-// the request has more than CAND of them), each by warp 0 alone; then hb is zeroed.
+// the request has more than CAND of them), each by warp 0 alone, or with one CTA and at most 32
+// candidates choose_in_warp; then hb is zeroed.
 __device__ void select_by_histogram(const slice &sl, unsigned *staged, int *pages, unsigned *hb, unsigned topk,
                                     int rank, unsigned (&hist)[2][SEL_BINS], unsigned *merged, unsigned *nonzero,
                                     unsigned *cand, unsigned *chosen, unsigned &T, unsigned &need) {
@@ -699,6 +738,14 @@ __device__ void select_by_histogram(const slice &sl, unsigned *staged, int *page
     need = chosen[1];
     const bool gathered = chosen[2] <= (unsigned)CAND; // the request's count: each slice's fits
     if (gathered) gather_candidates(sl, prefix, cand, &chosen[3]);
+    if (CLUSTER == 1 && gathered && chosen[3] <= 32) { // (the request's count: the histogram has been read)
+        if (threadIdx.x < 32) choose_in_warp(cand, chosen[3], need, chosen);
+        zero_histogram(hb, nonzero, chosen[4], rank);
+        __syncthreads();
+        T = chosen[0];
+        need = chosen[1];
+        return;
+    }
     const candidates cs = {cand, 0, (int)chosen[3]};
     for (int d = 3; d <= 4; d++) {
         if (gathered)
@@ -723,7 +770,7 @@ __device__ void select_by_histogram(const slice &sl, unsigned *staged, int *page
 // A cluster of CLUSTER CTAs per request, rank r owning positions [n r / C, n (r + 1) / C):
 // each digit's histogram is the sum of the cluster's, every CTA then chooses the same bin;
 // the ordered pass starts each slice after the counts of the slices before it.
-extern "C" __global__ void __launch_bounds__(ST) KT_SEL_CLUSTER_DIMS
+extern "C" __global__ void __launch_bounds__(ST, 1) KT_SEL_CLUSTER_DIMS
     mla_indexer_select(const float *__restrict__ logits, const int *__restrict__ lens,
                        const int *__restrict__ block_table, int max_pages, int topk, int stage_keys_max,
                        unsigned *__restrict__ hist, int *__restrict__ index) {
