@@ -6,8 +6,6 @@
 #                    scale for both tiles of a pair: verify must fail);
 #   bin/kt_trace:    this tree with tests/gpu/idx_trace.patch (the scan's and the selection's
 #                    phase timestamps, printed once a launch);
-#   bin/kt_cut:      this tree with tests/gpu/idx_cut.patch (a candidate cut of the B = 1 chain)
-#                    and the trace patch;
 #   bin/kt_main:     commit BASE (default main's 41740f0), the before of an A/B in the same run.
 #   usage: tests/gpu/idx_builds.sh [BASE]
 set -eu
@@ -35,10 +33,6 @@ build kt_planted2
 tree kt_trace
 patch -s -d "$TMP/kt_trace" -p1 <tests/gpu/idx_trace.patch
 build kt_trace
-tree kt_cut
-patch -s -d "$TMP/kt_cut" -p1 <tests/gpu/idx_cut.patch
-patch -s -d "$TMP/kt_cut" -p1 <tests/gpu/idx_trace.patch
-build kt_cut
 mkdir -p "$TMP/kt_main"
 git archive "$BASE" | tar -xf - -C "$TMP/kt_main"
 build kt_main

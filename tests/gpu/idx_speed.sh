@@ -10,9 +10,12 @@
 #     of a pair) that verify must catch;
 #  3. the selection's phases: bin/kt_trace (tests/gpu/idx_trace.patch) prints, each launch,
 #     when the scan's last warp ends and when the selection's CTA 0 reaches each phase; the
-#     medians per problem (ns from the scan's first CTA) are printed (trace_*.txt);
-#  4. the scan's A/B in one run: the pair's time by kt verify (HIST=0, the same selection) at
-#     8K x 64 and 32K x 64 for this tree (bin/kt) and main (bin/kt_main);
+#     medians per problem (ns from the scan's first CTA; clk: the CTA's cycles from its entry,
+#     the figures to read inside the CTA: ptxas moves the globaltimer reads) are printed
+#     (trace_*.txt); the verify times of a traced build are not timings (its printf costs
+#     ~75 us a launch);
+#  4. the A/B in one run: the pair's time by kt verify (HIST=0) at 8K x 64 and 32K x 64 for
+#     this tree (bin/kt) and main (bin/kt_main);
 #  5. `kt bench` of the issue's cases served by default_for (kt_scan_us / kt_select_us: the
 #     default config's HIST=0 scan and one-CTA selection alone).
 # Logs under $OUT/idx/; a PASS/FAIL line per check; ends with "N passed, N failed".
@@ -55,7 +58,6 @@ T1=HIST=1,SEL_THREADS=1024,SEL_CLUSTER=1 T0=HIST=0,SEL_THREADS=1024,SEL_CLUSTER=
 T4=HIST=1,SEL_THREADS=512,SEL_CLUSTER=4 T8=HIST=1,SEL_THREADS=512,SEL_CLUSTER=8
 warm bin/kt_trace $T1 $T0 $T5 $T4 $T8
 warm bin/kt_main HIST=0
-warm bin/kt_cut $T1 $T4 HIST=0
 warm bin/kt_planted2 HIST=0
 warm "$KT" SEL_THREADS=512,SEL_CLUSTER=8 SEL_THREADS=512,SEL_CLUSTER=2 HIST=1 NT=1 NT=4,STAGES=2 CHAINS=2 \
     HIST=1,SEL_THREADS=512,SEL_CLUSTER=4,CHAINS=2,WARPS=8,CTAS_PER_SM=1 HIST=1,SEL_THREADS=512,SEL_CLUSTER=8,MATH=0,CHAINS=2 \
@@ -107,18 +109,9 @@ S1=(--shape TOPK=2048,CTX=8192,$E --shape TOPK=2048,CTX=3000,DIST=equal,VALUES=e
     skip trace_hist1_c4
 [ -x bin/kt_trace ] && [ "$SECONDS" -lt 66 ] && TT=10 trace trace_hist1_c8 $T8 --shape TOPK=2048,CTX=131072,$E --m 1 ||
     skip trace_hist1_c8
-# 3b. candidate cuts of the chain, bin/kt_cut (tests/gpu/idx_cut.patch: the scan's groups in runs
-# from the first warp, so that at small B the trailing CTAs leave whole SMs to the selection
-# early; the selection's staging in 16-byte loads; with the trace patch too), traced the same
-# way, ragged lengths (unaligned slices) checked as well, and the served 32K x 1 (a cluster of 4)
-[ -x bin/kt_cut ] && [ "$SECONDS" -lt 70 ] &&
-    KTT=bin/kt_cut trace trace_cut_hist1 $T1 "${S1[@]}" --shape TOPK=2048,CTX=8192,DIST=ragged,VALUES=grid --m 1,16 ||
-    skip trace_cut_hist1
-[ -x bin/kt_cut ] && [ "$SECONDS" -lt 74 ] && TT=10 KTT=bin/kt_cut trace trace_cut_c4 $T4 --shape TOPK=2048,CTX=32768,$E \
-    --shape TOPK=2048,CTX=32768,DIST=ragged,VALUES=tied --m 1 || skip trace_cut_c4
 # 4. the scan: this tree against main in the same run (the pair's time, HIST=0: the selection's
-# code is the same in both), then the cut's
-for k in kt kt_main kt_cut; do
+# code is the same in both; since 047995d it is not: the selection's changes are in that A/B)
+for k in kt kt_main; do
     if [ -x "bin/$k" ] && [ "$SECONDS" -lt 80 ]; then
         run "scan_$k" 12 "bin/$k" verify --family mla_indexer --seed "$SEED" --shape TOPK=2048,CTX=8192,$E \
             --shape TOPK=2048,CTX=32768,$E --m 64 --config HIST=0
