@@ -15,9 +15,9 @@
 //   [16t, 16t + 16) and [64 + 16t, 80 + 16t) of a token in two 16-byte loads, a quad's loads
 //   two whole 32-byte sectors each (the same permutation applies to q: the sum is unchanged).
 //   e4m3 mma.sync m16n8k32: 4 head tiles x 4 k-steps per 8 tokens; relu, the weights and the
-//   sum over heads in registers and three shuffles; the token's scale last. A warp's groups
-//   stream through its own ring of STAGES slots in shared memory (cp.async, STAGES - 1 groups
-//   in flight while one is computed, holding no registers). Two math paths
+//   sum over heads in registers and shuffles (two tiles' in four); the token's scale last. A
+//   warp's groups stream through its own ring of STAGES slots in shared memory (cp.async,
+//   STAGES - 1 groups in flight while one is computed, holding no registers). Two math paths
 //   (MATH, chosen per arch): 0, e4m3 mma.sync m16n8k32 on the codes (native on sm_120; sm_90
 //   emulates it with two f16 mma and converts both operands on every mma); 1, f16 mma.sync
 //   m16n8k16: q converted to f16 once per request (128 registers), each token's codes once per
@@ -67,6 +67,8 @@ constexpr int MAX_B = 1024; // kernels/mla_indexer.c checks B against it
 constexpr unsigned FULL = 0xffffffffu;
 static_assert(KT_IDX_PAGE % GROUP == 0, "a group of tokens must stay inside one page");
 static_assert(TILE < 65536, "the ordered pass packs two per-tile counts into 16 bits each");
+static_assert(SE <= 32 && SE < KT_IDX_PAGE,
+              "the ordered pass: a thread's positions as bits of a word, in two pages at most");
 static_assert(CLUSTER >= 1 && CLUSTER <= 8, "a request's selection is a portable cluster of 1 to 8 CTAs");
 static_assert(KT_MATH == 0 || KT_MATH == 1, "MATH: 0 (e4m3 mma) or 1 (f16 mma)");
 static_assert(KT_HIST == 0 || KT_HIST == 1, "HIST: 0 (the selection's own passes) or 1 (the scan's histogram)");
@@ -206,18 +208,19 @@ __device__ __forceinline__ void load_query(const kt_u8 *q, const float *w, int b
         }
 }
 
-// One n-tile of 8 tokens: k holds this lane's 32 codes of token g; returns, in every lane of
-// quad column t, the relu-weighted head sum of token 2t + g % 2 (before the k scale).
+// One n-tile of 8 tokens: k holds this lane's 32 codes of token g; s[i] becomes the relu-weighted
+// sum over this lane's heads (rows g and g + 8 of each head tile) of token 2t + i (before the k
+// scale); reduce_tile / reduce_tile_pair sum it over the row groups.
 // Step s of either mma takes registers 2s and 2s + 1 of both operands, so each of its k
 // indices (f16: 2t + j, 8 + 2t + j; e4m3: 4t + j, 16 + 4t + j) is the same dim of q and token.
 // CHAINS=2: steps alternate between two accumulators, summed at the end, so each dependent
 // chain of mma is half as long (the f16 path's 8 steps a tile were the scan's top stall).
-__device__ __forceinline__ float tile_logits(const kt_u32 (&qf)[4][2][QR], const float (&wf)[4][2],
-                                             const uint4 (&k)[2]) {
+__device__ __forceinline__ void tile_sums(const kt_u32 (&qf)[4][2][QR], const float (&wf)[4][2], const uint4 (&k)[2],
+                                          float (&s)[2]) {
     const kt_u32 codes[8] = {k[0].x, k[0].y, k[0].z, k[0].w, k[1].x, k[1].y, k[1].z, k[1].w};
     kt_u32 kb[QR];
     to_operands(codes, kb);
-    float s0 = 0.f, s1 = 0.f;
+    s[0] = s[1] = 0.f;
 #pragma unroll
     for (int m = 0; m < 4; m++) {
         float part[CHAINS][4];
@@ -235,16 +238,36 @@ __device__ __forceinline__ float tile_logits(const kt_u32 (&qf)[4][2][QR], const
         float acc[4];
 #pragma unroll
         for (int i = 0; i < 4; i++) acc[i] = CHAINS == 2 ? part[0][i] + part[CHAINS - 1][i] : part[0][i];
-        s0 += wf[m][0] * fmaxf(acc[0], 0.f) + wf[m][1] * fmaxf(acc[2], 0.f);
-        s1 += wf[m][0] * fmaxf(acc[1], 0.f) + wf[m][1] * fmaxf(acc[3], 0.f);
+        s[0] += wf[m][0] * fmaxf(acc[0], 0.f) + wf[m][1] * fmaxf(acc[2], 0.f);
+        s[1] += wf[m][0] * fmaxf(acc[1], 0.f) + wf[m][1] * fmaxf(acc[3], 0.f);
     }
-    // the sums over the 8 row groups g: the first step trades halves (a lane of even g keeps token
-    // 2t's and sends 2t + 1's), so 3 shuffles where a butterfly over both took 6; each sum gets
-    // the butterfly's additions in its order, so the logits are the same bits
+}
+
+// The sums over the 8 row groups g of one tile's s, in every lane of row group g: token
+// 2t + g % 2's. The first step trades halves (a lane of even g keeps token 2t's and sends
+// 2t + 1's), so 3 shuffles where a butterfly over both took 6; each sum gets the butterfly's
+// additions in its order (pairs over g's bit 0, then bit 1, then bit 2), so the same bits.
+__device__ __forceinline__ float reduce_tile(const float (&s)[2]) {
     const bool odd = (threadIdx.x >> 2) & 1;
-    float v = odd ? s1 : s0;
-    v += __shfl_xor_sync(FULL, odd ? s0 : s1, 4);
+    float v = odd ? s[1] : s[0];
+    v += __shfl_xor_sync(FULL, odd ? s[0] : s[1], 4);
     v += __shfl_xor_sync(FULL, v, 8);
+    v += __shfl_xor_sync(FULL, v, 16);
+    return v;
+}
+
+// The same for two tiles (a: tile j, b: tile j + 1) in 4 shuffles where two reduce_tile take 6:
+// xor 4 trades halves of both, xor 8 trades tiles (a lane with g's bit 1 clear keeps tile j's),
+// xor 16 adds. The same pairs in the same order as the butterfly (the same bits); lane (g, t)
+// ends with token 2t + g % 2 of tile j + (g >> 1) % 2.
+__device__ __forceinline__ float reduce_tile_pair(const float (&a)[2], const float (&b)[2]) {
+    const int g = (threadIdx.x >> 2) & 7;
+    const bool odd = g & 1, second = g & 2;
+    float va = odd ? a[1] : a[0], vb = odd ? b[1] : b[0];
+    va += __shfl_xor_sync(FULL, odd ? a[0] : a[1], 4);
+    vb += __shfl_xor_sync(FULL, odd ? b[0] : b[1], 4);
+    float v = second ? vb : va;
+    v += __shfl_xor_sync(FULL, second ? va : vb, 8);
     v += __shfl_xor_sync(FULL, v, 16);
     return v;
 }
@@ -300,15 +323,29 @@ __device__ __forceinline__ void read_group(const ring_slot &s, group_data &gd) {
 }
 
 // The logits of a loaded group (tokens t0 .. of a request of length L) into out[], each counted
-// in hb and the warp's coarse counters wc (HIST=1). Each n-tile's sums are written at once.
+// in hb and the warp's coarse counters wc (HIST=1). The n-tiles are reduced in pairs (an odd
+// NT's last alone), each pair's (tile's) logits written at once.
 __device__ __forceinline__ void group_logits(const group_data &gd, int t0, int L, float *out, unsigned *hb,
                                              unsigned *wc, const kt_u32 (&qf)[4][2][QR], const float (&wf)[4][2]) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, tl = 2 * t + (g & 1); // this lane's token
+    const int second = (g >> 1) & 1; // reduce_tile_pair: this lane's tile of the pair
 #pragma unroll
-    for (int j = 0; j < NT; j++) {
-        // token tl's scale is in the lanes of row group tl (lane 4 tl); lanes 0..7 write the 8 tokens
-        const float v = tile_logits(qf, wf, gd.k[j]) * __shfl_sync(FULL, gd.scale[j], 4 * tl);
-        const int tok = t0 + 8 * j + tl;
+    for (int j = 0; j + 1 < NT; j += 2) {
+        float a[2], b[2];
+        tile_sums(qf, wf, gd.k[j], a);
+        tile_sums(qf, wf, gd.k[j + 1], b);
+        // token tl's scales are in the lanes of row group tl; lane 4 tl + i gives tile j + i's, so
+        // one shuffle serves both tiles; lanes 0..15 write the pair's 16 tokens
+        const float sc = __shfl_sync(FULL, t & 1 ? gd.scale[j + 1] : gd.scale[j], 4 * tl + second);
+        const float v = reduce_tile_pair(a, b) * sc;
+        const int tok = t0 + 8 * (j + second) + tl;
+        if (g < 4 && tok < L) out[tok] = v, hist_add(hb, wc, v);
+    }
+    if (NT % 2) { // lanes 0..7 write the last tile's 8 tokens
+        float s[2];
+        tile_sums(qf, wf, gd.k[NT - 1], s);
+        const float v = reduce_tile(s) * __shfl_sync(FULL, gd.scale[NT - 1], 4 * tl);
+        const int tok = t0 + 8 * (NT - 1) + tl;
         if (g < 2 && tok < L) out[tok] = v, hist_add(hb, wc, v);
     }
 }
@@ -393,9 +430,8 @@ struct slice {
     __device__ __forceinline__ unsigned key(int p) const {
         return staged ? keys[kt_idx_staged_index(p - lo)] : key_of(x[p]);
     }
-    __device__ __forceinline__ int id(int p) const { // the global id of position p
-        const int page = staged ? pages[p / KT_IDX_PAGE - lo / KT_IDX_PAGE] : bt_row[p / KT_IDX_PAGE];
-        return page * KT_IDX_PAGE + p % KT_IDX_PAGE;
+    __device__ __forceinline__ int page(int p) const { // the physical page of position p
+        return staged ? pages[p / KT_IDX_PAGE - lo / KT_IDX_PAGE] : bt_row[p / KT_IDX_PAGE];
     }
 };
 
@@ -407,15 +443,30 @@ struct candidates {
     __device__ __forceinline__ unsigned key(int i) const { return keys[i]; }
 };
 
-// Copies the slice's keys (8 loads in flight a thread) and its pages' block table entries into
-// shared memory, by threads from `first` on (HIST=1: warp 0 reads the scan's histogram meanwhile).
+// Copies the slice's keys and its pages' block table entries into shared memory, by threads
+// from `first` on (HIST=1: warp 0 reads the scan's histogram meanwhile). The logits come in
+// 16-byte loads from the slice's first 16-byte boundary on (4 in flight a thread: at 8K keys
+// and 1024 threads one round trip where scalar loads took two), the few before it and after
+// the last whole vector one by one.
 __device__ void stage_keys(const slice &sl, unsigned *keys, int *pages, int first) {
     if ((int)threadIdx.x >= first) {
-        const int t = (int)threadIdx.x - first, p0 = sl.lo / KT_IDX_PAGE;
+        const int t = (int)threadIdx.x - first, n = ST - first, p0 = sl.lo / KT_IDX_PAGE;
         if (sl.hi > sl.lo)
-            for (int i = t; i <= (sl.hi - 1) / KT_IDX_PAGE - p0; i += ST - first) pages[i] = sl.bt_row[p0 + i];
-#pragma unroll 8
-        for (int p = sl.lo + t; p < sl.hi; p += ST - first) keys[kt_idx_staged_index(p - sl.lo)] = key_of(sl.x[p]);
+            for (int i = t; i <= (sl.hi - 1) / KT_IDX_PAGE - p0; i += n) pages[i] = sl.bt_row[p0 + i];
+        const int head = kt_idx_stage_head(sl.lo, sl.hi, (int)(((kt_u64)(sl.x + sl.lo) >> 2) & 3)),
+                  vecs = kt_idx_stage_vecs(head, sl.hi), rest = kt_idx_stage_rest(sl.lo, sl.hi, head);
+        const float4 *v = (const float4 *)(sl.x + head);
+#pragma unroll 4
+        for (int i = t; i < vecs; i += n) {
+            const float4 f = v[i];
+            const int k = head - sl.lo + 4 * i;
+            keys[kt_idx_staged_index(k)] = key_of(f.x), keys[kt_idx_staged_index(k + 1)] = key_of(f.y);
+            keys[kt_idx_staged_index(k + 2)] = key_of(f.z), keys[kt_idx_staged_index(k + 3)] = key_of(f.w);
+        }
+        for (int i = t; i < rest; i += n) {
+            const int p = kt_idx_stage_rest_pos(sl.lo, head, vecs, i);
+            keys[kt_idx_staged_index(p - sl.lo)] = key_of(sl.x[p]);
+        }
     }
     __syncthreads();
 }
@@ -549,6 +600,24 @@ __device__ void choose_from_histogram(const unsigned *hb, unsigned topk, unsigne
     if (lane == 0) chosen[0] = cb << 24 | fb << 16, chosen[1] = rest, chosen[2] = count, chosen[4] = listed;
 }
 
+// HIST=1, one CTA, at most 32 candidates (grid logits: a few): the need-th largest of cand[0..n)
+// by warp 0 alone, each lane counting the candidates above its own key, into chosen[0] (the key)
+// and chosen[1] (how many keys equal to it to take): the answer of digits 3 and 4 with one
+// barrier where they took six (2.3 us of the selection's 9.9 at 8K x 1 on the H200).
+__device__ __forceinline__ void choose_in_warp(const unsigned *cand, unsigned n, unsigned need, unsigned *chosen) {
+    const int lane = threadIdx.x & 31;
+    const unsigned mine = lane < (int)n ? cand[lane] : 0u;
+    unsigned gt = 0, ge = 0;
+    for (unsigned j = 0; j < n; j++) {
+        const unsigned c = __shfl_sync(FULL, mine, (int)j);
+        gt += c > mine;
+        ge += c >= mine;
+    }
+    // 1 <= need <= n: the lanes holding the need-th largest (any of its copies) qualify
+    const unsigned owners = __ballot_sync(FULL, lane < (int)n && gt < need && ge >= need);
+    if (lane == __ffs(owners) - 1) chosen[0] = mine, chosen[1] = need - gt;
+}
+
 // HIST=1: the keys of sl agreeing with prefix's top 16 bits into cand[] (warp-aggregated slots;
 // the caller has zeroed *n_cand and knows they fit).
 __device__ void gather_candidates(const slice &sl, unsigned prefix, unsigned *cand, unsigned *n_cand) {
@@ -598,32 +667,36 @@ __device__ void count_slice(const slice &sl, unsigned T, unsigned *warp_sums, un
 
 // The ordered pass over x[lo, hi), after gt_run keys > T and eq_run keys == T before lo: every
 // key > T and the first `need` keys == T by position, into out[0..k) in ascending position
-// order (slots from a block scan of per-thread counts). A slot past k is not written: only a
-// wrong T (HIST=1: a histogram not left zero) makes one, and then the list is wrong, not memory.
-__device__ void write_selected(const slice &sl, unsigned T, unsigned need, unsigned gt_run, unsigned eq_run, unsigned k,
-                               int *out, unsigned *warp_sums) {
+// order. Each thread takes SE consecutive positions as bit masks (> T, == T), a block scan of
+// their counts gives its first slot, and the masks its keys' slots, with no branch a key (the
+// branchy form cost 7.5K cycles of 1024 threads at 8K keys on the H200). A slot past k is not
+// written: only a wrong T (HIST=1: a histogram not left zero) makes one, and then the list is
+// wrong, not memory.
+__device__ __forceinline__ void write_selected(const slice &sl, unsigned T, unsigned need, unsigned gt_run,
+                                               unsigned eq_run, unsigned k, int *out, unsigned *warp_sums) {
     const int hi = sl.hi;
     for (int base = sl.lo; base < hi; base += TILE) {
         const int p0 = base + (int)threadIdx.x * SE;
-        unsigned key[SE], gt = 0, eq = 0;
+        unsigned gtm = 0, eqm = 0; // bit j: position p0 + j
 #pragma unroll
         for (int j = 0; j < SE; j++) {
-            key[j] = p0 + j < hi ? sl.key(p0 + j) : 0u;
-            gt += p0 + j < hi && key[j] > T;
-            eq += p0 + j < hi && key[j] == T;
+            const unsigned key = p0 + j < hi ? sl.key(p0 + j) : 0u;
+            gtm |= (unsigned)(p0 + j < hi && key > T) << j;
+            eqm |= (unsigned)(p0 + j < hi && key == T) << j;
         }
-        unsigned total, before = block_scan<ST / 32>(gt << 16 | eq, total, warp_sums);
-        unsigned gb = gt_run + (before >> 16), eb = eq_run + (before & 0xffffu);
+        unsigned total,
+            before = block_scan<ST / 32>((unsigned)__popc(gtm) << 16 | (unsigned)__popc(eqm), total, warp_sums);
+        const unsigned gb = gt_run + (before >> 16), eb = eq_run + (before & 0xffffu);
+        unsigned take = gtm; // and the first need - eb keys == T (by position) if eb < need
+        for (unsigned m = eqm, left = eb < need ? need - eb : 0; m && left; m &= m - 1, left--) take |= m & (0u - m);
+        if (take) { // positions p0 .. p0 + SE - 1 lie in at most two pages (SE < a page)
+            const unsigned slot0 = gb + (eb < need ? eb : need);
+            const int page0 = sl.page(p0), page1 = sl.page((p0 + SE < hi ? p0 + SE : hi) - 1);
 #pragma unroll
-        for (int j = 0; j < SE; j++) {
-            if (p0 + j >= hi) break;
-            if (key[j] > T) {
-                const unsigned slot = gb + (eb < need ? eb : need);
-                if (slot < k) out[slot] = sl.id(p0 + j);
-                gb++;
-            } else if (key[j] == T) {
-                if (eb < need && gb + eb < k) out[gb + eb] = sl.id(p0 + j);
-                eb++;
+            for (int j = 0; j < SE; j++) {
+                const unsigned slot = slot0 + (unsigned)__popc(take & ((1u << j) - 1));
+                const int p = p0 + j, page = p / KT_IDX_PAGE == p0 / KT_IDX_PAGE ? page0 : page1;
+                if ((take >> j & 1) && slot < k) out[slot] = page * KT_IDX_PAGE + p % KT_IDX_PAGE;
             }
         }
         gt_run += total >> 16;
@@ -650,7 +723,8 @@ __device__ void select_by_digits(const slice &sl, unsigned topk, unsigned (&hist
 
 // HIST=1: the same from the scan's histogram hb: its top 16 bits by warp 0 while the other
 // warps stage the keys, then digits 3 and 4 over the gathered candidates (over the slice where
-// the request has more than CAND of them), each by warp 0 alone; then hb is zeroed.
+// the request has more than CAND of them), each by warp 0 alone, or with one CTA and at most 32
+// candidates choose_in_warp; then hb is zeroed.
 __device__ void select_by_histogram(const slice &sl, unsigned *staged, int *pages, unsigned *hb, unsigned topk,
                                     int rank, unsigned (&hist)[2][SEL_BINS], unsigned *merged, unsigned *nonzero,
                                     unsigned *cand, unsigned *chosen, unsigned &T, unsigned &need) {
@@ -664,6 +738,14 @@ __device__ void select_by_histogram(const slice &sl, unsigned *staged, int *page
     need = chosen[1];
     const bool gathered = chosen[2] <= (unsigned)CAND; // the request's count: each slice's fits
     if (gathered) gather_candidates(sl, prefix, cand, &chosen[3]);
+    if (CLUSTER == 1 && gathered && chosen[3] <= 32) { // (the request's count: the histogram has been read)
+        if (threadIdx.x < 32) choose_in_warp(cand, chosen[3], need, chosen);
+        zero_histogram(hb, nonzero, chosen[4], rank);
+        __syncthreads();
+        T = chosen[0];
+        need = chosen[1];
+        return;
+    }
     const candidates cs = {cand, 0, (int)chosen[3]};
     for (int d = 3; d <= 4; d++) {
         if (gathered)
@@ -688,7 +770,7 @@ __device__ void select_by_histogram(const slice &sl, unsigned *staged, int *page
 // A cluster of CLUSTER CTAs per request, rank r owning positions [n r / C, n (r + 1) / C):
 // each digit's histogram is the sum of the cluster's, every CTA then chooses the same bin;
 // the ordered pass starts each slice after the counts of the slices before it.
-extern "C" __global__ void __launch_bounds__(ST) KT_SEL_CLUSTER_DIMS
+extern "C" __global__ void __launch_bounds__(ST, 1) KT_SEL_CLUSTER_DIMS
     mla_indexer_select(const float *__restrict__ logits, const int *__restrict__ lens,
                        const int *__restrict__ block_table, int max_pages, int topk, int stage_keys_max,
                        unsigned *__restrict__ hist, int *__restrict__ index) {

@@ -45,6 +45,21 @@ static inline unsigned kt_idx_key(unsigned bits) {
 static inline int kt_idx_staged_index(int i) { return i + (i >> 4); }
 static inline int kt_idx_staged_words(int n) { return n + (n >> 4) + 1; }
 
+/* A selection CTA stages positions [lo, hi) of a request's logits in 16-byte loads: skew is
+ * position lo's element offset in its 16 bytes (0..3); the vectors start at the first boundary,
+ * kt_idx_stage_head (at most hi), and kt_idx_stage_vecs whole ones follow; the rest, those before
+ * the head and after the vectors (kt_idx_stage_rest of them), are read one by one, the i-th at
+ * kt_idx_stage_rest_pos. Together every position of [lo, hi) exactly once. */
+static inline int kt_idx_stage_head(int lo, int hi, int skew) {
+    int h = lo + (4 - skew) % 4;
+    return h < hi ? h : hi;
+}
+static inline int kt_idx_stage_vecs(int head, int hi) { return (hi - head) / 4; }
+static inline int kt_idx_stage_rest(int lo, int hi, int head) { return (head - lo) + (hi - head) % 4; }
+static inline int kt_idx_stage_rest_pos(int lo, int head, int vecs, int i) {
+    return i < head - lo ? lo + i : head + 4 * vecs + (i - (head - lo));
+}
+
 /* The radix select's digits, most significant first: 11 + 11 + 10 bits (0, 1, 2), so a
  * histogram holds 2048 counters (8 KB of shared memory). With the scan's histogram (HIST=1,
  * below) the top 16 bits are known first and digits 3 and 4 are the low 16 in 8 + 8.

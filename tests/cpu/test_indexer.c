@@ -241,6 +241,31 @@ KT_TEST(indexer_scan_configs_fit_sm120) {
 
 /* The selection's staged keys: distinct words inside kt_idx_staged_words(n), and the ordered
  * pass's reads (lane j of a warp reads key 16 j + i) on 32 distinct banks for every i. */
+/* The selection's staging split (16-byte loads from the first boundary, the rest one by one)
+ * reads every position of [lo, hi) exactly once, whatever lo's alignment and the length. */
+KT_TEST(indexer_staging_covers_each_position_once) {
+    int once = 1, inside = 1;
+    for (int lo = 0; lo < 9; lo++)
+        for (int len = 0; len <= 41; len++)
+            for (int skew = 0; skew < 4; skew++) {
+                int hi = lo + len, seen[64] = {0};
+                int head = kt_idx_stage_head(lo, hi, skew), vecs = kt_idx_stage_vecs(head, hi);
+                inside &= (skew + head - lo) % 4 == 0 || head == hi; /* the vectors start on a boundary */
+                for (int v = 0; v < vecs; v++)
+                    for (int j = 0; j < 4; j++) seen[head + 4 * v + j]++;
+                for (int i = 0; i < kt_idx_stage_rest(lo, hi, head); i++) {
+                    int p = kt_idx_stage_rest_pos(lo, head, vecs, i);
+                    if (p < 0 || p >= 64)
+                        inside = 0;
+                    else
+                        seen[p]++;
+                }
+                for (int p = 0; p < 64; p++) once &= seen[p] == (p >= lo && p < hi);
+            }
+    EXPECT(inside);
+    EXPECT(once);
+}
+
 KT_TEST(indexer_staged_keys_conflict_free) {
     enum { N = 16384 };
     static unsigned char used[N + N / 16 + 1];

@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
-# idx_speed.sh — the indexer served, its B = 1 latency chain, on the H200 in one bounded
-# run (~75 s; every part under a timeout, later parts skipped past their start budget: < 100 s).
-#  1. tests/gpu/indexer.sh on a fresh seed (the default config, HIST=0: ragged batches with
-#     L_b = TOPK and L_b = 1, CTX < TOPK, all-equal and tied logits, odd top-k, clusters of 2
-#     and 8, random configs; HIST=1 on the same kinds of cases; CHAINS=2): kt verify on fresh seeded inputs,
-#     outputs poisoned first, logits against float64, index lists exact, the timing graph's runs
-#     checked too;
-#  2. the B = 1 chain: `kt bench` at CTX=64 (one group: the scan's launch and dependent round
-#     trips with no bandwidth in it) and CTX=4096, and `kt bench launch` (a graph launch's floor);
-#  3. `kt bench` of the issue's cases served by default_for (kt_scan_us / kt_select_us: the
-#     default config's HIST=0 scan and one-CTA selection alone);
-#  4. a planted bug (the histogram not zeroed again; bin/kt_planted) that verify must catch.
+# idx_speed.sh — the indexer's correctness, its B = 1 selection chain and its scan, on the H200
+# in one bounded run (~90 s; every part under a timeout, later parts skipped past their start
+# budget: < 100 s). The extra builds come from tests/gpu/idx_builds.sh (run before the call):
+#  1. tests/gpu/indexer.sh on a fresh seed (ragged batches with L_b = TOPK and L_b = 1, CTX <
+#     TOPK, all-equal and tied logits, odd top-k, clusters, random configs, HIST=1, CHAINS=2, NT
+#     1 and 4): kt verify on fresh seeded inputs, outputs poisoned first, logits against float64,
+#     index lists exact, the timing graph's runs checked too;
+#  2. a planted bug in the scan's pair epilogue (bin/kt_planted2: tile j's scale for both tiles
+#     of a pair) that verify must catch;
+#  3. the selection's phases: bin/kt_trace (tests/gpu/idx_trace.patch) prints, each launch,
+#     when the scan's last warp ends and when the selection's CTA 0 reaches each phase; the
+#     medians per problem (ns from the scan's first CTA; clk: the CTA's cycles from its entry,
+#     the figures to read inside the CTA: ptxas moves the globaltimer reads) are printed
+#     (trace_*.txt); the verify times of a traced build are not timings (its printf costs
+#     ~75 us a launch);
+#  4. the A/B in one run: the pair's time by kt verify (HIST=0) at 8K x 64 and 32K x 64 for
+#     this tree (bin/kt) and main (bin/kt_main);
+#  5. `kt bench` of the issue's cases served by default_for (kt_scan_us / kt_select_us: the
+#     default config's HIST=0 scan and one-CTA selection alone).
 # Logs under $OUT/idx/; a PASS/FAIL line per check; ends with "N passed, N failed".
 #   usage: OUT=dir tests/gpu/idx_speed.sh [KT binary]
 set -u
@@ -36,44 +43,93 @@ run() {
         tail -5 "$LOG/$name.log"
     fi
 }
-V=($KT verify --family mla_indexer --seed "$SEED")
 # later [ "$SECONDS" -lt S ] || skip NAME: a part starts only while S seconds are not yet used
 skip() { echo "SKIP $1: ${SECONDS} s used"; }
-run indexer_sh 46 env KT_SEED="$SEED" bash tests/gpu/indexer.sh "$KT"
 E=DIST=equal,VALUES=grid
-# bench serves from a DB: a copy of one without mla_indexer rows, so default_for serves it
-DB=$LOG/no_indexer.db
-cp tests/fixtures/h200_small.db "$DB" && chmod u+w "$DB" && $KT db migrate --db "$DB" >/dev/null
-# the B = 1 chain: one group of 16 tokens (CTX=64) and CTX=4096 (the selection just past TOPK),
-# then a graph launch's cost alone
-run bench_chain 8 $KT bench --family mla_indexer --shape TOPK=2048,CTX=64,$E --shape TOPK=2048,CTX=4096,$E \
-    --m 1 --db "$DB" --json "$LOG/bench_chain.json"
-grep -v "^kt:" "$LOG/bench_chain.log" | tail -3
-run bench_launch 5 $KT bench launch --kernels 256 --json "$LOG/bench_launch.json"
-tail -6 "$LOG/bench_launch.log"
-SHAPES=(--shape TOPK=2048,CTX=8192,$E --shape TOPK=2048,CTX=32768,$E --shape TOPK=2048,CTX=131072,$E --m 1,16,64)
-if [ "$SECONDS" -lt 72 ]; then
-    run bench_served 22 $KT bench --family mla_indexer "${SHAPES[@]}" --db "$DB" --json "$LOG/bench_served.json"
-    grep -v "^kt:" "$LOG/bench_served.log"
-else skip bench_served; fi
-# a planted bug: the selection leaves the scan's counts in the histogram (zero_histogram not
-# called); verify must fail on it (its timing graph's runs are checked, and stale counts choose
-# a wrong bin). The planted kt: $KT_PLANTED or bin/kt_planted (built from this tree with the one
-# line changed; its rpath is $ORIGIN/../lib, so it sits in bin/).
-KP=${KT_PLANTED:-bin/kt_planted}
-if [ -x "$KP" ] && [ "$SECONDS" -lt 90 ]; then
+# NVRTC compiles of the variants the later parts (and indexer.sh) run, in the background on the
+# host's cores (the JIT cache then serves them); ended with the script
+warm() {
+    local k=$1
+    shift
+    for c in "$@"; do timeout 60 "$k" compile --family mla_indexer --arch sm_90 --config "$c" >/dev/null 2>&1 & done
+}
+trap 'for p in $(jobs -p); do kill "$p" 2>/dev/null; done' EXIT
+T1=HIST=1,SEL_THREADS=1024,SEL_CLUSTER=1 T0=HIST=0,SEL_THREADS=1024,SEL_CLUSTER=1 T5=HIST=1,SEL_THREADS=512,SEL_CLUSTER=1
+T4=HIST=1,SEL_THREADS=512,SEL_CLUSTER=4 T8=HIST=1,SEL_THREADS=512,SEL_CLUSTER=8
+warm bin/kt_trace $T1 $T0 $T5 $T4 $T8
+warm bin/kt_main HIST=0
+warm bin/kt_planted2 HIST=0
+warm "$KT" SEL_THREADS=512,SEL_CLUSTER=8 SEL_THREADS=512,SEL_CLUSTER=2 HIST=1 NT=1 NT=4,STAGES=2 CHAINS=2 \
+    HIST=1,SEL_THREADS=512,SEL_CLUSTER=4,CHAINS=2,WARPS=8,CTAS_PER_SM=1 HIST=1,SEL_THREADS=512,SEL_CLUSTER=8,MATH=0,CHAINS=2 \
+    HIST=1,SEL_THREADS=512,SEL_CLUSTER=4 HIST=0,SEL_THREADS=512,SEL_CLUSTER=2
+run indexer_sh 50 env KT_SEED="$SEED" bash tests/gpu/indexer.sh "$KT"
+# 2. the planted pair epilogue: verify must fail (wrong logits for the second tile of a pair)
+KP=bin/kt_planted2
+if [ -x "$KP" ]; then
     timeout 8 "$KP" verify --family mla_indexer --seed "$SEED" --shape TOPK=2048,CTX=8192,DIST=ragged,VALUES=grid \
-        --m 3 --config HIST=1 >"$LOG/planted_fails.log" 2>&1
-    if grep -q "^FAIL.*HIST=1" "$LOG/planted_fails.log"; then
+        --m 3 --config HIST=0 >"$LOG/planted2_fails.log" 2>&1
+    if grep -q "^FAIL" "$LOG/planted2_fails.log"; then
         passed=$((passed + 1))
-        echo "PASS planted_fails (the histogram left unzeroed fails verify)"
+        echo "PASS planted2_fails (the pair's scale from the wrong lane fails verify)"
     else
         failed=$((failed + 1))
-        echo "FAIL planted_fails: verify did not catch the unzeroed histogram ($LOG/planted_fails.log)"
+        echo "FAIL planted2_fails: verify did not catch the planted pair epilogue ($LOG/planted2_fails.log)"
     fi
-    grep -h "^FAIL\|^ok" "$LOG/planted_fails.log"
+    grep -h "^FAIL\|^ok" "$LOG/planted2_fails.log" | cut -c1-240
 else
-    echo "SKIP planted_fails: no planted kt at $KP or ${SECONDS} s used"
+    echo "SKIP planted2_fails: no $KP"
 fi
+# 3. the selection's phases. trace NAME CONFIG SHAPES...: bin/kt_trace verify (3 timed replays),
+# then per problem (B, L of request 0) the medians of its launches' stamps (ns from the scan's
+# first CTA; clk: the selection CTA's cycles from its entry)
+trace() {
+    local name=$1 cfg=$2
+    shift 2
+    KT_REPEATS=3 timeout "${TT:-14}" "${KTT:-bin/kt_trace}" verify --family mla_indexer --seed "$SEED" "$@" --config "$cfg" \
+        >"$LOG/$name.log" 2>&1
+    local rc=$?
+    awk '/^idx_trace/ { k = $3 " " $5; if (!(k in n)) keys[++nk] = k; c = ++n[k]
+             for (i = 6; i <= NF; i++) if ($i ~ /^-?[0-9]+$/) v[k, c, i] = $i; nf = NF; h = $0 }
+         END { print "fields: " h
+             for (q = 1; q <= nk; q++) { k = keys[q]; printf "B L0 %s: medians of %d launches:", k, n[k]
+                 for (i = 6; i <= nf; i++) if ((k, 1, i) in v) { for (j = 1; j <= n[k]; j++) { x = v[k, j, i] + 0
+                         for (m = j - 1; m >= 1 && a[m] > x; m--) a[m + 1] = a[m]; a[m + 1] = x }
+                     printf " %s", a[int((n[k] + 1) / 2)] }
+                 printf "\n" } }' "$LOG/$name.log" >"$LOG/$name.txt"
+    if [ "$rc" -eq 0 ]; then passed=$((passed + 1)); echo "PASS $name"; else
+        failed=$((failed + 1)); echo "FAIL $name (rc $rc; $LOG/$name.log)"; tail -3 "$LOG/$name.log"; fi
+    grep -h "^ok\|^FAIL" "$LOG/$name.log" | cut -c1-200
+    cat "$LOG/$name.txt"
+}
+# (the parts in order of what they answer first; each starts only within its budget)
+S1=(--shape TOPK=2048,CTX=8192,$E --shape TOPK=2048,CTX=3000,DIST=equal,VALUES=equal --shape TOPK=2048,CTX=1000,$E)
+[ -x bin/kt_trace ] && [ "$SECONDS" -lt 60 ] && trace trace_hist1 $T1 "${S1[@]}" --m 1,16 || skip trace_hist1
+# the served 32K x 1 (a cluster of 4) and 128K x 1 (of 8): their selections cost 16 and 40 us
+[ -x bin/kt_trace ] && [ "$SECONDS" -lt 64 ] && TT=10 trace trace_hist1_c4 $T4 --shape TOPK=2048,CTX=32768,$E --m 1 ||
+    skip trace_hist1_c4
+[ -x bin/kt_trace ] && [ "$SECONDS" -lt 66 ] && TT=10 trace trace_hist1_c8 $T8 --shape TOPK=2048,CTX=131072,$E --m 1 ||
+    skip trace_hist1_c8
+# 4. the scan: this tree against main in the same run (the pair's time, HIST=0: the selection's
+# code is the same in both; since 047995d it is not: the selection's changes are in that A/B)
+for k in kt kt_main; do
+    if [ -x "bin/$k" ] && [ "$SECONDS" -lt 80 ]; then
+        run "scan_$k" 12 "bin/$k" verify --family mla_indexer --seed "$SEED" --shape TOPK=2048,CTX=8192,$E \
+            --shape TOPK=2048,CTX=32768,$E --m 64 --config HIST=0
+        grep -h "^ok\|^FAIL" "$LOG/scan_$k.log" | cut -c1-200
+    else skip "scan_$k"; fi
+done
+# 5. served (a copy of a DB without mla_indexer rows, so default_for serves)
+DB=$LOG/no_indexer.db
+cp tests/fixtures/h200_small.db "$DB" && chmod u+w "$DB" && $KT db migrate --db "$DB" >/dev/null
+if [ "$SECONDS" -lt 82 ]; then
+    run bench_served 13 $KT bench --family mla_indexer --shape TOPK=2048,CTX=8192,$E --shape TOPK=2048,CTX=32768,$E \
+        --m 1,16,64 --db "$DB" --json "$LOG/bench_served.json"
+    grep -v "^kt:" "$LOG/bench_served.log" | grep "^TOPK\|^shape"
+else skip bench_served; fi
+# 3c. more traces: HIST=0, HIST=1 at 512 threads
+[ -x bin/kt_trace ] && [ "$SECONDS" -lt 86 ] && TT=10 trace trace_hist0 $T0 --shape TOPK=2048,CTX=8192,$E --m 1,16 ||
+    skip trace_hist0
+[ -x bin/kt_trace ] && [ "$SECONDS" -lt 88 ] && TT=10 trace trace_hist1_512 $T5 --shape TOPK=2048,CTX=8192,$E --m 1 ||
+    skip trace_hist1_512
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -4,7 +4,8 @@
 # L_b = TOPK and L_b = 1; CTX below TOPK makes every L_b < k), grid, tied (four distinct K
 # rows) and all-equal logits, top-k 2048, 512 and odd ones, a few random configs and the
 # selection split over clusters of 2 and 8 CTAs, and HIST=1 (the scan's histogram) on the same
-# kinds of cases, and CHAINS=2 (two accumulators a head tile). The
+# kinds of cases, CHAINS=2 (two accumulators a head tile) and NT 1 and 4 (the epilogue's single
+# tile and pairs of tiles). The
 # logits are checked against float64 and the index list exactly (outputs poisoned first).
 # Ends with "N passed, N failed"; exits 1 on any failure.
 #   usage: tests/gpu/indexer.sh [KT binary]
@@ -40,6 +41,11 @@ check --shape TOPK=2048,CTX=32768,DIST=ragged,VALUES=tied --shape TOPK=512,CTX=6
     --config HIST=1,SEL_THREADS=512,SEL_CLUSTER=4,CHAINS=2,WARPS=8,CTAS_PER_SM=1
 check --shape TOPK=2048,CTX=131072,DIST=equal,VALUES=grid --shape TOPK=2048,CTX=20000,DIST=ragged,VALUES=equal \
     --m 1,3 --config HIST=1,SEL_THREADS=512,SEL_CLUSTER=8,MATH=0,CHAINS=2
+# the scan's epilogue: NT=1 (a single tile, 3 shuffles) and NT=4 (two pairs of tiles, 4 shuffles a pair)
+check --shape TOPK=2048,CTX=8192,DIST=ragged,VALUES=grid --shape TOPK=1152,CTX=5000,DIST=ragged,VALUES=tied --m 3 \
+    --config NT=1
+check --shape TOPK=2048,CTX=8192,DIST=ragged,VALUES=grid --shape TOPK=777,CTX=3000,DIST=ragged,VALUES=equal --m 3 \
+    --config NT=4,STAGES=2
 # CHAINS=2: a head tile's dot products over two accumulators
 check --shape TOPK=2048,CTX=8192,DIST=ragged,VALUES=grid --shape TOPK=1152,CTX=5000,DIST=ragged,VALUES=tied --m 3,64 \
     --config CHAINS=2
