@@ -178,8 +178,6 @@ static int tensors(const kt_problem *p, kt_tensor_desc *t) {
     }
     t[KT_MOE_T_PART] = (kt_tensor_desc){"partials", KT_F32, 8 * MT * d.N, KT_TEMP};
     t[KT_MOE_T_CNT] = (kt_tensor_desc){"counters", KT_I32, counters(&d), KT_SCRATCH};
-    /* alone no router precedes the GEMM: NO_ROUTER, which the kernels only read */
-    t[KT_MOE_T_READY] = (kt_tensor_desc){"ready", KT_I32, KT_MOE_READY_INTS, KT_INPUT};
     return KT_MOE_T_COUNT;
 }
 
@@ -241,8 +239,6 @@ void kt_moe_fill_inputs(const kt_problem *p, const int *ids, uint64_t seed, void
     uint16_t *shared = host[KT_MOE_T_SHARED];
     for (size_t i = 0; i < (gu ? 1 : (size_t)(d.M * d.N)); i++)
         shared[i] = kt_float_to_bf16(32.0f * kt_rng_uniform(&rng));
-    int *ready = host[KT_MOE_T_READY];
-    if (ready) ready[0] = KT_MOE_NO_ROUTER, ready[1] = 0;
 }
 
 static void fill(const kt_problem *p, uint64_t seed, void *const *host) {
@@ -416,6 +412,7 @@ static int config_fits(const kt_config *c, const kt_problem *p) {
     if (d.stage == KT_MOE_GATEUP && (v[P_TN] < 32 || (d.N / 2) % (v[P_TN] / 2))) return 0;
     if (d.stage == KT_MOE_DOWN && d.N % v[P_TN]) return 0;
     if (v[P_GATHER] && (d.stage != KT_MOE_DOWN || d.topk > 8)) return 0; /* GATHER: a token's slots, one tile */
+    if (v[P_EARLY] && d.stage != KT_MOE_DOWN) return 0;                  /* gate+up's expert is its producer's output */
     return v[P_SPLIT] <= d.KB && v[P_WK] <= nkb && smem_of(c, &d) <= SMEM_LIMIT;
 }
 
@@ -467,10 +464,6 @@ static void default_for(const kt_problem *p, int sms, kt_config *c) {
      * alone): tunables, not defaults. */
     double per_expert = (double)(d.N * d.K) / (d.fmt == KT_MOE_FP8 ? 1.0 : 2.0);
     if (d.stage == KT_MOE_DOWN && tiles * per_expert <= SMALL_STEP_BYTES) v[P_EARLY] = 1;
-    /* Gate+up likewise, where its CTAs are one wave of 2 an SM (resident while the router runs),
-     * once the router's ready words say its records are complete (moe_layout.h: the MoE step's
-     * handoff; without one EARLY waits first, as EARLY=0) */
-    if (d.stage == KT_MOE_GATEUP && ctas * v[P_SPLIT] <= 2.0 * sms) v[P_EARLY] = 1;
 }
 
 /* ---------------------------------------------------------------- launch */
@@ -497,7 +490,6 @@ static int launch(const kt_launch *l) {
                     &p[KT_MOE_T_OUTS],
                     &p[KT_MOE_T_PART],
                     &p[KT_MOE_T_CNT],
-                    &p[KT_MOE_T_READY],
                     &M,
                     &topk,
                     &E,

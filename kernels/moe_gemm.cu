@@ -141,48 +141,6 @@ template <bool FROM_L2> __device__ __forceinline__ float ld_route(const float *p
     return ld_cg(p);
 }
 
-// The router -> gate+up handoff (moe_layout.h's ready words). Gate+up EARLY: thread 0 reads the
-// state; ARMED: it spins until READY, bounded at 2^18 cycles (~130 us, far past the router's ~5
-// us: a router that never arrives costs that, then the PDL wait as without the handoff). The
-// spin cannot starve the router: this grid is its PDL dependent (directly or through kernels
-// between them), launched only once every router block has run launch_dependents (at its
-// start), so the router's whole grid is resident or done. True where the record is complete.
-__device__ __forceinline__ bool router_ready(const int *ready) {
-    __shared__ int ok_s;
-    if (threadIdx.x == 0) {
-        int st;
-        long long t0, t;
-        asm volatile("ld.acquire.gpu.s32 %0, [%1];\n" : "=r"(st) : "l"(ready) : "memory");
-        asm volatile("mov.u64 %0, %%clock64;\n" : "=l"(t0));
-        for (t = t0; st == KT_MOE_ARMED && t - t0 < (1LL << 18);) {
-            asm volatile("ld.acquire.gpu.s32 %0, [%1];\n" : "=r"(st) : "l"(ready) : "memory");
-            asm volatile("mov.u64 %0, %%clock64;\n" : "=l"(t));
-        }
-        ok_s = st == KT_MOE_READY;
-    }
-    __syncthreads();
-    return ok_s;
-}
-
-// The PDL wait; DOWN's CTA 0 then re-arms the handoff for the next step (unless NO_ROUTER):
-// past the wait gate+up has completed, every CTA of it past its look at the state (its tile 0's
-// CTAs always wait, on the router: so the router has completed too, all its arrivals in). The
-// re-arm is made visible before the CTA triggers its dependents (a barrier: any thread's trigger
-// counts for the CTA): the next router, and so the next gate+up, launch only after every CTA
-// here has triggered, so no next gate+up can read this step's READY.
-template <bool GATEUP> __device__ __forceinline__ void wait_producer(int *ready) {
-    kt_wait_producer();
-    if (!GATEUP && ready && blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0) { // uniform in the CTA
-        if (threadIdx.x == 0 && ld_route<true>(ready) != KT_MOE_NO_ROUTER) {
-            ready[1] = 0;
-            ready[0] = KT_MOE_ARMED;
-            __threadfence();
-        }
-        __syncthreads();
-    }
-    kt_allow_consumer();
-}
-
 // Asks L2 for [p, p + bytes) (16-byte aligned, a multiple of 16) through the async proxy's bulk
 // prefetch (sm_90 and later): one instruction for many lines, no register or L1 miss entry held
 // while DRAM answers, so it adds bytes in flight where the register ring is the limit.
@@ -250,8 +208,7 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
                                          const int *__restrict__ ids, const float *__restrict__ topw,
                                          const kt_u16 *__restrict__ shared, const int *__restrict__ rec,
                                          void *__restrict__ out_, float *__restrict__ out_s, float *__restrict__ part,
-                                         int *__restrict__ counter, int *ready, int M, int topk, int E, int N,
-                                         int K) {
+                                         int *__restrict__ counter, int M, int topk, int E, int N, int K) {
     extern __shared__ __align__(128) kt_u8 smem[];
     __shared__ int slot_s[TM];
     __shared__ int last_s[TM + 1];
@@ -263,14 +220,12 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
     // complete before this grid starts (gate+up triggers its dependents only after its own wait
     // on the router), so a CTA reads its expert and streams its weights before it waits on the
     // gate+up GEMM: where it is resident while gate+up runs (a step), its DRAM reads overlap
-    // gate+up's. Only the tokens, the partials and the counters need the wait. EARLY (GATEUP):
-    // the same once the router's ready words say its records are complete (router_ready), so
-    // the record's round trip and the first weights overlap the router's tail, its grid's
-    // completion and the PDL release; else (no handshake) the wait first, as EARLY=0.
-    constexpr bool early = EARLY;
-    bool waited = !early;
-    if constexpr (early && GATEUP) waited = !(ready && router_ready(ready));
-    if (waited) wait_producer<GATEUP>(ready); // the record and the tokens come from the kernels before
+    // gate+up's. Only the tokens, the partials and the counters need the wait.
+    constexpr bool early = EARLY && !GATEUP;
+    if constexpr (!early) {
+        kt_wait_producer(); // the record and the tokens come from the kernels before
+        kt_allow_consumer();
+    }
     // Past n_tiles tile_expert is -1 (moe_layout.h): one load decides both the exit and the
     // expert, where reading n_tiles first put two round trips before the first weight load.
     // GATHER (DOWN): the CTA is token `tile`, its rows the token's topk slots, each its own
@@ -364,7 +319,10 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
 #pragma unroll
     for (int s = 0; s < STAGES; s++)
         if (wk + s * WARPS_K < units) load(ring[s], wk + s * WARPS_K);
-    if (!waited) wait_producer<GATEUP>(ready); // the tokens (gate+up's h, the step's x), partials, counters
+    if constexpr (early) {
+        kt_wait_producer(); // the tokens (gate+up's h), partials and counters from here on
+        kt_allow_consumer();
+    }
 
     // The tile's tokens of this k-range (slab_piece's layout), padding rows zero, then their scales
     // [k-block][token]; MXFP4 WIDE: then the CTA rows' ue8m0 scales [row][nkb + 1] (4 a k-block;
@@ -691,10 +649,9 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
 #define KT_MOE_ENTRY(NAME, FMT, GATEUP)                                                                                \
     extern "C" __global__ void __launch_bounds__(THREADS, 1)                                                           \
         NAME(const kt_u8 *X, const float *Xs, const kt_u8 *W, const void *Ws, const int *ids, const float *topw,       \
-             const kt_u16 *shared, const int *rec, void *out, float *out_s, float *part, int *counter, int *ready,     \
-             int M, int topk, int E, int N, int K) {                                                                   \
-        moe_gemm<FMT, GATEUP>(X, Xs, W, Ws, ids, topw, shared, rec, out, out_s, part, counter, ready, M, topk, E, N,   \
-                              K);                                                                                      \
+             const kt_u16 *shared, const int *rec, void *out, float *out_s, float *part, int *counter, int M,          \
+             int topk, int E, int N, int K) {                                                                          \
+        moe_gemm<FMT, GATEUP>(X, Xs, W, Ws, ids, topw, shared, rec, out, out_s, part, counter, M, topk, E, N, K);      \
     }
 KT_MOE_ENTRY(moe_gemm_fp8_gateup, FMT_FP8, true)
 KT_MOE_ENTRY(moe_gemm_fp8_down, FMT_FP8, false)

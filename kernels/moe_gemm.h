@@ -32,14 +32,13 @@ enum {
     KT_MOE_T_OUTS,
     KT_MOE_T_PART,
     KT_MOE_T_CNT,
-    KT_MOE_T_READY, /* moe_layout.h's handoff words: the step's, shared with moe_route; may be NULL */
     KT_MOE_T_COUNT
 };
 
 /* Seeded inputs of stage problem p for the routing ids [M*topk] into host (moe_gemm's tensor
  * order): the activations x, xs (skipped where host[] is NULL), the weights of the experts
- * ids touches (NaN elsewhere, so reading an untouched expert fails the check), the down
- * stage's shared-expert output, and the handoff words as NO_ROUTER (skipped where NULL). */
+ * ids touches (NaN elsewhere, so reading an untouched expert fails the check), and the down
+ * stage's shared-expert output. */
 void kt_moe_fill_inputs(const kt_problem *p, const int *ids, uint64_t seed, void *const *host);
 
 /* The token tiles the fill builds an alignment record for (moe_gemm's TM values). */

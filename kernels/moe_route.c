@@ -16,7 +16,7 @@
 #include <string.h>
 
 enum { P_WARPS, P_FUSED, P_BLOCKS, P_SMALL, P_SPREAD };
-enum { T_LOGITS, T_BIAS, T_IDS, T_WEIGHTS, T_REC, T_TOKENS, T_TABLE, T_READY, T_COUNT };
+enum { T_LOGITS, T_BIAS, T_IDS, T_WEIGHTS, T_REC, T_TOKENS, T_TABLE, T_COUNT };
 enum { K_FUSED, K_TOKENS, K_ALIGN };
 #define HIST_INTS 8192 /* the kernel's per-warp expert counts: WARPS * E of them */
 #define MAX_M 8192
@@ -88,9 +88,6 @@ static int tensors(const kt_problem *p, kt_tensor_desc *t) {
     int hash = p->dim[KT_MR_ROUTER] == KT_MOE_ROUTER_HASH;
     t[T_TOKENS] = (kt_tensor_desc){"tokens", KT_I32, hash ? M : 1, KT_INPUT};
     t[T_TABLE] = (kt_tensor_desc){"tid2eid", KT_I32, hash ? KT_MOE_HASH_ROWS * K : 1, KT_INPUT};
-    /* the handoff words the blocks arrive on (moe_layout.h): the MoE step's to gate+up; alone
-     * nothing reads them; a caller may pass NULL (none) */
-    t[T_READY] = (kt_tensor_desc){"ready", KT_I32, KT_MOE_READY_INTS, KT_TEMP};
     return T_COUNT;
 }
 
@@ -303,13 +300,12 @@ static int launch(const kt_launch *l) {
                         &router,
                         &g,
                         &small,
-                        &spread,
-                        &ptr[T_READY]};
+                        &spread};
         return kt_launch_kernel_pdl(l->mod, K_FUSED, blocks, 1, 1, threads, 0, l->stream, args);
     }
     void *route[] = {
         &ptr[T_LOGITS], &ptr[T_BIAS], &ptr[T_IDS], &ptr[T_WEIGHTS], &ptr[T_TOKENS], &ptr[T_TABLE], &M, &E, &K, &router};
-    void *align[] = {&ptr[T_IDS], &ptr[T_REC], &M, &E, &K, &TM, &NTM, &g, &small, &ptr[T_READY]};
+    void *align[] = {&ptr[T_IDS], &ptr[T_REC], &M, &E, &K, &TM, &NTM, &g, &small};
     return kt_launch_kernel_pdl(l->mod, K_TOKENS, (unsigned)((M + warps - 1) / warps), 1, 1, threads, 0, l->stream,
                                 route) ||
                    kt_launch_kernel_pdl(l->mod, K_ALIGN, blocks, 1, 1, threads, 0, l->stream, align)

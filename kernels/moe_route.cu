@@ -415,29 +415,12 @@ __device__ __forceinline__ void align_any(const int *ids, int *rec, int M, int K
         align_grid(ids, rec, M, K, E, TM, NTM, g, s);
 }
 
-// The handoff to gate+up (moe_layout.h's ready words; NULL: none): every thread's writes made
-// visible at gpu scope, a barrier, then one arrival a block; the last block to arrive sets READY
-// (acq_rel: it has seen the other blocks' fences). The gate+up CTAs that spin on READY are this
-// grid's PDL dependents, launched only once every block here has run launch_dependents (at its
-// start): this whole grid is resident or done by then, so a spinning CTA never holds an SM a
-// block here still needs (and the spin is bounded besides: moe_gemm.cu, router_ready).
-__device__ __forceinline__ void arrive_ready(int *ready) {
-    if (!ready) return; // a kernel argument: uniform over the grid
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x != 0) return;
-    int old;
-    asm volatile("atom.add.acq_rel.gpu.s32 %0, [%1], 1;\n" : "=r"(old) : "l"(ready + 1) : "memory");
-    if (old == (int)gridDim.x - 1)
-        asm volatile("st.release.gpu.s32 [%0], %1;\n" ::"l"(ready), "r"(KT_MOE_READY) : "memory");
-}
-
 // FUSED=1 (M * K <= KT_MOE_FUSED_SLOTS): every block routes every token into shared memory
 // (block 0 also writes ids and weights) and aligns from there: one launch, no round trip.
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
     moe_route_fused(const float *__restrict__ logits, const float *__restrict__ bias, int *ids, float *weights,
                     int *rec, const int *__restrict__ tokens, const int *__restrict__ table, int M, int E, int K,
-                    int TM, int NTM, int router, kt_moe_rec_geom g, int small, int spread, int *ready) {
+                    int TM, int NTM, int router, kt_moe_rec_geom g, int small, int spread) {
     __shared__ align_smem s;
     __shared__ small_smem ss;
     __shared__ int ids_s[KT_MOE_FUSED_SLOTS];
@@ -456,7 +439,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         weights[i] = weights_s[i];
     }
     align_any(ids_s, rec, M, K, E, TM, NTM, g, small, s, ss);
-    arrive_ready(ready);
 }
 
 // FUSED=0, first kernel: a warp per token over ceil(M / WARPS) blocks.
@@ -471,11 +453,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 
 // FUSED=0, second kernel: BLOCKS blocks align what moe_route_tokens wrote.
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
-    moe_align(const int *ids, int *rec, int M, int E, int K, int TM, int NTM, kt_moe_rec_geom g, int small, int *ready) {
+    moe_align(const int *ids, int *rec, int M, int E, int K, int TM, int NTM, kt_moe_rec_geom g, int small) {
     __shared__ align_smem s;
     __shared__ small_smem ss;
     kt_allow_consumer();
     kt_wait_producer();
     align_any(ids, rec, M, K, E, TM, NTM, g, small, s, ss);
-    arrive_ready(ready);
 }

@@ -6,7 +6,7 @@
  * Inputs: the gate GEMM's f32 logits [M, E] and the correction bias [E]; the hidden state as
  * e4m3 codes [M, HIDDEN] with f32 scales per 128 (the quantised activations the gate GEMM
  * reads too); expert weights (moe_gemm's layouts); the shared expert's bf16 output. Output:
- * out bf16 [M, HIDDEN] (and the router -> gate+up handoff words, re-armed). Reference: the float64 model of the same quantised pipeline (the
+ * out bf16 [M, HIDDEN]. Reference: the float64 model of the same quantised pipeline (the
  * routing of moe_route's reference, then moe_gemm's two references, the intermediate
  * requantised to e4m3 exactly as the kernel does). */
 #include "../runtime/kt.h"
@@ -39,7 +39,6 @@ enum {
     T_HS,
     T_PART,
     T_CNT,
-    T_READY,
     T_COUNT /* between the stages */
 };
 #define TM 8 /* the alignment records: tiles 8, 16, 32, 64 (moe_gemm's TM values) */
@@ -110,11 +109,6 @@ static int tensors(const kt_problem *p, kt_tensor_desc *t) {
     size_t cnt = g[KT_MOE_T_CNT].count > d[KT_MOE_T_CNT].count ? g[KT_MOE_T_CNT].count : d[KT_MOE_T_CNT].count;
     t[T_PART] = (kt_tensor_desc){"partials", KT_F32, part, KT_TEMP};
     t[T_CNT] = (kt_tensor_desc){"counters", KT_I32, cnt, KT_SCRATCH};
-    /* the router -> gate+up handoff (moe_layout.h): an output that must read {ARMED, 0} after
-     * every run (the down GEMM re-arms it; a missed re-arm lets the next step's gate+up read a
-     * stale record). Poisoned before a checked run, so that run waits as without it; the timed
-     * graph's later replays take the handoff and are checked too. */
-    t[T_READY] = (kt_tensor_desc){"ready", KT_I32, KT_MOE_READY_INTS, KT_OUTPUT, KT_CMP_EXACT};
     return T_COUNT;
 }
 
@@ -179,8 +173,6 @@ static void reference(const kt_problem *p, void *const *host, double *ref) {
     dh[KT_MOE_T_X] = h, dh[KT_MOE_T_XS] = hs, dh[KT_MOE_T_W] = host[T_W2], dh[KT_MOE_T_WS] = host[T_WS2];
     dh[KT_MOE_T_IDS] = ids, dh[KT_MOE_T_TOPW] = w, dh[KT_MOE_T_SHARED] = host[T_SHARED];
     kt_family_moe_gemm.reference(&dn, dh, ref);
-    double *ready = ref + p->m * p->dim[K_HIDDEN]; /* after out: {ARMED, no arrivals} */
-    ready[0] = KT_MOE_ARMED, ready[1] = 0;
     free(ids);
     free(w);
     free(hs);
@@ -227,11 +219,11 @@ const kt_family kt_family_moe_step = {
     .rotation_bytes = bytes, /* a step reads the touched experts only: rotate copies enough for those */
     .n_stages = 3,
     /* moe_route's HASH-only tokens and table (int32, one element): V4 and V3 never read them */
-    .stages = {{&kt_family_moe_route, route_problem, {T_LOGITS, T_BIAS, T_IDS, T_TOPW, T_ALIGN, T_IDS, T_IDS, T_READY}},
+    .stages = {{&kt_family_moe_route, route_problem, {T_LOGITS, T_BIAS, T_IDS, T_TOPW, T_ALIGN, T_IDS, T_IDS}},
                {&kt_family_moe_gemm,
                 gateup_problem,
-                {T_X, T_XS, T_W1, T_WS1, T_IDS, T_TOPW, T_SHARED, T_ALIGN, T_H, T_HS, T_PART, T_CNT, T_READY}},
+                {T_X, T_XS, T_W1, T_WS1, T_IDS, T_TOPW, T_SHARED, T_ALIGN, T_H, T_HS, T_PART, T_CNT}},
                {&kt_family_moe_gemm,
                 down_problem,
-                {T_H, T_HS, T_W2, T_WS2, T_IDS, T_TOPW, T_SHARED, T_ALIGN, T_OUT, T_PART, T_PART, T_CNT, T_READY}}},
+                {T_H, T_HS, T_W2, T_WS2, T_IDS, T_TOPW, T_SHARED, T_ALIGN, T_OUT, T_PART, T_PART, T_CNT}}},
 };

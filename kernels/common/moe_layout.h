@@ -42,18 +42,6 @@ static inline long kt_moe_max_tiles(long M, long topk, long E, long TM) {
 #define KT_MOE_NTILES(M, topk, E, TM) (kt_moe_max_padded(M, topk, E, TM) + kt_moe_max_tiles(M, topk, E, TM))
 static inline long kt_moe_align_ints(long M, long topk, long E, long TM) { return KT_MOE_NTILES(M, topk, E, TM) + 1; }
 
-/* The router -> gate+up handoff (moe_gemm's gate+up EARLY=1): int32 [KT_MOE_READY_INTS], the
- * state and the router blocks' arrival count. moe_route's blocks count themselves in [1] once
- * their part of the records (and ids, weights) is written; the last sets [0] = READY. A gate+up
- * CTA that finds ARMED spins (bounded) until READY and then reads its expert before its PDL
- * wait; READY too; any other value (a poisoned or never-armed buffer, NO_ROUTER) and it waits on
- * the router's grid as before. The down GEMM re-arms ({ARMED, 0}) after its wait, unless
- * NO_ROUTER (a GEMM run alone: its fill's value). A NULL pointer: no handshake at all. */
-#define KT_MOE_READY_INTS 2
-#define KT_MOE_ARMED 0
-#define KT_MOE_READY 1
-#define KT_MOE_NO_ROUTER 2
-
 /* The reference alignment of topk_ids [M*topk] (experts in [0, E)) into rec
  * [kt_moe_align_ints]; count is scratch of E ints. Returns n_tiles. */
 static inline int kt_moe_align_ref(const int *topk_ids, long M, long topk, long E, long TM, int *rec, int *count) {

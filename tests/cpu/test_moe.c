@@ -281,12 +281,14 @@ KT_TEST(moe_gemm_early_and_prefetch_configs) {
     up.dim[1] = 0, up.dim[3] = 1024, up.dim[4] = 4096;
     EXPECT(!kt_parse_config(f, "TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=2,SPLIT=1,WIDE=1,PF=2,EARLY=1", &c));
     EXPECT(!f->check_config(&c, 90, why, sizeof why) && !f->check_config(&c, 120, why, sizeof why));
-    EXPECT(f->config_fits(&c, &down) && f->config_fits(&c, &up)); /* gate+up's after the router's handoff */
+    EXPECT(f->config_fits(&c, &down) && !f->config_fits(&c, &up));
+    c.v[11] = 0;
+    EXPECT(f->config_fits(&c, &up));
     EXPECT(!kt_parse_config(f, "TM=8,TN=32,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=1,WIDE=1,GATHER=1,PF=1", &c));
     EXPECT(f->check_config(&c, 90, why, sizeof why) && strstr(why, "GATHER=0"));
     kt_config d;
     f->default_for(&up, 132, &d);
-    EXPECT(d.v[10] == 0 && d.v[11] == 1);
+    EXPECT(d.v[10] == 0 && d.v[11] == 0);
     f->default_for(&down, 132, &d);
     EXPECT(d.v[10] == 0 && d.v[11] == 1);
     up.m = down.m = 16;

@@ -330,9 +330,9 @@ KT_TEST(moe_route_hash_reference) {
     kt_problem p = {0};
     EXPECT(kt_parse_shape(f, "ROUTER=HASH,E=256,TOPK=6,TM=8,NTM=4,DIST=uniform", &p) == 0);
     p.m = 16;
-    EXPECT(f->tensors(&p, t) == 8 && t[5].count == 16 && t[6].count == KT_MOE_HASH_ROWS * 6);
+    EXPECT(f->tensors(&p, t) == 7 && t[5].count == 16 && t[6].count == KT_MOE_HASH_ROWS * 6);
     p.dim[KT_MR_ROUTER] = KT_MOE_ROUTER_V4;
-    EXPECT(f->tensors(&p, t) == 8 && t[5].count == 1 && t[6].count == 1 && t[7].count == KT_MOE_READY_INTS);
+    EXPECT(f->tensors(&p, t) == 7 && t[5].count == 1 && t[6].count == 1);
     EXPECT(kt_family_find("moe_step") &&
            kt_parse_shape(kt_family_find("moe_step"), "ROUTER=HASH,FORMAT=fp8,E=256,HIDDEN=4096,INTER=512,DIST=uniform",
                           &p) == 0);
