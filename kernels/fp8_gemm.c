@@ -241,9 +241,9 @@ static int launch_fn(const kt_launch *l, int quant_a, int fn, void **args) {
     const int *v = l->config->v;
     layout lay = layout_of(l->config, quant_a);
     long M = l->problem->m, N = l->problem->dim[0];
-    return kt_launch_kernel_pdl(l->mod, fn, (unsigned)(N / v[P_TILE_N]), (unsigned)((M + v[P_TILE_M] - 1) / v[P_TILE_M]),
-                                (unsigned)v[P_SPLIT_K], lay.threads, kt_fp8_gemm_smem(l->config, quant_a, l->problem),
-                                l->stream, args);
+    return kt_launch_kernel_pdl(l->mod, fn, (unsigned)(N / v[P_TILE_N]),
+                                (unsigned)((M + v[P_TILE_M] - 1) / v[P_TILE_M]), (unsigned)v[P_SPLIT_K], lay.threads,
+                                kt_fp8_gemm_smem(l->config, quant_a, l->problem), l->stream, args);
 }
 
 int kt_fp8_gemm_launch(const kt_launch *l, int quant_a, const uint64_t ptr[5]) {
