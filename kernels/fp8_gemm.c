@@ -236,29 +236,15 @@ void kt_fp8_gemm_reference_codes(const kt_problem *p, const uint8_t *A, const fl
         }
 }
 
-/* Kernel fn of l's module on args (whose M, N, K are l's problem's) in l's config's grid. */
-static int launch_fn(const kt_launch *l, int quant_a, int fn, void **args) {
+int kt_fp8_gemm_launch(const kt_launch *l, int quant_a, const uint64_t ptr[5]) {
     const int *v = l->config->v;
     layout lay = layout_of(l->config, quant_a);
-    long M = l->problem->m, N = l->problem->dim[0];
-    return kt_launch_kernel_pdl(l->mod, fn, (unsigned)(N / v[P_TILE_N]),
-                                (unsigned)((M + v[P_TILE_M] - 1) / v[P_TILE_M]), (unsigned)v[P_SPLIT_K], lay.threads,
-                                kt_fp8_gemm_smem(l->config, quant_a, l->problem), l->stream, args);
-}
-
-int kt_fp8_gemm_launch(const kt_launch *l, int quant_a, const uint64_t ptr[5]) {
     int M = (int)l->problem->m, N = (int)l->problem->dim[0], K = (int)l->problem->dim[1];
     uint64_t p[5];
     memcpy(p, ptr, sizeof p);
     void *args[] = {&p[0], &p[1], &p[2], &p[3], &p[4], &M, &N, &K};
-    return launch_fn(l, quant_a, 0, args);
-}
-
-int kt_quant_fp8_gemm_launch_rope(const kt_launch *l, uint64_t inv, uint64_t pos, int rope_dim, int head, int off) {
-    int M = (int)l->problem->m, N = (int)l->problem->dim[0], K = (int)l->problem->dim[1];
-    uint64_t p[5] = {l->ptr[0], 0, l->ptr[1], l->ptr[2], l->ptr[3]};
-    void *args[] = {&p[0], &p[1], &p[2], &p[3], &p[4], &M, &N, &K, &inv, &pos, &rope_dim, &head, &off};
-    return launch_fn(l, 1, KT_QUANT_FP8_GEMM_ROPE_FN, args);
+    return kt_launch_kernel_pdl(l->mod, 0, N / v[P_TILE_N], (M + v[P_TILE_M] - 1) / v[P_TILE_M], v[P_SPLIT_K],
+                                lay.threads, kt_fp8_gemm_smem(l->config, quant_a, l->problem), l->stream, args);
 }
 
 int kt_fp8_gemm_launch_reference(const kt_launch *l, const uint64_t ptr[4], uint64_t ref) {

@@ -51,11 +51,6 @@ void kt_fp8_gemm_default_for(const kt_problem *p, int sms, int quant_a, kt_confi
 int kt_fp8_gemm_smem(const kt_config *c, int quant_a, const kt_problem *p);
 /* Launches the kernel on ptr = {A or X, As (0 when quant_a), B, Bs, C}. */
 int kt_fp8_gemm_launch(const kt_launch *l, int quant_a, const uint64_t ptr[5]);
-/* quant_fp8_gemm's rope entry (its kernel KT_QUANT_FP8_GEMM_ROPE_FN) on l's tensors (X, B, Bs, C):
- * X's columns are heads of `head` values, column k head column (k + off) % head, whose trailing
- * rope_dim are rotated back at *pos (device int) with frequencies inv (device f32) on load. */
-#define KT_QUANT_FP8_GEMM_ROPE_FN 2
-int kt_quant_fp8_gemm_launch_rope(const kt_launch *l, uint64_t inv, uint64_t pos, int rope_dim, int head, int off);
 /* Launches the module's reference kernel (index 1) on ptr = {A or X, As, B, Bs} into ref. */
 int kt_fp8_gemm_launch_reference(const kt_launch *l, const uint64_t ptr[4], uint64_t ref);
 /* Seeded e4m3 codes over the whole range (no NaN), and positive scales around 2^-7. */

@@ -70,8 +70,7 @@ static double bytes(const kt_problem *p) {
 
 static void default_for(const kt_problem *p, int sms, kt_config *c) { kt_fp8_gemm_default_for(p, sms, 1, c); }
 
-/* [KT_QUANT_FP8_GEMM_ROPE_FN]: the runtime's entry for mla_decode's output (fp8_gemm.h) */
-static const char *const kernel_names[] = {"quant_fp8_gemm", "quant_fp8_gemm_reference", "quant_fp8_gemm_rope", NULL};
+static const char *const kernel_names[] = {"quant_fp8_gemm", "quant_fp8_gemm_reference", NULL};
 
 const kt_family kt_family_quant_fp8_gemm = {
     .name = "quant_fp8_gemm",

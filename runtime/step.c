@@ -12,7 +12,6 @@
 #include "../kernels/common/indexer_layout.h"
 #include "../kernels/common/kv_v4.cuh"
 #include "../kernels/common/mla_layout.h"
-#include "../kernels/fp8_gemm.h"
 #include "../kernels/moe_gemm.h"
 #include "cu.h"
 #include "kt.h"
@@ -248,15 +247,8 @@ static fam_k *fam(kt_step *s, const char *family, long d0, long d1, long m) {
     return fam_p(s, family, &p);
 }
 
-/* quant_fp8_gemm's rope entry's arguments beyond the family's tensors (kt_quant_fp8_gemm_launch_rope). */
-typedef struct {
-    dptr inv;
-    int rope_dim, head, off;
-} rope_back;
-
-/* Launches a family kernel on ptr[] (the family's tensor order), named kt/<family>/<key>/<config>;
- * with rope (quant_fp8_gemm only) its rope entry. */
-static int fam_launch_as(kt_step *s, fam_k *k, const dptr *ptr, int n, const rope_back *rope) {
+/* Launches a family kernel on ptr[] (the family's tensor order), named kt/<family>/<key>/<config>. */
+static int fam_launch(kt_step *s, fam_k *k, const dptr *ptr, int n) {
     if (!k) return -1;
     if (s->collecting) return 0;
     char name[512], shape[128], cfg[256];
@@ -267,12 +259,10 @@ static int fam_launch_as(kt_step *s, fam_k *k, const dptr *ptr, int n, const rop
     nvtxRangePushA(name);
     kt_launch l = {.mod = &k->mod, .config = &k->mod.config, .problem = &k->p, .stream = s->cur};
     for (int i = 0; i < n; i++) l.ptr[i] = ptr[i];
-    int rc = rope ? kt_quant_fp8_gemm_launch_rope(&l, rope->inv, s->pos, rope->rope_dim, rope->head, rope->off)
-                  : k->f->launch(&l);
+    int rc = k->f->launch(&l);
     nvtxRangePop();
     return rc;
 }
-static int fam_launch(kt_step *s, fam_k *k, const dptr *ptr, int n) { return fam_launch_as(s, k, ptr, n, NULL); }
 
 /* act_quant: x bf16 [M, K] -> q e4m3, sc f32 [M, K/128]. */
 static int quant(kt_step *s, dptr x, dptr q, dptr sc, long M, long K) {
@@ -555,13 +545,7 @@ static int indexer(kt_step *s, layer_dev *L, const gv_part *iw) {
     return fam_launch(s, fam_p(s, "mla_indexer", &s->plan.indexer), ptr, 8);
 }
 
-/* At B = 1 mla_decode's output ob (bf16 [H][KT_KV_DIM]) is og's bytes but for the RoPE on each
- * head's trailing rope_dim values: o_a's GEMMs rotate it back on load (quant_fp8_gemm_rope), in
- * place of rt_o_post, a kernel fewer on every layer's critical chain. */
-static int o_post_folded(const kt_step *s) { return s->plan.family[KT_PART_ATTENTION] && s->B == 1; }
-
-/* Window + compressed attention into og (group order), by mla_decode (then rt_o_post, unless
- * o_post_folded) or rt_attention. */
+/* Window + compressed attention into og (group order), by mla_decode (then rt_o_post) or rt_attention. */
 static int attend(kt_step *s, layer_dev *L, int mode, dptr inv) {
     const kt_model_config *c = &s->c;
     int B = s->B, W = (int)c->window, R = (int)c->rope_dim, GI = (int)kt_model_group_in(c);
@@ -579,20 +563,14 @@ static int attend(kt_step *s, layer_dev *L, int mode, dptr inv) {
     dptr len = mode == 0 ? s->sl_len : mode == 1 ? s->csa_len : s->lens + (dptr)(B * 4);
     dptr ptr[12] = {s->qb, kv, idx, len, L->win, s->wlist, s->lens, L->sink, s->ob, s->lse, s->apart, s->atick};
     if (fam_launch(s, fam_p(s, "mla_decode", &s->plan.attn[mode]), ptr, 12)) return -1;
-    if (o_post_folded(s)) return 0;
     void *ao[] = {&s->ob, &inv, &s->pos, &s->og, &R, &GI, &B};
     return rt(s, K_O_POST, (unsigned)c->n_heads, (unsigned)B, 128, 0, ao);
 }
 
-/* Group g of the grouped o_a: its rows of og (bf16 [G][B][GI]) through its rows of wo_a into oa_g;
- * o_post_folded, its columns of ob with the RoPE at inv rotated back on load. */
-static int wo_a_group(kt_step *s, layer_dev *L, int g, dptr inv) {
+/* Group g of the grouped o_a: its rows of og (bf16 [G][B][GI]) through its rows of wo_a into oa_g. */
+static int wo_a_group(kt_step *s, layer_dev *L, int g) {
     long B = s->B, GI = kt_model_group_in(&s->c), OL = s->c.o_lora;
-    dptr C = s->oa_g + (dptr)(g * B * OL * 2);
-    if (!o_post_folded(s)) return qgemm(s, &L->wo_a, g * OL, OL, s->og + (dptr)(g * B * GI * 2), C, B);
-    rope_back rope = {inv, (int)s->c.rope_dim, KT_KV_DIM, (int)(g * GI)};
-    dptr p[4] = {s->ob + (dptr)(g * GI * 2), rows_codes(&L->wo_a, g * OL), rows_scales(&L->wo_a, g * OL), C};
-    return fam_launch_as(s, fam(s, "quant_fp8_gemm", OL, L->wo_a.k, 1), p, 4, &rope);
+    return qgemm(s, &L->wo_a, g * OL, OL, s->og + (dptr)(g * B * GI * 2), s->oa_g + (dptr)(g * B * OL * 2), B);
 }
 
 static int attention(kt_step *s, long l) {
@@ -634,8 +612,8 @@ static int attention(kt_step *s, long l) {
     int par = G > 1 && B <= QGEMM_FUSED_MAX_M;
     if (par && side_begin(s, 0)) return -1;
     for (int g = par; g < G; g++)
-        if (wo_a_group(s, L, g, inv)) return -1;
-    if (par && (side_end(s, 0) || wo_a_group(s, L, 0, inv) || side_join(s, 0))) return -1;
+        if (wo_a_group(s, L, g)) return -1;
+    if (par && (side_end(s, 0) || wo_a_group(s, L, 0) || side_join(s, 0))) return -1;
     /* the groups' outputs in token order: [G][B][OL] -> [B][G * OL], the same bytes at B = 1 */
     int total = G * B * OL;
     void *au[] = {&s->oa_g, &s->oa, &G, &B, &OL};

@@ -180,34 +180,6 @@ __device__ __forceinline__ void add_scaled(float (&acc)[FRAG_N][FRAG_M][4], int 
     }
 }
 
-// QUANT_A's rope entry (quant_fp8_gemm_rope): the activations are attention heads of `head`
-// values whose trailing R still carry RoPE at position p (mla_decode's output); each pair of
-// them is rotated back on load, as the runtime's rt_o_post did (the same arithmetic, rounded to
-// bf16 as its output was), before the quantise step. Activation column k is head column
-// (k + off) % head. R 0 (the plain entry): nothing, folded away at compile time.
-struct RopeA {
-    const float *inv; // pair t's frequency
-    int p, R, head, off;
-};
-
-// The pair (a, b) rotated back by angle f, each rounded to bf16. Out of line: one copy of cosf and
-// sinf (their slow paths too) in place of one a call site of the unrolled loops, which took ptxas
-// seconds a variant.
-__device__ __noinline__ float2 rope_rotate_back(float a, float b, float f) {
-    const float cs = cosf(f), sn = -1.0f * sinf(f);
-    const float na = a * cs - b * sn, nb = b * cs + a * sn;
-    return make_float2(kt_bf16_to_f32(kt_f32_to_bf16(na)), kt_bf16_to_f32(kt_f32_to_bf16(nb)));
-}
-
-// Rotates the pair (a, b) at activation column k (even) back, if it lies in a head's RoPE part.
-__device__ __forceinline__ void rope_back(float &a, float &b, int k, const RopeA &r) {
-    if (r.R == 0) return;
-    const int j = (k + r.off) % r.head - (r.head - r.R);
-    if (j < 0) return;
-    const float2 v = rope_rotate_back(a, b, (float)r.p * r.inv[j / 2]);
-    a = v.x, b = v.y;
-}
-
 // ------------------------------------------------------- DIRECT: the register ring
 
 // Lane (g, t) loads the 16 bytes at 16t of each 64-byte half c of a k-block, for rows g
@@ -243,7 +215,7 @@ __device__ __forceinline__ kt_u8 *token_piece(kt_u8 *xs, int kbl, int m, int pie
 // them. QUANT_BATCH groups a lane are loaded before any is used, so their loads are in
 // flight at once. Padding tokens get zero codes (their sums are never written).
 __device__ __forceinline__ void ring_quantise_tokens(kt_u8 *xs, float *as_s, const Cta &c, const kt_u16 *X, int K,
-                                                     int nkb, const RopeA &rope) {
+                                                     int nkb) {
     constexpr int LANES_PER_GROUP = 16, PER_PASS = THREADS / LANES_PER_GROUP, QUANT_BATCH = 4;
     // Groups [0, live_groups) are (k-block, live token) pairs, the rest the padding tokens'.
     const int sub = c.tid % LANES_PER_GROUP, live_groups = nkb * c.rows, pad_rows = TILE_M - c.rows;
@@ -263,12 +235,10 @@ __device__ __forceinline__ void ring_quantise_tokens(kt_u8 *xs, float *as_s, con
             const kt_u32 w[4] = {in[b].x, in[b].y, in[b].z, in[b].w};
             float x[8], amax = 0.f;
 #pragma unroll
-            for (int e = 0; e < 8; e++) x[e] = kt_bf16_to_f32((kt_u16)(w[e >> 1] >> (16 * (e & 1))));
-#pragma unroll
-            for (int e = 0; e < 8; e += 2) // padding groups: zeros stay zeros
-                rope_back(x[e], x[e + 1], (c.kt_begin + grp / c.rows) * 128 + sub * 8 + e, rope);
-#pragma unroll
-            for (int e = 0; e < 8; e++) amax = fmaxf(amax, fabsf(x[e]));
+            for (int e = 0; e < 8; e++) {
+                x[e] = kt_bf16_to_f32((kt_u16)(w[e >> 1] >> (16 * (e & 1))));
+                amax = fmaxf(amax, fabsf(x[e]));
+            }
 #pragma unroll
             for (int off = LANES_PER_GROUP / 2; off > 0; off >>= 1)
                 amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
@@ -346,8 +316,7 @@ __device__ __forceinline__ void ring_kblock(float (&acc)[FRAG_N][FRAG_M][4], con
 // the tokens staged once, then each warp group's k-blocks (kgroup, kgroup + WARPS_K, ...)
 // through the ring, each slot refilled as soon as it is used.
 __device__ __forceinline__ void ring_main(float (&acc)[FRAG_N][FRAG_M][4], kt_u8 *smem, const Cta &c, const void *A_,
-                                          const float *As, const kt_u8 *B, const float *Bs, int M, int K,
-                                          const RopeA &rope) {
+                                          const float *As, const kt_u8 *B, const float *Bs, int M, int K) {
     const int nkb = c.kt_end - c.kt_begin;
     const kt_u8 *w_lane = B + (long)(c.n0 + c.warp_n * WN + c.g) * K + (long)c.kt_begin * 128 + 16 * c.t;
     const float *bs_cta = Bs + (long)c.nb * c.KB + c.kt_begin;
@@ -361,7 +330,7 @@ __device__ __forceinline__ void ring_main(float (&acc)[FRAG_N][FRAG_M][4], kt_u8
 
     kt_u8 *xs = smem;
     float *as_s = (float *)(smem + nkb * TILE_M * 128);
-    if constexpr (QUANT_A) ring_quantise_tokens(xs, as_s, c, (const kt_u16 *)A_, K, nkb, rope);
+    if constexpr (QUANT_A) ring_quantise_tokens(xs, as_s, c, (const kt_u16 *)A_, K, nkb);
     ring_copy_tokens(xs, as_s, c, (const kt_u8 *)A_, As, M, K, nkb);
     kt_cp_async_commit();
     kt_cp_async_wait<0>();
@@ -464,7 +433,7 @@ __device__ __forceinline__ void pipe_load_stage(kt_u8 *smem, int slot, int ktile
 // (A template on the fragment count NQ, FRAG_M, so that the call compiles where QUANT_A is off.)
 template <int NQ>
 __device__ __forceinline__ void pipe_quantise(kt_u32 (&quant_b)[NQ][4][2], float (&quant_s)[NQ][2], const kt_u8 *st,
-                                              int b, float bscale, const Cta &c, int k0, const RopeA &rope) {
+                                              int b, float bscale, const Cta &c) {
 #pragma unroll
     for (int j = 0; j < NQ; j++) {
         // Lane (g, t) holds token g's k = 4t..4t+3 and 16+4t..16+4t+3 of each
@@ -479,12 +448,10 @@ __device__ __forceinline__ void pipe_quantise(kt_u32 (&quant_b)[NQ][4][2], float
                 const uint2 v = *(const uint2 *)(st + W_BYTES + swizzle<A_ROW_BYTES>(token, byte >> 4) + (byte & 15));
                 const kt_u32 w[2] = {v.x, v.y};
 #pragma unroll
-                for (int e = 0; e < 4; e++) x[s][h][e] = kt_bf16_to_f32((kt_u16)(w[e >> 1] >> (16 * (e & 1))));
-#pragma unroll
-                for (int e = 0; e < 4; e += 2)
-                    rope_back(x[s][h][e], x[s][h][e + 1], k0 + b * 128 + s * 32 + h * 16 + 4 * c.t + e, rope);
-#pragma unroll
-                for (int e = 0; e < 4; e++) amax = fmaxf(amax, fabsf(x[s][h][e]));
+                for (int e = 0; e < 4; e++) {
+                    x[s][h][e] = kt_bf16_to_f32((kt_u16)(w[e >> 1] >> (16 * (e & 1))));
+                    amax = fmaxf(amax, fabsf(x[s][h][e]));
+                }
             }
         amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
         amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
@@ -501,15 +468,14 @@ __device__ __forceinline__ void pipe_quantise(kt_u32 (&quant_b)[NQ][4][2], float
 // One k-block b of pipeline stage st into acc: the warp's weight fragments by ldmatrix, its
 // k-steps' mmas against each token fragment (ldmatrix'd, or QUANT_A quantised here), each
 // token fragment's sums promoted with their scales.
-__device__ __forceinline__ void pipe_kblock(float (&acc)[FRAG_N][FRAG_M][4], const kt_u8 *st, int b, const Cta &c,
-                                            int k0, const RopeA &rope) {
+__device__ __forceinline__ void pipe_kblock(float (&acc)[FRAG_N][FRAG_M][4], const kt_u8 *st, int b, const Cta &c) {
     const kt_u32 w_s = kt_smem_addr(st), a_s = w_s + W_BYTES;
     const float *sc = (const float *)(st + W_BYTES + A_BYTES);
     const int lane = c.lane, t = c.t, warp_m = c.warp_m;
     const float bscale = sc[SCALE_FLOATS - KBLOCKS + b];
     kt_u32 quant_b[QUANT_A ? FRAG_M : 1][4][2];
     float quant_s[QUANT_A ? FRAG_M : 1][2];
-    if constexpr (QUANT_A) pipe_quantise(quant_b, quant_s, st, b, bscale, c, k0, rope);
+    if constexpr (QUANT_A) pipe_quantise(quant_b, quant_s, st, b, bscale, c);
     // Adds this k-block's sums of token fragment j, scaled, into acc.
     auto promote = [&](int j, const float(&sum)[FRAG_N][4]) {
         int col = warp_m * WM + j * 8 + 2 * t;
@@ -581,7 +547,7 @@ __device__ __forceinline__ void pipe_kblock(float (&acc)[FRAG_N][FRAG_M][4], con
 // with the k-tile, and the prefetch writes the slot freed last iteration.
 __device__ __forceinline__ void pipe_main(float (&acc)[FRAG_N][FRAG_M][4], kt_u8 *smem, const Cta &c, const kt_u8 *A,
                                           const float *As, const kt_u8 *B, const float *Bs, int M, int K,
-                                          const StageCopy &cp, const RopeA &rope) {
+                                          const StageCopy &cp) {
     kt_wait_producer();
     kt_allow_consumer();
 #pragma unroll
@@ -599,7 +565,7 @@ __device__ __forceinline__ void pipe_main(float (&acc)[FRAG_N][FRAG_M][4], kt_u8
         const kt_u8 *st = smem + slot * STAGE_BYTES;
         slot = slot == STAGES - 1 ? 0 : slot + 1;
 #pragma unroll
-        for (int b = 0; b < KBLOCKS; b++) pipe_kblock(acc, st, b, c, kt * TILE_K, rope);
+        for (int b = 0; b < KBLOCKS; b++) pipe_kblock(acc, st, b, c);
     }
 }
 
@@ -668,13 +634,13 @@ __device__ __forceinline__ void store_slice(kt_u16 *C, const float *red, const f
     }
 }
 
-// The kernel, for both entries (tid: threadIdx.x as the entry reads it, see cta_of).
-__device__ __forceinline__ void gemm_main(int tid, const void *__restrict__ A_, const float *__restrict__ As,
-                                          const kt_u8 *__restrict__ B, const float *__restrict__ Bs,
-                                          kt_u16 *__restrict__ C, int M, int N, int K, const RopeA &rope) {
+// A: e4m3 codes with their scales As, or (QUANT_A) bf16 activations and As unused.
+extern "C" __global__ void KT_CLUSTER KT_BOUNDS KT_GEMM_ENTRY(const void *__restrict__ A_, const float *__restrict__ As,
+                                                              const kt_u8 *__restrict__ B, const float *__restrict__ Bs,
+                                                              kt_u16 *__restrict__ C, int M, int N, int K) {
     extern __shared__ __align__(128) kt_u8 smem_all[];
     kt_u8 *const smem = smem_all + RECV_BYTES; // the pipeline (DIRECT: token slab), then red[]
-    const Cta c = cta_of(tid, M, K);
+    const Cta c = cta_of(threadIdx.x, M, K);
     const kt_u32 recv_bar = kt_smem_addr(smem_all);
     const float4 *recv = (const float4 *)(smem_all + 16);
     if (PUSH) {
@@ -691,9 +657,9 @@ __device__ __forceinline__ void gemm_main(int tid, const void *__restrict__ A_, 
             for (int e = 0; e < 4; e++) acc[i][j][e] = 0.f;
     prefetch_weight_slice(c, B, K);
     if constexpr (DIRECT)
-        ring_main(acc, smem, c, A_, As, B, Bs, M, K, rope);
+        ring_main(acc, smem, c, A_, As, B, Bs, M, K);
     else
-        pipe_main(acc, smem, c, (const kt_u8 *)A_, As, B, Bs, M, K, cp, rope);
+        pipe_main(acc, smem, c, (const kt_u8 *)A_, As, B, Bs, M, K, cp);
     kt_cp_async_wait<0>();
     __syncthreads(); // the pipeline buffers become the epilogue's f32 tile
     float *red = (float *)smem;
@@ -705,27 +671,6 @@ __device__ __forceinline__ void gemm_main(int tid, const void *__restrict__ A_, 
     store_slice(C, red, recv, c, N);
     if (SPLIT_K > 2) kt_cluster_sync_relaxed(); // no CTA leaves while others still read its red[]
 }
-
-// A: e4m3 codes with their scales As, or (QUANT_A) bf16 activations and As unused.
-extern "C" __global__ void KT_CLUSTER KT_BOUNDS KT_GEMM_ENTRY(const void *__restrict__ A_, const float *__restrict__ As,
-                                                              const kt_u8 *__restrict__ B, const float *__restrict__ Bs,
-                                                              kt_u16 *__restrict__ C, int M, int N, int K) {
-    gemm_main(threadIdx.x, A_, As, B, Bs, C, M, N, K, RopeA{nullptr, 0, 0, 1, 0});
-}
-
-#if KT_QUANT_A
-// The same GEMM of attention heads with RoPE rotated back on load (RopeA): the runtime's o_a
-// projection of mla_decode's output at B = 1, its rt_o_post folded in. pos: the position
-// (written before the step's graph, so read before the PDL wait).
-extern "C" __global__ void KT_CLUSTER KT_BOUNDS quant_fp8_gemm_rope(const void *__restrict__ A_, const float *As,
-                                                                    const kt_u8 *__restrict__ B,
-                                                                    const float *__restrict__ Bs,
-                                                                    kt_u16 *__restrict__ C, int M, int N, int K,
-                                                                    const float *__restrict__ inv, const int *pos,
-                                                                    int R, int head, int off) {
-    gemm_main(threadIdx.x, A_, As, B, Bs, C, M, N, K, RopeA{inv, *pos, R, head, off});
-}
-#endif
 
 // The trusted references: one thread per output, exact products summed in double.
 #if !KT_QUANT_A
