@@ -658,7 +658,8 @@ static int check_variant_options(const common *c, int db_winner) {
     kt_config probe;
     if (c->config && kt_parse_config(c->family, c->config, &probe)) return die("%s", kt_error());
     int defaults = db_winner && !c->config && !c->db_given && access(c->db_path, F_OK);
-    if (defaults) fprintf(stderr, "kt: no %s here: %s runs its family defaults\n", c->db_path, c->family->name);
+    if (defaults)
+        fprintf(stderr, "kt: no %s here: %s runs its family defaults\n", c->db_path, c->family->name);
     else if (db_winner && !c->config && access(c->db_path, R_OK))
         return die("cannot read database '%s' (tune first, or pass --config)", c->db_path);
     kt_device_info info;
