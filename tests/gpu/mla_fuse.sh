@@ -34,7 +34,7 @@ t() {
     [ "$left" -ge 3 ] || { echo "no time left (${SECONDS}s of $END)"; return 1; }
     timeout $((cap < left ? cap : left)) "$@"
 }
-v() { t 20 "$KT" verify --family mla_decode --seed "$SEED" "$@"; }
+v() { t 25 "$KT" verify --family mla_decode --seed "$SEED" "$@"; }
 V4_16=LAYOUT=V4,HQ=16,TOPK=512,SQ=1 V4_64=LAYOUT=V4,HQ=64,TOPK=512,SQ=1
 V32_128=LAYOUT=V32,HQ=128,TOPK=2048,SQ=1 V32_16=LAYOUT=V32,HQ=16,TOPK=2048,SQ=1
 # the defaults' configs (kernels/mla_decode.c default_for, 132 SMs) with FUSE n appended
@@ -61,13 +61,13 @@ planted() { # NAME CONFIG SHAPE M: passes where verify fails with a mismatch
 step plant_stale planted stale $B64_V4,FUSE=1 $V4_16 3
 step plant_norearm planted norearm $B64_V4,FUSE=1 $V4_16 3
 # (c) speed: FUSE 0 against FUSE 1 / 2 on the same config
-cfg() { t 12 "${5:-$KT}" bench --family mla_decode --config "$2" --shape "$3" --m "$4" --json "$LOGS/$1.json"; }
+cfg() { t 15 "${5:-$KT}" bench --family mla_decode --config "$2" --shape "$3" --m "$4" --json "$LOGS/$1.json"; }
 step bench_v4_b64_f0 cfg v4_b64_f0 $B64_V4,FUSE=0 $V4_16 64
 step bench_v4_b64_f1 cfg v4_b64_f1 $B64_V4,FUSE=1 $V4_16 64
-step bench_v32_b64_f0 cfg v32_b64_f0 $B64_V32,FUSE=0 $V32_16 64
-step bench_v32_b64_f1 cfg v32_b64_f1 $B64_V32,FUSE=1 $V32_16 64
 step bench_v4_b1_f0 cfg v4_b1_f0 $B1_16,FUSE=0 $V4_16 1
 step bench_v4_b1_f2 cfg v4_b1_f2 $B1_16,FUSE=2 $V4_16 1
+step bench_v32_b64_f0 cfg v32_b64_f0 $B64_V32,FUSE=0 $V32_16 64
+step bench_v32_b64_f1 cfg v32_b64_f1 $B64_V32,FUSE=1 $V32_16 64
 step bench_v4h64_b1_f0 cfg v4h64_b1_f0 $B1_16,FUSE=0 $V4_64 1
 step bench_v4h64_b1_f2 cfg v4h64_b1_f2 $B1_16,FUSE=2 $V4_64 1
 step bench_v32h128_b1_f0 cfg v32h128_b1_f0 $B1_V32_128,FUSE=0 $V32_128 1
