@@ -301,8 +301,9 @@ static int hopeless(const kt_config *c, const kt_problem *p) {
  * 128's SPLIT 128); WPM 8 where the CTAs fit two of 256 threads an SM; a split of 16+ chunks of
  * 32 in chunks of 64, or else with a third raw buffer, where it fits; the output written by the
  * split kernel where a query's slots are one split (FUSE 1), else the combine kernel (FUSE 0:
- * FUSE 2 lost at B = 1, 1.3-3 us). The tuned winners on the H200, bench/NOTES.md fifteenth and
- * sixteenth sessions. */
+ * FUSE 2 lost at B = 1 by 1.3-3.8 us, FUSE 1 at B = 64 by 6-22% even with its loads batched:
+ * bench/NOTES.md, eighteenth session, mla18b). The tuned winners on the H200, bench/NOTES.md
+ * fifteenth and sixteenth sessions. */
 /* Where HPC 16's grid is three CTAs of 128 threads an SM (WPM 4): two of 256 (WPM 8, 16 warps an SM
  * where 12 ran) with the smallest split of the list within two an SM, if its busiest SM takes fewer
  * slots (CTAs there x the split): V4 HQ 16 B = 64's SPLIT 160 (256 CTAs, 2 x 160 slots) for 128 (320

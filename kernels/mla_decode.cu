@@ -806,10 +806,86 @@ __device__ __forceinline__ void add_weighted(float (&o)[4], float w, float4 v) {
     o[0] += w == 0.f ? 0.f : w * v.x, o[1] += w == 0.f ? 0.f : w * v.y;
     o[2] += w == 0.f ? 0.f : w * v.z, o[3] += w == 0.f ? 0.f : w * v.w;
 }
+// The merge's loads in flight together: splits k0..k0 + SPB - 1 of items i, i + THREADS, ...
+// (IPT of them), one round trip a batch; every load is issued before any sum uses one (the loads
+// are in program order, their adds after them), where a loop over the splits of a runtime count
+// left one round trip a split (the sixteenth session's FUSE 1, 1.8x slower at B = 64).
+template <int IPT, int SPB> struct merge_batch {
+    float4 v[IPT][SPB];
+    __device__ __forceinline__ void load(const float *part, long prow, int n, int i, int hi, int k0) {
+#pragma unroll
+        for (int r = 0; r < IPT; r++)
+#pragma unroll
+            for (int j = 0; j < SPB; j++) {
+                const int it = i + r * THREADS, k = k0 + j;
+                v[r][j] = it < hi && k < n ? ld_cg4(part + (prow + (long)(it / (KT_MLA_DV / 4)) * n + k) * KT_MLA_DV +
+                                                    it % (KT_MLA_DV / 4) * 4)
+                                           : make_float4(0.f, 0.f, 0.f, 0.f);
+            }
+    }
+    __device__ __forceinline__ void add(float (&o)[IPT][4], const float *wt, int n, int i, int hi, int k0) const {
+#pragma unroll
+        for (int r = 0; r < IPT; r++)
+#pragma unroll
+            for (int j = 0; j < SPB; j++)
+                if (i + r * THREADS < hi && k0 + j < n)
+                    add_weighted(o[r], wt[(i + r * THREADS) / (KT_MLA_DV / 4) * n + k0 + j], v[r][j]);
+    }
+};
+// The splits' weights of the group's heads into wt [HPC][n] and their factors into fh (CTA `me`
+// == `writer` writes the lse), a warp a head, the heads' (m, l) loads of a warp issued together.
+__device__ __forceinline__ void merge_weights(const kt_mla_args &a, const float *ml, long prow, int n, float *wt,
+                                              float *fh, int bs, int h0, bool writer) {
+    constexpr int NW = THREADS / 32, HPW = (HPC + NW - 1) / NW;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    float w[HPW][ML_PER_LANE], mx[HPW], sum[HPW];
+#pragma unroll
+    for (int r = 0; r < HPW; r++)
+        if (warp + r * NW < HPC) sum[r] = row_weights<true>(ml, prow + (long)(warp + r * NW) * n, n, w[r], mx[r]);
+#pragma unroll
+    for (int r = 0; r < HPW; r++) {
+        const int h = warp + r * NW;
+        if (h >= HPC) continue;
+#pragma unroll
+        for (int i = 0; i < ML_PER_LANE; i++)
+            if (lane + 32 * i < n) wt[h * n + lane + 32 * i] = w[r][i];
+        float f;
+        const float lse = row_lse(a, h0 + h, mx[r], sum[r], f);
+        if (lane == 0) fh[h] = f;
+        if (lane == 0 && writer) ((float *)a.lse)[((long)(bs / a.SQ) * a.HQ + h0 + h) * a.SQ + bs % a.SQ] = lse;
+    }
+}
+// Items lo..hi of the group's (head, 4 dims) outputs, merged over the n splits by the batches of
+// merge_batch<IPT, SPB>; the first batch is in flight while the weights are worked out.
+template <int IPT, int SPB>
+__device__ __forceinline__ void merge_items(const kt_mla_args &a, const float *part, const float *ml, long prow,
+                                            int n, float *wt, float *fh, int bs, int h0, bool writer, int lo,
+                                            int hi) {
+    const int i0 = lo + threadIdx.x;
+    merge_batch<IPT, SPB> b;
+    b.load(part, prow, n, i0, hi, 0);
+    merge_weights(a, ml, prow, n, wt, fh, bs, h0, writer);
+    __syncthreads();
+    for (int i = i0; i < hi; i += IPT * THREADS) {
+        float o[IPT][4] = {};
+        for (int k0 = 0; k0 < n; k0 += SPB) {
+            if (i != i0 || k0 != 0) b.load(part, prow, n, i, hi, k0);
+            b.add(o, wt, n, i, hi, k0);
+        }
+#pragma unroll
+        for (int r = 0; r < IPT; r++) {
+            const int it = i + r * THREADS, h = it / (KT_MLA_DV / 4), d = it % (KT_MLA_DV / 4) * 4;
+            if (it >= hi) continue;
+            const float f = fh[h];
+            kt_u16 *out = (kt_u16 *)a.out + ((long)bs * a.HQ + h0 + h) * KT_MLA_DV + d;
+            *(uint2 *)out = make_uint2(bf16x2(o[r][0] * f, o[r][1] * f), bf16x2(o[r][2] * f, o[r][3] * f));
+        }
+    }
+}
 __device__ __forceinline__ void fused_merge(const kt_mla_args &a, kt_u8 *smem, int bs, int h0) {
     float *wt = (float *)smem, *fh = wt + HPC * a.nsplit; // weights [HPC][nsplit], 1/sum [HPC], ticket
     unsigned *cnt = (unsigned *)a.tick + ((long)bs * (a.HQ / 16) + h0 / 16) * 2;
-    const int n = a.nsplit, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int n = a.nsplit;
     const bool all = a.fuse == KT_MLA_FUSE_ALL;
     kt_cp_async_wait<0>();
     __threadfence(); // this CTA's partials are visible before its arrival is
@@ -832,45 +908,12 @@ __device__ __forceinline__ void fused_merge(const kt_mla_args &a, kt_u8 *smem, i
     const long prow = ((long)bs * a.HQ + h0) * n;
     const int share = all ? (MERGE_ITEMS + n - 1) / n : MERGE_ITEMS;
     const int lo = all ? min(me * share, MERGE_ITEMS) : 0, hi = min(lo + share, MERGE_ITEMS);
-    // this thread's first item's first PRE splits' sums in flight while the weights are worked out
-    constexpr int PRE = 8;
-    const int i0 = lo + threadIdx.x;
-    float4 pre[PRE];
-#pragma unroll
-    for (int k = 0; k < PRE; k++)
-        pre[k] =
-            i0 < hi && k < n
-                ? ld_cg4(part + (prow + (long)(i0 / (KT_MLA_DV / 4)) * n + k) * KT_MLA_DV + i0 % (KT_MLA_DV / 4) * 4)
-                : make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int h = warp; h < HPC; h += THREADS / 32) {
-        float w[ML_PER_LANE], mx, f;
-        const float sum = row_weights<true>(ml, prow + (long)h * n, n, w, mx);
-#pragma unroll
-        for (int i = 0; i < ML_PER_LANE; i++)
-            if (lane + 32 * i < n) wt[h * n + lane + 32 * i] = w[i];
-        const float lse = row_lse(a, h0 + h, mx, sum, f);
-        if (lane == 0) fh[h] = f;
-        if (lane == 0 && me == (all ? 0 : n - 1)) // one CTA writes the lse
-            ((float *)a.lse)[((long)(bs / a.SQ) * a.HQ + h0 + h) * a.SQ + bs % a.SQ] = lse;
-    }
-    __syncthreads();
-    for (int i = i0; i < hi; i += THREADS) {
-        const int h = i / (KT_MLA_DV / 4), d = i % (KT_MLA_DV / 4) * 4;
-        const float *sums = part + (prow + (long)h * n) * KT_MLA_DV + d;
-        float o[4] = {0.f, 0.f, 0.f, 0.f};
-        int k = 0;
-        if (i == i0) { // the sums loaded ahead
-#pragma unroll
-            for (int j = 0; j < PRE; j++)
-                if (j < n) add_weighted(o, wt[h * n + j], pre[j]);
-            k = PRE;
-        }
-#pragma unroll 8
-        for (; k < n; k++) add_weighted(o, wt[h * n + k], ld_cg4(sums + (long)k * KT_MLA_DV));
-        const float f = fh[h];
-        kt_u16 *out = (kt_u16 *)a.out + ((long)bs * a.HQ + h0 + h) * KT_MLA_DV + d;
-        *(uint2 *)out = make_uint2(bf16x2(o[0] * f, o[1] * f), bf16x2(o[2] * f, o[3] * f));
-    }
+    const bool writer = me == (all ? 0 : n - 1); // one CTA writes the lse
+    // a thread's items x splits: 4 x 4 where the splits are few (FUSE_LAST at B = 64), else 1 x 16
+    if (n <= 4)
+        merge_items<4, 4>(a, part, ml, prow, n, wt, fh, bs, h0, writer, lo, hi);
+    else
+        merge_items<1, 16>(a, part, ml, prow, n, wt, fh, bs, h0, writer, lo, hi);
     if (!all) { // every other CTA has arrived and gone
         if (threadIdx.x == 0) cnt[0] = 0;
         return;
