@@ -858,9 +858,8 @@ __device__ __forceinline__ void merge_weights(const kt_mla_args &a, const float 
 // Items lo..hi of the group's (head, 4 dims) outputs, merged over the n splits by the batches of
 // merge_batch<IPT, SPB>; the first batch is in flight while the weights are worked out.
 template <int IPT, int SPB>
-__device__ __forceinline__ void merge_items(const kt_mla_args &a, const float *part, const float *ml, long prow,
-                                            int n, float *wt, float *fh, int bs, int h0, bool writer, int lo,
-                                            int hi) {
+__device__ __forceinline__ void merge_items(const kt_mla_args &a, const float *part, const float *ml, long prow, int n,
+                                            float *wt, float *fh, int bs, int h0, bool writer, int lo, int hi) {
     const int i0 = lo + threadIdx.x;
     merge_batch<IPT, SPB> b;
     b.load(part, prow, n, i0, hi, 0);
