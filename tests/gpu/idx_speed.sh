@@ -18,31 +18,15 @@
 #     this tree (bin/kt) and main (bin/kt_main);
 #  5. `kt bench` of the issue's cases served by default_for (kt_scan_us / kt_select_us: the
 #     default config's HIST=0 scan and one-CTA selection alone).
-# Logs under $OUT/idx/; a PASS/FAIL line per check; ends with "N passed, N failed".
+# Logs under $OUT/idx/; an ok/FAIL line per check; ends with "N passed, N failed".
 #   usage: OUT=dir tests/gpu/idx_speed.sh [KT binary]
 set -u
 cd "$(dirname "$0")/../.."
 KT=${1:-./bin/kt}
-LOG=${OUT:-/tmp}/idx
-mkdir -p "$LOG"
+LOGS=${OUT:-/tmp}/idx LOG=${OUT:-/tmp}/idx
+source tests/gpu/step.sh # step NAME CMD...
 SEED=${KT_SEED:-$(date +%s)}
 echo "seed $SEED"
-passed=0 failed=0
-# run NAME SECONDS COMMAND...: one check, its output in $LOG/NAME.log
-run() {
-    local name=$1 secs=$2
-    shift 2
-    timeout "$secs" "$@" >"$LOG/$name.log" 2>&1
-    local rc=$?
-    if [ "$rc" -eq 0 ]; then
-        passed=$((passed + 1))
-        echo "PASS $name"
-    else
-        failed=$((failed + 1))
-        echo "FAIL $name (rc $rc; $LOG/$name.log):"
-        tail -5 "$LOG/$name.log"
-    fi
-}
 # later [ "$SECONDS" -lt S ] || skip NAME: a part starts only while S seconds are not yet used
 skip() { echo "SKIP $1: ${SECONDS} s used"; }
 E=DIST=equal,VALUES=grid
@@ -62,7 +46,7 @@ warm bin/kt_planted2 HIST=0
 warm "$KT" SEL_THREADS=512,SEL_CLUSTER=8 SEL_THREADS=512,SEL_CLUSTER=2 HIST=1 NT=1 NT=4,STAGES=2 CHAINS=2 \
     HIST=1,SEL_THREADS=512,SEL_CLUSTER=4,CHAINS=2,WARPS=8,CTAS_PER_SM=1 HIST=1,SEL_THREADS=512,SEL_CLUSTER=8,MATH=0,CHAINS=2 \
     HIST=1,SEL_THREADS=512,SEL_CLUSTER=4 HIST=0,SEL_THREADS=512,SEL_CLUSTER=2
-run indexer_sh 50 env KT_SEED="$SEED" bash tests/gpu/indexer.sh "$KT"
+step indexer_sh timeout 50 env KT_SEED="$SEED" bash tests/gpu/indexer.sh "$KT"
 # 2. the planted pair epilogue: verify must fail (wrong logits for the second tile of a pair)
 KP=bin/kt_planted2
 if [ -x "$KP" ]; then
@@ -113,7 +97,7 @@ S1=(--shape TOPK=2048,CTX=8192,$E --shape TOPK=2048,CTX=3000,DIST=equal,VALUES=e
 # code is the same in both; since 047995d it is not: the selection's changes are in that A/B)
 for k in kt kt_main; do
     if [ -x "bin/$k" ] && [ "$SECONDS" -lt 80 ]; then
-        run "scan_$k" 12 "bin/$k" verify --family mla_indexer --seed "$SEED" --shape TOPK=2048,CTX=8192,$E \
+        step "scan_$k" timeout 12 "bin/$k" verify --family mla_indexer --seed "$SEED" --shape TOPK=2048,CTX=8192,$E \
             --shape TOPK=2048,CTX=32768,$E --m 64 --config HIST=0
         grep -h "^ok\|^FAIL" "$LOG/scan_$k.log" | cut -c1-200
     else skip "scan_$k"; fi
@@ -122,7 +106,7 @@ done
 DB=$LOG/no_indexer.db
 cp tests/fixtures/h200_small.db "$DB" && chmod u+w "$DB" && $KT db migrate --db "$DB" >/dev/null
 if [ "$SECONDS" -lt 82 ]; then
-    run bench_served 13 $KT bench --family mla_indexer --shape TOPK=2048,CTX=8192,$E --shape TOPK=2048,CTX=32768,$E \
+    step bench_served timeout 13 $KT bench --family mla_indexer --shape TOPK=2048,CTX=8192,$E --shape TOPK=2048,CTX=32768,$E \
         --m 1,16,64 --db "$DB" --json "$LOG/bench_served.json"
     grep -v "^kt:" "$LOG/bench_served.log" | grep "^TOPK\|^shape"
 else skip bench_served; fi

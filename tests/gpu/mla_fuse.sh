@@ -22,19 +22,8 @@ SEED=${KT_SEED:-$RANDOM}
 END=${KT_MLA_END_S:-86}
 source tests/gpu/step.sh # step NAME CMD...
 echo "mla_fuse.sh: seed $SEED, $KT, main $KT_MAIN"
-if [ -f .gpu/cache.tar.xz ] && [ -z "${KT_CACHE_DIR:-}" ]; then # this script's cubins, built ahead
-    rm -rf /tmp/kt-mla-cache && mkdir -p /tmp/kt-mla-cache &&
-        tar -xJf .gpu/cache.tar.xz -C /tmp/kt-mla-cache --strip-components 1 && export KT_CACHE_DIR=/tmp/kt-mla-cache
-    echo "JIT cache: .gpu/cache.tar.xz ($(find /tmp/kt-mla-cache -type f | wc -l) files)"
-fi
-# t CAP CMD...: CMD under a timeout of CAP seconds, or of what is left before END if less
-t() {
-    local cap=$1 left=$((END - SECONDS))
-    shift
-    [ "$left" -ge 3 ] || { echo "no time left (${SECONDS}s of $END)"; return 1; }
-    timeout $((cap < left ? cap : left)) "$@"
-}
-v() { t 25 "$KT" verify --family mla_decode --seed "$SEED" "$@"; }
+use_jit_cache .gpu/cache.tar.xz /tmp/kt-mla-cache # this script's cubins, built ahead
+v() { within 25 "$KT" verify --family mla_decode --seed "$SEED" "$@"; }
 V4_16=LAYOUT=V4,HQ=16,TOPK=512,SQ=1 V4_64=LAYOUT=V4,HQ=64,TOPK=512,SQ=1
 V32_128=LAYOUT=V32,HQ=128,TOPK=2048,SQ=1 V32_16=LAYOUT=V32,HQ=16,TOPK=2048,SQ=1
 # the defaults' configs (kernels/mla_decode.c default_for, 132 SMs) with FUSE n appended
@@ -52,7 +41,7 @@ step verify_fuse2_h128 v --config $B1_V32_128,FUSE=2 --shape $V32_128 --shape LA
 planted() { # NAME CONFIG SHAPE M: passes where verify fails with a mismatch
     local b=bin/kt_plant_$1
     [ -x "$b" ] || { echo "missing $b (tests/gpu/mla_fuse_prep.sh builds it)"; return 1; }
-    if KT=$b t 20 "$b" verify --family mla_decode --seed "$SEED" --config "$2" --shape "$3" --m "$4"; then
+    if KT=$b within 20 "$b" verify --family mla_decode --seed "$SEED" --config "$2" --shape "$3" --m "$4"; then
         echo "planted bug $1 NOT caught"
         return 1
     fi
@@ -61,7 +50,7 @@ planted() { # NAME CONFIG SHAPE M: passes where verify fails with a mismatch
 step plant_stale planted stale $B64_V4,FUSE=1 $V4_16 3
 step plant_norearm planted norearm $B64_V4,FUSE=1 $V4_16 3
 # (c) speed: FUSE 0 against FUSE 1 / 2 on the same config
-cfg() { t 15 "${5:-$KT}" bench --family mla_decode --config "$2" --shape "$3" --m "$4" --json "$LOGS/$1.json"; }
+cfg() { within 15 "${5:-$KT}" bench --family mla_decode --config "$2" --shape "$3" --m "$4" --json "$LOGS/$1.json"; }
 step bench_v4_b64_f0 cfg v4_b64_f0 $B64_V4,FUSE=0 $V4_16 64
 step bench_v4_b64_f1 cfg v4_b64_f1 $B64_V4,FUSE=1 $V4_16 64
 step bench_v4_b1_f0 cfg v4_b1_f0 $B1_16,FUSE=0 $V4_16 1

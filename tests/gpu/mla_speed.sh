@@ -20,19 +20,8 @@ SEED=${KT_SEED:-$RANDOM}
 END=${KT_MLA_END_S:-92}
 source tests/gpu/step.sh # step NAME CMD...
 echo "mla_speed.sh: seed $SEED, $KT"
-if [ -f .gpu/cache.tar.xz ] && [ -z "${KT_CACHE_DIR:-}" ]; then # this script's cubins, built ahead
-    rm -rf /tmp/kt-mla-cache && mkdir -p /tmp/kt-mla-cache &&
-        tar -xJf .gpu/cache.tar.xz -C /tmp/kt-mla-cache --strip-components 1 && export KT_CACHE_DIR=/tmp/kt-mla-cache
-    echo "JIT cache: .gpu/cache.tar.xz ($(find /tmp/kt-mla-cache -type f | wc -l) files) at ${KT_CACHE_DIR:-none}"
-fi
-# t CAP CMD...: CMD under a timeout of CAP seconds, or of what is left before END if less
-t() {
-    local cap=$1 left=$((END - SECONDS))
-    shift
-    [ "$left" -ge 3 ] || { echo "no time left (${SECONDS}s of $END)"; return 1; }
-    timeout $((cap < left ? cap : left)) "$@"
-}
-v() { t 20 "$KT" verify --family mla_decode --seed "$SEED" "$@"; }
+use_jit_cache .gpu/cache.tar.xz /tmp/kt-mla-cache # this script's cubins, built ahead
+v() { within 20 "$KT" verify --family mla_decode --seed "$SEED" "$@"; }
 V4_16=LAYOUT=V4,HQ=16,TOPK=512,SQ=1 V4_64=LAYOUT=V4,HQ=64,TOPK=512,SQ=1
 V32_128=LAYOUT=V32,HQ=128,TOPK=2048,SQ=1 V32_16=LAYOUT=V32,HQ=16,TOPK=2048,SQ=1
 # (a) pinned configs (the JIT cache in .gpu/cache.tar.xz, where built for them, saves the compiles)
@@ -46,15 +35,15 @@ rm -f "$LOGS/untuned.db"*
 if [ -f .gpu/untuned_db ]; then
     cp .gpu/untuned_db "$LOGS/untuned.db"
 else
-    step untuned_db t 15 "$KT" tune --family act_quant --shape K=128 --m 1 --budget 1 --db "$LOGS/untuned.db"
+    step untuned_db within 15 "$KT" tune --family act_quant --shape K=128 --m 1 --budget 1 --db "$LOGS/untuned.db"
 fi
-bench() { t 50 "$1" bench --family mla_decode --shape targets --m 1,64 --db "$LOGS/untuned.db" --json "$2"; }
+bench() { within 50 "$1" bench --family mla_decode --shape targets --m 1,64 --db "$LOGS/untuned.db" --json "$2"; }
 step bench_new bench "$KT" "$LOGS/new.json"
 grep -E "mma on e4m3|ceiling" "$LOGS/bench_new.log"
 step verify_default v --shape $V4_16 --shape $V4_64 --shape $V32_16 --m 1,16,64
 # main's V4 HQ 16 B = 64 config (WPM 4, SPLIT 128: 320 CTAs), the A/B of the new default
 # (and the same geometry, 64 rows of 16 heads, at V4 HQ 64 B = 16: main's config, then the new default)
-cfg() { t 12 "$KT" bench --family mla_decode --config "$2" --shape "$3" --m "${4:-64}" --json "$LOGS/$1.json"; }
+cfg() { within 12 "$KT" bench --family mla_decode --config "$2" --shape "$3" --m "${4:-64}" --json "$LOGS/$1.json"; }
 step bench_v4_main cfg v4_main HPC=16,CHUNK=32,SPLIT=128,STAGES=2,PATH=2,WPM=4,MPW=1,FUSE=0 $V4_16
 step bench_v4h64_b16_main cfg v4h64_b16_main HPC=16,CHUNK=32,SPLIT=128,STAGES=2,PATH=2,WPM=4,MPW=1,FUSE=0 $V4_64 16
 step bench_v4h64_b16_new cfg v4h64_b16_new $W8 $V4_64 16

@@ -1,6 +1,7 @@
-# step.sh — sourced by the GPU scripts (run.sh, mla.sh, moe_route.sh, moe_step.sh) from the
-# repository root once they have set LOGS: makes that folder, zeroes the counts and defines
-# their one way to run and count a step.
+# step.sh — sourced by the GPU scripts (run.sh, mla*.sh, moe_route.sh, moe_step.sh, idx_*.sh, arch.sh)
+# from the repository root once they have set LOGS: makes that folder, zeroes the counts and
+# defines their one way to run and count a step, to bound it by the script's time, and to use
+# a JIT cache built ahead.
 # step NAME CMD...: runs CMD with its output in $LOGS/NAME.log and counts it: "ok NAME (Ns):"
 # and the log's last line, or "FAIL NAME" and the log's last 15 lines but its "ok" ones.
 step() {
@@ -19,3 +20,22 @@ step() {
 
 mkdir -p "$LOGS"
 passed=0 failed=0
+
+# within CAP CMD...: CMD under a timeout of CAP seconds, or of what is left before END (the
+# script's own cap in seconds, if it sets one) where that is less; none when under 3 s are left.
+within() {
+    local cap=$1 end=${END:-100000}
+    local left=$((end - SECONDS))
+    shift
+    [ "$left" -ge 3 ] || { echo "no time left (${SECONDS}s of $end)"; return 1; }
+    timeout $((cap < left ? cap : left)) "$@"
+}
+
+# use_jit_cache FILE DIR: FILE (a KT_CACHE_DIR packed by tar -cJ, its top folder stripped) unpacked
+# into DIR and used, so the script's cubins built ahead on the CPU are not compiled again; a
+# KT_CACHE_DIR already set, or no FILE, is left as it is.
+use_jit_cache() {
+    [ -f "$1" ] && [ -z "${KT_CACHE_DIR:-}" ] || return 0
+    rm -rf "$2" && mkdir -p "$2" && tar -xJf "$1" -C "$2" --strip-components 1 && export KT_CACHE_DIR=$2
+    echo "JIT cache: $1 ($(find "$2" -type f | wc -l) files) at $2"
+}
