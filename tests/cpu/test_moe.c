@@ -271,7 +271,7 @@ KT_TEST(moe_gemm_gather_configs) {
 
 /* EARLY=1 (the router's outputs and the weights read before the PDL wait) fits the down stage
  * only: gate+up's expert is its producer's output. PF (L2 bulk prefetch of one expert a CTA)
- * excludes GATHER. Untuned V4-Flash decode at M = 1 gets EARLY with PF 2 on down (6 experts'
+ * excludes GATHER. Untuned V4-Flash decode at M = 1 gets EARLY (PF 0) on down (6 experts'
  * 12.6 MB fit L2) and neither on gate+up; at M = 16 neither (80 experts). */
 KT_TEST(moe_gemm_early_and_prefetch_configs) {
     const kt_family *f = kt_family_find("moe_gemm");
