@@ -23,7 +23,8 @@ enum { K_FP8_GATEUP, K_FP8_DOWN, K_MXFP4_GATEUP, K_MXFP4_DOWN, K_REF_GATEUP, K_R
 #define SMEM_LIMIT (99 * 1024) /* sm_120's shared memory per block; kept on every arch */
 #define SWIGLU_LIMIT 10.0      /* V4's swiglu_limit */
 #define ROUTING_SEED 0x6d6f65ULL
-#define SMALL_STEP_BYTES (16.0 * 1024 * 1024) /* touched down weights where default_for takes EARLY (well within the H200's 50 MB L2) */
+#define SMALL_STEP_BYTES                                                                                               \
+    (16.0 * 1024 * 1024) /* touched down weights where default_for takes EARLY (well within the H200's 50 MB L2) */
 
 const int kt_moe_tm_values[KT_MOE_N_TM] = {8, 16, 32, 64};
 
