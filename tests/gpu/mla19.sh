@@ -47,13 +47,16 @@ step verify_c2_c4 v --config HPC=16,CHUNK=64,SPLIT=384,STAGES=2,PATH=2,WPM=8,MPW
 step verify_b64_c4 v --config $B64_MAIN,CLUSTER=4 --shape $V4_16 --m 64
 step verify_b64_v32_c4 v --config $B64_V32_MAIN,CLUSTER=4 --shape $V32_16 --m 64
 # (b) the planted bug: verify must fail (on a result, not a launch error)
-planted() { # NAME CONFIG SHAPE M: passes where verify fails with a mismatch
-    local b=bin/kt_plant_$1
+planted() { # NAME CONFIG SHAPE M: passes where verify fails on a result (not a launch error)
+    local b=bin/kt_plant_$1 log=$LOGS/plant_$1.out
     [ -x "$b" ] || { echo "missing $b (tests/gpu/mla19_prep.sh builds it)"; return 1; }
-    if within 15 "$b" verify --family mla_decode --seed "$SEED" --config "$2" --shape "$3" --m "$4"; then
+    if within 15 "$b" verify --family mla_decode --seed "$SEED" --config "$2" --shape "$3" --m "$4" >"$log" 2>&1; then
+        cat "$log"
         echo "planted bug $1 NOT caught"
         return 1
     fi
+    cat "$log"
+    grep -qE 'relative error|is NaN|unwritten|expected' "$log" || { echo "planted bug $1: verify failed, not on a result"; return 1; }
     echo "planted bug $1 caught"
 }
 step plant_skip planted skip $S96,CLUSTER=8 $V4_16 1
