@@ -17,7 +17,7 @@
 enum { D_LAYOUT, D_HQ, D_TOPK, D_SQ };
 enum { LAYOUT_V32, LAYOUT_V4 }; /* the LAYOUT category's values, in `layouts` order */
 static const char *const layouts[] = {"V32", "V4", NULL};
-enum { P_HPC, P_CHUNK, P_SPLIT, P_STAGES, P_PATH, P_WPM, P_FUSE, P_MPW, P_CLUSTER };
+enum { P_HPC, P_CHUNK, P_SPLIT, P_STAGES, P_PATH, P_WPM, P_FUSE, P_MPW };
 enum { K_SPLIT_V32, K_SPLIT_V4, K_COMBINE, K_COMBINE_WIDE, K_REF_V32, K_REF_V4, K_NAIVE_V32, K_NAIVE_V4 };
 
 /* The ship arch's shared memory per block (kernels/common/kt_arch.h): a problem fits where it ships. */
@@ -239,18 +239,15 @@ static int check_problem(const kt_problem *p, char *why, size_t n) {
 }
 
 /* Shared memory of a config for a layout (kernels/mla_decode.cu's lay<L>::SMEM): PATHs 2 and 3
- * have no bf16 tile, and p's factors per scale tile instead; CLUSTER: at least the rows' (m, l)
- * and sums that the cluster merges from (cluster_merge). */
+ * have no bf16 tile, and p's factors per scale tile instead. */
 static int smem_of(const kt_config *c, int layout) {
     const int *v = c->v;
     int dqk = kt_mla_dqk(layout), regs = v[P_PATH] >= 2;
     int raw_row = layout == KT_MLA_V32 ? KT_MLA_V32_TOKEN : KT_MLA_V4_DATA + 16;
     int tile = regs ? 0 : v[P_CHUNK] * (dqk * 2 + 16);
     int factors = regs ? kt_mla_nope(layout) / kt_mla_tile(layout) * v[P_CHUNK] * 2 : 0;
-    int chunks = v[P_STAGES] * v[P_CHUNK] * raw_row + tile + 4 * v[P_HPC] * (v[P_CHUNK] + 4) * 4 +
-                 v[P_HPC] * (v[P_CHUNK] + 8) * 2 + factors + v[P_HPC] * 4 + v[P_SPLIT] * 4;
-    int merge = v[P_CLUSTER] ? v[P_HPC] * (16 + KT_MLA_DV * 4) : 0;
-    return chunks > merge ? chunks : merge;
+    return v[P_STAGES] * v[P_CHUNK] * raw_row + tile + 4 * v[P_HPC] * (v[P_CHUNK] + 4) * 4 +
+           v[P_HPC] * (v[P_CHUNK] + 8) * 2 + factors + v[P_HPC] * 4 + v[P_SPLIT] * 4;
 }
 
 /* Threads of the split kernel: WPM warps per MPW x 16 heads. */
@@ -266,10 +263,6 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
                -1;
     if (v[P_MPW] == 2 && (v[P_PATH] < 2 || v[P_HPC] % 32 || v[P_WPM] != 8))
         return snprintf(why, n, "MPW=2 (32 heads a warp) takes PATH 2 or 3, HPC 32 and WPM 8"), -1;
-    if (v[P_CLUSTER] && (v[P_PATH] < 2 || v[P_FUSE]))
-        return snprintf(why, n, "CLUSTER=%d (the splits merged in a cluster) takes PATH 2 or 3 and FUSE 0",
-                        v[P_CLUSTER]),
-               -1;
     if (v[P_PATH] == 1 && !kt_arch_limits_of(arch).block_scaled_mma)
         return snprintf(why, n, "PATH=1 (the block-scaled mma) exists on sm_120a only, not %s", kt_arch_name(arch)), -1;
     /* q's fragments (36 registers at V3.2), the p . v sums (512 / WPM / 2) and ~60 more must fit
@@ -288,18 +281,16 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
 static int config_fits(const kt_config *c, const kt_problem *p) {
     const int *v = c->v;
     long nsplit = (slots_of(p) + v[P_SPLIT] - 1) / v[P_SPLIT];
-    /* PATH 1 takes V4's ue8m0 scales as the mma's block scales; CLUSTER holds a query's splits */
+    /* PATH 1 takes V4's ue8m0 scales as the mma's block scales */
     return p->dim[D_HQ] % v[P_HPC] == 0 && nsplit <= max_splits(p) && smem_of(c, layout_of(p)) <= SMEM_LIMIT &&
-           (v[P_PATH] != 1 || layout_of(p) == KT_MLA_V4) && (!v[P_CLUSTER] || nsplit <= v[P_CLUSTER]);
+           (v[P_PATH] != 1 || layout_of(p) == KT_MLA_V4);
 }
 
 static int hopeless(const kt_config *c, const kt_problem *p) {
     const int *v = c->v;
-    /* a split longer than the list is the list; raw buffers beyond a split's chunks stay empty; a
-     * cluster of twice the splits is the half-size cluster (or the direct write) with idle CTAs */
-    long nsplit = (slots_of(p) + v[P_SPLIT] - 1) / v[P_SPLIT];
+    /* a split longer than the list is the list; raw buffers beyond a split's chunks stay empty */
     return (v[P_SPLIT] > 2 * slots_of(p) && v[P_SPLIT] > 64) ||
-           (v[P_STAGES] > 2 && v[P_STAGES] > v[P_SPLIT] / v[P_CHUNK]) || (v[P_CLUSTER] && 2 * nsplit <= v[P_CLUSTER]);
+           (v[P_STAGES] > 2 && v[P_STAGES] > v[P_SPLIT] / v[P_CHUNK]);
 }
 
 /* PATH 2 (no bf16 tile: three CTAs of 128 threads fit an SM); HPC 16 at small batches (more
@@ -336,7 +327,6 @@ static void default_for(const kt_problem *p, int sms, kt_config *c) {
     v[P_STAGES] = 2;
     v[P_PATH] = 2;
     v[P_MPW] = v[P_HPC] == 32 ? 2 : 1;
-    v[P_CLUSTER] = 0;
     long rows = queries(p) * (p->dim[D_HQ] / v[P_HPC]);
     long ctas = 8 * rows <= sms ? sms : (v[P_HPC] == 16 ? 3 : 2) * sms;
     v[P_SPLIT] = 32;
@@ -403,8 +393,7 @@ static kt_mla_args args_of(const kt_launch *l, int split) {
 
 /* FUSE 0: the split kernel, then the combine kernel; FUSE 1: the split kernel alone, each head
  * group's last CTA merging it; FUSE 2: every CTA of a group merging a share, where the grid fits
- * one CTA an SM (its CTAs wait for each other: all must be resident), else as FUSE 1. CLUSTER:
- * the split kernel alone, a cluster of CLUSTER CTAs a head group (the last ones past the slots). */
+ * one CTA an SM (its CTAs wait for each other: all must be resident), else as FUSE 1. */
 static int launch(const kt_launch *l) {
     const int *v = l->config->v;
     const kt_problem *p = l->problem;
@@ -414,7 +403,6 @@ static int launch(const kt_launch *l) {
     if (a.nsplit > max_splits(p)) /* a --config the problem does not fit: its partials would overflow */
         return kt_fail("mla_decode: SPLIT=%d cuts the slots into %d splits, more than the partials hold (%ld)",
                        v[P_SPLIT], a.nsplit, max_splits(p));
-    if (v[P_CLUSTER]) a.nsplit = v[P_CLUSTER]; /* the cluster's CTAs are its splits */
     long grid = (long)a.nsplit * (a.HQ / v[P_HPC]) * queries(p);
     a.fuse = v[P_FUSE] == 0                                         ? KT_MLA_FUSE_NONE
              : v[P_FUSE] == 2 && grid <= kt_gpu_current()->sm_count ? KT_MLA_FUSE_ALL
@@ -423,7 +411,7 @@ static int launch(const kt_launch *l) {
                              (unsigned)queries(p), (unsigned)threads_of(l->config),
                              (unsigned)smem_of(l->config, layout_of(p)), l->stream, args))
         return -1;
-    if (a.fuse != KT_MLA_FUSE_NONE || v[P_CLUSTER]) return 0;
+    if (a.fuse != KT_MLA_FUSE_NONE) return 0;
     /* the wide combine (32 splits' sums in flight, 150 registers) where there are more than 8 */
     return kt_launch_kernel_pdl(l->mod, a.nsplit > 8 ? K_COMBINE_WIDE : K_COMBINE, (unsigned)a.HQ, (unsigned)queries(p),
                                 1, 128, 0, l->stream, args);
@@ -481,7 +469,7 @@ const kt_family kt_family_mla_decode = {
     .m_name = "B",
     .batch_buckets = batch_buckets,
     .mma = KT_MMA_BF16,
-    .n_params = 9,
+    .n_params = 8,
     .params = {{"HPC", 2, {16, 32}},
                {"CHUNK", 3, {16, 32, 64}},
                {"SPLIT", N_SPLITS, {SPLITS}},
@@ -489,10 +477,9 @@ const kt_family kt_family_mla_decode = {
                {"PATH", 4, {0, 1, 2, 3}},
                {"WPM", 2, {4, 8}},
                {"FUSE", 3, {0, 1, 2}},
-               {"MPW", 2, {1, 2}},
-               {"CLUSTER", 4, {0, 2, 4, 8}}},
+               {"MPW", 2, {1, 2}}},
     .strata_params = 3,
-    .default_config = {{16, 32, 256, 2, 2, 4, 0, 1, 0}},
+    .default_config = {{16, 32, 256, 2, 2, 4, 0, 1}},
     .target_shapes = target_shapes,
     .n_target_shapes = 4,
     KT_FAMILY_HOOKS,

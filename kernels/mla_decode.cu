@@ -29,7 +29,6 @@
 #define KT_WPM 4
 #define KT_MPW 1
 #define KT_FUSE 0
-#define KT_CLUSTER 0
 #endif
 
 constexpr int HPC = KT_HPC, CHUNK = KT_CHUNK, SPLIT = KT_SPLIT, STAGES = KT_STAGES;
@@ -45,12 +44,6 @@ constexpr bool REGS = KT_PATH >= 2, F16_QK = KT_PATH == 3;
 // FUSE 0: a combine kernel merges the splits, and the split kernel has no merge code (it grows the
 // kernel 2x); else the host's a.fuse says how the split kernel merges (kt_mla_args, mla_layout.h).
 constexpr int FUSE = KT_FUSE;
-// CLUSTER 2, 4 or 8: the splits of a (query, head group) are the CTAs of one thread-block cluster
-// (the grid's x is CLUSTER; CTAs past the last split see no slot), which merge through distributed
-// shared memory (cluster_merge): no combine kernel, no partials through L2. 0: the partials buffer.
-constexpr int CLUSTER = KT_CLUSTER;
-static_assert(CLUSTER == 0 || CLUSTER == 2 || CLUSTER == 4 || CLUSTER == 8, "a portable cluster of 2, 4 or 8 CTAs");
-static_assert(!CLUSTER || (REGS && FUSE == 0), "the cluster merge takes PATH 2 or 3 and FUSE 0");
 constexpr int MF = HPC / 16;         // 16-head m-fragments per CTA
 constexpr int MPW = KT_MPW;          // m-fragments a warp takes (PATHs 2, 3): 2 share each conversion
 constexpr int WPM = KT_WPM;          // warps per group of MPW m-fragments: 4 or 8
@@ -793,14 +786,6 @@ __device__ __forceinline__ float row_lse(const kt_mla_args &a, int h, float mx, 
     return lse;
 }
 
-// Head row (bs, h)'s output dims d..d + 3, the merged sums o times f, as bf16; the lse with dim 0.
-__device__ __forceinline__ void store_out4(const kt_mla_args &a, int bs, int h, int d, const float (&o)[4], float f,
-                                           float lse) {
-    kt_u16 *out = (kt_u16 *)a.out + ((long)bs * a.HQ + h) * KT_MLA_DV + d;
-    *(uint2 *)out = make_uint2(bf16x2(o[0] * f, o[1] * f), bf16x2(o[2] * f, o[3] * f));
-    if (d == 0) ((float *)a.lse)[((long)(bs / a.SQ) * a.HQ + h) * a.SQ + bs % a.SQ] = lse;
-}
-
 __device__ __forceinline__ kt_u32 ld_acquire(const unsigned *p) {
     kt_u32 v;
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
@@ -936,45 +921,6 @@ __device__ __forceinline__ void fused_merge(const kt_mla_args &a, kt_u8 *smem, i
     if (threadIdx.x == 0 && atomicAdd(cnt + 1, 1u) == (unsigned)n - 1) cnt[0] = 0, cnt[1] = 0;
 }
 
-// CLUSTER: once every CTA of the cluster (the query's splits, rank = split) holds its rows' (m, l,
-// -, -) [HPC] float4 and then its sums [HPC][512] f32 at the start of its shared memory (the
-// host's smem_of makes room), CTA `rank` merges items [rank, rank + 1) x CL_ITEMS of the group's
-// (head, 4 dims) outputs by LSE over the peers' values, read by distributed shared memory, into
-// out and lse; a split with no slot (l 0) weighs 0. All of a thread's loads are issued first.
-constexpr int CL_N = CLUSTER ? CLUSTER : 1, CL_ITEMS = MERGE_ITEMS / CL_N, CL_IPT = CL_ITEMS / THREADS;
-static_assert(!CLUSTER || CL_ITEMS % THREADS == 0, "a cluster's share is whole items a thread");
-__device__ __forceinline__ void cluster_merge(const kt_mla_args &a, const kt_u8 *smem, int bs, int h0) {
-    kt_cluster_sync(); // every CTA's (m, l) and sums are written and visible to the cluster
-    const kt_u32 rank = kt_cluster_rank(), ml0 = kt_smem_addr(smem), sums0 = ml0 + HPC * 16;
-    float4 ml[CL_IPT][CL_N], v[CL_IPT][CL_N];
-#pragma unroll
-    for (int r = 0; r < CL_IPT; r++) {
-        const int it = (int)rank * CL_ITEMS + r * THREADS + threadIdx.x, h = it / (KT_MLA_DV / 4);
-#pragma unroll
-        for (int k = 0; k < CL_N; k++) {
-            ml[r][k] = kt_cluster_load4(kt_cluster_map(ml0 + h * 16, (kt_u32)k));
-            v[r][k] = kt_cluster_load4(kt_cluster_map(sums0 + it * 16, (kt_u32)k));
-        }
-    }
-#pragma unroll
-    for (int r = 0; r < CL_IPT; r++) {
-        const int it = (int)rank * CL_ITEMS + r * THREADS + threadIdx.x, h = it / (KT_MLA_DV / 4);
-        float mx = -INFINITY, sum = 0.f, o[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-        for (int k = 0; k < CL_N; k++) mx = fmaxf(mx, ml[r][k].y > 0.f ? ml[r][k].x : -INFINITY);
-#pragma unroll
-        for (int k = 0; k < CL_N; k++) {
-            const float w = ml[r][k].y > 0.f ? exp2f(ml[r][k].x - mx) : 0.f;
-            sum += w * ml[r][k].y;
-            add_weighted(o, w, v[r][k]);
-        }
-        float f;
-        const float lse = row_lse(a, h0 + h, mx, sum, f);
-        store_out4(a, bs, h0 + h, it % (KT_MLA_DV / 4) * 4, o, f, lse);
-    }
-    kt_cluster_sync_relaxed(); // no CTA leaves while a peer still reads its shared memory
-}
-
 // Whether a launch is fused and of one split: then the split kernel writes the output itself (PATHs
 // 2 and 3), with no partials.
 __device__ __forceinline__ bool direct(const kt_mla_args &a) {
@@ -1069,10 +1015,8 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
             pv_chunk<L>(acc[0], tile, p, alpha, mf, wi);
         }
         // (the combine reads a row's sums only where its l > 0)
-        if (CLUSTER) {          // the sums go over the ring: every warp is done with it
-            __syncthreads();    // (no copy is in flight: the last chunk's was waited for)
-        } else if (direct(a)) { // the one split of a fused launch: the rows' factors through alpha (once every warp
-            __syncthreads();    // has rescaled by it), the output straight
+        if (direct(a)) {     // the one split of a fused launch: the rows' factors through alpha (once every warp
+            __syncthreads(); // has rescaled by it), the output straight
             if (threadIdx.x % TPR == 0) row_lse(a, h0 + threadIdx.x / TPR, m, l, alpha[threadIdx.x / TPR]);
             __syncthreads();
         }
@@ -1082,8 +1026,6 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
             if (direct(a))
                 write_regs<L>(acc[j], (kt_u16 *)a.out + ((long)bs * a.HQ + h0 + r) * KT_MLA_DV, KT_MLA_DV, wi, alpha[r],
                               alpha[r + 8]);
-            else if (CLUSTER)
-                write_regs<L>(acc[j], (float *)(smem + HPC * 16) + r * KT_MLA_DV, KT_MLA_DV, wi, 1.f, 1.f);
             else
                 write_regs<L>(acc[j], part + (prow + (long)r * a.nsplit) * KT_MLA_DV, a.nsplit * KT_MLA_DV, wi, 1.f,
                               1.f);
@@ -1108,12 +1050,6 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
             ((float *)a.lse)[((long)(bs / a.SQ) * a.HQ + h0 + row) * a.SQ + bs % a.SQ] = row_lse(a, h0 + row, m, l, f);
         return;
     }
-    if (CLUSTER) {
-        __syncthreads(); // (no slot: every thread's zero-filling copies have landed)
-        if (threadIdx.x % TPR == 0) ((float4 *)smem)[row] = make_float4(m, l, 0.f, 0.f);
-        cluster_merge(a, smem, bs, h0);
-        return;
-    }
     if (threadIdx.x % TPR == 0) *(float2 *)(ml + (prow + (long)row * a.nsplit) * 2) = make_float2(m, l);
     if (FUSE && a.fuse != KT_MLA_FUSE_NONE) fused_merge(a, smem, bs, h0);
 }
@@ -1122,15 +1058,10 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
 // they do not stop it (168 a thread at WPM 4: 3 CTAs of 128 threads; 128 at WPM 8: 2 of 256;
 // fewer spill); MPW 2 holds twice the q fragments and sums: one CTA an SM, 255 registers.
 constexpr int MIN_CTAS = REGS ? 65536 / (THREADS * (MPW == 2 ? 255 : WPM == 4 ? 168 : 128)) : 1;
-#if KT_CLUSTER > 0
-#define KT_SPLIT_CLUSTER __cluster_dims__(KT_CLUSTER, 1, 1)
-#else
-#define KT_SPLIT_CLUSTER
-#endif
-extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS) KT_SPLIT_CLUSTER mla_split_v32(const kt_mla_args a) {
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS) mla_split_v32(const kt_mla_args a) {
     split_kernel<KT_MLA_V32>(a);
 }
-extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS) KT_SPLIT_CLUSTER mla_split_v4(const kt_mla_args a) {
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS) mla_split_v4(const kt_mla_args a) {
     split_kernel<KT_MLA_V4>(a);
 }
 
@@ -1178,7 +1109,9 @@ template <int G> __device__ __forceinline__ void combine_row(const kt_mla_args &
         }
     float f;
     const float lse = row_lse(a, h, mx, sum, f);
-    store_out4(a, bs, h, d, o, f, lse);
+    kt_u16 *out = (kt_u16 *)a.out + ((long)bs * a.HQ + h) * KT_MLA_DV + d;
+    *(uint2 *)out = make_uint2(bf16x2(o[0] * f, o[1] * f), bf16x2(o[2] * f, o[3] * f));
+    if (threadIdx.x == 0) ((float *)a.lse)[((long)(bs / a.SQ) * a.HQ + h) * a.SQ + bs % a.SQ] = lse;
 }
 
 extern "C" __global__ void __launch_bounds__(128) mla_combine(const kt_mla_args a) { combine_row<8>(a); }

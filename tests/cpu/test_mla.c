@@ -135,14 +135,12 @@ KT_TEST(mla_default_fills_two_ctas_an_sm) {
         long m;
         const char *want;
     } cases[] = {
-        {"LAYOUT=V4,HQ=16,TOPK=512,SQ=1", 64, "HPC=16,CHUNK=32,SPLIT=160,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1,CLUSTER=0"},
-        {"LAYOUT=V4,HQ=64,TOPK=512,SQ=1", 16, "HPC=16,CHUNK=32,SPLIT=160,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1,CLUSTER=0"},
-        {"LAYOUT=V4,HQ=16,TOPK=512,SQ=1", 32, "HPC=16,CHUNK=32,SPLIT=64,STAGES=2,PATH=2,WPM=4,FUSE=0,MPW=1,CLUSTER=0"},
-        {"LAYOUT=V4,HQ=16,TOPK=512,SQ=1", 1, "HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1,CLUSTER=0"},
-        {"LAYOUT=V32,HQ=16,TOPK=2048,SQ=1", 64,
-         "HPC=16,CHUNK=32,SPLIT=512,STAGES=3,PATH=2,WPM=8,FUSE=0,MPW=1,CLUSTER=0"},
-        {"LAYOUT=V4,HQ=64,TOPK=512,SQ=1", 64,
-         "HPC=16,CHUNK=64,SPLIT=1024,STAGES=2,PATH=2,WPM=8,FUSE=1,MPW=1,CLUSTER=0"},
+        {"LAYOUT=V4,HQ=16,TOPK=512,SQ=1", 64, "HPC=16,CHUNK=32,SPLIT=160,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1"},
+        {"LAYOUT=V4,HQ=64,TOPK=512,SQ=1", 16, "HPC=16,CHUNK=32,SPLIT=160,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1"},
+        {"LAYOUT=V4,HQ=16,TOPK=512,SQ=1", 32, "HPC=16,CHUNK=32,SPLIT=64,STAGES=2,PATH=2,WPM=4,FUSE=0,MPW=1"},
+        {"LAYOUT=V4,HQ=16,TOPK=512,SQ=1", 1, "HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1"},
+        {"LAYOUT=V32,HQ=16,TOPK=2048,SQ=1", 64, "HPC=16,CHUNK=32,SPLIT=512,STAGES=3,PATH=2,WPM=8,FUSE=0,MPW=1"},
+        {"LAYOUT=V4,HQ=64,TOPK=512,SQ=1", 64, "HPC=16,CHUNK=64,SPLIT=1024,STAGES=2,PATH=2,WPM=8,FUSE=1,MPW=1"},
     };
     for (int i = 0; i < 6; i++) {
         kt_problem p;
@@ -157,32 +155,6 @@ KT_TEST(mla_default_fills_two_ctas_an_sm) {
         EXPECT(!strcmp(got, cases[i].want));
         EXPECT(f->check_config(&c, 120, why, sizeof why) == 0 && f->config_fits(&c, &p));
     }
-}
-
-/* CLUSTER (a query's splits merged in one cluster): refused off PATH 2 / 3 and with a fused merge;
- * a problem fits where its splits are at most the cluster (V4 HQ 16: SPLIT 96's 7 of 640 slots in 8,
- * not SPLIT 32's 20), and a cluster of twice the splits or more is hopeless (the half-size one does
- * the same work). */
-KT_TEST(mla_cluster_config_rules) {
-    const kt_family *f = kt_family_find("mla_decode");
-    char why[256];
-    kt_config c;
-    kt_problem p;
-    EXPECT(kt_parse_shape(f, "LAYOUT=V4,HQ=16,TOPK=512,SQ=1", &p) == 0);
-    p.m = 1;
-    EXPECT(kt_parse_config(f, "PATH=2,STAGES=3,CHUNK=32,SPLIT=96,WPM=8,FUSE=0,CLUSTER=8", &c) == 0);
-    EXPECT(f->check_config(&c, 90, why, sizeof why) == 0 && f->check_config(&c, 120, why, sizeof why) == 0);
-    EXPECT(f->config_fits(&c, &p) && !f->hopeless(&c, &p));
-    c.v[2] = 32; /* SPLIT 32: 20 splits */
-    EXPECT(!f->config_fits(&c, &p));
-    c.v[2] = 192; /* SPLIT 192: 4 splits, a cluster of 8 is hopeless, of 4 not */
-    EXPECT(f->config_fits(&c, &p) && f->hopeless(&c, &p));
-    EXPECT(kt_parse_config(f, "PATH=2,STAGES=3,CHUNK=32,SPLIT=192,WPM=8,FUSE=0,CLUSTER=4", &c) == 0);
-    EXPECT(f->config_fits(&c, &p) && !f->hopeless(&c, &p));
-    EXPECT(kt_parse_config(f, "PATH=2,SPLIT=96,FUSE=1,CLUSTER=8", &c) == 0);
-    EXPECT(f->check_config(&c, 90, why, sizeof why) == -1 && strstr(why, "CLUSTER"));
-    EXPECT(kt_parse_config(f, "PATH=0,SPLIT=96,FUSE=0,CLUSTER=8", &c) == 0);
-    EXPECT(f->check_config(&c, 90, why, sizeof why) == -1 && strstr(why, "CLUSTER"));
 }
 
 /* The sm_120a path (PATH=1) compiles and its SASS holds the block-scaled e4m3 mma
