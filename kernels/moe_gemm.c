@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { P_TM, P_TN, P_WN, P_WK, P_RING, P_SPLIT, P_NATIVE, P_WIDE, P_BF16, P_GATHER, P_PF, P_EARLY };
+enum { P_TM, P_TN, P_WN, P_WK, P_RING, P_SPLIT, P_NATIVE, P_WIDE, P_BF16, P_GATHER, P_EARLY };
 /* Kernels: the grouped GEMM per (format, stage), then the float64 references. */
 enum { K_FP8_GATEUP, K_FP8_DOWN, K_MXFP4_GATEUP, K_MXFP4_DOWN, K_REF_GATEUP, K_REF_QUANT, K_REF_DOWN };
 
@@ -382,7 +382,6 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
     if (l.threads > 512) return snprintf(why, n, "%d threads per block (at most 512)", l.threads), -1;
     if (v[P_GATHER] && (v[P_TM] != 8 || v[P_SPLIT] != 1))
         return snprintf(why, n, "GATHER=1 (a CTA per token) needs TM=8 and SPLIT=1"), -1;
-    if (v[P_GATHER] && v[P_PF]) return snprintf(why, n, "PF (L2 prefetch of one expert a CTA) needs GATHER=0"), -1;
     if ((long)v[P_TM] * (v[P_TN] + 4) * 4 > SMEM_LIMIT)
         return snprintf(why, n, "the epilogue tile needs %d bytes of shared memory", v[P_TM] * (v[P_TN] + 4) * 4), -1;
     /* running sums (4 a fragment pair), the ring of STAGES k-blocks of weight fragments (FP8:
@@ -443,7 +442,7 @@ static void default_for(const kt_problem *p, int sms, kt_config *c) {
      * partials; 91.8 against 99-101 us at M = 16, sixteenth session). Then split-K doubled while
      * the CTAs of the expected tiles stay within one wave of 2 an SM, each split keeping 2
      * k-blocks a warp group, and a ring as deep as a warp group's k-blocks (at most 4). */
-    *c = (kt_config){{8, 64, 2, 2, 2, 1, 0, 1, d.fmt == KT_MOE_MXFP4 && d.stage == KT_MOE_GATEUP, 0, 0, 0}};
+    *c = (kt_config){{8, 64, 2, 2, 2, 1, 0, 1, d.fmt == KT_MOE_MXFP4 && d.stage == KT_MOE_GATEUP, 0, 0}};
     int *v = c->v;
     double tiles = expected_touched(&d);
     if (tiles > d.MT) tiles = (double)d.MT;
@@ -460,9 +459,8 @@ static void default_for(const kt_problem *p, int sms, kt_config *c) {
     if (per_group < 2) v[P_WK] = 1, v[P_RING] = 2;
     /* Decode's few tokens (the touched experts' down weights well within L2's 50 MB): down reads
      * its expert and first weights before its PDL wait (EARLY), so its loads overlap gate+up's
-     * tail (the H200, V4 M = 1: moe_step 25.53 us against 27.46; eighteenth session). The L2
-     * prefetches measured slower there (PF 2 on down 26.15, PF 1 on gate+up 15.1 against 13.3 us
-     * alone): tunables, not defaults. */
+     * tail (the H200, V4 M = 1: moe_step 25.53 us against 27.46; eighteenth session; L2 bulk
+     * prefetches measured slower there and were removed, nineteenth session). */
     double per_expert = (double)(d.N * d.K) / (d.fmt == KT_MOE_FP8 ? 1.0 : 2.0);
     if (d.stage == KT_MOE_DOWN && tiles * per_expert <= SMALL_STEP_BYTES) v[P_EARLY] = 1;
 }
@@ -592,7 +590,7 @@ const kt_family kt_family_moe_gemm = {
              {"TOPK"},
              {"DIST", KT_KEY_CATEGORY, kt_moe_dist_names}},
     .m_name = "M",
-    .n_params = 12,
+    .n_params = 11,
     .params = {{"TM", 4, {8, 16, 32, 64}},
                {"TN", 5, {16, 32, 64, 128, 256}},
                {"WARPS_N", 4, {1, 2, 4, 8}},
@@ -603,10 +601,9 @@ const kt_family kt_family_moe_gemm = {
                {"WIDE", 2, {0, 1}},
                {"BF16", 2, {0, 1}},
                {"GATHER", 2, {0, 1}},
-               {"PF", 3, {0, 1, 2}},
                {"EARLY", 2, {0, 1}}},
     .strata_params = 2,
-    .default_config = {{8, 64, 2, 2, 2, 1, 0, 1, 0, 0, 0, 0}},
+    .default_config = {{8, 64, 2, 2, 2, 1, 0, 1, 0, 0, 0}},
     .target_shapes = target_shapes,
     .n_target_shapes = 8,
     KT_FAMILY_HOOKS,

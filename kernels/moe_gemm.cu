@@ -47,14 +47,12 @@
 #define KT_WIDE 0
 #define KT_BF16 0
 #define KT_GATHER 0
-#define KT_PF 0
 #define KT_EARLY 0
 #endif
 
 constexpr int TM = KT_TM, TN = KT_TN, WARPS_N = KT_WARPS_N, WARPS_K = KT_WARPS_K, STAGES = KT_STAGES;
 constexpr int SPLIT = KT_SPLIT, WARPS = WARPS_N * WARPS_K, THREADS = WARPS * 32;
 constexpr bool WIDE = KT_WIDE == 1, BF16 = KT_BF16 == 1, GATHER = KT_GATHER == 1, EARLY = KT_EARLY == 1;
-constexpr int PF = KT_PF; // L2 bulk prefetch: 0 none, 1 the CTA's own weights, 2 whole experts (see moe_gemm)
 constexpr int WN = TN / WARPS_N, FRAG_N = WN / 16, FRAG_M = TM / 8;
 constexpr int RED_LD = TN + 4; // the epilogue tile [TM][RED_LD] f32; the pad spreads its banks
 constexpr float SWIGLU_LIMIT = 10.0f;
@@ -63,7 +61,6 @@ static_assert(TM % 8 == 0 && THREADS <= 512, "token fragments of 8, at most 16 w
 
 static_assert(!BF16 || (WIDE && !KT_NATIVE), "BF16: MXFP4's 16-byte lanes, on the dequantising path");
 static_assert(!GATHER || (TM == 8 && SPLIT == 1), "GATHER: a token's slots are one tile of 8, the whole of K");
-static_assert(!GATHER || PF == 0, "PF: one expert a CTA (GATHER's CTAs read several)");
 
 #if KT_NATIVE && !defined(__CUDA_ARCH_FEAT_SM120_ALL)
 #error "NATIVE=1 is the block-scaled mma of sm_120a"
@@ -139,13 +136,6 @@ template <bool FROM_L2> __device__ __forceinline__ int ld_route(const int *p) {
 template <bool FROM_L2> __device__ __forceinline__ float ld_route(const float *p) {
     if constexpr (!FROM_L2) return *p;
     return ld_cg(p);
-}
-
-// Asks L2 for [p, p + bytes) (16-byte aligned, a multiple of 16) through the async proxy's bulk
-// prefetch (sm_90 and later): one instruction for many lines, no register or L1 miss entry held
-// while DRAM answers, so it adds bytes in flight where the register ring is the limit.
-__device__ __forceinline__ void prefetch_l2_bulk(const void *p, kt_u32 bytes) {
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
 }
 
 // ---------------------------------------------------------------- the kernel
@@ -247,43 +237,6 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
     if (tid < TM) slot_s[tid] = GATHER ? (tid < topk ? tile * topk + tid : -1) : ld_route<early>(rec + tile * TM + tid);
 
     const long KH = FMT == FMT_FP8 ? K : K / 2; // bytes per weight row
-    // PF 1: this CTA's rows' k-range into L2 (one bulk prefetch a row) ahead of the ring, which
-    // then reads L2 (slower on the H200: gate+up at M = 1 15.1 us against 13.3). PF 2: tile 0's
-    // CTAs, the first dispatched, each prefetch a 1/gridDim.x share of every touched expert
-    // (weights and scales): in a step they are resident while gate+up streams, so down's experts
-    // are in L2 by its wait. (The first version gave each expert to one CTA: moe_step M = 1 25.97
-    // us against 27.33, but down alone 14.1 against 8.8, six SMs' async proxies issuing 12.6 MB.)
-    if constexpr (PF == 1) {
-        const int rb = FMT == FMT_FP8 ? 128 : 64; // bytes of a row's k-block
-        for (int r = tid; r < TN; r += THREADS)
-            prefetch_l2_bulk(W + ((long)e * N + wrow(r)) * KH + (long)kb0 * rb, (kt_u32)(nkb * rb));
-    }
-    if constexpr (PF == 2) {
-        const long wb = (long)N * KH, sb = FMT == FMT_FP8 ? (long)(N / 128) * KB * 4 : (long)N * (K / 32);
-        constexpr long PIECE = 16384;
-        // CTA x's 1/gridDim.x share of bytes at p (16-byte units), a piece of <= 16 KB a thread
-        auto share = [&](const kt_u8 *p, long bytes) {
-            const long per = (bytes / 16 + gridDim.x - 1) / gridDim.x * 16, lo = blockIdx.x * per;
-            const long hi = lo + per < bytes ? lo + per : bytes;
-            for (long o = lo + (long)tid * PIECE; o < hi; o += (long)THREADS * PIECE)
-                prefetch_l2_bulk(p + o, (kt_u32)(hi - o < PIECE ? hi - o : PIECE));
-        };
-        int prev = -1; // an expert's tiles are consecutive: its repeats are skipped
-        for (int t0 = 0; blockIdx.y == 0 && z == 0 && t0 < (int)gridDim.y; t0 += 32) {
-            const int mine = t0 + lane < (int)gridDim.y ? ld_route<early>(rec + padded + t0 + lane) : -1;
-            int j = 0;
-            for (; j < 32; j++) {
-                const int ex = __shfl_sync(0xffffffffu, mine, j);
-                if (ex < 0) break; // the tiles in use are a prefix
-                if (ex == prev) continue;
-                prev = ex;
-                share(W + ex * wb, wb);
-                if (sb % 16 == 0) share((const kt_u8 *)Ws + ex * sb, sb); // then 16-byte aligned
-            }
-            if (j < 32) break;
-        }
-    }
-
     // Each warp's first STAGES k-blocks of weights (units wk, wk + WARPS_K, ...: k-blocks of the
     // range, GATHER (slot, k-block) pairs).
     auto load = [&](kblock<FMT> &kb, int u) {

@@ -270,32 +270,29 @@ KT_TEST(moe_gemm_gather_configs) {
 }
 
 /* EARLY=1 (the router's outputs and the weights read before the PDL wait) fits the down stage
- * only: gate+up's expert is its producer's output. PF (L2 bulk prefetch of one expert a CTA)
- * excludes GATHER. Untuned V4-Flash decode at M = 1 gets EARLY (PF 0) on down (6 experts'
- * 12.6 MB fit L2) and neither on gate+up; at M = 16 neither (80 experts). */
-KT_TEST(moe_gemm_early_and_prefetch_configs) {
+ * only: gate+up's expert is its producer's output. Untuned V4-Flash decode at M = 1 gets EARLY
+ * on down (6 experts' 12.6 MB fit L2), not on gate+up; at M = 16 neither (80 experts). */
+KT_TEST(moe_gemm_early_configs) {
     const kt_family *f = kt_family_find("moe_gemm");
     char why[256];
     kt_config c;
     kt_problem down = {.n_dims = 7, .m = 1, .dim = {0, 1, 256, 4096, 512, 6, 0}}, up = down;
     up.dim[1] = 0, up.dim[3] = 1024, up.dim[4] = 4096;
-    EXPECT(!kt_parse_config(f, "TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=2,SPLIT=1,WIDE=1,PF=2,EARLY=1", &c));
+    EXPECT(!kt_parse_config(f, "TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=2,SPLIT=1,WIDE=1,EARLY=1", &c));
     EXPECT(!f->check_config(&c, 90, why, sizeof why) && !f->check_config(&c, 120, why, sizeof why));
     EXPECT(f->config_fits(&c, &down) && !f->config_fits(&c, &up));
-    c.v[11] = 0;
+    c.v[10] = 0;
     EXPECT(f->config_fits(&c, &up));
-    EXPECT(!kt_parse_config(f, "TM=8,TN=32,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=1,WIDE=1,GATHER=1,PF=1", &c));
-    EXPECT(f->check_config(&c, 90, why, sizeof why) && strstr(why, "GATHER=0"));
     kt_config d;
     f->default_for(&up, 132, &d);
-    EXPECT(d.v[10] == 0 && d.v[11] == 0);
+    EXPECT(d.v[10] == 0);
     f->default_for(&down, 132, &d);
-    EXPECT(d.v[10] == 0 && d.v[11] == 1);
+    EXPECT(d.v[10] == 1);
     up.m = down.m = 16;
     f->default_for(&up, 132, &d);
-    EXPECT(d.v[10] == 0 && d.v[11] == 0);
+    EXPECT(d.v[10] == 0);
     f->default_for(&down, 132, &d);
-    EXPECT(d.v[10] == 0 && d.v[11] == 0);
+    EXPECT(d.v[10] == 0);
 }
 
 /* ... and build on sm_90 and sm_120 without spills (make test-all: ~20 NVRTC builds). */
