@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { P_TM, P_TN, P_WN, P_WK, P_RING, P_SPLIT, P_NATIVE, P_WIDE, P_BF16, P_GATHER, P_EARLY };
+enum { P_TM, P_TN, P_WN, P_WK, P_RING, P_SPLIT, P_NATIVE, P_WIDE, P_BF16, P_GATHER, P_EARLY, P_CLUSTER };
 /* Kernels: the grouped GEMM per (format, stage), then the float64 references. */
 enum { K_FP8_GATEUP, K_FP8_DOWN, K_MXFP4_GATEUP, K_MXFP4_DOWN, K_REF_GATEUP, K_REF_QUANT, K_REF_DOWN };
 
@@ -370,6 +370,11 @@ static int smem_of(const kt_config *c, const moe_dims *d) {
     return (int)(s < 1L << 30 ? s : 1L << 30);
 }
 
+/* CLUSTER=1's cluster: the CTAs of a 128-column quantisation group (256 / TN) times SPLIT. */
+static int cluster_ctas(const kt_config *c) {
+    return (c->v[P_TN] < 256 ? 256 / c->v[P_TN] : 1) * c->v[P_SPLIT];
+}
+
 static int check_config(const kt_config *c, int arch, char *why, size_t n) {
     const int *v = c->v;
     layout l = layout_of(c);
@@ -382,6 +387,8 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
     if (l.threads > 512) return snprintf(why, n, "%d threads per block (at most 512)", l.threads), -1;
     if (v[P_GATHER] && (v[P_TM] != 8 || v[P_SPLIT] != 1))
         return snprintf(why, n, "GATHER=1 (a CTA per token) needs TM=8 and SPLIT=1"), -1;
+    if (v[P_CLUSTER] && (cluster_ctas(c) < 2 || cluster_ctas(c) > 8))
+        return snprintf(why, n, "CLUSTER=1 makes (256 / TN) x SPLIT = %d CTAs a cluster (2 to 8)", cluster_ctas(c)), -1;
     if ((long)v[P_TM] * (v[P_TN] + 4) * 4 > SMEM_LIMIT)
         return snprintf(why, n, "the epilogue tile needs %d bytes of shared memory", v[P_TM] * (v[P_TN] + 4) * 4), -1;
     /* running sums (4 a fragment pair), the ring of STAGES k-blocks of weight fragments (FP8:
@@ -413,6 +420,7 @@ static int config_fits(const kt_config *c, const kt_problem *p) {
     if (d.stage == KT_MOE_DOWN && d.N % v[P_TN]) return 0;
     if (v[P_GATHER] && (d.stage != KT_MOE_DOWN || d.topk > 8)) return 0; /* GATHER: a token's slots, one tile */
     if (v[P_EARLY] && d.stage != KT_MOE_DOWN) return 0;                  /* gate+up's expert is its producer's output */
+    if (v[P_CLUSTER] && d.stage != KT_MOE_GATEUP) return 0;              /* the SwiGLU's group */
     return v[P_SPLIT] <= d.KB && v[P_WK] <= nkb && smem_of(c, &d) <= SMEM_LIMIT;
 }
 
@@ -442,7 +450,7 @@ static void default_for(const kt_problem *p, int sms, kt_config *c) {
      * partials; 91.8 against 99-101 us at M = 16, sixteenth session). Then split-K doubled while
      * the CTAs of the expected tiles stay within one wave of 2 an SM, each split keeping 2
      * k-blocks a warp group, and a ring as deep as a warp group's k-blocks (at most 4). */
-    *c = (kt_config){{8, 64, 2, 2, 2, 1, 0, 1, d.fmt == KT_MOE_MXFP4 && d.stage == KT_MOE_GATEUP, 0, 0}};
+    *c = (kt_config){{8, 64, 2, 2, 2, 1, 0, 1, d.fmt == KT_MOE_MXFP4 && d.stage == KT_MOE_GATEUP, 0, 0, 0}};
     int *v = c->v;
     double tiles = expected_touched(&d);
     if (tiles > d.MT) tiles = (double)d.MT;
@@ -463,6 +471,10 @@ static void default_for(const kt_problem *p, int sms, kt_config *c) {
      * prefetches measured slower there and were removed, nineteenth session). */
     double per_expert = (double)(d.N * d.K) / (d.fmt == KT_MOE_FP8 ? 1.0 : 2.0);
     if (d.stage == KT_MOE_DOWN && tiles * per_expert <= SMALL_STEP_BYTES) v[P_EARLY] = 1;
+    /* Gate+up in one wave (decode): its SwiGLU group's CTAs as a cluster, their sums through
+     * distributed shared memory instead of the partials' fence, counter and L2 round trips. */
+    int group = cluster_ctas(c);
+    if (d.stage == KT_MOE_GATEUP && group >= 2 && group <= 8 && ctas * v[P_SPLIT] <= 2.0 * sms) v[P_CLUSTER] = 1;
 }
 
 /* ---------------------------------------------------------------- launch */
@@ -590,7 +602,7 @@ const kt_family kt_family_moe_gemm = {
              {"TOPK"},
              {"DIST", KT_KEY_CATEGORY, kt_moe_dist_names}},
     .m_name = "M",
-    .n_params = 11,
+    .n_params = 12,
     .params = {{"TM", 4, {8, 16, 32, 64}},
                {"TN", 5, {16, 32, 64, 128, 256}},
                {"WARPS_N", 4, {1, 2, 4, 8}},
@@ -601,9 +613,10 @@ const kt_family kt_family_moe_gemm = {
                {"WIDE", 2, {0, 1}},
                {"BF16", 2, {0, 1}},
                {"GATHER", 2, {0, 1}},
-               {"EARLY", 2, {0, 1}}},
+               {"EARLY", 2, {0, 1}},
+               {"CLUSTER", 2, {0, 1}}},
     .strata_params = 2,
-    .default_config = {{8, 64, 2, 2, 2, 1, 0, 1, 0, 0, 0}},
+    .default_config = {{8, 64, 2, 2, 2, 1, 0, 1, 0, 0, 0, 0}},
     .target_shapes = target_shapes,
     .n_target_shapes = 8,
     KT_FAMILY_HOOKS,

@@ -32,6 +32,10 @@
 // 128 columns, DOWN's k slots of a token in other experts' tiles) writes them to f32 partials
 // [split][slot][row] and counts itself on a counter; the last CTA to arrive reads them back (in
 // a fixed order: deterministic) and runs the epilogue, then resets the counter to zero.
+// CLUSTER=1 (gate+up) makes those CTAs one thread-block cluster instead: the SwiGLU reads their
+// sums from each other's shared memory after a cluster barrier, no partials, fence or counter
+// (kt verify --family moe_gemm --shape FORMAT=fp8,STAGE=gateup,E=32,N=512,K=2048,TOPK=6,DIST=zipf
+// --m 1,16 --config TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=2,WIDE=1,CLUSTER=1).
 #include "kt_device.cuh"
 #include "moe_layout.h"
 #include "mxfp4_bf16.cuh" // BF16=1's operands
@@ -48,11 +52,19 @@
 #define KT_BF16 0
 #define KT_GATHER 0
 #define KT_EARLY 0
+#define KT_CLUSTER 0
 #endif
 
 constexpr int TM = KT_TM, TN = KT_TN, WARPS_N = KT_WARPS_N, WARPS_K = KT_WARPS_K, STAGES = KT_STAGES;
 constexpr int SPLIT = KT_SPLIT, WARPS = WARPS_N * WARPS_K, THREADS = WARPS * 32;
 constexpr bool WIDE = KT_WIDE == 1, BF16 = KT_BF16 == 1, GATHER = KT_GATHER == 1, EARLY = KT_EARLY == 1;
+// CLUSTER (gate+up): the CTAs that share a 128-column quantisation group (256 / TN along x) and
+// its split-K ranges (SPLIT along z) are one thread-block cluster, CTA (x, z) its rank
+// x % CX + CX z, and the SwiGLU reads their sums from each other's shared memory.
+#define KT_CX (KT_TN < 256 ? 256 / KT_TN : 1)
+constexpr bool CLUSTER = KT_CLUSTER == 1;
+constexpr int CX = KT_CX, CLUSTER_CTAS = CX * KT_SPLIT;
+static_assert(!CLUSTER || (CLUSTER_CTAS >= 2 && CLUSTER_CTAS <= 8), "CLUSTER: 2 to 8 CTAs (the portable size)");
 constexpr int WN = TN / WARPS_N, FRAG_N = WN / 16, FRAG_M = TM / 8;
 constexpr int RED_LD = TN + 4; // the epilogue tile [TM][RED_LD] f32; the pad spreads its banks
 constexpr float SWIGLU_LIMIT = 10.0f;
@@ -513,17 +525,18 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
     }
 
     // GATEUP: the SwiGLU and requantisation of slot m's 128 columns [c128, c128 + 128), from
-    // sum(m, r) = the sums of weight row r; a warp per slot, 4 columns a lane.
-    auto swiglu_quant = [&](int c128, auto sum) {
-        for (int m = warp; m < TM; m += WARPS) {
+    // cols(m, c, g, u): the sums of gate columns c..c+3 into g, of the same up columns into u;
+    // a warp per slot (this CTA's: rows first, first + step, ...), 4 columns a lane.
+    auto swiglu_quant = [&](int c128, int first, int step, auto cols) {
+        for (int m = first + warp; m < TM; m += step) {
             const int slot = slot_s[m];
             if (slot < 0) continue; // warp-uniform
-            float h[4], amax = 0.f;
+            float h[4], amax = 0.f, gs[4], us[4];
+            cols(m, c128 + lane * 4, gs, us);
 #pragma unroll
             for (int q = 0; q < 4; q++) {
-                const int c = c128 + lane * 4 + q;
-                const float gate = fminf(sum(m, c), SWIGLU_LIMIT);
-                const float up = fminf(fmaxf(sum(m, inter + c), -SWIGLU_LIMIT), SWIGLU_LIMIT);
+                const float gate = fminf(gs[q], SWIGLU_LIMIT);
+                const float up = fminf(fmaxf(us[q], -SWIGLU_LIMIT), SWIGLU_LIMIT);
                 h[q] = kt_bf16_to_f32(kt_f32_to_bf16(gate / (1.0f + __expf(-gate)) * up));
                 amax = fmaxf(amax, fabsf(h[q]));
             }
@@ -543,10 +556,41 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
         }
         return;
     }
+    // cols() of swiglu_quant from sum(m, r), the sums of weight row r (gate: c, up: inter + c)
+    auto by_row = [&](auto sum) {
+        return [=](int m, int c, float(&gs)[4], float(&us)[4]) {
+#pragma unroll
+            for (int q = 0; q < 4; q++) gs[q] = sum(m, c + q), us[q] = sum(m, inter + c + q);
+        };
+    };
     if constexpr (GATEUP && TN == 256 && SPLIT == 1) {
         // the CTA has all 128 columns of gate and up: no trip through the partials
-        swiglu_quant(c0,
-                     [&](int m, int r) { return red[m * RED_LD + (r < inter ? r - c0 : TN / 2 + r - inter - c0)]; });
+        swiglu_quant(c0, 0, WARPS, by_row([&](int m, int r) {
+                         return red[m * RED_LD + (r < inter ? r - c0 : TN / 2 + r - inter - c0)];
+                     }));
+        return;
+    }
+    if constexpr (GATEUP && CLUSTER) {
+        // The group's sums are in its CTAs' red[]: gate columns c..c+3 in CTA x-rank
+        // (c - c128) / (TN / 2) (its rows c - c0 and TN / 2 + c - c0), split ranges added in z
+        // order (the partials path's). The slots spread over the cluster's CTAs.
+        kt_cluster_sync(); // every CTA's red[] complete and visible to the cluster
+        const int c128 = c0 / 128 * 128, rank = (int)kt_cluster_rank();
+        swiglu_quant(c128, rank * WARPS, CLUSTER_CTAS * WARPS, [&](int m, int c, float(&gs)[4], float(&us)[4]) {
+            const int xr = (c - c128) / (TN / 2), r = c - c128 - xr * (TN / 2);
+            const kt_u32 at = kt_smem_addr(red + m * RED_LD + r);
+            float4 g = make_float4(0.f, 0.f, 0.f, 0.f), u = g;
+#pragma unroll
+            for (int zr = 0; zr < SPLIT; zr++) {
+                const float4 a = kt_cluster_load4(kt_cluster_map(at, xr + CX * zr));
+                const float4 b = kt_cluster_load4(kt_cluster_map(at + TN / 2 * 4, xr + CX * zr));
+                g.x += a.x, g.y += a.y, g.z += a.z, g.w += a.w;
+                u.x += b.x, u.y += b.y, u.z += b.z, u.w += b.w;
+            }
+            gs[0] = g.x, gs[1] = g.y, gs[2] = g.z, gs[3] = g.w;
+            us[0] = u.x, us[1] = u.y, us[2] = u.z, us[3] = u.w;
+        });
+        kt_cluster_sync_relaxed(); // no CTA leaves while others still read its red[]
         return;
     }
     // Partials [z][slot][weight row], then count this CTA in.
@@ -564,11 +608,11 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
         __syncthreads();
         if (!last_s[0]) return;
         __threadfence();
-        swiglu_quant(c128, [&](int m, int r) {
-            float v = 0.f;
-            for (int s = 0; s < SPLIT; s++) v += ld_cg(part + ((long)s * MT + slot_s[m]) * N + r);
-            return v;
-        });
+        swiglu_quant(c128, 0, WARPS, by_row([&](int m, int r) {
+                         float v = 0.f;
+                         for (int s = 0; s < SPLIT; s++) v += ld_cg(part + ((long)s * MT + slot_s[m]) * N + r);
+                         return v;
+                     }));
         if (tid == 0) *cnt = 0;
     } else {
         // A token's output columns [c0, c0 + TN) are complete when its topk slots' tiles of
@@ -599,17 +643,22 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
     }
 }
 
-#define KT_MOE_ENTRY(NAME, FMT, GATEUP)                                                                                \
-    extern "C" __global__ void __launch_bounds__(THREADS, 1)                                                           \
+#if KT_CLUSTER
+#define KT_GATEUP_CLUSTER __cluster_dims__(KT_CX, 1, KT_SPLIT)
+#else
+#define KT_GATEUP_CLUSTER
+#endif
+#define KT_MOE_ENTRY(NAME, FMT, GATEUP, ATTR)                                                                          \
+    extern "C" __global__ void ATTR __launch_bounds__(THREADS, 1)                                                      \
         NAME(const kt_u8 *X, const float *Xs, const kt_u8 *W, const void *Ws, const int *ids, const float *topw,       \
              const kt_u16 *shared, const int *rec, void *out, float *out_s, float *part, int *counter, int M,          \
              int topk, int E, int N, int K) {                                                                          \
         moe_gemm<FMT, GATEUP>(X, Xs, W, Ws, ids, topw, shared, rec, out, out_s, part, counter, M, topk, E, N, K);      \
     }
-KT_MOE_ENTRY(moe_gemm_fp8_gateup, FMT_FP8, true)
-KT_MOE_ENTRY(moe_gemm_fp8_down, FMT_FP8, false)
-KT_MOE_ENTRY(moe_gemm_mxfp4_gateup, FMT_MXFP4, true)
-KT_MOE_ENTRY(moe_gemm_mxfp4_down, FMT_MXFP4, false)
+KT_MOE_ENTRY(moe_gemm_fp8_gateup, FMT_FP8, true, KT_GATEUP_CLUSTER)
+KT_MOE_ENTRY(moe_gemm_fp8_down, FMT_FP8, false, )
+KT_MOE_ENTRY(moe_gemm_mxfp4_gateup, FMT_MXFP4, true, KT_GATEUP_CLUSTER)
+KT_MOE_ENTRY(moe_gemm_mxfp4_down, FMT_MXFP4, false, )
 
 // ---------------------------------------------------------------- float64 references
 

@@ -295,6 +295,31 @@ KT_TEST(moe_gemm_early_configs) {
     EXPECT(d.v[10] == 0);
 }
 
+/* CLUSTER=1 (gate+up's SwiGLU group and split ranges one cluster) fits gate+up only, in 2 to 8
+ * CTAs; untuned V4-Flash gate+up takes it at M = 1 (192 CTAs, one wave), not at M = 16. */
+KT_TEST(moe_gemm_cluster_configs) {
+    const kt_family *f = kt_family_find("moe_gemm");
+    char why[256];
+    kt_config c;
+    kt_problem up = {.n_dims = 7, .m = 1, .dim = {0, 0, 256, 1024, 4096, 6, 0}}, down = up;
+    down.dim[1] = 1, down.dim[3] = 4096, down.dim[4] = 512;
+    EXPECT(!kt_parse_config(f, "TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=2,WIDE=1,CLUSTER=1", &c));
+    EXPECT(!f->check_config(&c, 90, why, sizeof why) && !f->check_config(&c, 1201, why, sizeof why));
+    EXPECT(f->config_fits(&c, &up) && !f->config_fits(&c, &down));
+    EXPECT(!kt_parse_config(f, "TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=4,WIDE=1,CLUSTER=1", &c));
+    EXPECT(f->check_config(&c, 90, why, sizeof why) && strstr(why, "16 CTAs"));
+    EXPECT(!kt_parse_config(f, "TM=8,TN=256,WARPS_N=8,WARPS_K=1,STAGES=2,SPLIT=1,WIDE=1,CLUSTER=1", &c));
+    EXPECT(f->check_config(&c, 120, why, sizeof why) && strstr(why, "1 CTAs"));
+    kt_config d;
+    f->default_for(&up, 132, &d);
+    EXPECT(d.v[11] == 1 && d.v[5] == 2);
+    f->default_for(&down, 132, &d);
+    EXPECT(d.v[11] == 0);
+    up.m = 16;
+    f->default_for(&up, 132, &d);
+    EXPECT(d.v[11] == 0);
+}
+
 /* ... and build on sm_90 and sm_120 without spills (make test-all: ~20 NVRTC builds). */
 KT_TEST_SLOW(moe_gemm_untuned_configs_build_without_spills) {
     const kt_family *f = kt_family_find("moe_gemm");
