@@ -371,9 +371,7 @@ static int smem_of(const kt_config *c, const moe_dims *d) {
 }
 
 /* CLUSTER=1's cluster: the CTAs of a 128-column quantisation group (256 / TN) times SPLIT. */
-static int cluster_ctas(const kt_config *c) {
-    return (c->v[P_TN] < 256 ? 256 / c->v[P_TN] : 1) * c->v[P_SPLIT];
-}
+static int cluster_ctas(const kt_config *c) { return (c->v[P_TN] < 256 ? 256 / c->v[P_TN] : 1) * c->v[P_SPLIT]; }
 
 static int check_config(const kt_config *c, int arch, char *why, size_t n) {
     const int *v = c->v;

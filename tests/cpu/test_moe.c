@@ -270,9 +270,11 @@ KT_TEST(moe_gemm_gather_configs) {
 }
 
 /* EARLY=1 (the router's outputs and the weights read before the PDL wait) fits the down stage
- * only: gate+up's expert is its producer's output. Untuned V4-Flash decode at M = 1 gets EARLY
- * on down (6 experts' 12.6 MB fit L2), not on gate+up; at M = 16 neither (80 experts). */
-KT_TEST(moe_gemm_early_configs) {
+ * only: gate+up's expert is its producer's output. CLUSTER=1 (gate+up's SwiGLU group and split
+ * ranges one cluster) fits gate+up only, in 2 to 8 CTAs. Untuned V4-Flash decode at M = 1 gets
+ * EARLY on down (6 experts' 12.6 MB fit L2) and CLUSTER on gate+up (192 CTAs, one wave, split-K
+ * 2); at M = 16 neither (80 experts). */
+KT_TEST(moe_gemm_early_and_cluster_configs) {
     const kt_family *f = kt_family_find("moe_gemm");
     char why[256];
     kt_config c;
@@ -283,26 +285,6 @@ KT_TEST(moe_gemm_early_configs) {
     EXPECT(f->config_fits(&c, &down) && !f->config_fits(&c, &up));
     c.v[10] = 0;
     EXPECT(f->config_fits(&c, &up));
-    kt_config d;
-    f->default_for(&up, 132, &d);
-    EXPECT(d.v[10] == 0);
-    f->default_for(&down, 132, &d);
-    EXPECT(d.v[10] == 1);
-    up.m = down.m = 16;
-    f->default_for(&up, 132, &d);
-    EXPECT(d.v[10] == 0);
-    f->default_for(&down, 132, &d);
-    EXPECT(d.v[10] == 0);
-}
-
-/* CLUSTER=1 (gate+up's SwiGLU group and split ranges one cluster) fits gate+up only, in 2 to 8
- * CTAs; untuned V4-Flash gate+up takes it at M = 1 (192 CTAs, one wave), not at M = 16. */
-KT_TEST(moe_gemm_cluster_configs) {
-    const kt_family *f = kt_family_find("moe_gemm");
-    char why[256];
-    kt_config c;
-    kt_problem up = {.n_dims = 7, .m = 1, .dim = {0, 0, 256, 1024, 4096, 6, 0}}, down = up;
-    down.dim[1] = 1, down.dim[3] = 4096, down.dim[4] = 512;
     EXPECT(!kt_parse_config(f, "TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=2,WIDE=1,CLUSTER=1", &c));
     EXPECT(!f->check_config(&c, 90, why, sizeof why) && !f->check_config(&c, 1201, why, sizeof why));
     EXPECT(f->config_fits(&c, &up) && !f->config_fits(&c, &down));
@@ -312,12 +294,14 @@ KT_TEST(moe_gemm_cluster_configs) {
     EXPECT(f->check_config(&c, 120, why, sizeof why) && strstr(why, "1 CTAs"));
     kt_config d;
     f->default_for(&up, 132, &d);
-    EXPECT(d.v[11] == 1 && d.v[5] == 2);
+    EXPECT(d.v[10] == 0 && d.v[11] == 1 && d.v[5] == 2);
     f->default_for(&down, 132, &d);
-    EXPECT(d.v[11] == 0);
-    up.m = 16;
+    EXPECT(d.v[10] == 1 && d.v[11] == 0);
+    up.m = down.m = 16;
     f->default_for(&up, 132, &d);
-    EXPECT(d.v[11] == 0);
+    EXPECT(d.v[10] == 0 && d.v[11] == 0);
+    f->default_for(&down, 132, &d);
+    EXPECT(d.v[10] == 0 && d.v[11] == 0);
 }
 
 /* ... and build on sm_90 and sm_120 without spills (make test-all: ~20 NVRTC builds). */
