@@ -8,12 +8,13 @@
 #      split 2, TN 128 x split 4, TN 32) and 4 (TN 64); the defaults at E 32, M 1-256;
 #   2. the planted bug (.gpu/moe19/kt_plant: every lane reads x-rank 0's sums) must fail verify;
 #   3. gate+up alone at V4-Flash TP4 M = 1 (E 256, N 1024, K 4096, uniform): main's config
-#      (CLUSTER=0) beside CLUSTER=1 in the same build, FP8 then MXFP4 (bf16 path);
+#      (CLUSTER=0) beside CLUSTER=1 in the same build, FP8 (MXFP4's bf16 path in 6);
 #   4. moe_step at V4 M = 1, FP8 and MXFP4, on this build's defaults and on main's kt
 #      (.gpu/moe19/kt_main, 518d1ef) in the same call;
 #   5. moe_step verified at V4 M = 1 (FP8 uniform, MXFP4 zipf: CLUSTER=1 in the pipeline), gate+up's
 #      V4 defaults verified at M 1/2;
-#   6. extras: gate+up FP8 at M = 16 with clusters of 4, and TN 128 x split 4 at M = 1.
+#   6. extras: MXFP4 gate+up alone, FP8 at M = 16 with clusters of 4, TN 128 x split 4 and TN 32
+#      at M = 1, the step on this build again.
 # Needs bin/ lib/ and .gpu/moe19/ (kt_main, kt_plant: git-ignored, carried). Logs in $OUT/moe19
 # (or $LOGS); an "ok"/"FAIL" line a check; ends with "N passed, N failed".
 #   usage: OUT=$OUT bash tests/gpu/moe19.sh
@@ -63,41 +64,41 @@ plant() { # the planted build's verify must fail (not time out)
     [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ]
 }
 export -f shapes verify_configs plant
+gu() { # NAME FORMAT M CONFIG: gate+up alone at V4-Flash TP4
+    step "$1" within 10 "$KT" bench --family moe_gemm --shape "FORMAT=$2,STAGE=gateup,$V4GU" --m "$3" --config "$4" \
+        --json "$LOGS/$1.json"
+}
+stepbench() { # NAME KT: moe_step at V4 M = 1, FP8 and MXFP4, that kt's defaults
+    step "$1" within 14 "$2" bench --family moe_step --shape "ROUTER=V4,FORMAT=fp8,$V4S,DIST=uniform" \
+        --shape "ROUTER=V4,FORMAT=mxfp4,$V4S,DIST=uniform" --m 1 --json "$LOGS/$1.json"
+}
 step v_c8 within 30 bash -c 'verify_configs "fp8 mxfp4" 1,4,16,64,256 "$C8"'
-step v_c8_bf16 within 20 bash -c 'verify_configs mxfp4 1,4,16,64,256 "$C8B"'
-step v_c8w_c8n_c4 within 25 bash -c 'verify_configs fp8 1,16,256 "$C8W" "$C8N" "$C4"'
-# the defaults at E 32 (CLUSTER=1 where one wave: M 2-16 here, clusters of 8 and 4)
-step v_defaults within 20 bash -c 'for f in fp8 mxfp4; do "$KT" verify --family moe_gemm --seed $RANDOM $(shapes $f) \
-    --m 1,2,4,16,64,256 || exit 1; done'
 # 2. the planted bug must fail verify
 step plant_caught within 20 bash -c plant
-# 3. gate+up alone at V4 M = 1: main's config beside CLUSTER=1, one build
-for f in fp8 mxfp4; do
-    b=$BASE c=$C8
-    [ $f = mxfp4 ] && b="$BASE,BF16=1" c=$C8B
-    step gu_${f}_main within 10 "$KT" bench --family moe_gemm --shape "FORMAT=$f,STAGE=gateup,$V4GU" --m 1 --config "$b" \
-        --json "$LOGS/gu_${f}_main.json"
-    step gu_${f}_cluster within 10 "$KT" bench --family moe_gemm --shape "FORMAT=$f,STAGE=gateup,$V4GU" --m 1 \
-        --config "$c" --json "$LOGS/gu_${f}_cluster.json"
-    [ $f = fp8 ] && { # the step, FP8 and MXFP4, this build's defaults against main's kt
-        step step_new within 14 "$KT" bench --family moe_step --shape "ROUTER=V4,FORMAT=fp8,$V4S,DIST=uniform" \
-            --shape "ROUTER=V4,FORMAT=mxfp4,$V4S,DIST=uniform" --m 1 --json "$LOGS/step_new.json"
-        step step_main within 14 "$MAIN" bench --family moe_step --shape "ROUTER=V4,FORMAT=fp8,$V4S,DIST=uniform" \
-            --shape "ROUTER=V4,FORMAT=mxfp4,$V4S,DIST=uniform" --m 1 --json "$LOGS/step_main.json"
-    }
-done
-# 5. the defaults in the pipeline and at V4
+# 3. gate+up alone at V4 M = 1, main's config beside CLUSTER=1 (one build); 4. the step on this
+# build's defaults against main's kt
+gu gu_fp8_main fp8 1 "$BASE"
+gu gu_fp8_cluster fp8 1 "$C8"
+stepbench step_new "$KT"
+stepbench step_main "$MAIN"
+# 5. the defaults in the pipeline (CLUSTER=1 at M = 1), the other configs, the defaults at E 32
+# (CLUSTER=1 where one wave: M 2-16 there, clusters of 8 and 4) and at V4
 step v_step within 30 "$KT" verify --family moe_step --shape "ROUTER=V4,FORMAT=fp8,$V4S,DIST=uniform" \
     --shape "ROUTER=V4,FORMAT=mxfp4,$V4S,DIST=zipf" --m 1 --seed $RANDOM
+step v_c8_bf16 within 20 bash -c 'verify_configs mxfp4 1,4,16,64,256 "$C8B"'
+step v_defaults within 20 bash -c 'for f in fp8 mxfp4; do "$KT" verify --family moe_gemm --seed $RANDOM $(shapes $f) \
+    --m 1,2,4,16,64,256 || exit 1; done'
+step v_c8w_c8n_c4 within 20 bash -c 'verify_configs fp8 1,16 "$C8W" "$C8N" "$C4"'
 step v_v4_defaults within 20 "$KT" verify --family moe_gemm --shape "FORMAT=fp8,STAGE=gateup,$V4GU" \
     --shape "FORMAT=mxfp4,STAGE=gateup,$V4GU" --m 1,2 --seed $RANDOM
-# 6. extras
-step gu_m16_main within 10 "$KT" bench --family moe_gemm --shape "FORMAT=fp8,STAGE=gateup,$V4GU" --m 16 \
-    --config "${C4%,CLUSTER=1}" --json "$LOGS/gu_m16_main.json"
-step gu_m16_c4 within 10 "$KT" bench --family moe_gemm --shape "FORMAT=fp8,STAGE=gateup,$V4GU" --m 16 --config "$C4" \
-    --json "$LOGS/gu_m16_c4.json"
-step gu_c8w within 10 "$KT" bench --family moe_gemm --shape "FORMAT=fp8,STAGE=gateup,$V4GU" --m 1 --config "$C8W" \
-    --json "$LOGS/gu_c8w.json"
+# 6. extras: MXFP4 alone, M = 16 with clusters of 4, other cluster shapes at M = 1, the step again
+gu gu_mxfp4_main mxfp4 1 "$BASE,BF16=1"
+gu gu_mxfp4_cluster mxfp4 1 "$C8B"
+gu gu_m16_main fp8 16 "${C4%,CLUSTER=1}"
+gu gu_m16_c4 fp8 16 "$C4"
+gu gu_c8w fp8 1 "$C8W"
+gu gu_c8n fp8 1 "$C8N"
+stepbench step_new2 "$KT"
 wait
 grep -h -E '^FORMAT=|^ROUTER=' "$LOGS"/gu_*.log "$LOGS"/step_*.log 2>/dev/null
 grep -h -E 'FAIL|verified' "$LOGS"/plant_caught.log | head -n 4
