@@ -5,14 +5,14 @@
 #   1. kt verify of CLUSTER=1 on fresh seeded inputs (outputs poisoned, the float64 model, rel
 #      err < 1e-2, every output written) at E 32 (gate+up N 512 K 2048, top-6), M 1/4/16/64/256,
 #      FP8 and MXFP4 (e4m3 and bf16 paths), all three distributions; clusters of 8 (TN 64 x
-#      split 2, TN 128 x split 4, TN 32) and 4 (TN 64); the defaults at E 32, M 1-256;
+#      split 2, TN 128 x split 4, TN 32: the last two in 5) and 4 (TN 64, in 5);
 #   2. the planted bug (.gpu/moe19/kt_plant: every lane reads x-rank 0's sums) must fail verify;
 #   3. gate+up alone at V4-Flash TP4 M = 1 (E 256, N 1024, K 4096, uniform): main's config
 #      (CLUSTER=0) beside CLUSTER=1 in the same build, FP8 (MXFP4's bf16 path in 6);
 #   4. moe_step at V4 M = 1, FP8 and MXFP4, on this build's defaults and on main's kt
 #      (.gpu/moe19/kt_main, 518d1ef) in the same call;
-#   5. moe_step verified at V4 M = 1 (FP8 uniform, MXFP4 zipf: CLUSTER=1 in the pipeline), gate+up's
-#      V4 defaults verified at M 1/2;
+#   5. moe_step verified at V4 M = 1 (FP8 uniform, MXFP4 zipf: CLUSTER=1 in the pipeline); ncu of
+#      gate+up FP8 at V4 M = 1 on both paths; the defaults verified at E 32 (M 1-256) and V4 (M 1/2);
 #   6. extras: MXFP4 gate+up alone, FP8 at M = 16 with clusters of 4, TN 128 x split 4 and TN 32
 #      at M = 1, the step on this build again.
 # Needs bin/ lib/ and .gpu/moe19/ (kt_main, kt_plant: git-ignored, carried). Logs in $OUT/moe19
@@ -72,7 +72,7 @@ stepbench() { # NAME KT: moe_step at V4 M = 1, FP8 and MXFP4, that kt's defaults
     step "$1" within 14 "$2" bench --family moe_step --shape "ROUTER=V4,FORMAT=fp8,$V4S,DIST=uniform" \
         --shape "ROUTER=V4,FORMAT=mxfp4,$V4S,DIST=uniform" --m 1 --json "$LOGS/$1.json"
 }
-step v_c8 within 30 bash -c 'verify_configs "fp8 mxfp4" 1,4,16,64,256 "$C8"'
+step v_c8 within 35 bash -c 'verify_configs "fp8 mxfp4" 1,4,16,64,256 "$C8" && verify_configs mxfp4 1,4,16,64,256 "$C8B"'
 # 2. the planted bug must fail verify
 step plant_caught within 20 bash -c plant
 # 3. gate+up alone at V4 M = 1, main's config beside CLUSTER=1 (one build); 4. the step on this
@@ -85,7 +85,13 @@ stepbench step_main "$MAIN"
 # (CLUSTER=1 where one wave: M 2-16 there, clusters of 8 and 4) and at V4
 step v_step within 30 "$KT" verify --family moe_step --shape "ROUTER=V4,FORMAT=fp8,$V4S,DIST=uniform" \
     --shape "ROUTER=V4,FORMAT=mxfp4,$V4S,DIST=zipf" --m 1 --seed $RANDOM
-step v_c8_bf16 within 20 bash -c 'verify_configs mxfp4 1,4,16,64,256 "$C8B"'
+# why 2.2x: gate+up FP8 at V4 M = 1 under Nsight Compute (DRAM / L2 throughput, stalls), both paths
+for c in main cluster; do
+    cfg=$BASE
+    [ $c = cluster ] && cfg=$C8
+    step ncu_$c within 20 "$KT" profile --ncu --iters 5 --family moe_gemm --shape "FORMAT=fp8,STAGE=gateup,$V4GU" --m 1 \
+        --config "$cfg"
+done
 step v_defaults within 20 bash -c 'for f in fp8 mxfp4; do "$KT" verify --family moe_gemm --seed $RANDOM $(shapes $f) \
     --m 1,2,4,16,64,256 || exit 1; done'
 step v_c8w_c8n_c4 within 20 bash -c 'verify_configs fp8 1,16 "$C8W" "$C8N" "$C4"'
@@ -102,5 +108,6 @@ stepbench step_new2 "$KT"
 wait
 grep -h -E '^FORMAT=|^ROUTER=' "$LOGS"/gu_*.log "$LOGS"/step_*.log 2>/dev/null
 grep -h -E 'FAIL|verified' "$LOGS"/plant_caught.log | head -n 4
+for c in main cluster; do grep -A14 "^ncu" "$LOGS/ncu_$c.log" 2>/dev/null | head -n 28; done
 echo "$passed passed, $failed failed ($SECONDS s)"
 [ "$failed" -eq 0 ]
