@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { P_TM, P_TN, P_WN, P_WK, P_RING, P_SPLIT, P_NATIVE, P_WIDE, P_BF16, P_GATHER, P_PF, P_EARLY };
+enum { P_TM, P_TN, P_WN, P_WK, P_RING, P_SPLIT, P_NATIVE, P_WIDE, P_BF16, P_GATHER, P_EARLY, P_CLUSTER };
 /* Kernels: the grouped GEMM per (format, stage), then the float64 references. */
 enum { K_FP8_GATEUP, K_FP8_DOWN, K_MXFP4_GATEUP, K_MXFP4_DOWN, K_REF_GATEUP, K_REF_QUANT, K_REF_DOWN };
 
@@ -370,6 +370,9 @@ static int smem_of(const kt_config *c, const moe_dims *d) {
     return (int)(s < 1L << 30 ? s : 1L << 30);
 }
 
+/* CLUSTER=1's cluster: the CTAs of a 128-column quantisation group (256 / TN) times SPLIT. */
+static int cluster_ctas(const kt_config *c) { return (c->v[P_TN] < 256 ? 256 / c->v[P_TN] : 1) * c->v[P_SPLIT]; }
+
 static int check_config(const kt_config *c, int arch, char *why, size_t n) {
     const int *v = c->v;
     layout l = layout_of(c);
@@ -382,7 +385,8 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
     if (l.threads > 512) return snprintf(why, n, "%d threads per block (at most 512)", l.threads), -1;
     if (v[P_GATHER] && (v[P_TM] != 8 || v[P_SPLIT] != 1))
         return snprintf(why, n, "GATHER=1 (a CTA per token) needs TM=8 and SPLIT=1"), -1;
-    if (v[P_GATHER] && v[P_PF]) return snprintf(why, n, "PF (L2 prefetch of one expert a CTA) needs GATHER=0"), -1;
+    if (v[P_CLUSTER] && (cluster_ctas(c) < 2 || cluster_ctas(c) > 8))
+        return snprintf(why, n, "CLUSTER=1 makes (256 / TN) x SPLIT = %d CTAs a cluster (2 to 8)", cluster_ctas(c)), -1;
     if ((long)v[P_TM] * (v[P_TN] + 4) * 4 > SMEM_LIMIT)
         return snprintf(why, n, "the epilogue tile needs %d bytes of shared memory", v[P_TM] * (v[P_TN] + 4) * 4), -1;
     /* running sums (4 a fragment pair), the ring of STAGES k-blocks of weight fragments (FP8:
@@ -414,6 +418,7 @@ static int config_fits(const kt_config *c, const kt_problem *p) {
     if (d.stage == KT_MOE_DOWN && d.N % v[P_TN]) return 0;
     if (v[P_GATHER] && (d.stage != KT_MOE_DOWN || d.topk > 8)) return 0; /* GATHER: a token's slots, one tile */
     if (v[P_EARLY] && d.stage != KT_MOE_DOWN) return 0;                  /* gate+up's expert is its producer's output */
+    if (v[P_CLUSTER] && d.stage != KT_MOE_GATEUP) return 0;              /* the SwiGLU's group */
     return v[P_SPLIT] <= d.KB && v[P_WK] <= nkb && smem_of(c, &d) <= SMEM_LIMIT;
 }
 
@@ -460,11 +465,16 @@ static void default_for(const kt_problem *p, int sms, kt_config *c) {
     if (per_group < 2) v[P_WK] = 1, v[P_RING] = 2;
     /* Decode's few tokens (the touched experts' down weights well within L2's 50 MB): down reads
      * its expert and first weights before its PDL wait (EARLY), so its loads overlap gate+up's
-     * tail (the H200, V4 M = 1: moe_step 25.53 us against 27.46; eighteenth session). The L2
-     * prefetches measured slower there (PF 2 on down 26.15, PF 1 on gate+up 15.1 against 13.3 us
-     * alone): tunables, not defaults. */
+     * tail (the H200, V4 M = 1: moe_step 25.53 us against 27.46; eighteenth session; L2 bulk
+     * prefetches measured slower there and were removed, nineteenth session). */
     double per_expert = (double)(d.N * d.K) / (d.fmt == KT_MOE_FP8 ? 1.0 : 2.0);
     if (d.stage == KT_MOE_DOWN && tiles * per_expert <= SMALL_STEP_BYTES) v[P_EARLY] = 1;
+    /* Gate+up split along K in one wave (decode): its SwiGLU group's CTAs and k-ranges as a
+     * cluster, their sums through distributed shared memory instead of the partials' fence,
+     * counter and L2 round trips (the H200, V4 M = 1: FP8 12.85 -> 11.14 us, MXFP4 12.00 -> 10.88;
+     * at M = 16, several waves and a cluster of 4, 97.5 -> 100.5: slower; nineteenth session). */
+    int group = cluster_ctas(c);
+    if (d.stage == KT_MOE_GATEUP && v[P_SPLIT] > 1 && group <= 8 && ctas * v[P_SPLIT] <= 2.0 * sms) v[P_CLUSTER] = 1;
 }
 
 /* ---------------------------------------------------------------- launch */
@@ -603,8 +613,8 @@ const kt_family kt_family_moe_gemm = {
                {"WIDE", 2, {0, 1}},
                {"BF16", 2, {0, 1}},
                {"GATHER", 2, {0, 1}},
-               {"PF", 3, {0, 1, 2}},
-               {"EARLY", 2, {0, 1}}},
+               {"EARLY", 2, {0, 1}},
+               {"CLUSTER", 2, {0, 1}}},
     .strata_params = 2,
     .default_config = {{8, 64, 2, 2, 2, 1, 0, 1, 0, 0, 0, 0}},
     .target_shapes = target_shapes,

@@ -32,6 +32,10 @@
 // 128 columns, DOWN's k slots of a token in other experts' tiles) writes them to f32 partials
 // [split][slot][row] and counts itself on a counter; the last CTA to arrive reads them back (in
 // a fixed order: deterministic) and runs the epilogue, then resets the counter to zero.
+// CLUSTER=1 (gate+up) makes those CTAs one thread-block cluster instead: the SwiGLU reads their
+// sums from each other's shared memory after a cluster barrier, no partials, fence or counter
+// (kt verify --family moe_gemm --shape FORMAT=fp8,STAGE=gateup,E=32,N=512,K=2048,TOPK=6,DIST=zipf
+// --m 1,16 --config TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=2,WIDE=1,CLUSTER=1).
 #include "kt_device.cuh"
 #include "moe_layout.h"
 #include "mxfp4_bf16.cuh" // BF16=1's operands
@@ -47,14 +51,20 @@
 #define KT_WIDE 0
 #define KT_BF16 0
 #define KT_GATHER 0
-#define KT_PF 0
 #define KT_EARLY 0
+#define KT_CLUSTER 0
 #endif
 
 constexpr int TM = KT_TM, TN = KT_TN, WARPS_N = KT_WARPS_N, WARPS_K = KT_WARPS_K, STAGES = KT_STAGES;
 constexpr int SPLIT = KT_SPLIT, WARPS = WARPS_N * WARPS_K, THREADS = WARPS * 32;
 constexpr bool WIDE = KT_WIDE == 1, BF16 = KT_BF16 == 1, GATHER = KT_GATHER == 1, EARLY = KT_EARLY == 1;
-constexpr int PF = KT_PF; // L2 bulk prefetch: 0 none, 1 the CTA's own weights, 2 whole experts (see moe_gemm)
+// CLUSTER (gate+up): the CTAs that share a 128-column quantisation group (256 / TN along x) and
+// its split-K ranges (SPLIT along z) are one thread-block cluster, CTA (x, z) its rank
+// x % CX + CX z, and the SwiGLU reads their sums from each other's shared memory.
+#define KT_CX (KT_TN < 256 ? 256 / KT_TN : 1)
+constexpr bool CLUSTER = KT_CLUSTER == 1;
+constexpr int CX = KT_CX, CLUSTER_CTAS = CX * KT_SPLIT;
+static_assert(!CLUSTER || (CLUSTER_CTAS >= 2 && CLUSTER_CTAS <= 8), "CLUSTER: 2 to 8 CTAs (the portable size)");
 constexpr int WN = TN / WARPS_N, FRAG_N = WN / 16, FRAG_M = TM / 8;
 constexpr int RED_LD = TN + 4; // the epilogue tile [TM][RED_LD] f32; the pad spreads its banks
 constexpr float SWIGLU_LIMIT = 10.0f;
@@ -63,7 +73,6 @@ static_assert(TM % 8 == 0 && THREADS <= 512, "token fragments of 8, at most 16 w
 
 static_assert(!BF16 || (WIDE && !KT_NATIVE), "BF16: MXFP4's 16-byte lanes, on the dequantising path");
 static_assert(!GATHER || (TM == 8 && SPLIT == 1), "GATHER: a token's slots are one tile of 8, the whole of K");
-static_assert(!GATHER || PF == 0, "PF: one expert a CTA (GATHER's CTAs read several)");
 
 #if KT_NATIVE && !defined(__CUDA_ARCH_FEAT_SM120_ALL)
 #error "NATIVE=1 is the block-scaled mma of sm_120a"
@@ -139,13 +148,6 @@ template <bool FROM_L2> __device__ __forceinline__ int ld_route(const int *p) {
 template <bool FROM_L2> __device__ __forceinline__ float ld_route(const float *p) {
     if constexpr (!FROM_L2) return *p;
     return ld_cg(p);
-}
-
-// Asks L2 for [p, p + bytes) (16-byte aligned, a multiple of 16) through the async proxy's bulk
-// prefetch (sm_90 and later): one instruction for many lines, no register or L1 miss entry held
-// while DRAM answers, so it adds bytes in flight where the register ring is the limit.
-__device__ __forceinline__ void prefetch_l2_bulk(const void *p, kt_u32 bytes) {
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
 }
 
 // ---------------------------------------------------------------- the kernel
@@ -247,43 +249,6 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
     if (tid < TM) slot_s[tid] = GATHER ? (tid < topk ? tile * topk + tid : -1) : ld_route<early>(rec + tile * TM + tid);
 
     const long KH = FMT == FMT_FP8 ? K : K / 2; // bytes per weight row
-    // PF 1: this CTA's rows' k-range into L2 (one bulk prefetch a row) ahead of the ring, which
-    // then reads L2 (slower on the H200: gate+up at M = 1 15.1 us against 13.3). PF 2: tile 0's
-    // CTAs, the first dispatched, each prefetch a 1/gridDim.x share of every touched expert
-    // (weights and scales): in a step they are resident while gate+up streams, so down's experts
-    // are in L2 by its wait. (The first version gave each expert to one CTA: moe_step M = 1 25.97
-    // us against 27.33, but down alone 14.1 against 8.8, six SMs' async proxies issuing 12.6 MB.)
-    if constexpr (PF == 1) {
-        const int rb = FMT == FMT_FP8 ? 128 : 64; // bytes of a row's k-block
-        for (int r = tid; r < TN; r += THREADS)
-            prefetch_l2_bulk(W + ((long)e * N + wrow(r)) * KH + (long)kb0 * rb, (kt_u32)(nkb * rb));
-    }
-    if constexpr (PF == 2) {
-        const long wb = (long)N * KH, sb = FMT == FMT_FP8 ? (long)(N / 128) * KB * 4 : (long)N * (K / 32);
-        constexpr long PIECE = 16384;
-        // CTA x's 1/gridDim.x share of bytes at p (16-byte units), a piece of <= 16 KB a thread
-        auto share = [&](const kt_u8 *p, long bytes) {
-            const long per = (bytes / 16 + gridDim.x - 1) / gridDim.x * 16, lo = blockIdx.x * per;
-            const long hi = lo + per < bytes ? lo + per : bytes;
-            for (long o = lo + (long)tid * PIECE; o < hi; o += (long)THREADS * PIECE)
-                prefetch_l2_bulk(p + o, (kt_u32)(hi - o < PIECE ? hi - o : PIECE));
-        };
-        int prev = -1; // an expert's tiles are consecutive: its repeats are skipped
-        for (int t0 = 0; blockIdx.y == 0 && z == 0 && t0 < (int)gridDim.y; t0 += 32) {
-            const int mine = t0 + lane < (int)gridDim.y ? ld_route<early>(rec + padded + t0 + lane) : -1;
-            int j = 0;
-            for (; j < 32; j++) {
-                const int ex = __shfl_sync(0xffffffffu, mine, j);
-                if (ex < 0) break; // the tiles in use are a prefix
-                if (ex == prev) continue;
-                prev = ex;
-                share(W + ex * wb, wb);
-                if (sb % 16 == 0) share((const kt_u8 *)Ws + ex * sb, sb); // then 16-byte aligned
-            }
-            if (j < 32) break;
-        }
-    }
-
     // Each warp's first STAGES k-blocks of weights (units wk, wk + WARPS_K, ...: k-blocks of the
     // range, GATHER (slot, k-block) pairs).
     auto load = [&](kblock<FMT> &kb, int u) {
@@ -560,17 +525,18 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
     }
 
     // GATEUP: the SwiGLU and requantisation of slot m's 128 columns [c128, c128 + 128), from
-    // sum(m, r) = the sums of weight row r; a warp per slot, 4 columns a lane.
-    auto swiglu_quant = [&](int c128, auto sum) {
-        for (int m = warp; m < TM; m += WARPS) {
+    // cols(m, c, g, u): the sums of gate columns c..c+3 into g, of the same up columns into u;
+    // a warp per slot (this CTA's: rows first, first + step, ...), 4 columns a lane.
+    auto swiglu_quant = [&](int c128, int first, int step, auto cols) {
+        for (int m = first + warp; m < TM; m += step) {
             const int slot = slot_s[m];
             if (slot < 0) continue; // warp-uniform
-            float h[4], amax = 0.f;
+            float h[4], amax = 0.f, gs[4], us[4];
+            cols(m, c128 + lane * 4, gs, us);
 #pragma unroll
             for (int q = 0; q < 4; q++) {
-                const int c = c128 + lane * 4 + q;
-                const float gate = fminf(sum(m, c), SWIGLU_LIMIT);
-                const float up = fminf(fmaxf(sum(m, inter + c), -SWIGLU_LIMIT), SWIGLU_LIMIT);
+                const float gate = fminf(gs[q], SWIGLU_LIMIT);
+                const float up = fminf(fmaxf(us[q], -SWIGLU_LIMIT), SWIGLU_LIMIT);
                 h[q] = kt_bf16_to_f32(kt_f32_to_bf16(gate / (1.0f + __expf(-gate)) * up));
                 amax = fmaxf(amax, fabsf(h[q]));
             }
@@ -590,10 +556,41 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
         }
         return;
     }
+    // cols() of swiglu_quant from sum(m, r), the sums of weight row r (gate: c, up: inter + c)
+    auto by_row = [&](auto sum) {
+        return [=](int m, int c, float(&gs)[4], float(&us)[4]) {
+#pragma unroll
+            for (int q = 0; q < 4; q++) gs[q] = sum(m, c + q), us[q] = sum(m, inter + c + q);
+        };
+    };
     if constexpr (GATEUP && TN == 256 && SPLIT == 1) {
         // the CTA has all 128 columns of gate and up: no trip through the partials
-        swiglu_quant(c0,
-                     [&](int m, int r) { return red[m * RED_LD + (r < inter ? r - c0 : TN / 2 + r - inter - c0)]; });
+        swiglu_quant(c0, 0, WARPS, by_row([&](int m, int r) {
+                         return red[m * RED_LD + (r < inter ? r - c0 : TN / 2 + r - inter - c0)];
+                     }));
+        return;
+    }
+    if constexpr (GATEUP && CLUSTER) {
+        // The group's sums are in its CTAs' red[]: gate columns c..c+3 in CTA x-rank
+        // (c - c128) / (TN / 2) (its rows c - c0 and TN / 2 + c - c0), split ranges added in z
+        // order (the partials path's). The slots spread over the cluster's CTAs.
+        kt_cluster_sync(); // every CTA's red[] complete and visible to the cluster
+        const int c128 = c0 / 128 * 128, rank = (int)kt_cluster_rank();
+        swiglu_quant(c128, rank * WARPS, CLUSTER_CTAS * WARPS, [&](int m, int c, float(&gs)[4], float(&us)[4]) {
+            const int xr = (c - c128) / (TN / 2), r = c - c128 - xr * (TN / 2);
+            const kt_u32 at = kt_smem_addr(red + m * RED_LD + r);
+            float4 g = make_float4(0.f, 0.f, 0.f, 0.f), u = g;
+#pragma unroll
+            for (int zr = 0; zr < SPLIT; zr++) {
+                const float4 a = kt_cluster_load4(kt_cluster_map(at, xr + CX * zr));
+                const float4 b = kt_cluster_load4(kt_cluster_map(at + TN / 2 * 4, xr + CX * zr));
+                g.x += a.x, g.y += a.y, g.z += a.z, g.w += a.w;
+                u.x += b.x, u.y += b.y, u.z += b.z, u.w += b.w;
+            }
+            gs[0] = g.x, gs[1] = g.y, gs[2] = g.z, gs[3] = g.w;
+            us[0] = u.x, us[1] = u.y, us[2] = u.z, us[3] = u.w;
+        });
+        kt_cluster_sync_relaxed(); // no CTA leaves while others still read its red[]
         return;
     }
     // Partials [z][slot][weight row], then count this CTA in.
@@ -611,11 +608,11 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
         __syncthreads();
         if (!last_s[0]) return;
         __threadfence();
-        swiglu_quant(c128, [&](int m, int r) {
-            float v = 0.f;
-            for (int s = 0; s < SPLIT; s++) v += ld_cg(part + ((long)s * MT + slot_s[m]) * N + r);
-            return v;
-        });
+        swiglu_quant(c128, 0, WARPS, by_row([&](int m, int r) {
+                         float v = 0.f;
+                         for (int s = 0; s < SPLIT; s++) v += ld_cg(part + ((long)s * MT + slot_s[m]) * N + r);
+                         return v;
+                     }));
         if (tid == 0) *cnt = 0;
     } else {
         // A token's output columns [c0, c0 + TN) are complete when its topk slots' tiles of
@@ -646,17 +643,22 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
     }
 }
 
-#define KT_MOE_ENTRY(NAME, FMT, GATEUP)                                                                                \
-    extern "C" __global__ void __launch_bounds__(THREADS, 1)                                                           \
+#if KT_CLUSTER
+#define KT_GATEUP_CLUSTER __cluster_dims__(KT_CX, 1, KT_SPLIT)
+#else
+#define KT_GATEUP_CLUSTER
+#endif
+#define KT_MOE_ENTRY(NAME, FMT, GATEUP, ATTR)                                                                          \
+    extern "C" __global__ void ATTR __launch_bounds__(THREADS, 1)                                                      \
         NAME(const kt_u8 *X, const float *Xs, const kt_u8 *W, const void *Ws, const int *ids, const float *topw,       \
              const kt_u16 *shared, const int *rec, void *out, float *out_s, float *part, int *counter, int M,          \
              int topk, int E, int N, int K) {                                                                          \
         moe_gemm<FMT, GATEUP>(X, Xs, W, Ws, ids, topw, shared, rec, out, out_s, part, counter, M, topk, E, N, K);      \
     }
-KT_MOE_ENTRY(moe_gemm_fp8_gateup, FMT_FP8, true)
-KT_MOE_ENTRY(moe_gemm_fp8_down, FMT_FP8, false)
-KT_MOE_ENTRY(moe_gemm_mxfp4_gateup, FMT_MXFP4, true)
-KT_MOE_ENTRY(moe_gemm_mxfp4_down, FMT_MXFP4, false)
+KT_MOE_ENTRY(moe_gemm_fp8_gateup, FMT_FP8, true, KT_GATEUP_CLUSTER)
+KT_MOE_ENTRY(moe_gemm_fp8_down, FMT_FP8, false, )
+KT_MOE_ENTRY(moe_gemm_mxfp4_gateup, FMT_MXFP4, true, KT_GATEUP_CLUSTER)
+KT_MOE_ENTRY(moe_gemm_mxfp4_down, FMT_MXFP4, false, )
 
 // ---------------------------------------------------------------- float64 references
 

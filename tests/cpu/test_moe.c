@@ -270,27 +270,33 @@ KT_TEST(moe_gemm_gather_configs) {
 }
 
 /* EARLY=1 (the router's outputs and the weights read before the PDL wait) fits the down stage
- * only: gate+up's expert is its producer's output. PF (L2 bulk prefetch of one expert a CTA)
- * excludes GATHER. Untuned V4-Flash decode at M = 1 gets EARLY (PF 0) on down (6 experts'
- * 12.6 MB fit L2) and neither on gate+up; at M = 16 neither (80 experts). */
-KT_TEST(moe_gemm_early_and_prefetch_configs) {
+ * only: gate+up's expert is its producer's output. CLUSTER=1 (gate+up's SwiGLU group and split
+ * ranges one cluster) fits gate+up only, in 2 to 8 CTAs. Untuned V4-Flash decode at M = 1 gets
+ * EARLY on down (6 experts' 12.6 MB fit L2) and CLUSTER on gate+up (192 CTAs, one wave, split-K
+ * 2); at M = 16 neither (80 experts). */
+KT_TEST(moe_gemm_early_and_cluster_configs) {
     const kt_family *f = kt_family_find("moe_gemm");
     char why[256];
     kt_config c;
     kt_problem down = {.n_dims = 7, .m = 1, .dim = {0, 1, 256, 4096, 512, 6, 0}}, up = down;
     up.dim[1] = 0, up.dim[3] = 1024, up.dim[4] = 4096;
-    EXPECT(!kt_parse_config(f, "TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=2,SPLIT=1,WIDE=1,PF=2,EARLY=1", &c));
+    EXPECT(!kt_parse_config(f, "TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=2,SPLIT=1,WIDE=1,EARLY=1", &c));
     EXPECT(!f->check_config(&c, 90, why, sizeof why) && !f->check_config(&c, 120, why, sizeof why));
     EXPECT(f->config_fits(&c, &down) && !f->config_fits(&c, &up));
-    c.v[11] = 0;
+    c.v[10] = 0;
     EXPECT(f->config_fits(&c, &up));
-    EXPECT(!kt_parse_config(f, "TM=8,TN=32,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=1,WIDE=1,GATHER=1,PF=1", &c));
-    EXPECT(f->check_config(&c, 90, why, sizeof why) && strstr(why, "GATHER=0"));
+    EXPECT(!kt_parse_config(f, "TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=2,WIDE=1,CLUSTER=1", &c));
+    EXPECT(!f->check_config(&c, 90, why, sizeof why) && !f->check_config(&c, 1201, why, sizeof why));
+    EXPECT(f->config_fits(&c, &up) && !f->config_fits(&c, &down));
+    EXPECT(!kt_parse_config(f, "TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=4,WIDE=1,CLUSTER=1", &c));
+    EXPECT(f->check_config(&c, 90, why, sizeof why) && strstr(why, "16 CTAs"));
+    EXPECT(!kt_parse_config(f, "TM=8,TN=256,WARPS_N=8,WARPS_K=1,STAGES=2,SPLIT=1,WIDE=1,CLUSTER=1", &c));
+    EXPECT(f->check_config(&c, 120, why, sizeof why) && strstr(why, "1 CTAs"));
     kt_config d;
     f->default_for(&up, 132, &d);
-    EXPECT(d.v[10] == 0 && d.v[11] == 0);
+    EXPECT(d.v[10] == 0 && d.v[11] == 1 && d.v[5] == 2);
     f->default_for(&down, 132, &d);
-    EXPECT(d.v[10] == 0 && d.v[11] == 1);
+    EXPECT(d.v[10] == 1 && d.v[11] == 0);
     up.m = down.m = 16;
     f->default_for(&up, 132, &d);
     EXPECT(d.v[10] == 0 && d.v[11] == 0);

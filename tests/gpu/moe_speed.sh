@@ -29,15 +29,7 @@
 # MODE=s17b (the seventeenth session's final call, under 45 s): s17's moe_route verifies (M 1-64)
 #   after SMALL's padding rows by expert, then moe_route benched at M 1/4 (default and the old
 #   path) and moe_step FP8 at M 1.
-# MODE=s18 (the eighteenth session's checkpoint call, under 96 s): EARLY=1 (down reads its expert
-#   and weights before its PDL wait) and PF (L2 bulk prefetch: 1 the CTA's own weights, 2 whole
-#   experts) verified (the defaults, E 32, both formats and stages, 3 distributions, M 1/16/256;
-#   moe_step FP8 / MXFP4 at M 1/16), then at V4 M = 1 moe_step on the defaults beside DBs that pin
-#   main's down, main's gate+up, both, and gate+up at a ring of 2; gate+up alone with PF 1.
-# MODE=s18b (its final call, under 96 s): the defaults verified again (E 32; moe_step at M = 1,
-#   FP8 and MXFP4), moe_step at V4 M = 1 on the defaults (PF 2 spread over tile 0's CTAs), on main's
-#   down and on down with EARLY alone; split-K, TM 16, GATHER with EARLY, gate+up PF 2 and MXFP4
-#   gate+up PF 1 verified at E 32.
+# (MODEs s18 / s18b, the eighteenth session's EARLY and PF runs: removed with PF; git history.)
 # MODE=quick (the second run, under 120 s: one budget caps every part's timeout): BF16=1
 #   verified as in 1 on four configs (its tokens made bf16 once per CTA), then kt bench of the
 #   configs dispatch serves untuned (the new defaults) at V4-Flash TP4 (gate+up), moe_step at M
@@ -52,7 +44,7 @@ mkdir -p "$LOGS"
 passed=0 failed=0
 
 MODE=${MODE:-quick}
-BUDGET=${BUDGET:-$(case $MODE in quick) echo 112 ;; s16 | s16b | s17 | s18 | s18b) echo 96 ;; s17b) echo 40 ;; *) echo 1000 ;; esac)} # seconds for every part together
+BUDGET=${BUDGET:-$(case $MODE in quick) echo 112 ;; s16 | s16b | s17) echo 96 ;; s17b) echo 40 ;; *) echo 1000 ;; esac)} # seconds for every part together
 
 # check NAME SECONDS CMD...: runs CMD under timeout (at most what is left of BUDGET) into
 # $LOGS/NAME.log; PASS or FAIL (and the tail).
@@ -89,96 +81,6 @@ shapes() { # FORMATS -> --shape args for both stages and all three distributions
 V4GU="E=256,N=1024,K=4096,TOPK=6,DIST=uniform"
 V4DN="E=256,N=4096,K=512,TOPK=6,DIST=uniform"
 V4S="E=256,HIDDEN=4096,INTER=512"
-if [ "$MODE" = s18 ] || [ "$MODE" = s18b ]; then # the eighteenth session's runs (parts in priority order)
-    OLD_GU="TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=2,NATIVE=0,WIDE=1,BF16=0,GATHER=0"
-    OLD_DN="TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=2,SPLIT=1,NATIVE=0,WIDE=1,BF16=0,GATHER=0"
-    # the configs below compiled for the H200 in the background while the first checks run (the
-    # JIT cache's writes are atomic)
-    for c in "$OLD_GU,PF=0,EARLY=0" "$OLD_GU,PF=1,EARLY=0" "$OLD_GU,PF=2,EARLY=0" \
-        "${OLD_GU/STAGES=4/STAGES=2},PF=1,EARLY=0" "${OLD_GU/STAGES=4,SPLIT=2/STAGES=2,SPLIT=4},PF=1,EARLY=0" \
-        "$OLD_DN,PF=0,EARLY=0" "$OLD_DN,PF=2,EARLY=1" \
-        "$OLD_DN,PF=0,EARLY=1" "$OLD_DN,PF=2,EARLY=0" "TM=16,TN=64,WARPS_N=2,WARPS_K=1,STAGES=2,SPLIT=2,WIDE=1,PF=1,EARLY=1" \
-        "TM=8,TN=32,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=1,WIDE=1,GATHER=1,EARLY=1"; do
-        timeout 60 "$KT" compile --family moe_gemm --arch sm_90 --config "$c" >/dev/null 2>&1 &
-    done
-    # 1. the defaults (E 32: down EARLY + PF 2 at every M; s18's build: gate+up PF 1 where one wave)
-    # shellcheck disable=SC2046
-    check verify_defaults 25 "$KT" verify --family moe_gemm --seed $RANDOM $(shapes "fp8 mxfp4") --m 1,16,256
-    # 2. the step (route -> gate+up -> down in one graph: EARLY's reads before the wait are only
-    # safe by the chain of PDL waits, which this checks), FP8 and MXFP4; s18: M 1/16 in 25 s (too
-    # few: its float64 reference on the CPU at M = 16 ran past them), s18b: M = 1, where EARLY is on
-    if [ "$MODE" = s18 ]; then
-        check step_verify 25 "$KT" verify --family moe_step --shape "ROUTER=V4,FORMAT=fp8,$V4S,DIST=uniform" \
-            --shape "ROUTER=V4,FORMAT=mxfp4,$V4S,DIST=zipf" --m 1,16 --seed $RANDOM
-    else
-        check step_verify 40 "$KT" verify --family moe_step --shape "ROUTER=V4,FORMAT=fp8,$V4S,DIST=uniform" \
-            --shape "ROUTER=V4,FORMAT=mxfp4,$V4S,DIST=zipf" --shape "ROUTER=V4,FORMAT=mxfp4,$V4S,DIST=uniform" \
-            --m 1 --seed $RANDOM
-    fi
-    # 3. moe_step at M = 1: DBs that pin one stage's V4 M = 1 config (tune --where all 12 params:
-    # the pin's own time is its standalone figure, in its csv); stages without a row get
-    # default_for (the new defaults): new = down pinned to its new default, olddn / oldgu = one
-    # stage at main's config, old = both (merged)
-    pin() { # NAME STAGE CONFIG: the one config as that stage's V4 M = 1 winner in $LOGS/s18_NAME.db
-        local shp=$V4GU
-        [ "$2" = down ] && shp=$V4DN
-        rm -f "$LOGS/s18_$1.db"*
-        "$KT" tune --family moe_gemm --shape "FORMAT=fp8,STAGE=$2,$shp" --m 1 --strategy exhaustive --where "$3" \
-            --db "$LOGS/s18_$1.db" && "$KT" db export --format csv --db "$LOGS/s18_$1.db" >"$LOGS/s18_$1.csv"
-    }
-    export -f pin
-    export KT LOGS V4GU V4DN
-    step1() { # NAME DB: moe_step FP8 uniform at V4 M = 1 on DB
-        check "step_$1" 8 "$KT" bench --family moe_step --shape "ROUTER=V4,FORMAT=fp8,$V4S,DIST=uniform" --m 1 \
-            --db "$2" --json "$LOGS/step_$1.json"
-    }
-    check pin_new 10 bash -c 'pin "$@"' _ new down "$OLD_DN,PF=2,EARLY=1"
-    check step_new 10 "$KT" bench --family moe_step --shape "ROUTER=V4,FORMAT=fp8,$V4S,DIST=uniform" \
-        --shape "ROUTER=V4,FORMAT=mxfp4,$V4S,DIST=uniform" --m 1 --db "$LOGS/s18_new.db" --json "$LOGS/step_new.json"
-    if [ "$MODE" = s18 ]; then
-        check pin_olddn 8 bash -c 'pin "$@"' _ olddn down "$OLD_DN,PF=0,EARLY=0"
-        step1 olddn "$LOGS/s18_olddn.db"
-        check pin_oldgu 8 bash -c 'pin "$@"' _ oldgu gateup "$OLD_GU,PF=0,EARLY=0"
-        step1 oldgu "$LOGS/s18_oldgu.db"
-        rm -f "$LOGS/s18_old.db"*
-        check merge_old 3 "$KT" db merge --db "$LOGS/s18_old.db" "$LOGS/s18_olddn.db" "$LOGS/s18_oldgu.db"
-        step1 old "$LOGS/s18_old.db"
-        # 4. gate+up alone at M = 1 on its new default (PF 1), at a ring of 2 (fewer registers: room for
-        # down's early CTAs) in the step, and at split-K 4 with a ring of 2 (384 CTAs, 3 an SM)
-        check gu_pf1 6 "$KT" bench --family moe_gemm --shape "FORMAT=fp8,STAGE=gateup,$V4GU" --m 1 \
-            --config "$OLD_GU,PF=1,EARLY=0" --json "$LOGS/gu_pf1.json"
-        check pin_ring2 8 bash -c 'pin "$@"' _ ring2 gateup "${OLD_GU/STAGES=4/STAGES=2},PF=1,EARLY=0"
-        step1 ring2 "$LOGS/s18_ring2.db"
-        check gu_s4 6 "$KT" bench --family moe_gemm --shape "FORMAT=fp8,STAGE=gateup,$V4GU" --m 1 \
-            --config "${OLD_GU/STAGES=4,SPLIT=2/STAGES=2,SPLIT=4},PF=1,EARLY=0" --json "$LOGS/gu_s4.json"
-    fi
-    # 5. (MODE=s18b, the final call) PF 2 spread over tile 0's CTAs (after s18) against main's down
-    # and down with EARLY alone, in the step and alone (the pins' csv), then the other new paths
-    # verified at E 32: split-K with PF 1 and EARLY at TM 16 (down), GATHER with EARLY (ids and
-    # weights before the wait), gate+up PF 2, MXFP4 gate+up PF 1 (bf16 path)
-    one() { # NAME CONFIG STAGE [FORMATS]
-        local n=$1 c=$2 st=$3 f d shp=$GU a=()
-        [ "$st" = down ] && shp=$DN
-        for f in ${4:-fp8 mxfp4}; do for d in uniform zipf hot; do a+=(--shape "FORMAT=$f,STAGE=$st,$shp,DIST=$d"); done; done
-        check "$n" 10 "$KT" verify --family moe_gemm --seed $RANDOM --config "$c" --m "${5:-1,16,64}" "${a[@]}"
-    }
-    if [ "$MODE" = s18b ]; then
-        check pin_olddn 8 bash -c 'pin "$@"' _ olddn down "$OLD_DN,PF=0,EARLY=0"
-        step1 olddn "$LOGS/s18_olddn.db"
-        check pin_dnearly 8 bash -c 'pin "$@"' _ dnearly down "$OLD_DN,PF=0,EARLY=1"
-        step1 dnearly "$LOGS/s18_dnearly.db"
-        one v_split "TM=16,TN=64,WARPS_N=2,WARPS_K=1,STAGES=2,SPLIT=2,WIDE=1,PF=1,EARLY=1" down "fp8 mxfp4" 4,16,64,256
-        one v_gather "TM=8,TN=32,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=1,WIDE=1,GATHER=1,EARLY=1" down
-        one v_gu_pf2 "TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=2,SPLIT=4,WIDE=1,PF=2" gateup
-        one v_gu_bf16 "TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=2,SPLIT=2,WIDE=1,BF16=1,PF=1" gateup mxfp4
-    fi
-    wait
-    grep -h -E '^FORMAT=|^ROUTER=|^kt: ' "$LOGS"/step_*.log "$LOGS"/gu_*.log 2>/dev/null
-    for f in "$LOGS"/s18_*.csv; do [ -f "$f" ] && { echo "--- $(basename "$f")"; cut -c1-400 "$f"; }; done
-    echo "$passed passed, $failed failed ($SECONDS s)"
-    [ "$failed" -eq 0 ]
-    exit
-fi
 if [ "$MODE" = s17 ] || [ "$MODE" = s17b ]; then # the seventeenth session's runs (parts in priority order)
     rs=()
     for r in "V4 6" "V3 8" "HASH 6"; do
