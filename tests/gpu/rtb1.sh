@@ -10,15 +10,28 @@
 #            recorded run bench/recordings/h200_run_v4flash_tp4_b*_c8192_merged15.json): TPOT, the
 #            floor, the kernel count, the per-op ms against main's; B = 1 must beat main's TPOT,
 #            B = 16 and 64 stay within 2%; and the logits byte-identical to main's build (the glue's sums
-#            keep their order, so a change that moves one bit is a change of the math);
+#            keep their order, so a change that moves one bit is a change of the math), but at B = 1,
+#            where the MoE gate's logits come from projections made beside the chain (rt19: gate_old +
+#            gate_y + rt_gate_comb, the sum reassociated): there within 1e-4 relative L2 a step and the
+#            same argmax;
+#   gate     this build at B = 1 with the MoE gate's GEMV in line (KT_STEP_GATE_INLINE=1), against part
+#            b1's run: what the gate beside the HC module buys alone; logits byte-identical to main's b1;
 #   one      this build at B = 1 on one stream (KT_STEP_ONE_STREAM=1), against part b1's run: what the
-#            side chains buy;
+#            side chains buy; on one stream the gate's projections run in line (the same sums as with side
+#            chains), so its logits within 1e-4 of main's part-b1 run, the same argmax;
 #   ncu      this build's step under Nsight Compute (`--profile-from-start off`: the report's eager
 #            step at the context's last position, which kt run brackets with cuProfilerStart/Stop),
 #            4 layers (3 HCA, 1 CSA; 3 hash-routed, 1 routed), B = 1: each kernel's device time
 #            (gpu__time_duration, caches and clocks left alone), summed per kernel name;
 #   tiny     (in the background from the start) the routed tiny V4 made by transformers, teacher-
-#            forced at B = 2 and 1 on this build and main's: logits byte-identical;
+#            forced at B = 2 and 1 on this build and main's: logits byte-identical at B = 2; at B = 1
+#            (the gate's projections, with side chains and on one stream) within 1e-4 and the same argmax
+#            every step;
+#   plant    bin/kt_plant_pc (this build with postcomb single-buffered, made by tests/gpu/rtb1_plant.sh
+#            here) on the tiny V4 at B = 1 on one stream, where the MoE module's rt_gemv_hc1 writes its
+#            post | comb before rt_gate_comb reads the post step's (the race's worst order): part tiny's
+#            tolerance check must FAIL on it; then with side chains (the race as it may fall: reported,
+#            not checked) (run after tiny);
 #   correct  runtime.sh's routed tiny V4 (sliding, CSA, HCA, hash and routed layers; the families
 #            and --plain-kernels) against transformers and the host reference;
 #   b1b2     the routed tiny V4 at B = 1 (its HC modules in rt_gemv_hc1's last block) against
@@ -47,6 +60,24 @@ flash_folder() {
     [ -s "$F/config.json" ] || { check 1 "V4-Flash model folder: $(tail -n 1 "$L/flash_make.log")"; return 1; }
 }
 FL="--model $F --synthetic --tp-shapes 4 --context 8192 --steps 1"
+
+# close A B V TOL: the f32 logit dumps A and B (rows of V) within TOL relative L2 a row and the same
+# argmax in every row
+close() {
+    $PY - "$@" <<'EOF'
+import sys
+import numpy as np
+a, b = (np.fromfile(p, dtype=np.float32) for p in sys.argv[1:3])
+V, tol = int(sys.argv[3]), float(sys.argv[4])
+if a.size != b.size or a.size % V or not a.size:
+    sys.exit(f"sizes {a.size} and {b.size} (rows of {V})")
+a, b = a.reshape(-1, V), b.reshape(-1, V)
+rel = np.linalg.norm(a - b, axis=1) / np.linalg.norm(b, axis=1)
+same = int((a.argmax(1) == b.argmax(1)).sum())
+print(f"{a.shape[0]} rows: rel L2 max {rel.max():.2e}, median {np.median(rel):.2e}; argmax the same in {same}")
+sys.exit(0 if rel.max() < tol and same == a.shape[0] and np.isfinite(a).all() else 1)
+EOF
+}
 
 # the JIT cache filled for the parts after (this build's and main's model.cu, the families of B = 1,
 # 16 and 64) by six 4-layer starts side by side (4 layers hold every problem the step dispatches: HCA
@@ -113,11 +144,15 @@ for k in ops:
 sys.exit(0 if new["tpot_ms"] < (1.0 if B == 1 else 1.02) * main["tpot_ms"] else 1)
 EOF
     check $? "V4-Flash synthetic --tp-shapes 4 B=$b 8K: TPOT $([ $b = 1 ] && echo "under main's" || echo "at most 2% over main's")"
-    if [ -s "/tmp/kt-rtb1-main_b$b.bin" ]; then
+    if [ -s "/tmp/kt-rtb1-main_b$b.bin" ] && [ $b = 1 ]; then
+        close "/tmp/kt-rtb1-new_b$b.bin" "/tmp/kt-rtb1-main_b$b.bin" 129280 1e-4 >"$L/cmp_b$b.txt" 2>&1
+        check $? "V4-Flash B=1 (the gate beside the HC module): logits within 1e-4 of main's build, the same argmax ($(tail -n 1 "$L/cmp_b$b.txt"))"
+    elif [ -s "/tmp/kt-rtb1-main_b$b.bin" ]; then
         cmp "/tmp/kt-rtb1-new_b$b.bin" "/tmp/kt-rtb1-main_b$b.bin" >"$L/cmp_b$b.txt" 2>&1
         check $? "V4-Flash B=$b: logits of both steps byte-identical to main's build ($(head -c 120 "$L/cmp_b$b.txt"))"
     fi
-    rm -f /tmp/kt-rtb1-*_b$b.bin
+    rm -f /tmp/kt-rtb1-new_b$b.bin
+    [ $b = 1 ] || rm -f /tmp/kt-rtb1-main_b$b.bin # main's B = 1 logits: part one's reference
 }
 
 # this build at B = 1 on one stream (KT_STEP_ONE_STREAM=1): what the side chains buy (after part b1)
@@ -127,12 +162,42 @@ part_one() {
     quiet_gpu
     t=$(lim 30)
     [ "$t" -gt 0 ] || { check 1 "one stream: skipped, $((SECONDS - T0)) s spent"; return; }
-    KT_STEP_ONE_STREAM=1 timeout "$t" $KT run $FL --batch 1 --json "$L/one_b1.json" >"$L/one_b1.log" 2>"$L/one_b1.err"
+    KT_STEP_ONE_STREAM=1 timeout "$t" $KT run $FL --batch 1 --json "$L/one_b1.json" --dump /tmp/kt-rtb1-one_b1.bin \
+        >"$L/one_b1.log" 2>"$L/one_b1.err"
     say "one B=1 rc=$? $(grep 'TPOT' "$L/one_b1.log")"
     [ -s "$L/one_b1.json" ] && [ -s "$L/new_b1.json" ] && $PY -c "
 import json; o, n = (json.load(open(p)) for p in ('$L/one_b1.json', '$L/new_b1.json'))
 print(f\"the side chains at B=1: {n['tpot_ms']:.3f} ms with, {o['tpot_ms']:.3f} ms on one stream ({100 * (n['tpot_ms'] / o['tpot_ms'] - 1):+.1f}%)\")"
     check $? "V4-Flash B=1 on one stream (KT_STEP_ONE_STREAM=1), against part b1's run"
+    if [ -s /tmp/kt-rtb1-main_b1.bin ] && [ -s /tmp/kt-rtb1-one_b1.bin ]; then
+        close /tmp/kt-rtb1-one_b1.bin /tmp/kt-rtb1-main_b1.bin 129280 1e-4 >"$L/cmp_one.txt" 2>&1
+        check $? "V4-Flash B=1 on one stream (the gate's projections in line): logits within 1e-4 of main's part-b1 run, the same argmax ($(tail -n 1 "$L/cmp_one.txt"))"
+    fi
+    rm -f /tmp/kt-rtb1-one_b1.bin
+}
+
+# this build at B = 1 with the gate's GEMV in line (KT_STEP_GATE_INLINE=1), against part b1's run: what
+# the gate beside the HC module buys alone; its logits byte-identical to main's part-b1 run
+part_gate() {
+    local t
+    flash_folder || return
+    quiet_gpu
+    t=$(lim 30)
+    [ "$t" -gt 0 ] || { check 1 "gate inline: skipped, $((SECONDS - T0)) s spent"; return; }
+    KT_STEP_GATE_INLINE=1 timeout "$t" $KT run $FL --batch 1 --json "$L/gate_b1.json" --dump /tmp/kt-rtb1-gate_b1.bin \
+        >"$L/gate_b1.log" 2>"$L/gate_b1.err"
+    say "gate inline B=1 rc=$? $(grep 'TPOT' "$L/gate_b1.log")"
+    [ -s "$L/gate_b1.json" ] && [ -s "$L/new_b1.json" ] && $PY -c "
+import json, sys; o, n = (json.load(open(p)) for p in ('$L/gate_b1.json', '$L/new_b1.json'))
+print(f\"the gate beside the HC module at B=1: {n['tpot_ms']:.3f} ms, {o['tpot_ms']:.3f} ms with the GEMV in line ({100 * (n['tpot_ms'] / o['tpot_ms'] - 1):+.1f}%)\")
+print('  eager rows in line:', {k: round(v, 3) for k, v in o['per_op_ms'].items() if 'gate' in k}, 'beside:', {k: round(v, 3) for k, v in n['per_op_ms'].items() if 'gate' in k})
+sys.exit(0 if n['tpot_ms'] < o['tpot_ms'] else 1)"
+    check $? "V4-Flash B=1: the gate's projections beside the chain faster than its GEMV in line (KT_STEP_GATE_INLINE=1)"
+    if [ -s /tmp/kt-rtb1-main_b1.bin ] && [ -s /tmp/kt-rtb1-gate_b1.bin ]; then
+        cmp /tmp/kt-rtb1-gate_b1.bin /tmp/kt-rtb1-main_b1.bin >"$L/cmp_gate.txt" 2>&1
+        check $? "V4-Flash B=1 with the gate in line: logits byte-identical to main's part-b1 run $(head -c 100 "$L/cmp_gate.txt")"
+    fi
+    rm -f /tmp/kt-rtb1-gate_b1.bin
 }
 
 # the step's kernels under ncu, one device time each, summed per name
@@ -188,20 +253,47 @@ part_tiny() {
     head -n 1 "$D/prompt.txt" >"$L/prompt_b1.txt"
     cp "$D/prompt.txt" "$L/prompt_b2.txt"
     [ -x "$MAIN" ] || { check 1 "tiny: no main build $MAIN to compare with"; return; }
-    for b in 2 1; do
+    for b in 2 1 one; do
         for k in new main; do
-            kt=$KT
+            kt=$KT n=$b
             [ $k = main ] && kt=$MAIN
+            [ $b = one ] && { [ $k = main ] && continue; n=1; }
             t=$(lim 40)
             [ "$t" -gt 0 ] || break
-            timeout "$t" $kt run --model "$D" --batch $b --context 64 --steps 0 --prompt "$L/prompt_b$b.txt" \
-                --dump "$L/tiny_${k}_b$b.bin" >"$L/tiny_${k}_b$b.log" 2>&1
+            KT_STEP_ONE_STREAM=$([ $b = one ] && echo 1 || echo 0) timeout "$t" $kt run --model "$D" --batch $n \
+                --context 64 --steps 0 --prompt "$L/prompt_b$n.txt" --dump "$L/tiny_${k}_b$b.bin" \
+                >"$L/tiny_${k}_b$b.log" 2>&1
             rc=$?
             [ $rc = 0 ] || { check 1 "tiny B=$b: $k's kt run failed (rc $rc): $(tail -n 1 "$L/tiny_${k}_b$b.log")"; continue 2; }
         done
-        cmp "$L/tiny_new_b$b.bin" "$L/tiny_main_b$b.bin" >"$L/tiny_cmp_b$b.txt" 2>&1
-        check $? "routed tiny V4 B=$b, teacher-forced ($(grep -c '^step' "$L/tiny_new_b$b.log") steps): logits byte-identical to main's build $(head -c 100 "$L/tiny_cmp_b$b.txt")"
+        if [ $b != 2 ]; then
+            close "$L/tiny_new_b$b.bin" "$L/tiny_main_b1.bin" 512 1e-4 >"$L/tiny_cmp_b$b.txt" 2>&1
+            check $? "routed tiny V4 B=$b, teacher-forced ($(grep -c '^step' "$L/tiny_new_b$b.log") steps), the gate's projections: logits within 1e-4 of main's build, the same argmax ($(tail -n 1 "$L/tiny_cmp_b$b.txt"))"
+        else
+            cmp "$L/tiny_new_b$b.bin" "$L/tiny_main_b$([ $b = one ] && echo 1 || echo $b).bin" >"$L/tiny_cmp_b$b.txt" 2>&1
+            check $? "routed tiny V4 B=$b, teacher-forced ($(grep -c '^step' "$L/tiny_new_b$b.log") steps): logits byte-identical to main's build $(head -c 100 "$L/tiny_cmp_b$b.txt")"
+        fi
     done
+}
+
+# the planted build (postcomb single-buffered) must fail part tiny's B = 1 check on one stream
+part_plant() {
+    local P=./bin/kt_plant_pc t
+    quiet_gpu
+    [ -x "$P" ] || { check 1 "plant: no $P (tests/gpu/rtb1_plant.sh makes it)"; return; }
+    [ -s "$L/tiny_main_b1.bin" ] || { check 1 "plant: no tiny B=1 logits of main's build (part tiny first)"; return; }
+    t=$(lim 20)
+    [ "$t" -gt 0 ] || { check 1 "plant: skipped, $((SECONDS - T0)) s spent"; return; }
+    KT_STEP_ONE_STREAM=1 timeout "$t" $P run --model "$D" --batch 1 --context 64 --steps 0 --prompt "$L/prompt_b1.txt" \
+        --dump "$L/tiny_plant_b1.bin" >"$L/tiny_plant_b1.log" 2>&1 ||
+        { check 1 "plant: the planted build's run failed: $(tail -n 1 "$L/tiny_plant_b1.log")"; return; }
+    close "$L/tiny_plant_b1.bin" "$L/tiny_main_b1.bin" 512 1e-4 >"$L/plant_cmp.txt" 2>&1
+    check $((!$?)) "plant: the tiny B=1 check (one stream) fails with postcomb single-buffered ($(tail -n 1 "$L/plant_cmp.txt"))"
+    t=$(lim 20)
+    [ "$t" -gt 0 ] || return
+    timeout "$t" $P run --model "$D" --batch 1 --context 64 --steps 0 --prompt "$L/prompt_b1.txt" \
+        --dump "$L/tiny_plant2_b1.bin" >"$L/tiny_plant2_b1.log" 2>&1 &&
+        say "plant with side chains (the race as it falls, not checked): $(close "$L/tiny_plant2_b1.bin" "$L/tiny_main_b1.bin" 512 1e-4 2>&1 | tail -n 1)"
 }
 
 # DeepSeek-V3.2's step (release config, synthetic, 4 layers, B = 2) on both builds: the same logits
@@ -278,7 +370,9 @@ for p in $PARTS; do
     correct) part_correct ;;
     v32) part_v32 ;;
     b1b2) part_b1b2 ;;
-    *) check 1 "unknown part $p (warm, b1, b16, b64, one, ncu, tiny, correct, b1b2, v32)" ;;
+    plant) part_plant ;;
+    gate) part_gate ;;
+    *) check 1 "unknown part $p (warm, b1, b16, b64, one, gate, ncu, tiny, plant, correct, b1b2, v32)" ;;
     esac
     say "$p done"
 done
@@ -287,6 +381,7 @@ if [ -n "$TINY_DONE" ]; then
     cat "$L/tiny.out"
     passed=$((passed + $(grep -c '^PASS' "$L/tiny.out"))) failed=$((failed + $(grep -c '^FAIL' "$L/tiny.out")))
 fi
+rm -f /tmp/kt-rtb1-*.bin
 find "$L" -name '*.safetensors' -delete
 find "$L" -name '*.bin' -size +20M -delete
 echo "$passed passed, $failed failed"
