@@ -192,14 +192,15 @@ static int rt(kt_step *s, int k, unsigned gx, unsigned gy, unsigned block, unsig
     return rt_as(s, k, rt_names[k], gx, gy, 1, block, smem, args);
 }
 
-/* rt_gemv's splits of K (128-value chunks) for B x N outputs: enough blocks (256) to fill the
+/* rt_gemv's splits of K (128-value chunks) for B x N outputs: enough blocks (`want`) to fill the
  * GPU, at most 32 (a consumer's warp sums them in one pass). */
-static int gemv_splits(long B, long N, long K) {
-    long blocks = (B + 7) / 8 * ((N + 31) / 32), S = (256 + blocks - 1) / blocks, kb = K / 128;
+static int gemv_splits_for(long B, long N, long K, long want) {
+    long blocks = (B + 7) / 8 * ((N + 31) / 32), S = (want + blocks - 1) / blocks, kb = K / 128;
     S = S < kb ? S : kb, S = S < 32 ? S : 32;
     long per = (kb + S - 1) / S;
     return (int)((kb + per - 1) / per);
 }
+static int gemv_splits(long B, long N, long K) { return gemv_splits_for(B, N, K, 256); }
 
 /* At B = 1 with the family MoE (V4), the MoE gate's logits without a GEMV after its HC module:
  * rt_gate_comb from projections made beside the chain (gate_old, gate_y), model.cu's algebra. */
@@ -224,11 +225,12 @@ static int gemv(kt_step *s, const char *name, dptr W, long N, long K, dptr x, dp
     return rt_as(s, fin ? K_GEMV_FIN : K_GEMV, name, tx, ty, (unsigned)splits, 256, 0, fin ? af : a);
 }
 
-/* rt_gemv_fin (or, bf16, rt_gemv_fin_bf16) of `seqs` sequences of x into out [seqs][N] with its own
- * splits and tile counters (gate_scratch's: it runs on a side chain beside the step's GEMVs). */
-static int gemv_own(kt_step *s, const char *name, int bf16, dptr W, long N, long K, dptr x, int seqs, dptr out,
-                    dptr part, dptr count) {
-    int n = (int)N, k = (int)K, splits = gemv_splits(seqs, N, K), kc = (int)((K / 128 + splits - 1) / splits * 128);
+/* rt_gemv_fin (or, bf16, rt_gemv_fin_bf16) of `seqs` sequences of x into out [seqs][N] in about
+ * `blocks` blocks, with its own splits and tile counters (it runs on a side chain beside the step's GEMVs). */
+static int gemv_own(kt_step *s, const char *name, int bf16, dptr W, long N, long K, dptr x, int seqs, long blocks,
+                    dptr out, dptr part, dptr count) {
+    int n = (int)N, k = (int)K, splits = gemv_splits_for(seqs, N, K, blocks);
+    int kc = (int)((K / 128 + splits - 1) / splits * 128);
     if (K % 128 || seqs > 8 || splits > 32 || N > 32 * 32)
         return kt_fail("internal: rt_gemv %s: %d x %ld x %ld outgrows its scratch", name, seqs, N, K);
     void *a[] = {&W, &x, &part, &out, &count, &n, &k, &seqs, &kc};
@@ -447,21 +449,23 @@ static int hc_comb(kt_step *s, const hc_args *m) {
 
 /* gate_beside's projections of the MoE module's old streams, go[j] = Wn . x_j (the H streams the
  * attention module just made, as H sequences), on side chain 4 from there: nothing on the chain
- * waits for them until rt_gate_comb, a whole attention block later. */
+ * waits for them until rt_gate_comb, a whole attention block later, so in 64 blocks (longer ones)
+ * where the chain's GEMMs beside them would share 256's SMs. */
 static int gate_old(kt_step *s, const layer_dev *L) {
     int D = (int)s->c.hidden, H = (int)s->c.hc_mult;
     return side_begin(s, 4) ||
-                   gemv_own(s, "rt_gemv/gate_old", 0, L->gate_n, s->c.n_experts, D, s->x, H, s->go, s->gopart,
+                   gemv_own(s, "rt_gemv/gate_old", 0, L->gate_n, s->c.n_experts, D, s->x, H, 64, s->go, s->gopart,
                             s->gocount) ||
                    side_end(s, 4)
                ? -1
                : 0;
 }
 
-/* ... and of the attention block's output, gy = Wn . y (bf16), on side chain 5 beside the MoE module. */
+/* ... and of the attention block's output, gy = Wn . y (bf16), on side chain 5 beside the MoE module
+ * (256 blocks: it must end within that module's rt_gemv_hc1). */
 static int gate_y(kt_step *s, const hc_args *m) {
     return side_begin(s, 5) ||
-                   gemv_own(s, "rt_gemv/gate_y", 1, m->gn, s->c.n_experts, m->D, s->post_yb, 1, s->gy, s->gypart,
+                   gemv_own(s, "rt_gemv/gate_y", 1, m->gn, s->c.n_experts, m->D, s->post_yb, 1, 256, s->gy, s->gypart,
                             s->gycount) ||
                    side_end(s, 5)
                ? -1
