@@ -155,16 +155,22 @@ EOF
     [ $b = 1 ] || rm -f /tmp/kt-rtb1-main_b$b.bin # main's B = 1 logits: part one's reference
 }
 
-# this build at B = 1 on one stream (KT_STEP_ONE_STREAM=1): what the side chains buy (after part b1)
-part_one() {
+# b1_run NAME VAR=VALUE: this build's V4-Flash B = 1 step with one setting in its environment, into
+# $L/NAME_b1.json and /tmp/kt-rtb1-NAME_b1.bin (1 when it could not run)
+b1_run() {
     local t
-    flash_folder || return
+    flash_folder || return 1
     quiet_gpu
     t=$(lim 30)
-    [ "$t" -gt 0 ] || { check 1 "one stream: skipped, $((SECONDS - T0)) s spent"; return; }
-    KT_STEP_ONE_STREAM=1 timeout "$t" $KT run $FL --batch 1 --json "$L/one_b1.json" --dump /tmp/kt-rtb1-one_b1.bin \
-        >"$L/one_b1.log" 2>"$L/one_b1.err"
-    say "one B=1 rc=$? $(grep 'TPOT' "$L/one_b1.log")"
+    [ "$t" -gt 0 ] || { check 1 "$1: skipped, $((SECONDS - T0)) s spent"; return 1; }
+    env "$2" timeout "$t" $KT run $FL --batch 1 --json "$L/$1_b1.json" --dump "/tmp/kt-rtb1-$1_b1.bin" \
+        >"$L/$1_b1.log" 2>"$L/$1_b1.err"
+    say "$1 B=1 rc=$? $(grep 'TPOT' "$L/$1_b1.log")"
+}
+
+# this build at B = 1 on one stream (KT_STEP_ONE_STREAM=1): what the side chains buy (after part b1)
+part_one() {
+    b1_run one KT_STEP_ONE_STREAM=1 || return
     [ -s "$L/one_b1.json" ] && [ -s "$L/new_b1.json" ] && $PY -c "
 import json; o, n = (json.load(open(p)) for p in ('$L/one_b1.json', '$L/new_b1.json'))
 print(f\"the side chains at B=1: {n['tpot_ms']:.3f} ms with, {o['tpot_ms']:.3f} ms on one stream ({100 * (n['tpot_ms'] / o['tpot_ms'] - 1):+.1f}%)\")"
@@ -179,14 +185,7 @@ print(f\"the side chains at B=1: {n['tpot_ms']:.3f} ms with, {o['tpot_ms']:.3f} 
 # this build at B = 1 with the gate's GEMV in line (KT_STEP_GATE_INLINE=1), against part b1's run: what
 # the gate beside the HC module buys alone; its logits byte-identical to main's part-b1 run
 part_gate() {
-    local t
-    flash_folder || return
-    quiet_gpu
-    t=$(lim 30)
-    [ "$t" -gt 0 ] || { check 1 "gate inline: skipped, $((SECONDS - T0)) s spent"; return; }
-    KT_STEP_GATE_INLINE=1 timeout "$t" $KT run $FL --batch 1 --json "$L/gate_b1.json" --dump /tmp/kt-rtb1-gate_b1.bin \
-        >"$L/gate_b1.log" 2>"$L/gate_b1.err"
-    say "gate inline B=1 rc=$? $(grep 'TPOT' "$L/gate_b1.log")"
+    b1_run gate KT_STEP_GATE_INLINE=1 || return
     [ -s "$L/gate_b1.json" ] && [ -s "$L/new_b1.json" ] && $PY -c "
 import json, sys; o, n = (json.load(open(p)) for p in ('$L/gate_b1.json', '$L/new_b1.json'))
 print(f\"the gate beside the HC module at B=1: {n['tpot_ms']:.3f} ms, {o['tpot_ms']:.3f} ms with the GEMV in line ({100 * (n['tpot_ms'] / o['tpot_ms'] - 1):+.1f}%)\")
