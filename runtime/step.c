@@ -1111,7 +1111,8 @@ static int load_experts(kt_step *s, layer_dev *L, long l) {
 
 /* gate_beside's weights: the gate's rows times the MoE's norm weights, Wn = W diag(ffn_norm), made
  * on the device from the loaded ones (rt_scale_cols, on the stream that filled or uploaded them).
- * Not added to the byte floor: the step reads them where it read the gate. */
+ * Not added to the byte floor (the model's bytes, not this path's): the step reads them in place of
+ * the gate, twice (gate_old, then gate_y ~60 us later, from L2 where they stayed). */
 static int gate_norm_rows(kt_step *s, layer_dev *L) {
     unsigned long long n = (unsigned long long)s->c.n_experts;
     int K = (int)s->c.hidden;
