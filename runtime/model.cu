@@ -324,10 +324,12 @@ __device__ __forceinline__ rt_gemv_tile rt_gemv_tile_begin(const float *W, int N
 // weights); POST: x is
 // the streams after the post step, made from post.old as the tiles are loaded and stored into
 // post.x by the blocks of the first row tile (the HC mixes have at most 32 rows: one row tile, so
-// every value is stored once). BF16 (not with POST): x is bf16, read from post.yb (rt_gemv_fin_bf16).
+// every value is stored once). BF16 (not with POST): x is bf16, read from post.yb (rt_gemv_fin_bf16). tss:
+// the thread's sum of squares of the x values it loaded, added to it.
 template <bool POST, bool BF16 = false> // inlined into each kernel, post by value: its fields stay in registers
 __device__ __forceinline__ void rt_gemv_run(const float *W, const float *x, float *part, int N, int K, int B, int kc,
-                                            rt_hc_post_args post, const rt_gemv_tile *first = nullptr) {
+                                            rt_hc_post_args post, const rt_gemv_tile *first = nullptr,
+                                            float *tss = nullptr) {
     __shared__ float4 xs[RT_GV_SEQS][RT_GV_KC / 4];
     int lane = threadIdx.x % 32, row0 = (blockIdx.y * 8 + threadIdx.x / 32) * RT_GV_ROWS, b0 = blockIdx.x * RT_GV_SEQS;
     int kbeg = blockIdx.z * kc, kend = min(K, kbeg + kc);
@@ -348,10 +350,12 @@ __device__ __forceinline__ void rt_gemv_run(const float *W, const float *x, floa
         __syncthreads();
         for (int i = threadIdx.x; i < RT_GV_SEQS * n4; i += blockDim.x) {
             int sq = i / n4, c = i % n4;
-            xs[sq][c] = b0 + sq >= B ? make_float4(0, 0, 0, 0)
-                        : POST       ? rt_hc_post4(post, b0 + sq, k0 + 4 * c, blockIdx.y == 0)
-                        : BF16       ? rt_bf16x4(post.yb + (long)(b0 + sq) * K + k0 + 4 * c)
-                                     : ((const float4 *)(x + (long)(b0 + sq) * K + k0))[c];
+            const float4 v = b0 + sq >= B ? make_float4(0, 0, 0, 0)
+                             : POST       ? rt_hc_post4(post, b0 + sq, k0 + 4 * c, blockIdx.y == 0)
+                             : BF16       ? rt_bf16x4(post.yb + (long)(b0 + sq) * K + k0 + 4 * c)
+                                          : ((const float4 *)(x + (long)(b0 + sq) * K + k0))[c];
+            xs[sq][c] = v;
+            if (tss) *tss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w; // rt_hc_spread's part of the ss
         }
         __syncthreads();
         // the post step's loads and the weights' together would spill at sm_90's 128 registers: the
@@ -707,6 +711,100 @@ __device__ __noinline__ void rt_hc_pre_last(int *count, const float *x, const fl
     rt_hc_pre_seq<256>(x, part, gridDim.z, 1, 0, c, postcomb, h, hq, hs, D, H, iters, eps, hc_eps, col, mixout, prn);
 }
 
+// Every block of the grid arrives, then waits for all (bar[0] the arrivals, left at 0 by the last, bar[1] the
+// generation it bumps). The blocks must be co-resident: rt_gemv_hc1's gridDim.z <= 32 blocks of one an SM, all
+// started before its dependents may launch (each triggers them in rt_begin), none of which it waits for.
+__device__ void rt_grid_sync(unsigned *bar) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        volatile unsigned *gen = bar + 1;
+        const unsigned g = *gen;
+        __threadfence(); // this block's stores (and its read of g) before its arrival
+        if (atomicAdd(bar, 1u) == gridDim.z - 1) {
+            bar[0] = 0;
+            __threadfence();
+            atomicAdd(bar + 1, 1u);
+        } else
+            while (*gen == g) {}
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+// rt_gemv_hc1's HC module spread over its S blocks (B = 1, step.c's KT_STEP_HC_SPREAD=1; S >= D / 128): where
+// rt_hc_pre_last's one block re-reads all H x D streams, each block publishes its tile's sum of squares (tss,
+// made as rt_gemv_run loaded it) into ssp[z], then after a grid barrier makes the mixes and pre itself from
+// the S splits (rt_hc_pre_seq's arithmetic; the ss's order is the blocks', so not byte-identical to it), and
+// block z < D / 128 collapses its 128 columns of the H streams (a warp, 4 a lane), publishes their sum of
+// squares into ssp[32 + z]; after a second barrier it normalises them with the norm weights w and quantises
+// them (one act_quant group). Block 0 stores the mixes (mixout) or post and comb (postcomb), and prn.
+__device__ __noinline__ void rt_hc_spread(unsigned *bar, float *ssp, float tss, const float *x, const float *part,
+                                          const float *base, const float *scale, const float *w, float *postcomb,
+                                          float *h, kt_u8 *hq, float *hs, int D, int H, int iters, float eps,
+                                          float hc_eps, float *mixout, float *prn) {
+    __shared__ float red[32], mix[80], pre[8], comb[64], cst[83];
+    __shared__ float4 col4[32];
+    const int S = gridDim.z, z = blockIdx.z, wp = threadIdx.x / 32, l = threadIdx.x % 32, nmix = (2 + H) * H;
+    const int c0 = z * 128, mine = z < D / 128;
+    float4 wv = make_float4(1, 1, 1, 1);
+    if (wp == 0) { // the module's constants, in flight with the block sum and the barrier
+        for (int j = l; j < nmix; j += 32) cst[j] = base[j];
+        if (l < 3) cst[80 + l] = scale[l];
+        if (mine && w) wv = *(const float4 *)(w + c0 + 4 * l);
+    }
+    const float tot = rt_block_sum(tss, red);
+    if (threadIdx.x == 0) ssp[z] = tot;
+    rt_grid_sync(bar);
+    constexpr int MV = 10; // nmix <= 80 over the 8 warps
+    float mv[MV], sv = l < S ? __ldcg(ssp + l) : 0.f;
+#pragma unroll
+    for (int u = 0; u < MV; u++) {
+        int j = wp + 8 * u;
+        mv[u] = j < nmix && l < S ? __ldcg(part + (long)l * nmix + j) : 0.f;
+    }
+    float4 xv[8]; // warp 0's columns c0 + 4 l of the H <= 8 streams
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+        xv[k] = wp == 0 && mine && k < H ? __ldcg((const float4 *)(x + (long)k * D + c0) + l) : make_float4(0, 0, 0, 0);
+#pragma unroll
+    for (int u = 0; u < MV; u++) {
+        float v = rt_warp_sum(mv[u]);
+        if (l == 0 && wp + 8 * u < nmix) mix[wp + 8 * u] = v;
+    }
+    __syncthreads();
+    if (wp == 0) {
+        const float r = rsqrtf(rt_warp_sum(sv) / (H * D) + eps);
+        for (int j = l; j < nmix; j += 32) {
+            mix[j] *= r;
+            if (mixout && z == 0) mixout[j] = mix[j];
+        }
+        __syncwarp();
+        rt_hc_weights(mix, cst, cst + 80, pre, postcomb && !mixout && z == 0 ? postcomb : nullptr, comb, H, iters,
+                      hc_eps);
+        __syncwarp();
+        float4 v = make_float4(0, 0, 0, 0); // rt_hc_collapse's sum, in stream order
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            if (k < H) {
+                const float p = pre[k];
+                v.x += p * xv[k].x, v.y += p * xv[k].y, v.z += p * xv[k].z, v.w += p * xv[k].w;
+            }
+        col4[l] = v;
+        const float q = rt_warp_sum(v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w);
+        if (mine && l == 0) ssp[32 + z] = q;
+    }
+    rt_grid_sync(bar);
+    if (wp != 0 || !mine) return;
+    const float s2 = l < D / 128 ? __ldcg(ssp + 32 + l) : 0.f, rn = rsqrtf(rt_warp_sum(s2) / D + eps);
+    if (z == 0 && prn && l <= H) prn[l] = l < H ? pre[l] : rn;
+    float4 v = col4[l]; // rt_rms_apply's x * r * w
+    v.x = v.x * rn * wv.x, v.y = v.y * rn * wv.y, v.z = v.z * rn * wv.z, v.w = v.w * rn * wv.w;
+    *(float4 *)(h + c0 + 4 * l) = v;
+    col4[l] = v;
+    __syncwarp();
+    if (hq) rt_quant_row((const float *)col4, 128, hq + c0, hs + z);
+}
+
 // post and comb (postcomb[b], rt_hc_weights') of sequence b = blockIdx.x from the mixes rt_hc_pre_seq
 // stored (mix: B x (2 + H) H, scaled), a warp a sequence: on a side chain beside the block the
 // module feeds (rt_gemv_hc1 or rt_hc_pre with mixout), so Sinkhorn's 2 iters - 1 dependent passes are off the
@@ -734,16 +832,23 @@ extern "C" __global__ void __launch_bounds__(256)
 
 // rt_gemv_hc at B = 1 whose last block runs the HC module too (rt_hc_pre_last: the arguments
 // after count are rt_hc_pre's; mixout not NULL: post and comb left to rt_hc_comb; prn not NULL: pre[H] and h's rms
-// scale stored there, for rt_gate_comb). A kernel of its own: the module's
+// scale stored there, for rt_gate_comb; bar not NULL: the module spread over the blocks, rt_hc_spread, with ssp
+// its 64 floats of partial sums). A kernel of its own: the module's
 // registers (172 on sm_90) would halve rt_gemv_hc's blocks an SM at B > 1; here the grid is its 32 or fewer splits.
 extern "C" __global__ void __launch_bounds__(256)
     rt_gemv_hc1(const float *W, const float *old, float *x, const float *pc_in, const kt_u16 *yb, const float *yf,
                 float *part, int N, int K, int B, int kc, int D, int H, int *count, const float *base,
                 const float *scale, const float *w, float *postcomb, float *h, kt_u8 *hq, float *hs, int iters,
-                float eps, float hc_eps, float *mixout, float *prn) {
+                float eps, float hc_eps, float *mixout, float *prn, unsigned *bar, float *ssp) {
     const rt_gemv_tile first = rt_gemv_tile_begin(W, N, K, kc);
-    rt_gemv_run<true>(W, x, part, N, K, B, kc, rt_hc_post_args{old, pc_in, yf, x, yb, D, H}, &first);
-    rt_hc_pre_last(count, x, part, base, scale, w, postcomb, h, hq, hs, D, H, iters, eps, hc_eps, mixout, prn);
+    float tss = 0;
+    rt_gemv_run<true>(W, x, part, N, K, B, kc, rt_hc_post_args{old, pc_in, yf, x, yb, D, H}, &first,
+                      bar ? &tss : nullptr);
+    if (bar)
+        rt_hc_spread(bar, ssp, tss, x, part, base, scale, w, postcomb, h, hq, hs, D, H, iters, eps, hc_eps, mixout,
+                     prn);
+    else
+        rt_hc_pre_last(count, x, part, base, scale, w, postcomb, h, hq, hs, D, H, iters, eps, hc_eps, mixout, prn);
 }
 
 // The MoE gate's logits at B = 1 without a GEMV after the HC module. h = r w . sum_k pre_k x_k (the

@@ -109,6 +109,7 @@ struct kt_step {
     int sides;        /* side chains on (not with KT_STEP_ONE_STREAM=1, nor where a capture refused them) */
     int comb_pending; /* rt_hc_comb on side chain 2: joined before the next post step reads postcomb */
     int gate_inline;  /* KT_STEP_GATE_INLINE=1: gate_beside's step keeps the gate's GEMV of h (comparison) */
+    int hc_spread;    /* KT_STEP_HC_SPREAD=1: at B = 1 rt_gemv_hc1's module over all its blocks (rt_hc_spread) */
     kt_module rt[N_RT];
     layer_dev *L;
     kt_model_tensor *list;
@@ -122,6 +123,7 @@ struct kt_step {
     /* gate_beside: the projections of the old streams (go) and of the block output (gy), each with its
      * splits and tile counters; the post | comb the MoE module's post step read (gpc), its pre and r */
     dptr gopart, gocount, go, gypart, gycount, gy, gpc, gprn;
+    dptr hcbar, hcss; /* hc_spread: rt_hc_spread's grid barrier (2 words) and partial sums (64 floats) */
     dptr gvpart, gvcount, cemit[2], ccount[2]; /* rt_gemv's split sums (gv_bytes) and tile counters (gv_tiles);
                                                 * rt_comp_emit's entry [B][width] and counters [B], of the
                                                 * KV compressor and the indexer's (beside each other) */
@@ -488,6 +490,8 @@ static int hc_gemv_post(kt_step *s, dptr fn, long nmix, const hc_args *m, int *S
     if (prn && !s->post_yb) return kt_fail("internal: the MoE gate's block output is not bf16");
     if (prn && gate_y(s, m)) return -1;
     s->gpc = s->postcomb;
+    /* the module over the blocks: each block's 128 columns, every column in one (D <= 128 splits) */
+    dptr bar = one && s->hc_spread && D % 128 == 0 && D / 128 <= splits && splits <= 32 ? s->hcbar : 0;
     /* rt_gemv_hc takes the first 13 (the driver reads as many as the kernel has) */
     void *a[] = {&fn,
                  &old,
@@ -514,7 +518,9 @@ static int hc_gemv_post(kt_step *s, dptr fn, long nmix, const hc_args *m, int *S
                  (void *)&m->eps,
                  (void *)&m->hc_eps,
                  &mixout,
-                 &prn};
+                 &prn,
+                 &bar,
+                 &s->hcss};
     s->x = x, s->post_pending = 0, *S = splits, *fused = one;
     if (rt_as(s, one ? K_GEMV_HC1 : K_GEMV_HC, "rt_gemv_hc", (unsigned)(B + 7) / 8, 1, (unsigned)splits, RT_GV_THREADS,
               one ? (unsigned)(D * 4) : 0, a))
@@ -1372,6 +1378,7 @@ static int alloc_scratch(kt_step *s) {
     s->gv_tiles = (size_t)((s->B + 7) / 8) * (size_t)((rows + 31) / 32);
     s->xq_bytes = s->B > QGEMM_FUSED_MAX_M ? (size_t)(s->B * k) : 0;
     size_t E = (size_t)c->n_experts, H = (size_t)c->hc_mult, tiles = (E + 31) / 32 * 4;
+    if (s->B == 1 && (dalloc(&s->hcbar, 8) || dalloc(&s->hcss, 64 * 4))) return -1;
     if (gate_beside(s) && (dalloc(&s->gopart, 32 * H * E * 4) || dalloc(&s->gocount, tiles) ||
                            dalloc(&s->go, H * E * 4) || dalloc(&s->gypart, 32 * E * 4) || dalloc(&s->gycount, tiles) ||
                            dalloc(&s->gy, E * 4) || dalloc(&s->gprn, (H + 1) * 4)))
@@ -1698,6 +1705,8 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
     s->sides = !(one && !strcmp(one, "1"));
     const char *gi = getenv("KT_STEP_GATE_INLINE");
     s->gate_inline = gi && !strcmp(gi, "1");
+    const char *sp = getenv("KT_STEP_HC_SPREAD");
+    s->hc_spread = sp && !strcmp(sp, "1");
     for (int i = 0; i < MAX_EVENTS; i++) KT_CHECK(CU, kt_cu.cuEventCreate(&s->ev[i], CU_EVENT_DEFAULT));
     if (load_rt(s)) return -1;
     kt_db_device dev;

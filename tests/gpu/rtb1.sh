@@ -27,6 +27,9 @@
 #            forced at B = 2 and 1 on this build and main's: logits byte-identical at B = 2; at B = 1
 #            (the gate's projections, with side chains and on one stream) within 1e-4 and the same argmax
 #            every step;
+#   spread   this build at B = 1 with rt_gemv_hc1's HC module spread over its blocks (KT_STEP_HC_SPREAD=1):
+#            TPOT against part b1's, logits within 1e-4 of main's; the tiny V4 at B = 1 with it (run after
+#            tiny and b1);
 #   plant    bin/kt_plant_pc (this build with postcomb single-buffered, made by tests/gpu/rtb1_plant.sh
 #            here) on the tiny V4 at B = 1 on one stream, where the MoE module's rt_gemv_hc1 writes its
 #            post | comb before rt_gate_comb reads the post step's (the race's worst order): part tiny's
@@ -197,6 +200,35 @@ sys.exit(0 if n['tpot_ms'] < o['tpot_ms'] else 1)"
         check $? "V4-Flash B=1 with the gate in line: logits byte-identical to main's part-b1 run $(head -c 100 "$L/cmp_gate.txt")"
     fi
     rm -f /tmp/kt-rtb1-gate_b1.bin
+}
+
+# this build at B = 1 with rt_gemv_hc1's HC module over all its blocks (KT_STEP_HC_SPREAD=1, rt_hc_spread:
+# two grid barriers in place of the last block's pass, the module's sums of squares in another order), against
+# part b1's run; its logits within 1e-4 of main's part-b1 run; the routed tiny V4 at B = 1 with it (side chains,
+# then one stream: block 0 makes post and comb) within 1e-4 of main's (part tiny's), the same argmax
+part_spread() {
+    local t m
+    b1_run spread KT_STEP_HC_SPREAD=1 || return
+    [ -s "$L/spread_b1.json" ] && [ -s "$L/new_b1.json" ] && $PY -c "
+import json, sys; o, n = (json.load(open(p)) for p in ('$L/spread_b1.json', '$L/new_b1.json'))
+print(f\"the HC module over rt_gemv_hc1's blocks at B=1: {o['tpot_ms']:.3f} ms, {n['tpot_ms']:.3f} ms in its last block ({100 * (o['tpot_ms'] / n['tpot_ms'] - 1):+.1f}%)\")
+sys.exit(0 if o['tpot_ms'] < n['tpot_ms'] else 1)"
+    check $? "V4-Flash B=1: KT_STEP_HC_SPREAD=1 faster than part b1's run"
+    if [ -s /tmp/kt-rtb1-main_b1.bin ] && [ -s /tmp/kt-rtb1-spread_b1.bin ]; then
+        close /tmp/kt-rtb1-spread_b1.bin /tmp/kt-rtb1-main_b1.bin 129280 1e-4 >"$L/cmp_spread.txt" 2>&1
+        check $? "V4-Flash B=1 with KT_STEP_HC_SPREAD=1: logits within 1e-4 of main's part-b1 run, the same argmax ($(tail -n 1 "$L/cmp_spread.txt"))"
+    fi
+    rm -f /tmp/kt-rtb1-spread_b1.bin
+    [ -s "$L/tiny_main_b1.bin" ] || { check 1 "spread: no tiny B=1 logits of main's build (part tiny first)"; return; }
+    for m in 0 1; do
+        t=$(lim 20)
+        [ "$t" -gt 0 ] || { check 1 "spread tiny: skipped, $((SECONDS - T0)) s spent"; return; }
+        KT_STEP_HC_SPREAD=1 KT_STEP_ONE_STREAM=$m timeout "$t" $KT run --model "$D" --batch 1 --context 64 --steps 0 \
+            --prompt "$L/prompt_b1.txt" --dump "$L/tiny_spread$m.bin" >"$L/tiny_spread$m.log" 2>&1 ||
+            { check 1 "spread tiny (one stream $m): the run failed: $(tail -n 1 "$L/tiny_spread$m.log")"; continue; }
+        close "$L/tiny_spread$m.bin" "$L/tiny_main_b1.bin" 512 1e-4 >"$L/tiny_cmp_spread$m.txt" 2>&1
+        check $? "routed tiny V4 B=1 with KT_STEP_HC_SPREAD=1 (one stream $m): within 1e-4 of main's, the same argmax ($(tail -n 1 "$L/tiny_cmp_spread$m.txt"))"
+    done
 }
 
 # the step's kernels under ncu, one device time each, summed per name
@@ -371,7 +403,8 @@ for p in $PARTS; do
     b1b2) part_b1b2 ;;
     plant) part_plant ;;
     gate) part_gate ;;
-    *) check 1 "unknown part $p (warm, b1, b16, b64, one, gate, ncu, tiny, plant, correct, b1b2, v32)" ;;
+    spread) part_spread ;;
+    *) check 1 "unknown part $p (warm, b1, b16, b64, one, gate, spread, ncu, tiny, plant, correct, b1b2, v32)" ;;
     esac
     say "$p done"
 done
