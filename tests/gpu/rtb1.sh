@@ -22,7 +22,8 @@
 #   ncu      this build's step under Nsight Compute (`--profile-from-start off`: the report's eager
 #            step at the context's last position, which kt run brackets with cuProfilerStart/Stop),
 #            4 layers (3 HCA, 1 CSA; 3 hash-routed, 1 routed), B = 1: each kernel's device time
-#            (gpu__time_duration, caches and clocks left alone), summed per kernel name;
+#            (gpu__time_duration, caches and clocks left alone), summed per kernel name; ncuspread the same
+#            with KT_STEP_HC_SPREAD=1;
 #   tiny     (in the background from the start) the routed tiny V4 made by transformers, teacher-
 #            forced at B = 2 and 1 on this build and main's: logits byte-identical at B = 2; at B = 1
 #            (the gate's projections, with side chains and on one stream) within 1e-4 and the same argmax
@@ -232,18 +233,18 @@ sys.exit(0 if o['tpot_ms'] < n['tpot_ms'] else 1)"
 }
 
 # the step's kernels under ncu, one device time each, summed per name
-part_ncu() {
+part_ncu() { # [TAG VAR=VALUE]: the step with one setting in its environment, into ncu_TAG.csv
     flash_folder || return
     quiet_gpu
-    local t ncu=${KT_NCU:-ncu}
+    local t ncu=${KT_NCU:-ncu} tag=${1:-b1} setting=${2:-KT_RTB1_NCU=1}
     command -v "$ncu" >/dev/null || { check 1 "ncu: no $ncu on this machine"; return; }
     t=$(lim 40)
     [ "$t" -gt 0 ] || { check 1 "ncu: skipped, $((SECONDS - T0)) s spent"; return; }
-    timeout "$t" "$ncu" --profile-from-start off --metrics gpu__time_duration.sum --cache-control none \
+    env "$setting" timeout "$t" "$ncu" --profile-from-start off --metrics gpu__time_duration.sum --cache-control none \
         --clock-control none --csv --page raw --print-units base $KT run --model "$F" --synthetic --tp-shapes 4 \
-        --context 8192 --steps 0 --layers 4 --batch 1 >"$L/ncu_b1.csv" 2>"$L/ncu_b1.err"
-    say "ncu rc=$?"
-    $PY - "$L/ncu_b1.csv" <<'EOF'
+        --context 8192 --steps 0 --layers 4 --batch 1 >"$L/ncu_$tag.csv" 2>"$L/ncu_$tag.err"
+    say "ncu $tag ($setting) rc=$?"
+    $PY - "$L/ncu_$tag.csv" <<'EOF'
 import csv, sys
 rows = list(csv.reader(l for l in open(sys.argv[1]) if l.startswith('"')))
 head = next((i for i, r in enumerate(rows) if "Kernel Name" in r and "gpu__time_duration.sum" in r), None)
@@ -269,8 +270,8 @@ for k, us, g, b in seq:
     print(f"    {k[:60]:60s} {us:8.2f}  {g} {b}")
 sys.exit(0 if seq else 1)
 EOF
-    check $? "ncu: the step's kernels' device times (4 layers, B = 1)" || true
-    grep -v "^==PROF==" "$L/ncu_b1.err" | tail -n 3
+    check $? "ncu: the step's kernels' device times (4 layers, B = 1, $setting)" || true
+    grep -v "^==PROF==" "$L/ncu_$tag.err" | tail -n 3
 }
 
 # the routed tiny V4 (made by transformers) on both builds, teacher-forced on its prompt at B = 2
@@ -398,13 +399,14 @@ for p in $PARTS; do
     b64) part_flash 64 ;;
     one) part_one ;;
     ncu) part_ncu ;;
+    ncuspread) part_ncu spread KT_STEP_HC_SPREAD=1 ;;
     correct) part_correct ;;
     v32) part_v32 ;;
     b1b2) part_b1b2 ;;
     plant) part_plant ;;
     gate) part_gate ;;
     spread) part_spread ;;
-    *) check 1 "unknown part $p (warm, b1, b16, b64, one, gate, spread, ncu, tiny, plant, correct, b1b2, v32)" ;;
+    *) check 1 "unknown part $p (warm, b1, b16, b64, one, gate, spread, ncu, ncuspread, tiny, plant, correct, b1b2, v32)" ;;
     esac
     say "$p done"
 done
