@@ -737,19 +737,20 @@ __device__ void rt_grid_sync(unsigned *bar) {
 // the S splits (rt_hc_pre_seq's arithmetic; the ss's order is the blocks', so not byte-identical to it), and
 // block z < D / 128 collapses its 128 columns of the H streams (a warp, 4 a lane), publishes their sum of
 // squares into ssp[32 + z]; after a second barrier it normalises them with the norm weights w and quantises
-// them (one act_quant group). Block 0 stores the mixes (mixout) or post and comb (postcomb), and prn.
+// them (one act_quant group; not for the HC head, hq NULL). Block 0 stores the mixes (mixout) or post and comb
+// (postcomb), and prn.
 __device__ __noinline__ void rt_hc_spread(unsigned *bar, float *ssp, float tss, const float *x, const float *part,
                                           const float *base, const float *scale, const float *w, float *postcomb,
                                           float *h, kt_u8 *hq, float *hs, int D, int H, int iters, float eps,
                                           float hc_eps, float *mixout, float *prn) {
     __shared__ float red[32], mix[80], pre[8], comb[64], cst[83];
     __shared__ float4 col4[32];
-    const int S = gridDim.z, z = blockIdx.z, wp = threadIdx.x / 32, l = threadIdx.x % 32, nmix = (2 + H) * H;
-    const int c0 = z * 128, mine = z < D / 128;
+    const int S = gridDim.z, z = blockIdx.z, wp = threadIdx.x / 32, l = threadIdx.x % 32;
+    const int nmix = postcomb ? (2 + H) * H : H, c0 = z * 128, mine = z < D / 128; // the HC head: H mixes, 1 scale
     float4 wv = make_float4(1, 1, 1, 1);
     if (wp == 0) { // the module's constants, in flight with the block sum and the barrier
         for (int j = l; j < nmix; j += 32) cst[j] = base[j];
-        if (l < 3) cst[80 + l] = scale[l];
+        if (l < (postcomb ? 3 : 1)) cst[80 + l] = scale[l];
         if (mine && w) wv = *(const float4 *)(w + c0 + 4 * l);
     }
     const float tot = rt_block_sum(tss, red);
