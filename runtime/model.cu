@@ -324,12 +324,10 @@ __device__ __forceinline__ rt_gemv_tile rt_gemv_tile_begin(const float *W, int N
 // weights); POST: x is
 // the streams after the post step, made from post.old as the tiles are loaded and stored into
 // post.x by the blocks of the first row tile (the HC mixes have at most 32 rows: one row tile, so
-// every value is stored once). BF16 (not with POST): x is bf16, read from post.yb (rt_gemv_fin_bf16). tss:
-// the thread's sum of squares of the x values it loaded, added to it.
+// every value is stored once). BF16 (not with POST): x is bf16, read from post.yb (rt_gemv_fin_bf16).
 template <bool POST, bool BF16 = false> // inlined into each kernel, post by value: its fields stay in registers
 __device__ __forceinline__ void rt_gemv_run(const float *W, const float *x, float *part, int N, int K, int B, int kc,
-                                            rt_hc_post_args post, const rt_gemv_tile *first = nullptr,
-                                            float *tss = nullptr) {
+                                            rt_hc_post_args post, const rt_gemv_tile *first = nullptr) {
     __shared__ float4 xs[RT_GV_SEQS][RT_GV_KC / 4];
     int lane = threadIdx.x % 32, row0 = (blockIdx.y * 8 + threadIdx.x / 32) * RT_GV_ROWS, b0 = blockIdx.x * RT_GV_SEQS;
     int kbeg = blockIdx.z * kc, kend = min(K, kbeg + kc);
@@ -355,7 +353,6 @@ __device__ __forceinline__ void rt_gemv_run(const float *W, const float *x, floa
                              : BF16       ? rt_bf16x4(post.yb + (long)(b0 + sq) * K + k0 + 4 * c)
                                           : ((const float4 *)(x + (long)(b0 + sq) * K + k0))[c];
             xs[sq][c] = v;
-            if (tss) *tss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w; // rt_hc_spread's part of the ss
         }
         __syncthreads();
         // the post step's loads and the weights' together would spill at sm_90's 128 registers: the
@@ -731,7 +728,8 @@ __device__ void rt_grid_sync(unsigned *bar) {
     __syncthreads();
 }
 
-// rt_gemv_hc1's HC module spread over its S blocks (B = 1, step.c's KT_STEP_HC_SPREAD=1; S >= D / 128): where
+// rt_gemv_hc1's HC module spread over its S blocks (B = 1, where S >= D / 128; KT_STEP_HC_SPREAD=0 keeps
+// rt_hc_pre_last): where
 // rt_hc_pre_last's one block re-reads all H x D streams, each block publishes its tile's sum of squares (tss,
 // made as rt_gemv_run loaded it) into ssp[z], then after a grid barrier makes the mixes and pre itself from
 // the S splits (rt_hc_pre_seq's arithmetic; the ss's order is the blocks', so not byte-identical to it), and
@@ -739,7 +737,7 @@ __device__ void rt_grid_sync(unsigned *bar) {
 // squares into ssp[32 + z]; after a second barrier it normalises them with the norm weights w and quantises
 // them (one act_quant group; not for the HC head, hq NULL). Block 0 stores the mixes (mixout) or post and comb
 // (postcomb), and prn.
-__device__ __noinline__ void rt_hc_spread(unsigned *bar, float *ssp, float tss, const float *x, const float *part,
+__device__ __noinline__ void rt_hc_spread(unsigned *bar, float *ssp, int kc, const float *x, const float *part,
                                           const float *base, const float *scale, const float *w, float *postcomb,
                                           float *h, kt_u8 *hq, float *hs, int D, int H, int iters, float eps,
                                           float hc_eps, float *mixout, float *prn) {
@@ -752,6 +750,14 @@ __device__ __noinline__ void rt_hc_spread(unsigned *bar, float *ssp, float tss, 
         for (int j = l; j < nmix; j += 32) cst[j] = base[j];
         if (l < (postcomb ? 3 : 1)) cst[80 + l] = scale[l];
         if (mine && w) wv = *(const float4 *)(w + c0 + 4 * l);
+    }
+    // the block's chunk of the streams it stored (its own threads' stores: the barrier in rt_gemv_run's loop
+    // and this one's order them), squared
+    const int k0 = z * kc, n4 = (min(H * D, k0 + kc) - k0) / 4;
+    float tss = 0;
+    for (int i = threadIdx.x; i < n4; i += blockDim.x) {
+        const float4 v = __ldcg((const float4 *)(x + k0) + i);
+        tss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
     }
     const float tot = rt_block_sum(tss, red);
     if (threadIdx.x == 0) ssp[z] = tot;
@@ -842,12 +848,9 @@ extern "C" __global__ void __launch_bounds__(256)
                 const float *scale, const float *w, float *postcomb, float *h, kt_u8 *hq, float *hs, int iters,
                 float eps, float hc_eps, float *mixout, float *prn, unsigned *bar, float *ssp) {
     const rt_gemv_tile first = rt_gemv_tile_begin(W, N, K, kc);
-    float tss = 0;
-    rt_gemv_run<true>(W, x, part, N, K, B, kc, rt_hc_post_args{old, pc_in, yf, x, yb, D, H}, &first,
-                      bar ? &tss : nullptr);
+    rt_gemv_run<true>(W, x, part, N, K, B, kc, rt_hc_post_args{old, pc_in, yf, x, yb, D, H}, &first);
     if (bar)
-        rt_hc_spread(bar, ssp, tss, x, part, base, scale, w, postcomb, h, hq, hs, D, H, iters, eps, hc_eps, mixout,
-                     prn);
+        rt_hc_spread(bar, ssp, kc, x, part, base, scale, w, postcomb, h, hq, hs, D, H, iters, eps, hc_eps, mixout, prn);
     else
         rt_hc_pre_last(count, x, part, base, scale, w, postcomb, h, hq, hs, D, H, iters, eps, hc_eps, mixout, prn);
 }

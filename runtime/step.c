@@ -109,7 +109,7 @@ struct kt_step {
     int sides;        /* side chains on (not with KT_STEP_ONE_STREAM=1, nor where a capture refused them) */
     int comb_pending; /* rt_hc_comb on side chain 2: joined before the next post step reads postcomb */
     int gate_inline;  /* KT_STEP_GATE_INLINE=1: gate_beside's step keeps the gate's GEMV of h (comparison) */
-    int hc_spread;    /* KT_STEP_HC_SPREAD=1: at B = 1 rt_gemv_hc1's module over all its blocks (rt_hc_spread) */
+    int hc_spread; /* at B = 1 rt_gemv_hc1's module over all its blocks (rt_hc_spread; KT_STEP_HC_SPREAD=0: its last) */
     kt_module rt[N_RT];
     layer_dev *L;
     kt_model_tensor *list;
@@ -1706,7 +1706,7 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
     const char *gi = getenv("KT_STEP_GATE_INLINE");
     s->gate_inline = gi && !strcmp(gi, "1");
     const char *sp = getenv("KT_STEP_HC_SPREAD");
-    s->hc_spread = sp && !strcmp(sp, "1");
+    s->hc_spread = !(sp && !strcmp(sp, "0"));
     for (int i = 0; i < MAX_EVENTS; i++) KT_CHECK(CU, kt_cu.cuEventCreate(&s->ev[i], CU_EVENT_DEFAULT));
     if (load_rt(s)) return -1;
     kt_db_device dev;
@@ -1757,6 +1757,10 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
                                : "the MoE gate's logits by rt_gate_comb from its projections of the old streams (after "
                                  "the attention module) and of the attention output (beside the MoE module); "
                                  "KT_STEP_GATE_INLINE=1: the GEMV of h");
+    if (c->arch == KT_ARCH_V4 && s->B == 1)
+        fprintf(stderr, "kt run: %s\n",
+                s->hc_spread ? "each HC module over all its GEMV's blocks (rt_hc_spread; KT_STEP_HC_SPREAD=0: its last)"
+                             : "each HC module in its GEMV's last block (KT_STEP_HC_SPREAD=0)");
     s->resolve_ms = (kt_now() - t1) * 1e3;
     if (s->db && build_graph(s, 1)) return -1;
     fprintf(stderr, "kt run: %d kernels resolved and the step captured as one CUDA graph in %.0f ms%s\n",
