@@ -15,8 +15,8 @@
 #            the chain, rt_gate_comb; the HC module over rt_gemv_hc1's blocks, rt_hc_spread): there within
 #            0.15 relative L2 a step, tests/gpu/runtime.sh's floor for two correct implementations of kt's
 #            formats (FP8 codes and top-k choices flip: 0.095 median from a 1e-6 change), every value
-#            finite (part short and the tiny V4 hold the levers to 1e-3 / 1e-4);
-#   short    V4-Flash B = 1 with 2 layers, this build and main's: logits within 1e-3 a step, the same argmax
+#            finite (part short and the tiny V4 hold the levers to 1e-2 / 1e-4);
+#   short    V4-Flash B = 1 with 2 layers, this build and main's: logits within 1e-2 a step, the same argmax
 #            (two layers leave a reassociation's rounding too little room to flip a choice);
 #   gate     this build at B = 1 with the MoE gate's GEMV in line (KT_STEP_GATE_INLINE=1), against part
 #            b1's run: what the gate's projections buy alone; logits within 0.15 of main's;
@@ -235,7 +235,7 @@ part_spread() {
     done
 }
 
-# V4-Flash B = 1 with 2 layers on both builds: the levers' sums reassociated within 1e-3, the same argmax
+# V4-Flash B = 1 with 2 layers on both builds: the levers' sums within 1e-2 (a flip's floor ~0.1), the same argmax
 part_short() {
     local t k kt
     flash_folder || return
@@ -248,8 +248,8 @@ part_short() {
         timeout "$t" $kt run $FL --batch 1 --layers 2 --dump "/tmp/kt-rtb1-short_$k.bin" >"$L/short_$k.log" 2>&1 ||
             { check 1 "short: $k's run failed: $(tail -n 1 "$L/short_$k.log")"; return; }
     done
-    close /tmp/kt-rtb1-short_new.bin /tmp/kt-rtb1-short_main.bin 129280 1e-3 >"$L/cmp_short.txt" 2>&1
-    check $? "V4-Flash B=1, 2 layers: logits within 1e-3 of main's, the same argmax ($(tail -n 1 "$L/cmp_short.txt"))"
+    close /tmp/kt-rtb1-short_new.bin /tmp/kt-rtb1-short_main.bin 129280 1e-2 >"$L/cmp_short.txt" 2>&1
+    check $? "V4-Flash B=1, 2 layers: logits within 1e-2 of main's, the same argmax ($(tail -n 1 "$L/cmp_short.txt"))"
 }
 
 # the step's kernels under ncu, one device time each, summed per name
