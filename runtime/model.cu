@@ -236,6 +236,13 @@ __device__ __forceinline__ float4 rt_hc_post4(const rt_hc_post_args &a, int b, i
     return r;
 }
 
+// Four bf16 values at p (8-byte aligned) as f32.
+__device__ __forceinline__ float4 rt_bf16x4(const kt_u16 *p) {
+    const uint2 u = *(const uint2 *)p;
+    return make_float4(kt_bf16_to_f32((kt_u16)(u.x & 0xffff)), kt_bf16_to_f32((kt_u16)(u.x >> 16)),
+                       kt_bf16_to_f32((kt_u16)(u.y & 0xffff)), kt_bf16_to_f32((kt_u16)(u.y >> 16)));
+}
+
 // A lane's weights of rt_gemv's tile at k0 (n4 float4s of each of its RT_GV_ROWS rows), loaded together.
 __device__ __forceinline__ void rt_gemv_weights(float4 (&wv)[RT_GV_KC / 128][RT_GV_ROWS],
                                                 const float4 *const (&w)[RT_GV_ROWS], int k0, int n4, int lane) {
@@ -317,8 +324,8 @@ __device__ __forceinline__ rt_gemv_tile rt_gemv_tile_begin(const float *W, int N
 // weights); POST: x is
 // the streams after the post step, made from post.old as the tiles are loaded and stored into
 // post.x by the blocks of the first row tile (the HC mixes have at most 32 rows: one row tile, so
-// every value is stored once).
-template <bool POST> // inlined into each kernel, post by value: its fields stay in registers, not a stack frame
+// every value is stored once). BF16 (not with POST): x is bf16, read from post.yb (rt_gemv_fin_bf16).
+template <bool POST, bool BF16 = false> // inlined into each kernel, post by value: its fields stay in registers
 __device__ __forceinline__ void rt_gemv_run(const float *W, const float *x, float *part, int N, int K, int B, int kc,
                                             rt_hc_post_args post, const rt_gemv_tile *first = nullptr) {
     __shared__ float4 xs[RT_GV_SEQS][RT_GV_KC / 4];
@@ -341,9 +348,11 @@ __device__ __forceinline__ void rt_gemv_run(const float *W, const float *x, floa
         __syncthreads();
         for (int i = threadIdx.x; i < RT_GV_SEQS * n4; i += blockDim.x) {
             int sq = i / n4, c = i % n4;
-            xs[sq][c] = b0 + sq >= B ? make_float4(0, 0, 0, 0)
-                        : POST       ? rt_hc_post4(post, b0 + sq, k0 + 4 * c, blockIdx.y == 0)
-                                     : ((const float4 *)(x + (long)(b0 + sq) * K + k0))[c];
+            const float4 v = b0 + sq >= B ? make_float4(0, 0, 0, 0)
+                             : POST       ? rt_hc_post4(post, b0 + sq, k0 + 4 * c, blockIdx.y == 0)
+                             : BF16       ? rt_bf16x4(post.yb + (long)(b0 + sq) * K + k0 + 4 * c)
+                                          : ((const float4 *)(x + (long)(b0 + sq) * K + k0))[c];
+            xs[sq][c] = v;
         }
         __syncthreads();
         // the post step's loads and the weights' together would spill at sm_90's 128 registers: the
@@ -418,6 +427,17 @@ extern "C" __global__ void __launch_bounds__(256)
     rt_gemv_fin(const float *W, const float *x, float *part, float *out, int *count, int N, int K, int B, int kc) {
     rt_gemv_begin(W, N, K, kc);
     rt_gemv_run<false>(W, x, part, N, K, B, kc, rt_hc_post_args{});
+    rt_gemv_finish(part, out, count, N, B);
+}
+
+// rt_gemv_fin of bf16 x (B x K): the MoE gate's projection of the attention block's bf16 output at
+// B = 1 (gate_y in step.c), beside the HC module that applies it.
+extern "C" __global__ void __launch_bounds__(256)
+    rt_gemv_fin_bf16(const float *W, const kt_u16 *x, float *part, float *out, int *count, int N, int K, int B,
+                     int kc) {
+    rt_gemv_begin(W, N, K, kc);
+    rt_gemv_run<false, true>(W, nullptr, part, N, K, B, kc,
+                             rt_hc_post_args{nullptr, nullptr, nullptr, nullptr, x, 0, 0});
     rt_gemv_finish(part, out, count, N, B);
 }
 
@@ -598,7 +618,7 @@ template <int T> // the block's threads
 __device__ __forceinline__ void rt_hc_pre_seq(const float *x, const float *mixp, int S, int B, int b,
                                               const rt_hc_consts<T> &c, float *postcomb, float *h, kt_u8 *hq, float *hs,
                                               int D, int H, int iters, float eps, float hc_eps, float *col,
-                                              float *mixout = nullptr) {
+                                              float *mixout = nullptr, float *prn = nullptr) {
     __shared__ float red[32], mix[80], pre[8], comb[64], cst[83]; // cst: base [nmix], scale at 80
     constexpr int nw = T / 32, MV = (80 + nw - 1) / nw;           // nmix <= 80: MV rounds of the nw warps
     const int HD = H * D, n4 = HD / 4, nmix = postcomb ? (2 + H) * H : H;
@@ -645,7 +665,9 @@ __device__ __forceinline__ void rt_hc_pre_seq(const float *x, const float *mixp,
     }
     __syncthreads();
     rt_hc_collapse(xr, pre, col, D, H);
-    rt_rms_apply(col, D, threadIdx.x, rt_rms_scale(col, D, eps, red), c.w); // rt_rmsnorm, its weights ahead
+    const float rn = rt_rms_scale(col, D, eps, red);
+    if (prn && (int)threadIdx.x <= H) prn[threadIdx.x] = (int)threadIdx.x < H ? pre[threadIdx.x] : rn;
+    rt_rms_apply(col, D, threadIdx.x, rn, c.w); // rt_rmsnorm, its weights ahead
 #pragma unroll
     for (int u = 0; u < RT_HC_D / T; u++)
         if (threadIdx.x + T * u < D) h[(long)b * D + threadIdx.x + T * u] = col[threadIdx.x + T * u];
@@ -671,8 +693,8 @@ extern "C" __global__ void __launch_bounds__(512)
 // stay its own. Dynamic shared memory: D floats.
 __device__ __noinline__ void rt_hc_pre_last(int *count, const float *x, const float *part, const float *base,
                                             const float *scale, const float *w, float *postcomb, float *h, kt_u8 *hq,
-                                            float *hs, int D, int H, int iters, float eps, float hc_eps,
-                                            float *mixout) {
+                                            float *hs, int D, int H, int iters, float eps, float hc_eps, float *mixout,
+                                            float *prn) {
     extern __shared__ float col[];
     __shared__ int last;
     const rt_hc_consts<256> c = rt_hc_load_consts<256>(base, scale, w, !postcomb, D, H);
@@ -683,7 +705,111 @@ __device__ __noinline__ void rt_hc_pre_last(int *count, const float *x, const fl
     if (!last) return;
     __threadfence();
     if (threadIdx.x == 0) *count = 0;
-    rt_hc_pre_seq<256>(x, part, gridDim.z, 1, 0, c, postcomb, h, hq, hs, D, H, iters, eps, hc_eps, col, mixout);
+    rt_hc_pre_seq<256>(x, part, gridDim.z, 1, 0, c, postcomb, h, hq, hs, D, H, iters, eps, hc_eps, col, mixout, prn);
+}
+
+// Every block of the grid arrives, then waits for all (bar[0] the arrivals, left at 0 by the last, bar[1] the
+// generation it bumps). The blocks must be co-resident: rt_gemv_hc1's gridDim.z <= 32 blocks of one an SM, all
+// started before its dependents may launch (each triggers them in rt_begin), none of which it waits for.
+__device__ void rt_grid_sync(unsigned *bar) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        volatile unsigned *gen = bar + 1;
+        const unsigned g = *gen;
+        __threadfence(); // this block's stores (and its read of g) before its arrival
+        if (atomicAdd(bar, 1u) == gridDim.z - 1) {
+            bar[0] = 0;
+            __threadfence();
+            atomicAdd(bar + 1, 1u);
+        } else
+            while (*gen == g) {}
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+// rt_gemv_hc1's HC module spread over its S blocks (B = 1, where S >= D / 128; KT_STEP_HC_SPREAD=0 keeps
+// rt_hc_pre_last): where
+// rt_hc_pre_last's one block re-reads all H x D streams, each block publishes its tile's sum of squares (tss,
+// made as rt_gemv_run loaded it) into ssp[z], then after a grid barrier makes the mixes and pre itself from
+// the S splits (rt_hc_pre_seq's arithmetic; the ss's order is the blocks', so not byte-identical to it), and
+// block z < D / 128 collapses its 128 columns of the H streams (a warp, 4 a lane), publishes their sum of
+// squares into ssp[32 + z]; after a second barrier it normalises them with the norm weights w and quantises
+// them (one act_quant group; not for the HC head, hq NULL). Block 0 stores the mixes (mixout) or post and comb
+// (postcomb), and prn.
+__device__ __noinline__ void rt_hc_spread(unsigned *bar, float *ssp, int kc, const float *x, const float *part,
+                                          const float *base, const float *scale, const float *w, float *postcomb,
+                                          float *h, kt_u8 *hq, float *hs, int D, int H, int iters, float eps,
+                                          float hc_eps, float *mixout, float *prn) {
+    __shared__ float red[32], mix[80], pre[8], comb[64], cst[83];
+    __shared__ float4 col4[32];
+    const int S = gridDim.z, z = blockIdx.z, wp = threadIdx.x / 32, l = threadIdx.x % 32;
+    const int nmix = postcomb ? (2 + H) * H : H, c0 = z * 128, mine = z < D / 128; // the HC head: H mixes, 1 scale
+    float4 wv = make_float4(1, 1, 1, 1);
+    if (wp == 0) { // the module's constants, in flight with the block sum and the barrier
+        for (int j = l; j < nmix; j += 32) cst[j] = base[j];
+        if (l < (postcomb ? 3 : 1)) cst[80 + l] = scale[l];
+        if (mine && w) wv = *(const float4 *)(w + c0 + 4 * l);
+    }
+    // the block's chunk of the streams it stored (its own threads' stores: the barrier in rt_gemv_run's loop
+    // and this one's order them), squared
+    const int k0 = z * kc, n4 = (min(H * D, k0 + kc) - k0) / 4;
+    float tss = 0;
+    for (int i = threadIdx.x; i < n4; i += blockDim.x) {
+        const float4 v = __ldcg((const float4 *)(x + k0) + i);
+        tss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+    const float tot = rt_block_sum(tss, red);
+    if (threadIdx.x == 0) ssp[z] = tot;
+    rt_grid_sync(bar);
+    constexpr int MV = 10; // nmix <= 80 over the 8 warps
+    float mv[MV], sv = l < S ? __ldcg(ssp + l) : 0.f;
+#pragma unroll
+    for (int u = 0; u < MV; u++) {
+        int j = wp + 8 * u;
+        mv[u] = j < nmix && l < S ? __ldcg(part + (long)l * nmix + j) : 0.f;
+    }
+    float4 xv[8]; // warp 0's columns c0 + 4 l of the H <= 8 streams
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+        xv[k] = wp == 0 && mine && k < H ? __ldcg((const float4 *)(x + (long)k * D + c0) + l) : make_float4(0, 0, 0, 0);
+#pragma unroll
+    for (int u = 0; u < MV; u++) {
+        float v = rt_warp_sum(mv[u]);
+        if (l == 0 && wp + 8 * u < nmix) mix[wp + 8 * u] = v;
+    }
+    __syncthreads();
+    if (wp == 0) {
+        const float r = rsqrtf(rt_warp_sum(sv) / (H * D) + eps);
+        for (int j = l; j < nmix; j += 32) {
+            mix[j] *= r;
+            if (mixout && z == 0) mixout[j] = mix[j];
+        }
+        __syncwarp();
+        rt_hc_weights(mix, cst, cst + 80, pre, postcomb && !mixout && z == 0 ? postcomb : nullptr, comb, H, iters,
+                      hc_eps);
+        __syncwarp();
+        float4 v = make_float4(0, 0, 0, 0); // rt_hc_collapse's sum, in stream order
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            if (k < H) {
+                const float p = pre[k];
+                v.x += p * xv[k].x, v.y += p * xv[k].y, v.z += p * xv[k].z, v.w += p * xv[k].w;
+            }
+        col4[l] = v;
+        const float q = rt_warp_sum(v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w);
+        if (mine && l == 0) ssp[32 + z] = q;
+    }
+    rt_grid_sync(bar);
+    if (wp != 0 || !mine) return;
+    const float s2 = l < D / 128 ? __ldcg(ssp + 32 + l) : 0.f, rn = rsqrtf(rt_warp_sum(s2) / D + eps);
+    if (z == 0 && prn && l <= H) prn[l] = l < H ? pre[l] : rn;
+    float4 v = col4[l]; // rt_rms_apply's x * r * w
+    v.x = v.x * rn * wv.x, v.y = v.y * rn * wv.y, v.z = v.z * rn * wv.z, v.w = v.w * rn * wv.w;
+    *(float4 *)(h + c0 + 4 * l) = v;
+    col4[l] = v;
+    __syncwarp();
+    if (hq) rt_quant_row((const float *)col4, 128, hq + c0, hs + z);
 }
 
 // post and comb (postcomb[b], rt_hc_weights') of sequence b = blockIdx.x from the mixes rt_hc_pre_seq
@@ -712,16 +838,55 @@ extern "C" __global__ void __launch_bounds__(256)
 }
 
 // rt_gemv_hc at B = 1 whose last block runs the HC module too (rt_hc_pre_last: the arguments
-// after count are rt_hc_pre's; mixout not NULL: post and comb left to rt_hc_comb). A kernel of its own: the module's
+// after count are rt_hc_pre's; mixout not NULL: post and comb left to rt_hc_comb; prn not NULL: pre[H] and h's rms
+// scale stored there, for rt_gate_comb; bar not NULL: the module spread over the blocks, rt_hc_spread, with ssp
+// its 64 floats of partial sums). A kernel of its own: the module's
 // registers (172 on sm_90) would halve rt_gemv_hc's blocks an SM at B > 1; here the grid is its 32 or fewer splits.
 extern "C" __global__ void __launch_bounds__(256)
     rt_gemv_hc1(const float *W, const float *old, float *x, const float *pc_in, const kt_u16 *yb, const float *yf,
                 float *part, int N, int K, int B, int kc, int D, int H, int *count, const float *base,
                 const float *scale, const float *w, float *postcomb, float *h, kt_u8 *hq, float *hs, int iters,
-                float eps, float hc_eps, float *mixout) {
+                float eps, float hc_eps, float *mixout, float *prn, unsigned *bar, float *ssp) {
     const rt_gemv_tile first = rt_gemv_tile_begin(W, N, K, kc);
     rt_gemv_run<true>(W, x, part, N, K, B, kc, rt_hc_post_args{old, pc_in, yf, x, yb, D, H}, &first);
-    rt_hc_pre_last(count, x, part, base, scale, w, postcomb, h, hq, hs, D, H, iters, eps, hc_eps, mixout);
+    if (bar)
+        rt_hc_spread(bar, ssp, kc, x, part, base, scale, w, postcomb, h, hq, hs, D, H, iters, eps, hc_eps, mixout, prn);
+    else
+        rt_hc_pre_last(count, x, part, base, scale, w, postcomb, h, hq, hs, D, H, iters, eps, hc_eps, mixout, prn);
+}
+
+// The MoE gate's logits at B = 1 without a GEMV after the HC module. h = r w . sum_k pre_k x_k (the
+// module's collapse and rmsnorm: r a scalar) and x_k = post[k] y + sum_j comb[j][k] o_j (the post
+// step before it: o the old streams, y the block's output), so with Wn = W diag(w) (rt_scale_cols at
+// load), W h = r sum_k pre_k (post[k] Wn y + sum_j comb[j][k] Wn o_j). go[j][n] = Wn[n] . o_j is made
+// by rt_gemv_fin right after the previous module (o is its output), gy[n] = Wn[n] . y by
+// rt_gemv_fin_bf16 beside this module; pc is the post step's post | comb (the buffer the module
+// read, not the one it writes: step.c's postcomb is double-buffered), prn the module's pre and r
+// (rt_gemv_hc1's last block). The sums in rt_hc_post4's order, then k's; the gate's sum is
+// reassociated (not byte-identical to the GEMV of h).
+extern "C" __global__ void __launch_bounds__(256)
+    rt_gate_comb(const float *go, const float *gy, const float *pc, const float *prn, float *out, int N, int H) {
+    rt_begin();
+    float p[8], po[8]; // H <= 8 (kt_step_open)
+#pragma unroll
+    for (int k = 0; k < 8; k++) p[k] = k < H ? prn[k] : 0.f, po[k] = k < H ? pc[k] : 0.f;
+    const float r = prn[H];
+    for (int n = blockIdx.x * blockDim.x + threadIdx.x; n < N; n += gridDim.x * blockDim.x) {
+        float o[8], t = 0;
+        const float y = gy[n];
+#pragma unroll
+        for (int j = 0; j < 8; j++) o[j] = j < H ? go[(long)j * N + n] : 0.f;
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            if (k >= H) break;
+            float v = po[k] * y;
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                if (j < H) v += pc[H + j * H + k] * o[j];
+            t += p[k] * v;
+        }
+        out[n] = r * t;
+    }
 }
 
 // v[0..n) = the row of n bf16 values in, as f32 (v: shared memory), then a barrier.
@@ -1474,4 +1639,13 @@ extern "C" __global__ void rt_fill_i32(int *x, unsigned long long n, unsigned lo
     for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (unsigned long long)gridDim.x * blockDim.x)
         x[i] = (int)((rt_hash_uniform(seed, i) + 1.0f) * 0.5f * mod) % mod;
+}
+
+// Wn[i][k] = W[i][k] * w[k] over n rows of K (at load: the MoE gate's rows times its norm weights for
+// rt_gate_comb's projections, after their rt_fill or upload on the same stream); grid-stride.
+extern "C" __global__ void rt_scale_cols(float *Wn, const float *W, const float *w, unsigned long long n, int K) {
+    rt_begin();
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n * K;
+         i += (unsigned long long)gridDim.x * blockDim.x)
+        Wn[i] = W[i] * w[i % K];
 }

@@ -37,7 +37,8 @@
     X(FILL_F32, rt_fill_f32) X(FILL_E4M3, rt_fill_e4m3) X(FILL_I32, rt_fill_i32) X(LENGTHS, rt_lengths)       \
     X(INDEX_Q, rt_index_q) X(O_POST, rt_o_post) X(RMSNORM_F32, rt_rmsnorm_f32) X(RESIDUAL, rt_residual)       \
     X(V32_KV_APPEND, rt_v32_kv_append) X(V32_Q_ABSORB, rt_v32_q_absorb) X(V32_O_UP, rt_v32_o_up)              \
-    X(V32_INDEX_K, rt_v32_index_k) X(V32_INDEX_Q, rt_v32_index_q)
+    X(V32_INDEX_K, rt_v32_index_k) X(V32_INDEX_Q, rt_v32_index_q) X(GEMV_FIN_BF16, rt_gemv_fin_bf16)         \
+    X(GATE_COMB, rt_gate_comb) X(SCALE_COLS, rt_scale_cols)
 // clang-format on
 #define RT_ENUM(e, n) K_##e,
 #define RT_NAME(e, n) #n,
@@ -59,7 +60,8 @@ typedef struct comp_dev {
 
 typedef struct layer_dev {
     dptr hc_fn[2], hc_base[2], hc_scale[2], attn_norm, ffn_norm, q_norm, kv_norm, sink, gate, gate_bias, tid2eid,
-        iwproj; /* V4: the head weights inside proj; V3.2: its own */
+        iwproj;  /* V4: the head weights inside proj; V3.2: its own */
+    dptr gate_n; /* gate_beside: the gate's rows times ffn_norm (rt_gate_comb's projections' weights); else 0 */
     dptr proj; /* V4's compressed layers: the compressors' wkv, wg and the indexer's head weights, rows in that order */
     long proj_rows;
     gemm_w wq_a, wq_b, wkv, wo_a, wo_b, iwq_b, sh13,
@@ -90,8 +92,9 @@ typedef struct prof_row {
 
 #define MAX_FAMS 96
 /* side chains at once: a CSA layer's two compressors beside each other and the query (0, 1),
- * rt_hc_comb (2), a CSA layer's rt_q_prep beside its indexer (3) */
-#define N_SIDES 4
+ * rt_hc_comb (2), a CSA layer's rt_q_prep beside its indexer (3), the MoE gate's projections of
+ * the old streams (4) and of the attention block's output (5) */
+#define N_SIDES 6
 #define MAX_EVENTS 8192
 
 struct kt_step {
@@ -105,6 +108,8 @@ struct kt_step {
     CUevent fork_ev[N_SIDES], join_ev[N_SIDES]; /* side_begin's and side_end's points */
     int sides;        /* side chains on (not with KT_STEP_ONE_STREAM=1, nor where a capture refused them) */
     int comb_pending; /* rt_hc_comb on side chain 2: joined before the next post step reads postcomb */
+    int gate_inline;  /* KT_STEP_GATE_INLINE=1: gate_beside's step keeps the gate's GEMV of h (comparison) */
+    int hc_spread; /* at B = 1 rt_gemv_hc1's module over all its blocks (rt_hc_spread; KT_STEP_HC_SPREAD=0: its last) */
     kt_module rt[N_RT];
     layer_dev *L;
     kt_model_tensor *list;
@@ -114,6 +119,11 @@ struct kt_step {
     dptr embed, hh_fn, hh_base, hh_scale, norm, head, inv_main, inv_comp;
     dptr tok, pos, x, postcomb, hcmix, h, hq, hs, qa, qrq, qrs, q, qf, kvraw, iq, og, oa_g, oa, y_attn, eidx, ew, a_e,
         aq_e, as_e, y_e, gu, a_sh, y_sh, moe_out, yfin, logits, next, ik;
+    dptr pcbuf[2]; /* postcomb's two buffers: a module writes the one its post step does not read */
+    /* gate_beside: the projections of the old streams (go) and of the block output (gy), each with its
+     * splits and tile counters; the post | comb the MoE module's post step read (gpc), its pre and r */
+    dptr gopart, gocount, go, gypart, gycount, gy, gpc, gprn;
+    dptr hcbar, hcss; /* hc_spread: rt_hc_spread's grid barrier (2 words) and partial sums (64 floats) */
     dptr gvpart, gvcount, cemit[2], ccount[2]; /* rt_gemv's split sums (gv_bytes) and tile counters (gv_tiles);
                                                 * rt_comp_emit's entry [B][width] and counters [B], of the
                                                 * KV compressor and the indexer's (beside each other) */
@@ -184,13 +194,20 @@ static int rt(kt_step *s, int k, unsigned gx, unsigned gy, unsigned block, unsig
     return rt_as(s, k, rt_names[k], gx, gy, 1, block, smem, args);
 }
 
-/* rt_gemv's splits of K (128-value chunks) for B x N outputs: enough blocks (256) to fill the
+/* rt_gemv's splits of K (128-value chunks) for B x N outputs: enough blocks (`want`) to fill the
  * GPU, at most 32 (a consumer's warp sums them in one pass). */
-static int gemv_splits(long B, long N, long K) {
-    long blocks = (B + 7) / 8 * ((N + 31) / 32), S = (256 + blocks - 1) / blocks, kb = K / 128;
+static int gemv_splits_for(long B, long N, long K, long want) {
+    long blocks = (B + 7) / 8 * ((N + 31) / 32), S = (want + blocks - 1) / blocks, kb = K / 128;
     S = S < kb ? S : kb, S = S < 32 ? S : 32;
     long per = (kb + S - 1) / S;
     return (int)((kb + per - 1) / per);
+}
+static int gemv_splits(long B, long N, long K) { return gemv_splits_for(B, N, K, 256); }
+
+/* At B = 1 with the family MoE (V4), the MoE gate's logits without a GEMV after its HC module:
+ * rt_gate_comb from projections made beside the chain (gate_old, gate_y), model.cu's algebra. */
+static int gate_beside(const kt_step *s) {
+    return s->B == 1 && s->c.arch == KT_ARCH_V4 && s->plan.family[KT_PART_MOE] && !s->gate_inline;
 }
 
 /* The N x K f32 GEMV of every sequence's x (B x K) by rt_gemv (profiled as `name`): with out,
@@ -208,6 +225,18 @@ static int gemv(kt_step *s, const char *name, dptr W, long N, long K, dptr x, dp
     if (S) *S = splits;
     void *a[] = {&W, &x, &part, &n, &k, &B, &kc}, *af[] = {&W, &x, &part, &fin, &s->gvcount, &n, &k, &B, &kc};
     return rt_as(s, fin ? K_GEMV_FIN : K_GEMV, name, tx, ty, (unsigned)splits, 256, 0, fin ? af : a);
+}
+
+/* rt_gemv_fin (or, bf16, rt_gemv_fin_bf16) of `seqs` sequences of x into out [seqs][N] in about
+ * `blocks` blocks, with its own splits and tile counters (it runs on a side chain beside the step's GEMVs). */
+static int gemv_own(kt_step *s, const char *name, int bf16, dptr W, long N, long K, dptr x, int seqs, long blocks,
+                    dptr out, dptr part, dptr count) {
+    int n = (int)N, k = (int)K, splits = gemv_splits_for(seqs, N, K, blocks);
+    int kc = (int)((K / 128 + splits - 1) / splits * 128);
+    if (K % 128 || seqs > 8 || splits > 32 || N > 32 * 32)
+        return kt_fail("internal: rt_gemv %s: %d x %ld x %ld outgrows its scratch", name, seqs, N, K);
+    void *a[] = {&W, &x, &part, &out, &count, &n, &k, &seqs, &kc};
+    return rt_as(s, bf16 ? K_GEMV_FIN_BF16 : K_GEMV_FIN, name, 1, (unsigned)(N + 31) / 32, (unsigned)splits, 256, 0, a);
 }
 
 static int same_problem(const kt_problem *a, const kt_problem *b) {
@@ -394,7 +423,7 @@ static int compressor(kt_step *s, const comp_dev *cd, const gv_part *in, dptr kv
 /* The arguments of rt_hc_pre after x, the mixes' splits and their count (and of rt_gemv_hc's
  * fused module after the counter), in that order. */
 typedef struct hc_args {
-    dptr base, scale, norm, postcomb, h, hq, hs;
+    dptr base, scale, norm, postcomb, h, hq, hs, gn; /* gn: the MoE gate's Wn for gate_y (B = 1), else 0 */
     int D, H, iters;
     float eps, hc_eps;
 } hc_args;
@@ -420,6 +449,31 @@ static int hc_comb(kt_step *s, const hc_args *m) {
     return side_begin(s, 2) || rt(s, K_HC_COMB, (unsigned)s->B, 1, 32, 0, a) || side_end(s, 2) ? -1 : 0;
 }
 
+/* gate_beside's projections of the MoE module's old streams, go[j] = Wn . x_j (the H streams the
+ * attention module just made, as H sequences), on side chain 4 from there: nothing on the chain
+ * waits for them until rt_gate_comb, a whole attention block later, so in 64 blocks (longer ones)
+ * where the chain's GEMMs beside them would share 256's SMs. */
+static int gate_old(kt_step *s, const layer_dev *L) {
+    int D = (int)s->c.hidden, H = (int)s->c.hc_mult;
+    return side_begin(s, 4) ||
+                   gemv_own(s, "rt_gemv/gate_old", 0, L->gate_n, s->c.n_experts, D, s->x, H, 64, s->go, s->gopart,
+                            s->gocount) ||
+                   side_end(s, 4)
+               ? -1
+               : 0;
+}
+
+/* ... and of the attention block's output, gy = Wn . y (bf16), on side chain 5 beside the MoE module
+ * (256 blocks: it must end within that module's rt_gemv_hc1). */
+static int gate_y(kt_step *s, const hc_args *m) {
+    return side_begin(s, 5) ||
+                   gemv_own(s, "rt_gemv/gate_y", 1, m->gn, s->c.n_experts, m->D, s->post_yb, 1, 256, s->gy, s->gypart,
+                            s->gycount) ||
+                   side_end(s, 5)
+               ? -1
+               : 0;
+}
+
 /* The HC mixes of the streams after a pending post step (hc_post) by rt_gemv_hc, which applies
  * it on the way into the other x buffer (then x): the mixes' splits in gvpart (*S); at B = 1
  * rt_gemv_hc1, whose last block also runs the HC module (rt_hc_pre's work): *fused 1. */
@@ -432,7 +486,12 @@ static int hc_gemv_post(kt_step *s, dptr fn, long nmix, const hc_args *m, int *S
     if (nmix > 32 || K % 128 || (size_t)splits * B * nmix * 4 > s->gv_bytes)
         return kt_fail("internal: rt_gemv_hc: %ld mixes of %d (at most 32 rows, K in 128s, %d splits in the scratch)",
                        nmix, K, splits);
-    dptr old = s->x, x = s->x == s->xbuf[0] ? s->xbuf[1] : s->xbuf[0];
+    dptr old = s->x, x = s->x == s->xbuf[0] ? s->xbuf[1] : s->xbuf[0], prn = one && m->gn ? s->gprn : 0;
+    if (prn && !s->post_yb) return kt_fail("internal: the MoE gate's block output is not bf16");
+    if (prn && gate_y(s, m)) return -1;
+    s->gpc = s->postcomb;
+    /* the module over the blocks: each block's 128 columns, every column in one (D <= 128 splits) */
+    dptr bar = one && s->hc_spread && D % 128 == 0 && D / 128 <= splits && splits <= 32 ? s->hcbar : 0;
     /* rt_gemv_hc takes the first 13 (the driver reads as many as the kernel has) */
     void *a[] = {&fn,
                  &old,
@@ -458,7 +517,10 @@ static int hc_gemv_post(kt_step *s, dptr fn, long nmix, const hc_args *m, int *S
                  (void *)&m->iters,
                  (void *)&m->eps,
                  (void *)&m->hc_eps,
-                 &mixout};
+                 &mixout,
+                 &prn,
+                 &bar,
+                 &s->hcss};
     s->x = x, s->post_pending = 0, *S = splits, *fused = one;
     if (rt_as(s, one ? K_GEMV_HC1 : K_GEMV_HC, "rt_gemv_hc", (unsigned)(B + 7) / 8, 1, (unsigned)splits, RT_GV_THREADS,
               one ? (unsigned)(D * 4) : 0, a))
@@ -469,7 +531,8 @@ static int hc_gemv_post(kt_step *s, dptr fn, long nmix, const hc_args *m, int *S
 /* The HC module before block `which` (0 attention, 1 MoE), into h and its act_quant codes hq /
  * hs (rt_hc_pre quantises: no act_quant launch); or, the HC head (postcomb and hq 0), into h
  * only. After a block (its post step pending) at B = 1, one launch: rt_gemv_hc does it all. */
-static int hc_mix(kt_step *s, dptr fn, dptr base, dptr scale, dptr norm, dptr postcomb, dptr h, dptr hq, dptr hs) {
+static int hc_mix(kt_step *s, dptr fn, dptr base, dptr scale, dptr norm, dptr postcomb, dptr h, dptr hq, dptr hs,
+                  dptr gn) {
     const kt_model_config *c = &s->c;
     hc_args m = {base,
                  scale,
@@ -478,6 +541,7 @@ static int hc_mix(kt_step *s, dptr fn, dptr base, dptr scale, dptr norm, dptr po
                  h,
                  hq,
                  hs,
+                 gn,
                  (int)c->hidden,
                  (int)c->hc_mult,
                  (int)c->hc_iters,
@@ -496,8 +560,13 @@ static int hc_mix(kt_step *s, dptr fn, dptr base, dptr scale, dptr norm, dptr po
     return mixout ? hc_comb(s, &m) : 0;
 }
 
+/* A module writes post | comb into the postcomb buffer its post step does not read (then the next
+ * one's): rt_gate_comb reads the post step's (gpc) beside the module's rt_hc_comb, which writes. */
 static int hc_pre(kt_step *s, layer_dev *L, int which, dptr norm) {
-    return hc_mix(s, L->hc_fn[which], L->hc_base[which], L->hc_scale[which], norm, s->postcomb, s->h, s->hq, s->hs);
+    dptr out = s->postcomb == s->pcbuf[0] ? s->pcbuf[1] : s->pcbuf[0], gn = which && gate_beside(s) ? L->gate_n : 0;
+    if (hc_mix(s, L->hc_fn[which], L->hc_base[which], L->hc_scale[which], norm, out, s->h, s->hq, s->hs, gn)) return -1;
+    s->postcomb = out;
+    return 0;
 }
 
 /* The HC module after a block (y bf16 yb or f32 yf): x[k] = post[k] y + sum_j comb[j][k] x[j],
@@ -592,7 +661,7 @@ static int attention(kt_step *s, long l) {
     /* a compressed layer's compressors (their projections of h, one rt_gemv) on the side chain,
      * beside the query's GEMMs: both start from hc_pre's h */
     gv_part comp, index, iw;
-    if (hc_pre(s, L, 0, L->attn_norm) ||
+    if (hc_pre(s, L, 0, L->attn_norm) || (gate_beside(s) && gate_old(s, L)) ||
         (mode && (side_begin(s, 0) || comp_gemv(s, L, mode == 1, &comp, &index, &iw) ||
                   (mode == 1 && (side_begin(s, 1) || indexer_keys(s, L, &index) || side_end(s, 1))) ||
                   compressor(s, &L->comp, &comp, L->ccache, 0, 0, L->cstride, 0) || side_end(s, 0))))
@@ -664,13 +733,24 @@ static int moe_plain(kt_step *s, layer_dev *L, int hash) {
                : 0;
 }
 
+/* The MoE's gate logits into elog: rt_gate_comb of gate_old's and gate_y's projections (joined
+ * here) with the module's pre and r (gate_beside), or the GEMV of h. */
+static int gate_logits(kt_step *s, layer_dev *L) {
+    int E = (int)s->c.n_experts, H = (int)s->c.hc_mult;
+    if (!gate_beside(s)) return gemv(s, "rt_gemv/gate", L->gate, E, s->c.hidden, s->h, s->elog, NULL);
+    void *a[] = {&s->go, &s->gy, &s->gpc, &s->gprn, &s->elog, &E, &H};
+    return side_join(s, 4) || side_join(s, 5) ||
+                   rt_as(s, K_GATE_COMB, "rt_gate_comb", (unsigned)(E + 255) / 256, 1, 1, 256, 0, a)
+               ? -1
+               : 0;
+}
+
 /* The family MoE: gate logits (rt_gemv), moe_route (V4 or V3 with the bias, or HASH: the
  * experts tid2eid[token]; ids, weights, alignment records), moe_gemm gate+up (SwiGLU, e4m3
  * requantised) and down (the weighted combine + the shared expert's output), into moe_outb
  * (bf16); the experts in the plan's format. */
 static int moe_family(kt_step *s, layer_dev *L, int hash) {
     const kt_model_config *c = &s->c;
-    int D = (int)c->hidden, E = (int)c->n_experts;
     dptr route[7] = {s->elog, L->gate_bias, s->eidx, s->ew, s->ealign, s->tok, L->tid2eid};
     dptr shared = c->n_shared ? s->y_sh : s->no_shared;
     dptr up[KT_MOE_T_COUNT] = {s->hq,  s->hs,     L->e13, L->e13s, s->eidx,  s->ew,
@@ -680,8 +760,7 @@ static int moe_family(kt_step *s, layer_dev *L, int hash) {
     /* V4: the shared expert on the side chain beside the gate, the router and the gate+up GEMM
      * (the down GEMM's epilogue adds its output) */
     int side = s->c.arch == KT_ARCH_V4 && s->c.n_shared;
-    return (side && (side_begin(s, 0) || shared_expert(s, L) || side_end(s, 0))) ||
-                   gemv(s, "rt_gemv/gate", L->gate, E, D, s->h, s->elog, NULL) ||
+    return (side && (side_begin(s, 0) || shared_expert(s, L) || side_end(s, 0))) || gate_logits(s, L) ||
                    fam_launch(s, fam_p(s, "moe_route", hash ? &s->plan.route_hash : &s->plan.route), route, 7) ||
                    (!side && shared_expert(s, L)) ||
                    fam_launch(s, fam_p(s, "moe_gemm", &s->plan.gateup), up, KT_MOE_T_COUNT) ||
@@ -828,7 +907,7 @@ static int enqueue(kt_step *s) {
         rt(s, K_LENGTHS, (unsigned)(B + 63) / 64, 1, 64, 0, al0) || layers(s, attention, moe))
         return -1;
     void *am[] = {&s->logits, &s->next, &V};
-    if (hc_mix(s, s->hh_fn, s->hh_base, s->hh_scale, s->norm, 0, s->yfin, 0, 0) ||
+    if (hc_mix(s, s->hh_fn, s->hh_base, s->hh_scale, s->norm, 0, s->yfin, 0, 0, 0) ||
         gemv(s, "rt_gemv/head", s->head, V, D, s->yfin, s->logits, NULL) ||
         rt(s, K_ARGMAX, (unsigned)s->B, 1, RT_ARGMAX_THREADS, 0, am))
         return -1;
@@ -1036,6 +1115,18 @@ static int load_experts(kt_step *s, layer_dev *L, long l) {
     return 0;
 }
 
+/* gate_beside's weights: the gate's rows times the MoE's norm weights, Wn = W diag(ffn_norm), made
+ * on the device from the loaded ones (rt_scale_cols, on the stream that filled or uploaded them).
+ * Not added to the byte floor (the model's bytes, not this path's): the step reads them in place of
+ * the gate, twice (gate_old, then gate_y ~60 us later, from L2 where they stayed). */
+static int gate_norm_rows(kt_step *s, layer_dev *L) {
+    unsigned long long n = (unsigned long long)s->c.n_experts;
+    int K = (int)s->c.hidden;
+    void *a[] = {&L->gate_n, &L->gate, &L->ffn_norm, &n, &K};
+    if (dalloc(&L->gate_n, (size_t)n * (size_t)K * 4)) return -1;
+    return kt_launch_kernel(&s->rt[K_SCALE_COLS], 0, 1024, 1, 1, 256, 0, s->stream, a);
+}
+
 static int load_layer(kt_step *s, long l) {
     const kt_model_config *c = &s->c;
     layer_dev *L = &s->L[l];
@@ -1068,6 +1159,7 @@ static int load_layer(kt_step *s, long l) {
     if (c->mlp[l] == KT_MLP_HASH ? plain(s, &L->tid2eid, "model.layers.%ld.ffn.gate.tid2eid", l)
                                  : plain(s, &L->gate_bias, "model.layers.%ld.ffn.gate.bias", l))
         return -1;
+    if (gate_beside(s) && gate_norm_rows(s, L)) return -1;
     if (gemm_load(s, &L->wq_a, c->q_lora + HD, D, l, wq_a, 1) ||
         gemm_load(s, &L->wq_b, kt_model_q_dim(c) + (csa ? c->index_heads * c->index_dim : 0), c->q_lora, l,
                   csa ? wq_b_csa : wq_b, 1) ||
@@ -1285,6 +1377,12 @@ static int alloc_scratch(kt_step *s) {
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) k = ks[i] > k ? ks[i] : k;
     s->gv_tiles = (size_t)((s->B + 7) / 8) * (size_t)((rows + 31) / 32);
     s->xq_bytes = s->B > QGEMM_FUSED_MAX_M ? (size_t)(s->B * k) : 0;
+    size_t E = (size_t)c->n_experts, H = (size_t)c->hc_mult, tiles = (E + 31) / 32 * 4;
+    if (s->B == 1 && (dalloc(&s->hcbar, 8) || dalloc(&s->hcss, 64 * 4))) return -1;
+    if (gate_beside(s) && (dalloc(&s->gopart, 32 * H * E * 4) || dalloc(&s->gocount, tiles) ||
+                           dalloc(&s->go, H * E * 4) || dalloc(&s->gypart, 32 * E * 4) || dalloc(&s->gycount, tiles) ||
+                           dalloc(&s->gy, E * 4) || dalloc(&s->gprn, (H + 1) * 4)))
+        return -1;
     return dalloc(&s->gvpart, s->gv_bytes = gemv_scratch(c, s->B)) || dalloc(&s->gvcount, s->gv_tiles * 4) ||
                    dalloc(&s->xq, s->xq_bytes) || dalloc(&s->xs, s->xq_bytes / 128 * 4)
                ? -1
@@ -1359,7 +1457,8 @@ static int alloc_acts(kt_step *s) {
                       {&s->pos, 4},
                       {&s->xbuf[0], B * H * D * 4},
                       {&s->xbuf[1], B * H * D * 4},
-                      {&s->postcomb, B * (H + H * H) * 4},
+                      {&s->pcbuf[0], B * (H + H * H) * 4},
+                      {&s->pcbuf[1], B * (H + H * H) * 4},
                       {&s->hcmix, B * (2 + H) * H * 4},
                       {&s->h, B * D * 4},
                       {&s->hq, B * D},
@@ -1604,6 +1703,10 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
     s->cur = s->stream;
     const char *one = getenv("KT_STEP_ONE_STREAM");
     s->sides = !(one && !strcmp(one, "1"));
+    const char *gi = getenv("KT_STEP_GATE_INLINE");
+    s->gate_inline = gi && !strcmp(gi, "1");
+    const char *sp = getenv("KT_STEP_HC_SPREAD");
+    s->hc_spread = !(sp && !strcmp(sp, "0"));
     for (int i = 0; i < MAX_EVENTS; i++) KT_CHECK(CU, kt_cu.cuEventCreate(&s->ev[i], CU_EVENT_DEFAULT));
     if (load_rt(s)) return -1;
     kt_db_device dev;
@@ -1648,6 +1751,16 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
                        "the router, at B = 1 each HC module's Sinkhorn beside its block; KT_STEP_ONE_STREAM=1: one "
                        "stream)"
                      : "one stream");
+    if (c->arch == KT_ARCH_V4 && s->B == 1 && s->plan.family[KT_PART_MOE])
+        fprintf(stderr, "kt run: %s\n",
+                s->gate_inline ? "the MoE gate's GEMV of h in line (KT_STEP_GATE_INLINE=1)"
+                               : "the MoE gate's logits by rt_gate_comb from its projections of the old streams (after "
+                                 "the attention module) and of the attention output (beside the MoE module); "
+                                 "KT_STEP_GATE_INLINE=1: the GEMV of h");
+    if (c->arch == KT_ARCH_V4 && s->B == 1)
+        fprintf(stderr, "kt run: %s\n",
+                s->hc_spread ? "each HC module over all its GEMV's blocks (rt_hc_spread; KT_STEP_HC_SPREAD=0: its last)"
+                             : "each HC module in its GEMV's last block (KT_STEP_HC_SPREAD=0)");
     s->resolve_ms = (kt_now() - t1) * 1e3;
     if (s->db && build_graph(s, 1)) return -1;
     fprintf(stderr, "kt run: %d kernels resolved and the step captured as one CUDA graph in %.0f ms%s\n",

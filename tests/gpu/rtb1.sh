@@ -10,15 +10,36 @@
 #            recorded run bench/recordings/h200_run_v4flash_tp4_b*_c8192_merged15.json): TPOT, the
 #            floor, the kernel count, the per-op ms against main's; B = 1 must beat main's TPOT,
 #            B = 16 and 64 stay within 2%; and the logits byte-identical to main's build (the glue's sums
-#            keep their order, so a change that moves one bit is a change of the math);
+#            keep their order, so a change that moves one bit is a change of the math), but at B = 1,
+#            where rt19's two levers reassociate sums (the MoE gate's logits from projections made beside
+#            the chain, rt_gate_comb; the HC module over rt_gemv_hc1's blocks, rt_hc_spread): there within
+#            0.15 relative L2 a step, tests/gpu/runtime.sh's floor for two correct implementations of kt's
+#            formats (FP8 codes and top-k choices flip: 0.095 median from a 1e-6 change), every value
+#            finite (part short and the tiny V4 hold the levers to 1e-2 / 1e-4);
+#   short    V4-Flash B = 1 with 2 layers, this build and main's: logits within 1e-2 a step, the same argmax
+#            (two layers leave a reassociation's rounding too little room to flip a choice);
+#   gate     this build at B = 1 with the MoE gate's GEMV in line (KT_STEP_GATE_INLINE=1), against part
+#            b1's run: what the gate's projections buy alone; logits within 0.15 of main's;
 #   one      this build at B = 1 on one stream (KT_STEP_ONE_STREAM=1), against part b1's run: what the
-#            side chains buy;
+#            side chains buy; its logits byte-identical to part b1's (the side chains' order gives the
+#            serialised step's values: no race);
 #   ncu      this build's step under Nsight Compute (`--profile-from-start off`: the report's eager
 #            step at the context's last position, which kt run brackets with cuProfilerStart/Stop),
 #            4 layers (3 HCA, 1 CSA; 3 hash-routed, 1 routed), B = 1: each kernel's device time
-#            (gpu__time_duration, caches and clocks left alone), summed per kernel name;
+#            (gpu__time_duration, caches and clocks left alone), summed per kernel name; ncuspread the same
+#            with KT_STEP_HC_SPREAD=0;
 #   tiny     (in the background from the start) the routed tiny V4 made by transformers, teacher-
-#            forced at B = 2 and 1 on this build and main's: logits byte-identical;
+#            forced at B = 2 and 1 on this build and main's: logits byte-identical at B = 2; at B = 1
+#            (the gate's projections, with side chains and on one stream) within 1e-4 and the same argmax
+#            every step;
+#   spread   this build at B = 1 with rt_gemv_hc1's HC module in its last block (KT_STEP_HC_SPREAD=0): part b1's
+#            TPOT against it (what rt_hc_spread buys), logits within 0.15 of main's; the tiny V4 at B = 1
+#            with it (within 1e-4 of main's) and with both levers off (byte-identical) (after tiny and b1);
+#   plant    bin/kt_plant_pc (this build with postcomb single-buffered, made by tests/gpu/rtb1_plant.sh
+#            here) on the tiny V4 at B = 1 on one stream, where the MoE module's rt_gemv_hc1 writes its
+#            post | comb before rt_gate_comb reads the post step's (the race's worst order): part tiny's
+#            tolerance check must FAIL on it; then with side chains (the race as it may fall: reported,
+#            not checked) (run after tiny);
 #   correct  runtime.sh's routed tiny V4 (sliding, CSA, HCA, hash and routed layers; the families
 #            and --plain-kernels) against transformers and the host reference;
 #   b1b2     the routed tiny V4 at B = 1 (its HC modules in rt_gemv_hc1's last block) against
@@ -26,7 +47,8 @@
 #            byte (deterministic sums; the last-block counters left at 0). Needs `correct` first.
 #   v32      DeepSeek-V3.2's step (release config, synthetic, 4 layers, B = 2) on this build and
 #            main's: logits byte-identical.
-# Logs under $OUT/rtb1 (or /tmp/kt-rtb1). Ends with "N passed, N failed".
+# Logs under $OUT/rtb1 (or /tmp/kt-rtb1), with OUT packed into $OUT/rtb1_logs.tgz at the end. Ends with
+# "N passed, N failed".
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 L=${OUT:+$OUT/rtb1}
@@ -47,6 +69,24 @@ flash_folder() {
     [ -s "$F/config.json" ] || { check 1 "V4-Flash model folder: $(tail -n 1 "$L/flash_make.log")"; return 1; }
 }
 FL="--model $F --synthetic --tp-shapes 4 --context 8192 --steps 1"
+
+# close A B V TOL [any]: the f32 logit dumps A and B (rows of V) within TOL relative L2 a row, every value
+# finite, and the same argmax in every row (not with `any`)
+close() {
+    $PY - "$@" <<'EOF'
+import sys
+import numpy as np
+a, b = (np.fromfile(p, dtype=np.float32) for p in sys.argv[1:3])
+V, tol, anymax = int(sys.argv[3]), float(sys.argv[4]), sys.argv[5:] == ["any"]
+if a.size != b.size or a.size % V or not a.size:
+    sys.exit(f"sizes {a.size} and {b.size} (rows of {V})")
+a, b = a.reshape(-1, V), b.reshape(-1, V)
+rel = np.linalg.norm(a - b, axis=1) / np.linalg.norm(b, axis=1)
+same = int((a.argmax(1) == b.argmax(1)).sum())
+print(f"{a.shape[0]} rows: rel L2 max {rel.max():.2e}, median {np.median(rel):.2e}; argmax the same in {same}")
+sys.exit(0 if rel.max() < tol and (anymax or same == a.shape[0]) and np.isfinite(a).all() else 1)
+EOF
+}
 
 # the JIT cache filled for the parts after (this build's and main's model.cu, the families of B = 1,
 # 16 and 64) by six 4-layer starts side by side (4 layers hold every problem the step dispatches: HCA
@@ -113,41 +153,118 @@ for k in ops:
 sys.exit(0 if new["tpot_ms"] < (1.0 if B == 1 else 1.02) * main["tpot_ms"] else 1)
 EOF
     check $? "V4-Flash synthetic --tp-shapes 4 B=$b 8K: TPOT $([ $b = 1 ] && echo "under main's" || echo "at most 2% over main's")"
-    if [ -s "/tmp/kt-rtb1-main_b$b.bin" ]; then
+    if [ -s "/tmp/kt-rtb1-main_b$b.bin" ] && [ $b = 1 ]; then
+        close "/tmp/kt-rtb1-new_b$b.bin" "/tmp/kt-rtb1-main_b$b.bin" 129280 0.15 any >"$L/cmp_b$b.txt" 2>&1
+        check $? "V4-Flash B=1 (rt19's reassociated sums): logits within 0.15 of main's build, runtime.sh's flip floor ($(tail -n 1 "$L/cmp_b$b.txt"))"
+    elif [ -s "/tmp/kt-rtb1-main_b$b.bin" ]; then
         cmp "/tmp/kt-rtb1-new_b$b.bin" "/tmp/kt-rtb1-main_b$b.bin" >"$L/cmp_b$b.txt" 2>&1
         check $? "V4-Flash B=$b: logits of both steps byte-identical to main's build ($(head -c 120 "$L/cmp_b$b.txt"))"
     fi
-    rm -f /tmp/kt-rtb1-*_b$b.bin
+    [ $b = 1 ] || rm -f /tmp/kt-rtb1-*_b$b.bin # both B = 1 dumps: the references of the parts after
+}
+
+# b1_run NAME VAR=VALUE...: this build's V4-Flash B = 1 step with those settings in its environment, into
+# $L/NAME_b1.json and /tmp/kt-rtb1-NAME_b1.bin (1 when it could not run)
+b1_run() {
+    local t n=$1
+    shift
+    flash_folder || return 1
+    quiet_gpu
+    t=$(lim 30)
+    [ "$t" -gt 0 ] || { check 1 "$n: skipped, $((SECONDS - T0)) s spent"; return 1; }
+    env "$@" timeout "$t" $KT run $FL --batch 1 --json "$L/${n}_b1.json" --dump "/tmp/kt-rtb1-${n}_b1.bin" \
+        >"$L/${n}_b1.log" 2>"$L/${n}_b1.err"
+    say "$n B=1 rc=$? $(grep 'TPOT' "$L/${n}_b1.log")"
 }
 
 # this build at B = 1 on one stream (KT_STEP_ONE_STREAM=1): what the side chains buy (after part b1)
 part_one() {
-    local t
-    flash_folder || return
-    quiet_gpu
-    t=$(lim 30)
-    [ "$t" -gt 0 ] || { check 1 "one stream: skipped, $((SECONDS - T0)) s spent"; return; }
-    KT_STEP_ONE_STREAM=1 timeout "$t" $KT run $FL --batch 1 --json "$L/one_b1.json" >"$L/one_b1.log" 2>"$L/one_b1.err"
-    say "one B=1 rc=$? $(grep 'TPOT' "$L/one_b1.log")"
+    b1_run one KT_STEP_ONE_STREAM=1 || return
     [ -s "$L/one_b1.json" ] && [ -s "$L/new_b1.json" ] && $PY -c "
 import json; o, n = (json.load(open(p)) for p in ('$L/one_b1.json', '$L/new_b1.json'))
 print(f\"the side chains at B=1: {n['tpot_ms']:.3f} ms with, {o['tpot_ms']:.3f} ms on one stream ({100 * (n['tpot_ms'] / o['tpot_ms'] - 1):+.1f}%)\")"
     check $? "V4-Flash B=1 on one stream (KT_STEP_ONE_STREAM=1), against part b1's run"
+    if [ -s /tmp/kt-rtb1-new_b1.bin ] && [ -s /tmp/kt-rtb1-one_b1.bin ]; then
+        cmp /tmp/kt-rtb1-one_b1.bin /tmp/kt-rtb1-new_b1.bin >"$L/cmp_one.txt" 2>&1
+        check $? "V4-Flash B=1 on one stream: logits byte-identical to part b1's (side chains) $(head -c 100 "$L/cmp_one.txt")"
+    fi
+    rm -f /tmp/kt-rtb1-one_b1.bin
+}
+
+# lever_off NAME WHAT VAR=VALUE: this build at B = 1 with one of rt19's levers off, against part b1's run: what
+# the lever buys (part b1 must be faster); its logits within 0.15 of main's
+lever_off() {
+    local n=$1 what=$2
+    b1_run "$n" "$3" || return 1
+    [ -s "$L/${n}_b1.json" ] && [ -s "$L/new_b1.json" ] && $PY -c "
+import json, sys; o, n = (json.load(open(p)) for p in ('$L/${n}_b1.json', '$L/new_b1.json'))
+print(f\"$what at B=1: {n['tpot_ms']:.3f} ms, {o['tpot_ms']:.3f} ms with $3 ({100 * (n['tpot_ms'] / o['tpot_ms'] - 1):+.1f}%)\")
+print('  eager rows with it:', {k: round(v, 3) for k, v in n['per_op_ms'].items() if 'gate' in k or 'hc' in k})
+print('  eager rows without:', {k: round(v, 3) for k, v in o['per_op_ms'].items() if 'gate' in k or 'hc' in k})
+sys.exit(0 if n['tpot_ms'] < o['tpot_ms'] else 1)"
+    check $? "V4-Flash B=1: $what faster than without it ($3)"
+    if [ -s /tmp/kt-rtb1-main_b1.bin ] && [ -s "/tmp/kt-rtb1-${n}_b1.bin" ]; then
+        close "/tmp/kt-rtb1-${n}_b1.bin" /tmp/kt-rtb1-main_b1.bin 129280 0.15 any >"$L/cmp_$n.txt" 2>&1
+        check $? "V4-Flash B=1 with $3: logits within 0.15 of main's ($(tail -n 1 "$L/cmp_$n.txt"))"
+    fi
+    rm -f "/tmp/kt-rtb1-${n}_b1.bin"
+}
+
+# the MoE gate's projections (rt_gate_comb) against its GEMV in line
+part_gate() { lever_off gate "the gate's projections beside the chain" KT_STEP_GATE_INLINE=1; }
+
+# rt_hc_spread against rt_gemv_hc1's HC module in its last block; then the routed tiny V4 at B = 1 with it (the
+# gate's projections alone: within 1e-4 of main's, the same argmax) and with both levers off (byte-identical)
+part_spread() {
+    local t m
+    lever_off last "the HC module over rt_gemv_hc1's blocks (rt_hc_spread)" KT_STEP_HC_SPREAD=0 || return
+    [ -s "$L/tiny_main_b1.bin" ] || { check 1 "spread: no tiny B=1 logits of main's build (part tiny first)"; return; }
+    for m in 0 1; do
+        t=$(lim 20)
+        [ "$t" -gt 0 ] || { check 1 "spread tiny: skipped, $((SECONDS - T0)) s spent"; return; }
+        KT_STEP_HC_SPREAD=0 KT_STEP_GATE_INLINE=$m timeout "$t" $KT run --model "$D" --batch 1 --context 64 --steps 0 \
+            --prompt "$L/prompt_b1.txt" --dump "$L/tiny_last$m.bin" >"$L/tiny_last$m.log" 2>&1 ||
+            { check 1 "spread tiny (gate inline $m): the run failed: $(tail -n 1 "$L/tiny_last$m.log")"; continue; }
+        if [ $m = 1 ]; then
+            cmp "$L/tiny_last$m.bin" "$L/tiny_main_b1.bin" >"$L/tiny_cmp_last$m.txt" 2>&1
+            check $? "routed tiny V4 B=1 with both levers off: byte-identical to main's $(head -c 100 "$L/tiny_cmp_last$m.txt")"
+        else
+            close "$L/tiny_last$m.bin" "$L/tiny_main_b1.bin" 512 1e-4 >"$L/tiny_cmp_last$m.txt" 2>&1
+            check $? "routed tiny V4 B=1 with the gate's projections alone (KT_STEP_HC_SPREAD=0): within 1e-4 of main's, the same argmax ($(tail -n 1 "$L/tiny_cmp_last$m.txt"))"
+        fi
+    done
+}
+
+# V4-Flash B = 1 with 2 layers on both builds: the levers' sums within 1e-2 (a flip's floor ~0.1), the same argmax
+part_short() {
+    local t k kt
+    flash_folder || return
+    quiet_gpu
+    for k in new main; do
+        kt=$KT
+        [ $k = main ] && kt=$MAIN
+        t=$(lim 20)
+        [ "$t" -gt 0 ] || { check 1 "short: skipped, $((SECONDS - T0)) s spent"; return; }
+        timeout "$t" $kt run $FL --batch 1 --layers 2 --dump "/tmp/kt-rtb1-short_$k.bin" >"$L/short_$k.log" 2>&1 ||
+            { check 1 "short: $k's run failed: $(tail -n 1 "$L/short_$k.log")"; return; }
+    done
+    close /tmp/kt-rtb1-short_new.bin /tmp/kt-rtb1-short_main.bin 129280 1e-2 >"$L/cmp_short.txt" 2>&1
+    check $? "V4-Flash B=1, 2 layers: logits within 1e-2 of main's, the same argmax ($(tail -n 1 "$L/cmp_short.txt"))"
 }
 
 # the step's kernels under ncu, one device time each, summed per name
-part_ncu() {
+part_ncu() { # [TAG VAR=VALUE]: the step with one setting in its environment, into ncu_TAG.csv
     flash_folder || return
     quiet_gpu
-    local t ncu=${KT_NCU:-ncu}
+    local t ncu=${KT_NCU:-ncu} tag=${1:-b1} setting=${2:-KT_RTB1_NCU=1}
     command -v "$ncu" >/dev/null || { check 1 "ncu: no $ncu on this machine"; return; }
     t=$(lim 40)
     [ "$t" -gt 0 ] || { check 1 "ncu: skipped, $((SECONDS - T0)) s spent"; return; }
-    timeout "$t" "$ncu" --profile-from-start off --metrics gpu__time_duration.sum --cache-control none \
+    env "$setting" timeout "$t" "$ncu" --profile-from-start off --metrics gpu__time_duration.sum --cache-control none \
         --clock-control none --csv --page raw --print-units base $KT run --model "$F" --synthetic --tp-shapes 4 \
-        --context 8192 --steps 0 --layers 4 --batch 1 >"$L/ncu_b1.csv" 2>"$L/ncu_b1.err"
-    say "ncu rc=$?"
-    $PY - "$L/ncu_b1.csv" <<'EOF'
+        --context 8192 --steps 0 --layers 4 --batch 1 >"$L/ncu_$tag.csv" 2>"$L/ncu_$tag.err"
+    say "ncu $tag ($setting) rc=$?"
+    $PY - "$L/ncu_$tag.csv" <<'EOF'
 import csv, sys
 rows = list(csv.reader(l for l in open(sys.argv[1]) if l.startswith('"')))
 head = next((i for i, r in enumerate(rows) if "Kernel Name" in r and "gpu__time_duration.sum" in r), None)
@@ -173,8 +290,8 @@ for k, us, g, b in seq:
     print(f"    {k[:60]:60s} {us:8.2f}  {g} {b}")
 sys.exit(0 if seq else 1)
 EOF
-    check $? "ncu: the step's kernels' device times (4 layers, B = 1)" || true
-    grep -v "^==PROF==" "$L/ncu_b1.err" | tail -n 3
+    check $? "ncu: the step's kernels' device times (4 layers, B = 1, $setting)" || true
+    grep -v "^==PROF==" "$L/ncu_$tag.err" | tail -n 3
 }
 
 # the routed tiny V4 (made by transformers) on both builds, teacher-forced on its prompt at B = 2
@@ -188,20 +305,47 @@ part_tiny() {
     head -n 1 "$D/prompt.txt" >"$L/prompt_b1.txt"
     cp "$D/prompt.txt" "$L/prompt_b2.txt"
     [ -x "$MAIN" ] || { check 1 "tiny: no main build $MAIN to compare with"; return; }
-    for b in 2 1; do
+    for b in 2 1 one; do
         for k in new main; do
-            kt=$KT
+            kt=$KT n=$b
             [ $k = main ] && kt=$MAIN
+            [ $b = one ] && { [ $k = main ] && continue; n=1; }
             t=$(lim 40)
             [ "$t" -gt 0 ] || break
-            timeout "$t" $kt run --model "$D" --batch $b --context 64 --steps 0 --prompt "$L/prompt_b$b.txt" \
-                --dump "$L/tiny_${k}_b$b.bin" >"$L/tiny_${k}_b$b.log" 2>&1
+            KT_STEP_ONE_STREAM=$([ $b = one ] && echo 1 || echo 0) timeout "$t" $kt run --model "$D" --batch $n \
+                --context 64 --steps 0 --prompt "$L/prompt_b$n.txt" --dump "$L/tiny_${k}_b$b.bin" \
+                >"$L/tiny_${k}_b$b.log" 2>&1
             rc=$?
             [ $rc = 0 ] || { check 1 "tiny B=$b: $k's kt run failed (rc $rc): $(tail -n 1 "$L/tiny_${k}_b$b.log")"; continue 2; }
         done
-        cmp "$L/tiny_new_b$b.bin" "$L/tiny_main_b$b.bin" >"$L/tiny_cmp_b$b.txt" 2>&1
-        check $? "routed tiny V4 B=$b, teacher-forced ($(grep -c '^step' "$L/tiny_new_b$b.log") steps): logits byte-identical to main's build $(head -c 100 "$L/tiny_cmp_b$b.txt")"
+        if [ $b != 2 ]; then
+            close "$L/tiny_new_b$b.bin" "$L/tiny_main_b1.bin" 512 1e-4 >"$L/tiny_cmp_b$b.txt" 2>&1
+            check $? "routed tiny V4 B=$b, teacher-forced ($(grep -c '^step' "$L/tiny_new_b$b.log") steps), rt19's levers: logits within 1e-4 of main's build, the same argmax ($(tail -n 1 "$L/tiny_cmp_b$b.txt"))"
+        else
+            cmp "$L/tiny_new_b$b.bin" "$L/tiny_main_b$([ $b = one ] && echo 1 || echo $b).bin" >"$L/tiny_cmp_b$b.txt" 2>&1
+            check $? "routed tiny V4 B=$b, teacher-forced ($(grep -c '^step' "$L/tiny_new_b$b.log") steps): logits byte-identical to main's build $(head -c 100 "$L/tiny_cmp_b$b.txt")"
+        fi
     done
+}
+
+# the planted build (postcomb single-buffered) must fail part tiny's B = 1 check on one stream
+part_plant() {
+    local P=./bin/kt_plant_pc t
+    quiet_gpu
+    [ -x "$P" ] || { check 1 "plant: no $P (tests/gpu/rtb1_plant.sh makes it)"; return; }
+    [ -s "$L/tiny_main_b1.bin" ] || { check 1 "plant: no tiny B=1 logits of main's build (part tiny first)"; return; }
+    t=$(lim 20)
+    [ "$t" -gt 0 ] || { check 1 "plant: skipped, $((SECONDS - T0)) s spent"; return; }
+    KT_STEP_ONE_STREAM=1 timeout "$t" $P run --model "$D" --batch 1 --context 64 --steps 0 --prompt "$L/prompt_b1.txt" \
+        --dump "$L/tiny_plant_b1.bin" >"$L/tiny_plant_b1.log" 2>&1 ||
+        { check 1 "plant: the planted build's run failed: $(tail -n 1 "$L/tiny_plant_b1.log")"; return; }
+    close "$L/tiny_plant_b1.bin" "$L/tiny_main_b1.bin" 512 1e-4 >"$L/plant_cmp.txt" 2>&1
+    check $((!$?)) "plant: the tiny B=1 check (one stream) fails with postcomb single-buffered ($(tail -n 1 "$L/plant_cmp.txt"))"
+    t=$(lim 20)
+    [ "$t" -gt 0 ] || return
+    timeout "$t" $P run --model "$D" --batch 1 --context 64 --steps 0 --prompt "$L/prompt_b1.txt" \
+        --dump "$L/tiny_plant2_b1.bin" >"$L/tiny_plant2_b1.log" 2>&1 &&
+        say "plant with side chains (the race as it falls, not checked): $(close "$L/tiny_plant2_b1.bin" "$L/tiny_main_b1.bin" 512 1e-4 2>&1 | tail -n 1)"
 }
 
 # DeepSeek-V3.2's step (release config, synthetic, 4 layers, B = 2) on both builds: the same logits
@@ -275,10 +419,15 @@ for p in $PARTS; do
     b64) part_flash 64 ;;
     one) part_one ;;
     ncu) part_ncu ;;
+    ncuspread) part_ncu last KT_STEP_HC_SPREAD=0 ;;
+    short) part_short ;;
     correct) part_correct ;;
     v32) part_v32 ;;
     b1b2) part_b1b2 ;;
-    *) check 1 "unknown part $p (warm, b1, b16, b64, one, ncu, tiny, correct, b1b2, v32)" ;;
+    plant) part_plant ;;
+    gate) part_gate ;;
+    spread) part_spread ;;
+    *) check 1 "unknown part $p (warm, b1, b16, b64, short, one, gate, spread, ncu, ncuspread, tiny, plant, correct, b1b2, v32)" ;;
     esac
     say "$p done"
 done
@@ -287,7 +436,10 @@ if [ -n "$TINY_DONE" ]; then
     cat "$L/tiny.out"
     passed=$((passed + $(grep -c '^PASS' "$L/tiny.out"))) failed=$((failed + $(grep -c '^FAIL' "$L/tiny.out")))
 fi
+rm -f /tmp/kt-rtb1-*.bin
 find "$L" -name '*.safetensors' -delete
 find "$L" -name '*.bin' -size +20M -delete
+# the logs as one file (the device returns a bounded count of files)
+[ -z "${OUT:-}" ] || { tar czf "$OUT/rtb1_logs.tgz" -C "$L" . && rm -rf "$L"; }
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
