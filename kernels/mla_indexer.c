@@ -127,7 +127,8 @@ static int tensors(const kt_problem *p, kt_tensor_desc *t) {
     t[T_TABLE] = (kt_tensor_desc){"block_table", KT_I32, B * (size_t)max_pages_of(p), KT_INPUT};
     t[T_LOGITS] = (kt_tensor_desc){"logits", KT_F32, (size_t)tokens_of(p), KT_OUTPUT};
     t[T_INDEX] = (kt_tensor_desc){"index", KT_I32, B * (size_t)topk_of(p), KT_OUTPUT, KT_CMP_EXACT};
-    /* HIST=1 and 2: the histograms (2: their coarse counters only) (config_fits: B <= KT_IDX_HIST_MAX_B; one word for larger B) */
+    /* HIST=1 and 2: the histograms (2: their coarse counters only) (config_fits: B <= KT_IDX_HIST_MAX_B; one word for
+     * larger B) */
     t[T_HIST] =
         (kt_tensor_desc){"hist", KT_I32, B <= KT_IDX_HIST_MAX_B ? B * (size_t)KT_IDX_HIST_WORDS : 1, KT_SCRATCH};
     return 8;

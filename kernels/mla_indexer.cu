@@ -72,7 +72,8 @@ static_assert(SE <= 32 && SE < KT_IDX_PAGE,
               "the ordered pass: a thread's positions as bits of a word, in two pages at most");
 static_assert(CLUSTER >= 1 && CLUSTER <= 8, "a request's selection is a portable cluster of 1 to 8 CTAs");
 static_assert(KT_MATH == 0 || KT_MATH == 1, "MATH: 0 (e4m3 mma) or 1 (f16 mma)");
-static_assert(KT_HIST >= 0 && KT_HIST <= 2, "HIST: 0 (the selection's own passes), 1 (the scan's histogram), 2 (its coarse counters)");
+static_assert(KT_HIST >= 0 && KT_HIST <= 2,
+              "HIST: 0 (the selection's own passes), 1 (the scan's histogram), 2 (its coarse counters)");
 static_assert(KT_HIST != 2 || CLUSTER == 1, "HIST=2: one CTA a request (its only reader zeroes the counters)");
 static_assert(CHAINS == 1 || CHAINS == 2, "CHAINS: 1 or 2 accumulators a tile");
 
