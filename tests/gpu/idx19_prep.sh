@@ -26,7 +26,8 @@ build kt_idx19_planted
 git archive "$BASE" | tar -xf - -C "$TMP/kt_main"
 build kt_main
 export KT_CACHE_DIR=$TMP/cache
-configs=$(grep -oE -- '--config [^ ]+' tests/gpu/idx19.sh | awk '{print $2}' | grep -v '"' | sort -u)
+eval "$(grep -m1 '^C2=' tests/gpu/idx19.sh)" # the script's HIST=2 configs, C2 and C25
+configs="$C2 $C25"
 for k in bin/kt bin/kt_idx19_planted bin/kt_main; do
     for c in $configs HIST=0 HIST=1 HIST=1,SEL_THREADS=512,SEL_CLUSTER=4 HIST=1,SEL_THREADS=512,SEL_CLUSTER=8 \
         HIST=0,SEL_THREADS=512,SEL_CLUSTER=2 HIST=0,SEL_THREADS=512,SEL_CLUSTER=4 HIST=0,SEL_THREADS=512,SEL_CLUSTER=8; do
