@@ -30,7 +30,7 @@ V=(verify --family mla_indexer --seed "$SEED")
 S=(--shape TOPK=2048,CTX=8192,DIST=ragged,VALUES=grid --shape TOPK=2048,CTX=8192,DIST=equal,VALUES=tied
     --shape TOPK=777,CTX=3000,DIST=ragged,VALUES=equal --shape TOPK=2048,CTX=1000,DIST=equal,VALUES=grid
     --shape TOPK=2048,CTX=2048,DIST=equal,VALUES=equal)
-step verify_hist2 within 14 $KT "${V[@]}" "${S[@]}" --m 1,3,16 --config $C2
+step verify_hist2 within 20 $KT "${V[@]}" "${S[@]}" --m 1,3,16 --config $C2
 step verify_hist2_512 within 14 $KT "${V[@]}" "${S[@]}" --m 1,3,16 --config $C25
 # one CTA over 32K+ keys: past the tile and not staged (the fallback's passes from memory)
 step verify_hist2_long within 9 $KT "${V[@]}" --shape TOPK=2048,CTX=32768,DIST=ragged,VALUES=tied \
