@@ -70,7 +70,7 @@ static long scan_ring_bytes(const int *v) { return (long)v[P_WARPS] * v[P_STAGES
  * rest), ~24 more per n-tile; MATH=1 (q as 128 f16 registers) 178-188 at NT 1 unbounded, ~20
  * more per n-tile, and 168 without spills at 3 CTAs of 4 warps on sm_90 (STAGES=3), so the
  * estimate lets 12 such warps an SM be compiled (the sweep refuses a variant that spills);
- * CHAINS=2 holds a second accumulator per head tile (~16 more). HIST=1 or 2 adds each warp's 1 KB of
+ * CHAINS=2 holds a second accumulator per head tile (~16 more). HIST=1 adds each warp's 1 KB of
  * coarse counters to the shared memory.
  * The ring must fit one block's and CTAS_PER_SM blocks' shared memory (sm_120: 99 KB). */
 static int check_config(const kt_config *c, int arch, char *why, size_t n) {
@@ -87,8 +87,6 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
                         v[P_CTAS_PER_SM], smem, ship.smem_per_block),
                -1;
     if (per_sm > SM120_THREADS_PER_SM) return snprintf(why, n, "%d threads per SM (sm_120 holds 1536)", per_sm), -1;
-    if (v[P_HIST] == 2 && v[P_SEL_CLUSTER] > 1) /* its one CTA a request zeroes the counters it read */
-        return snprintf(why, n, "HIST=2 takes SEL_CLUSTER=1"), -1;
     if (v[P_SEL_CLUSTER] > 1 && v[P_SEL_THREADS] > 512) /* ptxas gives it 32 registers: it spills */
         return snprintf(why, n, "SEL_THREADS=%d in a cluster of %d: 512 at most", v[P_SEL_THREADS], v[P_SEL_CLUSTER]),
                -1;
@@ -115,7 +113,7 @@ static void default_for(const kt_problem *p, int sms, kt_config *c) {
     if (p->m <= KT_IDX_HIST_MAX_B) c->v[P_HIST] = 1;        /* the scan's histogram: one pass fewer */
 }
 
-/* HIST=1 and 2: the scratch holds KT_IDX_HIST_MAX_B requests' histograms. */
+/* HIST=1's scratch holds KT_IDX_HIST_MAX_B requests' histograms. */
 static int config_fits(const kt_config *c, const kt_problem *p) { return !c->v[P_HIST] || p->m <= KT_IDX_HIST_MAX_B; }
 
 static int tensors(const kt_problem *p, kt_tensor_desc *t) {
@@ -127,8 +125,7 @@ static int tensors(const kt_problem *p, kt_tensor_desc *t) {
     t[T_TABLE] = (kt_tensor_desc){"block_table", KT_I32, B * (size_t)max_pages_of(p), KT_INPUT};
     t[T_LOGITS] = (kt_tensor_desc){"logits", KT_F32, (size_t)tokens_of(p), KT_OUTPUT};
     t[T_INDEX] = (kt_tensor_desc){"index", KT_I32, B * (size_t)topk_of(p), KT_OUTPUT, KT_CMP_EXACT};
-    /* HIST=1 and 2: the histograms (2: their coarse counters only) (config_fits: B <= KT_IDX_HIST_MAX_B; one word for
-     * larger B) */
+    /* HIST=1's histograms (config_fits: B <= KT_IDX_HIST_MAX_B; one word for larger B) */
     t[T_HIST] =
         (kt_tensor_desc){"hist", KT_I32, B <= KT_IDX_HIST_MAX_B ? B * (size_t)KT_IDX_HIST_WORDS : 1, KT_SCRATCH};
     return 8;
@@ -481,7 +478,7 @@ const kt_family kt_family_mla_indexer = {
                {"SEL_CLUSTER", 4, {1, 2, 4, 8}},
                {"MATH", 2, {0, 1}},
                {"STAGES", 3, {2, 3, 4}},
-               {"HIST", 3, {0, 1, 2}},
+               {"HIST", 2, {0, 1}},
                {"CHAINS", 2, {1, 2}}},
     .strata_params = 3,
     /* 2 CTAs of 4 warps of two n-tiles an SM, a ring of 4 groups a warp (3 in flight: 48 KB an

@@ -57,8 +57,7 @@
 #endif
 
 constexpr int WARPS = KT_WARPS, NT = KT_NT, THREADS = WARPS * 32;
-// HIST: 1, the scan's coarse and fine counters; 2, its coarse ones only (the selection counts the rest)
-constexpr bool F16 = KT_MATH == 1, HIST = KT_HIST >= 1, FINE = KT_HIST == 1;
+constexpr bool F16 = KT_MATH == 1, HIST = KT_HIST == 1;
 constexpr int QR = F16 ? 16 : 8;  // registers of a lane's 32 dims of a row: e4m3 codes, or f16 pairs
 constexpr int GROUP = 8 * NT;     // tokens a warp takes at once (all in one page: GROUP divides 64)
 constexpr int CHAINS = KT_CHAINS; // accumulators a head tile's dot products are split over
@@ -72,9 +71,7 @@ static_assert(SE <= 32 && SE < KT_IDX_PAGE,
               "the ordered pass: a thread's positions as bits of a word, in two pages at most");
 static_assert(CLUSTER >= 1 && CLUSTER <= 8, "a request's selection is a portable cluster of 1 to 8 CTAs");
 static_assert(KT_MATH == 0 || KT_MATH == 1, "MATH: 0 (e4m3 mma) or 1 (f16 mma)");
-static_assert(KT_HIST >= 0 && KT_HIST <= 2,
-              "HIST: 0 (the selection's own passes), 1 (the scan's histogram), 2 (its coarse counters)");
-static_assert(KT_HIST != 2 || CLUSTER == 1, "HIST=2: one CTA a request (its only reader zeroes the counters)");
+static_assert(KT_HIST == 0 || KT_HIST == 1, "HIST: 0 (the selection's own passes) or 1 (the scan's histogram)");
 static_assert(CHAINS == 1 || CHAINS == 2, "CHAINS: 1 or 2 accumulators a tile");
 
 __device__ __forceinline__ unsigned key_of(float x) { return kt_idx_key(__float_as_uint(x)); }
@@ -93,7 +90,7 @@ __device__ __forceinline__ void hist_add(unsigned *hb, unsigned *coarse, float v
     if (!HIST || !hb) return;
     const unsigned key = key_of(v);
     atomicAdd(coarse + kt_idx_hist_coarse(key), 1u);
-    if (FINE) atomicAdd(hb + kt_idx_hist_fine(key), 1u);
+    atomicAdd(hb + kt_idx_hist_fine(key), 1u);
 }
 
 // The warp's coarse counters wc[256] added to hb (null: none were counted) and zeroed.
@@ -621,25 +618,21 @@ __device__ __forceinline__ void choose_in_warp(const unsigned *cand, unsigned n,
     if (lane == __ffs(owners) - 1) chosen[0] = mine, chosen[1] = need - gt;
 }
 
-// The warp's keys that match into cand[] (one slot counter add for the warp; the caller has
-// zeroed *n_cand and knows they fit). Called by the whole warp.
-__device__ __forceinline__ void append_candidate(bool match, unsigned key, unsigned *cand, unsigned *n_cand) {
-    const int lane = threadIdx.x & 31;
-    const unsigned mask = __ballot_sync(FULL, match);
-    if (!mask) return;
-    const int leader = __ffs(mask) - 1;
-    unsigned slot = 0;
-    if (lane == leader) slot = atomicAdd(n_cand, (unsigned)__popc(mask));
-    slot = __shfl_sync(FULL, slot, leader) + (unsigned)__popc(mask & ((1u << lane) - 1));
-    if (match) cand[slot] = key;
-}
-
-// HIST=1: the keys of sl agreeing with prefix's top 16 bits into cand[] (append_candidate).
+// HIST=1: the keys of sl agreeing with prefix's top 16 bits into cand[] (warp-aggregated slots;
+// the caller has zeroed *n_cand and knows they fit).
 __device__ void gather_candidates(const slice &sl, unsigned prefix, unsigned *cand, unsigned *n_cand) {
+    const int lane = threadIdx.x & 31;
     for (int base = sl.lo; base < sl.hi; base += ST) {
         const int p = base + (int)threadIdx.x;
         const unsigned key = p < sl.hi ? sl.key(p) : 0u;
-        append_candidate(p < sl.hi && kt_idx_matches(key, prefix, 3), key, cand, n_cand);
+        const bool match = p < sl.hi && kt_idx_matches(key, prefix, 3);
+        const unsigned mask = __ballot_sync(FULL, match);
+        if (!mask) continue;
+        const int leader = __ffs(mask) - 1;
+        unsigned slot = 0;
+        if (lane == leader) slot = atomicAdd(n_cand, (unsigned)__popc(mask));
+        slot = __shfl_sync(FULL, slot, leader) + (unsigned)__popc(mask & ((1u << lane) - 1));
+        if (match) cand[slot] = key;
     }
     __syncthreads();
 }
@@ -679,54 +672,39 @@ __device__ void count_slice(const slice &sl, unsigned T, unsigned *warp_sums, un
 // branchy form cost 7.5K cycles of 1024 threads at 8K keys on the H200). A slot past k is not
 // written: only a wrong T (HIST=1: a histogram not left zero) makes one, and then the list is
 // wrong, not memory.
-// One tile of it: this thread's keys of positions p0 .. p0 + SE - 1 (those < hi) as the two masks, the
-// block scan, and the positions taken (bit j: p0 + j), the first into slot slot0; gt_run and eq_run
-// move from the counts before the tile to those after it.
-__device__ __forceinline__ unsigned take_tile(const unsigned (&key)[SE], int p0, int hi, unsigned T, unsigned need,
-                                              unsigned &gt_run, unsigned &eq_run, unsigned *warp_sums,
-                                              unsigned &slot0) {
-    unsigned gtm = 0, eqm = 0; // bit j: position p0 + j
-#pragma unroll
-    for (int j = 0; j < SE; j++) {
-        gtm |= (unsigned)(p0 + j < hi && key[j] > T) << j;
-        eqm |= (unsigned)(p0 + j < hi && key[j] == T) << j;
-    }
-    unsigned total, before = block_scan<ST / 32>((unsigned)__popc(gtm) << 16 | (unsigned)__popc(eqm), total, warp_sums);
-    const unsigned gb = gt_run + (before >> 16), eb = eq_run + (before & 0xffffu);
-    unsigned take = gtm; // and the first need - eb keys == T (by position) if eb < need
-    for (unsigned m = eqm, left = eb < need ? need - eb : 0; m && left; m &= m - 1, left--) take |= m & (0u - m);
-    slot0 = gb + (eb < need ? eb : need);
-    gt_run += total >> 16;
-    eq_run += total & 0xffffu;
-    return take;
-}
-
-// The global ids of a tile's taken positions (p0 .. p0 + SE - 1, in pages page0 and page1 at
-// most: SE < a page) into their slots, none past k.
-__device__ __forceinline__ void write_taken(unsigned take, unsigned slot0, int p0, int page0, int page1, unsigned k,
-                                            int *out) {
-#pragma unroll
-    for (int j = 0; j < SE; j++) {
-        const unsigned slot = slot0 + (unsigned)__popc(take & ((1u << j) - 1));
-        const int p = p0 + j, page = p / KT_IDX_PAGE == p0 / KT_IDX_PAGE ? page0 : page1;
-        if ((take >> j & 1) && slot < k) out[slot] = page * KT_IDX_PAGE + p % KT_IDX_PAGE;
-    }
-}
-
 __device__ __forceinline__ void write_selected(const slice &sl, unsigned T, unsigned need, unsigned gt_run,
                                                unsigned eq_run, unsigned k, int *out, unsigned *warp_sums) {
     const int hi = sl.hi;
     for (int base = sl.lo; base < hi; base += TILE) {
         const int p0 = base + (int)threadIdx.x * SE;
-        unsigned key[SE], slot0;
+        unsigned gtm = 0, eqm = 0; // bit j: position p0 + j
 #pragma unroll
-        for (int j = 0; j < SE; j++) key[j] = p0 + j < hi ? sl.key(p0 + j) : 0u;
-        const unsigned take = take_tile(key, p0, hi, T, need, gt_run, eq_run, warp_sums, slot0);
-        if (take) write_taken(take, slot0, p0, sl.page(p0), sl.page((p0 + SE < hi ? p0 + SE : hi) - 1), k, out);
+        for (int j = 0; j < SE; j++) {
+            const unsigned key = p0 + j < hi ? sl.key(p0 + j) : 0u;
+            gtm |= (unsigned)(p0 + j < hi && key > T) << j;
+            eqm |= (unsigned)(p0 + j < hi && key == T) << j;
+        }
+        unsigned total,
+            before = block_scan<ST / 32>((unsigned)__popc(gtm) << 16 | (unsigned)__popc(eqm), total, warp_sums);
+        const unsigned gb = gt_run + (before >> 16), eb = eq_run + (before & 0xffffu);
+        unsigned take = gtm; // and the first need - eb keys == T (by position) if eb < need
+        for (unsigned m = eqm, left = eb < need ? need - eb : 0; m && left; m &= m - 1, left--) take |= m & (0u - m);
+        if (take) { // positions p0 .. p0 + SE - 1 lie in at most two pages (SE < a page)
+            const unsigned slot0 = gb + (eb < need ? eb : need);
+            const int page0 = sl.page(p0), page1 = sl.page((p0 + SE < hi ? p0 + SE : hi) - 1);
+#pragma unroll
+            for (int j = 0; j < SE; j++) {
+                const unsigned slot = slot0 + (unsigned)__popc(take & ((1u << j) - 1));
+                const int p = p0 + j, page = p / KT_IDX_PAGE == p0 / KT_IDX_PAGE ? page0 : page1;
+                if ((take >> j & 1) && slot < k) out[slot] = page * KT_IDX_PAGE + p % KT_IDX_PAGE;
+            }
+        }
+        gt_run += total >> 16;
+        eq_run += total & 0xffffu;
     }
 }
 
-constexpr int SEL_BINS = HIST ? 256 : KT_IDX_BINS; // a digit's counters: HIST=1/2's digits 3, 4 (and 5) have 8 bits
+constexpr int SEL_BINS = HIST ? 256 : KT_IDX_BINS; // a digit's counters: HIST=1's digits 3 and 4 have 8 bits
 constexpr int CAND = 4096; // HIST=1: candidates a CTA gathers (16 KB); more in the request: digits over the slice
 
 // HIST=0: the top-k-th key T by three digit passes over the slice (the cluster's histograms
@@ -741,27 +719,6 @@ __device__ void select_by_digits(const slice &sl, unsigned topk, unsigned (&hist
         choose_bin(CLUSTER > 1 ? merged : hist[d & 1], d, prefix, need, warp_sums, chosen);
     }
     T = prefix;
-}
-
-// HIST=1/2: digit d (3, 4 or 5: 8 bits) over the gathered candidates cs (not gathered: over the
-// keys of sl) agreeing with prefix above it, the cluster's summed, chosen by warp 0: prefix and
-// need updated.
-__device__ void low_digit(const slice &sl, const candidates &cs, bool gathered, int d, unsigned &prefix, unsigned &need,
-                          unsigned (&hist)[2][SEL_BINS], unsigned *merged, unsigned *chosen) {
-    if (gathered)
-        digit_histogram(cs, prefix, d, hist[d & 1]);
-    else
-        digit_histogram(sl, prefix, d, hist[d & 1]);
-    if constexpr (CLUSTER > 1) merge_histograms(hist[d & 1], SEL_BINS, merged);
-    if (threadIdx.x < 32) {
-        unsigned v[8], bin, rest, count;
-        load_bins<false>(CLUSTER > 1 ? merged : hist[d & 1], v);
-        choose_bin_warp(v, need, bin, rest, count);
-        if (threadIdx.x == 0) chosen[0] = bin, chosen[1] = rest, chosen[2] = count;
-    }
-    __syncthreads();
-    prefix |= chosen[0] << kt_idx_digit_shift(d);
-    need = chosen[1];
 }
 
 // HIST=1: the same from the scan's histogram hb: its top 16 bits by warp 0 while the other
@@ -791,117 +748,22 @@ __device__ void select_by_histogram(const slice &sl, unsigned *staged, int *page
     }
     const candidates cs = {cand, 0, (int)chosen[3]};
     for (int d = 3; d <= 4; d++) {
-        low_digit(sl, cs, gathered, d, prefix, need, hist, merged, chosen);
-        if (d == 3) zero_histogram(hb, nonzero, chosen[4], rank); // every CTA has read it (the barriers above)
-    }
-    T = prefix;
-}
-
-// HIST=2: a thread's SE consecutive positions p0 .. of a slice that is one tile of the ordered
-// pass, in registers: their keys (those < the slice's end) and the pages of its first and last.
-struct reg_keys {
-    unsigned key[SE];
-    int p0, page0, page1;
-};
-
-// Loads them: four 16-byte loads where the positions are whole and aligned, else one by one (in
-// flight together either way).
-__device__ __forceinline__ void load_reg_keys(const slice &sl, reg_keys &r) {
-    const int p0 = sl.lo + (int)threadIdx.x * SE, hi = sl.hi;
-    r.p0 = p0;
-    if (p0 + SE <= hi && ((kt_u64)(sl.x + p0) & 15) == 0) {
-        const float4 *v = (const float4 *)(sl.x + p0);
-#pragma unroll
-        for (int i = 0; i < SE / 4; i++) {
-            const float4 f = v[i];
-            r.key[4 * i] = key_of(f.x), r.key[4 * i + 1] = key_of(f.y);
-            r.key[4 * i + 2] = key_of(f.z), r.key[4 * i + 3] = key_of(f.w);
-        }
-    } else {
-#pragma unroll
-        for (int j = 0; j < SE; j++) r.key[j] = p0 + j < hi ? key_of(sl.x[p0 + j]) : 0u;
-    }
-    r.page0 = p0 < hi ? sl.bt_row[p0 / KT_IDX_PAGE] : 0;
-    r.page1 = p0 < hi ? sl.bt_row[((p0 + SE < hi ? p0 + SE : hi) - 1) / KT_IDX_PAGE] : 0;
-}
-
-// HIST=2: digit 5's histogram (bits 23..16) of this thread's keys in prefix's coarse bin, added to
-// hist; a run of keys of one bin adds once (all-equal logits: one add a thread, not one a key).
-__device__ __forceinline__ void fine_histogram(const reg_keys &r, int hi, unsigned prefix, unsigned *hist) {
-    unsigned bin = 0, run = 0;
-#pragma unroll
-    for (int j = 0; j < SE; j++) {
-        if (r.p0 + j >= hi || !kt_idx_matches(r.key[j], prefix, 5)) continue;
-        const unsigned d = kt_idx_digit(r.key[j], 5);
-        if (run && d != bin) atomicAdd(&hist[bin], run), run = 0;
-        bin = d, run++;
-    }
-    if (run) atomicAdd(&hist[bin], run);
-}
-
-// HIST=2: T and need from the scan's coarse counters hb (warp 0 reads and zeroes them, this CTA
-// being the request's only reader, while the others fetch the keys: one L2 round trip), digit 5
-// under the chosen coarse bin counted here, then the keys with those 16 bits as HIST=1 (at most 32:
-// choose_in_warp; up to CAND: digits 3 and 4 over them; more: over the slice). inreg: the slice is
-// one tile and its keys are in r (a fetched slice is staged, or read from memory, as HIST=0).
-__device__ void select_by_coarse(const slice &sl, bool inreg, const reg_keys &r, unsigned *staged, int *pages,
-                                 unsigned *hb, unsigned topk, unsigned (&hist)[2][SEL_BINS], unsigned *cand,
-                                 unsigned *chosen, unsigned &T, unsigned &need) {
-    if (threadIdx.x < 32) {
-        unsigned v[8], cb, rest, count;
-        load_bins<true>(hb, v);
-        const int top = 255 - 8 * (int)threadIdx.x;
-        *(uint4 *)(hb + top - 3) = make_uint4(0, 0, 0, 0), *(uint4 *)(hb + top - 7) = make_uint4(0, 0, 0, 0);
-        choose_bin_warp(v, topk, cb, rest, count);
-        if (threadIdx.x == 0) chosen[0] = cb << 24, chosen[1] = rest, chosen[3] = 0;
-    }
-    for (int i = threadIdx.x; i < SEL_BINS; i += ST) hist[1][i] = 0;
-    if (!inreg && sl.staged)
-        stage_keys(sl, staged, pages, 32);
-    else
-        __syncthreads();
-    unsigned prefix = chosen[0];
-    need = chosen[1];
-    const candidates none = {cand, 0, 0};
-    if (inreg) { // digit 5 from the registers, chosen by warp 0 as low_digit does
-        fine_histogram(r, sl.hi, prefix, hist[1]);
-        __syncthreads();
+        if (gathered)
+            digit_histogram(cs, prefix, d, hist[d & 1]);
+        else
+            digit_histogram(sl, prefix, d, hist[d & 1]);
+        if constexpr (CLUSTER > 1) merge_histograms(hist[d & 1], SEL_BINS, merged);
         if (threadIdx.x < 32) {
             unsigned v[8], bin, rest, count;
-            load_bins<false>(hist[1], v);
+            load_bins<false>(CLUSTER > 1 ? merged : hist[d & 1], v);
             choose_bin_warp(v, need, bin, rest, count);
-            if (threadIdx.x == 0) chosen[0] = bin, chosen[1] = rest, chosen[2] = count;
+            if (threadIdx.x == 0) chosen[0] = bin, chosen[1] = rest;
         }
         __syncthreads();
-        prefix |= chosen[0] << kt_idx_digit_shift(5);
+        prefix |= chosen[0] << kt_idx_digit_shift(d);
         need = chosen[1];
-    } else {
-        low_digit(sl, none, false, 5, prefix, need, hist, nullptr, chosen);
+        if (d == 3) zero_histogram(hb, nonzero, chosen[4], rank); // every CTA has read it (the barriers above)
     }
-    const unsigned count = chosen[2]; // the request's keys with prefix's 16 bits
-    const bool gathered = count <= (unsigned)CAND;
-    if (gathered && inreg) {
-#pragma unroll
-        for (int j = 0; j < SE; j++)
-            append_candidate(r.p0 + j < sl.hi && kt_idx_matches(r.key[j], prefix, 3), r.key[j], cand, &chosen[3]);
-        __syncthreads();
-    } else if (gathered) {
-        gather_candidates(sl, prefix, cand, &chosen[3]);
-    } else if (inreg) { // digits 3 and 4 over the slice: its keys into the staging area
-#pragma unroll
-        for (int j = 0; j < SE; j++)
-            if (r.p0 + j < sl.hi) staged[kt_idx_staged_index(r.p0 + j - sl.lo)] = r.key[j];
-        __syncthreads();
-    }
-    if (gathered && count <= 32) {
-        if (threadIdx.x < 32) choose_in_warp(cand, count, need, chosen);
-        __syncthreads();
-        T = chosen[0];
-        need = chosen[1];
-        return;
-    }
-    const candidates cs = {cand, 0, (int)count};
-    for (int d = 3; d <= 4; d++) low_digit(sl, cs, gathered, d, prefix, need, hist, nullptr, chosen);
     T = prefix;
 }
 
@@ -933,19 +795,7 @@ extern "C" __global__ void __launch_bounds__(ST, 1) KT_SEL_CLUSTER_DIMS
     const int lo = (int)((long long)n * rank / CLUSTER), hi = (int)((long long)n * (rank + 1) / CLUSTER);
     const slice sl = {x, staged_keys, bt_row, pages, lo, hi, hi - lo <= stage_keys_max};
     unsigned T, need;
-    if constexpr (KT_HIST == 2) { // (one CTA: the slice is the request)
-        const bool inreg = n <= TILE && sl.staged;
-        reg_keys r;
-        if (inreg) load_reg_keys(sl, r);
-        select_by_coarse(sl, inreg, r, staged_keys, pages, request_hist(hist, b, n, topk), (unsigned)topk, hists, cand,
-                         chosen, T, need);
-        if (inreg) { // the ordered pass's one tile, from the registers
-            unsigned gt = 0, eq = 0, slot0;
-            const unsigned take = take_tile(r.key, r.p0, hi, T, need, gt, eq, warp_sums, slot0);
-            if (take) write_taken(take, slot0, r.p0, r.page0, r.page1, (unsigned)topk, out);
-            return;
-        }
-    } else if constexpr (HIST) {
+    if constexpr (HIST) {
         select_by_histogram(sl, staged_keys, pages, request_hist(hist, b, n, topk), (unsigned)topk, rank, hists, merged,
                             nonzero, cand, chosen, T, need);
     } else {

@@ -62,12 +62,11 @@ static inline int kt_idx_stage_rest_pos(int lo, int head, int vecs, int i) {
 
 /* The radix select's digits, most significant first: 11 + 11 + 10 bits (0, 1, 2), so a
  * histogram holds 2048 counters (8 KB of shared memory). With the scan's histogram (HIST=1,
- * below) the top 16 bits are known first and digits 3 and 4 are the low 16 in 8 + 8; with its
- * coarse counters only (HIST=2) the top 8 bits, then digit 5 (bits 23..16), then 3 and 4.
+ * below) the top 16 bits are known first and digits 3 and 4 are the low 16 in 8 + 8.
  * Digit d of key k, and the bits above it. */
 #define KT_IDX_DIGITS 3
 #define KT_IDX_BINS 2048
-static inline int kt_idx_digit_shift(int d) { return d == 0 ? 21 : d == 1 ? 10 : d == 3 ? 8 : d == 5 ? 16 : 0; }
+static inline int kt_idx_digit_shift(int d) { return d == 0 ? 21 : d == 1 ? 10 : d == 3 ? 8 : 0; }
 static inline int kt_idx_digit_bits(int d) { return d == 2 ? 10 : d >= 3 ? 8 : 11; }
 static inline int kt_idx_digit_bins(int d) { return 1 << kt_idx_digit_bits(d); }
 static inline unsigned kt_idx_digit(unsigned key, int d) {

@@ -220,10 +220,6 @@ KT_TEST(indexer_scan_configs_fit_sm120) {
     EXPECT(f->check_config(&c, 90, why, sizeof why) == 0);
     EXPECT(kt_parse_config(f, "WARPS=8,NT=2,CTAS_PER_SM=2,STAGES=2,HIST=1", &c) == 0); /* 46 KB + 8 KB, twice */
     EXPECT(f->check_config(&c, 90, why, sizeof why) == -1 && strstr(why, "ring"));
-    EXPECT(kt_parse_config(f, "HIST=2,SEL_THREADS=512,SEL_CLUSTER=1", &c) == 0); /* one CTA zeroes its counters */
-    EXPECT(f->check_config(&c, 90, why, sizeof why) == 0);
-    EXPECT(kt_parse_config(f, "HIST=2,SEL_THREADS=512,SEL_CLUSTER=2", &c) == 0); /* a cluster: two readers */
-    EXPECT(f->check_config(&c, 90, why, sizeof why) == -1 && strstr(why, "HIST=2"));
     kt_problem p = {0};
     EXPECT(kt_parse_shape(f, "TOPK=2048,CTX=8192,DIST=equal,VALUES=grid", &p) == 0);
     p.m = 16;
