@@ -11,11 +11,11 @@
 #                    with its loads issued together: for tests/gpu/idx19_trace.sh's A/B);
 #   bin/kt_trace2:   the same with the stamps (tests/gpu/idx19_hist2_trace.patch);
 #   bin/kt_main:     commit BASE (default main's 41740f0), the before of an A/B in the same run.
-#   usage: tests/gpu/idx_builds.sh [BASE [NAME...]]  (NAMEs: only those builds; default all five)
+#   usage: tests/gpu/idx_builds.sh [BASE [NAME...]]  (NAMEs: only those builds; default kt_planted2 kt_trace kt_main, what idx_speed.sh runs)
 set -eu
 cd "$(dirname "$0")/../.."
 BASE=${1:-41740f0}
-[ $# -gt 1 ] && shift && NAMES=" $* " || NAMES=" kt_planted2 kt_trace kt_trace2 kt_hist2b kt_main "
+[ $# -gt 1 ] && shift && NAMES=" $* " || NAMES=" kt_planted2 kt_trace kt_main "
 want() { [[ $NAMES == *" $1 "* ]]; }
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
