@@ -6,11 +6,17 @@
 #                    scale for both tiles of a pair: verify must fail);
 #   bin/kt_trace:    this tree with tests/gpu/idx_trace.patch (the scan's and the selection's
 #                    phase timestamps, printed once a launch);
+#   bin/kt_hist2b:   this tree with tests/gpu/idx19_hist2b.patch (HIST=2, the selection from the
+#                    scan's coarse counters, not on main: its first form measured slower; this one
+#                    with its loads issued together: for tests/gpu/idx19_trace.sh's A/B);
+#   bin/kt_trace2:   the same with the stamps (tests/gpu/idx19_hist2_trace.patch);
 #   bin/kt_main:     commit BASE (default main's 41740f0), the before of an A/B in the same run.
-#   usage: tests/gpu/idx_builds.sh [BASE]
+#   usage: tests/gpu/idx_builds.sh [BASE [NAME...]]  (NAMEs: only those builds; default kt_planted2 kt_trace kt_main, what idx_speed.sh runs)
 set -eu
 cd "$(dirname "$0")/../.."
 BASE=${1:-41740f0}
+[ $# -gt 1 ] && shift && NAMES=" $* " || NAMES=" kt_planted2 kt_trace kt_main "
+want() { [[ $NAMES == *" $1 "* ]]; }
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 # build NAME: make bin/kt in $TMP/NAME (already laid out and changed) and copy it to bin/NAME
@@ -25,14 +31,21 @@ tree() {
     git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xf - -C "$TMP/$1"
 }
 mkdir -p bin
-tree kt_planted2
-F=$TMP/kt_planted2/kernels/mla_indexer.cu
-sed -i 's/gd.scale\[j\], 4 \* tl + second);/gd.scale[j], 4 * tl);/' "$F"
-grep -q 'gd.scale\[j\], 4 \* tl);' "$F" || { echo "idx_builds: the pair's scale shuffle was not found"; exit 1; }
-build kt_planted2
-tree kt_trace
-patch -s -d "$TMP/kt_trace" -p1 <tests/gpu/idx_trace.patch
-build kt_trace
-mkdir -p "$TMP/kt_main"
-git archive "$BASE" | tar -xf - -C "$TMP/kt_main"
-build kt_main
+if want kt_planted2; then
+    tree kt_planted2
+    F=$TMP/kt_planted2/kernels/mla_indexer.cu
+    sed -i 's/gd.scale\[j\], 4 \* tl + second);/gd.scale[j], 4 * tl);/' "$F"
+    grep -q 'gd.scale\[j\], 4 \* tl);' "$F" || { echo "idx_builds: the pair's scale shuffle was not found"; exit 1; }
+    build kt_planted2
+fi
+for t in kt_trace:idx_trace kt_trace2:idx19_hist2_trace kt_hist2b:idx19_hist2b; do
+    want "${t%%:*}" || continue
+    tree "${t%%:*}"
+    patch -s -d "$TMP/${t%%:*}" -p1 <"tests/gpu/${t#*:}.patch"
+    build "${t%%:*}"
+done
+if want kt_main; then
+    mkdir -p "$TMP/kt_main"
+    git archive "$BASE" | tar -xf - -C "$TMP/kt_main"
+    build kt_main
+fi
