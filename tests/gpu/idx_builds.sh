@@ -6,10 +6,6 @@
 #                    scale for both tiles of a pair: verify must fail);
 #   bin/kt_trace:    this tree with tests/gpu/idx_trace.patch (the scan's and the selection's
 #                    phase timestamps, printed once a launch);
-#   bin/kt_hist2b:   this tree with tests/gpu/idx19_hist2b.patch (HIST=2, the selection from the
-#                    scan's coarse counters, not on main: its first form measured slower; this one
-#                    with its loads issued together: for tests/gpu/idx19_trace.sh's A/B);
-#   bin/kt_trace2:   the same with the stamps (tests/gpu/idx19_hist2_trace.patch);
 #   bin/kt_main:     commit BASE (default main's 41740f0), the before of an A/B in the same run.
 #   usage: tests/gpu/idx_builds.sh [BASE [NAME...]]  (NAMEs: only those builds; default kt_planted2 kt_trace kt_main, what idx_speed.sh runs)
 set -eu
@@ -38,7 +34,7 @@ if want kt_planted2; then
     grep -q 'gd.scale\[j\], 4 \* tl);' "$F" || { echo "idx_builds: the pair's scale shuffle was not found"; exit 1; }
     build kt_planted2
 fi
-for t in kt_trace:idx_trace kt_trace2:idx19_hist2_trace kt_hist2b:idx19_hist2b; do
+for t in kt_trace:idx_trace; do
     want "${t%%:*}" || continue
     tree "${t%%:*}"
     patch -s -d "$TMP/${t%%:*}" -p1 <"tests/gpu/${t#*:}.patch"

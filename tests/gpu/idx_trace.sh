@@ -1,6 +1,6 @@
-# idx_trace.sh — sourced by the indexer's GPU scripts (idx_speed.sh, idx19_trace.sh) once step.sh
+# idx_trace.sh — sourced by the indexer's GPU scripts (idx_speed.sh) once step.sh
 # is: trace NAME CONFIG SHAPES... runs a traced build's verify (KTT, default bin/kt_trace: a build
-# with tests/gpu/idx_trace.patch or idx19_hist2_trace.patch, whose selection's CTA 0 prints its
+# with tests/gpu/idx_trace.patch, whose selection's CTA 0 prints its
 # phase stamps each launch) and counts it as a step; per problem (B, L of request 0) the medians
 # of its launches' stamps (ns from the scan's first CTA; clk: the selection CTA's cycles from its
 # entry) go to $LOG/NAME.txt and the output.
