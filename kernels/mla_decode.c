@@ -265,8 +265,10 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
                -1;
     if (v[P_MPW] == 2 && (v[P_PATH] < 2 || v[P_HPC] % 32 || v[P_WPM] != 8))
         return snprintf(why, n, "MPW=2 (32 heads a warp) takes PATH 2 or 3, HPC 32 and WPM 8"), -1;
-    if (v[P_WS] && (v[P_PATH] != 2 || v[P_MPW] != 1 || v[P_CHUNK] % (8 * v[P_WPM])))
-        return snprintf(why, n, "WS=1 (whole scores a warp) takes PATH 2, MPW 1 and CHUNK a multiple of 8 x WPM"), -1;
+    /* two token groups a warp (CHUNK 64 at WPM 4) spill on sm_90 */
+    if (v[P_WS] && (v[P_PATH] != 2 || v[P_MPW] != 1 || v[P_CHUNK] != 8 * v[P_WPM]))
+        return snprintf(why, n, "WS=1 (whole scores a warp) takes PATH 2, MPW 1 and CHUNK 8 x WPM (8 tokens a warp)"),
+               -1;
     if (v[P_PATH] == 1 && !kt_arch_limits_of(arch).block_scaled_mma)
         return snprintf(why, n, "PATH=1 (the block-scaled mma) exists on sm_120a only, not %s", kt_arch_name(arch)), -1;
     /* q's fragments (36 registers at V3.2), the p . v sums (512 / WPM / 2) and ~60 more must fit

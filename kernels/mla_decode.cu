@@ -54,13 +54,13 @@ constexpr int THREADS = MF / MPW * WPM * 32;
 constexpr int TPR = THREADS / HPC;   // softmax threads per head row
 constexpr int CPT = CHUNK / TPR;     // softmax columns per thread
 constexpr int DPW = KT_MLA_DV / WPM; // p . v: output dims per warp
-// WS 1 (PATH 2, MPW 1): each warp takes whole q . k scores of its own CHUNK / WPM tokens (NFW
-// n-fragments), q's A fragments read from shared memory, the scores kept in registers through the
-// softmax; WS 0: the warps split the head dim and sum their partial scores through shared memory.
+// WS 1 (PATH 2, MPW 1, CHUNK = 8 WPM): each warp takes whole q . k scores of its own 8 tokens (NFW
+// n-fragment; two spill at WPM 4), q's A fragments read from shared memory, the scores kept in
+// registers through the softmax; WS 0: the warps split the head dim and sum their partial scores
+// through shared memory.
 constexpr bool WS = KT_WS;
 constexpr int NFW = WS ? CHUNK / 8 / WPM : 1;
-static_assert(!WS || (KT_PATH == 2 && MPW == 1 && CHUNK % (8 * WPM) == 0),
-              "WS 1: PATH 2, MPW 1, whole 8-token groups a warp");
+static_assert(!WS || (KT_PATH == 2 && MPW == 1 && CHUNK == 8 * WPM), "WS 1: PATH 2, MPW 1, 8 tokens a warp");
 static_assert(WPM == 4 || WPM == 8, "4 or 8 warps per 16 heads");
 static_assert(MPW == 1 || (MPW == 2 && REGS && MF % 2 == 0), "2 m-fragments a warp: PATHs 2 and 3, 32 heads");
 static_assert(CPT >= 1 && CHUNK % (8 * TSPLIT) == 0, "the chunk covers every softmax thread and token group");

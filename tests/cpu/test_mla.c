@@ -158,7 +158,7 @@ KT_TEST(mla_default_fills_two_ctas_an_sm) {
 }
 
 /* WS=1 (whole scores a warp, kernels/mla_decode.cu) is refused off PATH 2, at MPW 2 and where a
- * warp's share of the chunk is not whole 8-token groups; its shared memory holds q (2 bytes a head
+ * warp's share of the chunk is not 8 tokens (two spill); its shared memory holds q (2 bytes a head
  * and dim) and the rows' maxes and sums where WS 0 holds the partial scores: a V3.2 config that fits
  * sm_120's 99 KB at WS 0 does not at WS 1. */
 KT_TEST(mla_ws_config_rules) {
@@ -166,8 +166,8 @@ KT_TEST(mla_ws_config_rules) {
     char why[256];
     kt_config c;
     const char *refused[] = {"PATH=3,WS=1", "PATH=0,WS=1", "HPC=32,MPW=2,WPM=8,CHUNK=64,WS=1",
-                             "CHUNK=32,WPM=8,WS=1", "CHUNK=16,WPM=4,WS=1"};
-    for (int i = 0; i < 5; i++) {
+                             "CHUNK=32,WPM=8,WS=1", "CHUNK=16,WPM=4,WS=1", "CHUNK=64,WPM=4,WS=1"};
+    for (int i = 0; i < 6; i++) {
         EXPECT(kt_parse_config(f, refused[i], &c) == 0);
         EXPECT(f->check_config(&c, 90, why, sizeof why) == -1 && strstr(why, "WS=1"));
     }
