@@ -34,9 +34,12 @@ step verify_ws_v32 v --config $WS_S512 --shape LAYOUT=V32,HQ=16,TOPK=2048,SQ=2 -
 step verify_ws_hpc32 v --config $WS_H32 --shape LAYOUT=V4,HQ=64,TOPK=512,SQ=2 --shape LAYOUT=V32,HQ=64,TOPK=100,SQ=2 --m 8
 step verify_ws_w8_direct v --config $WS_W8 --shape LAYOUT=V4,HQ=64,TOPK=512,SQ=2 --m 3,64 --shape $V4_16
 # (b) the planted build must fail
-planted() {
-    if KT=./bin/kt_plant_ws v --config $WS_S128 --shape $V4_16 --m 3,8; then echo "the planted bug passed verify"; return 1; fi
-    echo "the planted bug failed verify, as it must"
+planted() { # a wrong result, not any failure
+    if KT=./bin/kt_plant_ws v --config $WS_S128 --shape $V4_16 --m 3,8 >"$LOGS/plant_verify.log" 2>&1; then
+        cat "$LOGS/plant_verify.log" && echo "the planted bug passed verify" && return 1
+    fi
+    cat "$LOGS/plant_verify.log"
+    grep -q "wrong-result" "$LOGS/plant_verify.log" && echo "the planted bug failed verify on a wrong result, as it must"
 }
 step plant_ws_fails planted
 # (c) A/B: main's default (WS 0) then WS 1, the same grid
