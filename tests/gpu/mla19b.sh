@@ -42,20 +42,20 @@ planted() { # a wrong result, not any failure
     grep -q "wrong-result" "$LOGS/plant_verify.log" && echo "the planted bug failed verify on a wrong result, as it must"
 }
 step plant_ws_fails planted
-# (c) A/B: main's default (WS 0) then WS 1, the same grid
+# (c) A/B: main's default (WS 0) then WS 1, the same grid (the issue's B = 64 cases first)
 cfg() { within 12 "$KT" bench --family mla_decode --config "$2" --json "$LOGS/$1.json" "${@:3}"; }
 M8=$P,WPM=8,FUSE=0,WS=0 M4=$P,WPM=4,FUSE=0,WS=1
-step b1_main cfg b1_main HPC=16,CHUNK=32,SPLIT=32,$M8 --shape $V4_16 --shape $V4_64 --m 1
-step b1_ws cfg b1_ws HPC=16,CHUNK=32,SPLIT=32,$M4 --shape $V4_16 --shape $V4_64 --m 1
-step v32h128_b1_main cfg v32h128_b1_main HPC=16,CHUNK=32,SPLIT=128,$M8 --shape $V32_128 --m 1
-step v32h128_b1_ws cfg v32h128_b1_ws HPC=16,CHUNK=32,SPLIT=128,$M4 --shape $V32_128 --m 1
 step v4h16_b64_main cfg v4h16_b64_main HPC=16,CHUNK=32,SPLIT=160,$M8 --shape $V4_16 --m 64
 step v4h16_b64_ws cfg v4h16_b64_ws HPC=16,CHUNK=32,SPLIT=160,$M4 --shape $V4_16 --m 64
-step v4h16_b64_ws128 cfg v4h16_b64_ws128 $WS_S128 --shape $V4_16 --m 64
-step v4h64_b64_main cfg v4h64_b64_main HPC=16,CHUNK=64,SPLIT=1024,$P,WPM=8,FUSE=1,WS=0 --shape $V4_64 --m 64
-step v4h64_b64_ws cfg v4h64_b64_ws $WS_W8 --shape $V4_64 --m 64
+step b1_main cfg b1_main HPC=16,CHUNK=32,SPLIT=32,$M8 --shape $V4_16 --shape $V4_64 --m 1
+step b1_ws cfg b1_ws HPC=16,CHUNK=32,SPLIT=32,$M4 --shape $V4_16 --shape $V4_64 --m 1
 step v32h16_b64_main cfg v32h16_b64_main HPC=16,CHUNK=32,SPLIT=512,STAGES=3,PATH=2,MPW=1,WPM=8,FUSE=0,WS=0 --shape $V32_16 --m 64
 step v32h16_b64_ws cfg v32h16_b64_ws $WS_S512 --shape $V32_16 --m 64
+step v4h64_b64_main cfg v4h64_b64_main HPC=16,CHUNK=64,SPLIT=1024,$P,WPM=8,FUSE=1,WS=0 --shape $V4_64 --m 64
+step v4h64_b64_ws cfg v4h64_b64_ws $WS_W8 --shape $V4_64 --m 64
+step v32h128_b1_main cfg v32h128_b1_main HPC=16,CHUNK=32,SPLIT=128,$M8 --shape $V32_128 --m 1
+step v32h128_b1_ws cfg v32h128_b1_ws HPC=16,CHUNK=32,SPLIT=128,$M4 --shape $V32_128 --m 1
+step v4h16_b64_ws128 cfg v4h16_b64_ws128 $WS_S128 --shape $V4_16 --m 64
 # The table: per case, main's default and WS 1 in this run, us (x roof)
 table() {
     python3 - "$LOGS" <<'PY'
