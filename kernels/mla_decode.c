@@ -248,8 +248,8 @@ static int smem_of(const kt_config *c, int layout) {
     int tile = regs ? 0 : v[P_CHUNK] * (dqk * 2 + 16);
     int factors = regs ? kt_mla_nope(layout) / kt_mla_tile(layout) * v[P_CHUNK] * 2 : 0;
     int scores = v[P_WS] ? v[P_HPC] * dqk * 2 + 2 * v[P_WPM] * v[P_HPC] * 4 : 4 * v[P_HPC] * (v[P_CHUNK] + 4) * 4;
-    return v[P_STAGES] * v[P_CHUNK] * raw_row + tile + scores +
-           v[P_HPC] * (v[P_CHUNK] + 8) * 2 + factors + v[P_HPC] * 4 + v[P_SPLIT] * 4;
+    return v[P_STAGES] * v[P_CHUNK] * raw_row + tile + scores + v[P_HPC] * (v[P_CHUNK] + 8) * 2 + factors +
+           v[P_HPC] * 4 + v[P_SPLIT] * 4;
 }
 
 /* Threads of the split kernel: WPM warps per MPW x 16 heads. */

@@ -534,7 +534,8 @@ __device__ __forceinline__ void qk_regs(const kt_u32 (&qf)[MPW][lay<L>::KSTEPS][
 
 // WS: this warp's slice ks of q's A fragments (scale_q_regs' registers) into qs, one uint4 a lane
 // and k-step, for every warp of the m-fragment to read.
-template <int L> __device__ __forceinline__ void store_q_ws(const kt_u32 (&qf)[lay<L>::KSTEPS][4], uint4 *qs, int mf, int ks) {
+template <int L>
+__device__ __forceinline__ void store_q_ws(const kt_u32 (&qf)[lay<L>::KSTEPS][4], uint4 *qs, int mf, int ks) {
     using T = lay<L>;
     const int lane = threadIdx.x & 31;
 #pragma unroll

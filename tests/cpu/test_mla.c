@@ -165,13 +165,14 @@ KT_TEST(mla_ws_config_rules) {
     const kt_family *f = kt_family_find("mla_decode");
     char why[256];
     kt_config c;
-    const char *refused[] = {"PATH=3,WS=1", "PATH=0,WS=1", "HPC=32,MPW=2,WPM=8,CHUNK=64,WS=1",
+    const char *refused[] = {"PATH=3,WS=1",         "PATH=0,WS=1",         "HPC=32,MPW=2,WPM=8,CHUNK=64,WS=1",
                              "CHUNK=32,WPM=8,WS=1", "CHUNK=16,WPM=4,WS=1", "CHUNK=64,WPM=4,WS=1"};
     for (int i = 0; i < 6; i++) {
         EXPECT(kt_parse_config(f, refused[i], &c) == 0);
         EXPECT(f->check_config(&c, 90, why, sizeof why) == -1 && strstr(why, "WS=1"));
     }
-    const char *taken[] = {"PATH=2,CHUNK=32,WPM=4,WS=1", "PATH=2,CHUNK=64,WPM=8,WS=1", "HPC=32,PATH=2,CHUNK=32,WPM=4,WS=1"};
+    const char *taken[] = {"PATH=2,CHUNK=32,WPM=4,WS=1", "PATH=2,CHUNK=64,WPM=8,WS=1",
+                           "HPC=32,PATH=2,CHUNK=32,WPM=4,WS=1"};
     for (int i = 0; i < 3; i++) {
         EXPECT(kt_parse_config(f, taken[i], &c) == 0);
         EXPECT(f->check_config(&c, 90, why, sizeof why) == 0);
