@@ -17,7 +17,7 @@
 enum { D_LAYOUT, D_HQ, D_TOPK, D_SQ };
 enum { LAYOUT_V32, LAYOUT_V4 }; /* the LAYOUT category's values, in `layouts` order */
 static const char *const layouts[] = {"V32", "V4", NULL};
-enum { P_HPC, P_CHUNK, P_SPLIT, P_STAGES, P_PATH, P_WPM, P_FUSE, P_MPW, P_WS };
+enum { P_HPC, P_CHUNK, P_SPLIT, P_STAGES, P_PATH, P_WPM, P_FUSE, P_MPW };
 enum { K_SPLIT_V32, K_SPLIT_V4, K_COMBINE, K_COMBINE_WIDE, K_REF_V32, K_REF_V4, K_NAIVE_V32, K_NAIVE_V4 };
 
 /* The ship arch's shared memory per block (kernels/common/kt_arch.h): a problem fits where it ships. */
@@ -239,17 +239,15 @@ static int check_problem(const kt_problem *p, char *why, size_t n) {
 }
 
 /* Shared memory of a config for a layout (kernels/mla_decode.cu's lay<L>::SMEM): PATHs 2 and 3
- * have no bf16 tile, and p's factors per scale tile instead; WS holds q's A fragments (2 bytes a
- * head and dim) and the rows' maxes and sums per warp where WS 0 has the partial scores. */
+ * have no bf16 tile, and p's factors per scale tile instead. */
 static int smem_of(const kt_config *c, int layout) {
     const int *v = c->v;
     int dqk = kt_mla_dqk(layout), regs = v[P_PATH] >= 2;
     int raw_row = layout == KT_MLA_V32 ? KT_MLA_V32_TOKEN : KT_MLA_V4_DATA + 16;
     int tile = regs ? 0 : v[P_CHUNK] * (dqk * 2 + 16);
     int factors = regs ? kt_mla_nope(layout) / kt_mla_tile(layout) * v[P_CHUNK] * 2 : 0;
-    int scores = v[P_WS] ? v[P_HPC] * dqk * 2 + 2 * v[P_WPM] * v[P_HPC] * 4 : 4 * v[P_HPC] * (v[P_CHUNK] + 4) * 4;
-    return v[P_STAGES] * v[P_CHUNK] * raw_row + tile + scores + v[P_HPC] * (v[P_CHUNK] + 8) * 2 + factors +
-           v[P_HPC] * 4 + v[P_SPLIT] * 4;
+    return v[P_STAGES] * v[P_CHUNK] * raw_row + tile + 4 * v[P_HPC] * (v[P_CHUNK] + 4) * 4 +
+           v[P_HPC] * (v[P_CHUNK] + 8) * 2 + factors + v[P_HPC] * 4 + v[P_SPLIT] * 4;
 }
 
 /* Threads of the split kernel: WPM warps per MPW x 16 heads. */
@@ -265,10 +263,6 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
                -1;
     if (v[P_MPW] == 2 && (v[P_PATH] < 2 || v[P_HPC] % 32 || v[P_WPM] != 8))
         return snprintf(why, n, "MPW=2 (32 heads a warp) takes PATH 2 or 3, HPC 32 and WPM 8"), -1;
-    /* two token groups a warp (CHUNK 64 at WPM 4) spill on sm_90 */
-    if (v[P_WS] && (v[P_PATH] != 2 || v[P_MPW] != 1 || v[P_CHUNK] != 8 * v[P_WPM]))
-        return snprintf(why, n, "WS=1 (whole scores a warp) takes PATH 2, MPW 1 and CHUNK 8 x WPM (8 tokens a warp)"),
-               -1;
     if (v[P_PATH] == 1 && !kt_arch_limits_of(arch).block_scaled_mma)
         return snprintf(why, n, "PATH=1 (the block-scaled mma) exists on sm_120a only, not %s", kt_arch_name(arch)), -1;
     /* q's fragments (36 registers at V3.2), the p . v sums (512 / WPM / 2) and ~60 more must fit
@@ -333,7 +327,6 @@ static void default_for(const kt_problem *p, int sms, kt_config *c) {
     v[P_STAGES] = 2;
     v[P_PATH] = 2;
     v[P_MPW] = v[P_HPC] == 32 ? 2 : 1;
-    v[P_WS] = 0;
     long rows = queries(p) * (p->dim[D_HQ] / v[P_HPC]);
     long ctas = 8 * rows <= sms ? sms : (v[P_HPC] == 16 ? 3 : 2) * sms;
     v[P_SPLIT] = 32;
@@ -476,7 +469,7 @@ const kt_family kt_family_mla_decode = {
     .m_name = "B",
     .batch_buckets = batch_buckets,
     .mma = KT_MMA_BF16,
-    .n_params = 9,
+    .n_params = 8,
     .params = {{"HPC", 2, {16, 32}},
                {"CHUNK", 3, {16, 32, 64}},
                {"SPLIT", N_SPLITS, {SPLITS}},
@@ -484,10 +477,9 @@ const kt_family kt_family_mla_decode = {
                {"PATH", 4, {0, 1, 2, 3}},
                {"WPM", 2, {4, 8}},
                {"FUSE", 3, {0, 1, 2}},
-               {"MPW", 2, {1, 2}},
-               {"WS", 2, {0, 1}}},
+               {"MPW", 2, {1, 2}}},
     .strata_params = 3,
-    .default_config = {{16, 32, 256, 2, 2, 4, 0, 1, 0}},
+    .default_config = {{16, 32, 256, 2, 2, 4, 0, 1}},
     .target_shapes = target_shapes,
     .n_target_shapes = 4,
     KT_FAMILY_HOOKS,

@@ -29,7 +29,6 @@
 #define KT_WPM 4
 #define KT_MPW 1
 #define KT_FUSE 0
-#define KT_WS 0
 #endif
 
 constexpr int HPC = KT_HPC, CHUNK = KT_CHUNK, SPLIT = KT_SPLIT, STAGES = KT_STAGES;
@@ -54,13 +53,6 @@ constexpr int THREADS = MF / MPW * WPM * 32;
 constexpr int TPR = THREADS / HPC;   // softmax threads per head row
 constexpr int CPT = CHUNK / TPR;     // softmax columns per thread
 constexpr int DPW = KT_MLA_DV / WPM; // p . v: output dims per warp
-// WS 1 (PATH 2, MPW 1, CHUNK = 8 WPM): each warp takes whole q . k scores of its own 8 tokens (NFW
-// n-fragment; two spill at WPM 4), q's A fragments read from shared memory, the scores kept in
-// registers through the softmax; WS 0: the warps split the head dim and sum their partial scores
-// through shared memory.
-constexpr bool WS = KT_WS;
-constexpr int NFW = WS ? CHUNK / 8 / WPM : 1;
-static_assert(!WS || (KT_PATH == 2 && MPW == 1 && CHUNK == 8 * WPM), "WS 1: PATH 2, MPW 1, 8 tokens a warp");
 static_assert(WPM == 4 || WPM == 8, "4 or 8 warps per 16 heads");
 static_assert(MPW == 1 || (MPW == 2 && REGS && MF % 2 == 0), "2 m-fragments a warp: PATHs 2 and 3, 32 heads");
 static_assert(CPT >= 1 && CHUNK % (8 * TSPLIT) == 0, "the chunk covers every softmax thread and token group");
@@ -84,15 +76,13 @@ template <int L> struct lay {
     static constexpr int KSLICE = DQK / KSPLIT; // head dims of a warp's q . k
     static constexpr int KSTEPS = KSLICE / 16;
     static_assert(KSLICE % 16 == 0, "the head dim splits into 16-wide k-steps per warp");
-    // shared memory: raw ring | bf16 tile (not PATH 2) | partial scores [KSPLIT][HPC][CHUNK+4] f32
-    // (WS: q's A fragments [MF][KSPLIT][KSTEPS][32] uint4, then the rows' maxes and sums [WPM][HPC] f32) |
+    // shared memory: raw ring | bf16 tile (not PATH 2) | partial scores [WPM][HPC][CHUNK+4] f32 |
     // p [HPC][CHUNK+8] bf16 | PATH 2: p's factors [TILES][CHUNK] bf16 | the rescale factor per
     // head | the split's slot ids
     static constexpr int RAW_BYTES = STAGES * CHUNK * RAW_ROW;
     static constexpr int TILE_BYTES = REGS ? 0 : CHUNK * KT_LD;
     static constexpr int SP_LD = CHUNK + 4, P_LD = CHUNK + 8;
-    static constexpr int QS_U4 = MF * KSPLIT * KSTEPS * 32;
-    static constexpr int SP_BYTES = WS ? QS_U4 * 16 + 2 * WPM * HPC * 4 : KSPLIT * HPC * SP_LD * 4;
+    static constexpr int SP_BYTES = KSPLIT * HPC * SP_LD * 4;
     static constexpr int P_BYTES = HPC * P_LD * 2;
     static constexpr int F_BYTES = REGS ? TILES * CHUNK * 2 : 0;
     static constexpr int SMEM = RAW_BYTES + TILE_BYTES + SP_BYTES + P_BYTES + F_BYTES + HPC * 4 + SPLIT * 4;
@@ -427,19 +417,19 @@ template <int L> __device__ __forceinline__ float scale_q_regs(int ks, kt_u32 (&
     return F16_QK ? __uint_as_float((kt_u32)max(1, min(254, 127 - e - 60)) << 23) : 1.f;
 }
 
-// PATH 2's q . k sums (times 2^-60) of slice ks for the NF token groups from nf0, for MPW m-fragments:
-// per 8 tokens and 64 dims one ldmatrix.x4 of the raw rows, converted in registers once for all MPW
-// fragments; each scale tile's sums times the tokens' scale; rope dims straight from the rows. Two
-// groups of 8 tokens at a time: both groups' rows are loaded first and the k-steps are the outer loop,
-// so that their mma chains interleave (more would spill at WPM 4). Each 64-dim block's sums go to
-// out(j, n, blk, v): m-fragment j, token group nf0 + n, block 0 or 1.
-template <int L, int NF, class Out>
-__device__ __forceinline__ void qk_sums(const kt_u32 (&qf)[MPW][lay<L>::KSTEPS][4], const float (&fq)[MPW],
-                                        const kt_u8 *raw, int ks, int nf0, Out out) {
+// PATH 2's q . k partial scores (times 2^-60) of this warp's slice for its token group, into
+// sp, for its MPW m-fragments from mf0: per 8 tokens and 64 dims one ldmatrix.x4 of the raw
+// rows, converted in registers once for all MPW fragments; each scale tile's sums times the
+// tokens' scale; rope dims straight from the rows. Two groups of 8 tokens at a time: both
+// groups' rows are loaded first and the k-steps are the outer loop, so that their mma chains
+// interleave (more would spill at WPM 4); the first block's sums go to sp, the second's are added.
+template <int L>
+__device__ __forceinline__ void qk_regs(const kt_u32 (&qf)[MPW][lay<L>::KSTEPS][4], const float (&fq)[MPW],
+                                        const kt_u8 *raw, float *sp, int mf0, int ks, int tg) {
     using T = lay<L>;
-    constexpr int NG = NF < 2 ? NF : 2;
+    constexpr int NF = CHUNK / 8 / TSPLIT, NG = NF < 2 ? NF : 2;
     static_assert(NF % NG == 0, "pairs of token groups");
-    const int lane = threadIdx.x & 31, t = lane & 3;
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, nf0 = tg * NF;
     const kt_u32 base = kt_smem_addr(raw) + (nf0 * 8 + (lane & 7)) * T::RAW_ROW + (lane >> 3) * 16;
 #pragma unroll
     for (int blk = 0; blk < 2; blk++) { // 64 dims: 4 k-steps
@@ -507,62 +497,18 @@ __device__ __forceinline__ void qk_sums(const kt_u32 (&qf)[MPW][lay<L>::KSTEPS][
                     for (int j = 0; j < MPW; j++) kt_mma_bf16(v[j][u], qf[j][T::KSTEPS - 1], w[u][0], w[u][1]);
                 }
 #pragma unroll
-                for (int j = 0; j < MPW; j++) out(j, n + u, blk, v[j][u]);
+                for (int j = 0; j < MPW; j++) {
+                    float2 *o0 = (float2 *)(sp + ((mf0 + j) * 16 + g) * T::SP_LD + (nf0 + n + u) * 8 + 2 * t),
+                           *o1 = o0 + 4 * T::SP_LD;
+                    if (blk == 1) {
+                        const float2 a0 = *o0, a1 = *o1;
+                        v[j][u][0] += a0.x, v[j][u][1] += a0.y, v[j][u][2] += a1.x, v[j][u][3] += a1.y;
+                    }
+                    *o0 = make_float2(v[j][u][0], v[j][u][1]);
+                    *o1 = make_float2(v[j][u][2], v[j][u][3]);
+                }
             }
         }
-    }
-}
-
-// PATH 2's q . k partial scores of this warp's slice for its token group, into sp: the first
-// block's sums stored, the second's added.
-template <int L>
-__device__ __forceinline__ void qk_regs(const kt_u32 (&qf)[MPW][lay<L>::KSTEPS][4], const float (&fq)[MPW],
-                                        const kt_u8 *raw, float *sp, int mf0, int ks, int tg) {
-    using T = lay<L>;
-    constexpr int NF = CHUNK / 8 / TSPLIT;
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, nf0 = tg * NF;
-    qk_sums<L, NF>(qf, fq, raw, ks, nf0, [&](int j, int n, int blk, float(&v)[4]) {
-        float2 *o0 = (float2 *)(sp + ((mf0 + j) * 16 + g) * T::SP_LD + (nf0 + n) * 8 + 2 * t), *o1 = o0 + 4 * T::SP_LD;
-        if (blk == 1) {
-            const float2 a0 = *o0, a1 = *o1;
-            v[0] += a0.x, v[1] += a0.y, v[2] += a1.x, v[3] += a1.y;
-        }
-        *o0 = make_float2(v[0], v[1]);
-        *o1 = make_float2(v[2], v[3]);
-    });
-}
-
-// WS: this warp's slice ks of q's A fragments (scale_q_regs' registers) into qs, one uint4 a lane
-// and k-step, for every warp of the m-fragment to read.
-template <int L>
-__device__ __forceinline__ void store_q_ws(const kt_u32 (&qf)[lay<L>::KSTEPS][4], uint4 *qs, int mf, int ks) {
-    using T = lay<L>;
-    const int lane = threadIdx.x & 31;
-#pragma unroll
-    for (int kk = 0; kk < T::KSTEPS; kk++)
-        qs[((mf * KSPLIT + ks) * T::KSTEPS + kk) * 32 + lane] = make_uint4(qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3]);
-}
-
-// WS: the whole scores (times 2^-60) of this warp's NFW token groups (from wi * NFW) into s, the
-// four slices' sums added in registers.
-template <int L>
-__device__ __forceinline__ void qk_whole(const uint4 *qs, const kt_u8 *raw, int mf, int wi, float (&s)[NFW][4]) {
-    using T = lay<L>;
-    const int lane = threadIdx.x & 31;
-    const float fq[1] = {1.f};
-#pragma unroll
-    for (int n = 0; n < NFW; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
-#pragma unroll
-    for (int ks = 0; ks < KSPLIT; ks++) {
-        kt_u32 qf[1][T::KSTEPS][4];
-#pragma unroll
-        for (int kk = 0; kk < T::KSTEPS; kk++) {
-            const uint4 v = qs[((mf * KSPLIT + ks) * T::KSTEPS + kk) * 32 + lane];
-            qf[0][kk][0] = v.x, qf[0][kk][1] = v.y, qf[0][kk][2] = v.z, qf[0][kk][3] = v.w;
-        }
-        qk_sums<L, NFW>(qf, fq, raw, ks, wi * NFW, [&](int, int n, int, const float(&v)[4]) {
-            s[n][0] += v[0], s[n][1] += v[1], s[n][2] += v[2], s[n][3] += v[3];
-        });
     }
 }
 
@@ -736,82 +682,6 @@ __device__ __forceinline__ void softmax_chunk(const int *ids, const float *sp, k
     if (sub == 0) alpha[row] = f;
 }
 
-// WS's online softmax over the chunk from the scores in registers (lane: rows g and g + 8 of
-// m-fragment mf, columns 2t, 2t + 1 of each token group): the rows' chunk maxes meet through xm
-// [WPM][HPC] (one barrier), every warp then takes the same new max m, writes its p as bf16 pairs
-// and keeps its own partial sums l (its columns only: ws_rows adds them up after the last chunk);
-// the warps of token group 0 write the rescale factor.
-template <int L>
-__device__ __forceinline__ void softmax_ws(const int *ids, float (&s)[NFW][4], kt_u16 *p, float *xm, float *alpha,
-                                           float (&m)[2], float (&l)[2], int mf, int wi) {
-    using T = lay<L>;
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, r0 = mf * 16 + g;
-    const float scale = kt_mla_sm_scale(L) * 1.4426950408889634f * BIAS; // the sums are x 2^-60
-    float cmax[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int n = 0; n < NFW; n++) {
-        const int col = (wi * NFW + n) * 8 + 2 * t;
-        const bool u0 = ids[col] >= 0, u1 = ids[col + 1] >= 0;
-        s[n][0] = u0 ? s[n][0] * scale : -INFINITY, s[n][1] = u1 ? s[n][1] * scale : -INFINITY;
-        s[n][2] = u0 ? s[n][2] * scale : -INFINITY, s[n][3] = u1 ? s[n][3] * scale : -INFINITY;
-        cmax[0] = fmaxf(cmax[0], fmaxf(s[n][0], s[n][1]));
-        cmax[1] = fmaxf(cmax[1], fmaxf(s[n][2], s[n][3]));
-    }
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        cmax[r] = fmaxf(cmax[r], __shfl_xor_sync(0xffffffffu, cmax[r], 1));
-        cmax[r] = fmaxf(cmax[r], __shfl_xor_sync(0xffffffffu, cmax[r], 2));
-        if (t == 0) xm[wi * HPC + r0 + 8 * r] = cmax[r];
-    }
-    __syncthreads();
-    float f[2], mn[2];
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        mn[r] = m[r];
-#pragma unroll
-        for (int w = 0; w < WPM; w++) mn[r] = fmaxf(mn[r], xm[w * HPC + r0 + 8 * r]);
-        f[r] = mn[r] == -INFINITY ? 1.f : exp2f(m[r] - mn[r]); // exp2(-inf) = 0: the first slots
-    }
-    float sum[2] = {0.f, 0.f};
-#pragma unroll
-    for (int n = 0; n < NFW; n++) {
-        const int col = (wi * NFW + n) * 8 + 2 * t;
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            const float e0 = s[n][2 * r] == -INFINITY ? 0.f : exp2f(s[n][2 * r] - mn[r]);
-            const float e1 = s[n][2 * r + 1] == -INFINITY ? 0.f : exp2f(s[n][2 * r + 1] - mn[r]);
-            sum[r] += e0 + e1;
-            *(kt_u32 *)(p + (r0 + 8 * r) * T::P_LD + col) = bf16x2(e0, e1);
-        }
-    }
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        l[r] = l[r] * f[r] + sum[r];
-        m[r] = mn[r];
-        if (wi == 0 && t == 0) alpha[r0 + 8 * r] = f[r];
-    }
-}
-
-// WS after the last chunk: the lanes' partial sums of each row added up (over the row's 4 lanes,
-// then the WPM warps through xl), so that each softmax thread holds its row's (m, l) as WS 0 leaves
-// them (row threadIdx.x / TPR).
-__device__ __forceinline__ void ws_rows(const float (&wm)[2], float (&wl)[2], float *xm, float *xl, int mf, int wi,
-                                        float &m, float &l) {
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, r0 = mf * 16 + g;
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        wl[r] += __shfl_xor_sync(0xffffffffu, wl[r], 1);
-        wl[r] += __shfl_xor_sync(0xffffffffu, wl[r], 2);
-        if (t == 0) xl[wi * HPC + r0 + 8 * r] = wl[r];
-        if (t == 0 && wi == 0) xm[r0 + 8 * r] = wm[r];
-    }
-    __syncthreads();
-    const int row = threadIdx.x / TPR;
-    m = xm[row], l = 0.f;
-#pragma unroll
-    for (int w = 0; w < WPM; w++) l += xl[w * HPC + row];
-}
-
 // This warp's p . v over the chunk: its 16 heads x DPW output dims, rescaled first.
 template <int L>
 __device__ __forceinline__ void pv_chunk(float (&acc)[DPW / 8][4], const kt_u8 *tile, const kt_u16 *p,
@@ -837,13 +707,12 @@ __device__ __forceinline__ void pv_chunk(float (&acc)[DPW / 8][4], const kt_u8 *
 
 // PATH 2's chunk c: once chunk c has landed and every warp is done with chunk c - 1, the gather
 // of chunk c + STAGES - 1 into c - 1's buffer, p's factors, q . k from the ring, the softmax,
-// p . v from the ring (three barriers a chunk). WS: q . k and the softmax from the registers
-// (wm, wl: the lane's rows' max and partial sums), q from sp.
+// p . v from the ring (three barriers a chunk).
 template <int L>
 __device__ __forceinline__ void regs_chunk(const kt_mla_args &a, const int *ids, kt_u8 *raw, float *sp, kt_u16 *p,
                                            kt_u16 *fs, float *alpha, const kt_u32 (&qf)[MPW][lay<L>::KSTEPS][4],
                                            const float (&fq)[MPW], float (&acc)[MPW][DPW / 8][4], float &m, float &l,
-                                           float (&wm)[2], float (&wl)[2], int c, int chunks) {
+                                           int c, int chunks) {
     using T = lay<L>;
     const int warp = threadIdx.x >> 5, mf = warp / WPM * MPW, wi = warp % WPM, ks = wi % KSPLIT, tg = wi / KSPLIT;
     kt_cp_async_wait<REGS ? STAGES - 2 : 0>();
@@ -853,15 +722,9 @@ __device__ __forceinline__ void regs_chunk(const kt_mla_args &a, const int *ids,
     kt_cp_async_commit();
     const kt_u8 *buf = raw + (c % STAGES) * CHUNK * T::RAW_ROW;
     chunk_factors<L>(buf, fs);
-    if (WS) {
-        float s[NFW][4];
-        qk_whole<L>((const uint4 *)sp, buf, mf, wi, s);
-        softmax_ws<L>(ids + c * CHUNK, s, p, sp + 4 * T::QS_U4, alpha, wm, wl, mf, wi);
-    } else {
-        qk_regs<L>(qf, fq, buf, sp + ks * HPC * T::SP_LD, mf, ks, tg);
-        __syncthreads();
-        softmax_chunk<L>(ids + c * CHUNK, sp, p, alpha, m, l);
-    }
+    qk_regs<L>(qf, fq, buf, sp + ks * HPC * T::SP_LD, mf, ks, tg);
+    __syncthreads();
+    softmax_chunk<L>(ids + c * CHUNK, sp, p, alpha, m, l);
     __syncthreads();
     pv_regs<L>(acc, buf, p, fs, alpha, mf, wi);
 }
@@ -1117,7 +980,6 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
         const kt_u32 *q = (const kt_u32 *)q16;
 #pragma unroll
         for (int j = 0; j < MPW; j++) fq[j] = REGS ? scale_q_regs<L>(ks, qf[j]) : 1.f;
-        if (WS && tg == 0) store_q_ws<L>(qf[0], (uint4 *)sp, mf, ks); // read after the first chunk's barrier
 #pragma unroll
         for (int kk = 0; kk < T::KSTEPS && !MX && !REGS; kk++) {
             const int c = (ks * T::KSLICE + kk * 16 + 2 * t) / 2;
@@ -1131,10 +993,8 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
         for (int j = 0; j < MPW; j++)
 #pragma unroll
             for (int nf = 0; nf < DPW / 8; nf++) acc[j][nf][0] = acc[j][nf][1] = acc[j][nf][2] = acc[j][nf][3] = 0.f;
-        float wm[2] = {-INFINITY, -INFINITY}, wl[2] = {0.f, 0.f};
         for (int c = 0; c < chunks && REGS; c++)
-            regs_chunk<L>(a, ids, raw, sp, p, fs, alpha, qf, fq, acc, m, l, wm, wl, c, chunks);
-        if (WS) ws_rows(wm, wl, sp + 4 * T::QS_U4, sp + 4 * T::QS_U4 + WPM * HPC, mf, wi, m, l);
+            regs_chunk<L>(a, ids, raw, sp, p, fs, alpha, qf, fq, acc, m, l, c, chunks);
         for (int c = 0; c < chunks && !REGS; c++) {
             const int next = c + STAGES - 1;
             if (next < chunks) gather<L>(a, list_ids{ids + next * CHUNK}, raw + (next % STAGES) * CHUNK * T::RAW_ROW);

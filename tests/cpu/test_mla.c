@@ -135,12 +135,12 @@ KT_TEST(mla_default_fills_two_ctas_an_sm) {
         long m;
         const char *want;
     } cases[] = {
-        {"LAYOUT=V4,HQ=16,TOPK=512,SQ=1", 64, "HPC=16,CHUNK=32,SPLIT=160,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1,WS=0"},
-        {"LAYOUT=V4,HQ=64,TOPK=512,SQ=1", 16, "HPC=16,CHUNK=32,SPLIT=160,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1,WS=0"},
-        {"LAYOUT=V4,HQ=16,TOPK=512,SQ=1", 32, "HPC=16,CHUNK=32,SPLIT=64,STAGES=2,PATH=2,WPM=4,FUSE=0,MPW=1,WS=0"},
-        {"LAYOUT=V4,HQ=16,TOPK=512,SQ=1", 1, "HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1,WS=0"},
-        {"LAYOUT=V32,HQ=16,TOPK=2048,SQ=1", 64, "HPC=16,CHUNK=32,SPLIT=512,STAGES=3,PATH=2,WPM=8,FUSE=0,MPW=1,WS=0"},
-        {"LAYOUT=V4,HQ=64,TOPK=512,SQ=1", 64, "HPC=16,CHUNK=64,SPLIT=1024,STAGES=2,PATH=2,WPM=8,FUSE=1,MPW=1,WS=0"},
+        {"LAYOUT=V4,HQ=16,TOPK=512,SQ=1", 64, "HPC=16,CHUNK=32,SPLIT=160,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1"},
+        {"LAYOUT=V4,HQ=64,TOPK=512,SQ=1", 16, "HPC=16,CHUNK=32,SPLIT=160,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1"},
+        {"LAYOUT=V4,HQ=16,TOPK=512,SQ=1", 32, "HPC=16,CHUNK=32,SPLIT=64,STAGES=2,PATH=2,WPM=4,FUSE=0,MPW=1"},
+        {"LAYOUT=V4,HQ=16,TOPK=512,SQ=1", 1, "HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1"},
+        {"LAYOUT=V32,HQ=16,TOPK=2048,SQ=1", 64, "HPC=16,CHUNK=32,SPLIT=512,STAGES=3,PATH=2,WPM=8,FUSE=0,MPW=1"},
+        {"LAYOUT=V4,HQ=64,TOPK=512,SQ=1", 64, "HPC=16,CHUNK=64,SPLIT=1024,STAGES=2,PATH=2,WPM=8,FUSE=1,MPW=1"},
     };
     for (int i = 0; i < 6; i++) {
         kt_problem p;
@@ -155,38 +155,6 @@ KT_TEST(mla_default_fills_two_ctas_an_sm) {
         EXPECT(!strcmp(got, cases[i].want));
         EXPECT(f->check_config(&c, 120, why, sizeof why) == 0 && f->config_fits(&c, &p));
     }
-}
-
-/* WS=1 (whole scores a warp, kernels/mla_decode.cu) is refused off PATH 2, at MPW 2 and where a
- * warp's share of the chunk is not 8 tokens (two spill); its shared memory holds q (2 bytes a head
- * and dim) and the rows' maxes and sums where WS 0 holds the partial scores: a V3.2 config that fits
- * sm_120's 99 KB at WS 0 does not at WS 1. */
-KT_TEST(mla_ws_config_rules) {
-    const kt_family *f = kt_family_find("mla_decode");
-    char why[256];
-    kt_config c;
-    const char *refused[] = {"PATH=3,WS=1",         "PATH=0,WS=1",         "HPC=32,MPW=2,WPM=8,CHUNK=64,WS=1",
-                             "CHUNK=32,WPM=8,WS=1", "CHUNK=16,WPM=4,WS=1", "CHUNK=64,WPM=4,WS=1"};
-    for (int i = 0; i < 6; i++) {
-        EXPECT(kt_parse_config(f, refused[i], &c) == 0);
-        EXPECT(f->check_config(&c, 90, why, sizeof why) == -1 && strstr(why, "WS=1"));
-    }
-    const char *taken[] = {"PATH=2,CHUNK=32,WPM=4,WS=1", "PATH=2,CHUNK=64,WPM=8,WS=1",
-                           "HPC=32,PATH=2,CHUNK=32,WPM=4,WS=1"};
-    for (int i = 0; i < 3; i++) {
-        EXPECT(kt_parse_config(f, taken[i], &c) == 0);
-        EXPECT(f->check_config(&c, 90, why, sizeof why) == 0);
-    }
-    kt_problem v32;
-    EXPECT(kt_parse_shape(f, "LAYOUT=V32,HQ=16,TOPK=2048,SQ=1", &v32) == 0);
-    v32.m = 1;
-    kt_config w0, w1;
-    EXPECT(kt_parse_config(f, "HPC=16,CHUNK=32,SPLIT=512,STAGES=4,PATH=2,WPM=4,WS=0", &w0) == 0);
-    EXPECT(kt_parse_config(f, "HPC=16,CHUNK=32,SPLIT=512,STAGES=4,PATH=2,WPM=4,WS=1", &w1) == 0);
-    /* 4 x 32 x 656 ring + p, factors, rescale factors, slot list (3,648) + partial scores 4 x 16 x 36 x 4:
-     * 96,832 bytes at WS 0; + q 16 x 576 x 2 + maxes and sums 2 x 4 x 16 x 4 instead: 106,560 at WS 1 */
-    EXPECT(f->config_fits(&w0, &v32));
-    EXPECT(!f->config_fits(&w1, &v32));
 }
 
 /* The sm_120a path (PATH=1) compiles and its SASS holds the block-scaled e4m3 mma
