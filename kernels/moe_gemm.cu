@@ -219,8 +219,8 @@ __device__ __forceinline__ void tokens_to_bf16(kt_u8 *xs, int nkb, int nv, int w
 // rows' (slot, routing weight), -1 for padding. Thread `item` of the cluster (rank + CY tid) owns
 // columns 4j..4j+3 of one token (item = token * TN / 4 + j), sh their shared values (bf16).
 // Call after red[] and pairs_s are written, then keep red[] alive (the caller's last barrier).
-__device__ __forceinline__ void tile_combine(const float *red, const float *pairs_s, float *table, int item,
-                                             uint2 sh, kt_u16 *out, int topk, int N, int c0) {
+__device__ __forceinline__ void tile_combine(const float *red, const float *pairs_s, float *table, int item, uint2 sh,
+                                             kt_u16 *out, int topk, int N, int c0) {
     kt_cluster_sync(); // every CTA's red[] and pairs complete and visible to the cluster
     constexpr int PAIRS = CY * TM;
     for (int i = threadIdx.x; i < PAIRS / 2; i += blockDim.x) {
@@ -231,8 +231,8 @@ __device__ __forceinline__ void tile_combine(const float *red, const float *pair
     __syncthreads();
     if (item >= 0) {
         const int token = item / (TN / 4), jc = item % (TN / 4);
-        float v[4] = {kt_bf16_to_f32((kt_u16)sh.x), kt_bf16_to_f32((kt_u16)(sh.x >> 16)),
-                      kt_bf16_to_f32((kt_u16)sh.y), kt_bf16_to_f32((kt_u16)(sh.y >> 16))};
+        float v[4] = {kt_bf16_to_f32((kt_u16)sh.x), kt_bf16_to_f32((kt_u16)(sh.x >> 16)), kt_bf16_to_f32((kt_u16)sh.y),
+                      kt_bf16_to_f32((kt_u16)(sh.y >> 16))};
         const kt_u32 at = kt_smem_addr(red + 4 * jc);
 #pragma unroll
         for (int p = 0; p < PAIRS; p++) { // (rank, row) order: the same bits every run
@@ -260,7 +260,7 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
     __shared__ int slot_s[TM];
     __shared__ int last_s[TM + 1];
     constexpr bool tcl = TILE_CLUSTER && !GATEUP;
-    __shared__ __align__(16) float pairs_s[tcl ? 2 * TM : 4];    // DOWN CLUSTER: (slot, weight) of the rows
+    __shared__ __align__(16) float pairs_s[tcl ? 2 * TM : 4];      // DOWN CLUSTER: (slot, weight) of the rows
     __shared__ __align__(16) float table_s[tcl ? 2 * CY * TM : 4]; // ... and of the cluster's
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
     const int wk = warp / WARPS_N, wn = warp % WARPS_N;
@@ -313,7 +313,9 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
     if (tid < TM) {
         const int slot = GATHER ? (tid < topk ? tile * topk + tid : -1) : ld_route<early>(rec + tile * TM + tid);
         slot_s[tid] = slot;
-        if constexpr (tcl) pairs_s[2 * tid] = __int_as_float(slot), pairs_s[2 * tid + 1] = slot >= 0 ? ld_route<early>(topw + slot) : 0.f;
+        if constexpr (tcl)
+            pairs_s[2 * tid] = __int_as_float(slot),
+                        pairs_s[2 * tid + 1] = slot >= 0 ? ld_route<early>(topw + slot) : 0.f;
     }
 
     const long KH = FMT == FMT_FP8 ? K : K / 2; // bytes per weight row
