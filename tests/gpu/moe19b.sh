@@ -13,7 +13,8 @@
 #   4. moe_step at V4 M = 1, FP8 and MXFP4, on this build's defaults (down CLUSTER=6) and on main's
 #      kt (.gpu/moe19b/kt_main, de75229) in the same call;
 #   5. moe_step verified at V4 M = 1 (FP8 uniform and hot, MXFP4 zipf: CLUSTER=6 in the pipeline);
-#      main's config (the partials path) verified at M 1-256; ncu of down FP8 at V4 M = 1, both paths.
+#      main's config (the partials path) verified at M 1-256; down alone at V4 M = 1 in 192 and 768
+#      CTAs (clusters of 6, verified first at E 32); ncu of down FP8 at V4 M = 1, both paths.
 # Needs bin/ lib/ and .gpu/moe19b/ (kt_main, kt_plant, jit.tar.xz: git-ignored, carried). Logs in
 # $OUT/moe19b (or $LOGS); an "ok"/"FAIL" line a check; ends with "N passed, N failed".
 #   usage: OUT=$OUT bash tests/gpu/moe19b.sh
@@ -34,14 +35,18 @@ V4S="E=256,HIDDEN=4096,INTER=512"
 BASE="TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=2,SPLIT=1,WIDE=1,EARLY=1" # main's V4 M = 1 down
 C6="$BASE,CLUSTER=6"
 C8="$BASE,CLUSTER=8"
-for c in "$C6" "$BASE" "$C8"; do
+# fewer, wider CTAs (192: TN 128 as 4 x 1 warps, each warp all 4 k-blocks in its ring) and more,
+# narrower (768 of 64 threads: TN 32 as 1 x 2 warps, 6 an SM), both clusters of 6
+C6W="TM=8,TN=128,WARPS_N=4,WARPS_K=1,STAGES=4,SPLIT=1,WIDE=1,EARLY=1,CLUSTER=6"
+C6N="TM=8,TN=32,WARPS_N=1,WARPS_K=2,STAGES=2,SPLIT=1,WIDE=1,EARLY=1,CLUSTER=6"
+for c in "$C6" "$BASE" "$C8" "$C6W" "$C6N"; do
     timeout 60 "$KT" compile --family moe_gemm --arch sm_90 --config "$c" >/dev/null 2>&1 &
 done
 timeout 60 "$PLANT" compile --family moe_gemm --arch sm_90 --config "$C6" >/dev/null 2>&1 &
 timeout 60 "$MAIN" compile --family moe_gemm --arch sm_90 --config "$BASE" >/dev/null 2>&1 &
 
 # 1. correctness (timeout runs programs: the functions run in bash -c)
-export KT PLANT DN BASE C6 C8
+export KT PLANT DN BASE C6 C8 C6W C6N
 shapes() { # FORMATS TOPK -> down --shape args, all three distributions
     local f d
     for f in $1; do for d in uniform zipf hot; do echo "--shape FORMAT=$f,STAGE=down,$DN,TOPK=$2,DIST=$d"; done; done
@@ -101,6 +106,9 @@ dn dn_mxfp4_c6 mxfp4 "$C6"
 # step again
 vstep
 step v_base within 25 bash -c 'verify_cfg "fp8 mxfp4" 6 1,4,16,64,256 "$BASE"'
+step v_c6wn within 15 bash -c 'verify_cfg fp8 6 1 "$C6W" && verify_cfg fp8 6 1 "$C6N"'
+dn dn_fp8_c6w fp8 "$C6W"
+dn dn_fp8_c6n fp8 "$C6N"
 for c in main c6; do
     cfg=$BASE
     [ $c = c6 ] && cfg=$C6
