@@ -373,13 +373,6 @@ static int smem_of(const kt_config *c, const moe_dims *d) {
 /* CLUSTER=1's cluster: the CTAs of a 128-column quantisation group (256 / TN) times SPLIT. */
 static int cluster_ctas(const kt_config *c) { return (c->v[P_TN] < 256 ? 256 / c->v[P_TN] : 1) * c->v[P_SPLIT]; }
 
-/* The tiles the grid launches along y (the record's at most, GATHER: a CTA per token). */
-static long grid_tiles(const moe_dims *d, const kt_config *c) {
-    if (c->v[P_GATHER]) return d->M;
-    long tiles = kt_moe_max_tiles(d->M, d->topk, d->E, c->v[P_TM]);
-    return tiles > d->MT ? d->MT : tiles; /* a used tile holds a slot at least */
-}
-
 static int check_config(const kt_config *c, int arch, char *why, size_t n) {
     const int *v = c->v;
     layout l = layout_of(c);
@@ -392,10 +385,8 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
     if (l.threads > 512) return snprintf(why, n, "%d threads per block (at most 512)", l.threads), -1;
     if (v[P_GATHER] && (v[P_TM] != 8 || v[P_SPLIT] != 1))
         return snprintf(why, n, "GATHER=1 (a CTA per token) needs TM=8 and SPLIT=1"), -1;
-    if (v[P_CLUSTER] == 1 && (cluster_ctas(c) < 2 || cluster_ctas(c) > 8))
+    if (v[P_CLUSTER] && (cluster_ctas(c) < 2 || cluster_ctas(c) > 8))
         return snprintf(why, n, "CLUSTER=1 makes (256 / TN) x SPLIT = %d CTAs a cluster (2 to 8)", cluster_ctas(c)), -1;
-    if (v[P_CLUSTER] > 1 && (v[P_SPLIT] != 1 || v[P_GATHER]))
-        return snprintf(why, n, "CLUSTER=%d (down's tiles one cluster) needs SPLIT=1 and GATHER=0", v[P_CLUSTER]), -1;
     if ((long)v[P_TM] * (v[P_TN] + 4) * 4 > SMEM_LIMIT)
         return snprintf(why, n, "the epilogue tile needs %d bytes of shared memory", v[P_TM] * (v[P_TN] + 4) * 4), -1;
     /* running sums (4 a fragment pair), the ring of STAGES k-blocks of weight fragments (FP8:
@@ -427,11 +418,7 @@ static int config_fits(const kt_config *c, const kt_problem *p) {
     if (d.stage == KT_MOE_DOWN && d.N % v[P_TN]) return 0;
     if (v[P_GATHER] && (d.stage != KT_MOE_DOWN || d.topk > 8)) return 0; /* GATHER: a token's slots, one tile */
     if (v[P_EARLY] && d.stage != KT_MOE_DOWN) return 0;                  /* gate+up's expert is its producer's output */
-    if (v[P_CLUSTER] == 1 && d.stage != KT_MOE_GATEUP) return 0;         /* the SwiGLU's group */
-    /* down's CLUSTER=n: the grid's n tiles, all of them, one cluster; a thread an output item */
-    if (v[P_CLUSTER] > 1 && (d.stage != KT_MOE_DOWN || grid_tiles(&d, c) != v[P_CLUSTER] ||
-                             d.M * (v[P_TN] / 4) > (long)v[P_CLUSTER] * layout_of(c).threads))
-        return 0;
+    if (v[P_CLUSTER] && d.stage != KT_MOE_GATEUP) return 0;              /* the SwiGLU's group */
     return v[P_SPLIT] <= d.KB && v[P_WK] <= nkb && smem_of(c, &d) <= SMEM_LIMIT;
 }
 
@@ -488,13 +475,6 @@ static void default_for(const kt_problem *p, int sms, kt_config *c) {
      * at M = 16, several waves and a cluster of 4, 97.5 -> 100.5: slower; nineteenth session). */
     int group = cluster_ctas(c);
     if (d.stage == KT_MOE_GATEUP && v[P_SPLIT] > 1 && group <= 8 && ctas * v[P_SPLIT] <= 2.0 * sms) v[P_CLUSTER] = 1;
-    /* Down with 2-8 tiles (decode M = 1): a column tile's tiles one cluster, the token's slots
-     * combined from their shared memory instead of the partials' fence, counter and L2 round trips. */
-    long gt = grid_tiles(&d, c);
-    if (d.stage == KT_MOE_DOWN && v[P_SPLIT] == 1 && (gt == 2 || gt == 4 || gt == 6 || gt == 8)) {
-        v[P_CLUSTER] = (int)gt;
-        if (!config_fits(c, p)) v[P_CLUSTER] = 0;
-    }
 }
 
 /* ---------------------------------------------------------------- launch */
@@ -526,7 +506,9 @@ static int launch(const kt_launch *l) {
                     &E,
                     &N,
                     &K};
-    long tiles = grid_tiles(&d, l->config);
+    long tiles = kt_moe_max_tiles(d.M, d.topk, d.E, v[P_TM]);
+    if (tiles > d.MT) tiles = d.MT; /* a used tile holds a slot at least */
+    if (v[P_GATHER]) tiles = d.M;   /* a CTA per token */
     int kernel = (d.fmt == KT_MOE_FP8 ? K_FP8_GATEUP : K_MXFP4_GATEUP) + (d.stage == KT_MOE_DOWN);
     return kt_launch_kernel_pdl(l->mod, kernel, (unsigned)(d.N / v[P_TN]), (unsigned)tiles, (unsigned)v[P_SPLIT],
                                 (unsigned)lay.threads, (unsigned)smem_of(l->config, &d), l->stream, args);
@@ -632,7 +614,7 @@ const kt_family kt_family_moe_gemm = {
                {"BF16", 2, {0, 1}},
                {"GATHER", 2, {0, 1}},
                {"EARLY", 2, {0, 1}},
-               {"CLUSTER", 6, {0, 1, 2, 4, 6, 8}}},
+               {"CLUSTER", 2, {0, 1}}},
     .strata_params = 2,
     .default_config = {{8, 64, 2, 2, 2, 1, 0, 1, 0, 0, 0, 0}},
     .target_shapes = target_shapes,

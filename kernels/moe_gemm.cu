@@ -36,11 +36,6 @@
 // sums from each other's shared memory after a cluster barrier, no partials, fence or counter
 // (kt verify --family moe_gemm --shape FORMAT=fp8,STAGE=gateup,E=32,N=512,K=2048,TOPK=6,DIST=zipf
 // --m 1,16 --config TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=2,WIDE=1,CLUSTER=1).
-// CLUSTER=n >= 2 (down, where the grid has exactly n tiles: decode M = 1) makes a column tile's n
-// tiles one cluster, so every slot of every token is a row of one of its CTAs; the combine reads
-// the slots' sums from each other's shared memory (kt verify --family moe_gemm --shape
-// FORMAT=fp8,STAGE=down,E=32,N=1024,K=512,TOPK=6,DIST=hot --m 1 --config
-// TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=2,SPLIT=1,WIDE=1,EARLY=1,CLUSTER=6).
 #include "kt_device.cuh"
 #include "moe_layout.h"
 #include "mxfp4_bf16.cuh" // BF16=1's operands
@@ -70,11 +65,6 @@ constexpr bool WIDE = KT_WIDE == 1, BF16 = KT_BF16 == 1, GATHER = KT_GATHER == 1
 constexpr bool CLUSTER = KT_CLUSTER == 1;
 constexpr int CX = KT_CX, CLUSTER_CTAS = CX * KT_SPLIT;
 static_assert(!CLUSTER || (CLUSTER_CTAS >= 2 && CLUSTER_CTAS <= 8), "CLUSTER: 2 to 8 CTAs (the portable size)");
-// CLUSTER=n >= 2 (down): the grid's n tiles (along y, all of them) are one cluster, CTA (x, y) its
-// rank y.
-constexpr int CY = KT_CLUSTER >= 2 ? KT_CLUSTER : 1;
-constexpr bool TILE_CLUSTER = CY > 1;
-static_assert(CY <= 8 && (!TILE_CLUSTER || (KT_SPLIT == 1 && KT_GATHER == 0)), "down CLUSTER: 2-8 tiles, split-K 1");
 constexpr int WN = TN / WARPS_N, FRAG_N = WN / 16, FRAG_M = TM / 8;
 constexpr int RED_LD = TN + 4; // the epilogue tile [TM][RED_LD] f32; the pad spreads its banks
 constexpr float SWIGLU_LIMIT = 10.0f;
@@ -214,41 +204,6 @@ __device__ __forceinline__ void tokens_to_bf16(kt_u8 *xs, int nkb, int nv, int w
     }
 }
 
-// DOWN CLUSTER: out = shared + the weighted sums of the token's slots, whose rows are in the
-// cluster's CTAs' red[] (the grid's whole y: every slot of the M tokens); pairs_s holds this CTA's
-// rows' (slot, routing weight), -1 for padding. Thread `item` of the cluster (rank + CY tid) owns
-// columns 4j..4j+3 of one token (item = token * TN / 4 + j), sh their shared values (bf16).
-// Call after red[] and pairs_s are written, then keep red[] alive (the caller's last barrier).
-__device__ __forceinline__ void tile_combine(const float *red, const float *pairs_s, float *table, int item, uint2 sh,
-                                             kt_u16 *out, int topk, int N, int c0) {
-    kt_cluster_sync(); // every CTA's red[] and pairs complete and visible to the cluster
-    constexpr int PAIRS = CY * TM;
-    for (int i = threadIdx.x; i < PAIRS / 2; i += blockDim.x) {
-        const int q = i / (TM / 2), j = i % (TM / 2);
-        const float4 v = kt_cluster_load4(kt_cluster_map(kt_smem_addr(pairs_s + 4 * j), q));
-        *(float4 *)(table + 4 * i) = v;
-    }
-    __syncthreads();
-    if (item >= 0) {
-        const int token = item / (TN / 4), jc = item % (TN / 4);
-        float v[4] = {kt_bf16_to_f32((kt_u16)sh.x), kt_bf16_to_f32((kt_u16)(sh.x >> 16)), kt_bf16_to_f32((kt_u16)sh.y),
-                      kt_bf16_to_f32((kt_u16)(sh.y >> 16))};
-        const kt_u32 at = kt_smem_addr(red + 4 * jc);
-#pragma unroll
-        for (int p = 0; p < PAIRS; p++) { // (rank, row) order: the same bits every run
-            const int slot = __float_as_int(table[2 * p]);
-            if (slot < 0 || slot / topk != token) continue;
-            const float w = table[2 * p + 1];
-            const float4 a = kt_cluster_load4(kt_cluster_map(at + p % TM * RED_LD * 4, p / TM));
-            v[0] = fmaf(w, a.x, v[0]), v[1] = fmaf(w, a.y, v[1]), v[2] = fmaf(w, a.z, v[2]), v[3] = fmaf(w, a.w, v[3]);
-        }
-        uint2 o;
-        o.x = kt_f32_to_bf16(v[0]) | (kt_u32)kt_f32_to_bf16(v[1]) << 16;
-        o.y = kt_f32_to_bf16(v[2]) | (kt_u32)kt_f32_to_bf16(v[3]) << 16;
-        *(uint2 *)(out + (long)token * N + c0 + 4 * jc) = o;
-    }
-}
-
 template <int FMT, bool GATEUP>
 __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const float *__restrict__ Xs,
                                          const kt_u8 *__restrict__ W, const void *__restrict__ Ws,
@@ -259,9 +214,6 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
     extern __shared__ __align__(128) kt_u8 smem[];
     __shared__ int slot_s[TM];
     __shared__ int last_s[TM + 1];
-    constexpr bool tcl = TILE_CLUSTER && !GATEUP;
-    __shared__ __align__(16) float pairs_s[tcl ? 2 * TM : 4];      // DOWN CLUSTER: (slot, weight) of the rows
-    __shared__ __align__(16) float table_s[tcl ? 2 * CY * TM : 4]; // ... and of the cluster's
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
     const int wk = warp / WARPS_N, wn = warp % WARPS_N;
     const int tile = blockIdx.y, z = blockIdx.z, KB = K / 128, MT = M * topk;
@@ -284,24 +236,7 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
     // so the combine needs no partials and no other CTA.
     const int e =
         GATHER ? (lane < topk ? ld_route<early>(ids + tile * topk + lane) : 0) : ld_route<early>(rec + padded + tile);
-    // DOWN CLUSTER: this thread's item of the combine and its shared values (read after the wait)
-    const int item = tcl && (int)(blockIdx.y + CY * tid) < M * (TN / 4) ? (int)(blockIdx.y + CY * tid) : -1;
-    const int c0 = GATEUP ? blockIdx.x * (TN / 2) : blockIdx.x * TN;
-    auto shared_of = [&]() {
-        return item < 0 ? make_uint2(0, 0)
-                        : *(const uint2 *)(shared + (long)(item / (TN / 4)) * N + c0 + 4 * (item % (TN / 4)));
-    };
-    if (!GATHER && e < 0) {
-        if constexpr (tcl) { // a tile past n_tiles: no rows, but a CTA of the cluster's barriers
-            if (tid < TM) pairs_s[2 * tid] = __int_as_float(-1), pairs_s[2 * tid + 1] = 0.f;
-            if constexpr (early) kt_wait_producer(), kt_allow_consumer();
-            const uint2 sh = shared_of();
-            __syncthreads();
-            tile_combine((const float *)smem, pairs_s, table_s, item, sh, (kt_u16 *)out_, topk, N, c0);
-            kt_cluster_sync_relaxed();
-        }
-        return;
-    }
+    if (!GATHER && e < 0) return;
     const int kb0 = (int)((long)z * KB / SPLIT), nkb = (int)((long)(z + 1) * KB / SPLIT) - kb0;
     const int units = GATHER ? topk * nkb : nkb;
     // GATHER: the weights of the slots whose sums lane t holds (token columns 2t, 2t+1)
@@ -309,14 +244,9 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
                 w_hi = GATHER && 2 * t + 1 < topk ? ld_route<early>(topw + tile * topk + 2 * t + 1) : 0.f;
     const int inter = N / 2;
     // CTA row r -> the expert's weight row (GATEUP: gate columns c0.., then the same up columns).
+    const int c0 = GATEUP ? blockIdx.x * (TN / 2) : blockIdx.x * TN;
     auto wrow = [&](int r) { return GATEUP ? (r < TN / 2 ? c0 + r : inter + c0 + r - TN / 2) : c0 + r; };
-    if (tid < TM) {
-        const int slot = GATHER ? (tid < topk ? tile * topk + tid : -1) : ld_route<early>(rec + tile * TM + tid);
-        slot_s[tid] = slot;
-        if constexpr (tcl)
-            pairs_s[2 * tid] = __int_as_float(slot),
-                        pairs_s[2 * tid + 1] = slot >= 0 ? ld_route<early>(topw + slot) : 0.f;
-    }
+    if (tid < TM) slot_s[tid] = GATHER ? (tid < topk ? tile * topk + tid : -1) : ld_route<early>(rec + tile * TM + tid);
 
     const long KH = FMT == FMT_FP8 ? K : K / 2; // bytes per weight row
     // Each warp's first STAGES k-blocks of weights (units wk, wk + WARPS_K, ...: k-blocks of the
@@ -358,7 +288,6 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
         kt_wait_producer(); // the tokens (gate+up's h), partials and counters from here on
         kt_allow_consumer();
     }
-    const uint2 sh = tcl ? shared_of() : make_uint2(0, 0); // in flight during the mma
 
     // The tile's tokens of this k-range (slab_piece's layout), padding rows zero, then their scales
     // [k-block][token]; MXFP4 WIDE: then the CTA rows' ue8m0 scales [row][nkb + 1] (4 a k-block;
@@ -618,11 +547,6 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
             if (lane == 0) out_s[(long)slot * (inter / 128) + c128 / 128] = scale;
         }
     };
-    if constexpr (tcl) {
-        tile_combine(red, pairs_s, table_s, item, sh, (kt_u16 *)out_, topk, N, c0);
-        kt_cluster_sync_relaxed(); // no CTA leaves while others still read its red[]
-        return;
-    }
     if constexpr (GATHER) { // out = shared + the slots' weighted sums, in slot order
         kt_u16 *out = (kt_u16 *)out_;
         for (int n = tid; n < TN; n += THREADS) {
@@ -719,15 +643,10 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
     }
 }
 
-#if KT_CLUSTER == 1
+#if KT_CLUSTER
 #define KT_GATEUP_CLUSTER __cluster_dims__(KT_CX, 1, KT_SPLIT)
 #else
 #define KT_GATEUP_CLUSTER
-#endif
-#if KT_CLUSTER >= 2
-#define KT_DOWN_CLUSTER __cluster_dims__(1, KT_CLUSTER, 1)
-#else
-#define KT_DOWN_CLUSTER
 #endif
 #define KT_MOE_ENTRY(NAME, FMT, GATEUP, ATTR)                                                                          \
     extern "C" __global__ void ATTR __launch_bounds__(THREADS, 1)                                                      \
@@ -737,9 +656,9 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
         moe_gemm<FMT, GATEUP>(X, Xs, W, Ws, ids, topw, shared, rec, out, out_s, part, counter, M, topk, E, N, K);      \
     }
 KT_MOE_ENTRY(moe_gemm_fp8_gateup, FMT_FP8, true, KT_GATEUP_CLUSTER)
-KT_MOE_ENTRY(moe_gemm_fp8_down, FMT_FP8, false, KT_DOWN_CLUSTER)
+KT_MOE_ENTRY(moe_gemm_fp8_down, FMT_FP8, false, )
 KT_MOE_ENTRY(moe_gemm_mxfp4_gateup, FMT_MXFP4, true, KT_GATEUP_CLUSTER)
-KT_MOE_ENTRY(moe_gemm_mxfp4_down, FMT_MXFP4, false, KT_DOWN_CLUSTER)
+KT_MOE_ENTRY(moe_gemm_mxfp4_down, FMT_MXFP4, false, )
 
 // ---------------------------------------------------------------- float64 references
 
