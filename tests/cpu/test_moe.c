@@ -269,6 +269,36 @@ KT_TEST(moe_gemm_gather_configs) {
     EXPECT(f->check_config(&c, 120, why, sizeof why) && strstr(why, "SPLIT=1"));
 }
 
+/* GATHER=2 (GATHER with the CTA's weights, TN rows of each slot's expert over all of K, copied
+ * into shared memory) needs WIDE=1 and no register ring (STAGES=1); its shared memory counts the
+ * copy: V4 down (K 512, top-6) at TN 16 ~52 KB FP8, at TN 64 192 KB (over 99 KB). Untuned V4-Flash
+ * down at M = 1 takes it (TN 16, 4 warps along K); M = 2 does not. */
+KT_TEST(moe_gemm_gather_smem_configs) {
+    const kt_family *f = kt_family_find("moe_gemm");
+    char why[256];
+    kt_config c, d;
+    kt_problem down = {.n_dims = 7, .m = 1, .dim = {0, 1, 256, 4096, 512, 6, 0}}, mx = down;
+    mx.dim[0] = 1;
+    EXPECT(!kt_parse_config(f, "TM=8,TN=16,WARPS_N=1,WARPS_K=4,STAGES=1,SPLIT=1,WIDE=1,GATHER=2,EARLY=1", &c));
+    EXPECT(!f->check_config(&c, 90, why, sizeof why) && !f->check_config(&c, 1201, why, sizeof why));
+    EXPECT(f->config_fits(&c, &down) && f->config_fits(&c, &mx));
+    c.v[4] = 2;
+    EXPECT(f->check_config(&c, 90, why, sizeof why) && strstr(why, "STAGES=1"));
+    c.v[4] = 1, c.v[7] = 0;
+    EXPECT(f->check_config(&c, 120, why, sizeof why) && strstr(why, "WIDE=1"));
+    EXPECT(!kt_parse_config(f, "TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=1,SPLIT=1,WIDE=1,GATHER=2", &c));
+    EXPECT(!f->config_fits(&c, &down));
+    c.v[9] = 1, c.v[4] = 2;
+    EXPECT(f->config_fits(&c, &down));
+    f->default_for(&down, 132, &d);
+    EXPECT(d.v[9] == 2 && d.v[1] == 16 && d.v[3] == 4 && d.v[4] == 1 && d.v[10] == 1);
+    f->default_for(&mx, 132, &d);
+    EXPECT(d.v[9] == 2 && d.v[1] == 16);
+    down.m = 2;
+    f->default_for(&down, 132, &d);
+    EXPECT(d.v[9] == 0);
+}
+
 /* EARLY=1 (the router's outputs and the weights read before the PDL wait) fits the down stage
  * only: gate+up's expert is its producer's output. CLUSTER=1 (gate+up's SwiGLU group and split
  * ranges one cluster) fits gate+up only, in 2 to 8 CTAs. Untuned V4-Flash decode at M = 1 gets
