@@ -98,7 +98,15 @@ stepbench step_pin_g1 "$KT" "$LOGS/pin_g1.db"
 pin pin_g2k2 fp8 "$G2K2"
 stepbench step_pin_g2k2 "$KT" "$LOGS/pin_g2k2.db"
 stepbench step_new2 "$KT"
+# why: down FP8 at V4 M = 1 under Nsight Compute, main's config and GATHER=2
+for c in mainc g2; do
+    cfg=$MAINC
+    [ $c = g2 ] && cfg=$G2
+    step ncu_$c within 20 "$KT" profile --ncu --iters 5 --family moe_gemm --shape "FORMAT=fp8,STAGE=down,$V4DN" --m 1 \
+        --config "$cfg"
+done
 grep -E '^FORMAT=|^ROUTER=' "$LOGS"/dn_*.log "$LOGS"/step_*.log 2>/dev/null
 grep -h -E 'FAIL|verified' "$LOGS/plant_caught.log" | head -n 4
+for c in mainc g2; do grep -A14 "^ncu" "$LOGS/ncu_$c.log" 2>/dev/null | head -n 28; done
 echo "$passed passed, $failed failed ($SECONDS s)"
 [ "$failed" -eq 0 ]
