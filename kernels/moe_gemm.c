@@ -167,13 +167,8 @@ static int tensors(const kt_problem *p, kt_tensor_desc *t) {
     t[KT_MOE_T_W] = (kt_tensor_desc){"w", KT_U8, weight_bytes(&d), KT_INPUT};
     t[KT_MOE_T_WS] = (kt_tensor_desc){"ws", d.fmt == KT_MOE_FP8 ? KT_F32 : KT_U8, weight_scales(&d), KT_INPUT};
     t[KT_MOE_T_IDS] = (kt_tensor_desc){"topk_ids", KT_I32, MT, KT_INPUT};
-    if (gu) { /* the router's logits and bias: EARLY=1 at M = 1 routes the token itself */
-        t[KT_MOE_T_TOPW] = (kt_tensor_desc){"logits", KT_F32, (size_t)(d.M * d.E), KT_INPUT};
-        t[KT_MOE_T_SHARED] = (kt_tensor_desc){"bias", KT_F32, (size_t)d.E, KT_INPUT};
-    } else {
-        t[KT_MOE_T_TOPW] = (kt_tensor_desc){"topk_weights", KT_F32, MT, KT_INPUT};
-        t[KT_MOE_T_SHARED] = (kt_tensor_desc){"shared", KT_BF16, (size_t)(d.M * d.N), KT_INPUT};
-    }
+    t[KT_MOE_T_TOPW] = (kt_tensor_desc){"topk_weights", KT_F32, gu ? 1 : MT, KT_INPUT};
+    t[KT_MOE_T_SHARED] = (kt_tensor_desc){"shared", KT_BF16, gu ? 1 : (size_t)(d.M * d.N), KT_INPUT};
     t[KT_MOE_T_ALIGN] = (kt_tensor_desc){"align", KT_I32, (size_t)align_offset(&d, KT_MOE_N_TM), KT_INPUT};
     if (gu) {
         t[KT_MOE_T_OUT] = (kt_tensor_desc){"h", KT_E4M3, MT * (d.N / 2), KT_OUTPUT};
@@ -243,18 +238,8 @@ void kt_moe_fill_inputs(const kt_problem *p, const int *ids, uint64_t seed, void
     for (long e = 0; e < d.E; e++) fill_expert(&d, seen[e], e, host[KT_MOE_T_W], host[KT_MOE_T_WS], &rng);
     free(seen);
     uint16_t *shared = host[KT_MOE_T_SHARED];
-    for (size_t i = 0; !gu && i < (size_t)(d.M * d.N); i++) shared[i] = kt_float_to_bf16(32.0f * kt_rng_uniform(&rng));
-}
-
-/* Gate+up's logits [M, E] and bias [E] (zero) that V4's router turns into the drawn routing:
- * slot k's expert at 6 - k / 2, the others at -6 - e / E (sqrt(softplus) keeps the order). */
-static void gateup_logits(const moe_dims *d, const int *ids, float *logits, float *bias) {
-    for (long e = 0; e < d->E; e++) bias[e] = 0.0f;
-    for (long m = 0; m < d->M; m++) {
-        float *row = logits + m * d->E;
-        for (long e = 0; e < d->E; e++) row[e] = -6.0f - (float)e / (float)d->E;
-        for (long k = 0; k < d->topk; k++) row[ids[m * d->topk + k]] = 6.0f - 0.5f * (float)k;
-    }
+    for (size_t i = 0; i < (gu ? 1 : (size_t)(d.M * d.N)); i++)
+        shared[i] = kt_float_to_bf16(32.0f * kt_rng_uniform(&rng));
 }
 
 static void fill(const kt_problem *p, uint64_t seed, void *const *host) {
@@ -263,7 +248,7 @@ static void fill(const kt_problem *p, uint64_t seed, void *const *host) {
     int *ids = host[KT_MOE_T_IDS];
     float *topw = host[KT_MOE_T_TOPW];
     kt_moe_draw_routing(d.M, d.topk, d.E, d.dist, routing_seed(p), ids, gu ? NULL : topw);
-    if (gu) gateup_logits(&d, ids, topw, host[KT_MOE_T_SHARED]);
+    if (gu) topw[0] = 0;
     kt_moe_fill_inputs(p, ids, seed, host);
     int *count = malloc(sizeof(int) * (size_t)d.E);
     if (!count) abort();
@@ -385,7 +370,6 @@ static int smem_of(const kt_config *c, const moe_dims *d) {
     if (v[P_GATHER] == 2) /* the weights' copy after the slab: TN rows of each slot's expert, then FP8's scales */
         slab = (slab + 127) / 128 * 128 + d->topk * v[P_TN] * d->K / (mx ? 2 : 1) +
                (mx ? 0 : d->topk * ((v[P_TN] + 127) / 128) * d->KB * 4);
-    if (v[P_EARLY] && d->stage == KT_MOE_GATEUP && slab < 8 * d->E + 128) slab = 8 * d->E + 128; /* route_tile's */
     long s = slab > red ? slab : red;
     return (int)(s < 1L << 30 ? s : 1L << 30);
 }
@@ -439,9 +423,8 @@ static int config_fits(const kt_config *c, const kt_problem *p) {
     if (d.stage == KT_MOE_GATEUP && (v[P_TN] < 32 || (d.N / 2) % (v[P_TN] / 2))) return 0;
     if (d.stage == KT_MOE_DOWN && d.N % v[P_TN]) return 0;
     if (v[P_GATHER] && (d.stage != KT_MOE_DOWN || d.topk > 8)) return 0; /* GATHER: a token's slots, one tile */
-    /* gate+up's EARLY routes its one token itself: V4's router (top-6, at most 256 experts) */
-    if (v[P_EARLY] && d.stage == KT_MOE_GATEUP && (d.M != 1 || d.topk != 6 || d.E % 32 || d.E > 256)) return 0;
-    if (v[P_CLUSTER] && d.stage != KT_MOE_GATEUP) return 0; /* the SwiGLU's group */
+    if (v[P_EARLY] && d.stage != KT_MOE_DOWN) return 0;                  /* gate+up's expert is its producer's output */
+    if (v[P_CLUSTER] && d.stage != KT_MOE_GATEUP) return 0;              /* the SwiGLU's group */
     return v[P_SPLIT] <= d.KB && v[P_WK] <= nkb && smem_of(c, &d) <= SMEM_LIMIT;
 }
 
@@ -492,29 +475,12 @@ static void default_for(const kt_problem *p, int sms, kt_config *c) {
      * prefetches measured slower there and were removed, nineteenth session). */
     double per_expert = (double)(d.N * d.K) / (d.fmt == KT_MOE_FP8 ? 1.0 : 2.0);
     if (d.stage == KT_MOE_DOWN && tiles * per_expert <= SMALL_STEP_BYTES) v[P_EARLY] = 1;
-    /* One token (M = 1): down's CTAs each own 16 of its output columns across all its topk
-     * experts (GATHER=2: 16 rows of each expert's weights, the whole of K, copied into shared
-     * memory by cp.async before the PDL wait), the weighted combine in the CTA: no partials, no
-     * counters, ~68 registers, so the CTAs fit beside gate+up's (twenty-first session). */
-    if (d.stage == KT_MOE_DOWN && d.M == 1 && v[P_EARLY]) {
-        kt_config g = *c;
-        g.v[P_TN] = 16, g.v[P_WN] = 1, g.v[P_WK] = 4, g.v[P_RING] = 1, g.v[P_SPLIT] = 1, g.v[P_GATHER] = 2;
-        if (config_fits(&g, p) && !hopeless(&g, p)) *c = g;
-    }
     /* Gate+up split along K in one wave (decode): its SwiGLU group's CTAs and k-ranges as a
      * cluster, their sums through distributed shared memory instead of the partials' fence,
      * counter and L2 round trips (the H200, V4 M = 1: FP8 12.85 -> 11.14 us, MXFP4 12.00 -> 10.88;
      * at M = 16, several waves and a cluster of 4, 97.5 -> 100.5: slower; nineteenth session). */
     int group = cluster_ctas(c);
     if (d.stage == KT_MOE_GATEUP && v[P_SPLIT] > 1 && group <= 8 && ctas * v[P_SPLIT] <= 2.0 * sms) v[P_CLUSTER] = 1;
-    /* One token under V4's router (config_fits): gate+up routes it itself from the logits and
-     * streams its expert's weights before its wait on the router (twenty-first session). Alone
-     * (no router before it) that routing is on its chain; in a step it is beside the router's. */
-    if (d.stage == KT_MOE_GATEUP && d.M == 1) {
-        kt_config g = *c;
-        g.v[P_EARLY] = 1;
-        if (config_fits(&g, p)) *c = g;
-    }
 }
 
 /* ---------------------------------------------------------------- launch */

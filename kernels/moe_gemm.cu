@@ -35,17 +35,13 @@
 // GATHER=2 (down): as GATHER=1, but each CTA copies its TN rows of every slot's expert (the
 // whole of K) into shared memory by cp.async before its PDL wait and reads its operands from
 // there (no register ring: ~66 registers; V4 M = 1 at TN 16: 256 CTAs of 48 KB of weights).
-// EARLY=1 (gate+up, M = 1, V4's router: config_fits): each CTA routes the token itself from the
-// router's logits and bias (moe_route's route_token, kernels/common/moe_route_dev.cuh: the same
-// experts bit for bit) and streams its expert's weights before it waits on the router.
 // CLUSTER=1 (gate+up) makes those CTAs one thread-block cluster instead: the SwiGLU reads their
 // sums from each other's shared memory after a cluster barrier, no partials, fence or counter
 // (kt verify --family moe_gemm --shape FORMAT=fp8,STAGE=gateup,E=32,N=512,K=2048,TOPK=6,DIST=zipf
 // --m 1,16 --config TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=2,WIDE=1,CLUSTER=1).
 #include "kt_device.cuh"
 #include "moe_layout.h"
-#include "mxfp4_bf16.cuh"    // BF16=1's operands
-#include "moe_route_dev.cuh" // route_token: gate+up EARLY=1 routes its one token itself
+#include "mxfp4_bf16.cuh" // BF16=1's operands
 
 #ifndef KT_TM
 #define KT_TM 8
@@ -164,33 +160,6 @@ template <bool FROM_L2> __device__ __forceinline__ float ld_route(const float *p
 
 // ---------------------------------------------------------------- the kernel
 
-// EARLY (GATEUP, M = 1): the token's V4 routing from its logits [E] and bias [E] (copied from
-// L2 into shared memory: written by the kernel before the router, which a dependent of the
-// router only launches after) by moe_route's own route_token, then the expert of record tile
-// `tile` (moe_layout.h: the touched experts ascending, one tile each at M = 1) and its slot k
-// into route_s. E <= 256 and a multiple of 32 (config_fits), the scratch 8 E + 128 bytes.
-__device__ __forceinline__ void route_tile(const float *logits, const float *bias, int E, int K, int tile, kt_u8 *smem,
-                                           int *route_s) {
-    float *lg = (float *)smem, *bs = lg + E, *w_s = bs + E;
-    int *ids_s = (int *)(w_s + KT_MOE_MAX_TOPK);
-    for (int i = threadIdx.x; i < E / 4; i += blockDim.x) {
-        kt_cp_async16(kt_smem_addr(lg + 4 * i), logits + 4 * i, 16);
-        kt_cp_async16(kt_smem_addr(bs + 4 * i), bias + 4 * i, 16);
-    }
-    kt_cp_async_commit();
-    kt_cp_async_wait<0>();
-    __syncthreads();
-    if (threadIdx.x < 32) route_token(lg, bs, ids_s, w_s, 0, E, K, KT_MOE_ROUTER_V4);
-    __syncthreads();
-    if ((int)threadIdx.x < K) {
-        const int mine = ids_s[threadIdx.x];
-        int rank = 0;
-        for (int j = 0; j < K; j++) rank += ids_s[j] < mine;
-        if (rank == tile) route_s[0] = mine, route_s[1] = (int)threadIdx.x;
-    }
-    __syncthreads();
-}
-
 // GATHER=2: TN rows (from c0) of each of the token's topk experts (lane k of every warp holds
 // slot k's, e), the whole of K, copied into wsm [slot][row][KH] by cp.async (chunk c of row r at
 // c ^ swz(r)); FP8: their block scales into bs_s [slot][128-row block][k-block]. Not waited for.
@@ -290,26 +259,18 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
     // gate+up GEMM: where it is resident while gate+up runs (a step), its DRAM reads overlap
     // gate+up's. Only the tokens, the partials and the counters need the wait.
     constexpr bool early = EARLY && !GATEUP;
-    // EARLY (GATEUP, M = 1, given the V4 router's logits and bias in topw and shared): the CTA
-    // routes the token itself (route_tile) and streams its expert's weights before it waits on
-    // the router, whose records and ids only the down GEMM reads (after this grid has waited).
-    __shared__ int route_s[2];
-    const float *logits = GATEUP && EARLY ? topw : nullptr;
-    const bool self_route = GATEUP && EARLY && logits != nullptr && M == 1;
-    if (!early && !self_route) {
+    if constexpr (!early) {
         kt_wait_producer(); // the record and the tokens come from the kernels before
         kt_allow_consumer();
     }
-    if (self_route) route_tile(logits, (const float *)shared, E, topk, blockIdx.y, smem, route_s);
     // Past n_tiles tile_expert is -1 (moe_layout.h): one load decides both the exit and the
     // expert, where reading n_tiles first put two round trips before the first weight load.
     // GATHER (DOWN): the CTA is token `tile`, its rows the token's topk slots, each its own
     // expert (lane k holds slot k's); it runs the k-blocks of every slot one after another
     // (units u: slot u / nkb, k-block u % nkb) and weights each slot's sums as it promotes them,
     // so the combine needs no partials and no other CTA.
-    const int e = self_route ? route_s[0]
-                  : GATHER   ? (lane < topk ? ld_route<early>(ids + tile * topk + lane) : 0)
-                             : ld_route<early>(rec + padded + tile);
+    const int e =
+        GATHER ? (lane < topk ? ld_route<early>(ids + tile * topk + lane) : 0) : ld_route<early>(rec + padded + tile);
     if (!GATHER && e < 0) return;
     const int kb0 = (int)((long)z * KB / SPLIT), nkb = (int)((long)(z + 1) * KB / SPLIT) - kb0;
     const int units = GATHER ? topk * nkb : nkb;
@@ -320,10 +281,7 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
     // CTA row r -> the expert's weight row (GATEUP: gate columns c0.., then the same up columns).
     const int c0 = GATEUP ? blockIdx.x * (TN / 2) : blockIdx.x * TN;
     auto wrow = [&](int r) { return GATEUP ? (r < TN / 2 ? c0 + r : inter + c0 + r - TN / 2) : c0 + r; };
-    if (tid < TM)
-        slot_s[tid] = self_route ? (tid == 0 ? route_s[1] : -1)
-                      : GATHER   ? (tid < topk ? tile * topk + tid : -1)
-                                 : ld_route<early>(rec + tile * TM + tid);
+    if (tid < TM) slot_s[tid] = GATHER ? (tid < topk ? tile * topk + tid : -1) : ld_route<early>(rec + tile * TM + tid);
 
     const long KH = FMT == FMT_FP8 ? K : K / 2; // bytes per weight row
     // Each warp's first STAGES k-blocks of weights (units wk, wk + WARPS_K, ...: k-blocks of the
@@ -390,7 +348,7 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
 #pragma unroll
     for (int s = 0; s < STAGES; s++)
         if (!SMEMW && wk + s * WARPS_K < units) load(ring[s], wk + s * WARPS_K);
-    if (early || self_route) {
+    if constexpr (early) {
         kt_wait_producer(); // the tokens (gate+up's h), partials and counters from here on
         kt_allow_consumer();
     }

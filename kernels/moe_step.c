@@ -137,8 +137,10 @@ static void fill(const kt_problem *p, uint64_t seed, void *const *host) {
     kt_moe_route_fill((int)p->dim[K_ROUTER], p->dim[K_E], topk_of(p), (int)p->dim[K_DIST], p->m, seed, host[T_LOGITS],
                       host[T_BIAS]);
     reference_routing(p, host[T_LOGITS], host[T_BIAS], ids, w);
+    uint16_t unused_shared;
     void *g[KT_MOE_T_COUNT] = {0}, *d[KT_MOE_T_COUNT] = {0};
     g[KT_MOE_T_X] = host[T_X], g[KT_MOE_T_XS] = host[T_XS], g[KT_MOE_T_W] = host[T_W1], g[KT_MOE_T_WS] = host[T_WS1];
+    g[KT_MOE_T_SHARED] = &unused_shared;
     d[KT_MOE_T_W] = host[T_W2], d[KT_MOE_T_WS] = host[T_WS2], d[KT_MOE_T_SHARED] = host[T_SHARED];
     kt_moe_fill_inputs(&gu, ids, seed ^ 0x9e3779b97f4a7c15ULL, g);
     kt_moe_fill_inputs(&dn, ids, seed ^ 0xc2b2ae3d27d4eb4fULL, d);
@@ -194,8 +196,7 @@ static const long target_shapes[][KT_MAX_DIMS] = {{KT_MOE_ROUTER_V4, KT_MOE_FP8,
                                                   {KT_MOE_ROUTER_V4, KT_MOE_MXFP4, 256, 4096, 512, KT_MOE_DIST_ZIPF}};
 
 /* For each stage's tensors (in its family's order), the pipeline tensor: the gate+up stage's
- * logits and bias are the router's (its EARLY=1 routes the token itself at M = 1), the down
- * stage's unused scale takes a tensor it ignores. */
+ * unused weights and shared inputs, and the down stage's unused scale, take tensors it ignores. */
 const kt_family kt_family_moe_step = {
     .name = "moe_step",
     .summary = "pipeline: moe_route -> moe_gemm gate+up -> moe_gemm down (+ shared), one graph",
@@ -221,7 +222,7 @@ const kt_family kt_family_moe_step = {
     .stages = {{&kt_family_moe_route, route_problem, {T_LOGITS, T_BIAS, T_IDS, T_TOPW, T_ALIGN, T_IDS, T_IDS}},
                {&kt_family_moe_gemm,
                 gateup_problem,
-                {T_X, T_XS, T_W1, T_WS1, T_IDS, T_LOGITS, T_BIAS, T_ALIGN, T_H, T_HS, T_PART, T_CNT}},
+                {T_X, T_XS, T_W1, T_WS1, T_IDS, T_TOPW, T_SHARED, T_ALIGN, T_H, T_HS, T_PART, T_CNT}},
                {&kt_family_moe_gemm,
                 down_problem,
                 {T_H, T_HS, T_W2, T_WS2, T_IDS, T_TOPW, T_SHARED, T_ALIGN, T_OUT, T_PART, T_PART, T_CNT}}},

@@ -753,12 +753,8 @@ static int moe_family(kt_step *s, layer_dev *L, int hash) {
     const kt_model_config *c = &s->c;
     dptr route[7] = {s->elog, L->gate_bias, s->eidx, s->ew, s->ealign, s->tok, L->tid2eid};
     dptr shared = c->n_shared ? s->y_sh : s->no_shared;
-    /* gate+up's logits and bias: its EARLY=1 (M = 1) routes the token itself by V4's router, so
-     * the hash-routed and V3 layers give none (it then reads the router's records) */
-    int v4_routed = c->arch == KT_ARCH_V4 && !hash;
-    dptr up[KT_MOE_T_COUNT] = {
-        s->hq,     s->hs, L->e13, L->e13s,  s->eidx, v4_routed ? s->elog : 0, v4_routed ? L->gate_bias : 0,
-        s->ealign, s->he, s->hse, s->mpart, s->mcnt};
+    dptr up[KT_MOE_T_COUNT] = {s->hq,  s->hs,     L->e13, L->e13s, s->eidx,  s->ew,
+                               shared, s->ealign, s->he,  s->hse,  s->mpart, s->mcnt};
     dptr down[KT_MOE_T_COUNT] = {s->he,  s->hse,    L->e2,       L->e2s,   s->eidx,  s->ew,
                                  shared, s->ealign, s->moe_outb, s->mpart, s->mpart, s->mcnt};
     /* V4: the shared expert on the side chain beside the gate, the router and the gate+up GEMM

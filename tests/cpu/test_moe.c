@@ -3,8 +3,6 @@
  * configs an untuned problem gets (they build and fit). */
 #include "../../kernels/common/moe_layout.h"
 #include "../../kernels/moe_gemm.h"
-#include "../../kernels/moe_route.h"
-#include "../../kernels/common/moe_router.h"
 #include "../../tuner/tuner.h"
 #include "test.h"
 
@@ -271,31 +269,9 @@ KT_TEST(moe_gemm_gather_configs) {
     EXPECT(f->check_config(&c, 120, why, sizeof why) && strstr(why, "SPLIT=1"));
 }
 
-/* Gate+up's logits and bias (its EARLY=1 routes the token itself) route, by V4's router (the
- * C reference moe_route's kernel matches bit for bit), to the drawn ids in slot order, for every
- * distribution and M; the down stage's inputs keep their meaning. */
-KT_TEST(moe_gemm_gateup_logits_route_to_the_ids) {
-    for (int dist = 0; dist < 3; dist++)
-        for (long m = 1; m <= 4; m += 3) {
-            moe_case c;
-            case_open(&c, (const long[7]){0, 0, 256, 512, 256, 6, dist}, m);
-            EXPECT(c.t[TOPW].count == (size_t)(256 * m) && c.t[SHARED].count == 256 && c.t[SHARED].dtype == KT_F32);
-            const int *ids = c.h[IDS];
-            for (long t = 0; t < m; t++) {
-                int got[6];
-                double w[6];
-                kt_moe_route_token_ref(KT_MOE_ROUTER_V4, 256, 6, (const float *)c.h[TOPW] + t * 256, c.h[SHARED], got,
-                                       w);
-                EXPECT(!memcmp(got, ids + t * 6, sizeof got));
-            }
-            case_close(&c);
-        }
-}
-
 /* GATHER=2 (GATHER with the CTA's weights, TN rows of each slot's expert over all of K, copied
  * into shared memory) needs WIDE=1 and no register ring (STAGES=1); its shared memory counts the
- * copy: V4 down (K 512, top-6) at TN 16 ~52 KB FP8, at TN 64 192 KB (over 99 KB). Untuned V4-Flash
- * down at M = 1 takes it (TN 16, 4 warps along K); M = 2 does not. */
+ * copy: V4 down (K 512, top-6) at TN 16 ~52 KB FP8, at TN 64 192 KB (over 99 KB). Not a default. */
 KT_TEST(moe_gemm_gather_smem_configs) {
     const kt_family *f = kt_family_find("moe_gemm");
     char why[256];
@@ -313,20 +289,15 @@ KT_TEST(moe_gemm_gather_smem_configs) {
     EXPECT(!f->config_fits(&c, &down));
     c.v[9] = 1, c.v[4] = 2;
     EXPECT(f->config_fits(&c, &down));
-    f->default_for(&down, 132, &d);
-    EXPECT(d.v[9] == 2 && d.v[1] == 16 && d.v[3] == 4 && d.v[4] == 1 && d.v[10] == 1);
-    f->default_for(&mx, 132, &d);
-    EXPECT(d.v[9] == 2 && d.v[1] == 16);
-    down.m = 2;
-    f->default_for(&down, 132, &d);
-    EXPECT(d.v[9] == 0);
+    f->default_for(&down, 132, &d); /* a tunable: in a step it measured slower (NOTES, moe21) */
+    EXPECT(d.v[9] == 0 && d.v[10] == 1);
 }
 
-/* EARLY=1 (the router's outputs and the weights read before the PDL wait) fits the down stage,
- * and gate+up at M = 1 under V4's router (top-6, E <= 256: it routes the token itself). CLUSTER=1 (gate+up's SwiGLU
- * group and split ranges one cluster) fits gate+up only, in 2 to 8 CTAs. Untuned V4-Flash decode at M = 1 gets EARLY on
- * down (6 experts' 12.6 MB fit L2) and CLUSTER on gate+up (192 CTAs, one wave, split-K 2); at M = 16 neither (80
- * experts). */
+/* EARLY=1 (the router's outputs and the weights read before the PDL wait) fits the down stage
+ * only: gate+up's expert is its producer's output. CLUSTER=1 (gate+up's SwiGLU group and split
+ * ranges one cluster) fits gate+up only, in 2 to 8 CTAs. Untuned V4-Flash decode at M = 1 gets
+ * EARLY on down (6 experts' 12.6 MB fit L2) and CLUSTER on gate+up (192 CTAs, one wave, split-K
+ * 2); at M = 16 neither (80 experts). */
 KT_TEST(moe_gemm_early_and_cluster_configs) {
     const kt_family *f = kt_family_find("moe_gemm");
     char why[256];
@@ -335,13 +306,9 @@ KT_TEST(moe_gemm_early_and_cluster_configs) {
     up.dim[1] = 0, up.dim[3] = 1024, up.dim[4] = 4096;
     EXPECT(!kt_parse_config(f, "TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=2,SPLIT=1,WIDE=1,EARLY=1", &c));
     EXPECT(!f->check_config(&c, 90, why, sizeof why) && !f->check_config(&c, 120, why, sizeof why));
-    /* gate+up's EARLY routes its one token by V4's router: M = 1, top-6, E <= 256 */
-    kt_problem up2 = up, v3 = up, e512 = up;
-    up2.m = 2, v3.dim[5] = 8, e512.dim[2] = 512;
-    EXPECT(f->config_fits(&c, &down) && f->config_fits(&c, &up));
-    EXPECT(!f->config_fits(&c, &up2) && !f->config_fits(&c, &v3) && !f->config_fits(&c, &e512));
+    EXPECT(f->config_fits(&c, &down) && !f->config_fits(&c, &up));
     c.v[10] = 0;
-    EXPECT(f->config_fits(&c, &up2) && f->config_fits(&c, &v3));
+    EXPECT(f->config_fits(&c, &up));
     EXPECT(!kt_parse_config(f, "TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=4,SPLIT=2,WIDE=1,CLUSTER=1", &c));
     EXPECT(!f->check_config(&c, 90, why, sizeof why) && !f->check_config(&c, 1201, why, sizeof why));
     EXPECT(f->config_fits(&c, &up) && !f->config_fits(&c, &down));
@@ -351,7 +318,7 @@ KT_TEST(moe_gemm_early_and_cluster_configs) {
     EXPECT(f->check_config(&c, 120, why, sizeof why) && strstr(why, "1 CTAs"));
     kt_config d;
     f->default_for(&up, 132, &d);
-    EXPECT(d.v[10] == 1 && d.v[11] == 1 && d.v[5] == 2);
+    EXPECT(d.v[10] == 0 && d.v[11] == 1 && d.v[5] == 2);
     f->default_for(&down, 132, &d);
     EXPECT(d.v[10] == 1 && d.v[11] == 0);
     up.m = down.m = 16;
