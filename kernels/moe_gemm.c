@@ -359,17 +359,13 @@ static layout layout_of(const kt_config *c) {
 /* Shared memory: the CTA's tokens of its k-range (128 bytes, MXFP4 BF16 256 as bf16, and a scale
  * per (k-block, token)) and, MXFP4 with WIDE, its rows' ue8m0 scales [TN][nkb + 1] (4 bytes each;
  * GATHER: each slot's expert's),
- * then (GATHER=2) the copy of the CTA's weights, and, reusing it, the f32 tile [TM][TN + 4] of the
- * epilogue. */
+ * then, reusing it, the f32 tile [TM][TN + 4] of the epilogue. */
 static int smem_of(const kt_config *c, const moe_dims *d) {
     const int *v = c->v;
     long nkb = (d->KB + v[P_SPLIT] - 1) / v[P_SPLIT], mx = d->fmt == KT_MOE_MXFP4;
     long slab = nkb * v[P_TM] * ((mx && v[P_BF16] ? 256 : 128) + 4) +
                 (mx && v[P_WIDE] ? (v[P_GATHER] ? d->topk : 1) * v[P_TN] * (nkb + 1) * 4 : 0);
     long red = (long)v[P_TM] * (v[P_TN] + 4) * 4;
-    if (v[P_GATHER] == 2) /* the weights' copy after the slab: TN rows of each slot's expert, then FP8's scales */
-        slab = (slab + 127) / 128 * 128 + d->topk * v[P_TN] * d->K / (mx ? 2 : 1) +
-               (mx ? 0 : d->topk * ((v[P_TN] + 127) / 128) * d->KB * 4);
     long s = slab > red ? slab : red;
     return (int)(s < 1L << 30 ? s : 1L << 30);
 }
@@ -389,8 +385,6 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
     if (l.threads > 512) return snprintf(why, n, "%d threads per block (at most 512)", l.threads), -1;
     if (v[P_GATHER] && (v[P_TM] != 8 || v[P_SPLIT] != 1))
         return snprintf(why, n, "GATHER=1 (a CTA per token) needs TM=8 and SPLIT=1"), -1;
-    if (v[P_GATHER] == 2 && (!v[P_WIDE] || v[P_RING] != 1))
-        return snprintf(why, n, "GATHER=2 (the weights in shared memory) needs WIDE=1 and STAGES=1"), -1;
     if (v[P_CLUSTER] && (cluster_ctas(c) < 2 || cluster_ctas(c) > 8))
         return snprintf(why, n, "CLUSTER=1 makes (256 / TN) x SPLIT = %d CTAs a cluster (2 to 8)", cluster_ctas(c)), -1;
     if ((long)v[P_TM] * (v[P_TN] + 4) * 4 > SMEM_LIMIT)
@@ -475,6 +469,17 @@ static void default_for(const kt_problem *p, int sms, kt_config *c) {
      * prefetches measured slower there and were removed, nineteenth session). */
     double per_expert = (double)(d.N * d.K) / (d.fmt == KT_MOE_FP8 ? 1.0 : 2.0);
     if (d.stage == KT_MOE_DOWN && tiles * per_expert <= SMALL_STEP_BYTES) v[P_EARLY] = 1;
+    /* MXFP4 with one token (M = 1): down's CTAs each own 16 of its output columns across all its
+     * topk experts (GATHER=1, 1 x 4 warps: each warp one k-block of every slot, a register ring
+     * of 6 holding them all, the bf16 mma), the weighted combine in the CTA: no partials or
+     * counters (the H200, V4 M = 1: 6.25 us alone against 9.45, moe_step 30.65 against 31.7;
+     * FP8 measured even in the step, 24.16 against 23.98, and keeps its tile; twenty-first session). */
+    if (d.stage == KT_MOE_DOWN && d.fmt == KT_MOE_MXFP4 && d.M == 1 && v[P_EARLY]) {
+        kt_config g = *c;
+        g.v[P_TN] = 16, g.v[P_WN] = 1, g.v[P_WK] = 4, g.v[P_RING] = 6, g.v[P_SPLIT] = 1, g.v[P_GATHER] = 1;
+        g.v[P_BF16] = 1;
+        if (config_fits(&g, p) && !hopeless(&g, p)) *c = g;
+    }
     /* Gate+up split along K in one wave (decode): its SwiGLU group's CTAs and k-ranges as a
      * cluster, their sums through distributed shared memory instead of the partials' fence,
      * counter and L2 round trips (the H200, V4 M = 1: FP8 12.85 -> 11.14 us, MXFP4 12.00 -> 10.88;
@@ -618,7 +623,7 @@ const kt_family kt_family_moe_gemm = {
                {"NATIVE", 2, {0, 1}},
                {"WIDE", 2, {0, 1}},
                {"BF16", 2, {0, 1}},
-               {"GATHER", 3, {0, 1, 2}},
+               {"GATHER", 2, {0, 1}},
                {"EARLY", 2, {0, 1}},
                {"CLUSTER", 2, {0, 1}}},
     .strata_params = 2,

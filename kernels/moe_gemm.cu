@@ -32,9 +32,6 @@
 // 128 columns, DOWN's k slots of a token in other experts' tiles) writes them to f32 partials
 // [split][slot][row] and counts itself on a counter; the last CTA to arrive reads them back (in
 // a fixed order: deterministic) and runs the epilogue, then resets the counter to zero.
-// GATHER=2 (down): as GATHER=1, but each CTA copies its TN rows of every slot's expert (the
-// whole of K) into shared memory by cp.async before its PDL wait and reads its operands from
-// there (no register ring: ~66 registers; V4 M = 1 at TN 16: 256 CTAs of 48 KB of weights).
 // CLUSTER=1 (gate+up) makes those CTAs one thread-block cluster instead: the SwiGLU reads their
 // sums from each other's shared memory after a cluster barrier, no partials, fence or counter
 // (kt verify --family moe_gemm --shape FORMAT=fp8,STAGE=gateup,E=32,N=512,K=2048,TOPK=6,DIST=zipf
@@ -60,11 +57,7 @@
 
 constexpr int TM = KT_TM, TN = KT_TN, WARPS_N = KT_WARPS_N, WARPS_K = KT_WARPS_K, STAGES = KT_STAGES;
 constexpr int SPLIT = KT_SPLIT, WARPS = WARPS_N * WARPS_K, THREADS = WARPS * 32;
-constexpr bool WIDE = KT_WIDE == 1, BF16 = KT_BF16 == 1, GATHER = KT_GATHER >= 1, EARLY = KT_EARLY == 1;
-// GATHER=2: as GATHER=1, but the CTA's weights (TN rows of every slot's expert, the whole of K)
-// are copied whole into shared memory by cp.async (before the PDL wait under EARLY) and read
-// from there, instead of a register ring: few registers, so the CTAs fit beside gate+up's.
-constexpr bool SMEMW = KT_GATHER == 2;
+constexpr bool WIDE = KT_WIDE == 1, BF16 = KT_BF16 == 1, GATHER = KT_GATHER == 1, EARLY = KT_EARLY == 1;
 // CLUSTER (gate+up): the CTAs that share a 128-column quantisation group (256 / TN along x) and
 // its split-K ranges (SPLIT along z) are one thread-block cluster, CTA (x, z) its rank
 // x % CX + CX z, and the SwiGLU reads their sums from each other's shared memory.
@@ -80,7 +73,6 @@ static_assert(TM % 8 == 0 && THREADS <= 512, "token fragments of 8, at most 16 w
 
 static_assert(!BF16 || (WIDE && !KT_NATIVE), "BF16: MXFP4's 16-byte lanes, on the dequantising path");
 static_assert(!GATHER || (TM == 8 && SPLIT == 1), "GATHER: a token's slots are one tile of 8, the whole of K");
-static_assert(!SMEMW || (WIDE && STAGES == 1), "GATHER=2: 16-byte lanes, the weights in shared memory (no ring)");
 
 #if KT_NATIVE && !defined(__CUDA_ARCH_FEAT_SM120_ALL)
 #error "NATIVE=1 is the block-scaled mma of sm_120a"
@@ -159,33 +151,6 @@ template <bool FROM_L2> __device__ __forceinline__ float ld_route(const float *p
 }
 
 // ---------------------------------------------------------------- the kernel
-
-// GATHER=2: TN rows (from c0) of each of the token's topk experts (lane k of every warp holds
-// slot k's, e), the whole of K, copied into wsm [slot][row][KH] by cp.async (chunk c of row r at
-// c ^ swz(r)); FP8: their block scales into bs_s [slot][128-row block][k-block]. Not waited for.
-template <int FMT, typename Swz>
-__device__ __forceinline__ void stage_weights(const kt_u8 *__restrict__ W, const void *__restrict__ Ws, int e, int c0,
-                                              int N, int K, int topk, int tid, kt_u8 *wsm, float *bs_s, Swz swz) {
-    const int KH = FMT == FMT_FP8 ? K : K / 2, cpr = KH / 16, KB = K / 128, NB = (TN + 127) / 128;
-    const int warp = tid / 32, lane = tid % 32;
-    // a warp a row at a time, a lane a 16-byte chunk: no divisions by the runtime row length
-    for (int slot = 0; slot < topk; slot++) {
-        const int eu = __shfl_sync(0xffffffffu, e, slot);
-        const kt_u8 *src = W + ((long)eu * N + c0) * KH;
-        kt_u8 *dst = wsm + (long)slot * TN * KH;
-        for (int r = warp; r < TN; r += WARPS)
-            for (int c = lane; c < cpr; c += 32)
-                kt_cp_async16(kt_smem_addr(dst + (long)r * KH + 16 * (c ^ swz(r))), src + (long)r * KH + 16 * c, 16);
-    }
-    const int nbs = topk * NB * KB;
-    for (int i = tid; FMT == FMT_FP8 && i < (nbs + 31) / 32 * 32; i += THREADS) {
-        const int slot = i / (NB * KB), b = i / KB % NB, kb = i % KB;
-        const int eu = __shfl_sync(0xffffffffu, e, slot < topk ? slot : 0);
-        if (i < nbs)
-            kt_cp_async4(kt_smem_addr(bs_s + i), (const float *)Ws + ((long)eu * (N / 128) + c0 / 128 + b) * KB + kb,
-                         4);
-    }
-}
 
 // One warp's k-block of weight fragments: FP8 w8[i][j][r] (k-step j, rows g / g+8) and the
 // fragment's block scale; MXFP4 w4[i][j][r] and the rows' four ue8m0 scales sc[i][r]. WIDE:
@@ -315,39 +280,10 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
             if constexpr (FMT == FMT_FP8) kb.bs[i] = ((const float *)Ws)[((long)eu * (N / 128) + r0 / 128) * KB + kbg];
         }
     };
-    // GATHER=2: the weights' copy wsm [slot][row][KH] after the token slab (16-byte chunk c of
-    // CTA row r at c ^ swz(r): a quarter warp's two rows in different banks), then FP8's block
-    // scales bs_s [slot][128-row block][k-block]; all requested before the wait under EARLY.
-    const int slab_bytes = nkb * TM * (FMT == FMT_MXFP4 ? SLAB_ROW : 128) + nkb * TM * 4 +
-                           (FMT == FMT_MXFP4 && WIDE ? (GATHER ? topk : 1) * TN * (nkb + 1) * 4 : 0);
-    kt_u8 *wsm = smem + (slab_bytes + 127) / 128 * 128;
-    constexpr int NB = (TN + 127) / 128;
-    float *bs_s = (float *)(wsm + (long)topk * TN * KH);
-    auto swz = [&](int r) { return KH % 128 == 0 ? (r & 1) << 2 : 0; };
-    if constexpr (SMEMW) stage_weights<FMT>(W, Ws, e, c0, N, K, topk, tid, wsm, bs_s, swz);
-    // GATHER=2: unit u's k-block of this warp's fragments from wsm, as load() reads it from W
-    auto load_smem = [&](kblock<FMT> &kb, int u) {
-        const int slot = u / nkb, kbl = u % nkb;
-#pragma unroll
-        for (int i = 0; i < FRAG_N; i++) {
-            const int rr = wn * WN + i * 16;
-#pragma unroll
-            for (int r = 0; r < 2; r++) {
-                const int row = rr + g + 8 * r;
-                const kt_u8 *p = wsm + (long)(slot * TN + row) * KH;
-#pragma unroll
-                for (int c = 0; c < (FMT == FMT_FP8 ? 2 : 1); c++) {
-                    const int chunk = FMT == FMT_FP8 ? kbl * 8 + 4 * c + t : kbl * 4 + t;
-                    kb.w16[i][c][r] = *(const uint4 *)(p + 16 * (chunk ^ swz(row)));
-                }
-            }
-            if constexpr (FMT == FMT_FP8) kb.bs[i] = bs_s[(slot * NB + rr / 128) * nkb + kbl];
-        }
-    };
     kblock<FMT> ring[STAGES];
 #pragma unroll
     for (int s = 0; s < STAGES; s++)
-        if (!SMEMW && wk + s * WARPS_K < units) load(ring[s], wk + s * WARPS_K);
+        if (wk + s * WARPS_K < units) load(ring[s], wk + s * WARPS_K);
     if constexpr (early) {
         kt_wait_producer(); // the tokens (gate+up's h), partials and counters from here on
         kt_allow_consumer();
@@ -557,13 +493,7 @@ __device__ __forceinline__ void moe_gemm(const kt_u8 *__restrict__ X, const floa
         else
             compute_ksteps(kb, kbl);
     };
-    for (int u = wk; SMEMW && u < units; u += WARPS_K) {
-        kblock<FMT> kb;
-        load_smem(kb, u);
-        slot_now = u / nkb, ws_row0 = slot_now * TN;
-        compute(kb, u % nkb);
-    }
-    for (int base = wk; !SMEMW && base < units; base += STAGES * WARPS_K) {
+    for (int base = wk; base < units; base += STAGES * WARPS_K) {
 #pragma unroll
         for (int s = 0; s < STAGES; s++) {
             const int u = base + s * WARPS_K;

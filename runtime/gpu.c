@@ -4,8 +4,6 @@
 #include "cu.h"
 #include "kt.h"
 
-#include <stdlib.h>
-
 #include <dlfcn.h>
 #include <string.h>
 
@@ -127,11 +125,6 @@ int kt_module_load_kernels(const char *name, const char *const *kernels, const k
         if (r == CUDA_SUCCESS)
             r = kt_cu.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                          current_smem_optin - static_smem);
-        /* KT_SMEM_CARVEOUT (percent of the SM's unified L1 / shared memory, 0-100): the
-         * preferred carveout of every kernel, an experiment on kernels that share SMs (PDL) */
-        const char *carve = getenv("KT_SMEM_CARVEOUT");
-        if (r == CUDA_SUCCESS && carve && *carve)
-            r = kt_cu.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, atoi(carve));
         if (r != CUDA_SUCCESS) {
             kt_cu.cuModuleUnload(mod);
             m->module = NULL;

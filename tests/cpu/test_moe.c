@@ -269,30 +269,6 @@ KT_TEST(moe_gemm_gather_configs) {
     EXPECT(f->check_config(&c, 120, why, sizeof why) && strstr(why, "SPLIT=1"));
 }
 
-/* GATHER=2 (GATHER with the CTA's weights, TN rows of each slot's expert over all of K, copied
- * into shared memory) needs WIDE=1 and no register ring (STAGES=1); its shared memory counts the
- * copy: V4 down (K 512, top-6) at TN 16 ~52 KB FP8, at TN 64 192 KB (over 99 KB). Not a default. */
-KT_TEST(moe_gemm_gather_smem_configs) {
-    const kt_family *f = kt_family_find("moe_gemm");
-    char why[256];
-    kt_config c, d;
-    kt_problem down = {.n_dims = 7, .m = 1, .dim = {0, 1, 256, 4096, 512, 6, 0}}, mx = down;
-    mx.dim[0] = 1;
-    EXPECT(!kt_parse_config(f, "TM=8,TN=16,WARPS_N=1,WARPS_K=4,STAGES=1,SPLIT=1,WIDE=1,GATHER=2,EARLY=1", &c));
-    EXPECT(!f->check_config(&c, 90, why, sizeof why) && !f->check_config(&c, 1201, why, sizeof why));
-    EXPECT(f->config_fits(&c, &down) && f->config_fits(&c, &mx));
-    c.v[4] = 2;
-    EXPECT(f->check_config(&c, 90, why, sizeof why) && strstr(why, "STAGES=1"));
-    c.v[4] = 1, c.v[7] = 0;
-    EXPECT(f->check_config(&c, 120, why, sizeof why) && strstr(why, "WIDE=1"));
-    EXPECT(!kt_parse_config(f, "TM=8,TN=64,WARPS_N=2,WARPS_K=2,STAGES=1,SPLIT=1,WIDE=1,GATHER=2", &c));
-    EXPECT(!f->config_fits(&c, &down));
-    c.v[9] = 1, c.v[4] = 2;
-    EXPECT(f->config_fits(&c, &down));
-    f->default_for(&down, 132, &d); /* a tunable: in a step it measured slower (NOTES, moe21) */
-    EXPECT(d.v[9] == 0 && d.v[10] == 1);
-}
-
 /* EARLY=1 (the router's outputs and the weights read before the PDL wait) fits the down stage
  * only: gate+up's expert is its producer's output. CLUSTER=1 (gate+up's SwiGLU group and split
  * ranges one cluster) fits gate+up only, in 2 to 8 CTAs. Untuned V4-Flash decode at M = 1 gets
@@ -326,6 +302,18 @@ KT_TEST(moe_gemm_early_and_cluster_configs) {
     EXPECT(d.v[10] == 0 && d.v[11] == 0);
     f->default_for(&down, 132, &d);
     EXPECT(d.v[10] == 0 && d.v[11] == 0);
+    /* MXFP4 down at M = 1: a CTA per 16 columns of the token across its 6 experts (GATHER=1, ring
+     * 6, the bf16 mma); FP8 keeps its 64-row tiles; M = 2 neither */
+    kt_problem mx = down;
+    mx.m = 1, mx.dim[0] = 1;
+    f->default_for(&mx, 132, &d);
+    EXPECT(d.v[9] == 1 && d.v[1] == 16 && d.v[3] == 4 && d.v[4] == 6 && d.v[8] == 1 && d.v[10] == 1);
+    down.m = 1;
+    f->default_for(&down, 132, &d);
+    EXPECT(d.v[9] == 0 && d.v[1] == 64);
+    mx.m = 2;
+    f->default_for(&mx, 132, &d);
+    EXPECT(d.v[9] == 0);
 }
 
 /* ... and build on sm_90 and sm_120 without spills (make test-all: ~20 NVRTC builds). */
