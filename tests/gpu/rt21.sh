@@ -14,6 +14,6 @@ export KT_CACHE_DIR=${KT_CACHE_DIR:-/tmp/kt-rt21-cache} KT_RTB1_BUDGET=${KT_RTB1
 # KV compressor after q_b (1) or after the indexer's GEMV (2)
 OFF="KT_STEP_GATE_Y_BLOCKS=256,KT_STEP_COMP_EARLY=0,KT_STEP_CSA_SPLIT=0"
 export ${LEVERS_ON:-KT_STEP_GATE_Y_BLOCKS=128 KT_STEP_COMP_EARLY=1 KT_STEP_CSA_SPLIT=1}
-export KT_RTB1_LEVERS=${KT_RTB1_LEVERS:-"off:$OFF:exact a128:${OFF/=256/=128}:close b:${OFF/EARLY=0/EARLY=1}:exact c1:${OFF/SPLIT=0/SPLIT=1}:exact c2:${OFF/SPLIT=0/SPLIT=2}:exact a64:${OFF/=256/=64}:close"}
+export KT_RTB1_LEVERS=${KT_RTB1_LEVERS:-"off:$OFF:exact b:${OFF/EARLY=0/EARLY=1}:exact c1:${OFF/SPLIT=0/SPLIT=1}:exact a128:${OFF/=256/=128}:close c2:${OFF/SPLIT=0/SPLIT=2}:exact a64:${OFF/=256/=64}:close"}
 env | grep '^KT_STEP_\|^KT_RTB1_' | sort
 exec bash tests/gpu/rtb1.sh ${RT21_PARTS:-warm tiny b1 levers b16 b64 one plantkv short plant ncu}
