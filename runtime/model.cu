@@ -978,69 +978,29 @@ extern "C" __global__ void rt_qkv_a(const kt_u16 *qkv, int ld, int QL, const flo
 
 #define RT_COMP_PARTS 8 // warps of rt_comp_emit's 256-thread block
 #define RT_COMP_NW 2    // norm weights a thread of it holds: width <= KT_KV_DIM = 2 x 256
-#define RT_COMP_WS 16   // EARLY: a closing window's series a thread holds (HCA's 128 over RT_COMP_PARTS parts)
 
 // What rt_comp_emit's block reads that the step never writes, loaded before its PDL wait (their
 // round trips hide under the previous kernel's tail; each was one more in the chain, after a
 // store the compiler could not move it above): the position (copied in before the graph), the
 // gate's ape values of this slot that the block adds (ape[t]: rt_comp_slot's value t of the
 // thread's warp), and for the entry's store by the last block the norm weights w[t + 256 u] and
-// the RoPE frequency inv[t] (t < R / 2). EARLY (rt_comp_emit_early), when *pos closes a window:
-// also the thread's series of it (rt_comp_window's s = part + 8 i) but the token's own slot, gates
-// wg and values wkv: the earlier tokens' slots and the previous window's (pk / pg), which only this
-// kernel writes, in earlier steps (launches of the graph run in stream order: all complete).
-// rt_comp_emit's compressor state and shape (its arguments), kept with its constants.
-struct rt_comp_win_args {
-    const float *buf_kv, *buf_g, *prev_kv, *prev_g;
-    int width, overlap, rate;
-};
+// the RoPE frequency inv[t] (t < R / 2).
 struct rt_comp_consts {
-    rt_comp_win_args a;
     rt_rope_c rope;
     float ape[128 / RT_COMP_PARTS], w[RT_COMP_NW];
-    float wg[RT_COMP_WS], wkv[RT_COMP_WS];
 };
-// The closing window's series count (rt_comp_window's n) for entry `entry`.
-__device__ __forceinline__ int rt_comp_series(int overlap, int rate, long entry) {
-    return overlap == 2 && entry > 0 ? 2 * rate : rate;
-}
-// EARLY's loads: the thread's series s < n of the closing window of sequence blockIdx.y (all but the slot
-// `slot`, which this launch writes), as rt_comp_window reads them.
-__device__ __forceinline__ void rt_comp_win_load(rt_comp_consts &c, int slot, int n) {
-    const rt_comp_win_args &a = c.a;
-    const int OW = a.overlap * a.width, prt = threadIdx.x / 32, b = blockIdx.y;
-    const int ch = min((int)(blockIdx.x * 32 + threadIdx.x % 32), a.width - 1),
-              cur = a.overlap == 2 ? a.width + ch : ch;
-    const float *g = a.buf_g + (long)b * a.rate * OW, *kv = a.buf_kv + (long)b * a.rate * OW;
-    const float *pg = a.prev_g + (long)b * a.rate * a.width, *pk = a.prev_kv + (long)b * a.rate * a.width;
-#pragma unroll
-    for (int i = 0; i < RT_COMP_WS; i++) {
-        const int s = prt + RT_COMP_PARTS * i;
-        const bool in = s < n && s != slot, old = s >= a.rate;
-        c.wg[i] = in ? (old ? pg[(s - a.rate) * a.width + ch] : g[s * OW + cur]) : 0.f;
-        c.wkv[i] = in ? (old ? pk[(s - a.rate) * a.width + ch] : kv[s * OW + cur]) : 0.f;
-    }
-}
-template <bool EARLY>
 __device__ __forceinline__ rt_comp_consts rt_comp_begin(const float *ape, const float *w, const float *inv,
-                                                        const int *pos, float *buf_kv, float *buf_g, float *prev_kv,
-                                                        float *prev_g, int width, int overlap, int rate, int R) {
+                                                        const int *pos, int width, int overlap, int rate, int R) {
     rt_comp_consts c;
-    c.a = rt_comp_win_args{buf_kv, buf_g, prev_kv, prev_g, width, overlap, rate};
-    const rt_comp_win_args &a = c.a;
     c.rope = rt_rope_load(inv, pos, R);
-    const int OW = a.overlap * a.width, slot = c.rope.p % a.rate, wp = threadIdx.x / 32;
+    const int OW = overlap * width, slot = c.rope.p % rate, wp = threadIdx.x / 32;
 #pragma unroll
     for (int t = 0; t < 128 / RT_COMP_PARTS; t++) {
-        int i = wp + RT_COMP_PARTS * t, r = i % (32 * a.overlap), cj = blockIdx.x * 32 + r % 32;
-        c.ape[t] = i >= 32 * a.overlap && i < 64 * a.overlap && cj < a.width
-                       ? ape[(long)slot * OW + (r / 32) * a.width + cj]
-                       : 0.f;
+        int i = wp + RT_COMP_PARTS * t, r = i % (32 * overlap), cj = blockIdx.x * 32 + r % 32;
+        c.ape[t] =
+            i >= 32 * overlap && i < 64 * overlap && cj < width ? ape[(long)slot * OW + (r / 32) * width + cj] : 0.f;
     }
-    rt_rms_load(w, a.width, threadIdx.x, c.w);
-    const long entry = (c.rope.p + 1) / a.rate - 1;
-    const int n = rt_comp_series(a.overlap, a.rate, entry);
-    if (EARLY && (c.rope.p + 1) % a.rate == 0 && n <= RT_COMP_PARTS * RT_COMP_WS) rt_comp_win_load(c, slot, n);
+    rt_rms_load(w, width, threadIdx.x, c.w);
     rt_begin();
     return c;
 }
@@ -1049,10 +1009,9 @@ __device__ __forceinline__ rt_comp_consts rt_comp_begin(const float *ape, const 
 // second series, width + ch), from rt_gemv's S splits of [wkv; wg] . h (B x 2 OW, rows ld apart), into this
 // window's slot of kv / g (+ ape[slot] on the gate, c.ape). Of the block's 64 * overlap values (kv then
 // g, each series-major over the 32 channels) warp w takes w, w + 8, ...: their lanes' splits
-// loaded first (in flight together), then summed. With own (EARLY), the same values also into own
-// (shared memory: kv [r] then g [64 + r], r the series-major index), where rt_comp_window_early reads them.
+// loaded first (in flight together), then summed.
 __device__ void rt_comp_slot(const float *part, int S, int ld, const rt_comp_consts &c, float *kv, float *g, int b,
-                             int width, int overlap, int slot, float *own = nullptr) {
+                             int width, int overlap, int slot) {
     int OW = overlap * width, w = threadIdx.x / 32, nv = 64 * overlap;
     float v[128 / RT_COMP_PARTS]; // nv <= 128 (overlap <= 2)
 #pragma unroll
@@ -1067,13 +1026,10 @@ __device__ void rt_comp_slot(const float *part, int S, int ld, const rt_comp_con
         int j = (r / 32) * width + cj;
         float sum = rt_warp_sum(v[t]);
         if (i >= nv || cj >= width || threadIdx.x % 32) continue;
-        if (i < 32 * overlap) {
+        if (i < 32 * overlap)
             kv[slot * OW + j] = sum;
-            if (own) own[r] = sum;
-        } else {
+        else
             g[slot * OW + j] = sum + c.ape[t];
-            if (own) own[64 + r] = sum + c.ape[t];
-        }
     }
 }
 
@@ -1113,46 +1069,6 @@ __device__ void rt_comp_window(const float *kv, const float *g, float *pk, float
         }
 }
 
-// rt_comp_window from the series rt_comp_begin<true> loaded before the PDL wait (c.wg, c.wkv) and the
-// token's own slot from own (rt_comp_slot's): the same values in the same order, no load of the window
-// on the chain (two round trips where HCA's 128 series took them).
-__device__ void rt_comp_window_early(const rt_comp_consts &c, const float *own, const float *kv, const float *g,
-                                     float *pk, float *pg, float *e, int width, int overlap, int rate, int n,
-                                     int slot) {
-    __shared__ float pm[RT_COMP_PARTS][32], ps[RT_COMP_PARTS][32], pv[RT_COMP_PARTS][32];
-    int OW = overlap * width, prt = threadIdx.x / 32, t = threadIdx.x % 32, ch = blockIdx.x * 32 + t;
-    int r = (overlap == 2 ? 32 : 0) + t; // own's index of the channel's current series
-    float mx = -INFINITY, sum = 0, v = 0;
-#pragma unroll
-    for (int i = 0; i < RT_COMP_WS; i++) {
-        const int s = prt + RT_COMP_PARTS * i;
-        if (s < n) mx = fmaxf(mx, s == slot ? own[64 + r] : c.wg[i]);
-    }
-    pm[prt][t] = mx;
-    __syncthreads();
-    mx = -INFINITY;
-    for (int i = 0; i < RT_COMP_PARTS; i++) mx = fmaxf(mx, pm[i][t]);
-#pragma unroll
-    for (int i = 0; i < RT_COMP_WS; i++) {
-        const int s = prt + RT_COMP_PARTS * i;
-        if (s >= n) continue;
-        float q = expf((s == slot ? own[64 + r] : c.wg[i]) - mx);
-        sum += q, v += q * (s == slot ? own[r] : c.wkv[i]);
-    }
-    ps[prt][t] = sum, pv[prt][t] = v;
-    __syncthreads();
-    if (prt == 0 && ch < width) {
-        sum = 0, v = 0;
-        for (int i = 0; i < RT_COMP_PARTS; i++) sum += ps[i][t], v += pv[i][t];
-        e[ch] = v / sum;
-    }
-    if (overlap == 2 && ch < width)
-        for (int s = prt; s < rate; s += RT_COMP_PARTS) {
-            pk[s * width + ch] = kv[s * OW + ch];
-            pg[s * width + ch] = g[s * OW + ch];
-        }
-}
-
 // Compressed entry `entry` of sequence b from e[width] (written by the grid's other blocks: read
 // past L1): rmsnorm * w, RoPE at entry * rate; stored in the V4 layout (kv_cache), as f32 keys
 // (rt_index_score's), or as mla_indexer's paged e4m3 keys (ikeys; width 128); `cstride` bytes,
@@ -1177,28 +1093,22 @@ __device__ void rt_comp_store(const float *e, const rt_comp_consts &c, long entr
 // slot *pos % rate (rt_comp_slot); when *pos closes a window (every `rate` tokens) the entry
 // (*pos+1)/rate - 1 (rt_comp_window, into e[b]), and the last of the sequence's blocks to finish
 // (count[b], left at 0 for the next launch) stores it (rt_comp_store).
-// rt_comp_emit's body after its rt_comp_begin (EARLY: the window's loads before the PDL wait).
-template <bool EARLY>
-__device__ __forceinline__ void rt_comp_emit_run(const rt_comp_consts &c, const float *part, int S, int ld, float *e,
-                                                 int *count, kt_u8 *kv_cache, float *keys, kt_u8 *ikeys,
-                                                 unsigned long long cstride, int R, float eps) {
-    const rt_comp_win_args &a = c.a;
+extern "C" __global__ void rt_comp_emit(const float *part, int S, int ld, const float *ape, float *buf_kv, float *buf_g,
+                                        float *prev_kv, float *prev_g, float *e, int *count, const float *w,
+                                        const float *inv, const int *pos, kt_u8 *kv_cache, float *keys, kt_u8 *ikeys,
+                                        unsigned long long cstride, int width, int overlap, int rate, int R,
+                                        float eps) {
+    const rt_comp_consts c = rt_comp_begin(ape, w, inv, pos, width, overlap, rate, R);
     __shared__ int last;
-    __shared__ float own[128];
-    const int width = a.width, overlap = a.overlap, rate = a.rate;
     int b = blockIdx.y, p = c.rope.p, OW = overlap * width;
-    float *kv = (float *)a.buf_kv + (long)b * rate * OW, *g = (float *)a.buf_g + (long)b * rate * OW;
-    float *pk = (float *)a.prev_kv + (long)b * rate * width, *pg = (float *)a.prev_g + (long)b * rate * width;
-    long entry = (p + 1) / rate - 1;
-    int n = rt_comp_series(overlap, rate, entry);
-    const bool early = EARLY && n <= RT_COMP_PARTS * RT_COMP_WS; // rt_comp_begin's test
-    rt_comp_slot(part, S, ld, c, kv, g, b, width, overlap, p % rate, early ? own : nullptr);
+    float *kv = buf_kv + (long)b * rate * OW, *g = buf_g + (long)b * rate * OW;
+    rt_comp_slot(part, S, ld, c, kv, g, b, width, overlap, p % rate);
     if ((p + 1) % rate) return;
     __syncthreads();
-    if (early)
-        rt_comp_window_early(c, own, kv, g, pk, pg, e + (long)b * width, width, overlap, rate, n, p % rate);
-    else
-        rt_comp_window(kv, g, pk, pg, e + (long)b * width, width, overlap, rate, n);
+    long entry = (p + 1) / rate - 1;
+    int n = overlap == 2 && entry > 0 ? 2 * rate : rate;
+    rt_comp_window(kv, g, prev_kv + (long)b * rate * width, prev_g + (long)b * rate * width, e + (long)b * width, width,
+                   overlap, rate, n);
     __threadfence(); // e[b] seen by the block that stores it
     __syncthreads();
     if (threadIdx.x == 0) last = atomicAdd(count + b, 1) == (int)gridDim.x - 1;
@@ -1207,24 +1117,6 @@ __device__ __forceinline__ void rt_comp_emit_run(const rt_comp_consts &c, const 
     __threadfence();
     if (threadIdx.x == 0) count[b] = 0;
     rt_comp_store(e + (long)b * width, c, entry, b, kv_cache, keys, ikeys, cstride, width, rate, R, eps);
-}
-
-// A compressor's step for the token, grid (width / 32, batch), 256 threads: the projections'
-// slot *pos % rate (rt_comp_slot); when *pos closes a window (every `rate` tokens) the entry
-// (*pos+1)/rate - 1 (rt_comp_window, into e[b]), and the last of the sequence's blocks to finish
-// (count[b], left at 0 for the next launch) stores it (rt_comp_store).
-#define RT_COMP_EMIT_ARGS                                                                                              \
-    const float *part, int S, int ld, const float *ape, float *buf_kv, float *buf_g, float *prev_kv, float *prev_g,    \
-        float *e, int *count, const float *w, const float *inv, const int *pos, kt_u8 *kv_cache, float *keys,          \
-        kt_u8 *ikeys, unsigned long long cstride, int width, int overlap, int rate, int R, float eps
-extern "C" __global__ void rt_comp_emit(RT_COMP_EMIT_ARGS) {
-    const auto c = rt_comp_begin<false>(ape, w, inv, pos, buf_kv, buf_g, prev_kv, prev_g, width, overlap, rate, R);
-    rt_comp_emit_run<false>(c, part, S, ld, e, count, kv_cache, keys, ikeys, cstride, R, eps);
-}
-// The same with the closing window's series loaded before the PDL wait (KT_STEP_COMP_EARLY).
-extern "C" __global__ void rt_comp_emit_early(RT_COMP_EMIT_ARGS) {
-    const auto c = rt_comp_begin<true>(ape, w, inv, pos, buf_kv, buf_g, prev_kv, prev_g, width, overlap, rate, R);
-    rt_comp_emit_run<true>(c, part, S, ld, e, count, kv_cache, keys, ikeys, cstride, R, eps);
 }
 
 // mla_indexer's inputs for the query, a block per (head, sequence): the head's q = RoPE(iq; a

@@ -38,7 +38,7 @@
     X(INDEX_Q, rt_index_q) X(O_POST, rt_o_post) X(RMSNORM_F32, rt_rmsnorm_f32) X(RESIDUAL, rt_residual)       \
     X(V32_KV_APPEND, rt_v32_kv_append) X(V32_Q_ABSORB, rt_v32_q_absorb) X(V32_O_UP, rt_v32_o_up)              \
     X(V32_INDEX_K, rt_v32_index_k) X(V32_INDEX_Q, rt_v32_index_q) X(GEMV_FIN_BF16, rt_gemv_fin_bf16)         \
-    X(GATE_COMB, rt_gate_comb) X(SCALE_COLS, rt_scale_cols) X(COMP_EMIT_EARLY, rt_comp_emit_early)
+    X(GATE_COMB, rt_gate_comb) X(SCALE_COLS, rt_scale_cols)
 // clang-format on
 #define RT_ENUM(e, n) K_##e,
 #define RT_NAME(e, n) #n,
@@ -94,7 +94,7 @@ typedef struct prof_row {
 /* side chains at once: a CSA layer's two compressors beside each other and the query (0, 1),
  * rt_hc_comb (2), a CSA layer's rt_q_prep beside its indexer (3), the MoE gate's projections of
  * the old streams (4) and of the attention block's output (5), a CSA layer's KV compressor after q_b
- * (6, csa_split 1) */
+ * (6, csa_split) */
 #define N_SIDES 7
 #define MAX_EVENTS 8192
 
@@ -111,10 +111,11 @@ struct kt_step {
     int comb_pending; /* rt_hc_comb on side chain 2: joined before the next post step reads postcomb */
     int gate_inline;  /* KT_STEP_GATE_INLINE=1: gate_beside's step keeps the gate's GEMV of h (comparison) */
     int hc_spread; /* at B = 1 rt_gemv_hc1's module over all its blocks (rt_hc_spread; KT_STEP_HC_SPREAD=0: its last) */
-    int gate_y_blocks; /* gate_y's blocks, about (KT_STEP_GATE_Y_BLOCKS; 256) */
-    int comp_early;    /* rt_comp_emit_early: a closing window's loads before the PDL wait (KT_STEP_COMP_EARLY=1) */
+    int gate_y_blocks; /* gate_y's blocks, about (KT_STEP_GATE_Y_BLOCKS; 128) */
+    int gate_old_at;   /* gate_old's fork: 0 after the attention module, 1 after q_b, 2 after mla_decode
+                        * (KT_STEP_GATE_OLD_AT) */
     int csa_split;     /* at B = 1 a CSA layer's indexer projections in their own GEMV, the KV compressor's after q_b
-                        * (1) or after the indexer's (2) on side chain 6 (KT_STEP_CSA_SPLIT; 0: one GEMV) */
+                        * on side chain 6 (KT_STEP_CSA_SPLIT=0: one GEMV) */
     kt_module rt[N_RT];
     layer_dev *L;
     kt_model_tensor *list;
@@ -226,8 +227,8 @@ static int gate_beside(const kt_step *s) {
     return s->B == 1 && s->c.arch == KT_ARCH_V4 && s->plan.family[KT_PART_MOE] && !s->gate_inline;
 }
 
-/* At B = 1 (V4) a CSA layer's projections of h in two GEMVs (csa_index_gemv, csa_kv_gemv): 1 the KV
- * compressor's on side chain 6 after q_b, 2 on the indexer's side chain after its GEMV; 0 one GEMV. */
+/* At B = 1 (V4) a CSA layer's projections of h in two GEMVs (csa_index_gemv, csa_kv_gemv), the KV
+ * compressor's on side chain 6 after q_b (csa_kv_side); 0: one GEMV (comp_gemv). */
 static int csa_split(const kt_step *s) { return s->B == 1 && s->c.arch == KT_ARCH_V4 ? s->csa_split : 0; }
 
 /* The N x K f32 GEMV of every sequence's x (B x K) by rt_gemv (profiled as `name`) in `splits` splits of K:
@@ -466,8 +467,7 @@ static int compressor(kt_step *s, const comp_dev *cd, const gv_part *in, dptr kv
                  &rate,
                  &R,
                  &eps};
-    return rt(s, s->comp_early ? K_COMP_EMIT_EARLY : K_COMP_EMIT, (unsigned)(width + 31) / 32, (unsigned)s->B, 256, 0,
-              a);
+    return rt(s, K_COMP_EMIT, (unsigned)(width + 31) / 32, (unsigned)s->B, 256, 0, a);
 }
 
 /* The arguments of rt_hc_pre after x, the mixes' splits and their count (and of rt_gemv_hc's
@@ -511,6 +511,12 @@ static int gate_old(kt_step *s, const layer_dev *L) {
                    side_end(s, 4)
                ? -1
                : 0;
+}
+
+/* gate_old where the step forks it (s->gate_old_at): `at` 0 after the attention module, 1 after q_b, 2 after
+ * mla_decode (its input, the module's streams x, is not written again before the next layer's module). */
+static int gate_old_at(kt_step *s, const layer_dev *L, int at) {
+    return gate_beside(s) && s->gate_old_at == at ? gate_old(s, L) : 0;
 }
 
 /* ... and of the attention block's output, gy = Wn . y (bf16), on side chain 5 beside the MoE module
@@ -692,7 +698,7 @@ static int wo_a_group(kt_step *s, layer_dev *L, int g) {
     return qgemm(s, &L->wo_a, g * OL, OL, s->og + (dptr)(g * B * GI * 2), s->oa_g + (dptr)(g * B * OL * 2), B);
 }
 
-/* csa_split 1: a CSA layer's KV compressor (its projections' GEMV, then rt_comp_emit) on side chain 6,
+/* csa_split: a CSA layer's KV compressor (its projections' GEMV, then rt_comp_emit) on side chain 6,
  * forked after q_b: beside the indexer (rt_index_q, mla_indexer), joined before mla_decode. */
 static int csa_kv_side(kt_step *s, layer_dev *L) {
     gv_part comp;
@@ -704,17 +710,15 @@ static int csa_kv_side(kt_step *s, layer_dev *L) {
 
 /* A compressed layer's compressors (their projections of h, one rt_gemv) on side chain 0, beside the
  * query's GEMMs: both start from hc_pre's h; a CSA layer's indexer's compressor on side chain 1, forked
- * after the projections' GEMV (its head weights' projections into *iw, for the indexer). csa_split:
- * the indexer's projections in their own GEMV first; the KV compressor's after them on side chain 0 (2),
- * or left to csa_kv_side (1). */
+ * after the projections' GEMV (its head weights' projections into *iw, for the indexer). csa_split: only
+ * the indexer's projections' GEMV on side chain 0, the KV compressor left to csa_kv_side. */
 static int compressors(kt_step *s, layer_dev *L, int mode, int split, gv_part *iw) {
     gv_part comp, index;
     if (!mode) return 0;
     if (side_begin(s, 0) ||
         (split ? csa_index_gemv(s, L, &index, iw) : comp_gemv(s, L, mode == 1, &comp, &index, iw)) ||
         (mode == 1 && (side_begin(s, 1) || indexer_keys(s, L, &index) || side_end(s, 1))) ||
-        (split == 2 && csa_kv_gemv(s, L, &comp)) ||
-        (split != 1 && compressor(s, &L->comp, &comp, L->ccache, 0, 0, L->cstride, 0)))
+        (!split && compressor(s, &L->comp, &comp, L->ccache, 0, 0, L->cstride, 0)))
         return -1;
     return side_end(s, 0);
 }
@@ -739,8 +743,7 @@ static int attention(kt_step *s, long l) {
      * beside the query's GEMMs: both start from hc_pre's h */
     int split = mode == 1 ? csa_split(s) : 0;
     gv_part iwp;
-    if (hc_pre(s, L, 0, L->attn_norm) || (gate_beside(s) && gate_old(s, L)) || compressors(s, L, mode, split, &iwp))
-        return -1;
+    if (hc_pre(s, L, 0, L->attn_norm) || gate_old_at(s, L, 0) || compressors(s, L, mode, split, &iwp)) return -1;
     /* a CSA layer's rt_q_prep (its output feeds mla_decode only) on side chain 3, beside the indexer,
      * which reads wq_b's output too (its own rows); the indexer joins the side chains it reads (its
      * keys' compressor, side chain 1), mla_decode the KV compressor's (0, or csa_split 1's 6) and the prep */
@@ -748,12 +751,13 @@ static int attention(kt_step *s, long l) {
     if (gemm(s, &L->wq_a, 0, ld, s->hq, s->hs, s->qa, B) || rt(s, K_QKV_A, (unsigned)B, 2, 256, smem, an) ||
         gemm(s, &L->wq_b, 0, L->wq_b.n, s->qrq, s->qrs, s->q, B))
         return -1;
-    if (split == 1 && csa_kv_side(s, L)) return -1; /* the KV compressor beside the query prep and the indexer */
+    if (split && csa_kv_side(s, L)) return -1; /* the KV compressor beside the query prep and the indexer */
+    if (gate_old_at(s, L, 1)) return -1;
     if ((qside && side_begin(s, 3)) || rt(s, K_Q_PREP, (unsigned)c->n_heads, (unsigned)B, 128, 0, aq) ||
         (qside && side_end(s, 3)))
         return -1;
     if ((mode == 1 && (indexer(s, L, &iwp) || side_join(s, 3))) || (mode && side_join(s, 0)) ||
-        (split == 1 && side_join(s, 6)) || attend(s, L, mode, inv))
+        (split && side_join(s, 6)) || attend(s, L, mode, inv) || gate_old_at(s, L, 2))
         return -1;
     /* the grouped o_a; at B <= 16 the groups after the first on the side chain, beside it (each
      * quantises its rows inside quant_fp8_gemm; above, they would share qgemm's act_quant scratch) */
@@ -1789,9 +1793,9 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
     s->gate_inline = gi && !strcmp(gi, "1");
     const char *sp = getenv("KT_STEP_HC_SPREAD");
     s->hc_spread = !(sp && !strcmp(sp, "0"));
-    s->gate_y_blocks = (int)env_long("KT_STEP_GATE_Y_BLOCKS", 256, 8, 1024);
-    s->comp_early = (int)env_long("KT_STEP_COMP_EARLY", 0, 0, 1);
-    s->csa_split = (int)env_long("KT_STEP_CSA_SPLIT", 0, 0, 2);
+    s->gate_y_blocks = (int)env_long("KT_STEP_GATE_Y_BLOCKS", 128, 8, 1024);
+    s->gate_old_at = (int)env_long("KT_STEP_GATE_OLD_AT", 0, 0, 2);
+    s->csa_split = (int)env_long("KT_STEP_CSA_SPLIT", 1, 0, 1);
     for (int i = 0; i < MAX_EVENTS; i++) KT_CHECK(CU, kt_cu.cuEventCreate(&s->ev[i], CU_EVENT_DEFAULT));
     if (load_rt(s)) return -1;
     kt_db_device dev;
@@ -1846,6 +1850,9 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
         fprintf(stderr, "kt run: %s\n",
                 s->hc_spread ? "each HC module over all its GEMV's blocks (rt_hc_spread; KT_STEP_HC_SPREAD=0: its last)"
                              : "each HC module in its GEMV's last block (KT_STEP_HC_SPREAD=0)");
+    if (csa_split(s))
+        fprintf(stderr, "kt run: a CSA layer's indexer projections in their own GEMV, its KV compressor beside the "
+                        "indexer (KT_STEP_CSA_SPLIT=0: one GEMV)\n");
     s->resolve_ms = (kt_now() - t1) * 1e3;
     if (s->db && build_graph(s, 1)) return -1;
     fprintf(stderr, "kt run: %d kernels resolved and the step captured as one CUDA graph in %.0f ms%s\n",

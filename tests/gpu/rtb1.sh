@@ -40,8 +40,8 @@
 #            post | comb before rt_gate_comb reads the post step's (the race's worst order): part tiny's
 #            tolerance check must FAIL on it; then with side chains (the race as it may fall: reported,
 #            not checked) (run after tiny);
-#   plantkv  the same with bin/kt_plant_kv (KT_STEP_CSA_SPLIT=1's KV compressor enqueued after mla_decode,
-#            unjoined: what a lost join allows at worst);
+#   plantkv  the same with bin/kt_plant_kv (the CSA split's KV compressor, side chain 6, enqueued after
+#            mla_decode, unjoined: what a lost join allows at worst);
 #   levers   this build at B = 1 with each setting of $KT_RTB1_LEVERS (NAME:VAR=V,VAR=V:exact|close ...): TPOT
 #            against part b1's and main's, logits byte-identical to main's (exact) or within 0.15 (close);
 #   correct  runtime.sh's routed tiny V4 (sliding, CSA, HCA, hash and routed layers; the families
@@ -355,9 +355,9 @@ plant_run() {
         --dump "$L/tiny_${n}2_b1.bin" >"$L/tiny_${n}2_b1.log" 2>&1 &&
         say "plant $n with side chains (the race as it falls, not checked): $(close "$L/tiny_${n}2_b1.bin" "$L/tiny_main_b1.bin" 512 1e-4 2>&1 | tail -n 1)"
 }
-# postcomb single-buffered (rt19's double buffer); csa_split 1's KV compressor after mla_decode, unjoined
+# postcomb single-buffered (rt19's double buffer); the CSA split's KV compressor after mla_decode, unjoined
 part_plant() { plant_run ./bin/kt_plant_pc "postcomb single-buffered"; }
-part_plantkv() { plant_run ./bin/kt_plant_kv "the KV compressor after mla_decode (csa_split 1)" KT_STEP_CSA_SPLIT=1; }
+part_plantkv() { plant_run ./bin/kt_plant_kv "the KV compressor after mla_decode (the CSA split)" KT_STEP_CSA_SPLIT=1; }
 
 # this build at B = 1 with each of $KT_RTB1_LEVERS' settings ("NAME:VAR=VALUE,VAR=VALUE:exact|close", space
 # separated), against the first setting's run (the levers' base), part b1's and main's: the TPOT of each (what a

@@ -5,7 +5,7 @@
 #   bin/kt_plant_pc  postcomb single-buffered (hc_pre: each HC module writes its post | comb into the buffer
 #                    its post step reads, so rt_gate_comb may read the MoE module's own in place of the
 #                    attention block's);
-#   bin/kt_plant_kv  csa_split 1's KV compressor (side chain 6) enqueued after mla_decode, without its join:
+#   bin/kt_plant_kv  csa_split's KV compressor (side chain 6) enqueued after mla_decode, without its join:
 #                    the order a lost join before mla_decode allows (the closing window's entry read unwritten).
 # Each from a copy of the tree (its build/ kept, so only step.c rebuilds) under a temporary folder.
 set -eu
@@ -27,7 +27,7 @@ plant() {
 }
 old='dptr out = s->postcomb == s->pcbuf\[0\] ? s->pcbuf\[1\] : s->pcbuf\[0\]'
 plant pc "postcomb single-buffered (hc_pre)" "s/$old/dptr out = s->postcomb ? s->postcomb : s->pcbuf[0]/" "$old"
-kv='    if (split == 1 \&\& csa_kv_side(s, L)) return -1;'
-at='attend(s, L, mode, inv))'
-plant kv "the KV compressor after mla_decode, unjoined (csa_split 1)" \
-    "/^$kv/d; s/$at/attend(s, L, mode, inv) || (split == 1 \&\& csa_kv_side(s, L)))/" "^$kv" "$at"
+kv='    if (split \&\& csa_kv_side(s, L)) return -1;'
+at='attend(s, L, mode, inv) ||'
+plant kv "the KV compressor after mla_decode, unjoined (csa_split)" \
+    "/^$kv/d; s/$at/attend(s, L, mode, inv) || (split \&\& csa_kv_side(s, L)) ||/" "^$kv" "$at"
