@@ -112,8 +112,6 @@ struct kt_step {
     int gate_inline;  /* KT_STEP_GATE_INLINE=1: gate_beside's step keeps the gate's GEMV of h (comparison) */
     int hc_spread; /* at B = 1 rt_gemv_hc1's module over all its blocks (rt_hc_spread; KT_STEP_HC_SPREAD=0: its last) */
     int gate_y_blocks; /* gate_y's blocks, about (KT_STEP_GATE_Y_BLOCKS; 128) */
-    int gate_old_at;   /* gate_old's fork: 0 after the attention module, 1 after q_b, 2 after mla_decode
-                        * (KT_STEP_GATE_OLD_AT) */
     int csa_split;     /* at B = 1 a CSA layer's indexer projections in their own GEMV, the KV compressor's after q_b
                         * on side chain 6 (KT_STEP_CSA_SPLIT=0: one GEMV) */
     kt_module rt[N_RT];
@@ -513,12 +511,6 @@ static int gate_old(kt_step *s, const layer_dev *L) {
                : 0;
 }
 
-/* gate_old where the step forks it (s->gate_old_at): `at` 0 after the attention module, 1 after q_b, 2 after
- * mla_decode (its input, the module's streams x, is not written again before the next layer's module). */
-static int gate_old_at(kt_step *s, const layer_dev *L, int at) {
-    return gate_beside(s) && s->gate_old_at == at ? gate_old(s, L) : 0;
-}
-
 /* ... and of the attention block's output, gy = Wn . y (bf16), on side chain 5 beside the MoE module
  * (about s->gate_y_blocks blocks: it must end within that module's rt_gemv_hc1, whose 32 it shares the SMs with). */
 static int gate_y(kt_step *s, const hc_args *m) {
@@ -743,21 +735,21 @@ static int attention(kt_step *s, long l) {
      * beside the query's GEMMs: both start from hc_pre's h */
     int split = mode == 1 ? csa_split(s) : 0;
     gv_part iwp;
-    if (hc_pre(s, L, 0, L->attn_norm) || gate_old_at(s, L, 0) || compressors(s, L, mode, split, &iwp)) return -1;
+    if (hc_pre(s, L, 0, L->attn_norm) || (gate_beside(s) && gate_old(s, L)) || compressors(s, L, mode, split, &iwp))
+        return -1;
     /* a CSA layer's rt_q_prep (its output feeds mla_decode only) on side chain 3, beside the indexer,
      * which reads wq_b's output too (its own rows); the indexer joins the side chains it reads (its
-     * keys' compressor, side chain 1), mla_decode the KV compressor's (0, or csa_split 1's 6) and the prep */
+     * keys' compressor, side chain 1), mla_decode the KV compressor's (0; with csa_split 6) and the prep */
     int qside = mode == 1;
     if (gemm(s, &L->wq_a, 0, ld, s->hq, s->hs, s->qa, B) || rt(s, K_QKV_A, (unsigned)B, 2, 256, smem, an) ||
         gemm(s, &L->wq_b, 0, L->wq_b.n, s->qrq, s->qrs, s->q, B))
         return -1;
     if (split && csa_kv_side(s, L)) return -1; /* the KV compressor beside the query prep and the indexer */
-    if (gate_old_at(s, L, 1)) return -1;
     if ((qside && side_begin(s, 3)) || rt(s, K_Q_PREP, (unsigned)c->n_heads, (unsigned)B, 128, 0, aq) ||
         (qside && side_end(s, 3)))
         return -1;
     if ((mode == 1 && (indexer(s, L, &iwp) || side_join(s, 3))) || (mode && side_join(s, 0)) ||
-        (split && side_join(s, 6)) || attend(s, L, mode, inv) || gate_old_at(s, L, 2))
+        (split && side_join(s, 6)) || attend(s, L, mode, inv))
         return -1;
     /* the grouped o_a; at B <= 16 the groups after the first on the side chain, beside it (each
      * quantises its rows inside quant_fp8_gemm; above, they would share qgemm's act_quant scratch) */
@@ -1794,7 +1786,6 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
     const char *sp = getenv("KT_STEP_HC_SPREAD");
     s->hc_spread = !(sp && !strcmp(sp, "0"));
     s->gate_y_blocks = (int)env_long("KT_STEP_GATE_Y_BLOCKS", 128, 8, 1024);
-    s->gate_old_at = (int)env_long("KT_STEP_GATE_OLD_AT", 0, 0, 2);
     s->csa_split = (int)env_long("KT_STEP_CSA_SPLIT", 1, 0, 1);
     for (int i = 0; i < MAX_EVENTS; i++) KT_CHECK(CU, kt_cu.cuEventCreate(&s->ev[i], CU_EVENT_DEFAULT));
     if (load_rt(s)) return -1;

@@ -28,6 +28,6 @@ plant() {
 old='dptr out = s->postcomb == s->pcbuf\[0\] ? s->pcbuf\[1\] : s->pcbuf\[0\]'
 plant pc "postcomb single-buffered (hc_pre)" "s/$old/dptr out = s->postcomb ? s->postcomb : s->pcbuf[0]/" "$old"
 kv='    if (split \&\& csa_kv_side(s, L)) return -1;'
-at='attend(s, L, mode, inv) ||'
+at='attend(s, L, mode, inv))'
 plant kv "the KV compressor after mla_decode, unjoined (csa_split)" \
-    "/^$kv/d; s/$at/attend(s, L, mode, inv) || (split \&\& csa_kv_side(s, L)) ||/" "^$kv" "$at"
+    "/^$kv/d; s/$at/attend(s, L, mode, inv) || (split \&\& csa_kv_side(s, L)))/" "^$kv" "$at"
