@@ -402,8 +402,10 @@ static int launch_scan(const kt_launch *l, int naive) {
     void *args[] = {&a[0], &a[1], &a[2], &a[3], &a[4], &mp, &B, &a[5], &a[6], &k};
     const int *v = l->mod->config.v, sms = kt_gpu_current()->sm_count;
     if (naive) return kt_launch_kernel(l->mod, K_NAIVE, (unsigned)sms * 4, 1, 1, 256, 0, l->stream, args);
-    return kt_launch_kernel(l->mod, K_SCAN, (unsigned)(sms * v[P_CTAS_PER_SM]), 1, 1, (unsigned)v[P_WARPS] * 32,
-                            (unsigned)scan_ring_bytes(v), l->stream, args);
+    /* a programmatic dependent of the kernel before: its prologue (lens, the split, the first
+     * block table entries) runs before its griddepcontrol.wait */
+    return kt_launch_kernel_pdl(l->mod, K_SCAN, (unsigned)(sms * v[P_CTAS_PER_SM]), 1, 1, (unsigned)v[P_WARPS] * 32,
+                                (unsigned)scan_ring_bytes(v), l->stream, args);
 }
 
 /* The selection kernel, a cluster of SEL_CLUSTER CTAs per request, over the logits output

@@ -266,6 +266,36 @@ KT_TEST(indexer_staging_covers_each_position_once) {
     EXPECT(once);
 }
 
+/* The scan's split (kt_idx_scan_range): every group to exactly one warp, each warp a contiguous
+ * range in warp order, no range longer than the even split's longest (ceil(total / warps)), and
+ * with no more groups than warps the groups in the first warps (the grid's first CTAs). */
+KT_TEST(indexer_scan_split_covers_each_group_once) {
+    int once = 1, ordered = 1, short_runs = 1, front = 1;
+    const long long warps_of[] = {1, 7, 528, 1056};
+    for (int w = 0; w < 4; w++)
+        for (long long total = 0; total <= 2200; total += total < 40 ? 1 : 37) {
+            long long warps = warps_of[w], next = 0, longest = (total + warps - 1) / warps;
+            for (long long gw = 0; gw < warps; gw++) {
+                int first, last;
+                kt_idx_scan_range(gw, warps, total, &first, &last);
+                if (first >= last) {
+                    front &= total > warps || gw >= total;
+                    continue;
+                }
+                once &= first == next; /* contiguous, no gap, no overlap */
+                ordered &= first < last && last <= total;
+                short_runs &= last - first <= longest;
+                front &= total > warps || (first == gw && last == gw + 1);
+                next = last;
+            }
+            once &= next == total;
+        }
+    EXPECT(once);
+    EXPECT(ordered);
+    EXPECT(short_runs);
+    EXPECT(front);
+}
+
 KT_TEST(indexer_staged_keys_conflict_free) {
     enum { N = 16384 };
     static unsigned char used[N + N / 16 + 1];
