@@ -204,10 +204,11 @@ __device__ __forceinline__ void load_query(const kt_u8 *q, const float *w, int b
         for (int h = 0; h < 2; h++) {
             const int head = 16 * m + g + 8 * h;
             const kt_u8 *row = q + ((long long)b * KT_IDX_HEADS + head) * KT_IDX_DIM;
-            const uint4 lo = *(const uint4 *)(row + half_offset(t, 0)), hi = *(const uint4 *)(row + half_offset(t, 1));
+            const uint4 lo = __ldg((const uint4 *)(row + half_offset(t, 0))),
+                        hi = __ldg((const uint4 *)(row + half_offset(t, 1)));
             const kt_u32 codes[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
             to_operands(codes, qf[m][h]);
-            wf[m][h] = w[b * KT_IDX_HEADS + head];
+            wf[m][h] = __ldg(w + b * KT_IDX_HEADS + head);
         }
 }
 
@@ -404,6 +405,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, KT_CTAS_PER_SM)
             asm volatile("" : "+l"(pages[i])); // loaded before the wait below
         }
     kt_wait_producer();
+    // q's and w's addresses pass through the wait, so no load of them (invariant loads of
+    // __restrict__ pointers, which the compiler may schedule freely) can move above it
+    // (load_query's loads are __ldg: the addresses have lost their global space here)
+    asm volatile("" : "+l"(q), "+l"(w));
     ib = lo;
 #pragma unroll
     for (int i = 0; i < STAGES - 1; i++) {
