@@ -299,7 +299,7 @@ __device__ __forceinline__ void prefetch_l1(const void *p) { asm volatile("prefe
 // The physical page of the group of request b starting at token t0 (its block table entry),
 // prefetching into L1 the entry of the request's next page, so that the group a page later
 // does not wait on it.
-__device__ __forceinline__ long long group_page(const int *block_table, int max_pages, int B, int b, int t0) {
+__device__ __forceinline__ int group_page(const int *block_table, int max_pages, int B, int b, int t0) {
     const long long entry = (long long)b * max_pages + t0 / KT_IDX_PAGE;
     if (entry + 1 < (long long)B * max_pages) prefetch_l1(block_table + entry + 1);
     return block_table[entry];
@@ -397,13 +397,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, KT_CTAS_PER_SM)
         while (x >= cu_groups[ib + 1]) ib++;
         return (x - cu_groups[ib]) * GROUP;
     };
-    long long pages[STAGES - 1]; // the first groups' pages, before the wait
+    int pages[STAGES - 1]; // the first groups' pages, loaded before the wait (the asm) and all in flight together
 #pragma unroll
     for (int i = 0; i < STAGES - 1; i++)
-        if (first + i < last) {
-            pages[i] = group_page(block_table, max_pages, B, ib, t0_of(first + i));
-            asm volatile("" : "+l"(pages[i])); // loaded before the wait below
-        }
+        pages[i] = first + i < last ? group_page(block_table, max_pages, B, ib, t0_of(first + i)) : 0;
+#pragma unroll
+    for (int i = 0; i < STAGES - 1; i++) asm volatile("" : "+r"(pages[i]));
     kt_wait_producer();
     // q's and w's addresses pass through the wait, so no load of them (invariant loads of
     // __restrict__ pointers, which the compiler may schedule freely) can move above it
