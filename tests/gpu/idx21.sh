@@ -5,7 +5,8 @@
 #     exact, the timing graph's replays checked too) over the cases the change touches: the
 #     scan's split on both sides of its switch (groups = warps, warps + 2), its prologue with
 #     STAGES 2, 3 and 4, ragged lengths (L_b = TOPK and 1), L_b < k, L_b = k all-equal, ties,
-#     HIST=1 and clusters of 4 and 8 (the selection's new trigger), NT 1 and 4, MATH=0;
+#     HIST=1 and clusters of 2, 4 and 8 (the selection's new trigger), an unstaged slice (the
+#     ordered pass's new write-out on every path), NT 1 and 4, MATH=0;
 #  2. `kt bench` of CTX {8K, 32K, 128K} x B {1, 8, 64} served by default_for (a DB without
 #     indexer rows) by main's kt ($KT_MAIN) then this tree's, in the same call; the table of the
 #     scan alone (kt_scan_us) against its roof, the selection alone and the pair, both builds;
@@ -49,6 +50,9 @@ step verify_hist1 timeout 10 "${V[@]}" --shape TOPK=2048,CTX=8192,$R,VALUES=grid
 step verify_cluster4 timeout 8 "${V[@]}" --shape TOPK=2048,CTX=32768,$R,VALUES=tied --m 1,4 \
     --config HIST=1,SEL_THREADS=512,SEL_CLUSTER=4
 step verify_cluster8 timeout 8 "${V[@]}" --shape TOPK=2048,CTX=131072,$E --m 1 --config HIST=1,SEL_THREADS=512,SEL_CLUSTER=8
+step verify_cluster2 timeout 8 "${V[@]}" --shape TOPK=2048,CTX=8192,$R,VALUES=grid --m 16 --config SEL_THREADS=512,SEL_CLUSTER=2
+# one CTA over 32K+ keys: the slice is not staged (keys and pages from memory on every pass)
+step verify_unstaged timeout 8 "${V[@]}" --shape TOPK=2048,CTX=32768,$R,VALUES=tied --m 3
 step verify_nt timeout 10 "${V[@]}" --shape TOPK=2048,CTX=8192,$R,VALUES=grid --shape TOPK=1152,CTX=5000,$R,VALUES=tied --m 3 \
     --config NT=1
 step verify_nt4 timeout 10 "${V[@]}" --shape TOPK=2048,CTX=8192,$R,VALUES=grid --m 3,64 --config NT=4,STAGES=2
