@@ -399,8 +399,13 @@ extern "C" __global__ void __launch_bounds__(THREADS, KT_CTAS_PER_SM)
     };
     int pages[STAGES - 1]; // the first groups' pages, loaded before the wait (the asm) and all in flight together
 #pragma unroll
-    for (int i = 0; i < STAGES - 1; i++)
-        pages[i] = first + i < last ? group_page(block_table, max_pages, B, ib, t0_of(first + i)) : 0;
+    for (int i = 0; i < STAGES - 1; i++) {
+        pages[i] = 0;
+        if (first + i < last) {
+            const int t0 = t0_of(first + i); // (moves ib to the group's request: before ib is read)
+            pages[i] = group_page(block_table, max_pages, B, ib, t0);
+        }
+    }
 #pragma unroll
     for (int i = 0; i < STAGES - 1; i++) asm volatile("" : "+r"(pages[i]));
     kt_wait_producer();

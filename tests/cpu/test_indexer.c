@@ -236,7 +236,9 @@ KT_TEST(indexer_scan_configs_fit_sm120) {
     EXPECT(c.v[4] == 4 && c.v[3] == 512); /* < 64K keys in 4 slices of 16K */
     p.m = 64;
     f->default_for(&p, 132, &c);
-    EXPECT(c.v[4] == 2); /* one wave: 64 x 2 CTAs of 132 */
+    EXPECT(c.v[4] == 2);    /* one wave: 64 x 2 CTAs of 132 */
+    c.v[1] = 4, c.v[6] = 2; /* what default_for takes on sm_90 past HIST=1's batches: NT=4, STAGES=2 */
+    EXPECT(f->check_config(&c, 90, why, sizeof why) == 0 && f->config_fits(&c, &p));
 }
 
 /* The selection's staged keys: distinct words inside kt_idx_staged_words(n), and the ordered

@@ -11,7 +11,8 @@
 #     indexer rows) by main's kt ($KT_MAIN) then this tree's, in the same call; the table of the
 #     scan alone (kt_scan_us) against its roof, the selection alone and the pair, both builds;
 #  3. the 8K x 1 and 8K x 8 rows once more, main then this tree (the noise of the B = 1 figures);
-#  4. the scan at NT=4, STAGES=2 against the default at B = 64 (this tree, `kt bench --config`).
+#  4. this tree at B = 64 with the scan's former default (NT=2, STAGES=4; default_for now takes NT=4,
+#     STAGES=2 there on sm_90), `kt bench --config`.
 # Logs under $OUT/idx21/; an ok/FAIL line per check; ends with "N passed, N failed".
 #   usage: OUT=dir KT_MAIN=main/bin/kt bash tests/gpu/idx21.sh
 set -u
@@ -30,7 +31,7 @@ SERVED="HIST=0 HIST=1 HIST=1,SEL_THREADS=512,SEL_CLUSTER=4 HIST=1,SEL_THREADS=51
 for k in "$KT" ${KM:+"$KM"}; do
     for c in $SERVED; do timeout 40 "$k" compile --family mla_indexer --arch sm_90 --config "$c" >/dev/null 2>&1 & done
 done
-for c in STAGES=2 NT=1 NT=4,STAGES=2 MATH=0,STAGES=3 SEL_THREADS=512,SEL_CLUSTER=2; do
+for c in STAGES=2 STAGES=3 NT=1 NT=4,STAGES=2 MATH=0,STAGES=3 SEL_THREADS=512,SEL_CLUSTER=2; do
     timeout 40 "$KT" compile --family mla_indexer --arch sm_90 --config "$c" >/dev/null 2>&1 &
 done
 trap 'for p in $(jobs -p); do kill "$p" 2>/dev/null; done' EXIT
@@ -49,7 +50,7 @@ vpids=()
 vstep verify_default --shape TOPK=2048,CTX=8192,$R,VALUES=grid --shape TOPK=2048,CTX=2048,DIST=equal,VALUES=equal \
     --shape TOPK=1152,CTX=5000,$R,VALUES=tied --shape TOPK=2048,CTX=1000,$E --m 1,3,8,64
 # 8448 x 2 = 1056 groups of 16 = the H200's 1056 scan warps (one each); 8464 x 2 = 1058 (the even split)
-vstep verify_split --shape TOPK=2048,CTX=8448,$E --shape TOPK=2048,CTX=8464,VALUES=tied --shape TOPK=512,CTX=64,$E --m 1,2
+vstep verify_split --shape TOPK=2048,CTX=8448,$E --shape TOPK=2048,CTX=8464,DIST=equal,VALUES=tied --shape TOPK=512,CTX=64,$E --m 1,2
 vstep verify_stages --shape TOPK=2048,CTX=8192,$R,VALUES=grid --shape TOPK=777,CTX=3000,$R,VALUES=equal --m 3,64 \
     --config STAGES=2
 vstep verify_hist1 --shape TOPK=2048,CTX=8192,$R,VALUES=grid --shape TOPK=2048,CTX=1000,$E \
@@ -60,7 +61,10 @@ vstep verify_cluster8 --shape TOPK=2048,CTX=131072,$E --m 1 --config HIST=1,SEL_
 # one CTA over 32K+ keys: the slice is not staged (keys and pages from memory on every pass)
 vstep verify_unstaged --shape TOPK=2048,CTX=32768,$R,VALUES=tied --m 3
 vstep verify_nt1 --shape TOPK=2048,CTX=8192,$R,VALUES=grid --shape TOPK=1152,CTX=5000,$R,VALUES=tied --m 3 --config NT=1
-vstep verify_nt4 --shape TOPK=2048,CTX=8192,$R,VALUES=grid --m 3,64 --config NT=4,STAGES=2
+vstep verify_stages3 --shape TOPK=2048,CTX=8192,$R,VALUES=grid --shape TOPK=2048,CTX=1000,$E --m 8,64 --config STAGES=3
+# NT=4 with a ring of 2: default_for's scan on sm_90 past B = 16
+vstep verify_nt4 --shape TOPK=2048,CTX=8192,$R,VALUES=grid --shape TOPK=1152,CTX=5000,$R,VALUES=tied --m 3,17,64 \
+    --config NT=4,STAGES=2
 vstep verify_e4m3 --shape TOPK=2048,CTX=8192,$R,VALUES=grid --m 3 --config MATH=0,STAGES=3
 wait "${vpids[@]}"
 for n in "${vnames[@]}"; do
@@ -120,9 +124,9 @@ if [ -n "$KM" ] && [ "$SECONDS" -lt 76 ]; then
     bench bench_main_small "$KM" --shape TOPK=2048,CTX=8192,$E --m 1,8
     bench bench_this_small "$KT" --shape TOPK=2048,CTX=8192,$E --m 1,8
 else skip bench_small; fi
-# 4. NT=4 with a ring of 2 against the default at B = 64 (the pair; kt_scan_us is the default's)
+# 4. this tree at B = 64 with the scan's former default (NT=2, a ring of 4): the levers without NT=4
 if [ "$SECONDS" -lt 82 ]; then
-    bench bench_nt4 "$KT" --shape TOPK=2048,CTX=8192,$E --shape TOPK=2048,CTX=32768,$E --m 64 --config NT=4,STAGES=2
-else skip bench_nt4; fi
+    bench bench_nt2 "$KT" "${SHAPES[@]}" --m 64 --config NT=2,STAGES=4
+else skip bench_nt2; fi
 echo "$passed passed, $failed failed (${SECONDS} s)"
 [ "$failed" -eq 0 ]
