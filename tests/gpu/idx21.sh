@@ -43,7 +43,7 @@ vstep() { # vstep NAME ARGS...: kt verify ARGS in the background, its log and st
     local name=$1
     shift
     vnames+=("$name")
-    (timeout 45 "${V[@]}" "$@" >"$LOG/$name.log" 2>&1; echo $? >"$LOG/$name.rc") &
+    (timeout 45 "${V[@]}" "$@" >"$LOG/$name.run" 2>&1; echo $? >"$LOG/$name.rc") &
     vpids+=($!)
 }
 vpids=()
@@ -67,17 +67,8 @@ vstep verify_nt4 --shape TOPK=2048,CTX=8192,$R,VALUES=grid --shape TOPK=1152,CTX
     --config NT=4,STAGES=2
 vstep verify_e4m3 --shape TOPK=2048,CTX=8192,$R,VALUES=grid --m 3 --config MATH=0,STAGES=3
 wait "${vpids[@]}"
-for n in "${vnames[@]}"; do
-    rc=$(cat "$LOG/$n.rc" 2>/dev/null || echo 99)
-    if [ "$rc" = 0 ]; then
-        passed=$((passed + 1))
-        echo "ok   $n: $(grep -c '^ok' "$LOG/$n.log") problems ok; $(tail -n 1 "$LOG/$n.log" | cut -c1-120)"
-    else
-        failed=$((failed + 1))
-        echo "FAIL $n (rc $rc): see $n.log"
-        grep -v '^ok ' "$LOG/$n.log" | tail -n 8
-    fi
-done
+# each counted by step (its output from the run's log, its status from the run's)
+for n in "${vnames[@]}"; do step "$n" sh -c 'cat "$1"; exit "$(cat "$2" 2>/dev/null || echo 99)"' _ "$LOG/$n.run" "$LOG/$n.rc"; done
 echo "(verify done at ${SECONDS} s)"
 # 2. the table: main's kt, then this tree's, served by default_for
 DB=$LOG/no_indexer.db
