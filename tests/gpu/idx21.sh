@@ -13,8 +13,9 @@
 #  3. the 8K x 1 and 8K x 8 rows once more, main then this tree (the noise of the B = 1 figures);
 #  4. this tree at B = 64 with the scan's former default (NT=2, STAGES=4; default_for now takes NT=4,
 #     STAGES=2 there on sm_90), `kt bench --config`.
+# Without $KT_MAIN (the final call on merged main) only parts 1 and 2 run, of bin/kt.
 # Logs under $OUT/idx21/; an ok/FAIL line per check; ends with "N passed, N failed".
-#   usage: OUT=dir KT_MAIN=main/bin/kt bash tests/gpu/idx21.sh
+#   usage: OUT=dir [KT_MAIN=main/bin/kt] bash tests/gpu/idx21.sh
 set -u
 cd "$(dirname "$0")/../.."
 KT=./bin/kt
@@ -81,8 +82,7 @@ bench() { # bench NAME KT ARGS...
     grep -v "^kt:" "$LOG/$name.log" | grep "^TOPK\|^shape" | cut -c1-200
 }
 if [ -z "$KM" ]; then
-    failed=$((failed + 1))
-    echo "FAIL bench_main: \$KT_MAIN is not set"
+    echo "SKIP bench_main: no \$KT_MAIN (the final call on merged main: bin/kt only)"
 elif [ "$SECONDS" -lt 45 ]; then bench bench_main "$KM" "${SHAPES[@]}" --m 1,8,64; else skip bench_main; fi
 if [ "$SECONDS" -lt 66 ]; then bench bench_this "$KT" "${SHAPES[@]}" --m 1,8,64; else skip bench_this; fi
 python3 - "$LOG/bench_main.json" "$LOG/bench_this.json" <<'EOF' || echo "(no table: a bench is missing)"
@@ -116,7 +116,7 @@ if [ -n "$KM" ] && [ "$SECONDS" -lt 76 ]; then
     bench bench_this_small "$KT" --shape TOPK=2048,CTX=8192,$E --m 1,8
 else skip bench_small; fi
 # 4. this tree at B = 64 with the scan's former default (NT=2, a ring of 4): the levers without NT=4
-if [ "$SECONDS" -lt 82 ]; then
+if [ -n "$KM" ] && [ "$SECONDS" -lt 82 ]; then
     bench bench_nt2 "$KT" "${SHAPES[@]}" --m 64 --config NT=2,STAGES=4
 else skip bench_nt2; fi
 echo "$passed passed, $failed failed (${SECONDS} s)"
