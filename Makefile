@@ -22,7 +22,7 @@ ifeq ($(wildcard $(CUDA)/include/nvrtc.h),)
 $(error CUDA toolkit not found at $(CUDA) (no include/nvrtc.h): install it or run make CUDA=/path/to/cuda)
 endif
 
-EMBEDDED = $(wildcard kernels/*.cu) $(wildcard kernels/common/*.cuh) $(wildcard kernels/common/*.h) tuner/check.cu runtime/model.cu bench/ceiling.cu bench/memory.cu bench/launch.cu $(wildcard db/*.sql) profiles/why_slow.ncu
+EMBEDDED = $(wildcard kernels/*.cu) $(wildcard kernels/common/*.cuh) $(wildcard kernels/common/*.h) tuner/check.cu runtime/model.cu bench/ceiling.cu bench/memory.cu bench/launch.cu bench/stream.cu $(wildcard db/*.sql) profiles/why_slow.ncu
 RT_SRC = $(wildcard runtime/*.c kernels/*.c) db/db.c
 DEV_SRC = $(wildcard tuner/*.c bench/*.c report/*.c) db/db_write.c
 LIB_SRC = $(RT_SRC) $(DEV_SRC)

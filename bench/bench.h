@@ -75,6 +75,11 @@ int kt_bench_memory_rates(double *l2, double dsmem[3]);
  * the table and, json_path not NULL, writes it; -1 if a chain's counters show a kernel overtook. */
 int kt_bench_graph_latency(int n_long, const char *json_path);
 
+/* `kt bench stream` (bench/stream.c): for each of the n sizes mb[i] (MB, > 0), the median time a
+ * kernel that only reads that many bytes from DRAM takes (plain, PDL waiting first, PDL loading
+ * first), against bytes / the copy bandwidth; prints the table and, json_path not NULL, writes it. */
+int kt_bench_dram_stream(const double *mb, int n, const char *json_path);
+
 /* ---------------------------------------------------------- all-reduce (NCCL) */
 
 #define KT_ALLREDUCE_MAX_SIZES 32

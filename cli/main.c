@@ -774,9 +774,50 @@ static int cmd_bench_launch(int argc, char **argv) {
     return kt_bench_graph_latency((int)n, json) ? die("bench launch failed: %s", kt_error()) : 0;
 }
 
+/* kt bench stream: the DRAM-read probe (no family). */
+static int cmd_bench_stream(int argc, char **argv) {
+    static const struct option opts[] = {{"kb", required_argument, 0, 'k'},
+                                         {"json", required_argument, 0, 'j'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    long kb[32] = {1024, 2048, 4096, 8192, 12800, 16384, 25600, 51200, 102400};
+    int n = 9;
+    const char *json = NULL;
+    optind = 1;
+    opterr = 0;
+    for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
+        switch (c) {
+            case 'k':
+                if ((n = kt_parse_int_list(optarg, kb, 32)) < 0) return die("--kb: %s", kt_error());
+                for (int i = 0; i < n; i++)
+                    if (kb[i] < 64 || kb[i] > 1048576)
+                        return die("--kb '%s': sizes from 64 to 1048576 KiB (1 GiB)", optarg);
+                break;
+            case 'j':
+                json = optarg;
+                break;
+            case 'h':
+                printf(
+                    "usage: kt bench stream [--kb 1024,4096,25600] [--json FILE]\n"
+                    "  The median time one kernel that only reads N KiB from DRAM takes, timed as kt bench times\n"
+                    "  a variant (plain launch, PDL waiting before its loads, PDL loading before its wait), against\n"
+                    "  bytes / the copy bandwidth: the ratio to the floor no kernel of that many bytes can beat.\n");
+                return 0;
+            default:
+                return die("bench stream: unknown or incomplete option '%s' (see --help)", argv[optind - 1]);
+        }
+    }
+    double mb[32];
+    for (int i = 0; i < n; i++) mb[i] = kb[i] / 1024.0;
+    kt_device_info info;
+    if (need_gpu(&info)) return 1;
+    return kt_bench_dram_stream(mb, n, json) ? die("bench stream failed: %s", kt_error()) : 0;
+}
+
 static int cmd_bench(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "allreduce")) return cmd_bench_allreduce(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "launch")) return cmd_bench_launch(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "stream")) return cmd_bench_stream(argc - 1, argv + 1);
     common c;
     if (parse_common(argc, argv, &c)) return 1;
     if (c.help) {

@@ -8,8 +8,11 @@
 // Two kernels, so that bench times each:
 //  mla_indexer_scan: persistent CTAs (a grid fixed by the SM count, never by a length). Each
 //   CTA derives from lens[] (on the device) the requests' groups of 8 * NT tokens and its warps
-//   take equal contiguous ranges of all groups: the work follows sum(L_b), nothing waits on the
-//   host and the launch is graph-capturable. A warp keeps its request's 64 x 128 q in
+//   take equal contiguous ranges of all groups (one group each from the first warp on when
+//   there are no more groups than warps): the work follows sum(L_b), nothing waits on the
+//   host and the launch is graph-capturable. Launched as a programmatic dependent of the
+//   kernel before: lens[], the split and the first block table entries come before its
+//   griddepcontrol.wait, the cache, q and every write after. A warp keeps its request's 64 x 128 q in
 //   registers (64 of them as e4m3 codes, 128 as f16) and loads each token's 128 codes into
 //   mma B fragments: the dot product's dims are permuted so that lane t of a quad holds dims
 //   [16t, 16t + 16) and [64 + 16t, 80 + 16t) of a token in two 16-byte loads, a quad's loads
@@ -201,10 +204,11 @@ __device__ __forceinline__ void load_query(const kt_u8 *q, const float *w, int b
         for (int h = 0; h < 2; h++) {
             const int head = 16 * m + g + 8 * h;
             const kt_u8 *row = q + ((long long)b * KT_IDX_HEADS + head) * KT_IDX_DIM;
-            const uint4 lo = *(const uint4 *)(row + half_offset(t, 0)), hi = *(const uint4 *)(row + half_offset(t, 1));
+            const uint4 lo = __ldg((const uint4 *)(row + half_offset(t, 0))),
+                        hi = __ldg((const uint4 *)(row + half_offset(t, 1)));
             const kt_u32 codes[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
             to_operands(codes, qf[m][h]);
-            wf[m][h] = w[b * KT_IDX_HEADS + head];
+            wf[m][h] = __ldg(w + b * KT_IDX_HEADS + head);
         }
 }
 
@@ -292,15 +296,19 @@ static_assert(STAGES >= 2, "the ring needs a slot being filled and one being rea
 
 __device__ __forceinline__ void prefetch_l1(const void *p) { asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p)); }
 
-// Issues the copies of the group of request b starting at token t0 into slot s (rows past L_b
-// are in the page: read, never written), and prefetches into L1 the block table entry of the
-// request's next page, so that the group a page later does not wait on it.
-__device__ __forceinline__ void issue_group(const kt_u8 *cache, const int *block_table, int max_pages, int B, int b,
-                                            int t0, ring_slot &s) {
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+// The physical page of the group of request b starting at token t0 (its block table entry),
+// prefetching into L1 the entry of the request's next page, so that the group a page later
+// does not wait on it.
+__device__ __forceinline__ int group_page(const int *block_table, int max_pages, int B, int b, int t0) {
     const long long entry = (long long)b * max_pages + t0 / KT_IDX_PAGE;
-    const long long page = block_table[entry];
     if (entry + 1 < (long long)B * max_pages) prefetch_l1(block_table + entry + 1);
+    return block_table[entry];
+}
+
+// Issues the copies of the group starting at token t0 of physical page `page` into slot s
+// (rows past L_b are in the page: read, never written).
+__device__ __forceinline__ void issue_group(const kt_u8 *cache, long long page, int t0, ring_slot &s) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int j = 0; j < NT; j++) {
         const int slot = t0 % KT_IDX_PAGE + 8 * j + g;
@@ -364,10 +372,14 @@ extern "C" __global__ void __launch_bounds__(THREADS, KT_CTAS_PER_SM)
     // the selection (a programmatic dependent) may launch now: it waits for this grid's end
     // and memory, and at small B this grid's idle CTAs leave it SMs long before the end
     kt_allow_consumer();
+    // Before the wait for the kernel before (this one is its programmatic dependent): lens[],
+    // the split and the block table entries of the first groups, none of which a kernel of the
+    // step writes after its first ones (the runtime's rt_lengths; the host's tables), so this
+    // prologue runs while the kernel before ends. The cache, q, w, and every write wait.
     request_prefix<WARPS>(lens, B, GROUP, cu_lens, cu_groups, warp_sums);
-    const long long total = cu_groups[B], warps = (long long)gridDim.x * WARPS;
     const long long gw = (long long)blockIdx.x * WARPS + (threadIdx.x >> 5);
-    const int first = (int)(gw * total / warps), last = (int)((gw + 1) * total / warps);
+    int first, last;
+    kt_idx_scan_range(gw, (long long)gridDim.x * WARPS, cu_groups[B], &first, &last);
     if (first >= last) return;
     int lo = 0, hi = B - 1; // the request of group `first`: the last b with cu_groups[b] <= first
     while (lo < hi) {
@@ -381,12 +393,39 @@ extern "C" __global__ void __launch_bounds__(THREADS, KT_CTAS_PER_SM)
     // every iteration commits one cp.async group (empty past `last`) so that the wait counts
     ring_slot *ring = (ring_slot *)scan_ring + (threadIdx.x >> 5) * STAGES;
     int b = lo, ib = lo; // the requests of the group computed and of the group issued
+    auto t0_of = [&](int x) {
+        while (x >= cu_groups[ib + 1]) ib++;
+        return (x - cu_groups[ib]) * GROUP;
+    };
+    int pages[STAGES - 1]; // the first groups' pages, loaded before the wait (the asm) and all in flight together
+#pragma unroll
+    for (int i = 0; i < STAGES - 1; i++) {
+        pages[i] = 0;
+        if (first + i < last) {
+            const int t0 = t0_of(first + i); // (moves ib to the group's request: before ib is read)
+            pages[i] = group_page(block_table, max_pages, B, ib, t0);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < STAGES - 1; i++) asm volatile("" : "+r"(pages[i]));
+    kt_wait_producer();
+    // q's and w's addresses pass through the wait, so no load of them (invariant loads of
+    // __restrict__ pointers, which the compiler may schedule freely) can move above it
+    // (load_query's loads are __ldg: the addresses have lost their global space here)
+    asm volatile("" : "+l"(q), "+l"(w));
+    ib = lo;
+#pragma unroll
+    for (int i = 0; i < STAGES - 1; i++) {
+        if (first + i < last) issue_group(cache, pages[i], t0_of(first + i), ring[(first + i) % STAGES]);
+        kt_cp_async_commit();
+    }
     auto issue = [&](int x) {
-        while (x < last && x >= cu_groups[ib + 1]) ib++;
-        if (x < last) issue_group(cache, block_table, max_pages, B, ib, (x - cu_groups[ib]) * GROUP, ring[x % STAGES]);
+        if (x < last) {
+            const int t0 = t0_of(x);
+            issue_group(cache, group_page(block_table, max_pages, B, ib, t0), t0, ring[x % STAGES]);
+        }
         kt_cp_async_commit();
     };
-    for (int x = first; x < first + STAGES - 1; x++) issue(x);
     kt_u32 qf[4][2][QR];
     float wf[4][2];
     load_query(q, w, b, qf, wf);
@@ -678,25 +717,26 @@ __device__ __forceinline__ void write_selected(const slice &sl, unsigned T, unsi
     for (int base = sl.lo; base < hi; base += TILE) {
         const int p0 = base + (int)threadIdx.x * SE;
         unsigned gtm = 0, eqm = 0; // bit j: position p0 + j
+        if (p0 < hi) // (whole warps past the slice's end skip the loop: at 8K keys and 1024 threads, half)
 #pragma unroll
-        for (int j = 0; j < SE; j++) {
-            const unsigned key = p0 + j < hi ? sl.key(p0 + j) : 0u;
-            gtm |= (unsigned)(p0 + j < hi && key > T) << j;
-            eqm |= (unsigned)(p0 + j < hi && key == T) << j;
-        }
+            for (int j = 0; j < SE; j++) {
+                const unsigned key = p0 + j < hi ? sl.key(p0 + j) : 0u;
+                gtm |= (unsigned)(p0 + j < hi && key > T) << j;
+                eqm |= (unsigned)(p0 + j < hi && key == T) << j;
+            }
         unsigned total,
             before = block_scan<ST / 32>((unsigned)__popc(gtm) << 16 | (unsigned)__popc(eqm), total, warp_sums);
         const unsigned gb = gt_run + (before >> 16), eb = eq_run + (before & 0xffffu);
         unsigned take = gtm; // and the first need - eb keys == T (by position) if eb < need
         for (unsigned m = eqm, left = eb < need ? need - eb : 0; m && left; m &= m - 1, left--) take |= m & (0u - m);
         if (take) { // positions p0 .. p0 + SE - 1 lie in at most two pages (SE < a page)
-            const unsigned slot0 = gb + (eb < need ? eb : need);
             const int page0 = sl.page(p0), page1 = sl.page((p0 + SE < hi ? p0 + SE : hi) - 1);
-#pragma unroll
-            for (int j = 0; j < SE; j++) {
-                const unsigned slot = slot0 + (unsigned)__popc(take & ((1u << j) - 1));
-                const int p = p0 + j, page = p / KT_IDX_PAGE == p0 / KT_IDX_PAGE ? page0 : page1;
-                if ((take >> j & 1) && slot < k) out[slot] = page * KT_IDX_PAGE + p % KT_IDX_PAGE;
+            // the taken positions only, in order, into consecutive slots (a loop over all SE
+            // positions with a branch each was ~23 instructions a position of 1024 threads)
+            unsigned slot = gb + (eb < need ? eb : need);
+            for (unsigned m = take; m; m &= m - 1, slot++) {
+                const int p = p0 + __ffs(m) - 1, page = p / KT_IDX_PAGE == p0 / KT_IDX_PAGE ? page0 : page1;
+                if (slot < k) out[slot] = page * KT_IDX_PAGE + p % KT_IDX_PAGE;
             }
         }
         gt_run += total >> 16;
@@ -779,6 +819,9 @@ extern "C" __global__ void __launch_bounds__(ST, 1) KT_SEL_CLUSTER_DIMS
     __shared__ __align__(16) unsigned nonzero[HIST ? KT_IDX_HIST_COARSE : 1], cand[HIST ? CAND : 1];
     __shared__ __align__(16) unsigned warp_sums[32], chosen[5], counts[4];
     __shared__ int pages[KT_IDX_STAGE_PAGES]; // the staged slice's block table entries
+    // the kernel after (a programmatic dependent: the next scan, mla_decode) may launch now; it
+    // waits for this grid's end before it reads what this one writes
+    kt_allow_consumer();
     const int b = blockIdx.x / CLUSTER, rank = CLUSTER > 1 ? (int)kt_cluster_rank() : 0, n = lens[b];
     unsigned part = 0, off; // this request's logits start after those of requests 0..b-1
     for (int j = threadIdx.x; j < b; j += ST) part += (unsigned)lens[j];

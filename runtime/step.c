@@ -93,8 +93,9 @@ typedef struct prof_row {
 #define MAX_FAMS 96
 /* side chains at once: a CSA layer's two compressors beside each other and the query (0, 1),
  * rt_hc_comb (2), a CSA layer's rt_q_prep beside its indexer (3), the MoE gate's projections of
- * the old streams (4) and of the attention block's output (5) */
-#define N_SIDES 6
+ * the old streams (4) and of the attention block's output (5), a CSA layer's KV compressor after q_b
+ * (6, csa_split) */
+#define N_SIDES 7
 #define MAX_EVENTS 8192
 
 struct kt_step {
@@ -110,6 +111,9 @@ struct kt_step {
     int comb_pending; /* rt_hc_comb on side chain 2: joined before the next post step reads postcomb */
     int gate_inline;  /* KT_STEP_GATE_INLINE=1: gate_beside's step keeps the gate's GEMV of h (comparison) */
     int hc_spread; /* at B = 1 rt_gemv_hc1's module over all its blocks (rt_hc_spread; KT_STEP_HC_SPREAD=0: its last) */
+    int gate_y_blocks; /* gate_y's blocks, about (KT_STEP_GATE_Y_BLOCKS; 128) */
+    int csa_split;     /* at B = 1 a CSA layer's indexer projections in their own GEMV, the KV compressor's after q_b
+                        * on side chain 6 (KT_STEP_CSA_SPLIT=0: one GEMV) */
     kt_module rt[N_RT];
     layer_dev *L;
     kt_model_tensor *list;
@@ -128,6 +132,8 @@ struct kt_step {
                                                 * rt_comp_emit's entry [B][width] and counters [B], of the
                                                 * KV compressor and the indexer's (beside each other) */
     size_t gv_tiles;
+    dptr cpart; /* csa_split: the KV compressor's projections' splits (cpart_bytes) */
+    size_t cpart_bytes;
     dptr xq, xs; /* qgemm's act_quant codes and scales above QGEMM_FUSED_MAX_M rows (xq_bytes codes) */
     size_t xq_bytes;
     dptr xbuf[2];          /* V4: the HC streams before and after a post step (x is one of them) */
@@ -153,6 +159,15 @@ struct kt_step {
     double weight_bytes, expert_bytes, resolve_ms;
     float *host_logits;
 };
+
+/* The step's integer setting `name` from the environment: def when unset, clamped to [lo, hi]. */
+static long env_long(const char *name, long def, long lo, long hi) {
+    const char *v = getenv(name);
+    char *end;
+    long x = v && *v ? strtol(v, &end, 10) : def;
+    if (v && *v && *end) x = def;
+    return x < lo ? lo : x > hi ? hi : x;
+}
 
 /* ------------------------------------------------------------ device memory */
 
@@ -210,21 +225,32 @@ static int gate_beside(const kt_step *s) {
     return s->B == 1 && s->c.arch == KT_ARCH_V4 && s->plan.family[KT_PART_MOE] && !s->gate_inline;
 }
 
-/* The N x K f32 GEMV of every sequence's x (B x K) by rt_gemv (profiled as `name`): with out,
- * the plain result [B][N] there (split, its last blocks sum the splits: s->gvcount); else *S
- * splits of it in s->gvpart for a consumer that sums them (rt_gemv_at; its rows N apart). */
-static int gemv(kt_step *s, const char *name, dptr W, long N, long K, dptr x, dptr out, int *S) {
-    int B = s->B, n = (int)N, k = (int)K, splits = gemv_splits(B, N, K);
+/* At B = 1 (V4) a CSA layer's projections of h in two GEMVs (csa_index_gemv, csa_kv_gemv), the KV
+ * compressor's on side chain 6 after q_b (csa_kv_side); 0: one GEMV (comp_gemv). */
+static int csa_split(const kt_step *s) { return s->B == 1 && s->c.arch == KT_ARCH_V4 ? s->csa_split : 0; }
+
+/* The N x K f32 GEMV of every sequence's x (B x K) by rt_gemv (profiled as `name`) in `splits` splits of K:
+ * with out, the plain result [B][N] there (split, its last blocks sum the splits: s->gvcount); else the
+ * splits in `part` (`bytes` of scratch) for a consumer that sums them (rt_gemv_at; its rows N apart). */
+static int gemv_in(kt_step *s, const char *name, dptr W, long N, long K, dptr x, dptr out, dptr part, size_t bytes,
+                   int splits) {
+    int B = s->B, n = (int)N, k = (int)K;
     int kc = (int)((K / 128 + splits - 1) / splits * 128);
     unsigned tx = (unsigned)(B + 7) / 8, ty = (unsigned)(N + 31) / 32;
-    dptr part = out && splits == 1 ? out : s->gvpart, fin = out && splits > 1 ? out : 0;
-    if (K % 128 || (part == s->gvpart && (size_t)splits * B * N * 4 > s->gv_bytes) ||
-        (fin && (size_t)tx * ty > s->gv_tiles))
+    dptr fin = out && splits > 1 ? out : 0;
+    if (out && splits == 1) part = out;
+    if (K % 128 || (part != out && (size_t)splits * B * N * 4 > bytes) || (fin && (size_t)tx * ty > s->gv_tiles))
         return kt_fail("internal: rt_gemv %s: K %ld is not in 128s or its %d splits outgrow the scratch", name, K,
                        splits);
-    if (S) *S = splits;
     void *a[] = {&W, &x, &part, &n, &k, &B, &kc}, *af[] = {&W, &x, &part, &fin, &s->gvcount, &n, &k, &B, &kc};
     return rt_as(s, fin ? K_GEMV_FIN : K_GEMV, name, tx, ty, (unsigned)splits, 256, 0, fin ? af : a);
+}
+
+/* gemv_in in gemv_splits' splits, the shared scratch s->gvpart (*S: the splits). */
+static int gemv(kt_step *s, const char *name, dptr W, long N, long K, dptr x, dptr out, int *S) {
+    int splits = gemv_splits(s->B, N, K);
+    if (S) *S = splits;
+    return gemv_in(s, name, W, N, K, x, out, s->gvpart, s->gv_bytes, splits);
 }
 
 /* rt_gemv_fin (or, bf16, rt_gemv_fin_bf16) of `seqs` sequences of x into out [seqs][N] in about
@@ -388,6 +414,28 @@ static int comp_gemv(kt_step *s, const layer_dev *L, int csa, gv_part *comp, gv_
     return 0;
 }
 
+/* csa_split: a CSA layer's projections of h in two rt_gemv in comp_gemv's splits, so each value is comp_gemv's
+ * (the same k-ranges, and the indexer's rows start on a 32-row tile: the same lanes' sums): the indexer's
+ * rows (its compressor's and head weights) into gvpart (csa_index_gemv), the KV compressor's into cpart
+ * (csa_kv_gemv), each beside the query on its own side chain. */
+static int csa_index_gemv(kt_step *s, const layer_dev *L, gv_part *index, gv_part *iw) {
+    long oc = L->comp.overlap * L->comp.width, oi = L->index.overlap * L->index.width, D = s->c.hidden;
+    long n = L->proj_rows - 2 * oc;
+    int S = gemv_splits(s->B, L->proj_rows, D);
+    if (gemv_in(s, "rt_gemv/index", L->proj + (dptr)(2 * oc * D * 4), n, D, s->h, 0, s->gvpart, s->gv_bytes, S))
+        return -1;
+    *index = (gv_part){s->gvpart, S, (int)n};
+    *iw = (gv_part){s->gvpart + (dptr)(2 * oi * 4), S, (int)n};
+    return 0;
+}
+static int csa_kv_gemv(kt_step *s, const layer_dev *L, gv_part *comp) {
+    long oc = L->comp.overlap * L->comp.width, D = s->c.hidden;
+    int S = gemv_splits(s->B, L->proj_rows, D);
+    if (gemv_in(s, "rt_gemv/comp_kv", L->proj, 2 * oc, D, s->h, 0, s->cpart, s->cpart_bytes, S)) return -1;
+    *comp = (gv_part){s->cpart, S, (int)(2 * oc)};
+    return 0;
+}
+
 /* A compressor's step from its projections `in` into one of kvcache (V4 layout), keys (f32) or ikc (mla_indexer's
  * pages); `which` picks its scratch (0 the KV compressor, 1 the indexer's: they may run side by side). */
 static int compressor(kt_step *s, const comp_dev *cd, const gv_part *in, dptr kvcache, dptr keys, dptr ikc,
@@ -464,11 +512,11 @@ static int gate_old(kt_step *s, const layer_dev *L) {
 }
 
 /* ... and of the attention block's output, gy = Wn . y (bf16), on side chain 5 beside the MoE module
- * (256 blocks: it must end within that module's rt_gemv_hc1). */
+ * (about s->gate_y_blocks blocks: it must end within that module's rt_gemv_hc1, whose 32 it shares the SMs with). */
 static int gate_y(kt_step *s, const hc_args *m) {
     return side_begin(s, 5) ||
-                   gemv_own(s, "rt_gemv/gate_y", 1, m->gn, s->c.n_experts, m->D, s->post_yb, 1, 256, s->gy, s->gypart,
-                            s->gycount) ||
+                   gemv_own(s, "rt_gemv/gate_y", 1, m->gn, s->c.n_experts, m->D, s->post_yb, 1, s->gate_y_blocks, s->gy,
+                            s->gypart, s->gycount) ||
                    side_end(s, 5)
                ? -1
                : 0;
@@ -642,6 +690,31 @@ static int wo_a_group(kt_step *s, layer_dev *L, int g) {
     return qgemm(s, &L->wo_a, g * OL, OL, s->og + (dptr)(g * B * GI * 2), s->oa_g + (dptr)(g * B * OL * 2), B);
 }
 
+/* csa_split: a CSA layer's KV compressor (its projections' GEMV, then rt_comp_emit) on side chain 6,
+ * forked after q_b: beside the indexer (rt_index_q, mla_indexer), joined before mla_decode. */
+static int csa_kv_side(kt_step *s, layer_dev *L) {
+    gv_part comp;
+    return side_begin(s, 6) || csa_kv_gemv(s, L, &comp) ||
+                   compressor(s, &L->comp, &comp, L->ccache, 0, 0, L->cstride, 0) || side_end(s, 6)
+               ? -1
+               : 0;
+}
+
+/* A compressed layer's compressors (their projections of h, one rt_gemv) on side chain 0, beside the
+ * query's GEMMs: both start from hc_pre's h; a CSA layer's indexer's compressor on side chain 1, forked
+ * after the projections' GEMV (its head weights' projections into *iw, for the indexer). csa_split: only
+ * the indexer's projections' GEMV on side chain 0, the KV compressor left to csa_kv_side. */
+static int compressors(kt_step *s, layer_dev *L, int mode, int split, gv_part *iw) {
+    gv_part comp, index;
+    if (!mode) return 0;
+    if (side_begin(s, 0) ||
+        (split ? csa_index_gemv(s, L, &index, iw) : comp_gemv(s, L, mode == 1, &comp, &index, iw)) ||
+        (mode == 1 && (side_begin(s, 1) || indexer_keys(s, L, &index) || side_end(s, 1))) ||
+        (!split && compressor(s, &L->comp, &comp, L->ccache, 0, 0, L->cstride, 0)))
+        return -1;
+    return side_end(s, 0);
+}
+
 static int attention(kt_step *s, long l) {
     const kt_model_config *c = &s->c;
     layer_dev *L = &s->L[l];
@@ -660,21 +733,23 @@ static int attention(kt_step *s, long l) {
     void *aq[] = {&s->q, &qld, &qf, &s->qb, &inv, &s->pos, &HD, &R, &eps};
     /* a compressed layer's compressors (their projections of h, one rt_gemv) on the side chain,
      * beside the query's GEMMs: both start from hc_pre's h */
-    gv_part comp, index, iw;
-    if (hc_pre(s, L, 0, L->attn_norm) || (gate_beside(s) && gate_old(s, L)) ||
-        (mode && (side_begin(s, 0) || comp_gemv(s, L, mode == 1, &comp, &index, &iw) ||
-                  (mode == 1 && (side_begin(s, 1) || indexer_keys(s, L, &index) || side_end(s, 1))) ||
-                  compressor(s, &L->comp, &comp, L->ccache, 0, 0, L->cstride, 0) || side_end(s, 0))))
+    int split = mode == 1 ? csa_split(s) : 0;
+    gv_part iwp;
+    if (hc_pre(s, L, 0, L->attn_norm) || (gate_beside(s) && gate_old(s, L)) || compressors(s, L, mode, split, &iwp))
         return -1;
     /* a CSA layer's rt_q_prep (its output feeds mla_decode only) on side chain 3, beside the indexer,
      * which reads wq_b's output too (its own rows); the indexer joins the side chains it reads (its
-     * keys' compressor, side chain 1), mla_decode the KV compressor's (0) and the prep */
+     * keys' compressor, side chain 1), mla_decode the KV compressor's (0; with csa_split 6) and the prep */
     int qside = mode == 1;
     if (gemm(s, &L->wq_a, 0, ld, s->hq, s->hs, s->qa, B) || rt(s, K_QKV_A, (unsigned)B, 2, 256, smem, an) ||
-        gemm(s, &L->wq_b, 0, L->wq_b.n, s->qrq, s->qrs, s->q, B) || (qside && side_begin(s, 3)) ||
-        rt(s, K_Q_PREP, (unsigned)c->n_heads, (unsigned)B, 128, 0, aq) || (qside && side_end(s, 3)))
+        gemm(s, &L->wq_b, 0, L->wq_b.n, s->qrq, s->qrs, s->q, B))
         return -1;
-    if ((mode == 1 && (indexer(s, L, &iw) || side_join(s, 3))) || (mode && side_join(s, 0)) || attend(s, L, mode, inv))
+    if (split && csa_kv_side(s, L)) return -1; /* the KV compressor beside the query prep and the indexer */
+    if ((qside && side_begin(s, 3)) || rt(s, K_Q_PREP, (unsigned)c->n_heads, (unsigned)B, 128, 0, aq) ||
+        (qside && side_end(s, 3)))
+        return -1;
+    if ((mode == 1 && (indexer(s, L, &iwp) || side_join(s, 3))) || (mode && side_join(s, 0)) ||
+        (split && side_join(s, 6)) || attend(s, L, mode, inv))
         return -1;
     /* the grouped o_a; at B <= 16 the groups after the first on the side chain, beside it (each
      * quantises its rows inside quant_fp8_gemm; above, they would share qgemm's act_quant scratch) */
@@ -1379,6 +1454,9 @@ static int alloc_scratch(kt_step *s) {
     s->xq_bytes = s->B > QGEMM_FUSED_MAX_M ? (size_t)(s->B * k) : 0;
     size_t E = (size_t)c->n_experts, H = (size_t)c->hc_mult, tiles = (E + 31) / 32 * 4;
     if (s->B == 1 && (dalloc(&s->hcbar, 8) || dalloc(&s->hcss, 64 * 4))) return -1;
+    long HD = c->head_dim, csa_rows = 4 * HD + 4 * c->index_dim + c->index_heads; /* gemv_scratch's CSA row */
+    s->cpart_bytes = csa_split(s) && c->hidden >= 128 ? (size_t)gemv_splits(1, csa_rows, c->hidden) * 4 * HD * 4 : 0;
+    if (s->cpart_bytes && dalloc(&s->cpart, s->cpart_bytes)) return -1;
     if (gate_beside(s) && (dalloc(&s->gopart, 32 * H * E * 4) || dalloc(&s->gocount, tiles) ||
                            dalloc(&s->go, H * E * 4) || dalloc(&s->gypart, 32 * E * 4) || dalloc(&s->gycount, tiles) ||
                            dalloc(&s->gy, E * 4) || dalloc(&s->gprn, (H + 1) * 4)))
@@ -1707,6 +1785,8 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
     s->gate_inline = gi && !strcmp(gi, "1");
     const char *sp = getenv("KT_STEP_HC_SPREAD");
     s->hc_spread = !(sp && !strcmp(sp, "0"));
+    s->gate_y_blocks = (int)env_long("KT_STEP_GATE_Y_BLOCKS", 128, 8, 1024);
+    s->csa_split = (int)env_long("KT_STEP_CSA_SPLIT", 1, 0, 1);
     for (int i = 0; i < MAX_EVENTS; i++) KT_CHECK(CU, kt_cu.cuEventCreate(&s->ev[i], CU_EVENT_DEFAULT));
     if (load_rt(s)) return -1;
     kt_db_device dev;
@@ -1761,6 +1841,9 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
         fprintf(stderr, "kt run: %s\n",
                 s->hc_spread ? "each HC module over all its GEMV's blocks (rt_hc_spread; KT_STEP_HC_SPREAD=0: its last)"
                              : "each HC module in its GEMV's last block (KT_STEP_HC_SPREAD=0)");
+    if (csa_split(s))
+        fprintf(stderr, "kt run: a CSA layer's indexer projections in their own GEMV, its KV compressor beside the "
+                        "indexer (KT_STEP_CSA_SPLIT=0: one GEMV)\n");
     s->resolve_ms = (kt_now() - t1) * 1e3;
     if (s->db && build_graph(s, 1)) return -1;
     fprintf(stderr, "kt run: %d kernels resolved and the step captured as one CUDA graph in %.0f ms%s\n",

@@ -34,6 +34,20 @@ static inline unsigned kt_idx_key(unsigned bits) {
     return (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
 }
 
+/* The scan's groups [*first, *last) for warp gw of `warps` over `total` groups: an even split
+ * of contiguous ranges, or, when there are no more groups than warps, group gw for warp gw, so
+ * that the groups sit in the grid's first CTAs and the others end at once (a CTA placed late,
+ * on an SM the kernel before still holds, then has no work; mla_indexer.cu). */
+static inline void kt_idx_scan_range(long long gw, long long warps, long long total, int *first, int *last) {
+    if (total <= warps) {
+        *first = (int)(gw < total ? gw : total);
+        *last = (int)(gw < total ? gw + 1 : total);
+    } else {
+        *first = (int)(gw * total / warps);
+        *last = (int)((gw + 1) * total / warps);
+    }
+}
+
 /* Keys a selection CTA stages in shared memory at most (68 KB padded), and the block table
  * entries of their pages it stages beside them. */
 #define KT_IDX_STAGE_KEYS 16384

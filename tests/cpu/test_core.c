@@ -689,8 +689,8 @@ KT_TEST_SLOW(nvrtc_compiles_every_family_and_source_for_every_arch) {
         for (int a = 0; a < 3; a++)
             EXPECT(compile_sample(kt_family_find(splits[i][0]), archs[a], splits[i][1], 2, 77 + i, &spill) == 0);
     /* The sources that are not families: the GPU compare and bench's probes. */
-    static const char *const sources[] = {"check.cu", "ceiling.cu", "memory.cu", "launch.cu"};
-    for (int s = 0; s < 4; s++)
+    static const char *const sources[] = {"check.cu", "ceiling.cu", "memory.cu", "launch.cu", "stream.cu"};
+    for (int s = 0; s < 5; s++)
         for (int a = 0; a < 3; a++) {
             kt_cubin cubin;
             int rc = kt_compile_source(sources[s], archs[a], &cubin);

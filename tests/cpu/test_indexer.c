@@ -236,7 +236,9 @@ KT_TEST(indexer_scan_configs_fit_sm120) {
     EXPECT(c.v[4] == 4 && c.v[3] == 512); /* < 64K keys in 4 slices of 16K */
     p.m = 64;
     f->default_for(&p, 132, &c);
-    EXPECT(c.v[4] == 2); /* one wave: 64 x 2 CTAs of 132 */
+    EXPECT(c.v[4] == 2);    /* one wave: 64 x 2 CTAs of 132 */
+    c.v[1] = 4, c.v[6] = 2; /* what default_for takes on sm_90 past HIST=1's batches: NT=4, STAGES=2 */
+    EXPECT(f->check_config(&c, 90, why, sizeof why) == 0 && f->config_fits(&c, &p));
 }
 
 /* The selection's staged keys: distinct words inside kt_idx_staged_words(n), and the ordered
@@ -264,6 +266,36 @@ KT_TEST(indexer_staging_covers_each_position_once) {
             }
     EXPECT(inside);
     EXPECT(once);
+}
+
+/* The scan's split (kt_idx_scan_range): every group to exactly one warp, each warp a contiguous
+ * range in warp order, no range longer than the even split's longest (ceil(total / warps)), and
+ * with no more groups than warps the groups in the first warps (the grid's first CTAs). */
+KT_TEST(indexer_scan_split_covers_each_group_once) {
+    int once = 1, ordered = 1, short_runs = 1, front = 1;
+    const long long warps_of[] = {1, 7, 528, 1056};
+    for (int w = 0; w < 4; w++)
+        for (long long total = 0; total <= 2200; total += total < 40 ? 1 : 37) {
+            long long warps = warps_of[w], next = 0, longest = (total + warps - 1) / warps;
+            for (long long gw = 0; gw < warps; gw++) {
+                int first, last;
+                kt_idx_scan_range(gw, warps, total, &first, &last);
+                if (first >= last) {
+                    front &= total > warps || gw >= total;
+                    continue;
+                }
+                once &= first == next; /* contiguous, no gap, no overlap */
+                ordered &= first < last && last <= total;
+                short_runs &= last - first <= longest;
+                front &= total > warps || (first == gw && last == gw + 1);
+                next = last;
+            }
+            once &= next == total;
+        }
+    EXPECT(once);
+    EXPECT(ordered);
+    EXPECT(short_runs);
+    EXPECT(front);
 }
 
 KT_TEST(indexer_staged_keys_conflict_free) {

@@ -40,6 +40,10 @@
 #            post | comb before rt_gate_comb reads the post step's (the race's worst order): part tiny's
 #            tolerance check must FAIL on it; then with side chains (the race as it may fall: reported,
 #            not checked) (run after tiny);
+#   plantkv  the same with bin/kt_plant_kv (the CSA split's KV compressor, side chain 6, enqueued after
+#            mla_decode, unjoined: what a lost join allows at worst);
+#   levers   this build at B = 1 with each setting of $KT_RTB1_LEVERS (NAME:VAR=V,VAR=V:exact|close ...): TPOT
+#            against part b1's and main's, logits byte-identical to main's (exact) or within 0.15 (close);
 #   correct  runtime.sh's routed tiny V4 (sliding, CSA, HCA, hash and routed layers; the families
 #            and --plain-kernels) against transformers and the host reference;
 #   b1b2     the routed tiny V4 at B = 1 (its HC modules in rt_gemv_hc1's last block) against
@@ -328,24 +332,68 @@ part_tiny() {
     done
 }
 
-# the planted build (postcomb single-buffered) must fail part tiny's B = 1 check on one stream
-part_plant() {
-    local P=./bin/kt_plant_pc t
+# plant_run P WHAT [VAR=VALUE...]: the planted build P (tests/gpu/rtb1_plant.sh) on the tiny V4 at B = 1 on one
+# stream with those settings must fail part tiny's B = 1 check; then with side chains (the race as it may fall:
+# reported, not checked) (run after tiny)
+plant_run() {
+    local P=$1 what=$2 t n
+    shift 2
+    n=$(basename "$P")
     quiet_gpu
     [ -x "$P" ] || { check 1 "plant: no $P (tests/gpu/rtb1_plant.sh makes it)"; return; }
     [ -s "$L/tiny_main_b1.bin" ] || { check 1 "plant: no tiny B=1 logits of main's build (part tiny first)"; return; }
     t=$(lim 20)
-    [ "$t" -gt 0 ] || { check 1 "plant: skipped, $((SECONDS - T0)) s spent"; return; }
-    KT_STEP_ONE_STREAM=1 timeout "$t" $P run --model "$D" --batch 1 --context 64 --steps 0 --prompt "$L/prompt_b1.txt" \
-        --dump "$L/tiny_plant_b1.bin" >"$L/tiny_plant_b1.log" 2>&1 ||
-        { check 1 "plant: the planted build's run failed: $(tail -n 1 "$L/tiny_plant_b1.log")"; return; }
-    close "$L/tiny_plant_b1.bin" "$L/tiny_main_b1.bin" 512 1e-4 >"$L/plant_cmp.txt" 2>&1
-    check $((!$?)) "plant: the tiny B=1 check (one stream) fails with postcomb single-buffered ($(tail -n 1 "$L/plant_cmp.txt"))"
+    [ "$t" -gt 0 ] || { check 1 "plant $n: skipped, $((SECONDS - T0)) s spent"; return; }
+    env KT_STEP_ONE_STREAM=1 "$@" timeout "$t" $P run --model "$D" --batch 1 --context 64 --steps 0 \
+        --prompt "$L/prompt_b1.txt" --dump "$L/tiny_${n}_b1.bin" >"$L/tiny_${n}_b1.log" 2>&1 ||
+        { check 1 "plant: the planted build's run failed: $(tail -n 1 "$L/tiny_${n}_b1.log")"; return; }
+    close "$L/tiny_${n}_b1.bin" "$L/tiny_main_b1.bin" 512 1e-4 >"$L/${n}_cmp.txt" 2>&1
+    check $((!$?)) "plant: the tiny B=1 check (one stream) fails with $what ($(tail -n 1 "$L/${n}_cmp.txt"))"
     t=$(lim 20)
     [ "$t" -gt 0 ] || return
-    timeout "$t" $P run --model "$D" --batch 1 --context 64 --steps 0 --prompt "$L/prompt_b1.txt" \
-        --dump "$L/tiny_plant2_b1.bin" >"$L/tiny_plant2_b1.log" 2>&1 &&
-        say "plant with side chains (the race as it falls, not checked): $(close "$L/tiny_plant2_b1.bin" "$L/tiny_main_b1.bin" 512 1e-4 2>&1 | tail -n 1)"
+    env "$@" timeout "$t" $P run --model "$D" --batch 1 --context 64 --steps 0 --prompt "$L/prompt_b1.txt" \
+        --dump "$L/tiny_${n}2_b1.bin" >"$L/tiny_${n}2_b1.log" 2>&1 &&
+        say "plant $n with side chains (the race as it falls, not checked): $(close "$L/tiny_${n}2_b1.bin" "$L/tiny_main_b1.bin" 512 1e-4 2>&1 | tail -n 1)"
+}
+# postcomb single-buffered (rt19's double buffer); the CSA split's KV compressor after mla_decode, unjoined
+part_plant() { plant_run ./bin/kt_plant_pc "postcomb single-buffered"; }
+part_plantkv() { plant_run ./bin/kt_plant_kv "the KV compressor after mla_decode (the CSA split)" KT_STEP_CSA_SPLIT=1; }
+
+# this build at B = 1 with each of $KT_RTB1_LEVERS' settings ("NAME:VAR=VALUE,VAR=VALUE:exact|close", space
+# separated), against the first setting's run (the levers' base), part b1's and main's: the TPOT of each (what a
+# lever buys), its logits byte-identical to main's (exact) or within 0.15 (close)
+part_levers() {
+    local spec n set how rc base=
+    for spec in ${KT_RTB1_LEVERS:-}; do
+        n=${spec%%:*} set=${spec#*:} how=${spec##*:}
+        set=${set%:*}
+        # shellcheck disable=SC2046 # the settings, one word each
+        b1_run "lever_$n" $(echo "$set" | tr ',' ' ') || continue
+        [ -s "$L/lever_${n}_b1.json" ] || { check 1 "lever $n ($set): the run failed ($(tail -n 1 "$L/lever_${n}_b1.err"))"; continue; }
+        base=${base:-$n}
+        $PY - "$L/lever_${n}_b1.json" "$L/new_b1.json" "$L/main_b1.json" "$L/lever_${base}_b1.json" "$n ($set)" <<'PYEOF'
+import json, os, sys
+lv, new, main, base = (json.load(open(p)) if os.path.exists(p) else None for p in sys.argv[1:5])
+t = lv["tpot_ms"]
+rel = lambda j: f"{j['tpot_ms']:.3f} ms ({100 * (t / j['tpot_ms'] - 1):+.1f}%)" if j else "none"
+print(f"lever {sys.argv[5]}: B=1 TPOT {t:.3f} ms, {lv['floor_ratio']:.2f}x the floor, {lv['kernels']} kernels; "
+      f"against the first setting {rel(base)}, part b1 {rel(new)}, main {rel(main)}")
+rows = {k: round(v, 3) for k, v in lv["per_op_ms"].items() if any(w in k for w in ("comp", "gate", "index", "rt_gemv"))}
+print("  eager rows:", rows)
+PYEOF
+        check $? "lever $n ($set): V4-Flash B=1 ran"
+        [ -s /tmp/kt-rtb1-main_b1.bin ] || continue
+        if [ "$how" = exact ]; then
+            cmp "/tmp/kt-rtb1-lever_${n}_b1.bin" /tmp/kt-rtb1-main_b1.bin >"$L/cmp_lever_$n.txt" 2>&1
+            rc=$? # where not, how far: within 0.15?
+            [ $rc = 0 ] || close "/tmp/kt-rtb1-lever_${n}_b1.bin" /tmp/kt-rtb1-main_b1.bin 129280 0.15 any >>"$L/cmp_lever_$n.txt" 2>&1
+            check $rc "lever $n ($set): V4-Flash B=1 logits byte-identical to main's $(head -c 100 "$L/cmp_lever_$n.txt" | tr '\n' ' ')$(tail -n 1 "$L/cmp_lever_$n.txt")"
+        else
+            close "/tmp/kt-rtb1-lever_${n}_b1.bin" /tmp/kt-rtb1-main_b1.bin 129280 0.15 any >"$L/cmp_lever_$n.txt" 2>&1
+            check $? "lever $n ($set): V4-Flash B=1 logits within 0.15 of main's ($(tail -n 1 "$L/cmp_lever_$n.txt"))"
+        fi
+        rm -f "/tmp/kt-rtb1-lever_${n}_b1.bin"
+    done
 }
 
 # DeepSeek-V3.2's step (release config, synthetic, 4 layers, B = 2) on both builds: the same logits
@@ -425,9 +473,11 @@ for p in $PARTS; do
     v32) part_v32 ;;
     b1b2) part_b1b2 ;;
     plant) part_plant ;;
+    plantkv) part_plantkv ;;
+    levers) part_levers ;;
     gate) part_gate ;;
     spread) part_spread ;;
-    *) check 1 "unknown part $p (warm, b1, b16, b64, short, one, gate, spread, ncu, ncuspread, tiny, plant, correct, b1b2, v32)" ;;
+    *) check 1 "unknown part $p (warm, b1, b16, b64, short, one, gate, spread, levers, ncu, ncuspread, tiny, plant, plantkv, correct, b1b2, v32)" ;;
     esac
     say "$p done"
 done
