@@ -44,7 +44,7 @@ static int stream_us(stream_probe *p, size_t bytes, int copies, int mode, int ct
         CUdeviceptr src = p->buf + (size_t)(i % copies) * bytes;
         void *args[] = {&src, &words, &mode, &p->out};
         rc = (mode ? kt_launch_kernel_pdl : kt_launch_kernel)(&p->mod, 0, (unsigned)ctas, 1, 1, STREAM_THREADS, 0,
-                                                               p->stream, args);
+                                                              p->stream, args);
     }
     CUresult end = kt_cu.cuStreamEndCapture(p->stream, &g);
     if (rc) return -1;
@@ -54,12 +54,12 @@ static int stream_us(stream_probe *p, size_t bytes, int copies, int mode, int ct
     KT_CHECK(CU, inst);
     float ms[STREAM_REPLAYS + 1];
     for (int r = 0; r <= STREAM_REPLAYS && !rc; r++)
-        rc = kt_status_CU(kt_cu.cuEventRecord(p->start, p->stream), "cuEventRecord", __FILE__, __LINE__) ||
-             kt_status_CU(kt_cu.cuGraphLaunch(ge, p->stream), "cuGraphLaunch", __FILE__, __LINE__) ||
-             kt_status_CU(kt_cu.cuEventRecord(p->stop, p->stream), "cuEventRecord", __FILE__, __LINE__) ||
-             kt_status_CU(kt_cu.cuEventSynchronize(p->stop), "cuEventSynchronize", __FILE__, __LINE__) ||
-             kt_status_CU(kt_cu.cuEventElapsedTime(&ms[r], p->start, p->stop), "cuEventElapsedTime", __FILE__,
-                          __LINE__);
+        rc =
+            kt_status_CU(kt_cu.cuEventRecord(p->start, p->stream), "cuEventRecord", __FILE__, __LINE__) ||
+            kt_status_CU(kt_cu.cuGraphLaunch(ge, p->stream), "cuGraphLaunch", __FILE__, __LINE__) ||
+            kt_status_CU(kt_cu.cuEventRecord(p->stop, p->stream), "cuEventRecord", __FILE__, __LINE__) ||
+            kt_status_CU(kt_cu.cuEventSynchronize(p->stop), "cuEventSynchronize", __FILE__, __LINE__) ||
+            kt_status_CU(kt_cu.cuEventElapsedTime(&ms[r], p->start, p->stop), "cuEventElapsedTime", __FILE__, __LINE__);
     kt_cu.cuGraphExecDestroy(ge);
     if (rc) return -1;
     qsort(ms + 1, STREAM_REPLAYS, sizeof *ms, cmp_float); /* ms[0]: the warm-up */
