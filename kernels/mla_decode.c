@@ -263,11 +263,13 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
                -1;
     if (v[P_MPW] == 2 && (v[P_PATH] < 2 || v[P_HPC] % 32 || v[P_WPM] != 8))
         return snprintf(why, n, "MPW=2 (32 heads a warp) takes PATH 2 or 3, HPC 32 and WPM 8"), -1;
+    if (v[P_WPM] == 16 && (v[P_HPC] != 16 || v[P_CHUNK] < 32))
+        return snprintf(why, n, "WPM=16 (512 threads at 128 registers) takes HPC 16 and CHUNK 32 or 64"), -1;
     if (v[P_PATH] == 1 && !kt_arch_limits_of(arch).block_scaled_mma)
         return snprintf(why, n, "PATH=1 (the block-scaled mma) exists on sm_120a only, not %s", kt_arch_name(arch)), -1;
     /* q's fragments (36 registers at V3.2), the p . v sums (512 / WPM / 2) and ~60 more must fit
      * the registers a thread gets: 512 threads get 128 */
-    if (threads_of(c) > 256)
+    if (threads_of(c) > (v[P_WPM] == 16 ? 512 : 256))
         return snprintf(why, n, "HPC=%d with WPM=%d is %d threads: too few registers each", v[P_HPC], v[P_WPM],
                         threads_of(c)),
                -1;
@@ -475,7 +477,7 @@ const kt_family kt_family_mla_decode = {
                {"SPLIT", N_SPLITS, {SPLITS}},
                {"STAGES", 5, {1, 2, 3, 4, 6}},
                {"PATH", 4, {0, 1, 2, 3}},
-               {"WPM", 2, {4, 8}},
+               {"WPM", 3, {4, 8, 16}},
                {"FUSE", 3, {0, 1, 2}},
                {"MPW", 2, {1, 2}}},
     .strata_params = 3,

@@ -157,6 +157,27 @@ KT_TEST(mla_default_fills_two_ctas_an_sm) {
     }
 }
 
+/* WPM 16 (512 threads, 16 heads a CTA: q . k's slices over 4 token groups of 8, p . v 32 dims a warp)
+ * is taken at HPC 16 and CHUNK 32 or 64 only, and 512 threads only there. */
+KT_TEST(mla_wpm16_config_rules) {
+    const kt_family *f = kt_family_find("mla_decode");
+    char why[256];
+    kt_config c;
+    const char *ok[] = {"HPC=16,CHUNK=32,SPLIT=32,PATH=2,WPM=16,MPW=1",
+                        "HPC=16,CHUNK=64,SPLIT=1024,PATH=2,WPM=16,FUSE=1", "HPC=16,CHUNK=32,SPLIT=32,PATH=0,WPM=16"};
+    const char *refused[] = {"HPC=32,CHUNK=32,SPLIT=32,PATH=2,WPM=16,MPW=1", "HPC=16,CHUNK=16,SPLIT=32,PATH=2,WPM=16",
+                             "HPC=32,CHUNK=32,SPLIT=32,PATH=2,WPM=16,MPW=2", "HPC=64,CHUNK=32,SPLIT=32,PATH=2,WPM=8"};
+    for (int i = 0; i < 3; i++) {
+        EXPECT(kt_parse_config(f, ok[i], &c) == 0);
+        if (f->check_config(&c, 120, why, sizeof why)) fprintf(stderr, "%s: %s\n", ok[i], why);
+        EXPECT(f->check_config(&c, 120, why, sizeof why) == 0 && f->check_config(&c, 90, why, sizeof why) == 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        EXPECT(kt_parse_config(f, refused[i], &c) == 0);
+        EXPECT(f->check_config(&c, 120, why, sizeof why) == -1);
+    }
+}
+
 /* The sm_120a path (PATH=1) compiles and its SASS holds the block-scaled e4m3 mma
  * (QMMA.SF ... E4M3.E4M3.E8), with no spills; the portable builds for sm_120 (PATH 0, 2, 3)
  * have none of it and no spills either; PATH=1 is refused on sm_120 and sm_90 and on V3.2's f32 scales (two
