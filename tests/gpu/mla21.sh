@@ -8,7 +8,8 @@
 # (b) kt verify on a fresh seed of WPM 16 over V4 / V3.2, HQ 16 / 64 / 128, SQ 1 / 2, B 1 - 128 (the
 #     split + combine, the fused merge and the direct write; -1 slots, empty rows, sinks); the planted
 #     build (WPM 16's second rope segment reading the first's dims) must fail;
-# (c) kt bench at B = 1 of WPM 16 against main's kt ($KT_MAIN) at main's defaults, in the same call.
+# (c) kt bench at B = 1 (and V4 HQ 16 B = 8) of WPM 16 against main's kt ($KT_MAIN) at main's defaults,
+#     in the same call.
 # Logs under $OUT/mla21; a PASS/FAIL line per check; "N passed, N failed" last.
 #   usage: OUT=DIR KT_MAIN=main/bin/kt tests/gpu/mla21.sh
 set -u
@@ -29,6 +30,8 @@ V32_MAIN=HPC=16,CHUNK=32,SPLIT=128,STAGES=2,PATH=2,WPM=8,MPW=1,FUSE=0  # main's 
 B1_FUSE2=HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=8,MPW=1,FUSE=2   # the fused merge, every CTA a share
 W16=HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=16,MPW=1,FUSE=0       # the lever at V4 B = 1
 W16_V32=HPC=16,CHUNK=32,SPLIT=128,STAGES=2,PATH=2,WPM=16,MPW=1,FUSE=0  # the lever at V3.2 HQ 128 B = 1
+B8_MAIN=HPC=16,CHUNK=32,SPLIT=64,STAGES=2,PATH=2,WPM=8,MPW=1,FUSE=0    # main's V4 HQ 16 B = 8 default
+W16_B8=HPC=16,CHUNK=32,SPLIT=64,STAGES=2,PATH=2,WPM=16,MPW=1,FUSE=0
 W16_FUSE2=HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=16,MPW=1,FUSE=2
 W16_DIRECT=HPC=16,CHUNK=32,SPLIT=2048,STAGES=3,PATH=2,WPM=16,MPW=1,FUSE=1 # one split a query: the direct write
 # (a) the traces: kt_trace's bench, its mla_tr lines reduced
@@ -57,13 +60,19 @@ planted() {
 }
 step planted_rope_fails planted
 # (c) B = 1 against main
-bench() { within 10 "$1" bench --family mla_decode --config "$3" --shape "$4" --m 1 --json "$LOGS/$2.json"; }
+bench() { within 10 "$1" bench --family mla_decode --config "$3" --shape "$4" --m "${5:-1}" --json "$LOGS/$2.json"; }
 [ -n "$KT_MAIN" ] && step bench_main_v4h16 bench "$KT_MAIN" main_v4h16 $B1_MAIN $V4_16
 step bench_w16_v4h16 bench "$KT" w16_v4h16 $W16 $V4_16
+step bench_w16f2_v4h16 bench "$KT" w16f2_v4h16 $W16_FUSE2 $V4_16
 [ -n "$KT_MAIN" ] && step bench_main_v4h64 bench "$KT_MAIN" main_v4h64 $B1_MAIN $V4_64
 step bench_w16_v4h64 bench "$KT" w16_v4h64 $W16 $V4_64
 [ -n "$KT_MAIN" ] && step bench_main_v32h128 bench "$KT_MAIN" main_v32h128 $V32_MAIN $V32_128
 step bench_w16_v32h128 bench "$KT" w16_v32h128 $W16_V32 $V32_128
+# where else the one-CTA-an-SM default rule reaches: V3.2 HQ 16 B = 1 (64 CTAs), V4 HQ 16 B = 8 (SPLIT 64: 80)
+[ -n "$KT_MAIN" ] && step bench_main_v32h16 bench "$KT_MAIN" main_v32h16 $B1_MAIN LAYOUT=V32,HQ=16,TOPK=2048,SQ=1
+step bench_w16_v32h16 bench "$KT" w16_v32h16 $W16 LAYOUT=V32,HQ=16,TOPK=2048,SQ=1
+[ -n "$KT_MAIN" ] && step bench_main_v4h16_b8 bench "$KT_MAIN" main_v4h16_b8 $B8_MAIN $V4_16 8
+step bench_w16_v4h16_b8 bench "$KT" w16_v4h16_b8 $W16_B8 $V4_16 8
 python3 - "$LOGS" <<'PY'
 import glob, json, os, sys
 for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):

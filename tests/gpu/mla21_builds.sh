@@ -34,7 +34,7 @@ variant kt_plant_rope "const int rope_at = DPW < 64 ? (d - T::NOPE) * 2 : 0;" "c
 # the JIT cache: every --config of mla21.sh (and the family default, verify's reference module)
 export KT_CACHE_DIR=$TMP/cache
 eval "$(grep -E '^[A-Z0-9_]+=HPC=' tests/gpu/mla21.sh | sed 's/ *#.*//')"
-for c in $B1_MAIN $V32_MAIN $B1_FUSE2 $W16 $W16_V32 $W16_FUSE2 $W16_DIRECT HPC=16,CHUNK=32,SPLIT=256,STAGES=2,PATH=2,WPM=4,FUSE=0,MPW=1; do
+for c in $B1_MAIN $V32_MAIN $B1_FUSE2 $W16 $W16_V32 $W16_FUSE2 $W16_DIRECT $B8_MAIN $W16_B8 HPC=16,CHUNK=32,SPLIT=256,STAGES=2,PATH=2,WPM=4,FUSE=0,MPW=1; do
     for b in bin/kt bin/kt_trace bin/kt_plant_rope; do
         "$b" compile --family mla_decode --arch sm_90 --config "$c" | awk '$2 ~ /^[0-9]+$/ && $3 != 0 {print "SPILLS: " $0}'
     done
