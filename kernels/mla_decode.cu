@@ -294,6 +294,30 @@ template <int L> __device__ __forceinline__ int slot_id(const kt_mla_args &a, in
     return id < 0 ? -1 : (int)id | (L == KT_MLA_V4 && slot >= a.TOPK ? WINDOW_BIT : 0);
 }
 
+// The split's slot list and its lengths prefetched into L2 (a 128-byte line a thread, no register
+// written, nothing waits on it) before griddepcontrol.wait: where the CTA is resident before its
+// producer completes (B = 1: the previous kernel's tail), the list's round trip after the wait is
+// then an L2 hit, or meets the line in flight. Only a hint: L2 is coherent, so a line the producer
+// writes after it is read as written; L1 is not filled.
+// The 128-byte lines of int entries [from, to) of p: thread `first` on prefetches one each; returns the
+// thread after the last.
+__device__ __forceinline__ int prefetch_lines(const int *p, int from, int to, int first) {
+    if (from >= to) return first;
+    const unsigned long long lo = (unsigned long long)(p + from) & ~127ull, hi = (unsigned long long)(p + to - 1);
+    const int n = (int)((hi - lo) / 128) + 1, i = (int)threadIdx.x - first;
+    if (i >= 0 && i < n) kt_prefetch_l2((const void *)(lo + 128ull * i));
+    return first + n;
+}
+template <int L> __device__ __forceinline__ void prefetch_list(const kt_mla_args &a, int bs, int begin, int end) {
+    const int b = bs / a.SQ;
+    int t = prefetch_lines((const int *)a.idx + (long)bs * a.TOPK, begin, min(end, a.TOPK), 0);
+    if (L == KT_MLA_V4)
+        t = prefetch_lines((const int *)a.idx2 + (long)bs * KT_MLA_V4_WINDOW, max(begin, a.TOPK) - a.TOPK, end - a.TOPK,
+                           t);
+    if ((int)threadIdx.x == t) kt_prefetch_l2((const int *)a.len + b);
+    if (L == KT_MLA_V4 && (int)threadIdx.x == t + 1) kt_prefetch_l2((const int *)a.len2 + b);
+}
+
 // Starts the copies of the chunk whose slot ids are id_of(0..CHUNK) into raw buffer dst; unused
 // slots are zero-filled (their scores are masked, their values then add nothing). GATHER_TPR
 // threads share a row, each copying every GATHER_TPR-th 16-byte piece: a row's source address
@@ -1092,6 +1116,7 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
     const long prow = ((long)bs * a.HQ + h0) * a.nsplit + split; // partial row of head h0
     float *part = (float *)a.part, *ml = part + (long)a.B * a.SQ * a.HQ * a.nsplit * KT_MLA_DV;
     const unsigned trn = tr_begin();
+    prefetch_list<L>(a, bs, begin, end);
     kt_wait_producer(); // q and the index lists come from the kernels before
     tr_mark(TR_WAITED);
     kt_allow_consumer();
@@ -1220,7 +1245,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS) mla_split_v4(con
 }
 
 // Merges the splits of head row (bs, h) by LSE into out and lse, with V4's sink (a.fuse ==
-// FUSE_NONE). Block: 128 threads, 4 output dims each; grid (HQ, B * SQ). Every warp reduces the
+// FUSE_NONE). Block: 128 / Z threads, 4 output dims each; grid (HQ, B * SQ, Z): Z CTAs a row where
+// the rows are few (each SM then pulls 1 / Z of a row's partials from L2). Every warp reduces the
 // splits' (m, l) itself (row_weights) while the first G splits' partial sums are in flight, and
 // a split's weight reaches the lanes by a shuffle: no barrier, no load waiting on another. G 8
 // (few registers: a wave of CTAs at large B) or 32 (many splits at small B: fewer round trips).
@@ -1236,7 +1262,7 @@ template <int G> __device__ __forceinline__ void load_partials(float4 (&v)[G], c
 
 template <int G> __device__ __forceinline__ void combine_row(const kt_mla_args &a) {
     static_assert(32 % G == 0, "a group's weights lie in one register of the lanes");
-    const int h = blockIdx.x, bs = blockIdx.y, d = threadIdx.x * 4;
+    const int h = blockIdx.x, bs = blockIdx.y, d = (blockIdx.z * blockDim.x + threadIdx.x) * 4;
     const float *part = (const float *)a.part;
     const float *ml = part + (long)a.B * a.SQ * a.HQ * a.nsplit * KT_MLA_DV;
     const long row = ((long)bs * a.HQ + h) * a.nsplit;
@@ -1269,7 +1295,7 @@ template <int G> __device__ __forceinline__ void combine_row(const kt_mla_args &
     const float lse = row_lse(a, h, mx, sum, f);
     kt_u16 *out = (kt_u16 *)a.out + ((long)bs * a.HQ + h) * KT_MLA_DV + d;
     *(uint2 *)out = make_uint2(bf16x2(o[0] * f, o[1] * f), bf16x2(o[2] * f, o[3] * f));
-    if (threadIdx.x == 0) ((float *)a.lse)[((long)(bs / a.SQ) * a.HQ + h) * a.SQ + bs % a.SQ] = lse;
+    if (threadIdx.x == 0 && blockIdx.z == 0) ((float *)a.lse)[((long)(bs / a.SQ) * a.HQ + h) * a.SQ + bs % a.SQ] = lse;
     tc.end();
 }
 
