@@ -8,7 +8,8 @@
 #     the planted builds (WPM 16's second rope segment reading the first's dims; the combine's 4 CTAs
 #     of a row all merging its first 128 dims) must fail on a result;
 # (b) kt bench against main's kt ($KT_MAIN) at main's defaults in the same call: B = 1 (V4 HQ 16 / 64,
-#     V3.2 HQ 128) and B = 64 (V4 HQ 16, V3.2 HQ 16); each lever's A/B (bin/kt_noprefetch, bin/kt_z1);
+#     V3.2 HQ 128) and B = 64 (V4 HQ 16); each lever's A/B (bin/kt_noprefetch, bin/kt_z1), and the bf16
+#     partials' build (bin/kt_pbf16, verified on its own);
 # (c) the phase trace (bin/kt_trace, KT_MLA_TRACE 1) of this build's B = 1 V4 HQ 16 and V3.2 HQ 128
 #     launches under kt bench's graph replays (tests/gpu/mla_trace.py's medians per phase).
 # Logs under $OUT/mla21; a PASS/FAIL line per check; "N passed, N failed" last.
@@ -53,6 +54,8 @@ planted() {
 }
 step planted_rope_fails planted planted_rope kt_plant_rope --config $W16 --shape $V4_16 --m 1,3
 step planted_z_fails planted planted_z kt_plant_z --config $B1_MAIN --shape $V4_16 --m 1,3
+# the bf16 partials' build (not bin/kt's): its error over the split + combine and the fused merge
+step verify_pbf16 within 10 ./bin/kt_pbf16 verify --family mla_decode --seed "$SEED" --config $B1_MAIN --shape $V4_16S2 --shape $V32_16S2 --m 1,3
 # (b) speed against main, and each lever's A/B
 bench() { within 10 "$1" bench --family mla_decode --config "$3" --shape "$4" --m "${5:-1}" --json "$LOGS/$2.json"; }
 main_bench() { [ -z "$KT_MAIN" ] || step "bench_$1" bench "$KT_MAIN" "$@"; }
@@ -65,18 +68,20 @@ step bench_new_v4h64 bench "$KT" new_v4h64 $B1_MAIN $V4_64
 step bench_nopf_v4h16 bench ./bin/kt_noprefetch nopf_v4h16 $B1_MAIN $V4_16
 step bench_z1_v4h16 bench ./bin/kt_z1 z1_v4h16 $B1_MAIN $V4_16
 step bench_nopf_v32h128 bench ./bin/kt_noprefetch nopf_v32h128 $W16_V32 $V32_128
-step bench_z1_v32h128 bench ./bin/kt_z1 z1_v32h128 $W16_V32 $V32_128
+step bench_pbf16_v4h16 bench ./bin/kt_pbf16 pbf16_v4h16 $B1_MAIN $V4_16
+step bench_pbf16_v32h128 bench ./bin/kt_pbf16 pbf16_v32h128 $W16_V32 $V32_128
 main_bench main_v4h16_b64 $B64_V4 $V4_16 64
 step bench_new_v4h16_b64 bench "$KT" new_v4h16_b64 $B64_V4 $V4_16 64
-main_bench main_v32h16_b64 $B64_V32 $V32_16 64
-step bench_new_v32h16_b64 bench "$KT" new_v32h16_b64 $B64_V32 $V32_16 64
+step bench_pbf16_v4h16_b64 bench ./bin/kt_pbf16 pbf16_v4h16_b64 $B64_V4 $V4_16 64
 # (c) the traces: kt_trace's bench, its mla_tr lines reduced
 trace() {
     within 12 ./bin/kt_trace bench --family mla_decode --config "$2" --shape "$3" --m 1 >"$LOGS/$1.raw" 2>&1 &&
         python3 tests/gpu/mla_trace.py "$LOGS/$1.raw" "$1 $3 $2"
 }
-step trace_v4h16 trace trace_v4h16 $B1_MAIN $V4_16
-step trace_v32h128 trace trace_v32h128 $W16_V32 $V32_128
+# (traces are diagnostics: where under 14 s are left, skipped and not counted)
+late() { [ $((END - SECONDS)) -lt 14 ] && echo "skip $1 (${SECONDS}s of $END)"; }
+late trace_v4h16 || step trace_v4h16 trace trace_v4h16 $B1_MAIN $V4_16
+late trace_v32h128 || step trace_v32h128 trace trace_v32h128 $W16_V32 $V32_128
 python3 - "$LOGS" <<'PY'
 import glob, json, os, sys
 for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
