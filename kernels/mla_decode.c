@@ -339,7 +339,7 @@ static void default_for(const kt_problem *p, int sms, kt_config *c) {
     if (ctas == 3L * sms && grid > 2L * sms) grid = rows * two_an_sm(p, rows, sms, grid, c);
     v[P_WPM] = v[P_MPW] == 2 || grid <= 2 * sms ? 8 : 4;
     /* one CTA an SM of 4+ chunks (V3.2 HQ 128 B = 1): 16 warps, 512 threads, which no SM holds two of
-     * (two of 256 on one SM made the grid's last CTA 5 us late: bench/NOTES.md, mla21's trace) */
+     * (two of 256 on one SM left the grid's last CTA 5 us behind the median: bench/NOTES.md, mla21) */
     if (v[P_HPC] == 16 && ctas == sms && grid <= sms && v[P_SPLIT] >= 4 * v[P_CHUNK]) v[P_WPM] = 16;
     v[P_FUSE] = grid == rows ? 1 : 0;
     if (v[P_SPLIT] < 16 * 32) return;
@@ -417,11 +417,9 @@ static int launch(const kt_launch *l) {
                              (unsigned)smem_of(l->config, layout_of(p)), l->stream, args))
         return -1;
     if (a.fuse != KT_MLA_FUSE_NONE) return 0;
-    /* the wide combine (32 splits' sums in flight, 150 registers) where there are more than 8; a
-     * row's 512 dims over 4 CTAs of 32 threads where the rows are at most one an SM (B = 1) */
-    unsigned z = a.HQ * queries(p) <= kt_gpu_current()->sm_count ? 4 : 1;
+    /* the wide combine (32 splits' sums in flight, 150 registers) where there are more than 8 */
     return kt_launch_kernel_pdl(l->mod, a.nsplit > 8 ? K_COMBINE_WIDE : K_COMBINE, (unsigned)a.HQ, (unsigned)queries(p),
-                                z, 128 / z, 0, l->stream, args);
+                                1, 128, 0, l->stream, args);
 }
 
 static int launch_reference(const kt_launch *l, uint64_t ref) {

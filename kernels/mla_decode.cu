@@ -294,30 +294,6 @@ template <int L> __device__ __forceinline__ int slot_id(const kt_mla_args &a, in
     return id < 0 ? -1 : (int)id | (L == KT_MLA_V4 && slot >= a.TOPK ? WINDOW_BIT : 0);
 }
 
-// The split's slot list and its lengths prefetched into L2 (a 128-byte line a thread, no register
-// written, nothing waits on it) before griddepcontrol.wait: where the CTA is resident before its
-// producer completes (B = 1: the previous kernel's tail), the list's round trip after the wait is
-// then an L2 hit, or meets the line in flight. Only a hint: L2 is coherent, so a line the producer
-// writes after it is read as written; L1 is not filled.
-// The 128-byte lines of int entries [from, to) of p: thread `first` on prefetches one each; returns the
-// thread after the last.
-__device__ __forceinline__ int prefetch_lines(const int *p, int from, int to, int first) {
-    if (from >= to) return first;
-    const unsigned long long lo = (unsigned long long)(p + from) & ~127ull, hi = (unsigned long long)(p + to - 1);
-    const int n = (int)((hi - lo) / 128) + 1, i = (int)threadIdx.x - first;
-    if (i >= 0 && i < n) kt_prefetch_l2((const void *)(lo + 128ull * i));
-    return first + n;
-}
-template <int L> __device__ __forceinline__ void prefetch_list(const kt_mla_args &a, int bs, int begin, int end) {
-    const int b = bs / a.SQ;
-    int t = prefetch_lines((const int *)a.idx + (long)bs * a.TOPK, begin, min(end, a.TOPK), 0);
-    if (L == KT_MLA_V4)
-        t = prefetch_lines((const int *)a.idx2 + (long)bs * KT_MLA_V4_WINDOW, max(begin, a.TOPK) - a.TOPK, end - a.TOPK,
-                           t);
-    if ((int)threadIdx.x == t) kt_prefetch_l2((const int *)a.len + b);
-    if (L == KT_MLA_V4 && (int)threadIdx.x == t + 1) kt_prefetch_l2((const int *)a.len2 + b);
-}
-
 // Starts the copies of the chunk whose slot ids are id_of(0..CHUNK) into raw buffer dst; unused
 // slots are zero-filled (their scores are masked, their values then add nothing). GATHER_TPR
 // threads share a row, each copying every GATHER_TPR-th 16-byte piece: a row's source address
@@ -913,29 +889,6 @@ __device__ __forceinline__ float4 ld_cg4(const float *p) {
     return v;
 }
 
-// The partial sums' element (the (m, l) pairs stay f32): f32, or bf16 where KT_MLA_PART_BF16 is 1 (half
-// the bytes stored and read back through L2; a variant build only, tests/gpu/mla21_builds.sh).
-#ifndef KT_MLA_PART_BF16
-#define KT_MLA_PART_BF16 0
-#endif
-#if KT_MLA_PART_BF16
-typedef kt_u16 part_t;
-__device__ __forceinline__ float4 bf16x4_f32(uint2 u) {
-    return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u), __uint_as_float(u.y << 16),
-                       __uint_as_float(u.y & 0xffff0000u));
-}
-__device__ __forceinline__ float4 ld_part4(const part_t *p) { return bf16x4_f32(*(const uint2 *)p); }
-__device__ __forceinline__ float4 ld_cg_part4(const part_t *p) {
-    uint2 u;
-    asm volatile("ld.global.cg.v2.u32 {%0,%1}, [%2];\n" : "=r"(u.x), "=r"(u.y) : "l"(p));
-    return bf16x4_f32(u);
-}
-#else
-typedef float part_t;
-__device__ __forceinline__ float4 ld_part4(const part_t *p) { return *(const float4 *)p; }
-__device__ __forceinline__ float4 ld_cg_part4(const part_t *p) { return ld_cg4(p); }
-#endif
-
 // The splits' weights of partial row `row` (its nsplit (m, l) pairs at ml) as this warp's lane k
 // sees them: w[i] = 2^(m - mx) of split k + 32 i (0 for a split that saw no slot); returns the
 // row's sum over its splits (0: no slot at all), mx its largest m. CG: the pairs are other CTAs'
@@ -1003,16 +956,15 @@ __device__ __forceinline__ void add_weighted(float (&o)[4], float w, float4 v) {
 // left one round trip a split (the sixteenth session's FUSE 1, 1.8x slower at B = 64).
 template <int IPT, int SPB> struct merge_batch {
     float4 v[IPT][SPB];
-    __device__ __forceinline__ void load(const part_t *part, long prow, int n, int i, int hi, int k0) {
+    __device__ __forceinline__ void load(const float *part, long prow, int n, int i, int hi, int k0) {
 #pragma unroll
         for (int r = 0; r < IPT; r++)
 #pragma unroll
             for (int j = 0; j < SPB; j++) {
                 const int it = i + r * THREADS, k = k0 + j;
-                v[r][j] = it < hi && k < n
-                              ? ld_cg_part4(part + (prow + (long)(it / (KT_MLA_DV / 4)) * n + k) * KT_MLA_DV +
-                                            it % (KT_MLA_DV / 4) * 4)
-                              : make_float4(0.f, 0.f, 0.f, 0.f);
+                v[r][j] = it < hi && k < n ? ld_cg4(part + (prow + (long)(it / (KT_MLA_DV / 4)) * n + k) * KT_MLA_DV +
+                                                    it % (KT_MLA_DV / 4) * 4)
+                                           : make_float4(0.f, 0.f, 0.f, 0.f);
             }
     }
     __device__ __forceinline__ void add(float (&o)[IPT][4], const float *wt, int n, int i, int hi, int k0) const {
@@ -1050,7 +1002,7 @@ __device__ __forceinline__ void merge_weights(const kt_mla_args &a, const float 
 // Items lo..hi of the group's (head, 4 dims) outputs, merged over the n splits by the batches of
 // merge_batch<IPT, SPB>; the first batch is in flight while the weights are worked out.
 template <int IPT, int SPB>
-__device__ __forceinline__ void merge_items(const kt_mla_args &a, const part_t *part, const float *ml, long prow, int n,
+__device__ __forceinline__ void merge_items(const kt_mla_args &a, const float *part, const float *ml, long prow, int n,
                                             float *wt, float *fh, int bs, int h0, bool writer, int lo, int hi) {
     const int i0 = lo + threadIdx.x;
     merge_batch<IPT, SPB> b;
@@ -1097,8 +1049,7 @@ __device__ __forceinline__ void fused_merge(const kt_mla_args &a, kt_u8 *smem, i
     const int me = all ? (int)blockIdx.x : (int)((const unsigned *)fh)[HPC];
     if (!all && me != n - 1) return;
     __threadfence(); // the other CTAs' partials are read after their arrivals
-    const part_t *part = (const part_t *)a.part;
-    const float *ml = (const float *)a.part + (long)a.B * a.SQ * a.HQ * n * KT_MLA_DV;
+    const float *part = (const float *)a.part, *ml = part + (long)a.B * a.SQ * a.HQ * n * KT_MLA_DV;
     const long prow = ((long)bs * a.HQ + h0) * n;
     const int share = all ? (MERGE_ITEMS + n - 1) / n : MERGE_ITEMS;
     const int lo = all ? min(me * share, MERGE_ITEMS) : 0, hi = min(lo + share, MERGE_ITEMS);
@@ -1139,10 +1090,8 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
     const int slots = kt_mla_slots(L, a.TOPK);
     const int begin = split * SPLIT, end = min(begin + SPLIT, slots);
     const long prow = ((long)bs * a.HQ + h0) * a.nsplit + split; // partial row of head h0
-    part_t *part = (part_t *)a.part;
-    float *ml = (float *)a.part + (long)a.B * a.SQ * a.HQ * a.nsplit * KT_MLA_DV;
+    float *part = (float *)a.part, *ml = part + (long)a.B * a.SQ * a.HQ * a.nsplit * KT_MLA_DV;
     const unsigned trn = tr_begin();
-    prefetch_list<L>(a, bs, begin, end);
     kt_wait_producer(); // q and the index lists come from the kernels before
     tr_mark(TR_WAITED);
     kt_allow_consumer();
@@ -1236,9 +1185,9 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
 #pragma unroll
         for (int nf = 0; nf < DPW / 8 && !REGS; nf++) {
             const int d = wi * DPW + nf * 8 + 2 * t;
-            part_t *r0 = part + (prow + (long)(mf * 16 + g) * a.nsplit) * KT_MLA_DV + d;
-            store2(r0, acc[0][nf][0], acc[0][nf][1]);
-            store2(r0 + 8L * a.nsplit * KT_MLA_DV, acc[0][nf][2], acc[0][nf][3]);
+            float *r0 = part + (prow + (long)(mf * 16 + g) * a.nsplit) * KT_MLA_DV + d;
+            *(float2 *)r0 = make_float2(acc[0][nf][0], acc[0][nf][1]);
+            *(float2 *)(r0 + 8L * a.nsplit * KT_MLA_DV) = make_float2(acc[0][nf][2], acc[0][nf][3]);
         }
     } else {
         kt_cp_async_wait<0>(); // the first gathers (zero fills) land before the CTA leaves
@@ -1271,8 +1220,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS) mla_split_v4(con
 }
 
 // Merges the splits of head row (bs, h) by LSE into out and lse, with V4's sink (a.fuse ==
-// FUSE_NONE). Block: 128 / Z threads, 4 output dims each; grid (HQ, B * SQ, Z): Z CTAs a row where
-// the rows are few (each SM then pulls 1 / Z of a row's partials from L2). Every warp reduces the
+// FUSE_NONE). Block: 128 threads, 4 output dims each; grid (HQ, B * SQ). Every warp reduces the
 // splits' (m, l) itself (row_weights) while the first G splits' partial sums are in flight, and
 // a split's weight reaches the lanes by a shuffle: no barrier, no load waiting on another. G 8
 // (few registers: a wave of CTAs at large B) or 32 (many splits at small B: fewer round trips).
@@ -1280,18 +1228,19 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS) mla_split_v4(con
 
 // Split k0 + i's partial sums of this thread's 4 dims (zeros past the last split); a split
 // without slots left them unwritten: its weight 0 discards them.
-template <int G> __device__ __forceinline__ void load_partials(float4 (&v)[G], const part_t *row, int k0, int nsplit) {
+template <int G> __device__ __forceinline__ void load_partials(float4 (&v)[G], const float *row, int k0, int nsplit) {
 #pragma unroll
     for (int i = 0; i < G; i++)
-        v[i] = k0 + i < nsplit ? ld_part4(row + (long)(k0 + i) * KT_MLA_DV) : make_float4(0.f, 0.f, 0.f, 0.f);
+        v[i] = k0 + i < nsplit ? *(const float4 *)(row + (long)(k0 + i) * KT_MLA_DV) : make_float4(0.f, 0.f, 0.f, 0.f);
 }
 
 template <int G> __device__ __forceinline__ void combine_row(const kt_mla_args &a) {
     static_assert(32 % G == 0, "a group's weights lie in one register of the lanes");
-    const int h = blockIdx.x, bs = blockIdx.y, d = (blockIdx.z * blockDim.x + threadIdx.x) * 4;
-    const float *ml = (const float *)a.part + (long)a.B * a.SQ * a.HQ * a.nsplit * KT_MLA_DV;
+    const int h = blockIdx.x, bs = blockIdx.y, d = threadIdx.x * 4;
+    const float *part = (const float *)a.part;
+    const float *ml = part + (long)a.B * a.SQ * a.HQ * a.nsplit * KT_MLA_DV;
     const long row = ((long)bs * a.HQ + h) * a.nsplit;
-    const part_t *sums = (const part_t *)a.part + row * KT_MLA_DV + d;
+    const float *sums = part + row * KT_MLA_DV + d;
     tr_comb tc;
     tc.begin();
     kt_wait_producer();
@@ -1320,7 +1269,7 @@ template <int G> __device__ __forceinline__ void combine_row(const kt_mla_args &
     const float lse = row_lse(a, h, mx, sum, f);
     kt_u16 *out = (kt_u16 *)a.out + ((long)bs * a.HQ + h) * KT_MLA_DV + d;
     *(uint2 *)out = make_uint2(bf16x2(o[0] * f, o[1] * f), bf16x2(o[2] * f, o[3] * f));
-    if (threadIdx.x == 0 && blockIdx.z == 0) ((float *)a.lse)[((long)(bs / a.SQ) * a.HQ + h) * a.SQ + bs % a.SQ] = lse;
+    if (threadIdx.x == 0) ((float *)a.lse)[((long)(bs / a.SQ) * a.HQ + h) * a.SQ + bs % a.SQ] = lse;
     tc.end();
 }
 

@@ -3,13 +3,9 @@
 # machine before a GPU call (each in a temporary copy of this tree, then into bin/, whose rpath
 # $ORIGIN/../lib finds the lib/ that `make` left there):
 #   bin/kt_trace: this tree with kernels/mla_decode.cu's KT_MLA_TRACE 1 (the split and combine
-#                 kernels' phase stamps, printed as `mla_tr` lines; tests/gpu/mla_trace.awk).
+#                 kernels' phase stamps, printed as `mla_tr` lines; tests/gpu/mla_trace.py reduces them).
 #   bin/kt_plant_rope: this tree with WPM 16's rope p . v segments both reading the first's dims (the
 #                 offset rope_at 0 in pv_regs: kt verify of WPM 16 over V4 must fail);
-#   bin/kt_plant_z: the combine's CTAs of a row (Z = 4 at B = 1) all merging its first 128 dims (must fail);
-#   bin/kt_noprefetch, bin/kt_z1: without the list's L2 prefetch before the PDL wait / with one combine
-#                 CTA a row (the A/B of each lever);
-#   bin/kt_pbf16: the partial sums stored and merged as bf16 (KT_MLA_PART_BF16 1; the next lever's A/B);
 #   bin/mla21_cache.tar.xz: the sm_90 JIT cache of every config tests/gpu/mla21.sh runs with each of
 #                 these builds (a hit on the GPU where its NVRTC is this one; else they compile).
 #   usage: tests/gpu/mla21_builds.sh  (after make)
@@ -36,15 +32,11 @@ PY
 }
 variant kt_trace "#define KT_MLA_TRACE 0" "#define KT_MLA_TRACE 1"
 variant kt_plant_rope "const int rope_at = DPW < 64 ? (d - T::NOPE) * 2 : 0;" "const int rope_at = 0;"
-variant kt_plant_z "d = (blockIdx.z * blockDim.x + threadIdx.x) * 4;" "d = threadIdx.x * 4;"
-variant kt_noprefetch "    prefetch_list<L>(a, bs, begin, end);" ""
-variant kt_z1 "a.HQ * queries(p) <= kt_gpu_current()->sm_count ? 4 : 1;" "1;"
-variant kt_pbf16 "#define KT_MLA_PART_BF16 0" "#define KT_MLA_PART_BF16 1"
 # the JIT cache: every --config of mla21.sh (and the family default, verify's reference module)
 export KT_CACHE_DIR=$TMP/cache
 eval "$(grep -E '^[A-Z0-9_]+=HPC=' tests/gpu/mla21.sh | sed 's/ *#.*//')"
-for c in $B1_MAIN $V32_MAIN $B1_FUSE2 $W16 $W16_V32 $B64_V4 $B64_V32 $DIRECT $MPW2 HPC=16,CHUNK=32,SPLIT=256,STAGES=2,PATH=2,WPM=4,FUSE=0,MPW=1; do
-    for b in bin/kt bin/kt_trace bin/kt_plant_rope bin/kt_plant_z bin/kt_noprefetch bin/kt_z1 bin/kt_pbf16; do
+for c in $B1_MAIN $V32_MAIN $W16 $W16_V32 $W16_DIRECT HPC=16,CHUNK=32,SPLIT=256,STAGES=2,PATH=2,WPM=4,FUSE=0,MPW=1; do
+    for b in bin/kt bin/kt_trace bin/kt_plant_rope; do
         "$b" compile --family mla_decode --arch sm_90 --config "$c" | awk '$2 ~ /^[0-9]+$/ && $3 != 0 {print "SPILLS: " $0}'
     done
 done
