@@ -20,8 +20,8 @@ LOGS=${OUT:-/tmp/kt-gpu}/mla21
 SEED=${KT_SEED:-$RANDOM}
 END=${KT_MLA_END_S:-58}
 source tests/gpu/step.sh # step NAME CMD...
-export KT_CACHE_DIR=/tmp/mla21_kt_cache.$$
-use_jit_cache bin/mla21_cache.tar.xz "$KT_CACHE_DIR"
+use_jit_cache bin/mla21_cache.tar.xz /tmp/mla21_kt_cache.$$ # (a miss where the tree's sources differ)
+export KT_CACHE_DIR=${KT_CACHE_DIR:-/tmp/mla21_kt_cache.$$}
 echo "mla21.sh: seed $SEED, $KT, main ${KT_MAIN:-none}"
 V4_16=LAYOUT=V4,HQ=16,TOPK=512,SQ=1 V4_64=LAYOUT=V4,HQ=64,TOPK=512,SQ=1 V32_128=LAYOUT=V32,HQ=128,TOPK=2048,SQ=1
 V4_16S2=LAYOUT=V4,HQ=16,TOPK=512,SQ=2 V32_16S2=LAYOUT=V32,HQ=16,TOPK=2048,SQ=2 V4_128S2=LAYOUT=V4,HQ=128,TOPK=512,SQ=2
@@ -67,6 +67,6 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
         if r.get("status") == "ok":
             print(f"bench {os.path.basename(f)[:-5]:14s} {r['shape']:34s} B {r['M']:4d} kt_us {r['kt_us']:8.2f} [{r['config']}]")
 PY
-rm -rf "$KT_CACHE_DIR"
+[ "$KT_CACHE_DIR" = /tmp/mla21_kt_cache.$$ ] && rm -rf "$KT_CACHE_DIR"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
