@@ -263,11 +263,13 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
                -1;
     if (v[P_MPW] == 2 && (v[P_PATH] < 2 || v[P_HPC] % 32 || v[P_WPM] != 8))
         return snprintf(why, n, "MPW=2 (32 heads a warp) takes PATH 2 or 3, HPC 32 and WPM 8"), -1;
+    if (v[P_WPM] == 16 && (v[P_HPC] != 16 || v[P_CHUNK] < 32))
+        return snprintf(why, n, "WPM=16 (512 threads at 128 registers) takes HPC 16 and CHUNK 32 or 64"), -1;
     if (v[P_PATH] == 1 && !kt_arch_limits_of(arch).block_scaled_mma)
         return snprintf(why, n, "PATH=1 (the block-scaled mma) exists on sm_120a only, not %s", kt_arch_name(arch)), -1;
     /* q's fragments (36 registers at V3.2), the p . v sums (512 / WPM / 2) and ~60 more must fit
      * the registers a thread gets: 512 threads get 128 */
-    if (threads_of(c) > 256)
+    if (threads_of(c) > (v[P_WPM] == 16 ? 512 : 256))
         return snprintf(why, n, "HPC=%d with WPM=%d is %d threads: too few registers each", v[P_HPC], v[P_WPM],
                         threads_of(c)),
                -1;
@@ -336,6 +338,9 @@ static void default_for(const kt_problem *p, int sms, kt_config *c) {
     long grid = rows * ((slots_of(p) + v[P_SPLIT] - 1) / v[P_SPLIT]);
     if (ctas == 3L * sms && grid > 2L * sms) grid = rows * two_an_sm(p, rows, sms, grid, c);
     v[P_WPM] = v[P_MPW] == 2 || grid <= 2 * sms ? 8 : 4;
+    /* one CTA an SM of 4+ chunks (V3.2 HQ 128 B = 1): 16 warps, 512 threads, which no SM holds two of
+     * (two of 256 on one SM left the grid's last CTA 5 us behind the median: bench/NOTES.md, mla21) */
+    if (v[P_HPC] == 16 && ctas == sms && grid <= sms && v[P_SPLIT] >= 4 * v[P_CHUNK]) v[P_WPM] = 16;
     v[P_FUSE] = grid == rows ? 1 : 0;
     if (v[P_SPLIT] < 16 * 32) return;
     v[P_CHUNK] = 64;
@@ -475,7 +480,7 @@ const kt_family kt_family_mla_decode = {
                {"SPLIT", N_SPLITS, {SPLITS}},
                {"STAGES", 5, {1, 2, 3, 4, 6}},
                {"PATH", 4, {0, 1, 2, 3}},
-               {"WPM", 2, {4, 8}},
+               {"WPM", 3, {4, 8, 16}},
                {"FUSE", 3, {0, 1, 2}},
                {"MPW", 2, {1, 2}}},
     .strata_params = 3,

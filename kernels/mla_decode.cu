@@ -20,6 +20,142 @@
 
 #define INFINITY __int_as_float(0x7f800000)
 
+// ---- the phase trace (KT_MLA_TRACE 1: a separate build, tests/gpu/mla21_builds.sh; 0 on main, where
+// every tr_* call below compiles to nothing). Thread 0 of each split CTA stamps %globaltimer and
+// clock64 at each phase into shared memory and, at its end, copies them into a ring of launches
+// (TR_RING deep, a launch's number counted per CTA); every warp stamps its own end. The combine's CTAs
+// stamp four phases. Thread 0 of split CTA 0 prints a launch TR_LAG launches back (all its CTAs long
+// done, the printing launch and its neighbours not the one printed) once every TR_EVERY launches,
+// TR_PRINTS times a module: `mla_tr` lines that tests/gpu/mla_trace.awk reduces.
+#ifndef KT_MLA_TRACE
+#define KT_MLA_TRACE 0
+#endif
+enum {
+    TR_START,
+    TR_WAITED,
+    TR_LISTED,
+    TR_CHUNK0, // chunk c: TR_CHUNK0 + 4c + (landed, q . k, softmax, p . v)
+    TR_WRITTEN = TR_CHUNK0 + 16,
+    TR_FENCED,
+    TR_ARRIVED,
+    TR_MERGED,
+    TR_N
+};
+#if KT_MLA_TRACE
+extern "C" __device__ int vprintf(const char *, const char *);
+constexpr int TR_CTAS = 256, TR_RING = 32, TR_WARPS = 16, TR_EVERY = 64, TR_AT = 40, TR_LAG = 16, TR_PRINTS = 8;
+struct tr_rec {
+    unsigned long long t[TR_N];
+    long long c[TR_N];
+    unsigned long long wend[TR_WARPS];
+};
+__device__ tr_rec kt_tr_split[TR_RING][TR_CTAS];
+__device__ unsigned long long kt_tr_comb[TR_RING][TR_CTAS][4]; // start, waited, weights, end
+__device__ unsigned kt_tr_nsplit[TR_CTAS], kt_tr_ncomb[TR_CTAS], kt_tr_combgrid;
+__shared__ unsigned long long kt_tr_t[TR_N];
+__shared__ long long kt_tr_c[TR_N];
+__device__ __forceinline__ unsigned long long tr_now() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");
+    return t;
+}
+__device__ __forceinline__ long long tr_clock() {
+    long long c;
+    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c)::"memory");
+    return c;
+}
+__device__ __forceinline__ int tr_cta() { return blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z); }
+__device__ __forceinline__ void tr_mark(int i) {
+    if (threadIdx.x == 0) kt_tr_t[i] = tr_now(), kt_tr_c[i] = tr_clock();
+}
+// The split CTA's launch number (read by every warp's lane 0 at its start; used at its end).
+__device__ __forceinline__ unsigned tr_begin() {
+    if (threadIdx.x == 0)
+        for (int i = 1; i < TR_N; i++) kt_tr_t[i] = 0;
+    tr_mark(TR_START);
+    return tr_cta() < TR_CTAS ? *(volatile unsigned *)&kt_tr_nsplit[tr_cta()] : 0u;
+}
+__device__ __forceinline__ long long tr_rel(unsigned long long t, unsigned long long ref) {
+    return t ? (long long)(t - ref) : -1;
+}
+// Launch m's lines: L (its CTA counts, the previous launch's last combine end and the next's first
+// split start), then S (ns from the launch's first split start) and K (cycles from the CTA's start)
+// a split CTA, C a combine CTA.
+__device__ __noinline__ void tr_print(unsigned m, int ncta) {
+    const int ncomb = min((int)*(volatile unsigned *)&kt_tr_combgrid, TR_CTAS);
+    const tr_rec *r = kt_tr_split[m % TR_RING], *nx = kt_tr_split[(m + 1) % TR_RING];
+    unsigned long long ref = ~0ull, next = ~0ull, prev = 0;
+    for (int i = 0; i < ncta; i++) ref = min(ref, r[i].t[0]), next = min(next, nx[i].t[0]);
+    for (int i = 0; i < ncomb; i++) prev = max(prev, kt_tr_comb[(m - 1) % TR_RING][i][3]);
+    long long a[32];
+    a[0] = m, a[1] = ncta, a[2] = ncomb, a[3] = tr_rel(prev, ref), a[4] = tr_rel(next, ref);
+    vprintf("mla_tr L %lld ctas %lld comb %lld prev_comb_end %lld next_split_start %lld\n", (const char *)a);
+    for (int i = 0; i < ncta; i++) {
+        unsigned long long wend = 0;
+        for (int w = 0; w < TR_WARPS; w++) wend = max(wend, r[i].wend[w]);
+        a[0] = m, a[1] = i;
+        for (int k = 0; k < TR_N; k++) a[2 + k] = tr_rel(r[i].t[k], ref);
+        a[2 + TR_N] = tr_rel(wend, ref);
+        vprintf(
+            "mla_tr S %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld "
+            "%lld %lld %lld %lld %lld %lld %lld\n",
+            (const char *)a);
+        for (int k = 0; k < TR_N; k++) a[2 + k] = r[i].t[k] ? r[i].c[k] - r[i].c[0] : -1;
+        vprintf(
+            "mla_tr K %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld "
+            "%lld %lld %lld %lld %lld %lld\n",
+            (const char *)a);
+    }
+    for (int i = 0; i < ncomb; i++) {
+        a[0] = m, a[1] = i;
+        for (int k = 0; k < 4; k++) a[2 + k] = tr_rel(kt_tr_comb[m % TR_RING][i][k], ref);
+        vprintf("mla_tr C %lld %lld %lld %lld %lld %lld\n", (const char *)a);
+    }
+}
+// The split CTA's end: every warp's end stamp, thread 0's phases into the ring, the count, the print.
+__device__ __forceinline__ void tr_end(unsigned n) {
+    const int cta = tr_cta(), ncta = gridDim.x * gridDim.y * gridDim.z;
+    if (cta >= TR_CTAS) return;
+    tr_rec *r = &kt_tr_split[n % TR_RING][cta];
+    if ((threadIdx.x & 31) == 0 && (threadIdx.x >> 5) < TR_WARPS) r->wend[threadIdx.x >> 5] = tr_now();
+    if (threadIdx.x != 0) return;
+    for (int i = 0; i < TR_N; i++) r->t[i] = kt_tr_t[i], r->c[i] = kt_tr_c[i];
+    kt_tr_nsplit[cta] = n + 1;
+    if (cta == 0 && n % TR_EVERY == TR_AT && n / TR_EVERY < TR_PRINTS && ncta <= TR_CTAS) {
+        __threadfence();
+        tr_print(n - TR_LAG, ncta);
+    }
+}
+// The combine CTA's stamps, kept in registers until its end.
+struct tr_comb {
+    unsigned long long t[4];
+    unsigned n;
+    __device__ __forceinline__ void begin() {
+        const int cta = tr_cta();
+        n = cta < TR_CTAS ? *(volatile unsigned *)&kt_tr_ncomb[cta] : 0u;
+        t[0] = tr_now(), t[1] = t[2] = 0;
+    }
+    __device__ __forceinline__ void mark(int i) { t[i] = tr_now(); }
+    __device__ __forceinline__ void end() {
+        const int cta = tr_cta();
+        if (threadIdx.x != 0 || cta >= TR_CTAS) return;
+        t[3] = tr_now();
+        for (int i = 0; i < 4; i++) kt_tr_comb[n % TR_RING][cta][i] = t[i];
+        kt_tr_ncomb[cta] = n + 1;
+        if (cta == 0) kt_tr_combgrid = gridDim.x * gridDim.y * gridDim.z;
+    }
+};
+#else
+__device__ __forceinline__ void tr_mark(int) {}
+__device__ __forceinline__ unsigned tr_begin() { return 0u; }
+__device__ __forceinline__ void tr_end(unsigned) {}
+struct tr_comb {
+    __device__ __forceinline__ void begin() {}
+    __device__ __forceinline__ void mark(int) {}
+    __device__ __forceinline__ void end() {}
+};
+#endif
+
 #ifndef KT_HPC
 #define KT_HPC 16
 #define KT_CHUNK 32
@@ -46,14 +182,17 @@ constexpr bool REGS = KT_PATH >= 2, F16_QK = KT_PATH == 3;
 constexpr int FUSE = KT_FUSE;
 constexpr int MF = HPC / 16;         // 16-head m-fragments per CTA
 constexpr int MPW = KT_MPW;          // m-fragments a warp takes (PATHs 2, 3): 2 share each conversion
-constexpr int WPM = KT_WPM;          // warps per group of MPW m-fragments: 4 or 8
+constexpr int WPM = KT_WPM;          // warps per group of MPW m-fragments: 4, 8 or 16
 constexpr int KSPLIT = 4;            // q . k: the head dim in 4 slices...
 constexpr int TSPLIT = WPM / KSPLIT; // ...times 1 or 2 groups of the chunk's tokens
 constexpr int THREADS = MF / MPW * WPM * 32;
 constexpr int TPR = THREADS / HPC;   // softmax threads per head row
 constexpr int CPT = CHUNK / TPR;     // softmax columns per thread
 constexpr int DPW = KT_MLA_DV / WPM; // p . v: output dims per warp
-static_assert(WPM == 4 || WPM == 8, "4 or 8 warps per 16 heads");
+// PATH 2's p . v and its stores go in segments of 64 dims (32 at WPM 16: DPW 32), NFS n-fragments each
+constexpr int SEG = DPW < 64 ? DPW : 64, NSEG = DPW / SEG, NFS = SEG / 8;
+static_assert(WPM == 4 || WPM == 8 || WPM == 16, "4, 8 or 16 warps per 16 heads");
+static_assert(WPM < 16 || (MPW == 1 && HPC == 16), "16 warps (512 threads) take 16 heads a CTA");
 static_assert(MPW == 1 || (MPW == 2 && REGS && MF % 2 == 0), "2 m-fragments a warp: PATHs 2 and 3, 32 heads");
 static_assert(CPT >= 1 && CHUNK % (8 * TSPLIT) == 0, "the chunk covers every softmax thread and token group");
 static_assert(HPC % 16 == 0 && HPC <= 64, "heads per CTA: 16, 32 or 64");
@@ -560,22 +699,23 @@ __device__ __forceinline__ void pv_regs(float (&acc)[MPW][DPW / 8][4], const kt_
             kt_ldmatrix_x4(pa + j * 16 * T::P_LD * 2 + kk * 32, af[j][0], af[j][1], af[j][2], af[j][3]);
         const kt_u32 rows = va + kk * 16 * T::RAW_ROW;
 #pragma unroll
-        for (int sg = 0; sg < DPW / 64; sg++) {
-            const int d = ds * DPW + sg * 64;
+        for (int sg = 0; sg < NSEG; sg++) {
+            const int d = ds * DPW + sg * SEG;
             kt_u32 a[MPW][4];
-            if (d >= T::NOPE) { // V4's rope dims: bf16 values
+            if (d >= T::NOPE) { // V4's rope dims: bf16 values (64-dim segments: all 64 of them, d = NOPE)
+                const int rope_at = DPW < 64 ? (d - T::NOPE) * 2 : 0;
 #pragma unroll
                 for (int j = 0; j < MPW; j++)
 #pragma unroll
                     for (int e = 0; e < 4; e++) a[j][e] = kt_mul_bf16x2(af[j][e], BF16X2_2M60);
 #pragma unroll
-                for (int nf = 0; nf < 8; nf += 2) {
+                for (int nf = 0; nf < NFS; nf += 2) {
                     kt_u32 b0, b1, b2, b3;
-                    ldmatrix_x4_trans(rows + T::ROPE_AT + nf * 16, b0, b1, b2, b3);
+                    ldmatrix_x4_trans(rows + T::ROPE_AT + rope_at + nf * 16, b0, b1, b2, b3);
 #pragma unroll
                     for (int j = 0; j < MPW; j++) {
-                        kt_mma_bf16(acc[j][sg * 8 + nf], a[j], b0, b1);
-                        kt_mma_bf16(acc[j][sg * 8 + nf + 1], a[j], b2, b3);
+                        kt_mma_bf16(acc[j][sg * NFS + nf], a[j], b0, b1);
+                        kt_mma_bf16(acc[j][sg * NFS + nf + 1], a[j], b2, b3);
                     }
                 }
                 continue;
@@ -588,7 +728,7 @@ __device__ __forceinline__ void pv_regs(float (&acc)[MPW][DPW / 8][4], const kt_
                 a[j][2] = kt_mul_bf16x2(af[j][2], f89), a[j][3] = kt_mul_bf16x2(af[j][3], f89);
             }
 #pragma unroll
-            for (int h = 0; h < 2; h++) {
+            for (int h = 0; h < SEG / 32; h++) {
                 kt_u32 r[4];
                 ldmatrix_x4_trans(rows + d + h * 32, r[0], r[1], r[2], r[3]);
 #pragma unroll
@@ -597,7 +737,7 @@ __device__ __forceinline__ void pv_regs(float (&acc)[MPW][DPW / 8][4], const kt_
                     const kt_u32 b0 = q % 2 ? kt_e4m3x2_bf16<KT_SEL_13>(lo) : kt_e4m3x2_bf16<KT_SEL_02>(lo);
                     const kt_u32 b1 = q % 2 ? kt_e4m3x2_bf16<KT_SEL_13>(hi) : kt_e4m3x2_bf16<KT_SEL_02>(hi);
 #pragma unroll
-                    for (int j = 0; j < MPW; j++) kt_mma_bf16(acc[j][sg * 8 + 4 * h + q], a[j], b0, b1);
+                    for (int j = 0; j < MPW; j++) kt_mma_bf16(acc[j][sg * NFS + 4 * h + q], a[j], b0, b1);
                 }
             }
         }
@@ -624,11 +764,11 @@ __device__ __forceinline__ void write_regs(const float (&acc)[DPW / 8][4], T *ro
     const int t = threadIdx.x & 3;
     f0 *= BIAS, f1 *= BIAS;
 #pragma unroll
-    for (int sg = 0; sg < DPW / 64; sg++) {
-        const int d = ds * DPW + sg * 64;
-        const float(*o)[4] = acc + sg * 8;
+    for (int sg = 0; sg < NSEG; sg++) {
+        const int d = ds * DPW + sg * SEG;
+        const float(*o)[4] = acc + sg * NFS;
 #pragma unroll
-        for (int nf = 0; nf < 8; nf++) {
+        for (int nf = 0; nf < NFS; nf++) {
             if (d >= lay<L>::NOPE) { // the rope dims' plain order
                 T *r = row0 + d + nf * 8 + 2 * t;
                 store2(r, o[nf][0] * f0, o[nf][1] * f0);
@@ -717,6 +857,7 @@ __device__ __forceinline__ void regs_chunk(const kt_mla_args &a, const int *ids,
     const int warp = threadIdx.x >> 5, mf = warp / WPM * MPW, wi = warp % WPM, ks = wi % KSPLIT, tg = wi / KSPLIT;
     kt_cp_async_wait<REGS ? STAGES - 2 : 0>();
     __syncthreads();
+    if (c < 4) tr_mark(TR_CHUNK0 + 4 * c);
     const int next = c + STAGES - 1;
     if (next < chunks) gather<L>(a, list_ids{ids + next * CHUNK}, raw + (next % STAGES) * CHUNK * T::RAW_ROW);
     kt_cp_async_commit();
@@ -724,9 +865,12 @@ __device__ __forceinline__ void regs_chunk(const kt_mla_args &a, const int *ids,
     chunk_factors<L>(buf, fs);
     qk_regs<L>(qf, fq, buf, sp + ks * HPC * T::SP_LD, mf, ks, tg);
     __syncthreads();
+    if (c < 4) tr_mark(TR_CHUNK0 + 4 * c + 1);
     softmax_chunk<L>(ids + c * CHUNK, sp, p, alpha, m, l);
     __syncthreads();
+    if (c < 4) tr_mark(TR_CHUNK0 + 4 * c + 2);
     pv_regs<L>(acc, buf, p, fs, alpha, mf, wi);
+    if (c < 4) tr_mark(TR_CHUNK0 + 4 * c + 3);
 }
 
 // ---------------------------------------------------------------- merging the splits by LSE
@@ -889,6 +1033,7 @@ __device__ __forceinline__ void fused_merge(const kt_mla_args &a, kt_u8 *smem, i
     kt_cp_async_wait<0>();
     __threadfence(); // this CTA's partials are visible before its arrival is
     __syncthreads();
+    tr_mark(TR_FENCED);
     if (threadIdx.x == 0) {
         if (all) { // arrive (no ticket wanted: a RED), then wait for the others
             atomicAdd(cnt, 1u);
@@ -898,6 +1043,7 @@ __device__ __forceinline__ void fused_merge(const kt_mla_args &a, kt_u8 *smem, i
         }
     }
     __syncthreads();
+    tr_mark(TR_ARRIVED);
     // FUSE_ALL: CTA `split` merges share `split` and split 0 writes the lse; FUSE_LAST: the last
     // to arrive merges all
     const int me = all ? (int)blockIdx.x : (int)((const unsigned *)fh)[HPC];
@@ -913,6 +1059,7 @@ __device__ __forceinline__ void fused_merge(const kt_mla_args &a, kt_u8 *smem, i
         merge_items<4, 4>(a, part, ml, prow, n, wt, fh, bs, h0, writer, lo, hi);
     else
         merge_items<1, 16>(a, part, ml, prow, n, wt, fh, bs, h0, writer, lo, hi);
+    tr_mark(TR_MERGED);
     if (!all) { // every other CTA has arrived and gone
         if (threadIdx.x == 0) cnt[0] = 0;
         return;
@@ -944,7 +1091,9 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
     const int begin = split * SPLIT, end = min(begin + SPLIT, slots);
     const long prow = ((long)bs * a.HQ + h0) * a.nsplit + split; // partial row of head h0
     float *part = (float *)a.part, *ml = part + (long)a.B * a.SQ * a.HQ * a.nsplit * KT_MLA_DV;
+    const unsigned trn = tr_begin();
     kt_wait_producer(); // q and the index lists come from the kernels before
+    tr_mark(TR_WAITED);
     kt_allow_consumer();
     // Three loads before the first mma, all in one round trip: q's fragments (PATH 2, 3), the
     // slot list with its lengths, and the same entries again for the first STAGES - 1 chunks'
@@ -970,7 +1119,9 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
         ids[j] = e;
         used |= e >= 0;
     }
-    if (__syncthreads_or(used)) {
+    const bool any = __syncthreads_or(used);
+    tr_mark(TR_LISTED);
+    if (any) {
         // q's A fragments of this warp's 16 (MPW x 16) heads and head-dim slice, kept in registers
 #if KT_PATH == 1
         q_mx qm;
@@ -1030,6 +1181,7 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
                 write_regs<L>(acc[j], part + (prow + (long)r * a.nsplit) * KT_MLA_DV, a.nsplit * KT_MLA_DV, wi, 1.f,
                               1.f);
         }
+        tr_mark(TR_WRITTEN);
 #pragma unroll
         for (int nf = 0; nf < DPW / 8 && !REGS; nf++) {
             const int d = wi * DPW + nf * 8 + 2 * t;
@@ -1048,16 +1200,18 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
         float f;
         if (threadIdx.x % TPR == 0)
             ((float *)a.lse)[((long)(bs / a.SQ) * a.HQ + h0 + row) * a.SQ + bs % a.SQ] = row_lse(a, h0 + row, m, l, f);
+        tr_end(trn);
         return;
     }
     if (threadIdx.x % TPR == 0) *(float2 *)(ml + (prow + (long)row * a.nsplit) * 2) = make_float2(m, l);
     if (FUSE && a.fuse != KT_MLA_FUSE_NONE) fused_merge(a, smem, bs, h0);
+    tr_end(trn);
 }
 
 // PATH 2's shared memory leaves room for several CTAs an SM: the registers are budgeted so that
 // they do not stop it (168 a thread at WPM 4: 3 CTAs of 128 threads; 128 at WPM 8: 2 of 256;
 // fewer spill); MPW 2 holds twice the q fragments and sums: one CTA an SM, 255 registers.
-constexpr int MIN_CTAS = REGS ? 65536 / (THREADS * (MPW == 2 ? 255 : WPM == 4 ? 168 : 128)) : 1;
+constexpr int MIN_CTAS = REGS ? 65536 / (THREADS * (MPW == 2 ? 255 : WPM == 4 ? 168 : 128)) : 1; // WPM 16: 1 of 512
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS) mla_split_v32(const kt_mla_args a) {
     split_kernel<KT_MLA_V32>(a);
 }
@@ -1087,11 +1241,15 @@ template <int G> __device__ __forceinline__ void combine_row(const kt_mla_args &
     const float *ml = part + (long)a.B * a.SQ * a.HQ * a.nsplit * KT_MLA_DV;
     const long row = ((long)bs * a.HQ + h) * a.nsplit;
     const float *sums = part + row * KT_MLA_DV + d;
+    tr_comb tc;
+    tc.begin();
     kt_wait_producer();
+    tc.mark(1);
     float4 v[G];
     load_partials<G>(v, sums, 0, a.nsplit);
     float w[ML_PER_LANE], mx;
     const float sum = row_weights<false>(ml, row, a.nsplit, w, mx);
+    tc.mark(2);
     // the next kernel's launch overlaps this tail (it still waits for this grid to complete); not
     // at the start, where its CTAs would take the slots of this grid's later ones at large B
     kt_allow_consumer();
@@ -1112,6 +1270,7 @@ template <int G> __device__ __forceinline__ void combine_row(const kt_mla_args &
     kt_u16 *out = (kt_u16 *)a.out + ((long)bs * a.HQ + h) * KT_MLA_DV + d;
     *(uint2 *)out = make_uint2(bf16x2(o[0] * f, o[1] * f), bf16x2(o[2] * f, o[3] * f));
     if (threadIdx.x == 0) ((float *)a.lse)[((long)(bs / a.SQ) * a.HQ + h) * a.SQ + bs % a.SQ] = lse;
+    tc.end();
 }
 
 extern "C" __global__ void __launch_bounds__(128) mla_combine(const kt_mla_args a) { combine_row<8>(a); }

@@ -127,7 +127,8 @@ KT_TEST(mla_reference_special_rows) {
 /* The per-problem default on 132 SMs (the H200): V4 HQ 16 B = 64 takes two CTAs of 256 threads an
  * SM (WPM 8, SPLIT 160: 256 CTAs) where three of 128 (SPLIT 128: 320 CTAs, 56 SMs with three) left
  * the busiest SM more slots; B = 32 (a tie: 2 x 96 against 3 x 64), B = 1 and V3.2 HQ 16 B = 64
- * (already two an SM) keep theirs. */
+ * (already two an SM) keep theirs; V3.2 HQ 128 B = 1 (128 CTAs of 4 chunks) takes 16 warps a CTA,
+ * the B = 1 grids of one chunk a CTA keep 8. */
 KT_TEST(mla_default_fills_two_ctas_an_sm) {
     const kt_family *f = kt_family_find("mla_decode");
     struct {
@@ -141,8 +142,11 @@ KT_TEST(mla_default_fills_two_ctas_an_sm) {
         {"LAYOUT=V4,HQ=16,TOPK=512,SQ=1", 1, "HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1"},
         {"LAYOUT=V32,HQ=16,TOPK=2048,SQ=1", 64, "HPC=16,CHUNK=32,SPLIT=512,STAGES=3,PATH=2,WPM=8,FUSE=0,MPW=1"},
         {"LAYOUT=V4,HQ=64,TOPK=512,SQ=1", 64, "HPC=16,CHUNK=64,SPLIT=1024,STAGES=2,PATH=2,WPM=8,FUSE=1,MPW=1"},
+        {"LAYOUT=V32,HQ=128,TOPK=2048,SQ=1", 1, "HPC=16,CHUNK=32,SPLIT=128,STAGES=2,PATH=2,WPM=16,FUSE=0,MPW=1"},
+        {"LAYOUT=V32,HQ=16,TOPK=2048,SQ=1", 1, "HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1"},
+        {"LAYOUT=V4,HQ=64,TOPK=512,SQ=1", 1, "HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1"},
     };
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 9; i++) {
         kt_problem p;
         EXPECT(kt_parse_shape(f, cases[i].shape, &p) == 0);
         p.m = cases[i].m;
@@ -154,6 +158,27 @@ KT_TEST(mla_default_fills_two_ctas_an_sm) {
             fprintf(stderr, "%s B=%ld: %s, want %s\n", cases[i].shape, p.m, got, cases[i].want);
         EXPECT(!strcmp(got, cases[i].want));
         EXPECT(f->check_config(&c, 120, why, sizeof why) == 0 && f->config_fits(&c, &p));
+    }
+}
+
+/* WPM 16 (512 threads, 16 heads a CTA: q . k's slices over 4 token groups of 8, p . v 32 dims a warp)
+ * is taken at HPC 16 and CHUNK 32 or 64 only, and 512 threads only there. */
+KT_TEST(mla_wpm16_config_rules) {
+    const kt_family *f = kt_family_find("mla_decode");
+    char why[256];
+    kt_config c;
+    const char *ok[] = {"HPC=16,CHUNK=32,SPLIT=32,PATH=2,WPM=16,MPW=1",
+                        "HPC=16,CHUNK=64,SPLIT=1024,PATH=2,WPM=16,FUSE=1", "HPC=16,CHUNK=32,SPLIT=32,PATH=0,WPM=16"};
+    const char *refused[] = {"HPC=32,CHUNK=32,SPLIT=32,PATH=2,WPM=16,MPW=1", "HPC=16,CHUNK=16,SPLIT=32,PATH=2,WPM=16",
+                             "HPC=32,CHUNK=32,SPLIT=32,PATH=2,WPM=16,MPW=2", "HPC=64,CHUNK=32,SPLIT=32,PATH=2,WPM=8"};
+    for (int i = 0; i < 3; i++) {
+        EXPECT(kt_parse_config(f, ok[i], &c) == 0);
+        if (f->check_config(&c, 120, why, sizeof why)) fprintf(stderr, "%s: %s\n", ok[i], why);
+        EXPECT(f->check_config(&c, 120, why, sizeof why) == 0 && f->check_config(&c, 90, why, sizeof why) == 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        EXPECT(kt_parse_config(f, refused[i], &c) == 0);
+        EXPECT(f->check_config(&c, 120, why, sizeof why) == -1);
     }
 }
 
