@@ -1089,6 +1089,9 @@ static const struct {
 
 int main(int argc, char **argv) {
     kt_worker_main(argc, argv); /* returns unless this process is a sweep's worker */
+    /* line by line into files and pipes too: a command killed by a caller's timeout still
+     * leaves every result line it printed (a verify's lines were lost whole that way) */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     size_t used = 0;
     for (int i = 0; i < argc && used < sizeof cmdline; i++)
         used += snprintf(cmdline + used, sizeof cmdline - used, "%s%s", i ? " " : "", argv[i]);

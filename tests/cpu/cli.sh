@@ -227,5 +227,17 @@ expect_ok "list family" "TILE_N" list fp8_gemm
 expect_ok "list family: untuned problems get a default of their own" "untuned problem gets one chosen for its M" list quant_fp8_gemm
 KT_CACHE_DIR="$tmp/cache" expect_ok "compile one config" "1 compiled, 0 failed" compile --family act_quant --arch sm_90 --config VEC=8
 
+# stdout is line-buffered into a file: a variant's line shows while the command still compiles the
+# others (with full buffering nothing shows before exit, and a caller's timeout loses every line)
+KT_CACHE_DIR="$tmp/cache_lb" "$KT" compile --family mla_decode --arch sm_90 --sample 4 >"$tmp/lb" 2>/dev/null &
+lb_pid=$! lb_seen=0
+for _ in $(seq 1200); do
+    grep -q '^[0-9a-f]\{16\} ' "$tmp/lb" && { kill -0 "$lb_pid" 2>/dev/null && lb_seen=1; break; }
+    kill -0 "$lb_pid" 2>/dev/null || break
+    sleep 0.1
+done
+wait "$lb_pid"
+check "a command's lines reach a file while it runs" '[ $lb_seen = 1 ]'
+
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]
