@@ -790,8 +790,10 @@ static int cmd_bench_stream(int argc, char **argv) {
             case 'k':
                 if ((n = kt_parse_int_list(optarg, kb, 32)) < 0) return die("--kb: %s", kt_error());
                 for (int i = 0; i < n; i++)
-                    if (kb[i] < 64 || kb[i] > 1048576)
-                        return die("--kb '%s': sizes from 64 to 1048576 KiB (1 GiB)", optarg);
+                    if (kb[i] < 64 || kb[i] > 2097152)
+                        return die("--kb '%s': sizes from 64 to 2097152 KiB (2 GiB: the indexer scan at 128K x 64 "
+                                   "reads 1.03 GiB)",
+                                   optarg);
                 break;
             case 'j':
                 json = optarg;

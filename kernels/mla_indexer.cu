@@ -484,28 +484,39 @@ struct candidates {
 
 // Copies the slice's keys and its pages' block table entries into shared memory, by threads
 // from `first` on (HIST=1: warp 0 reads the scan's histogram meanwhile). The logits come in
-// 16-byte loads from the slice's first 16-byte boundary on (4 in flight a thread: at 8K keys
-// and 1024 threads one round trip where scalar loads took two), the few before it and after
-// the last whole vector one by one.
+// 16-byte loads from the slice's first 16-byte boundary on, the few before it and after the
+// last whole vector one by one. Every load of a thread's batch (its page entry, its odd key,
+// 4 vectors) is issued before any of them is converted or stored: written as load, convert,
+// store a vector, ptxas reused one vector's registers for the next (64 registers at 1024
+// threads), so a thread's loads went one round trip after another (3 to 4 at 8K keys).
 __device__ void stage_keys(const slice &sl, unsigned *keys, int *pages, int first) {
+    static_assert(KT_IDX_STAGE_PAGES <= ST - 32 && 6 <= ST - 32, "one page entry and one odd key a stager at most");
+    constexpr int BATCH = 4;
     if ((int)threadIdx.x >= first) {
         const int t = (int)threadIdx.x - first, n = ST - first, p0 = sl.lo / KT_IDX_PAGE;
-        if (sl.hi > sl.lo)
-            for (int i = t; i <= (sl.hi - 1) / KT_IDX_PAGE - p0; i += n) pages[i] = sl.bt_row[p0 + i];
+        const int n_pages = sl.hi > sl.lo ? (sl.hi - 1) / KT_IDX_PAGE - p0 + 1 : 0;
         const int head = kt_idx_stage_head(sl.lo, sl.hi, (int)(((kt_u64)(sl.x + sl.lo) >> 2) & 3)),
                   vecs = kt_idx_stage_vecs(head, sl.hi), rest = kt_idx_stage_rest(sl.lo, sl.hi, head);
+        const int page = t < n_pages ? sl.bt_row[p0 + t] : 0;
+        const int rest_pos = t < rest ? kt_idx_stage_rest_pos(sl.lo, head, vecs, t) : sl.lo;
+        const float odd = t < rest ? sl.x[rest_pos] : 0.f;
         const float4 *v = (const float4 *)(sl.x + head);
-#pragma unroll 4
-        for (int i = t; i < vecs; i += n) {
-            const float4 f = v[i];
-            const int k = head - sl.lo + 4 * i;
-            keys[kt_idx_staged_index(k)] = key_of(f.x), keys[kt_idx_staged_index(k + 1)] = key_of(f.y);
-            keys[kt_idx_staged_index(k + 2)] = key_of(f.z), keys[kt_idx_staged_index(k + 3)] = key_of(f.w);
+        for (int i0 = t; i0 < vecs; i0 += BATCH * n) {
+            float4 f[BATCH];
+#pragma unroll
+            for (int u = 0; u < BATCH; u++) f[u] = i0 + u * n < vecs ? v[i0 + u * n] : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+            for (int u = 0; u < BATCH; u++)
+                if (i0 + u * n < vecs) {
+                    const int k = head - sl.lo + 4 * (i0 + u * n);
+                    keys[kt_idx_staged_index(k)] = key_of(f[u].x);
+                    keys[kt_idx_staged_index(k + 1)] = key_of(f[u].y);
+                    keys[kt_idx_staged_index(k + 2)] = key_of(f[u].z);
+                    keys[kt_idx_staged_index(k + 3)] = key_of(f[u].w);
+                }
         }
-        for (int i = t; i < rest; i += n) {
-            const int p = kt_idx_stage_rest_pos(sl.lo, head, vecs, i);
-            keys[kt_idx_staged_index(p - sl.lo)] = key_of(sl.x[p]);
-        }
+        if (t < n_pages) pages[t] = page;
+        if (t < rest) keys[kt_idx_staged_index(rest_pos - sl.lo)] = key_of(odd);
     }
     __syncthreads();
 }
@@ -704,13 +715,38 @@ __device__ void count_slice(const slice &sl, unsigned T, unsigned *warp_sums, un
     eq_total = total;
 }
 
+// The ordered pass's step for thread positions p0 .. p0 + SE - 1, given their keys > T (gtm) and
+// == T (eqm) as bit masks (bit j: position p0 + j), after gt_run keys > T and eq_run keys == T
+// before the tile: a block scan of the counts gives the thread's first slot, and the masks its
+// keys' slots, with no branch a key (the branchy form cost 7.5K cycles of 1024 threads at 8K keys
+// on the H200); gt_run and eq_run move past the tile. A slot past k is not written: only a wrong
+// T (HIST=1: a histogram not left zero) makes one, and then the list is wrong, not memory.
+__device__ __forceinline__ void write_masks(const slice &sl, int p0, unsigned gtm, unsigned eqm, unsigned need,
+                                            unsigned &gt_run, unsigned &eq_run, unsigned k, int *out,
+                                            unsigned *warp_sums) {
+    const int hi = sl.hi;
+    unsigned total, before = block_scan<ST / 32>((unsigned)__popc(gtm) << 16 | (unsigned)__popc(eqm), total, warp_sums);
+    const unsigned gb = gt_run + (before >> 16), eb = eq_run + (before & 0xffffu);
+    unsigned take = gtm; // and the first need - eb keys == T (by position) if eb < need
+    for (unsigned m = eqm, left = eb < need ? need - eb : 0; m && left; m &= m - 1, left--) take |= m & (0u - m);
+    if (take) { // positions p0 .. p0 + SE - 1 lie in at most two pages (SE < a page)
+        const int page0 = sl.page(p0), page1 = sl.page((p0 + SE < hi ? p0 + SE : hi) - 1);
+        // the taken positions only, in order, into consecutive slots (a loop over all SE
+        // positions with a branch each was ~23 instructions a position of 1024 threads)
+        unsigned slot = gb + (eb < need ? eb : need);
+        for (unsigned m = take; m; m &= m - 1, slot++) {
+            const int p = p0 + __ffs(m) - 1, page = p / KT_IDX_PAGE == p0 / KT_IDX_PAGE ? page0 : page1;
+            if (slot < k) out[slot] = page * KT_IDX_PAGE + p % KT_IDX_PAGE;
+        }
+    }
+    gt_run += total >> 16;
+    eq_run += total & 0xffffu;
+}
+
 // The ordered pass over x[lo, hi), after gt_run keys > T and eq_run keys == T before lo: every
 // key > T and the first `need` keys == T by position, into out[0..k) in ascending position
-// order. Each thread takes SE consecutive positions as bit masks (> T, == T), a block scan of
-// their counts gives its first slot, and the masks its keys' slots, with no branch a key (the
-// branchy form cost 7.5K cycles of 1024 threads at 8K keys on the H200). A slot past k is not
-// written: only a wrong T (HIST=1: a histogram not left zero) makes one, and then the list is
-// wrong, not memory.
+// order. Each thread takes SE consecutive positions of a tile as bit masks (> T, == T), then
+// write_masks.
 __device__ __forceinline__ void write_selected(const slice &sl, unsigned T, unsigned need, unsigned gt_run,
                                                unsigned eq_run, unsigned k, int *out, unsigned *warp_sums) {
     const int hi = sl.hi;
@@ -724,23 +760,48 @@ __device__ __forceinline__ void write_selected(const slice &sl, unsigned T, unsi
                 gtm |= (unsigned)(p0 + j < hi && key > T) << j;
                 eqm |= (unsigned)(p0 + j < hi && key == T) << j;
             }
-        unsigned total,
-            before = block_scan<ST / 32>((unsigned)__popc(gtm) << 16 | (unsigned)__popc(eqm), total, warp_sums);
-        const unsigned gb = gt_run + (before >> 16), eb = eq_run + (before & 0xffffu);
-        unsigned take = gtm; // and the first need - eb keys == T (by position) if eb < need
-        for (unsigned m = eqm, left = eb < need ? need - eb : 0; m && left; m &= m - 1, left--) take |= m & (0u - m);
-        if (take) { // positions p0 .. p0 + SE - 1 lie in at most two pages (SE < a page)
-            const int page0 = sl.page(p0), page1 = sl.page((p0 + SE < hi ? p0 + SE : hi) - 1);
-            // the taken positions only, in order, into consecutive slots (a loop over all SE
-            // positions with a branch each was ~23 instructions a position of 1024 threads)
-            unsigned slot = gb + (eb < need ? eb : need);
-            for (unsigned m = take; m; m &= m - 1, slot++) {
-                const int p = p0 + __ffs(m) - 1, page = p / KT_IDX_PAGE == p0 / KT_IDX_PAGE ? page0 : page1;
-                if (slot < k) out[slot] = page * KT_IDX_PAGE + p % KT_IDX_PAGE;
-            }
+        write_masks(sl, p0, gtm, eqm, need, gt_run, eq_run, k, out, warp_sums);
+    }
+}
+
+// HIST=1, one CTA, a staged slice of one tile: the gather and the ordered pass's read of the
+// keys as one pass. Thread j reads the ordered pass's positions p0 = lo + SE j .. p0 + SE - 1
+// once and keeps as bit masks those whose top 16 bits are above prefix's (above: > T whatever
+// the low bits choose) and those equal to them (cands: the candidates, appended to cand; the
+// caller knows the request's count fits). Two passes over the staged keys (the gather's 8 and
+// the masks' 16 reads a thread at 8K keys) become one; resolve_masks then rereads only the
+// candidates' few keys.
+__device__ __forceinline__ void mask_and_gather(const slice &sl, unsigned prefix, unsigned *cand, unsigned *n_cand,
+                                                unsigned &above, unsigned &cands) {
+    const int hi = sl.hi, p0 = sl.lo + (int)threadIdx.x * SE;
+    const unsigned top = prefix >> 16;
+    unsigned a = 0, c = 0;
+    if (p0 < hi)
+#pragma unroll
+        for (int j = 0; j < SE; j++) {
+            const unsigned key = p0 + j < hi ? sl.key(p0 + j) : 0u;
+            a |= (unsigned)(p0 + j < hi && (key >> 16) > top) << j;
+            c |= (unsigned)(p0 + j < hi && (key >> 16) == top) << j;
         }
-        gt_run += total >> 16;
-        eq_run += total & 0xffffu;
+    if (c) { // (few threads: the candidates are the keys near the top-k-th)
+        unsigned slot = atomicAdd(n_cand, (unsigned)__popc(c));
+        for (unsigned m = c; m; m &= m - 1) cand[slot++] = sl.key(p0 + __ffs(m) - 1);
+    }
+    above = a;
+    cands = c;
+    __syncthreads();
+}
+
+// mask_and_gather's masks once T is known: each candidate > T joins above, each == T gives eq.
+__device__ __forceinline__ void resolve_masks(const slice &sl, unsigned T, unsigned &above, unsigned cands,
+                                              unsigned &eq) {
+    const int p0 = sl.lo + (int)threadIdx.x * SE;
+    eq = 0;
+    for (unsigned m = cands; m; m &= m - 1) {
+        const int j = __ffs(m) - 1;
+        const unsigned key = sl.key(p0 + j);
+        above |= (unsigned)(key > T) << j;
+        eq |= (unsigned)(key == T) << j;
     }
 }
 
@@ -764,10 +825,12 @@ __device__ void select_by_digits(const slice &sl, unsigned topk, unsigned (&hist
 // HIST=1: the same from the scan's histogram hb: its top 16 bits by warp 0 while the other
 // warps stage the keys, then digits 3 and 4 over the gathered candidates (over the slice where
 // the request has more than CAND of them), each by warp 0 alone, or with one CTA and at most 32
-// candidates choose_in_warp; then hb is zeroed.
-__device__ void select_by_histogram(const slice &sl, unsigned *staged, int *pages, unsigned *hb, unsigned topk,
+// candidates choose_in_warp; then hb is zeroed. Returns true when the ordered pass's masks are
+// ready in gtm and eqm (one CTA, a staged slice of one tile, choose_in_warp: mask_and_gather).
+__device__ bool select_by_histogram(const slice &sl, unsigned *staged, int *pages, unsigned *hb, unsigned topk,
                                     int rank, unsigned (&hist)[2][SEL_BINS], unsigned *merged, unsigned *nonzero,
-                                    unsigned *cand, unsigned *chosen, unsigned &T, unsigned &need) {
+                                    unsigned *cand, unsigned *chosen, unsigned &T, unsigned &need, unsigned &gtm,
+                                    unsigned &eqm) {
     if (threadIdx.x < 32) choose_from_histogram(hb, topk, nonzero, chosen);
     if (threadIdx.x == 0) chosen[3] = 0; // the candidates' count
     if (sl.staged)
@@ -777,14 +840,20 @@ __device__ void select_by_histogram(const slice &sl, unsigned *staged, int *page
     unsigned prefix = chosen[0];
     need = chosen[1];
     const bool gathered = chosen[2] <= (unsigned)CAND; // the request's count: each slice's fits
-    if (gathered) gather_candidates(sl, prefix, cand, &chosen[3]);
+    const bool fused = CLUSTER == 1 && gathered && sl.staged && sl.hi - sl.lo <= TILE;
+    unsigned cands = 0;
+    if (fused)
+        mask_and_gather(sl, prefix, cand, &chosen[3], gtm, cands);
+    else if (gathered)
+        gather_candidates(sl, prefix, cand, &chosen[3]);
     if (CLUSTER == 1 && gathered && chosen[3] <= 32) { // (the request's count: the histogram has been read)
         if (threadIdx.x < 32) choose_in_warp(cand, chosen[3], need, chosen);
         zero_histogram(hb, nonzero, chosen[4], rank);
         __syncthreads();
         T = chosen[0];
         need = chosen[1];
-        return;
+        if (fused) resolve_masks(sl, T, gtm, cands, eqm);
+        return fused;
     }
     const candidates cs = {cand, 0, (int)chosen[3]};
     for (int d = 3; d <= 4; d++) {
@@ -805,6 +874,7 @@ __device__ void select_by_histogram(const slice &sl, unsigned *staged, int *page
         if (d == 3) zero_histogram(hb, nonzero, chosen[4], rank); // every CTA has read it (the barriers above)
     }
     T = prefix;
+    return false;
 }
 
 // A cluster of CLUSTER CTAs per request, rank r owning positions [n r / C, n (r + 1) / C):
@@ -839,8 +909,12 @@ extern "C" __global__ void __launch_bounds__(ST, 1) KT_SEL_CLUSTER_DIMS
     const slice sl = {x, staged_keys, bt_row, pages, lo, hi, hi - lo <= stage_keys_max};
     unsigned T, need;
     if constexpr (HIST) {
-        select_by_histogram(sl, staged_keys, pages, request_hist(hist, b, n, topk), (unsigned)topk, rank, hists, merged,
-                            nonzero, cand, chosen, T, need);
+        unsigned gtm = 0, eqm = 0, gt_run = 0, eq_run = 0;
+        if (select_by_histogram(sl, staged_keys, pages, request_hist(hist, b, n, topk), (unsigned)topk, rank, hists,
+                                merged, nonzero, cand, chosen, T, need, gtm, eqm)) {
+            write_masks(sl, lo + (int)threadIdx.x * SE, gtm, eqm, need, gt_run, eq_run, (unsigned)topk, out, warp_sums);
+            return;
+        }
     } else {
         if (sl.staged) stage_keys(sl, staged_keys, pages, 0);
         select_by_digits(sl, (unsigned)topk, hists, merged, warp_sums, chosen, T, need);

@@ -112,7 +112,8 @@ expect_fail "allreduce: bad batch list" "bad integer list" bench allreduce --bat
 expect_fail "bench launch: a chain no longer than the short one" "one count from 17 to 65536" bench launch --kernels 16
 expect_fail "bench launch: not a count" "one count from 17" bench launch --kernels x
 expect_fail "bench launch: unknown option" "unknown or incomplete option" bench launch --blocks 4
-expect_fail "bench stream: a size under 64 KiB" "sizes from 64 to 1048576" bench stream --kb 1024,32
+expect_fail "bench stream: a size under 64 KiB" "sizes from 64 to 2097152" bench stream --kb 1024,32
+expect_fail "bench stream: a size over 2 GiB" "sizes from 64 to 2097152" bench stream --kb 1082897,2097153
 expect_fail "bench stream: not a size" "--kb" bench stream --kb 4k
 expect_fail "bench stream: unknown option" "unknown or incomplete option" bench stream --mb 4
 # check "what" 'CONDITION': evaluates the shell condition and counts it.
