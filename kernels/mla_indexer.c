@@ -19,7 +19,7 @@
 
 extern const kt_family kt_family_mla_indexer;
 
-enum { P_WARPS, P_NT, P_CTAS_PER_SM, P_SEL_THREADS, P_SEL_CLUSTER, P_MATH, P_STAGES, P_HIST, P_CHAINS };
+enum { P_WARPS, P_NT, P_CTAS_PER_SM, P_SEL_THREADS, P_SEL_CLUSTER, P_MATH, P_STAGES, P_HIST, P_CHAINS, P_SEL_FAST };
 enum { T_Q, T_W, T_CACHE, T_LENS, T_TABLE, T_LOGITS, T_INDEX, T_HIST };
 enum { K_SCAN, K_SELECT, K_NAIVE, K_REFERENCE };
 #define MAX_B 1024 /* the kernels' shared prefix arrays */
@@ -475,7 +475,7 @@ const kt_family kt_family_mla_indexer = {
              {"VALUES", KT_KEY_CATEGORY, values_names}},
     .m_name = "B",
     .batch_buckets = batch_buckets,
-    .n_params = 9,
+    .n_params = 10,
     .params = {{"WARPS", 2, {4, 8}},
                {"NT", 3, {1, 2, 4}},
                {"CTAS_PER_SM", 3, {1, 2, 3}},
@@ -484,12 +484,16 @@ const kt_family kt_family_mla_indexer = {
                {"MATH", 2, {0, 1}},
                {"STAGES", 3, {2, 3, 4}},
                {"HIST", 2, {0, 1}},
-               {"CHAINS", 2, {1, 2}}},
+               {"CHAINS", 2, {1, 2}},
+               /* the selection's staging loads together (1), and HIST=1's gather fused with the
+                * ordered pass's read (2): the twenty-second session's levers, off (0) until a GPU
+                * has measured them (bench/NOTES.md) */
+               {"SEL_FAST", 3, {0, 1, 2}}},
     .strata_params = 3,
     /* 2 CTAs of 4 warps of two n-tiles an SM, a ring of 4 groups a warp (3 in flight: 48 KB an
      * SM), f16 math (the portable path: 202 registers on sm_90, 208 on sm_120, no spills; e4m3
      * at this shape: 148 on sm_120), so the scan-only baseline is the H200's served scan */
-    .default_config = {{4, 2, 2, 1024, 1, 1, 4, 0, 1}},
+    .default_config = {{4, 2, 2, 1024, 1, 1, 4, 0, 1, 0}},
     .target_shapes = target_shapes,
     .n_target_shapes = 7,
     KT_FAMILY_HOOKS,

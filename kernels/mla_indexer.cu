@@ -52,6 +52,7 @@
 #define KT_STAGES 3
 #define KT_HIST 0
 #define KT_CHAINS 1
+#define KT_SEL_FAST 0
 #endif
 #if KT_SEL_CLUSTER > 1
 #define KT_SEL_CLUSTER_DIMS __cluster_dims__(KT_SEL_CLUSTER, 1, 1)
@@ -76,6 +77,11 @@ static_assert(CLUSTER >= 1 && CLUSTER <= 8, "a request's selection is a portable
 static_assert(KT_MATH == 0 || KT_MATH == 1, "MATH: 0 (e4m3 mma) or 1 (f16 mma)");
 static_assert(KT_HIST == 0 || KT_HIST == 1, "HIST: 0 (the selection's own passes) or 1 (the scan's histogram)");
 static_assert(CHAINS == 1 || CHAINS == 2, "CHAINS: 1 or 2 accumulators a tile");
+// SEL_FAST (the twenty-second session's levers, not yet measured on a GPU): 0 the selection as
+// measured before; 1 the staging's loads issued together (stage_keys); 2 that and HIST=1's
+// gather fused with the ordered pass's read (mask_and_gather)
+constexpr int SEL_FAST = KT_SEL_FAST;
+static_assert(SEL_FAST >= 0 && SEL_FAST <= 2, "SEL_FAST: 0, 1 or 2");
 
 __device__ __forceinline__ unsigned key_of(float x) { return kt_idx_key(__float_as_uint(x)); }
 
@@ -485,38 +491,62 @@ struct candidates {
 // Copies the slice's keys and its pages' block table entries into shared memory, by threads
 // from `first` on (HIST=1: warp 0 reads the scan's histogram meanwhile). The logits come in
 // 16-byte loads from the slice's first 16-byte boundary on, the few before it and after the
-// last whole vector one by one. Every load of a thread's batch (its page entry, its odd key,
-// 4 vectors) is issued before any of them is converted or stored: written as load, convert,
-// store a vector, ptxas reused one vector's registers for the next (64 registers at 1024
-// threads), so a thread's loads went one round trip after another (3 to 4 at 8K keys).
+// last whole vector one by one. SEL_FAST=0: 4 vector loads in flight a thread as written (in
+// SASS, at 64 registers, ptxas reuses one vector's registers for the next: each waits for the
+// one before, 3 to 4 round trips a thread at 8K keys and 1024 threads, ~9 at 16K and 480).
+// SEL_FAST >= 1: every load of a thread's batch (its page entry, its odd key, 4 vectors) is
+// issued before any of them is converted or stored (one round trip a batch in SASS).
 __device__ void stage_keys(const slice &sl, unsigned *keys, int *pages, int first) {
-    static_assert(KT_IDX_STAGE_PAGES <= ST - 32 && 6 <= ST - 32, "one page entry and one odd key a stager at most");
-    constexpr int BATCH = 4;
-    if ((int)threadIdx.x >= first) {
-        const int t = (int)threadIdx.x - first, n = ST - first, p0 = sl.lo / KT_IDX_PAGE;
-        const int n_pages = sl.hi > sl.lo ? (sl.hi - 1) / KT_IDX_PAGE - p0 + 1 : 0;
-        const int head = kt_idx_stage_head(sl.lo, sl.hi, (int)(((kt_u64)(sl.x + sl.lo) >> 2) & 3)),
-                  vecs = kt_idx_stage_vecs(head, sl.hi), rest = kt_idx_stage_rest(sl.lo, sl.hi, head);
-        const int page = t < n_pages ? sl.bt_row[p0 + t] : 0;
-        const int rest_pos = t < rest ? kt_idx_stage_rest_pos(sl.lo, head, vecs, t) : sl.lo;
-        const float odd = t < rest ? sl.x[rest_pos] : 0.f;
-        const float4 *v = (const float4 *)(sl.x + head);
-        for (int i0 = t; i0 < vecs; i0 += BATCH * n) {
-            float4 f[BATCH];
+    if constexpr (SEL_FAST >= 1) {
+        static_assert(KT_IDX_STAGE_PAGES <= ST - 32 && 6 <= ST - 32, "one page entry and one odd key a stager at most");
+        constexpr int BATCH = 4;
+        if ((int)threadIdx.x >= first) {
+            const int t = (int)threadIdx.x - first, n = ST - first, p0 = sl.lo / KT_IDX_PAGE;
+            const int n_pages = sl.hi > sl.lo ? (sl.hi - 1) / KT_IDX_PAGE - p0 + 1 : 0;
+            const int head = kt_idx_stage_head(sl.lo, sl.hi, (int)(((kt_u64)(sl.x + sl.lo) >> 2) & 3)),
+                      vecs = kt_idx_stage_vecs(head, sl.hi), rest = kt_idx_stage_rest(sl.lo, sl.hi, head);
+            const int page = t < n_pages ? sl.bt_row[p0 + t] : 0;
+            const int rest_pos = t < rest ? kt_idx_stage_rest_pos(sl.lo, head, vecs, t) : sl.lo;
+            const float odd = t < rest ? sl.x[rest_pos] : 0.f;
+            const float4 *v = (const float4 *)(sl.x + head);
+            for (int i0 = t; i0 < vecs; i0 += BATCH * n) {
+                float4 f[BATCH];
 #pragma unroll
-            for (int u = 0; u < BATCH; u++) f[u] = i0 + u * n < vecs ? v[i0 + u * n] : make_float4(0.f, 0.f, 0.f, 0.f);
+                for (int u = 0; u < BATCH; u++)
+                    f[u] = i0 + u * n < vecs ? v[i0 + u * n] : make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
-            for (int u = 0; u < BATCH; u++)
-                if (i0 + u * n < vecs) {
-                    const int k = head - sl.lo + 4 * (i0 + u * n);
-                    keys[kt_idx_staged_index(k)] = key_of(f[u].x);
-                    keys[kt_idx_staged_index(k + 1)] = key_of(f[u].y);
-                    keys[kt_idx_staged_index(k + 2)] = key_of(f[u].z);
-                    keys[kt_idx_staged_index(k + 3)] = key_of(f[u].w);
-                }
+                for (int u = 0; u < BATCH; u++)
+                    if (i0 + u * n < vecs) {
+                        const int k = head - sl.lo + 4 * (i0 + u * n);
+                        keys[kt_idx_staged_index(k)] = key_of(f[u].x);
+                        keys[kt_idx_staged_index(k + 1)] = key_of(f[u].y);
+                        keys[kt_idx_staged_index(k + 2)] = key_of(f[u].z);
+                        keys[kt_idx_staged_index(k + 3)] = key_of(f[u].w);
+                    }
+            }
+            if (t < n_pages) pages[t] = page;
+            if (t < rest) keys[kt_idx_staged_index(rest_pos - sl.lo)] = key_of(odd);
         }
-        if (t < n_pages) pages[t] = page;
-        if (t < rest) keys[kt_idx_staged_index(rest_pos - sl.lo)] = key_of(odd);
+    } else {
+        if ((int)threadIdx.x >= first) {
+            const int t = (int)threadIdx.x - first, n = ST - first, p0 = sl.lo / KT_IDX_PAGE;
+            if (sl.hi > sl.lo)
+                for (int i = t; i <= (sl.hi - 1) / KT_IDX_PAGE - p0; i += n) pages[i] = sl.bt_row[p0 + i];
+            const int head = kt_idx_stage_head(sl.lo, sl.hi, (int)(((kt_u64)(sl.x + sl.lo) >> 2) & 3)),
+                      vecs = kt_idx_stage_vecs(head, sl.hi), rest = kt_idx_stage_rest(sl.lo, sl.hi, head);
+            const float4 *v = (const float4 *)(sl.x + head);
+#pragma unroll 4
+            for (int i = t; i < vecs; i += n) {
+                const float4 f = v[i];
+                const int k = head - sl.lo + 4 * i;
+                keys[kt_idx_staged_index(k)] = key_of(f.x), keys[kt_idx_staged_index(k + 1)] = key_of(f.y);
+                keys[kt_idx_staged_index(k + 2)] = key_of(f.z), keys[kt_idx_staged_index(k + 3)] = key_of(f.w);
+            }
+            for (int i = t; i < rest; i += n) {
+                const int p = kt_idx_stage_rest_pos(sl.lo, head, vecs, i);
+                keys[kt_idx_staged_index(p - sl.lo)] = key_of(sl.x[p]);
+            }
+        }
     }
     __syncthreads();
 }
@@ -764,7 +794,7 @@ __device__ __forceinline__ void write_selected(const slice &sl, unsigned T, unsi
     }
 }
 
-// HIST=1, one CTA, a staged slice of one tile: the gather and the ordered pass's read of the
+// SEL_FAST=2, HIST=1, one CTA, a staged slice of one tile: the gather and the ordered pass's read of the
 // keys as one pass. Thread j reads the ordered pass's positions p0 = lo + SE j .. p0 + SE - 1
 // once and keeps as bit masks those whose top 16 bits are above prefix's (above: > T whatever
 // the low bits choose) and those equal to them (cands: the candidates, appended to cand; the
@@ -826,7 +856,8 @@ __device__ void select_by_digits(const slice &sl, unsigned topk, unsigned (&hist
 // warps stage the keys, then digits 3 and 4 over the gathered candidates (over the slice where
 // the request has more than CAND of them), each by warp 0 alone, or with one CTA and at most 32
 // candidates choose_in_warp; then hb is zeroed. Returns true when the ordered pass's masks are
-// ready in gtm and eqm (one CTA, a staged slice of one tile, choose_in_warp: mask_and_gather).
+// ready in gtm and eqm (SEL_FAST=2, one CTA, a staged slice of one tile, choose_in_warp:
+// mask_and_gather).
 __device__ bool select_by_histogram(const slice &sl, unsigned *staged, int *pages, unsigned *hb, unsigned topk,
                                     int rank, unsigned (&hist)[2][SEL_BINS], unsigned *merged, unsigned *nonzero,
                                     unsigned *cand, unsigned *chosen, unsigned &T, unsigned &need, unsigned &gtm,
@@ -840,7 +871,7 @@ __device__ bool select_by_histogram(const slice &sl, unsigned *staged, int *page
     unsigned prefix = chosen[0];
     need = chosen[1];
     const bool gathered = chosen[2] <= (unsigned)CAND; // the request's count: each slice's fits
-    const bool fused = CLUSTER == 1 && gathered && sl.staged && sl.hi - sl.lo <= TILE;
+    const bool fused = SEL_FAST == 2 && CLUSTER == 1 && gathered && sl.staged && sl.hi - sl.lo <= TILE;
     unsigned cands = 0;
     if (fused)
         mask_and_gather(sl, prefix, cand, &chosen[3], gtm, cands);
