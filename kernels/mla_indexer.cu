@@ -488,65 +488,69 @@ struct candidates {
     __device__ __forceinline__ unsigned key(int i) const { return keys[i]; }
 };
 
+// SEL_FAST=0: 4 vector loads in flight a thread as written (in SASS, at 64 registers, ptxas
+// reuses one vector's registers for the next: each waits for the one before, 3 to 4 round trips
+// a thread at 8K keys and 1024 threads, ~9 at 16K and 480). Thread t of n stagers.
+__device__ __forceinline__ void stage_keys_in_turn(const slice &sl, unsigned *keys, int *pages, int t, int n) {
+    const int p0 = sl.lo / KT_IDX_PAGE;
+    if (sl.hi > sl.lo)
+        for (int i = t; i <= (sl.hi - 1) / KT_IDX_PAGE - p0; i += n) pages[i] = sl.bt_row[p0 + i];
+    const int head = kt_idx_stage_head(sl.lo, sl.hi, (int)(((kt_u64)(sl.x + sl.lo) >> 2) & 3)),
+              vecs = kt_idx_stage_vecs(head, sl.hi), rest = kt_idx_stage_rest(sl.lo, sl.hi, head);
+    const float4 *v = (const float4 *)(sl.x + head);
+#pragma unroll 4
+    for (int i = t; i < vecs; i += n) {
+        const float4 f = v[i];
+        const int k = head - sl.lo + 4 * i;
+        keys[kt_idx_staged_index(k)] = key_of(f.x), keys[kt_idx_staged_index(k + 1)] = key_of(f.y);
+        keys[kt_idx_staged_index(k + 2)] = key_of(f.z), keys[kt_idx_staged_index(k + 3)] = key_of(f.w);
+    }
+    for (int i = t; i < rest; i += n) {
+        const int p = kt_idx_stage_rest_pos(sl.lo, head, vecs, i);
+        keys[kt_idx_staged_index(p - sl.lo)] = key_of(sl.x[p]);
+    }
+}
+
+// SEL_FAST >= 1: every load of a thread's batch (its page entry, its odd key, 4 vectors) is
+// issued before any of them is converted or stored (one round trip a batch in SASS).
+__device__ __forceinline__ void stage_keys_batched(const slice &sl, unsigned *keys, int *pages, int t, int n) {
+    static_assert(KT_IDX_STAGE_PAGES <= ST - 32 && 6 <= ST - 32, "one page entry and one odd key a stager at most");
+    constexpr int BATCH = 4;
+    const int p0 = sl.lo / KT_IDX_PAGE, n_pages = sl.hi > sl.lo ? (sl.hi - 1) / KT_IDX_PAGE - p0 + 1 : 0;
+    const int head = kt_idx_stage_head(sl.lo, sl.hi, (int)(((kt_u64)(sl.x + sl.lo) >> 2) & 3)),
+              vecs = kt_idx_stage_vecs(head, sl.hi), rest = kt_idx_stage_rest(sl.lo, sl.hi, head);
+    const int page = t < n_pages ? sl.bt_row[p0 + t] : 0;
+    const int rest_pos = t < rest ? kt_idx_stage_rest_pos(sl.lo, head, vecs, t) : sl.lo;
+    const float odd = t < rest ? sl.x[rest_pos] : 0.f;
+    const float4 *v = (const float4 *)(sl.x + head);
+    for (int i0 = t; i0 < vecs; i0 += BATCH * n) {
+        float4 f[BATCH];
+#pragma unroll
+        for (int u = 0; u < BATCH; u++) f[u] = i0 + u * n < vecs ? v[i0 + u * n] : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+        for (int u = 0; u < BATCH; u++)
+            if (i0 + u * n < vecs) {
+                const int k = head - sl.lo + 4 * (i0 + u * n);
+                keys[kt_idx_staged_index(k)] = key_of(f[u].x);
+                keys[kt_idx_staged_index(k + 1)] = key_of(f[u].y);
+                keys[kt_idx_staged_index(k + 2)] = key_of(f[u].z);
+                keys[kt_idx_staged_index(k + 3)] = key_of(f[u].w);
+            }
+    }
+    if (t < n_pages) pages[t] = page;
+    if (t < rest) keys[kt_idx_staged_index(rest_pos - sl.lo)] = key_of(odd);
+}
+
 // Copies the slice's keys and its pages' block table entries into shared memory, by threads
 // from `first` on (HIST=1: warp 0 reads the scan's histogram meanwhile). The logits come in
 // 16-byte loads from the slice's first 16-byte boundary on, the few before it and after the
-// last whole vector one by one. SEL_FAST=0: 4 vector loads in flight a thread as written (in
-// SASS, at 64 registers, ptxas reuses one vector's registers for the next: each waits for the
-// one before, 3 to 4 round trips a thread at 8K keys and 1024 threads, ~9 at 16K and 480).
-// SEL_FAST >= 1: every load of a thread's batch (its page entry, its odd key, 4 vectors) is
-// issued before any of them is converted or stored (one round trip a batch in SASS).
+// last whole vector one by one.
 __device__ void stage_keys(const slice &sl, unsigned *keys, int *pages, int first) {
-    if constexpr (SEL_FAST >= 1) {
-        static_assert(KT_IDX_STAGE_PAGES <= ST - 32 && 6 <= ST - 32, "one page entry and one odd key a stager at most");
-        constexpr int BATCH = 4;
-        if ((int)threadIdx.x >= first) {
-            const int t = (int)threadIdx.x - first, n = ST - first, p0 = sl.lo / KT_IDX_PAGE;
-            const int n_pages = sl.hi > sl.lo ? (sl.hi - 1) / KT_IDX_PAGE - p0 + 1 : 0;
-            const int head = kt_idx_stage_head(sl.lo, sl.hi, (int)(((kt_u64)(sl.x + sl.lo) >> 2) & 3)),
-                      vecs = kt_idx_stage_vecs(head, sl.hi), rest = kt_idx_stage_rest(sl.lo, sl.hi, head);
-            const int page = t < n_pages ? sl.bt_row[p0 + t] : 0;
-            const int rest_pos = t < rest ? kt_idx_stage_rest_pos(sl.lo, head, vecs, t) : sl.lo;
-            const float odd = t < rest ? sl.x[rest_pos] : 0.f;
-            const float4 *v = (const float4 *)(sl.x + head);
-            for (int i0 = t; i0 < vecs; i0 += BATCH * n) {
-                float4 f[BATCH];
-#pragma unroll
-                for (int u = 0; u < BATCH; u++)
-                    f[u] = i0 + u * n < vecs ? v[i0 + u * n] : make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-                for (int u = 0; u < BATCH; u++)
-                    if (i0 + u * n < vecs) {
-                        const int k = head - sl.lo + 4 * (i0 + u * n);
-                        keys[kt_idx_staged_index(k)] = key_of(f[u].x);
-                        keys[kt_idx_staged_index(k + 1)] = key_of(f[u].y);
-                        keys[kt_idx_staged_index(k + 2)] = key_of(f[u].z);
-                        keys[kt_idx_staged_index(k + 3)] = key_of(f[u].w);
-                    }
-            }
-            if (t < n_pages) pages[t] = page;
-            if (t < rest) keys[kt_idx_staged_index(rest_pos - sl.lo)] = key_of(odd);
-        }
-    } else {
-        if ((int)threadIdx.x >= first) {
-            const int t = (int)threadIdx.x - first, n = ST - first, p0 = sl.lo / KT_IDX_PAGE;
-            if (sl.hi > sl.lo)
-                for (int i = t; i <= (sl.hi - 1) / KT_IDX_PAGE - p0; i += n) pages[i] = sl.bt_row[p0 + i];
-            const int head = kt_idx_stage_head(sl.lo, sl.hi, (int)(((kt_u64)(sl.x + sl.lo) >> 2) & 3)),
-                      vecs = kt_idx_stage_vecs(head, sl.hi), rest = kt_idx_stage_rest(sl.lo, sl.hi, head);
-            const float4 *v = (const float4 *)(sl.x + head);
-#pragma unroll 4
-            for (int i = t; i < vecs; i += n) {
-                const float4 f = v[i];
-                const int k = head - sl.lo + 4 * i;
-                keys[kt_idx_staged_index(k)] = key_of(f.x), keys[kt_idx_staged_index(k + 1)] = key_of(f.y);
-                keys[kt_idx_staged_index(k + 2)] = key_of(f.z), keys[kt_idx_staged_index(k + 3)] = key_of(f.w);
-            }
-            for (int i = t; i < rest; i += n) {
-                const int p = kt_idx_stage_rest_pos(sl.lo, head, vecs, i);
-                keys[kt_idx_staged_index(p - sl.lo)] = key_of(sl.x[p]);
-            }
-        }
+    if ((int)threadIdx.x >= first) {
+        if constexpr (SEL_FAST >= 1)
+            stage_keys_batched(sl, keys, pages, (int)threadIdx.x - first, ST - first);
+        else
+            stage_keys_in_turn(sl, keys, pages, (int)threadIdx.x - first, ST - first);
     }
     __syncthreads();
 }
