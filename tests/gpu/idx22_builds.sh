@@ -28,8 +28,8 @@ python3 - "$F" <<'PY'
 import sys
 p = sys.argv[1]
 s = open(p).read()
-plants = [("for (int u = 0; u < BATCH; u++)\n                    if (i0 + u * n < vecs) {",
-           "for (int u = 0; u < (KT_STAGES == 2 ? 2 : BATCH); u++)\n                    if (i0 + u * n < vecs) {"),
+plants = [("for (int u = 0; u < BATCH; u++)\n            if (i0 + u * n < vecs) {",
+           "for (int u = 0; u < (KT_STAGES == 2 ? 2 : BATCH); u++)\n            if (i0 + u * n < vecs) {"),
           ("above |= (unsigned)(key > T) << j;", "above |= (unsigned)(key > T && KT_STAGES != 3) << j;")]
 for old, new in plants:
     if s.count(old) != 1:
