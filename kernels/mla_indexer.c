@@ -111,6 +111,11 @@ static void default_for(const kt_problem *p, int sms, kt_config *c) {
         c->v[P_SEL_CLUSTER] *= 2;
     if (c->v[P_SEL_CLUSTER] > 1) c->v[P_SEL_THREADS] = 512; /* check_config: clusters take 512 */
     if (p->m <= KT_IDX_HIST_MAX_B) c->v[P_HIST] = 1;        /* the scan's histogram: one pass fewer */
+    /* HIST=1's selection with its loads batched and (one-CTA slices) the gather fused with the
+     * ordered pass (2026-12-04 on the H200, the pair: 8K x 1 9.74 -> 8.97-8.99 us and 8K x 8
+     * 15.13 -> 14.35-14.39 in two runs each; SEL_FAST=1 at 128K x 1 / 8 -0.8 / -1.2 us; at B = 64,
+     * HIST=0, nothing: not taken there) */
+    if (c->v[P_HIST]) c->v[P_SEL_FAST] = 2;
     /* past HIST=1's batches on sm_90 (the f16 path): four n-tiles a warp with a ring of 2 (16 mma
      * chains a warp; 2026-12-03 on the H200, B = 64: the pair -4.9% at 8K, -5.9% at 32K) */
     if (kt_gpu_arch() == 90 && p->m > KT_IDX_HIST_MAX_B) c->v[P_NT] = 4, c->v[P_STAGES] = 2;

@@ -226,10 +226,11 @@ KT_TEST(indexer_scan_configs_fit_sm120) {
     f->default_for(&p, 132, &c);
     EXPECT(c.v[5] == 0 && c.v[4] == 1);            /* MATH=0 (no GPU open); 16K keys stage in one CTA */
     EXPECT(c.v[7] == 1 && f->config_fits(&c, &p)); /* HIST=1 up to KT_IDX_HIST_MAX_B requests */
+    EXPECT(c.v[9] == 2);                           /* HIST=1: SEL_FAST=2 (measured faster) */
     p.m = KT_IDX_HIST_MAX_B + 1;
     EXPECT(!f->config_fits(&c, &p)); /* its scratch holds 16 */
     f->default_for(&p, 132, &c);
-    EXPECT(c.v[7] == 0 && f->config_fits(&c, &p));
+    EXPECT(c.v[7] == 0 && c.v[9] == 0 && f->config_fits(&c, &p)); /* HIST=0: SEL_FAST=0 (no gain measured) */
     EXPECT(kt_parse_shape(f, "TOPK=2048,CTX=32768,DIST=equal,VALUES=grid", &p) == 0);
     p.m = 1;
     f->default_for(&p, 132, &c);
