@@ -452,8 +452,12 @@ static void default_for(const kt_problem *p, int sms, kt_config *c) {
     int *v = c->v;
     double tiles = expected_touched(&d);
     if (tiles > d.MT) tiles = (double)d.MT;
-    if (d.fmt == KT_MOE_FP8 && d.stage == KT_MOE_DOWN && tiles * (double)(d.N / 128) >= 4.0 * sms)
-        v[P_TN] = 128, v[P_WN] = 4, v[P_WK] = 1;
+    /* FP8 down with enough tiles: 64 rows a CTA as 2 warps of 4 fragments, one warp group along K
+     * and no ring (each warp's loads of its k-blocks issued at once; small CTAs, many resident):
+     * the H200, V4-Flash TP4 down M = 16 63.9 -> 54.8 us, M = 64 152.1 -> 127.5 (the fast search
+     * of tests/gpu/tune24.sh; 128 rows as 4 warps with a ring of 4 before; twenty-fourth session) */
+    int down_stream = d.fmt == KT_MOE_FP8 && d.stage == KT_MOE_DOWN && tiles * (double)(d.N / 128) >= 4.0 * sms;
+    if (down_stream) v[P_TN] = 64, v[P_WN] = 2, v[P_WK] = 1;
     int swiglu_tile = v[P_BF16] && tiles * (double)(d.N / 256) >= 2.0 * sms;
     if (swiglu_tile) v[P_TN] = 256, v[P_WN] = 8, v[P_WK] = 1;
     double ctas = tiles * (double)(d.N / v[P_TN]);
@@ -463,6 +467,7 @@ static void default_for(const kt_problem *p, int sms, kt_config *c) {
     long per_group = (d.KB + v[P_SPLIT] - 1) / v[P_SPLIT] / v[P_WK];
     v[P_RING] = swiglu_tile ? 2 : per_group >= 4 ? 4 : per_group >= 3 ? 3 : 2;
     if (per_group < 2) v[P_WK] = 1, v[P_RING] = 2;
+    if (down_stream) v[P_RING] = 1;
     /* Decode's few tokens (the touched experts' down weights well within L2's 50 MB): down reads
      * its expert and first weights before its PDL wait (EARLY), so its loads overlap gate+up's
      * tail (the H200, V4 M = 1: moe_step 25.53 us against 27.46; eighteenth session; L2 bulk
@@ -486,6 +491,13 @@ static void default_for(const kt_problem *p, int sms, kt_config *c) {
      * at M = 16, several waves and a cluster of 4, 97.5 -> 100.5: slower; nineteenth session). */
     int group = cluster_ctas(c);
     if (d.stage == KT_MOE_GATEUP && v[P_SPLIT] > 1 && group <= 8 && ctas * v[P_SPLIT] <= 2.0 * sms) v[P_CLUSTER] = 1;
+    /* ... and FP8's one-wave gate+up with twice the warps a CTA (4 of 1 fragment) and a ring of 3
+     * (the H200, V4-Flash TP4 M = 1: 11.10 -> 10.35 us, moe_step 23.99 -> 22.98; tune24.sh) */
+    kt_config w = *c;
+    w.v[P_WN] = 4, w.v[P_RING] = 3;
+    if (d.fmt == KT_MOE_FP8 && v[P_CLUSTER] && v[P_TN] == 64 && v[P_WN] == 2 && config_fits(&w, p) &&
+        !hopeless(&w, p) && cluster_ctas(&w) <= 8)
+        *c = w;
 }
 
 /* ---------------------------------------------------------------- launch */

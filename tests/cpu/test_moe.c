@@ -295,6 +295,7 @@ KT_TEST(moe_gemm_early_and_cluster_configs) {
     kt_config d;
     f->default_for(&up, 132, &d);
     EXPECT(d.v[10] == 0 && d.v[11] == 1 && d.v[5] == 2);
+    EXPECT(d.v[2] == 4 && d.v[4] == 3); /* FP8's one-wave gate+up: 4 warps of 1 fragment, a ring of 3 */
     f->default_for(&down, 132, &d);
     EXPECT(d.v[10] == 1 && d.v[11] == 0);
     up.m = down.m = 16;
@@ -302,6 +303,7 @@ KT_TEST(moe_gemm_early_and_cluster_configs) {
     EXPECT(d.v[10] == 0 && d.v[11] == 0);
     f->default_for(&down, 132, &d);
     EXPECT(d.v[10] == 0 && d.v[11] == 0);
+    EXPECT(d.v[1] == 64 && d.v[2] == 2 && d.v[3] == 1 && d.v[4] == 1); /* FP8 down streaming: no ring */
     /* MXFP4 down at M = 1: a CTA per 16 columns of the token across its 6 experts (GATHER=1, ring
      * 6, the bf16 mma); FP8 keeps its 64-row tiles; M = 2 neither */
     kt_problem mx = down;
