@@ -452,12 +452,13 @@ static void default_for(const kt_problem *p, int sms, kt_config *c) {
     int *v = c->v;
     double tiles = expected_touched(&d);
     if (tiles > d.MT) tiles = (double)d.MT;
-    /* FP8 down with enough tiles: 64 rows a CTA as 2 warps of 4 fragments, one warp group along K
-     * and no ring (each warp's loads of its k-blocks issued at once; small CTAs, many resident):
-     * the H200, V4-Flash TP4 down M = 16 63.9 -> 54.8 us, M = 64 152.1 -> 127.5 (the fast search
-     * of tests/gpu/tune24.sh; 128 rows as 4 warps with a ring of 4 before; twenty-fourth session) */
-    int down_stream = d.fmt == KT_MOE_FP8 && d.stage == KT_MOE_DOWN && tiles * (double)(d.N / 128) >= 4.0 * sms;
-    if (down_stream) v[P_TN] = 64, v[P_WN] = 2, v[P_WK] = 1;
+    /* Down with enough tiles: one warp group along K, 4 fragments a warp; FP8 64 rows a CTA with
+     * no ring (each warp's loads of its k-blocks issued at once), MXFP4 128 rows with a ring of 2
+     * (the H200, V4-Flash TP4, the fast search of tests/gpu/tune24.sh: FP8 M = 16 63.9 -> 54.8 us,
+     * M = 64 152.1 -> 127.5, where 128 rows as 4 warps took a ring of 4; MXFP4 M = 16 74.9 ->
+     * 59.3, M = 64 176.4 -> 136.2, where 2 warp groups along K; twenty-fourth session) */
+    int down_stream = d.stage == KT_MOE_DOWN && tiles * (double)(d.N / 128) >= 4.0 * sms;
+    if (down_stream) v[P_TN] = d.fmt == KT_MOE_FP8 ? 64 : 128, v[P_WN] = v[P_TN] / 32, v[P_WK] = 1;
     int swiglu_tile = v[P_BF16] && tiles * (double)(d.N / 256) >= 2.0 * sms;
     if (swiglu_tile) v[P_TN] = 256, v[P_WN] = 8, v[P_WK] = 1;
     double ctas = tiles * (double)(d.N / v[P_TN]);
@@ -467,21 +468,22 @@ static void default_for(const kt_problem *p, int sms, kt_config *c) {
     long per_group = (d.KB + v[P_SPLIT] - 1) / v[P_SPLIT] / v[P_WK];
     v[P_RING] = swiglu_tile ? 2 : per_group >= 4 ? 4 : per_group >= 3 ? 3 : 2;
     if (per_group < 2) v[P_WK] = 1, v[P_RING] = 2;
-    if (down_stream) v[P_RING] = 1;
+    if (down_stream) v[P_RING] = d.fmt == KT_MOE_FP8 ? 1 : 2;
     /* Decode's few tokens (the touched experts' down weights well within L2's 50 MB): down reads
      * its expert and first weights before its PDL wait (EARLY), so its loads overlap gate+up's
      * tail (the H200, V4 M = 1: moe_step 25.53 us against 27.46; eighteenth session; L2 bulk
      * prefetches measured slower there and were removed, nineteenth session). */
     double per_expert = (double)(d.N * d.K) / (d.fmt == KT_MOE_FP8 ? 1.0 : 2.0);
     if (d.stage == KT_MOE_DOWN && tiles * per_expert <= SMALL_STEP_BYTES) v[P_EARLY] = 1;
-    /* MXFP4 with one token (M = 1): down's CTAs each own 16 of its output columns across all its
-     * topk experts (GATHER=1, 1 x 4 warps: each warp one k-block of every slot, a register ring
+    /* MXFP4 with one token (M = 1): down's CTAs each own 32 of its output columns across all its
+     * topk experts (GATHER=1, 2 x 4 warps: each warp one k-block of every slot, a register ring
      * of 6 holding them all, the bf16 mma), the weighted combine in the CTA: no partials or
-     * counters (the H200, V4 M = 1: 6.25 us alone against 9.45, moe_step 30.65 against 31.7;
-     * FP8 measured even in the step, 24.16 against 23.98, and keeps its tile; twenty-first session). */
+     * counters (the H200, V4 M = 1: 16 columns a CTA 6.25 us alone against 9.45, moe_step 30.65
+     * against 31.7, twenty-first session; 32 columns 6.00 against 6.10, tune24.sh; FP8 measured
+     * even in the step, 24.16 against 23.98, and keeps its tile). */
     if (d.stage == KT_MOE_DOWN && d.fmt == KT_MOE_MXFP4 && d.M == 1 && v[P_EARLY]) {
         kt_config g = *c;
-        g.v[P_TN] = 16, g.v[P_WN] = 1, g.v[P_WK] = 4, g.v[P_RING] = 6, g.v[P_SPLIT] = 1, g.v[P_GATHER] = 1;
+        g.v[P_TN] = 32, g.v[P_WN] = 2, g.v[P_WK] = 4, g.v[P_RING] = 6, g.v[P_SPLIT] = 1, g.v[P_GATHER] = 1;
         g.v[P_BF16] = 1;
         if (config_fits(&g, p) && !hopeless(&g, p)) *c = g;
     }
@@ -491,12 +493,15 @@ static void default_for(const kt_problem *p, int sms, kt_config *c) {
      * at M = 16, several waves and a cluster of 4, 97.5 -> 100.5: slower; nineteenth session). */
     int group = cluster_ctas(c);
     if (d.stage == KT_MOE_GATEUP && v[P_SPLIT] > 1 && group <= 8 && ctas * v[P_SPLIT] <= 2.0 * sms) v[P_CLUSTER] = 1;
-    /* ... and FP8's one-wave gate+up with twice the warps a CTA (4 of 1 fragment) and a ring of 3
-     * (the H200, V4-Flash TP4 M = 1: 11.10 -> 10.35 us, moe_step 23.99 -> 22.98; tune24.sh) */
+    /* ... and twice the warps a CTA there: FP8 4 warps of 1 fragment with a ring of 3, MXFP4 (bf16
+     * mma) 128 rows as 8 warps with a ring of 2 (the H200, V4-Flash TP4 M = 1, tune24.sh: FP8 11.10
+     * -> 10.35 us, moe_step 23.99 -> 22.98; MXFP4 10.88 -> 10.07, with down's 32 columns moe_step
+     * 30.85 -> 26.44) */
     kt_config w = *c;
-    w.v[P_WN] = 4, w.v[P_RING] = 3;
-    if (d.fmt == KT_MOE_FP8 && v[P_CLUSTER] && v[P_TN] == 64 && v[P_WN] == 2 && config_fits(&w, p) &&
-        !hopeless(&w, p) && cluster_ctas(&w) <= 8)
+    if (d.fmt == KT_MOE_FP8) w.v[P_WN] = 4, w.v[P_RING] = 3;
+    else w.v[P_TN] = 128, w.v[P_WN] = 8, w.v[P_RING] = 2;
+    if (v[P_CLUSTER] && v[P_TN] == 64 && v[P_WN] == 2 && config_fits(&w, p) && !hopeless(&w, p) &&
+        cluster_ctas(&w) <= 8)
         *c = w;
 }
 

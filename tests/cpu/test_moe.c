@@ -304,12 +304,19 @@ KT_TEST(moe_gemm_early_and_cluster_configs) {
     f->default_for(&down, 132, &d);
     EXPECT(d.v[10] == 0 && d.v[11] == 0);
     EXPECT(d.v[1] == 64 && d.v[2] == 2 && d.v[3] == 1 && d.v[4] == 1); /* FP8 down streaming: no ring */
-    /* MXFP4 down at M = 1: a CTA per 16 columns of the token across its 6 experts (GATHER=1, ring
+    /* MXFP4 down at M = 1: a CTA per 32 columns of the token across its 6 experts (GATHER=1, ring
      * 6, the bf16 mma); FP8 keeps its 64-row tiles; M = 2 neither */
     kt_problem mx = down;
     mx.m = 1, mx.dim[0] = 1;
     f->default_for(&mx, 132, &d);
-    EXPECT(d.v[9] == 1 && d.v[1] == 16 && d.v[3] == 4 && d.v[4] == 6 && d.v[8] == 1 && d.v[10] == 1);
+    EXPECT(d.v[9] == 1 && d.v[1] == 32 && d.v[2] == 2 && d.v[3] == 4 && d.v[4] == 6 && d.v[8] == 1 && d.v[10] == 1);
+    kt_problem mxup = up;
+    mxup.m = 1, mxup.dim[0] = 1;
+    f->default_for(&mxup, 132, &d); /* MXFP4's one-wave gate+up: 128 rows as 8 warps, a ring of 2 */
+    EXPECT(d.v[11] == 1 && d.v[1] == 128 && d.v[2] == 8 && d.v[3] == 2 && d.v[4] == 2 && d.v[8] == 1);
+    mx.m = 16;
+    f->default_for(&mx, 132, &d); /* MXFP4 down streaming: 128 rows as 4 warps, one K group, ring 2 */
+    EXPECT(d.v[9] == 0 && d.v[1] == 128 && d.v[2] == 4 && d.v[3] == 1 && d.v[4] == 2);
     down.m = 1;
     f->default_for(&down, 132, &d);
     EXPECT(d.v[9] == 0 && d.v[1] == 64);
