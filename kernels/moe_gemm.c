@@ -498,8 +498,10 @@ static void default_for(const kt_problem *p, int sms, kt_config *c) {
      * -> 10.35 us, moe_step 23.99 -> 22.98; MXFP4 10.88 -> 10.07, with down's 32 columns moe_step
      * 30.85 -> 26.44) */
     kt_config w = *c;
-    if (d.fmt == KT_MOE_FP8) w.v[P_WN] = 4, w.v[P_RING] = 3;
-    else w.v[P_TN] = 128, w.v[P_WN] = 8, w.v[P_RING] = 2;
+    if (d.fmt == KT_MOE_FP8)
+        w.v[P_WN] = 4, w.v[P_RING] = 3;
+    else
+        w.v[P_TN] = 128, w.v[P_WN] = 8, w.v[P_RING] = 2;
     if (v[P_CLUSTER] && v[P_TN] == 64 && v[P_WN] == 2 && config_fits(&w, p) && !hopeless(&w, p) &&
         cluster_ctas(&w) <= 8)
         *c = w;
