@@ -11,13 +11,15 @@
 #  2. bin/kt_plant (tests/gpu/mla24_builds.sh: PART=1 STAGES=3 head group 1's bf16 sums stored as
 #     zeros) must fail on a result at V4 HQ 64, and pass with STAGES=2 (the plant inert);
 #  3. kt bench of V4 HQ 16 B 1, V4 HQ 64 B 1, V3.2 HQ 128 B 1, V4 HQ 16 B 64: main's kt ($KT_MAIN) in
-#     the served config, this tree's in the same, and this tree's with PART=1 pinned; two rounds.
+#     the served config, this tree's in the same, and this tree's with PART=1 pinned; two rounds; then,
+#     where time is left, PART=1 with FUSE 2 and 1 at V4 HQ 16 B = 1.
 # Logs under $OUT/mla24; an ok/FAIL line per check; "N passed, N failed" last.
 #   usage: OUT=DIR [KT_MAIN=main/bin/kt] bash tests/gpu/mla24.sh   (bin/kt_plant, bin/mla24_cache.tar.xz:
 #          tests/gpu/mla24_builds.sh, used where present)
 set -u
 cd "$(dirname "$0")/../.."
-KT=./bin/kt
+KT=${KT:-./bin/kt}
+KP=${KT_PLANT:-bin/kt_plant}
 KM=${KT_MAIN:-}
 LOGS=${OUT:-/tmp/kt-gpu}/mla24
 SEED=${KT_SEED:-$RANDOM}
@@ -67,9 +69,9 @@ vstep verify_v32h128_b8 "$KT" --config "$S128,PART=1" --shape $V32_128 --m 8
 vstep verify_sample "$KT" --where PART=1 --sample 4 --shape $V4_64 --shape $V32_16S2 --m 1,3
 vstep verify_served "$KT" --shape $V4_16 --shape $V4_64 --shape $V32_128 --m 1,64
 # 2. the planted build: the bug live (STAGES=3) must fail on a result; inert (STAGES=2) must pass
-if [ -x bin/kt_plant ]; then
-    vstep planted_fails bin/kt_plant --config "$PLANT" --shape $V4_64 --m 1,3
-    vstep planted_inert bin/kt_plant --config "${PLANT/STAGES=3/STAGES=2}" --shape $V4_64 --m 1,3
+if [ -x "$KP" ]; then
+    vstep planted_fails "$KP" --config "$PLANT" --shape $V4_64 --m 1,3
+    vstep planted_inert "$KP" --config "${PLANT/STAGES=3/STAGES=2}" --shape $V4_64 --m 1,3
 fi
 wait "${vpids[@]}"
 for n in "${vnames[@]}"; do
@@ -79,8 +81,14 @@ for n in "${vnames[@]}"; do
         *) step "$n" sh -c 'cat "$1"; exit "$(cat "$2" 2>/dev/null || echo 99)"' _ "$LOGS/$n.run" "$LOGS/$n.rc" ;;
     esac
 done
-grep -h "rel_err" "$LOGS"/verify_*.run | awk '{for (i = 1; i <= NF; i++) if ($i == "rel_err") print $(i + 1)}' |
-    sort -g | awk '{v[NR] = $1} END {if (NR) printf "PART=1 + served rel_err over %d checks: min %s median %s max %s\n", NR, v[1], v[int((NR + 1) / 2)], v[NR]}'
+relerr() { # relerr WHAT LOG...: the rel_err range of the logs' checks
+    local what=$1
+    shift
+    cat "$@" | awk '{for (i = 1; i < NF; i++) if ($i == "rel_err") {sub(",", "", $(i + 1)); print $(i + 1)}}' | sort -g |
+        awk -v w="$what" '{v[NR] = $1} END {if (NR) printf "%s rel_err over %d checks: min %s median %s max %s\n", w, NR, v[1], v[int((NR + 1) / 2)], v[NR]}'
+}
+relerr PART=1 $(ls "$LOGS"/verify_*.run | grep -v verify_served)
+relerr "served (PART 0)" "$LOGS/verify_served.run"
 echo "(verify done at ${SECONDS} s)"
 # 3. speed: main served, this tree served, this tree PART=1; two rounds (the noise)
 bench() { # bench NAME KT CONFIG SHAPE M
@@ -96,6 +104,12 @@ for round in 1 2; do
         step "bench_part1_$1_r$round" bench "part1_$1_r$round" "$KT" "$2,PART=1" "$3" "$4"
     done
 done
+# where time is left: PART=1 with the fused merges at V4 HQ 16 B = 1 (FUSE 1 / 2 lost there on the merge's
+# loads, which PART=1 halves; bench/NOTES.md, mla18b and mla21)
+for f in 2 1; do
+    [ $((END - SECONDS)) -ge 8 ] || { echo "SKIP fuse$f: ${SECONDS} s used"; continue; }
+    step "bench_part1_fuse${f}_v4h16_b1" bench "part1fuse${f}_v4h16_b1_r1" "$KT" "$S1,FUSE=$f,PART=1" $V4_16 1
+done
 python3 - "$LOGS" <<'PY' || echo "(no table)"
 import glob, json, os, sys
 rows = {}
@@ -105,12 +119,14 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "*_r[12].json"))):
     for r in json.load(open(f)):
         if r.get("status") == "ok":
             rows.setdefault(case, {}).setdefault(who, []).append(r["kt_us"])
-print("| case | main (served) | this (served, PART 0) | this PART=1 | PART=1 - main |")
-print("|---|---|---|---|---|")
+print("kt_us (round 1 / round 2); the last column: the min of PART=1's rounds less the min of main's")
+print("| case | main (served) | this (served, PART 0) | this PART=1 | PART=1 FUSE 2 / FUSE 1 | PART=1 - main |")
+print("|---|---|---|---|---|---|")
 for case, r in rows.items():
     f = lambda k: " / ".join("%.2f" % x for x in r.get(k, [])) or "-"
     d = min(r["part1"]) - min(r["main"]) if r.get("part1") and r.get("main") else None
-    print("| %s | %s | %s | %s | %s |" % (case, f("main"), f("new"), f("part1"), "-" if d is None else "%+.2f" % d))
+    print("| %s | %s | %s | %s | %s / %s | %s |" % (case, f("main"), f("new"), f("part1"), f("part1fuse2"),
+                                                   f("part1fuse1"), "-" if d is None else "%+.2f" % d))
 PY
 [ "$KT_CACHE_DIR" = /tmp/mla24_kt_cache.$$ ] && rm -rf "$KT_CACHE_DIR"
 echo "$passed passed, $failed failed"
