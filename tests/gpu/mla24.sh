@@ -6,7 +6,8 @@
 #  1. kt verify on a fresh seed of PART=1 (side by side): the B = 1 served config (20 splits) with FUSE
 #     0 / 1 / 2 over V4 HQ 16 SQ 1 / 2, V4 HQ 64, V3.2 HQ 16 SQ 2 at B 1, 3, 8; V3.2 HQ 128's (WPM 16)
 #     SQ 1 / 2 at B 1, 3 (SQ 1 at 8 too), FUSE 0 / 1 / 2; B = 64's (SPLIT 160; V3.2: SPLIT 512 STAGES 3; V3.2 HQ 128:
-#     SPLIT 1024 HPC 32 MPW 2) FUSE 0 / 1; a sample of the PART=1 space; the served defaults (PART 0)
+#     SPLIT 1024 HPC 32 MPW 2) FUSE 0 / 1; PATH 0 (FUSE 1) and PATH 3 (FUSE 2) over V4 HQ 64 and V3.2 HQ 16
+#     SQ 2 at B 1, 3; a sample of the PART=1 space; the served defaults (PART 0)
 #     at B 1, 64; (there is no CLUSTER in this family);
 #  2. bin/kt_plant (tests/gpu/mla24_builds.sh: PART=1 STAGES=3 head group 1's bf16 sums stored as
 #     zeros) must fail on a result at V4 HQ 64, and pass with STAGES=2 (the plant inert);
@@ -37,6 +38,8 @@ S128=HPC=16,CHUNK=32,SPLIT=128,STAGES=2,PATH=2,WPM=16,MPW=1    # V3.2 HQ 128 B =
 S64=HPC=16,CHUNK=32,SPLIT=160,STAGES=2,PATH=2,WPM=8,MPW=1      # V4 HQ 16 B = 64: 4 splits
 S32B64=HPC=16,CHUNK=32,SPLIT=512,STAGES=3,PATH=2,WPM=8,MPW=1   # V3.2 HQ 16 B = 64's: 4 splits
 S128B64=HPC=32,CHUNK=32,SPLIT=1024,STAGES=2,PATH=2,WPM=8,MPW=2 # V3.2 HQ 128 B = 64 with 2 splits
+P0=HPC=16,CHUNK=32,SPLIT=64,STAGES=2,PATH=0,WPM=4,MPW=1,FUSE=1     # PATH 0's stores (store2), FUSE 1
+P3=HPC=16,CHUNK=32,SPLIT=64,STAGES=2,PATH=3,WPM=4,MPW=1,FUSE=2     # PATH 3, FUSE 2
 PLANT=HPC=16,CHUNK=32,SPLIT=96,STAGES=3,PATH=2,WPM=8,MPW=1,PART=1 # the plant's (7 splits at V4)
 trap 'for p in $(jobs -p); do kill "$p" 2>/dev/null; done' EXIT
 # main's variants of section 3, NVRTC-compiled in the background meanwhile (a miss of the JIT cache)
@@ -66,6 +69,8 @@ for f in 0 1; do
     vstep verify_b64_v32h128_f$f "$KT" --config "$S128B64,FUSE=$f,PART=1" --shape $V32_128 --m 64
 done
 vstep verify_v32h128_b8 "$KT" --config "$S128,PART=1" --shape $V32_128 --m 8
+vstep verify_path0 "$KT" --config "$P0,PART=1" --shape $V4_64 --shape $V32_16S2 --m 1,3
+vstep verify_path3 "$KT" --config "$P3,PART=1" --shape $V4_64 --shape $V32_16S2 --m 1,3
 vstep verify_sample "$KT" --where PART=1 --sample 4 --shape $V4_64 --shape $V32_16S2 --m 1,3
 vstep verify_served "$KT" --shape $V4_16 --shape $V4_64 --shape $V32_128 --m 1,64
 # 2. the planted build: the bug live (STAGES=3) must fail on a result; inert (STAGES=2) must pass

@@ -34,7 +34,7 @@ cp "$TMP/kt_plant/bin/kt" bin/kt_plant
 echo "bin/kt_plant built"
 # the JIT cache: every config of mla24.sh (its CONFIGS line) and the family default (verify's reference)
 export KT_CACHE_DIR=$TMP/cache
-eval "$(grep -E '^(S1|S128|S64|S128B64|S32B64|PLANT)=' tests/gpu/mla24.sh | sed 's/ *#.*//')"
+eval "$(grep -E '^(S1|S128|S64|S128B64|S32B64|P0|P3|PLANT)=' tests/gpu/mla24.sh | sed 's/ *#.*//')"
 DEF=HPC=16,CHUNK=32,SPLIT=256,STAGES=2,PATH=2,WPM=4,FUSE=0,MPW=1
 for c in $S1 $S128 $S64 $DEF; do # main's too (it takes no PART)
     for k in bin/kt ${KT_MAIN:+"$KT_MAIN"}; do
@@ -46,6 +46,9 @@ for c in $S1 $S128 $S64 $S128B64 $S32B64; do
         bin/kt compile --family mla_decode --arch sm_90 --config "$c,FUSE=$f,PART=1" |
             awk '$2 ~ /^[0-9]+$/ && $3 != 0 {print "SPILLS: " $0}'
     done
+done
+for c in $P0 $P3; do
+    bin/kt compile --family mla_decode --arch sm_90 --config "$c,PART=1" | awk '$2 ~ /^[0-9]+$/ && $3 != 0 {print "SPILLS: " $0}'
 done
 for c in "$PLANT" "${PLANT/STAGES=3/STAGES=2}" $DEF; do
     bin/kt_plant compile --family mla_decode --arch sm_90 --config "$c" | awk '$2 ~ /^[0-9]+$/ && $3 != 0 {print "SPILLS: " $0}'
