@@ -17,7 +17,7 @@
 enum { D_LAYOUT, D_HQ, D_TOPK, D_SQ };
 enum { LAYOUT_V32, LAYOUT_V4 }; /* the LAYOUT category's values, in `layouts` order */
 static const char *const layouts[] = {"V32", "V4", NULL};
-enum { P_HPC, P_CHUNK, P_SPLIT, P_STAGES, P_PATH, P_WPM, P_FUSE, P_MPW };
+enum { P_HPC, P_CHUNK, P_SPLIT, P_STAGES, P_PATH, P_WPM, P_FUSE, P_MPW, P_PART };
 enum { K_SPLIT_V32, K_SPLIT_V4, K_COMBINE, K_COMBINE_WIDE, K_REF_V32, K_REF_V4, K_NAIVE_V32, K_NAIVE_V4 };
 
 /* The ship arch's shared memory per block (kernels/common/kt_arch.h): a problem fits where it ships. */
@@ -290,9 +290,11 @@ static int config_fits(const kt_config *c, const kt_problem *p) {
 
 static int hopeless(const kt_config *c, const kt_problem *p) {
     const int *v = c->v;
-    /* a split longer than the list is the list; raw buffers beyond a split's chunks stay empty */
+    /* a split longer than the list is the list; raw buffers beyond a split's chunks stay empty; a
+     * fused launch of one split writes the output itself, with no partials to store as bf16 */
     return (v[P_SPLIT] > 2 * slots_of(p) && v[P_SPLIT] > 64) ||
-           (v[P_STAGES] > 2 && v[P_STAGES] > v[P_SPLIT] / v[P_CHUNK]);
+           (v[P_STAGES] > 2 && v[P_STAGES] > v[P_SPLIT] / v[P_CHUNK]) ||
+           (v[P_PART] && v[P_FUSE] && v[P_PATH] >= 2 && slots_of(p) <= v[P_SPLIT]);
 }
 
 /* PATH 2 (no bf16 tile: three CTAs of 128 threads fit an SM); HPC 16 at small batches (more
@@ -368,7 +370,10 @@ static int tensors(const kt_problem *p, kt_tensor_desc *t) {
     }
     t[ix.out] = (kt_tensor_desc){"out", KT_BF16, nq * HQ * KT_MLA_DV, KT_OUTPUT};
     t[ix.lse] = (kt_tensor_desc){"lse", KT_F32, nq * HQ, KT_OUTPUT, KT_CMP_REL_L2, 1e-3};
-    t[ix.part] = (kt_tensor_desc){"partials", KT_F32, nq * HQ * max_splits(p) * (KT_MLA_DV + 2), KT_TEMP};
+    /* sized for PART 0's f32 sums: one buffer serves every config a sweep times on the problem
+     * (PART 1's bf16 sums and their (m, l) pairs take the first kt_mla_part_bytes(.., 1) of it) */
+    t[ix.part] = (kt_tensor_desc){"partials", KT_F32,
+                                  (size_t)kt_mla_part_bytes((long)(nq * HQ), (int)max_splits(p), 0) / 4, KT_TEMP};
     t[ix.tick] = (kt_tensor_desc){"tickets", KT_I32, (size_t)kt_mla_tickets((long)nq, (int)HQ), KT_SCRATCH};
     return ix.n;
 }
@@ -474,7 +479,7 @@ const kt_family kt_family_mla_decode = {
     .m_name = "B",
     .batch_buckets = batch_buckets,
     .mma = KT_MMA_BF16,
-    .n_params = 8,
+    .n_params = 9,
     .params = {{"HPC", 2, {16, 32}},
                {"CHUNK", 3, {16, 32, 64}},
                {"SPLIT", N_SPLITS, {SPLITS}},
@@ -482,9 +487,12 @@ const kt_family kt_family_mla_decode = {
                {"PATH", 4, {0, 1, 2, 3}},
                {"WPM", 3, {4, 8, 16}},
                {"FUSE", 3, {0, 1, 2}},
-               {"MPW", 2, {1, 2}}},
+               {"MPW", 2, {1, 2}},
+               /* the partial sums as bf16 (1; the (m, l) pairs stay f32): half the bytes stored and
+                * merged; off (0, f32) until a GPU has measured it (bench/NOTES.md, mla24) */
+               {"PART", 2, {0, 1}}},
     .strata_params = 3,
-    .default_config = {{16, 32, 256, 2, 2, 4, 0, 1}},
+    .default_config = {{16, 32, 256, 2, 2, 4, 0, 1, 0}},
     .target_shapes = target_shapes,
     .n_target_shapes = 4,
     KT_FAMILY_HOOKS,

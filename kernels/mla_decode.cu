@@ -165,6 +165,7 @@ struct tr_comb {
 #define KT_WPM 4
 #define KT_MPW 1
 #define KT_FUSE 0
+#define KT_PART 0
 #endif
 
 constexpr int HPC = KT_HPC, CHUNK = KT_CHUNK, SPLIT = KT_SPLIT, STAGES = KT_STAGES;
@@ -180,6 +181,14 @@ constexpr bool REGS = KT_PATH >= 2, F16_QK = KT_PATH == 3;
 // FUSE 0: a combine kernel merges the splits, and the split kernel has no merge code (it grows the
 // kernel 2x); else the host's a.fuse says how the split kernel merges (kt_mla_args, mla_layout.h).
 constexpr int FUSE = KT_FUSE;
+// PART: the partial sums' element in the partials buffer (kt_mla_ml_at, mla_layout.h): f32 (0), or
+// bf16 (1: half the bytes the split CTAs store and the merge reads back; the (m, l) pairs stay f32).
+static_assert(KT_PART == 0 || KT_PART == 1, "PART 0 (f32 partial sums) or 1 (bf16)");
+#if KT_PART
+typedef kt_u16 part_t;
+#else
+typedef float part_t;
+#endif
 constexpr int MF = HPC / 16;         // 16-head m-fragments per CTA
 constexpr int MPW = KT_MPW;          // m-fragments a warp takes (PATHs 2, 3): 2 share each conversion
 constexpr int WPM = KT_WPM;          // warps per group of MPW m-fragments: 4, 8 or 16
@@ -744,7 +753,7 @@ __device__ __forceinline__ void pv_regs(float (&acc)[MPW][DPW / 8][4], const kt_
     }
 }
 
-// Stores 4 (or 2) consecutive dims of a row: f32 partial sums, or the bf16 output.
+// Stores 4 (or 2) consecutive dims of a row: f32 partial sums, or bf16 ones (PART 1) or output.
 __device__ __forceinline__ void store4(float *r, float a, float b, float c, float d) {
     *(float4 *)r = make_float4(a, b, c, d);
 }
@@ -756,7 +765,7 @@ __device__ __forceinline__ void store2(kt_u16 *r, float a, float b) { *(kt_u32 *
 
 // PATH 2's p . v sums (times 2^60) of head rows g and g + 8 of an m-fragment, times the rows'
 // factors f0 and f1, into row0 (row g's; row g + 8's row_stride elements on): the CTA's partial
-// rows (f32, factors 1) or, where it is the one split, the output (bf16, factors 1 / l and the
+// rows (part_t, factors 1) or, where it is the one split, the output (bf16, factors 1 / l and the
 // sink); 16 (8) bytes a store, in pv_regs's dim order.
 template <int L, typename T>
 __device__ __forceinline__ void write_regs(const float (&acc)[DPW / 8][4], T *row0, long row_stride, int ds, float f0,
@@ -883,10 +892,27 @@ __device__ __forceinline__ float2 ld_cg2(const float *p) {
     asm volatile("ld.global.cg.v2.f32 {%0,%1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "l"(p));
     return v;
 }
-__device__ __forceinline__ float4 ld_cg4(const float *p) {
+// 4 consecutive partial sums as floats: plain loads (the combine kernel: the grid before) or past L1
+// (the fused merge: other CTAs' of this grid); bf16 ones widened by their bits (exact).
+__device__ __forceinline__ float4 bf16x4_f32(uint2 u) {
+    return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u), __uint_as_float(u.y << 16),
+                       __uint_as_float(u.y & 0xffff0000u));
+}
+__device__ __forceinline__ float4 ld_part4(const float *p) { return *(const float4 *)p; }
+__device__ __forceinline__ float4 ld_part4(const kt_u16 *p) { return bf16x4_f32(*(const uint2 *)p); }
+__device__ __forceinline__ float4 ld_cg_part4(const float *p) {
     float4 v;
     asm volatile("ld.global.cg.v4.f32 {%0,%1,%2,%3}, [%4];\n" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
     return v;
+}
+__device__ __forceinline__ float4 ld_cg_part4(const kt_u16 *p) {
+    uint2 u;
+    asm volatile("ld.global.cg.v2.u32 {%0,%1}, [%2];\n" : "=r"(u.x), "=r"(u.y) : "l"(p));
+    return bf16x4_f32(u);
+}
+// The launch's (m, l) pairs, after its partial sums (kt_mla_ml_at's byte, as part_t elements).
+__device__ __forceinline__ float *ml_of(const kt_mla_args &a) {
+    return (float *)((part_t *)a.part + kt_mla_sums((long)a.B * a.SQ * a.HQ, a.nsplit));
 }
 
 // The splits' weights of partial row `row` (its nsplit (m, l) pairs at ml) as this warp's lane k
@@ -956,15 +982,16 @@ __device__ __forceinline__ void add_weighted(float (&o)[4], float w, float4 v) {
 // left one round trip a split (the sixteenth session's FUSE 1, 1.8x slower at B = 64).
 template <int IPT, int SPB> struct merge_batch {
     float4 v[IPT][SPB];
-    __device__ __forceinline__ void load(const float *part, long prow, int n, int i, int hi, int k0) {
+    __device__ __forceinline__ void load(const part_t *part, long prow, int n, int i, int hi, int k0) {
 #pragma unroll
         for (int r = 0; r < IPT; r++)
 #pragma unroll
             for (int j = 0; j < SPB; j++) {
                 const int it = i + r * THREADS, k = k0 + j;
-                v[r][j] = it < hi && k < n ? ld_cg4(part + (prow + (long)(it / (KT_MLA_DV / 4)) * n + k) * KT_MLA_DV +
-                                                    it % (KT_MLA_DV / 4) * 4)
-                                           : make_float4(0.f, 0.f, 0.f, 0.f);
+                v[r][j] = it < hi && k < n
+                              ? ld_cg_part4(part + (prow + (long)(it / (KT_MLA_DV / 4)) * n + k) * KT_MLA_DV +
+                                            it % (KT_MLA_DV / 4) * 4)
+                              : make_float4(0.f, 0.f, 0.f, 0.f);
             }
     }
     __device__ __forceinline__ void add(float (&o)[IPT][4], const float *wt, int n, int i, int hi, int k0) const {
@@ -1002,7 +1029,7 @@ __device__ __forceinline__ void merge_weights(const kt_mla_args &a, const float 
 // Items lo..hi of the group's (head, 4 dims) outputs, merged over the n splits by the batches of
 // merge_batch<IPT, SPB>; the first batch is in flight while the weights are worked out.
 template <int IPT, int SPB>
-__device__ __forceinline__ void merge_items(const kt_mla_args &a, const float *part, const float *ml, long prow, int n,
+__device__ __forceinline__ void merge_items(const kt_mla_args &a, const part_t *part, const float *ml, long prow, int n,
                                             float *wt, float *fh, int bs, int h0, bool writer, int lo, int hi) {
     const int i0 = lo + threadIdx.x;
     merge_batch<IPT, SPB> b;
@@ -1049,7 +1076,8 @@ __device__ __forceinline__ void fused_merge(const kt_mla_args &a, kt_u8 *smem, i
     const int me = all ? (int)blockIdx.x : (int)((const unsigned *)fh)[HPC];
     if (!all && me != n - 1) return;
     __threadfence(); // the other CTAs' partials are read after their arrivals
-    const float *part = (const float *)a.part, *ml = part + (long)a.B * a.SQ * a.HQ * n * KT_MLA_DV;
+    const part_t *part = (const part_t *)a.part;
+    const float *ml = ml_of(a);
     const long prow = ((long)bs * a.HQ + h0) * n;
     const int share = all ? (MERGE_ITEMS + n - 1) / n : MERGE_ITEMS;
     const int lo = all ? min(me * share, MERGE_ITEMS) : 0, hi = min(lo + share, MERGE_ITEMS);
@@ -1090,7 +1118,8 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
     const int slots = kt_mla_slots(L, a.TOPK);
     const int begin = split * SPLIT, end = min(begin + SPLIT, slots);
     const long prow = ((long)bs * a.HQ + h0) * a.nsplit + split; // partial row of head h0
-    float *part = (float *)a.part, *ml = part + (long)a.B * a.SQ * a.HQ * a.nsplit * KT_MLA_DV;
+    part_t *part = (part_t *)a.part;
+    float *ml = ml_of(a);
     const unsigned trn = tr_begin();
     kt_wait_producer(); // q and the index lists come from the kernels before
     tr_mark(TR_WAITED);
@@ -1185,9 +1214,9 @@ template <int L> __device__ __forceinline__ void split_kernel(const kt_mla_args 
 #pragma unroll
         for (int nf = 0; nf < DPW / 8 && !REGS; nf++) {
             const int d = wi * DPW + nf * 8 + 2 * t;
-            float *r0 = part + (prow + (long)(mf * 16 + g) * a.nsplit) * KT_MLA_DV + d;
-            *(float2 *)r0 = make_float2(acc[0][nf][0], acc[0][nf][1]);
-            *(float2 *)(r0 + 8L * a.nsplit * KT_MLA_DV) = make_float2(acc[0][nf][2], acc[0][nf][3]);
+            part_t *r0 = part + (prow + (long)(mf * 16 + g) * a.nsplit) * KT_MLA_DV + d;
+            store2(r0, acc[0][nf][0], acc[0][nf][1]);
+            store2(r0 + 8L * a.nsplit * KT_MLA_DV, acc[0][nf][2], acc[0][nf][3]);
         }
     } else {
         kt_cp_async_wait<0>(); // the first gathers (zero fills) land before the CTA leaves
@@ -1228,19 +1257,18 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_CTAS) mla_split_v4(con
 
 // Split k0 + i's partial sums of this thread's 4 dims (zeros past the last split); a split
 // without slots left them unwritten: its weight 0 discards them.
-template <int G> __device__ __forceinline__ void load_partials(float4 (&v)[G], const float *row, int k0, int nsplit) {
+template <int G> __device__ __forceinline__ void load_partials(float4 (&v)[G], const part_t *row, int k0, int nsplit) {
 #pragma unroll
     for (int i = 0; i < G; i++)
-        v[i] = k0 + i < nsplit ? *(const float4 *)(row + (long)(k0 + i) * KT_MLA_DV) : make_float4(0.f, 0.f, 0.f, 0.f);
+        v[i] = k0 + i < nsplit ? ld_part4(row + (long)(k0 + i) * KT_MLA_DV) : make_float4(0.f, 0.f, 0.f, 0.f);
 }
 
 template <int G> __device__ __forceinline__ void combine_row(const kt_mla_args &a) {
     static_assert(32 % G == 0, "a group's weights lie in one register of the lanes");
     const int h = blockIdx.x, bs = blockIdx.y, d = threadIdx.x * 4;
-    const float *part = (const float *)a.part;
-    const float *ml = part + (long)a.B * a.SQ * a.HQ * a.nsplit * KT_MLA_DV;
+    const float *ml = ml_of(a);
     const long row = ((long)bs * a.HQ + h) * a.nsplit;
-    const float *sums = part + row * KT_MLA_DV + d;
+    const part_t *sums = (const part_t *)a.part + row * KT_MLA_DV + d;
     tr_comb tc;
     tc.begin();
     kt_wait_producer();

@@ -148,7 +148,7 @@ typedef struct kt_mla_args {
     unsigned long long kv, idx, len;    /* the (compressed) cache, its indices, their lengths */
     unsigned long long kv2, idx2, len2; /* V4: the sliding-window cache; 0 in V32 */
     unsigned long long sink;            /* V4: f32 [HQ] attention sinks; 0 in V32 */
-    unsigned long long part;            /* f32 partials: [B*SQ*HQ*nsplit][512] sums, then (m, l) pairs */
+    unsigned long long part;            /* partials: [B*SQ*HQ*nsplit][512] sums, then (m, l) pairs (kt_mla_ml_at) */
     unsigned long long out;             /* bf16 [B, SQ, HQ, 512] */
     unsigned long long lse;             /* f32 [B, HQ, SQ], natural log; +inf for a row with no slot */
     unsigned long long tick;            /* u32 [B*SQ][HQ/16][2] ticket counters (arrivals, departures) of the
@@ -164,6 +164,20 @@ typedef struct kt_mla_args {
 #define KT_MLA_FUSE_NONE 0
 #define KT_MLA_FUSE_LAST 1
 #define KT_MLA_FUSE_ALL 2
+
+/* The partials buffer of `rows` head rows (B * SQ * HQ) cut into nsplit splits: the splits'
+ * unnormalised sums [rows][nsplit][512], f32 where the config's PART is 0 and bf16 where it is 1
+ * (half the bytes stored and merged), then their f32 (m, l) pairs [rows][nsplit][2] at byte
+ * kt_mla_ml_at (8-byte aligned: a row of sums is 2 or 1 KB). */
+KT_MLA_FN long kt_mla_part_elem(int part) { return part ? 2 : 4; }
+/* The sums' elements: where the (m, l) pairs start, counted in the sums' element. */
+KT_MLA_FN long kt_mla_sums(long rows, int nsplit) { return rows * nsplit * KT_MLA_DV; }
+KT_MLA_FN long kt_mla_ml_at(long rows, int nsplit, int part) {
+    return kt_mla_sums(rows, nsplit) * kt_mla_part_elem(part);
+}
+KT_MLA_FN long kt_mla_part_bytes(long rows, int nsplit, int part) {
+    return kt_mla_ml_at(rows, nsplit, part) + rows * nsplit * 8;
+}
 
 /* Ticket counters of a problem: two per query and 16 heads. */
 KT_MLA_FN long kt_mla_tickets(long queries, int hq) { return queries * (hq / 16) * 2; }

@@ -136,15 +136,15 @@ KT_TEST(mla_default_fills_two_ctas_an_sm) {
         long m;
         const char *want;
     } cases[] = {
-        {"LAYOUT=V4,HQ=16,TOPK=512,SQ=1", 64, "HPC=16,CHUNK=32,SPLIT=160,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1"},
-        {"LAYOUT=V4,HQ=64,TOPK=512,SQ=1", 16, "HPC=16,CHUNK=32,SPLIT=160,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1"},
-        {"LAYOUT=V4,HQ=16,TOPK=512,SQ=1", 32, "HPC=16,CHUNK=32,SPLIT=64,STAGES=2,PATH=2,WPM=4,FUSE=0,MPW=1"},
-        {"LAYOUT=V4,HQ=16,TOPK=512,SQ=1", 1, "HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1"},
-        {"LAYOUT=V32,HQ=16,TOPK=2048,SQ=1", 64, "HPC=16,CHUNK=32,SPLIT=512,STAGES=3,PATH=2,WPM=8,FUSE=0,MPW=1"},
-        {"LAYOUT=V4,HQ=64,TOPK=512,SQ=1", 64, "HPC=16,CHUNK=64,SPLIT=1024,STAGES=2,PATH=2,WPM=8,FUSE=1,MPW=1"},
-        {"LAYOUT=V32,HQ=128,TOPK=2048,SQ=1", 1, "HPC=16,CHUNK=32,SPLIT=128,STAGES=2,PATH=2,WPM=16,FUSE=0,MPW=1"},
-        {"LAYOUT=V32,HQ=16,TOPK=2048,SQ=1", 1, "HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1"},
-        {"LAYOUT=V4,HQ=64,TOPK=512,SQ=1", 1, "HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1"},
+        {"LAYOUT=V4,HQ=16,TOPK=512,SQ=1", 64, "HPC=16,CHUNK=32,SPLIT=160,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1,PART=0"},
+        {"LAYOUT=V4,HQ=64,TOPK=512,SQ=1", 16, "HPC=16,CHUNK=32,SPLIT=160,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1,PART=0"},
+        {"LAYOUT=V4,HQ=16,TOPK=512,SQ=1", 32, "HPC=16,CHUNK=32,SPLIT=64,STAGES=2,PATH=2,WPM=4,FUSE=0,MPW=1,PART=0"},
+        {"LAYOUT=V4,HQ=16,TOPK=512,SQ=1", 1, "HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1,PART=0"},
+        {"LAYOUT=V32,HQ=16,TOPK=2048,SQ=1", 64, "HPC=16,CHUNK=32,SPLIT=512,STAGES=3,PATH=2,WPM=8,FUSE=0,MPW=1,PART=0"},
+        {"LAYOUT=V4,HQ=64,TOPK=512,SQ=1", 64, "HPC=16,CHUNK=64,SPLIT=1024,STAGES=2,PATH=2,WPM=8,FUSE=1,MPW=1,PART=0"},
+        {"LAYOUT=V32,HQ=128,TOPK=2048,SQ=1", 1, "HPC=16,CHUNK=32,SPLIT=128,STAGES=2,PATH=2,WPM=16,FUSE=0,MPW=1,PART=0"},
+        {"LAYOUT=V32,HQ=16,TOPK=2048,SQ=1", 1, "HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1,PART=0"},
+        {"LAYOUT=V4,HQ=64,TOPK=512,SQ=1", 1, "HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1,PART=0"},
     };
     for (int i = 0; i < 9; i++) {
         kt_problem p;
@@ -180,6 +180,31 @@ KT_TEST(mla_wpm16_config_rules) {
         EXPECT(kt_parse_config(f, refused[i], &c) == 0);
         EXPECT(f->check_config(&c, 120, why, sizeof why) == -1);
     }
+}
+
+/* PART (the partial sums' element): 0 (f32) by default and wherever default_for serves; PART 1's
+ * bf16 sums take half the bytes, their (m, l) pairs right after them, inside the buffer the problem
+ * declares (sized for PART 0); a fused launch of one split (the direct write: no partials) is not
+ * timed with PART 1. */
+KT_TEST(mla_part_layout_and_rules) {
+    const kt_family *f = kt_family_find("mla_decode");
+    kt_config c;
+    kt_problem p;
+    EXPECT(kt_parse_config(f, "HPC=16", &c) == 0 && c.v[8] == 0 && !strcmp(f->params[8].name, "PART"));
+    EXPECT(kt_mla_ml_at(16, 20, 1) * 2 == kt_mla_ml_at(16, 20, 0) && kt_mla_ml_at(16, 20, 0) == 16L * 20 * 512 * 4);
+    EXPECT(kt_mla_part_bytes(16, 20, 1) == 16L * 20 * (512 * 2 + 8) && kt_mla_ml_at(3, 5, 1) % 8 == 0);
+    EXPECT(kt_parse_shape(f, "LAYOUT=V4,HQ=16,TOPK=512,SQ=1", &p) == 0);
+    p.m = 1;
+    kt_tensor_desc t[KT_MAX_TENSORS];
+    int n = f->tensors(&p, t);
+    EXPECT(n == 12 && !strcmp(t[10].name, "partials"));
+    EXPECT(t[10].count * 4 == (size_t)kt_mla_part_bytes(16, 20, 0)); /* B = 1: 20 splits at most */
+    EXPECT(kt_parse_config(f, "HPC=16,CHUNK=32,SPLIT=1024,PATH=2,WPM=8,FUSE=1,PART=1", &c) == 0);
+    EXPECT(f->hopeless(&c, &p) == 1);
+    c.v[8] = 0;
+    EXPECT(f->hopeless(&c, &p) == 0);
+    EXPECT(kt_parse_config(f, "HPC=16,CHUNK=32,SPLIT=32,PATH=2,WPM=8,FUSE=1,PART=1", &c) == 0);
+    EXPECT(f->hopeless(&c, &p) == 0);
 }
 
 /* The sm_120a path (PATH=1) compiles and its SASS holds the block-scaled e4m3 mma
