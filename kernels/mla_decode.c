@@ -344,6 +344,11 @@ static void default_for(const kt_problem *p, int sms, kt_config *c) {
      * (two of 256 on one SM left the grid's last CTA 5 us behind the median: bench/NOTES.md, mla21) */
     if (v[P_HPC] == 16 && ctas == sms && grid <= sms && v[P_SPLIT] >= 4 * v[P_CHUNK]) v[P_WPM] = 16;
     v[P_FUSE] = grid == rows ? 1 : 0;
+    /* the partial sums stored and merged as bf16 wherever there are partials (a fused launch of one
+     * split writes its output itself): the H200, two rounds, V4 HQ 16 B = 1 7.72 -> 7.37 us, V4 HQ 64
+     * B = 1 9.01 -> 8.35, V3.2 HQ 128 B = 1 15.30 -> 15.12, V4 HQ 16 B = 64 22.26 -> 20.46; out's rel
+     * error 1.8e-3 -> 2.3e-3 (bench/NOTES.md, mla24) */
+    v[P_PART] = !(v[P_FUSE] && slots_of(p) <= v[P_SPLIT]);
     if (v[P_SPLIT] < 16 * 32) return;
     v[P_CHUNK] = 64;
     if (smem_of(c, layout_of(p)) <= SMEM_LIMIT) return;

@@ -467,7 +467,7 @@ static int fast_first(kt_search *s, int pi) {
      * GPU (one cold sweep, 97 s against 120.6 s) the search never reached the best
      * config of (4096,512) M = 16 (4.6%): the noisier landscape wants the slack. */
     if (!rc && s->f->default_for) {
-        kt_config c;
+        kt_config c = s->f->default_config; /* default_for may leave fields it does not choose */
         s->f->default_for(&pb->p, s->sms, &c);
         int k = index_of(s, &c);
         if (k >= 0 && eligible(s, pi, k) && !chosen(pb, k)) rc = pick(s, pi, k, -1, 0, 0);

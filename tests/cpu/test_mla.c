@@ -136,15 +136,15 @@ KT_TEST(mla_default_fills_two_ctas_an_sm) {
         long m;
         const char *want;
     } cases[] = {
-        {"LAYOUT=V4,HQ=16,TOPK=512,SQ=1", 64, "HPC=16,CHUNK=32,SPLIT=160,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1,PART=0"},
-        {"LAYOUT=V4,HQ=64,TOPK=512,SQ=1", 16, "HPC=16,CHUNK=32,SPLIT=160,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1,PART=0"},
-        {"LAYOUT=V4,HQ=16,TOPK=512,SQ=1", 32, "HPC=16,CHUNK=32,SPLIT=64,STAGES=2,PATH=2,WPM=4,FUSE=0,MPW=1,PART=0"},
-        {"LAYOUT=V4,HQ=16,TOPK=512,SQ=1", 1, "HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1,PART=0"},
-        {"LAYOUT=V32,HQ=16,TOPK=2048,SQ=1", 64, "HPC=16,CHUNK=32,SPLIT=512,STAGES=3,PATH=2,WPM=8,FUSE=0,MPW=1,PART=0"},
+        {"LAYOUT=V4,HQ=16,TOPK=512,SQ=1", 64, "HPC=16,CHUNK=32,SPLIT=160,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1,PART=1"},
+        {"LAYOUT=V4,HQ=64,TOPK=512,SQ=1", 16, "HPC=16,CHUNK=32,SPLIT=160,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1,PART=1"},
+        {"LAYOUT=V4,HQ=16,TOPK=512,SQ=1", 32, "HPC=16,CHUNK=32,SPLIT=64,STAGES=2,PATH=2,WPM=4,FUSE=0,MPW=1,PART=1"},
+        {"LAYOUT=V4,HQ=16,TOPK=512,SQ=1", 1, "HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1,PART=1"},
+        {"LAYOUT=V32,HQ=16,TOPK=2048,SQ=1", 64, "HPC=16,CHUNK=32,SPLIT=512,STAGES=3,PATH=2,WPM=8,FUSE=0,MPW=1,PART=1"},
         {"LAYOUT=V4,HQ=64,TOPK=512,SQ=1", 64, "HPC=16,CHUNK=64,SPLIT=1024,STAGES=2,PATH=2,WPM=8,FUSE=1,MPW=1,PART=0"},
-        {"LAYOUT=V32,HQ=128,TOPK=2048,SQ=1", 1, "HPC=16,CHUNK=32,SPLIT=128,STAGES=2,PATH=2,WPM=16,FUSE=0,MPW=1,PART=0"},
-        {"LAYOUT=V32,HQ=16,TOPK=2048,SQ=1", 1, "HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1,PART=0"},
-        {"LAYOUT=V4,HQ=64,TOPK=512,SQ=1", 1, "HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1,PART=0"},
+        {"LAYOUT=V32,HQ=128,TOPK=2048,SQ=1", 1, "HPC=16,CHUNK=32,SPLIT=128,STAGES=2,PATH=2,WPM=16,FUSE=0,MPW=1,PART=1"},
+        {"LAYOUT=V32,HQ=16,TOPK=2048,SQ=1", 1, "HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1,PART=1"},
+        {"LAYOUT=V4,HQ=64,TOPK=512,SQ=1", 1, "HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1,PART=1"},
     };
     for (int i = 0; i < 9; i++) {
         kt_problem p;
@@ -182,7 +182,8 @@ KT_TEST(mla_wpm16_config_rules) {
     }
 }
 
-/* PART (the partial sums' element): 0 (f32) by default and wherever default_for serves; PART 1's
+/* PART (the partial sums' element): 0 (f32) in default_config, 1 wherever default_for serves a launch
+ * with partials (mla_default_fills_two_ctas_an_sm; the direct write keeps 0); PART 1's
  * bf16 sums take half the bytes, their (m, l) pairs right after them, inside the buffer the problem
  * declares (sized for PART 0); a fused launch of one split (the direct write: no partials) is not
  * timed with PART 1. */
