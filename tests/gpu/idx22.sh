@@ -54,16 +54,8 @@ if [ -n "$PLANT" ]; then
 fi
 trap 'for p in $(jobs -p); do kill "$p" 2>/dev/null; done' EXIT
 # 1. correctness: the verify runs side by side (correctness only: nothing is timed here), then counted
-vnames=() vpids=()
+VFAMILY=mla_indexer
 VT=$([ -n "$KM" ] && echo 45 || echo 30) # each verify's limit (the final call: <= 60 s in all)
-vstep() { # vstep NAME KT ARGS...: kt verify ARGS in the background, its log and status kept
-    local name=$1 k=$2
-    shift 2
-    vnames+=("$name")
-    (timeout "$VT" "$k" verify --family mla_indexer --seed "$SEED" "$@" >"$LOG/$name.run" 2>&1
-        echo $? >"$LOG/$name.rc") &
-    vpids+=($!)
-}
 vstep verify_default "$KT" --shape TOPK=2048,CTX=8192,$R,VALUES=grid --shape TOPK=2048,CTX=2048,DIST=equal,VALUES=equal \
     --shape TOPK=1152,CTX=5000,$R,VALUES=tied --shape TOPK=2048,CTX=1000,$E --shape TOPK=512,CTX=8192,$E \
     --m 1,3,8,64
@@ -110,14 +102,7 @@ if [ -n "$PLANT" ]; then
     vstep planted_fused "$PLANT" --shape TOPK=2048,CTX=8192,$E --shape TOPK=2048,CTX=8192,$R,VALUES=grid --m 1,3 \
         --config HIST=1,STAGES=3,SEL_FAST=2
 fi
-wait "${vpids[@]}"
-for n in "${vnames[@]}"; do
-    case $n in
-        planted_*) step "$n" sh -c 'cat "$1"; rc=$(cat "$2" 2>/dev/null || echo 0); [ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -q "wrong-result" "$1"' _ \
-            "$LOG/$n.run" "$LOG/$n.rc" ;;
-        *) step "$n" sh -c 'cat "$1"; exit "$(cat "$2" 2>/dev/null || echo 99)"' _ "$LOG/$n.run" "$LOG/$n.rc" ;;
-    esac
-done
+vcount
 echo "(verify done at ${SECONDS} s)"
 # 3. the table: main's kt, then this tree's, served by default_for (SEL_FAST=0); then SEL_FAST pinned
 DB=$LOG/no_indexer.db

@@ -48,15 +48,7 @@ for c in $S1 $S128 $S64; do
 done
 # 1. correctness: the verifies side by side (nothing is timed here), then counted
 VT=45
-vnames=() vpids=()
-vstep() { # vstep NAME KT ARGS...: kt verify ARGS in the background, its log and status kept
-    local name=$1 k=$2
-    shift 2
-    vnames+=("$name")
-    (timeout "$VT" "$k" verify --family mla_decode --seed "$SEED" "$@" >"$LOGS/$name.run" 2>&1
-        echo $? >"$LOGS/$name.rc") &
-    vpids+=($!)
-}
+VFAMILY=mla_decode
 for f in 0 1 2; do
     vstep verify_b1_f$f "$KT" --config "$S1,FUSE=$f,PART=1" --shape $V4_16 --shape $V4_16S2 --shape $V4_64 \
         --shape $V32_16S2 --m 1,3,8
@@ -78,14 +70,7 @@ if [ -x "$KP" ]; then
     vstep planted_fails "$KP" --config "$PLANT" --shape $V4_64 --m 1,3
     vstep planted_inert "$KP" --config "${PLANT/STAGES=3/STAGES=2}" --shape $V4_64 --m 1,3
 fi
-wait "${vpids[@]}"
-for n in "${vnames[@]}"; do
-    case $n in
-        planted_fails) step "$n" sh -c 'cat "$1"; rc=$(cat "$2" 2>/dev/null || echo 0); [ "$rc" = 1 ] &&
-            grep -q "wrong-result" "$1" && ! grep -q "compile error\|launch-error" "$1"' _ "$LOGS/$n.run" "$LOGS/$n.rc" ;;
-        *) step "$n" sh -c 'cat "$1"; exit "$(cat "$2" 2>/dev/null || echo 99)"' _ "$LOGS/$n.run" "$LOGS/$n.rc" ;;
-    esac
-done
+vcount
 relerr() { # relerr WHAT LOG...: the rel_err range of the logs' checks
     local what=$1
     shift

@@ -39,3 +39,33 @@ use_jit_cache() {
     rm -rf "$2" && mkdir -p "$2" && tar -xJf "$1" -C "$2" --strip-components 1 && export KT_CACHE_DIR=$2
     echo "JIT cache: $1 ($(find "$2" -type f | wc -l) files) at $2"
 }
+
+# vstep NAME KT ARGS...: `KT verify --family $VFAMILY --seed $SEED ARGS` in the background under a
+# timeout of $VT seconds, its output and exit status kept in $LOGS/NAME.run and .rc (verifies time
+# nothing, so they may run side by side); vcount counts them.
+vnames=() vpids=()
+vstep() {
+    local name=$1 k=$2
+    shift 2
+    vnames+=("$name")
+    (timeout "$VT" "$k" verify --family "$VFAMILY" --seed "$SEED" "$@" >"$LOGS/$name.run" 2>&1
+        echo $? >"$LOGS/$name.rc") &
+    vpids+=($!)
+}
+
+# vcount: waits for every vstep, then counts each as a step: a planted build's (NAME planted_*, but
+# planted_*_inert) must fail on a result (exit 1, a wrong-result row, no compile or launch error),
+# every other one must pass.
+vcount() {
+    local n
+    wait "${vpids[@]}"
+    for n in "${vnames[@]}"; do
+        case $n in
+            planted_*_inert | planted_inert) step "$n" sh -c 'cat "$1"; exit "$(cat "$2" 2>/dev/null || echo 99)"' _ \
+                "$LOGS/$n.run" "$LOGS/$n.rc" ;;
+            planted_*) step "$n" sh -c 'cat "$1"; [ "$(cat "$2" 2>/dev/null)" = 1 ] && grep -q "wrong-result" "$1" &&
+                ! grep -q "compile error\|launch-error" "$1"' _ "$LOGS/$n.run" "$LOGS/$n.rc" ;;
+            *) step "$n" sh -c 'cat "$1"; exit "$(cat "$2" 2>/dev/null || echo 99)"' _ "$LOGS/$n.run" "$LOGS/$n.rc" ;;
+        esac
+    done
+}
