@@ -296,9 +296,11 @@ typedef struct bench_run {
     const kt_family *f;
     const kt_family *pipeline; /* a registered pipeline whose last stage is f, or NULL */
     kt_db *db;
-    kt_module given;        /* the --config variant, compiled and loaded once */
-    kt_module ref;          /* default config's module: its reference kernel checks large problems */
-    kt_module pipeline_ref; /* the same for the pipeline */
+    kt_module given;                 /* the --config variant, compiled and loaded once */
+    kt_config pinned[KT_MAX_STAGES]; /* a pipeline's --config: its stages' given configs */
+    unsigned pinned_mask;            /* bit s: stage s pinned */
+    kt_module ref;                   /* default config's module: its reference kernel checks large problems */
+    kt_module pipeline_ref;          /* the same for the pipeline */
     int have_ref, have_pipeline_ref;
     int n_baselines;   /* the family's */
     int has_baselines; /* the family has baselines and their libraries are initialised */
@@ -436,9 +438,10 @@ static int open_run(bench_run *run) {
     const kt_family *f = run->f;
     int arch = kt_gpu_arch();
     if (!kt_arch_name(arch)) return kt_fail("no JIT target for this GPU (compute capability %d)", arch);
-    if (o->config && f->n_stages) return kt_fail("--config: %s is a pipeline of its stages' winners", f->name);
+    /* a pipeline's --config pins some of its stages; the others are served from the DB */
+    if (o->config && f->n_stages && kt_parse_stage_configs(f, o->config, run->pinned, &run->pinned_mask)) return -1;
     kt_cubin cubin;
-    if (o->config) {
+    if (o->config && !f->n_stages) {
         char why[256];
         kt_config c;
         if (kt_parse_config(f, o->config, &c)) return -1;
@@ -513,7 +516,7 @@ static int bench_case(bench_run *run, const kt_problem *p, bench_row *row) {
     const kt_module *mod = NULL;
     if (f->n_stages) {
         row->level = "stages";
-        if (kt_pipeline_dispatch(run->db, f, p, stages) == 0) {
+        if (kt_pipeline_dispatch_pinned(run->db, f, p, run->pinned, run->pinned_mask, stages) == 0) {
             mod = stages;
         } else {
             m->status = KT_COMPILE_ERROR;

@@ -506,7 +506,8 @@ static int verify_one(const kt_family *f, kt_bench *b, const kt_config *cfg, con
 
 /* Verifies pipeline f's stages, each its family's winner in the DB (or default), run in order
  * on each (shape, M); prints a line each; returns how many failed, or -1 if the GPU failed. */
-static int verify_pipeline(const kt_family *f, const common *c, kt_db *db, const kt_module *ref) {
+static int verify_pipeline(const kt_family *f, const common *c, kt_db *db, const kt_config *pinned,
+                           unsigned pinned_mask, const kt_module *ref) {
     int failures = 0;
     for (int s = 0; s < c->n_shapes; s++)
         for (int j = 0; j < c->n_ms; j++) {
@@ -516,7 +517,7 @@ static int verify_pipeline(const kt_family *f, const common *c, kt_db *db, const
             kt_format_shape(f, &p, shape, sizeof shape);
             kt_module mods[KT_MAX_STAGES];
             kt_bench *b = NULL;
-            if (kt_pipeline_dispatch(db, f, &p, mods)) return -1;
+            if (kt_pipeline_dispatch_pinned(db, f, &p, pinned, pinned_mask, mods)) return -1;
             for (int i = 0; i < f->n_stages; i++) {
                 kt_format_config(f->stages[i].family, &mods[i].config, cs, sizeof cs);
                 snprintf(stages + strlen(stages), sizeof stages - strlen(stages), "%s%s %s", i ? " -> " : "",
@@ -543,18 +544,22 @@ static int cmd_verify(int argc, char **argv) {
     common c;
     if (parse_common(argc, argv, &c)) return 1;
     if (c.help) {
-        printf(
-            "usage: kt verify --family F --shape N=..,K=..|targets --m 1,16 [--config C | --sample N] [--seed S]\n"
-            "                 [--where P=V,...]\n"
-            "  Checks the default config (or --config, or the default plus N seeded random configs; with\n"
-            "  --where, N seeded configs with those params at those values) on\n"
-            "  fresh random inputs against the float64 reference, outputs poisoned first. Exits 1 on any failure.\n");
+        printf("usage: kt verify --family F --shape N=..,K=..|targets --m 1,16 [--config C | --sample N] [--seed S]\n"
+               "                 [--where P=V,...] [--db kt.db]\n"
+               "  Checks the default config (or --config, or the default plus N seeded random configs; with\n"
+               "  --where, N seeded configs with those params at those values) on\n"
+               "  fresh random inputs against the float64 reference, outputs poisoned first. Exits 1 on any failure.\n"
+               "  A pipeline (moe_step) runs its stages' DB winners; --config 'FAMILY:C;;C' pins stages (one part\n"
+               "  a stage in order, as kt bench prints a row's; an empty part keeps that stage's winner).\n");
         return 0;
     }
     if (!c.family || !c.n_shapes || !c.n_ms) return die("verify needs --family, --shape and --m (see --help)%s", "");
     const kt_family *f = c.family;
-    kt_config one;
-    if (c.config && kt_parse_config(f, c.config, &one)) return die("%s", kt_error());
+    kt_config one, pinned[KT_MAX_STAGES];
+    unsigned pinned_mask = 0;
+    if (c.config &&
+        (f->n_stages ? kt_parse_stage_configs(f, c.config, pinned, &pinned_mask) : kt_parse_config(f, c.config, &one)))
+        return die("%s", kt_error());
     kt_device_info info;
     if (need_gpu(&info)) return 1;
     if (f->n_stages) {
@@ -566,7 +571,7 @@ static int cmd_verify(int argc, char **argv) {
         else if (kt_db_open(c.db_path, 1, &db))
             return die("%s", kt_error());
         if (f->launch_reference && kt_reference_module(f, &ref)) return die("%s", kt_error());
-        int failed = verify_pipeline(f, &c, db, f->launch_reference ? &ref : NULL);
+        int failed = verify_pipeline(f, &c, db, pinned, pinned_mask, f->launch_reference ? &ref : NULL);
         kt_module_unload(&ref);
         kt_db_close(db);
         if (failed < 0) return die("%s", kt_error());
@@ -655,12 +660,17 @@ static int store_allreduce(kt_db *db, const char *path, const kt_allreduce_optio
  * --config; a --db given must be, kt.db may be absent: then the family defaults, as kt verify
  * does), and there is a GPU. 0, or 1 with the reason printed. */
 static int check_variant_options(const common *c, int db_winner) {
-    kt_config probe;
-    if (c->config && kt_parse_config(c->family, c->config, &probe)) return die("%s", kt_error());
-    int defaults = db_winner && !c->config && !c->db_given && access(c->db_path, F_OK);
+    kt_config probe[KT_MAX_STAGES];
+    unsigned pinned;
+    const kt_family *f = c->family;
+    if (c->config &&
+        (f->n_stages ? kt_parse_stage_configs(f, c->config, probe, &pinned) : kt_parse_config(f, c->config, probe)))
+        return die("%s", kt_error());
+    int given = c->config && !f->n_stages; /* the variant given: no DB (a pipeline's unpinned stages read it) */
+    int defaults = db_winner && !given && !c->db_given && access(c->db_path, F_OK);
     if (defaults)
-        fprintf(stderr, "kt: no %s here: %s runs its family defaults\n", c->db_path, c->family->name);
-    else if (db_winner && !c->config && access(c->db_path, R_OK))
+        fprintf(stderr, "kt: no %s here: %s runs its family defaults\n", c->db_path, f->name);
+    else if (db_winner && !given && access(c->db_path, R_OK))
         return die("cannot read database '%s' (tune first, or pass --config)", c->db_path);
     kt_device_info info;
     return need_gpu(&info);
@@ -825,18 +835,20 @@ static int cmd_bench(int argc, char **argv) {
     if (c.help) {
         printf("usage: kt bench --family F --shape N=..,K=.. --m 1,16,64 [--db kt.db | --config C] [--json FILE]\n"
                "  Times the DB winner (or --config) and the baselines (cuBLASLt FP8, cuBLAS bf16) by the\n"
-               "  same method, and prints the floor and the ratios.\n");
+               "  same method, and prints the floor and the ratios. A pipeline's --config pins some of its\n"
+               "  stages ('FAMILY:C;;C': one part a stage, empty for the DB's winner), the others from the DB.\n");
         return 0;
     }
     if (!c.family || !c.n_shapes || !c.n_ms) return die("bench needs --family, --shape and --m (see --help)%s", "");
     if (check_variant_options(&c, 1)) return 1;
-    kt_bench_options o = {.family = c.family,
-                          .n_shapes = c.n_shapes,
-                          .n_ms = c.n_ms,
-                          .db_path = c.config || (!c.db_given && access(c.db_path, F_OK)) ? NULL : c.db_path,
-                          .config = c.config,
-                          .json_path = c.json,
-                          .seed = c.seed};
+    kt_bench_options o = {
+        .family = c.family,
+        .n_shapes = c.n_shapes,
+        .n_ms = c.n_ms,
+        .db_path = (c.config && !c.family->n_stages) || (!c.db_given && access(c.db_path, F_OK)) ? NULL : c.db_path,
+        .config = c.config,
+        .json_path = c.json,
+        .seed = c.seed};
     memcpy(o.shapes, c.shapes, sizeof o.shapes);
     memcpy(o.ms, c.ms, sizeof o.ms);
     if (kt_bench_run(&o)) return die("bench failed: %s", kt_error());

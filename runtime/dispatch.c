@@ -38,25 +38,30 @@ int kt_dispatch_config(kt_db *db, const kt_family *f, const kt_problem *p, kt_co
     return 0;
 }
 
-int kt_dispatch(kt_db *db, const kt_family *f, const kt_problem *p, kt_module *out, kt_lookup_level *level) {
-    char shape[128];
-    kt_config c;
-    kt_lookup_level lv;
-    if (kt_dispatch_config(db, f, p, &c, &lv)) return -1;
+/* Compiles c for this GPU and loads it into out, logging the choice (how: its lookup level, or
+ * "given"). Compiling and loading inside kt/<family>/<key>/dispatch (nvtx.h): a timeline shows
+ * what start-up spends per kernel. */
+static int load_config(const kt_family *f, const kt_problem *p, const kt_config *c, const char *how, kt_module *out) {
+    char shape[128], cfg[256];
     kt_format_shape(f, p, shape, sizeof shape);
-    char cfg[256];
-    kt_format_config(f, &c, cfg, sizeof cfg);
-    fprintf(stderr, "kt: %s %s M=%ld -> %s (%s)\n", f->name, shape, p->m, cfg, kt_lookup_level_name(lv));
-    /* Compiling and loading inside kt/<family>/<key>/dispatch (nvtx.h): a timeline shows
-     * what start-up spends per kernel. */
+    kt_format_config(f, c, cfg, sizeof cfg);
+    fprintf(stderr, "kt: %s %s M=%ld -> %s (%s)\n", f->name, shape, p->m, cfg, how);
     kt_nvtx_push(f, p, "dispatch");
     kt_cubin cubin;
-    int rc = kt_compile(f, &c, kt_gpu_arch(), &cubin);
+    int rc = kt_compile(f, c, kt_gpu_arch(), &cubin);
     if (!rc) {
-        rc = kt_module_load(f, &c, &cubin, out);
+        rc = kt_module_load(f, c, &cubin, out);
         kt_cubin_free(&cubin);
     }
     kt_nvtx_pop();
+    return rc;
+}
+
+int kt_dispatch(kt_db *db, const kt_family *f, const kt_problem *p, kt_module *out, kt_lookup_level *level) {
+    kt_config c;
+    kt_lookup_level lv;
+    if (kt_dispatch_config(db, f, p, &c, &lv)) return -1;
+    int rc = load_config(f, p, &c, kt_lookup_level_name(lv), out);
     if (level) *level = lv;
     return rc;
 }
@@ -66,17 +71,68 @@ void kt_stage_problem(const kt_family *f, int s, const kt_problem *p, kt_problem
     if (f->stages[s].problem) f->stages[s].problem(p, out);
 }
 
-int kt_pipeline_dispatch(kt_db *db, const kt_family *f, const kt_problem *p, kt_module *mods) {
+int kt_parse_stage_configs(const kt_family *f, const char *text, kt_config *pinned, unsigned *mask) {
+    *mask = 0;
+    const char *part = text;
+    for (int s = 0; s < f->n_stages; s++) {
+        const char *end = strchr(part, ';');
+        size_t n = end ? (size_t)(end - part) : strlen(part);
+        if (!end && s + 1 < f->n_stages)
+            return kt_fail("--config '%s': %d parts ';'-separated (one a stage of %s, empty for its winner), not %d",
+                           text, f->n_stages, f->name, s + 1);
+        char one[512];
+        if (n >= sizeof one) return kt_fail("--config '%s': stage %d's part is too long", text, s + 1);
+        memcpy(one, part, n), one[n] = 0;
+        const kt_family *g = f->stages[s].family;
+        const char *cfg = one, *colon = strchr(one, ':');
+        if (colon) {
+            if ((size_t)(colon - one) != strlen(g->name) || strncmp(one, g->name, strlen(g->name)))
+                return kt_fail("--config '%s': stage %d of %s is %s, not '%.*s'", text, s + 1, f->name, g->name,
+                               (int)(colon - one), one);
+            cfg = colon + 1;
+        }
+        if (*cfg) {
+            if (kt_parse_config(g, cfg, &pinned[s])) {
+                char why[256]; /* kt_fail writes where kt_error() reads */
+                snprintf(why, sizeof why, "%s", kt_error());
+                return kt_fail("--config, stage %d (%s): %s", s + 1, g->name, why);
+            }
+            *mask |= 1u << s;
+        }
+        part = end ? end + 1 : part + n;
+        if (s + 1 == f->n_stages && end)
+            return kt_fail("--config '%s': more than %d parts (the stages of %s)", text, f->n_stages, f->name);
+    }
+    return 0;
+}
+
+int kt_pipeline_dispatch_pinned(kt_db *db, const kt_family *f, const kt_problem *p, const kt_config *pinned,
+                                unsigned mask, kt_module *mods) {
     for (int s = 0; s < f->n_stages; s++) {
         kt_problem sp;
         kt_stage_problem(f, s, p, &sp);
         memset(&mods[s], 0, sizeof mods[s]);
-        if (kt_dispatch(db, f->stages[s].family, &sp, &mods[s], NULL)) {
+        const kt_family *g = f->stages[s].family;
+        char why[256];
+        int rc;
+        if (!(mask >> s & 1))
+            rc = kt_dispatch(db, g, &sp, &mods[s], NULL);
+        else if (g->check_config(&pinned[s], kt_gpu_arch(), why, sizeof why))
+            rc = kt_fail("stage %d (%s), the given config: %s", s + 1, g->name, why);
+        else if (!g->config_fits(&pinned[s], &sp))
+            rc = kt_fail("stage %d (%s), the given config does not fit its problem", s + 1, g->name);
+        else
+            rc = load_config(g, &sp, &pinned[s], "given", &mods[s]);
+        if (rc) {
             for (int i = 0; i < s; i++) kt_module_unload(&mods[i]);
             return -1;
         }
     }
     return 0;
+}
+
+int kt_pipeline_dispatch(kt_db *db, const kt_family *f, const kt_problem *p, kt_module *mods) {
+    return kt_pipeline_dispatch_pinned(db, f, p, NULL, 0, mods);
 }
 
 void kt_pipeline_unload(const kt_family *f, kt_module *mods) {

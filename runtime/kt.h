@@ -521,6 +521,14 @@ void kt_stage_problem(const kt_family *f, int s, const kt_problem *p, kt_problem
 /* kt_dispatch of every stage of pipeline f for p into mods[0..f->n_stages). On failure the
  * stages already loaded are unloaded. */
 int kt_pipeline_dispatch(kt_db *db, const kt_family *f, const kt_problem *p, kt_module *mods);
+/* Parses a pipeline's --config, "[FAMILY:]CONFIG;..." (one part a stage in order, as kt bench
+ * prints a row's; an empty part: that stage's winner), into pinned[], bit s of *mask set where
+ * stage s's config is given; -1 (kt_error) on a wrong count, family or config. */
+int kt_parse_stage_configs(const kt_family *f, const char *text, kt_config *pinned, unsigned *mask);
+/* kt_pipeline_dispatch with the stages in mask on pinned[s] (checked for this GPU and their
+ * problem) instead of their winners. */
+int kt_pipeline_dispatch_pinned(kt_db *db, const kt_family *f, const kt_problem *p, const kt_config *pinned,
+                                unsigned mask, kt_module *mods);
 void kt_pipeline_unload(const kt_family *f, kt_module *mods);
 /* Enqueues pipeline f's stages in order on l->stream, each its family's launch() with mods[s],
  * its problem and its tensors taken from l->ptr by the stage's tensor map. */

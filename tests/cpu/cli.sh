@@ -36,6 +36,13 @@ expect_fail "unknown family" "unknown family 'nope'" compile --family nope --arc
 expect_fail "unknown option" "unknown or incomplete option" compile --family fp8_gemm --bogus
 expect_fail "unknown arch" "unknown --arch 'sm_42'" compile --family fp8_gemm --arch sm_42
 expect_fail "malformed shape" "bad shape" bench --family fp8_gemm --shape N=12x --m 1 --config TILE_N=64
+STEP_SHAPE=ROUTER=V4,FORMAT=fp8,E=256,HIDDEN=4096,INTER=512,DIST=uniform
+expect_fail "a pipeline's --config: a stage's family" "stage 1 of moe_step is moe_route, not 'moe_gemm'" \
+    verify --family moe_step --shape $STEP_SHAPE --m 1 --config "moe_gemm:TM=8;;"
+expect_fail "a pipeline's --config: its part count" "3 parts ';'-separated" bench --family moe_step \
+    --shape $STEP_SHAPE --m 1 --config "TM=8"
+expect_fail "a pipeline's --config: a stage's config" "stage 3 (moe_gemm): bad config 'TN=12x'" bench \
+    --family moe_step --shape $STEP_SHAPE --m 1 --config ";;TN=12x"
 expect_fail "shape missing a dim" "K missing" tune --family fp8_gemm --shape N=1024 --m 1
 expect_fail "shape not a multiple of 128" "multiples of 128" tune --family fp8_gemm --shape N=1000,K=4096 --m 1
 expect_fail "bad M list" "bad integer list" tune --family fp8_gemm --shape N=1024,K=4096 --m 1,x

@@ -102,3 +102,18 @@ KT_TEST(moe_step_reference_follows_the_routing) {
         step_close(&s);
     }
 }
+
+/* A pipeline's --config: one part a stage in order (kt bench's row format, FAMILY: optional), an
+ * empty part leaving that stage to the DB; a wrong count, family or config is refused. */
+KT_TEST(moe_step_stage_configs_parse) {
+    const kt_family *f = kt_family_find("moe_step");
+    kt_config c[KT_MAX_STAGES];
+    unsigned mask = 7;
+    EXPECT(kt_parse_stage_configs(f, ";;", c, &mask) == 0 && mask == 0);
+    EXPECT(kt_parse_stage_configs(f, "moe_route:WARPS=8,FUSED=1;;TM=8,TN=32,GATHER=1", c, &mask) == 0 && mask == 5);
+    EXPECT(c[0].v[0] == 8 && c[2].v[1] == 32);
+    EXPECT(kt_parse_stage_configs(f, ";moe_gemm:TN=128;", c, &mask) == 0 && mask == 2 && c[1].v[1] == 128);
+    const char *bad[] = {"", ";", ";;;", "moe_gemm:TM=8;;", "moe_route:WARPZ=8;;", ";;TN=12x", "moe_route;;"};
+    for (int i = 0; i < 7; i++) EXPECT(kt_parse_stage_configs(f, bad[i], c, &mask) == -1);
+    EXPECT(kt_parse_stage_configs(f, "moe_gemm:TM=8;;", c, &mask) == -1 && strstr(kt_error(), "is moe_route"));
+}
