@@ -812,6 +812,181 @@ __device__ __noinline__ void rt_hc_spread(unsigned *bar, float *ssp, int kc, con
     if (hq) rt_quant_row((const float *)col4, 128, hq + c0, hs + z);
 }
 
+// KT_STEP_HC_GRAM (rt_gemv_hc1_gram): rt_hc_spread in one grid barrier. Before it, warp 0 of block z < D / 128 makes
+// its 128 columns of the H new streams itself from the kernel's inputs (rt_hc_post4's arithmetic on the old streams,
+// y and post | comb: not other blocks' stores), and the block publishes their Gram matrix G_z[j][k] = sum_d x_j[d]
+// x_k[d] (k >= j: H (H + 1) / 2 sums) beside its chunk's sum of squares; after it, the collapse's sum of squares is
+// sum_jk pre_j pre_k sum_z G_z[j][k] (reassociated: h's rms scale is not rt_hc_spread's to the bit), so rt_hc_spread's
+// second barrier and the load after it go. A lane's arrays are indexed by constants only (unrolled over H <= 8) and
+// what it loads is in flight together on each side of the barrier: rt24's lever path kept its streams in a stack
+// frame, and each store there waited for a load (rt24's NOTES, rt25).
+#define RT_HC_GOFF 64 // ssp: the blocks' sums of squares [32] (rt_hc_spread's collapse's [32]), then the Gram matrices
+#define RT_HC_GN 36   // a block's Gram matrix: H (H + 1) / 2 <= 36 entries (H <= 8)
+
+// What warp 0 of rt_hc_gram's block loads before the chunk's re-read, in flight with it: the module's constants
+// (rt_hc_spread's: base[l + 32 u] < nmix, scale[l], the norm weights of columns c0 + 4 l) and its columns' inputs
+// (post | comb's H + H² <= 72 values pc[l + 32 u], y and the H old streams at d = c0 + 4 l; zeros past them).
+struct rt_hc_gram_in {
+    float b[3], sc, pc[3];
+    float4 w, y, o[8];
+};
+__device__ __forceinline__ rt_hc_gram_in rt_hc_gram_load(const rt_hc_post_args &a, const float *base,
+                                                         const float *scale, const float *w, int nmix, int nsc, int c0,
+                                                         bool mine) {
+    const int l = threadIdx.x % 32, d = c0 + 4 * l;
+    rt_hc_gram_in in;
+#pragma unroll
+    for (int u = 0; u < 3; u++) in.b[u] = l + 32 * u < nmix ? base[l + 32 * u] : 0.f;
+    in.sc = l < nsc ? scale[l] : 0.f;
+#pragma unroll
+    for (int u = 0; u < 3; u++) in.pc[u] = mine && l + 32 * u < a.H * (a.H + 1) ? a.pc[l + 32 * u] : 0.f;
+    in.w = mine && w ? *(const float4 *)(w + d) : make_float4(1, 1, 1, 1);
+    in.y = !mine ? make_float4(0, 0, 0, 0) : a.yb ? rt_bf16x4(a.yb + d) : *(const float4 *)(a.yf + d);
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        in.o[j] = mine && j < a.H ? *(const float4 *)(a.old + (long)j * a.D + d) : make_float4(0, 0, 0, 0);
+    return in;
+}
+
+// Warp 0's columns of the H new streams into gx[k][lane] (rt_hc_post4's x_k = post[k] y + sum_j comb[j][k] o_j, the
+// sum in its order; the terms past H are zeros: no branch between a column's loads of pcs), the constants into cst
+// (rt_hc_spread's layout: base, scale at 80) and post | comb into pcs (96 floats).
+__device__ __forceinline__ void rt_hc_gram_cols(const rt_hc_gram_in &in, int H, int nmix, int nsc, float4 (*gx)[32],
+                                                float *cst, float *pcs) {
+    const int l = threadIdx.x % 32;
+#pragma unroll
+    for (int u = 0; u < 3; u++) {
+        if (l + 32 * u < nmix) cst[l + 32 * u] = in.b[u];
+        pcs[l + 32 * u] = in.pc[u];
+    }
+    if (l < nsc) cst[80 + l] = in.sc;
+    __syncwarp();
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+        if (k < H) {
+            const float p = pcs[k];
+            float4 v = make_float4(p * in.y.x, p * in.y.y, p * in.y.z, p * in.y.w);
+#pragma unroll
+            for (int j = 0; j < 8; j++) { // j >= H: pcs past H + H² and o[j] are zeros
+                const float c = pcs[H + j * H + k];
+                v.x += c * in.o[j].x, v.y += c * in.o[j].y, v.z += c * in.o[j].z, v.w += c * in.o[j].w;
+            }
+            gx[k][l] = v;
+        }
+}
+
+// The block's Gram matrix of gx into g, entry e = (j, k >= j) in row order: warp wp's entries wp + 8 u, one warp
+// sum each (the 8 warps side by side).
+__device__ __forceinline__ void rt_hc_gram_pub(const float4 (*gx)[32], int H, float *g) {
+    const int l = threadIdx.x % 32;
+    for (int e = threadIdx.x / 32; e < H * (H + 1) / 2; e += 8) {
+        int j = 0, k = e;
+        for (; k >= H - j; j++) k -= H - j;
+        const float4 a = gx[j][l], b = gx[j + k][l];
+        const float s = rt_warp_sum(a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w);
+        if (l == 0) g[e] = s;
+    }
+}
+
+// After the barrier: the mixes from the S splits (unscaled, into mix) and the nb blocks' Gram matrices summed
+// (into gm), with warp 0's columns of the streams (xv, rt_hc_spread's loads) and the blocks' sums of squares (the
+// return: lane l's block's). (ptxas issues the first sums between these loads, as in rt_hc_spread: the loads after
+// the first sum wait a round trip behind it.)
+__device__ __forceinline__ float rt_hc_gram_gather(const float *part, const float *ssp, const float *x, int nmix, int S,
+                                                   int H, int D, int nb, int c0, bool mine, float *mix, float *gm,
+                                                   float4 (&xv)[8]) {
+    constexpr int MV = 10, GV = (RT_HC_GN + 7) / 8; // nmix <= 80, H (H + 1) / 2 <= 36 over the 8 warps
+    const int wp = threadIdx.x / 32, l = threadIdx.x % 32, ng = H * (H + 1) / 2;
+    float mv[MV], gv[GV], sv = l < S ? __ldcg(ssp + l) : 0.f;
+#pragma unroll
+    for (int u = 0; u < MV; u++) {
+        const int j = wp + 8 * u;
+        mv[u] = j < nmix && l < S ? __ldcg(part + (long)l * nmix + j) : 0.f;
+    }
+#pragma unroll
+    for (int u = 0; u < GV; u++) {
+        const int e = wp + 8 * u;
+        gv[u] = e < ng && l < nb ? __ldcg(ssp + RT_HC_GOFF + l * RT_HC_GN + e) : 0.f;
+    }
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+        xv[k] = wp == 0 && mine && k < H ? __ldcg((const float4 *)(x + (long)k * D + c0) + l) : make_float4(0, 0, 0, 0);
+#pragma unroll
+    for (int u = 0; u < MV; u++) {
+        const float v = rt_warp_sum(mv[u]);
+        if (l == 0 && wp + 8 * u < nmix) mix[wp + 8 * u] = v;
+    }
+#pragma unroll
+    for (int u = 0; u < GV; u++) {
+        const float v = rt_warp_sum(gv[u]);
+        if (l == 0 && wp + 8 * u < ng) gm[wp + 8 * u] = v;
+    }
+    return sv;
+}
+
+// The collapse's sum of squares ||sum_k pre_k x_k||² = sum_jk pre_j pre_k G[j][k] from the summed Gram matrix gm
+// (rt_hc_gram_pub's order: k >= j, the entries off the diagonal twice).
+__device__ __forceinline__ float rt_hc_gram_q(const float *gm, const float *pre, int H) {
+    float q = 0;
+    for (int j = 0, e = 0; j < H; j++)
+        for (int k = j; k < H; k++, e++) q += (k == j ? 1.f : 2.f) * pre[j] * pre[k] * gm[e];
+    return fmaxf(q, 0.f); // rounding's at worst: a sum of squares
+}
+
+// rt_hc_spread with one grid barrier (rt_gemv_hc1_gram): the same mixes, pre and collapse, h's rms scale from the
+// Gram matrices (rt_hc_gram_q). Block 0 stores the mixes (mixout) or post and comb (postcomb), and prn; blocks past
+// D / 128 have no columns and leave after the barrier.
+__device__ __forceinline__ void rt_hc_gram(unsigned *bar, float *ssp, int kc, const rt_hc_post_args &post,
+                                           const float *part, const float *base, const float *scale, const float *w,
+                                           float *postcomb, float *h, kt_u8 *hq, float *hs, int iters, float eps,
+                                           float hc_eps, float *mixout, float *prn) {
+    __shared__ float red[32], mix[80], pre[8], comb[64], cst[83], gm[RT_HC_GN], pcs[96];
+    __shared__ float4 col4[32], gx[8][32];
+    const int S = gridDim.z, z = blockIdx.z, wp = threadIdx.x / 32, l = threadIdx.x % 32, D = post.D, H = post.H;
+    const int nmix = postcomb ? (2 + H) * H : H, nsc = postcomb ? 3 : 1, c0 = z * 128, nb = D / 128;
+    const bool mine = z < nb;
+    rt_hc_gram_in in;
+    if (wp == 0) in = rt_hc_gram_load(post, base, scale, w, nmix, nsc, c0, mine);
+    const int k0 = z * kc, n4 = (min(H * D, k0 + kc) - k0) / 4;
+    float tss = 0; // the block's chunk of the streams it stored, squared (rt_hc_spread's)
+    for (int i = threadIdx.x; i < n4; i += blockDim.x) {
+        const float4 v = __ldcg((const float4 *)(post.x + k0) + i);
+        tss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+    if (wp == 0) rt_hc_gram_cols(in, H, nmix, nsc, gx, cst, pcs);
+    const float tot = rt_block_sum(tss, red); // its barriers publish gx and cst
+    if (threadIdx.x == 0) ssp[z] = tot;
+    if (mine) rt_hc_gram_pub(gx, H, ssp + RT_HC_GOFF + z * RT_HC_GN);
+    rt_grid_sync(bar);
+    if (!mine) return;
+    float4 xv[8];
+    const float sv = rt_hc_gram_gather(part, ssp, post.x, nmix, S, H, D, nb, c0, mine, mix, gm, xv);
+    __syncthreads();
+    if (wp != 0) return;
+    const float r = rsqrtf(rt_warp_sum(sv) / (H * D) + eps);
+    for (int j = l; j < nmix; j += 32) {
+        mix[j] *= r;
+        if (mixout && z == 0) mixout[j] = mix[j];
+    }
+    __syncwarp();
+    rt_hc_weights(mix, cst, cst + 80, pre, postcomb && !mixout && z == 0 ? postcomb : nullptr, comb, H, iters, hc_eps);
+    __syncwarp();
+    float4 v = make_float4(0, 0, 0, 0); // rt_hc_collapse's sum, in stream order
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+        if (k < H) {
+            const float p = pre[k];
+            v.x += p * xv[k].x, v.y += p * xv[k].y, v.z += p * xv[k].z, v.w += p * xv[k].w;
+        }
+    const float rn = rsqrtf(rt_hc_gram_q(gm, pre, H) / D + eps);
+    if (z == 0 && prn && l <= H) prn[l] = l < H ? pre[l] : rn;
+    v.x = v.x * rn * in.w.x, v.y = v.y * rn * in.w.y, v.z = v.z * rn * in.w.z, v.w = v.w * rn * in.w.w;
+    *(float4 *)(h + c0 + 4 * l) = v;
+    col4[l] = v;
+    __syncwarp();
+    if (hq) rt_quant_row((const float *)col4, 128, hq + c0, hs + z);
+}
+
 // post and comb (postcomb[b], rt_hc_weights') of sequence b = blockIdx.x from the mixes rt_hc_pre_seq
 // stored (mix: B x (2 + H) H, scaled), a warp a sequence: on a side chain beside the block the
 // module feeds (rt_gemv_hc1 or rt_hc_pre with mixout), so Sinkhorn's 2 iters - 1 dependent passes are off the
@@ -853,6 +1028,20 @@ extern "C" __global__ void __launch_bounds__(256)
         rt_hc_spread(bar, ssp, kc, x, part, base, scale, w, postcomb, h, hq, hs, D, H, iters, eps, hc_eps, mixout, prn);
     else
         rt_hc_pre_last(count, x, part, base, scale, w, postcomb, h, hq, hs, D, H, iters, eps, hc_eps, mixout, prn);
+}
+
+// rt_gemv_hc1 with its HC module in one grid barrier (rt_hc_gram: step.c's KT_STEP_HC_GRAM=1, where rt_gemv_hc1 runs
+// rt_hc_spread): rt_gemv_hc1's arguments (count unused: the module is spread), a kernel of its own so that
+// rt_gemv_hc1's code is as it was.
+extern "C" __global__ void __launch_bounds__(256)
+    rt_gemv_hc1_gram(const float *W, const float *old, float *x, const float *pc_in, const kt_u16 *yb, const float *yf,
+                     float *part, int N, int K, int B, int kc, int D, int H, int *count, const float *base,
+                     const float *scale, const float *w, float *postcomb, float *h, kt_u8 *hq, float *hs, int iters,
+                     float eps, float hc_eps, float *mixout, float *prn, unsigned *bar, float *ssp) {
+    const rt_gemv_tile first = rt_gemv_tile_begin(W, N, K, kc);
+    const rt_hc_post_args post{old, pc_in, yf, x, yb, D, H};
+    rt_gemv_run<true>(W, x, part, N, K, B, kc, post, &first);
+    rt_hc_gram(bar, ssp, kc, post, part, base, scale, w, postcomb, h, hq, hs, iters, eps, hc_eps, mixout, prn);
 }
 
 // The MoE gate's logits at B = 1 without a GEMV after the HC module. h = r w . sum_k pre_k x_k (the
