@@ -42,6 +42,10 @@
 #            not checked) (run after tiny);
 #   plantkv  the same with bin/kt_plant_kv (the CSA split's KV compressor, side chain 6, enqueued after
 #            mla_decode, unjoined: what a lost join allows at worst);
+#   plantgram  the same with bin/kt_plant_gram (tests/gpu/rt25_plant.sh: KT_STEP_HC_GRAM's Gram matrices'
+#            off-diagonal entries counted once);
+#   tinyoff  this build's tiny V4 at B = 1 with $KT_RTB1_OFF in its environment (the levers off): byte-identical
+#            to main's (after tiny);
 #   levers   this build at B = 1 with each setting of $KT_RTB1_LEVERS (NAME:VAR=V,VAR=V:exact|close ...): TPOT
 #            against part b1's and main's, logits byte-identical to main's (exact) or within 0.15 (close);
 #   correct  runtime.sh's routed tiny V4 (sliding, CSA, HCA, hash and routed layers; the families
@@ -358,6 +362,24 @@ plant_run() {
 # postcomb single-buffered (rt19's double buffer); the CSA split's KV compressor after mla_decode, unjoined
 part_plant() { plant_run ./bin/kt_plant_pc "postcomb single-buffered"; }
 part_plantkv() { plant_run ./bin/kt_plant_kv "the KV compressor after mla_decode (the CSA split)" KT_STEP_CSA_SPLIT=1; }
+# rt25's one-barrier HC module with the Gram matrices' off-diagonal entries counted once (tests/gpu/rt25_plant.sh)
+part_plantgram() { plant_run ./bin/kt_plant_gram "the Gram matrices' cross terms once (KT_STEP_HC_GRAM)" KT_STEP_HC_GRAM=1; }
+
+# this build's tiny V4 at B = 1 with the settings $KT_RTB1_OFF (VAR=VALUE,...: the levers off), byte-identical to
+# main's (after tiny)
+part_tinyoff() {
+    local t
+    quiet_gpu
+    [ -s "$L/tiny_main_b1.bin" ] || { check 1 "tinyoff: no tiny B=1 logits of main's build (part tiny first)"; return; }
+    t=$(lim 20)
+    [ "$t" -gt 0 ] || { check 1 "tinyoff: skipped, $((SECONDS - T0)) s spent"; return; }
+    # shellcheck disable=SC2046 # the settings, one word each
+    env $(echo "${KT_RTB1_OFF:-KT_RTB1_OFF=}" | tr ',' ' ') timeout "$t" $KT run --model "$D" --batch 1 --context 64 \
+        --steps 0 --prompt "$L/prompt_b1.txt" --dump "$L/tiny_off_b1.bin" >"$L/tiny_off_b1.log" 2>&1 ||
+        { check 1 "tinyoff: the run failed: $(tail -n 1 "$L/tiny_off_b1.log")"; return; }
+    cmp "$L/tiny_off_b1.bin" "$L/tiny_main_b1.bin" >"$L/tiny_cmp_off.txt" 2>&1
+    check $? "routed tiny V4 B=1 with ${KT_RTB1_OFF:-nothing} (the levers off): byte-identical to main's $(head -c 100 "$L/tiny_cmp_off.txt")"
+}
 
 # this build at B = 1 with each of $KT_RTB1_LEVERS' settings ("NAME:VAR=VALUE,VAR=VALUE:exact|close", space
 # separated), against the first setting's run (the levers' base), part b1's and main's: the TPOT of each (what a
@@ -474,10 +496,12 @@ for p in $PARTS; do
     b1b2) part_b1b2 ;;
     plant) part_plant ;;
     plantkv) part_plantkv ;;
+    plantgram) part_plantgram ;;
+    tinyoff) part_tinyoff ;;
     levers) part_levers ;;
     gate) part_gate ;;
     spread) part_spread ;;
-    *) check 1 "unknown part $p (warm, b1, b16, b64, short, one, gate, spread, levers, ncu, ncuspread, tiny, plant, plantkv, correct, b1b2, v32)" ;;
+    *) check 1 "unknown part $p (warm, b1, b16, b64, short, one, gate, spread, levers, ncu, ncuspread, tiny, plant, plantkv, plantgram, tinyoff, correct, b1b2, v32)" ;;
     esac
     say "$p done"
 done
