@@ -27,7 +27,7 @@
 #            step at the context's last position, which kt run brackets with cuProfilerStart/Stop),
 #            4 layers (3 HCA, 1 CSA; 3 hash-routed, 1 routed), B = 1: each kernel's device time
 #            (gpu__time_duration, caches and clocks left alone), summed per kernel name; ncuspread the same
-#            with KT_STEP_HC_SPREAD=0;
+#            with KT_STEP_HC_SPREAD=0, ncuoff with $KT_RTB1_OFF's first setting;
 #   tiny     (in the background from the start) the routed tiny V4 made by transformers, teacher-
 #            forced at B = 2 and 1 on this build and main's: logits byte-identical at B = 2; at B = 1
 #            (the gate's projections, with side chains and on one stream) within 1e-4 and the same argmax
@@ -490,6 +490,7 @@ for p in $PARTS; do
     one) part_one ;;
     ncu) part_ncu ;;
     ncuspread) part_ncu last KT_STEP_HC_SPREAD=0 ;;
+    ncuoff) part_ncu off "${KT_RTB1_OFF%%,*}" ;;
     short) part_short ;;
     correct) part_correct ;;
     v32) part_v32 ;;
@@ -501,7 +502,7 @@ for p in $PARTS; do
     levers) part_levers ;;
     gate) part_gate ;;
     spread) part_spread ;;
-    *) check 1 "unknown part $p (warm, b1, b16, b64, short, one, gate, spread, levers, ncu, ncuspread, tiny, plant, plantkv, plantgram, tinyoff, correct, b1b2, v32)" ;;
+    *) check 1 "unknown part $p (warm, b1, b16, b64, short, one, gate, spread, levers, ncu, ncuspread, ncuoff, tiny, plant, plantkv, plantgram, tinyoff, correct, b1b2, v32)" ;;
     esac
     say "$p done"
 done
