@@ -490,7 +490,7 @@ for p in $PARTS; do
     one) part_one ;;
     ncu) part_ncu ;;
     ncuspread) part_ncu last KT_STEP_HC_SPREAD=0 ;;
-    ncuoff) part_ncu off "${KT_RTB1_OFF%%,*}" ;;
+    ncuoff) off=${KT_RTB1_OFF:-KT_RTB1_NCU=1} && part_ncu off "${off%%,*}" ;;
     short) part_short ;;
     correct) part_correct ;;
     v32) part_v32 ;;
