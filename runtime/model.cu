@@ -890,38 +890,48 @@ __device__ __forceinline__ void rt_hc_gram_pub(const float4 (*gx)[32], int H, fl
 
 // After the barrier: the mixes from the S splits (unscaled, into mix) and the nb blocks' Gram matrices summed
 // (into gm), with warp 0's columns of the streams (xv, rt_hc_spread's loads) and the blocks' sums of squares (the
-// return: lane l's block's). (ptxas issues the first sums between these loads, as in rt_hc_spread: the loads after
-// the first sum wait a round trip behind it.)
+// return: lane l's block's). The loads are cp.asyncs into shared memory (st: a lane's 16 values, sx: the columns),
+// waited for together: with loads into registers ptxas issues the first sums between them (as in rt_hc_spread),
+// and the loads after a sum wait a round trip behind it. (4-byte copies go through L1: the barrier's CCTL.IVALL left
+// no line of another block's stores there.)
 __device__ __forceinline__ float rt_hc_gram_gather(const float *part, const float *ssp, const float *x, int nmix, int S,
                                                    int H, int D, int nb, int c0, bool mine, float *mix, float *gm,
-                                                   float4 (&xv)[8]) {
+                                                   float4 (&xv)[8], float (*st)[32], float4 (*sx)[32]) {
     constexpr int MV = 10, GV = (RT_HC_GN + 7) / 8; // nmix <= 80, H (H + 1) / 2 <= 36 over the 8 warps
+    static_assert(MV + GV + 1 == 16, "a lane's 16 staged values");
     const int wp = threadIdx.x / 32, l = threadIdx.x % 32, ng = H * (H + 1) / 2;
-    float mv[MV], gv[GV], sv = l < S ? __ldcg(ssp + l) : 0.f;
 #pragma unroll
     for (int u = 0; u < MV; u++) {
-        const int j = wp + 8 * u;
-        mv[u] = j < nmix && l < S ? __ldcg(part + (long)l * nmix + j) : 0.f;
+        const bool ok = wp + 8 * u < nmix && l < S;
+        kt_cp_async4(kt_smem_addr(&st[u][l]), ok ? part + (long)l * nmix + wp + 8 * u : part, ok ? 4 : 0);
     }
 #pragma unroll
     for (int u = 0; u < GV; u++) {
-        const int e = wp + 8 * u;
-        gv[u] = e < ng && l < nb ? __ldcg(ssp + RT_HC_GOFF + l * RT_HC_GN + e) : 0.f;
+        const bool ok = wp + 8 * u < ng && l < nb;
+        kt_cp_async4(kt_smem_addr(&st[MV + u][l]), ok ? ssp + RT_HC_GOFF + l * RT_HC_GN + wp + 8 * u : ssp, ok ? 4 : 0);
     }
+    kt_cp_async4(kt_smem_addr(&st[MV + GV][l]), ssp + (l < S ? l : 0), l < S ? 4 : 0);
 #pragma unroll
     for (int k = 0; k < 8; k++)
-        xv[k] = wp == 0 && mine && k < H ? __ldcg((const float4 *)(x + (long)k * D + c0) + l) : make_float4(0, 0, 0, 0);
+        if (wp == 0) {
+            const bool ok = mine && k < H;
+            kt_cp_async16(kt_smem_addr(&sx[k][l]), ok ? x + (long)k * D + c0 + 4 * l : x, ok ? 16 : 0);
+        }
+    kt_cp_async_commit();
+    kt_cp_async_wait<0>(); // a lane reads only what it copied
+#pragma unroll
+    for (int k = 0; k < 8; k++) xv[k] = wp == 0 ? sx[k][l] : make_float4(0, 0, 0, 0);
 #pragma unroll
     for (int u = 0; u < MV; u++) {
-        const float v = rt_warp_sum(mv[u]);
+        const float v = rt_warp_sum(st[u][l]);
         if (l == 0 && wp + 8 * u < nmix) mix[wp + 8 * u] = v;
     }
 #pragma unroll
     for (int u = 0; u < GV; u++) {
-        const float v = rt_warp_sum(gv[u]);
+        const float v = rt_warp_sum(st[MV + u][l]);
         if (l == 0 && wp + 8 * u < ng) gm[wp + 8 * u] = v;
     }
-    return sv;
+    return st[MV + GV][l];
 }
 
 // The collapse's sum of squares ||sum_k pre_k x_k||² = sum_jk pre_j pre_k G[j][k] from the summed Gram matrix gm
@@ -959,8 +969,9 @@ __device__ __forceinline__ void rt_hc_gram(unsigned *bar, float *ssp, int kc, co
     if (mine) rt_hc_gram_pub(gx, H, ssp + RT_HC_GOFF + z * RT_HC_GN);
     rt_grid_sync(bar);
     if (!mine) return;
+    __shared__ float st[8][16][32]; // rt_hc_gram_gather's staging: warp wp's st[wp], warp 0's columns in gx
     float4 xv[8];
-    const float sv = rt_hc_gram_gather(part, ssp, post.x, nmix, S, H, D, nb, c0, mine, mix, gm, xv);
+    const float sv = rt_hc_gram_gather(part, ssp, post.x, nmix, S, H, D, nb, c0, mine, mix, gm, xv, st[wp], gx);
     __syncthreads();
     if (wp != 0) return;
     const float r = rsqrtf(rt_warp_sum(sv) / (H * D) + eps);
