@@ -818,8 +818,8 @@ __device__ __noinline__ void rt_hc_spread(unsigned *bar, float *ssp, int kc, con
 // x_k[d] (k >= j: H (H + 1) / 2 sums) beside its chunk's sum of squares; after it, the collapse's sum of squares is
 // sum_jk pre_j pre_k sum_z G_z[j][k] (reassociated: h's rms scale is not rt_hc_spread's to the bit), so rt_hc_spread's
 // second barrier and the load after it go. A lane's arrays are indexed by constants only (unrolled over H <= 8), and
-// what a warp loads before the barrier is in flight together: rt24's lever path kept its streams in a stack frame,
-// where each store waited for a load (bench/NOTES.md, rt25).
+// what a warp loads is in flight together on each side of the barrier (after it as cp.asyncs: rt_hc_gram_gather):
+// rt24's lever path kept its streams in a stack frame, where each store waited for a load (bench/NOTES.md, rt25).
 #define RT_HC_GOFF 64 // ssp: the blocks' sums of squares [32] (rt_hc_spread's collapse's [32]), then the Gram matrices
 #define RT_HC_GN 36   // a block's Gram matrix: H (H + 1) / 2 <= 36 entries (H <= 8)
 
