@@ -498,10 +498,11 @@ const kt_family kt_family_mla_decode = {
                /* the partial sums as bf16 (1; the (m, l) pairs stay f32): half the bytes stored and
                 * merged; off (0, f32) until a GPU has measured it (bench/NOTES.md, mla24) */
                {"PART", 2, {0, 1}},
-               /* the fused merge's loads (FUSE 1 / 2): 0 merge_batch's, 1 wide_batch's (a batch's loads
-                * all in flight: merge_batch's left one round trip a split at PART 1); off until a GPU
-                * has measured it (bench/NOTES.md, mla25) */
-               {"MERGE", 2, {0, 1}}},
+               /* the fused merge (FUSE 1 / 2): 0 merge_batch's loads, 1 wide_batch's (a batch's loads all
+                * in flight: merge_batch's left one round trip a split at PART 1), 2 wide_batch's and the
+                * arrival released by one thread's fence.acq_rel; off until a GPU has measured it
+                * (bench/NOTES.md, mla25) */
+               {"MERGE", 3, {0, 1, 2}}},
     .strata_params = 3,
     .default_config = {{16, 32, 256, 2, 2, 4, 0, 1, 0, 0}},
     .target_shapes = target_shapes,

@@ -193,9 +193,12 @@ typedef float part_t;
 // MERGE (FUSE 1 / 2 only): how the fused merge loads the splits: 0: merge_batch (main's); 1:
 // wide_batch, a batch's loads one straight run of predicated loads, each unpacked only after all
 // are issued (merge_batch's loads under a C condition compile to a branch a load, or to loads into
-// one register, each unpacked before the next issues: an L2 round trip a split; bench/NOTES.md, mla25).
-static_assert(KT_MERGE == 0 || KT_MERGE == 1, "MERGE 0 (main's merge loads) or 1 (all of a batch in flight)");
-constexpr bool WIDE_MERGE = KT_MERGE == 1;
+// one register, each unpacked before the next issues: an L2 round trip a split; bench/NOTES.md, mla25);
+// 2: 1, and the arrival released by thread 0 alone after the CTA's barrier (fence.acq_rel, cumulative
+// over the partials the barrier ordered before it) where every thread ran a fence.sc (MEMBAR.SC.GPU).
+static_assert(KT_MERGE >= 0 && KT_MERGE <= 2,
+              "MERGE 0 (main's merge), 1 (all of a batch in flight), 2 (1 + one fence)");
+constexpr bool WIDE_MERGE = KT_MERGE >= 1, LIGHT_ARRIVAL = KT_MERGE == 2;
 constexpr int MF = HPC / 16;         // 16-head m-fragments per CTA
 constexpr int MPW = KT_MPW;          // m-fragments a warp takes (PATHs 2, 3): 2 share each conversion
 constexpr int WPM = KT_WPM;          // warps per group of MPW m-fragments: 4, 8 or 16
@@ -963,6 +966,8 @@ __device__ __forceinline__ float row_lse(const kt_mla_args &a, int h, float mx, 
     return lse;
 }
 
+__device__ __forceinline__ void fence_acq_rel() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
+
 __device__ __forceinline__ kt_u32 ld_acquire(const unsigned *p) {
     kt_u32 v;
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
@@ -1210,15 +1215,17 @@ __device__ __forceinline__ void fused_merge(const kt_mla_args &a, kt_u8 *smem, i
     const int n = a.nsplit;
     const bool all = a.fuse == KT_MLA_FUSE_ALL;
     kt_cp_async_wait<0>();
-    __threadfence(); // this CTA's partials are visible before its arrival is
+    if (!LIGHT_ARRIVAL) __threadfence(); // this CTA's partials are visible before its arrival is
     __syncthreads();
     tr_mark(TR_FENCED);
     if (threadIdx.x == 0) {
-        if (all) { // arrive (no ticket wanted: a RED), then wait for the others
+        if (LIGHT_ARRIVAL) fence_acq_rel(); // release: the partials the barrier ordered before thread 0
+        if (all) {                          // arrive (no ticket wanted: a RED), then wait for the others
             atomicAdd(cnt, 1u);
             while (ld_acquire(cnt) < (unsigned)n) __nanosleep(32);
         } else {
             ((unsigned *)fh)[HPC] = atomicAdd(cnt, 1u);
+            if (LIGHT_ARRIVAL) fence_acq_rel(); // acquire: the others' partials after their arrivals
         }
     }
     __syncthreads();
@@ -1227,7 +1234,7 @@ __device__ __forceinline__ void fused_merge(const kt_mla_args &a, kt_u8 *smem, i
     // to arrive merges all
     const int me = all ? (int)blockIdx.x : (int)((const unsigned *)fh)[HPC];
     if (!all && me != n - 1) return;
-    __threadfence(); // the other CTAs' partials are read after their arrivals
+    if (!LIGHT_ARRIVAL) __threadfence(); // the other CTAs' partials are read after their arrivals
     const part_t *part = (const part_t *)a.part;
     const float *ml = ml_of(a);
     const long prow = ((long)bs * a.HQ + h0) * n;

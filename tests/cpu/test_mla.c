@@ -217,8 +217,8 @@ KT_TEST(mla_part_layout_and_rules) {
     EXPECT(f->hopeless(&c, &p) == 0);
 }
 
-/* MERGE (the fused merge's loads): 0 (main's merge_batch) in default_config and wherever default_for
- * serves; 1 only where a fused merge runs (FUSE 1 / 2 over several splits), hopeless elsewhere; the
+/* MERGE (the fused merge's loads and arrival): 0 (main's merge_batch) in default_config and wherever
+ * default_for serves; 1 / 2 only where a fused merge runs (FUSE 1 / 2 over several splits), hopeless elsewhere; the
  * MERGE 1 builds of the B = 1 and B = 64 configs compile on sm_90, sm_120 and sm_120a without spills
  * (tests/gpu/mla25.sh times and verifies them). */
 KT_TEST(mla_merge_rules) {
@@ -226,16 +226,17 @@ KT_TEST(mla_merge_rules) {
     kt_config c;
     kt_problem p;
     EXPECT(kt_parse_config(f, "HPC=16", &c) == 0 && c.v[9] == 0 && !strcmp(f->params[9].name, "MERGE"));
+    EXPECT(f->params[9].n_values == 3);
     EXPECT(f->default_config.v[9] == 0);
     EXPECT(kt_parse_shape(f, "LAYOUT=V4,HQ=16,TOPK=512,SQ=1", &p) == 0);
     p.m = 1;
     f->default_for(&p, 132, &c);
     EXPECT(c.v[9] == 0);
-    EXPECT(kt_parse_config(f, "HPC=16,CHUNK=32,SPLIT=32,PATH=2,WPM=8,FUSE=2,PART=1,MERGE=1", &c) == 0);
+    EXPECT(kt_parse_config(f, "HPC=16,CHUNK=32,SPLIT=32,PATH=2,WPM=8,FUSE=2,PART=1,MERGE=2", &c) == 0);
     EXPECT(f->hopeless(&c, &p) == 0);
     c.v[6] = 0; /* FUSE 0: no fused merge */
     EXPECT(f->hopeless(&c, &p) == 1);
-    EXPECT(kt_parse_config(f, "HPC=16,CHUNK=64,SPLIT=1024,PATH=2,WPM=8,FUSE=1,MERGE=1", &c) == 0);
+    EXPECT(kt_parse_config(f, "HPC=16,CHUNK=64,SPLIT=1024,PATH=2,WPM=8,FUSE=1,MERGE=2", &c) == 0);
     EXPECT(f->hopeless(&c, &p) == 1); /* one split: the direct write, nothing to merge */
 }
 
