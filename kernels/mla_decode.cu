@@ -1199,8 +1199,9 @@ __device__ __forceinline__ void wide_items(const kt_mla_args &a, const part_t *p
         }
     }
 }
-// MERGE 1's batches: 64 registers of raw sums a thread (32 loads of bf16, 16 of f32), as one item
-// over all of a B = 1 query's 16-20 splits, or 4 items where the splits are few (B = 64's 4)
+// MERGE 1's batches: 48 registers of raw sums a thread (24 loads of bf16: 32 spilled at WPM 8), or
+// 64 (16 of f32), as one item over all of a B = 1 query's 16-20 splits, or 4 items where the splits
+// are few (B = 64's 4)
 __device__ __forceinline__ void wide_merge(const kt_mla_args &a, const part_t *part, const float *ml, long prow, int n,
                                            float *wt, float *fh, int bs, int h0, bool writer, int lo, int hi) {
     constexpr int LOADS = KT_PART ? 24 : 16;
