@@ -265,6 +265,10 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
         return snprintf(why, n, "MPW=2 (32 heads a warp) takes PATH 2 or 3, HPC 32 and WPM 8"), -1;
     if (v[P_WPM] == 16 && (v[P_HPC] != 16 || v[P_CHUNK] < 32))
         return snprintf(why, n, "WPM=16 (512 threads at 128 registers) takes HPC 16 and CHUNK 32 or 64"), -1;
+    if (v[P_MERGE] && !v[P_FUSE])
+        return snprintf(why, n, "MERGE=%d is the fused merge's (FUSE 1 or 2): FUSE=0 merges in the combine kernel",
+                        v[P_MERGE]),
+               -1;
     if (v[P_PATH] == 1 && !kt_arch_limits_of(arch).block_scaled_mma)
         return snprintf(why, n, "PATH=1 (the block-scaled mma) exists on sm_120a only, not %s", kt_arch_name(arch)), -1;
     /* q's fragments (36 registers at V3.2), the p . v sums (512 / WPM / 2) and ~60 more must fit
@@ -292,11 +296,11 @@ static int hopeless(const kt_config *c, const kt_problem *p) {
     const int *v = c->v;
     /* a split longer than the list is the list; raw buffers beyond a split's chunks stay empty; a
      * fused launch of one split writes the output itself, with no partials to store as bf16 and
-     * none to merge; the merge's loads (MERGE) are the fused merge's (FUSE 1 / 2) */
+     * none to merge (MERGE: the fused merge's; check_config refuses it at FUSE 0) */
     int direct = v[P_FUSE] && v[P_PATH] >= 2 && slots_of(p) <= v[P_SPLIT];
     return (v[P_SPLIT] > 2 * slots_of(p) && v[P_SPLIT] > 64) ||
            (v[P_STAGES] > 2 && v[P_STAGES] > v[P_SPLIT] / v[P_CHUNK]) || (v[P_PART] && direct) ||
-           (v[P_MERGE] && (!v[P_FUSE] || direct));
+           (v[P_MERGE] && direct);
 }
 
 /* PATH 2 (no bf16 tile: three CTAs of 128 threads fit an SM); HPC 16 at small batches (more

@@ -218,7 +218,7 @@ KT_TEST(mla_part_layout_and_rules) {
 }
 
 /* MERGE (the fused merge's loads and arrival): 0 (main's merge_batch) in default_config and wherever
- * default_for serves; 1 / 2 only where a fused merge runs (FUSE 1 / 2 over several splits), hopeless elsewhere; the
+ * default_for serves; 1 / 2 only where a fused merge runs: refused at FUSE 0, hopeless at the direct write; the
  * MERGE 1 builds of the B = 1 and B = 64 configs compile on sm_90, sm_120 and sm_120a without spills
  * (tests/gpu/mla25.sh times and verifies them). */
 KT_TEST(mla_merge_rules) {
@@ -234,8 +234,10 @@ KT_TEST(mla_merge_rules) {
     EXPECT(c.v[9] == 0);
     EXPECT(kt_parse_config(f, "HPC=16,CHUNK=32,SPLIT=32,PATH=2,WPM=8,FUSE=2,PART=1,MERGE=2", &c) == 0);
     EXPECT(f->hopeless(&c, &p) == 0);
-    c.v[6] = 0; /* FUSE 0: no fused merge */
-    EXPECT(f->hopeless(&c, &p) == 1);
+    char why[256];
+    EXPECT(f->check_config(&c, 90, why, sizeof why) == 0);
+    c.v[6] = 0; /* FUSE 0: no fused merge, refused for every problem */
+    EXPECT(f->check_config(&c, 90, why, sizeof why) == -1);
     EXPECT(kt_parse_config(f, "HPC=16,CHUNK=64,SPLIT=1024,PATH=2,WPM=8,FUSE=1,MERGE=2", &c) == 0);
     EXPECT(f->hopeless(&c, &p) == 1); /* one split: the direct write, nothing to merge */
 }
