@@ -166,6 +166,7 @@ struct tr_comb {
 #define KT_MPW 1
 #define KT_FUSE 0
 #define KT_PART 0
+#define KT_MERGE 0
 #endif
 
 constexpr int HPC = KT_HPC, CHUNK = KT_CHUNK, SPLIT = KT_SPLIT, STAGES = KT_STAGES;
@@ -189,6 +190,15 @@ typedef kt_u16 part_t;
 #else
 typedef float part_t;
 #endif
+// MERGE (FUSE 1 / 2 only): how the fused merge loads the splits: 0: merge_batch (main's); 1:
+// wide_batch, a batch's loads one straight run of predicated loads, each unpacked only after all
+// are issued (merge_batch's loads under a C condition compile to a branch a load, or to loads into
+// one register, each unpacked before the next issues: an L2 round trip a split; bench/NOTES.md, mla25);
+// 2: 1, and the arrival released by thread 0 alone after the CTA's barrier (fence.acq_rel, cumulative
+// over the partials the barrier ordered before it) where every thread ran a fence.sc (MEMBAR.SC.GPU).
+static_assert(KT_MERGE >= 0 && KT_MERGE <= 2,
+              "MERGE 0 (main's merge), 1 (all of a batch in flight), 2 (1 + one fence)");
+constexpr bool WIDE_MERGE = KT_MERGE >= 1, LIGHT_ARRIVAL = KT_MERGE == 2;
 constexpr int MF = HPC / 16;         // 16-head m-fragments per CTA
 constexpr int MPW = KT_MPW;          // m-fragments a warp takes (PATHs 2, 3): 2 share each conversion
 constexpr int WPM = KT_WPM;          // warps per group of MPW m-fragments: 4, 8 or 16
@@ -956,6 +966,8 @@ __device__ __forceinline__ float row_lse(const kt_mla_args &a, int h, float mx, 
     return lse;
 }
 
+__device__ __forceinline__ void fence_acq_rel() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
+
 __device__ __forceinline__ kt_u32 ld_acquire(const unsigned *p) {
     kt_u32 v;
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
@@ -1052,21 +1064,169 @@ __device__ __forceinline__ void merge_items(const kt_mla_args &a, const part_t *
         }
     }
 }
+// MERGE 1 (wide_merge): the raw partial sums of a load (8 bytes of bf16, or 16 of f32) and their
+// widening; the load predicated inside its asm (zeros where off), so that a batch's loads are one
+// straight run, each into its own registers, none waiting on another.
+#if KT_PART
+typedef uint2 raw_t;
+__device__ __forceinline__ uint2 ld_cg_if(const kt_u16 *p, bool on) {
+    uint2 u;
+    asm volatile("{\n\t.reg .pred q;\n\tsetp.ne.b32 q, %3, 0;\n\tmov.b32 %0, 0;\n\tmov.b32 %1, 0;\n\t"
+                 "@q ld.global.cg.v2.u32 {%0,%1}, [%2];\n\t}\n"
+                 : "=r"(u.x), "=r"(u.y)
+                 : "l"(p), "r"((int)on));
+    return u;
+}
+__device__ __forceinline__ float4 widen(uint2 u) { return bf16x4_f32(u); }
+#else
+typedef uint4 raw_t;
+__device__ __forceinline__ uint4 ld_cg_if(const float *p, bool on) {
+    uint4 u;
+    asm volatile("{\n\t.reg .pred q;\n\tsetp.ne.b32 q, %5, 0;\n\tmov.b32 %0, 0;\n\tmov.b32 %1, 0;\n\tmov.b32 %2, 0;\n\t"
+                 "mov.b32 %3, 0;\n\t@q ld.global.cg.v4.u32 {%0,%1,%2,%3}, [%4];\n\t}\n"
+                 : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w)
+                 : "l"(p), "r"((int)on));
+    return u;
+}
+__device__ __forceinline__ float4 widen(uint4 u) {
+    return make_float4(__uint_as_float(u.x), __uint_as_float(u.y), __uint_as_float(u.z), __uint_as_float(u.w));
+}
+#endif
+__device__ __forceinline__ float2 ld_cg2_if(const float *p, bool on) {
+    float2 v;
+    asm volatile("{\n\t.reg .pred q;\n\tsetp.ne.b32 q, %3, 0;\n\tmov.b32 %0, 0;\n\tmov.b32 %1, 0;\n\t"
+                 "@q ld.global.cg.v2.f32 {%0,%1}, [%2];\n\t}\n"
+                 : "=f"(v.x), "=f"(v.y)
+                 : "l"(p), "r"((int)on));
+    return v;
+}
+// A batch of IPT items x SPB splits a thread, loaded in one run before any is widened; the adds
+// read the weights at clamped indices, 0 past the last split or item (add_weighted then discards
+// the zeros loaded there): no branch between the loads or in the adds.
+template <int IPT, int SPB> struct wide_batch {
+    raw_t v[IPT][SPB];
+    __device__ __forceinline__ void load(const part_t *part, long prow, int n, int i, int hi, int k0) {
+#pragma unroll
+        for (int r = 0; r < IPT; r++) {
+            const int it = i + r * THREADS;
+            const part_t *row =
+                part + (prow + (long)(it / (KT_MLA_DV / 4)) * n + k0) * KT_MLA_DV + it % (KT_MLA_DV / 4) * 4;
+#pragma unroll
+            for (int j = 0; j < SPB; j++) v[r][j] = ld_cg_if(row + (long)j * KT_MLA_DV, it < hi && k0 + j < n);
+        }
+    }
+    __device__ __forceinline__ void add(float (&o)[IPT][4], const float *wt, int n, int i, int hi, int k0) const {
+#pragma unroll
+        for (int r = 0; r < IPT; r++) {
+            const int it = i + r * THREADS;
+            const float *w = wt + min(it, hi - 1) / (KT_MLA_DV / 4) * n;
+#pragma unroll
+            for (int j = 0; j < SPB; j++) {
+                const float wk = w[min(k0 + j, n - 1)];
+                add_weighted(o[r], it < hi && k0 + j < n ? wk : 0.f, widen(v[r][j]));
+            }
+        }
+    }
+};
+// row_weights' reduction over (m, l) pairs already loaded (m2[i]: split lane + 32 i's)
+__device__ __forceinline__ float pair_weights(const float2 (&m2)[ML_PER_LANE], float (&w)[ML_PER_LANE], float &mx) {
+    float l[ML_PER_LANE], sum = 0.f;
+    mx = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < ML_PER_LANE; i++) {
+        w[i] = m2[i].y > 0.f ? m2[i].x : -INFINITY, l[i] = m2[i].y > 0.f ? m2[i].y : 0.f;
+        mx = fmaxf(mx, w[i]);
+    }
+    for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+#pragma unroll
+    for (int i = 0; i < ML_PER_LANE; i++) {
+        w[i] = l[i] > 0.f ? exp2f(w[i] - mx) : 0.f;
+        sum += w[i] * l[i];
+    }
+    for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    return sum;
+}
+// merge_weights with every head's (m, l) loads of a warp in one run (merge_weights issues a head's
+// after the previous head's shuffles: a round trip a head)
+__device__ __forceinline__ void wide_weights(const kt_mla_args &a, const float *ml, long prow, int n, float *wt,
+                                             float *fh, int bs, int h0, bool writer) {
+    constexpr int NW = THREADS / 32, HPW = (HPC + NW - 1) / NW;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    float2 m2[HPW][ML_PER_LANE];
+#pragma unroll
+    for (int r = 0; r < HPW; r++)
+#pragma unroll
+        for (int i = 0; i < ML_PER_LANE; i++) {
+            const int h = warp + r * NW, k = lane + 32 * i;
+            m2[r][i] = ld_cg2_if(ml + (prow + (long)h * n + k) * 2, h < HPC && k < n);
+        }
+#pragma unroll
+    for (int r = 0; r < HPW; r++) {
+        const int h = warp + r * NW;
+        if (h >= HPC) continue;
+        float w[ML_PER_LANE], mx, f;
+        const float sum = pair_weights(m2[r], w, mx);
+#pragma unroll
+        for (int i = 0; i < ML_PER_LANE; i++)
+            if (lane + 32 * i < n) wt[h * n + lane + 32 * i] = w[i];
+        const float lse = row_lse(a, h0 + h, mx, sum, f);
+        if (lane == 0) fh[h] = f;
+        if (lane == 0 && writer) ((float *)a.lse)[((long)(bs / a.SQ) * a.HQ + h0 + h) * a.SQ + bs % a.SQ] = lse;
+    }
+}
+// merge_items on wide_batch and wide_weights: the first batch and every (m, l) pair in flight together
+template <int IPT, int SPB>
+__device__ __forceinline__ void wide_items(const kt_mla_args &a, const part_t *part, const float *ml, long prow, int n,
+                                           float *wt, float *fh, int bs, int h0, bool writer, int lo, int hi) {
+    const int i0 = lo + threadIdx.x;
+    wide_batch<IPT, SPB> b;
+    b.load(part, prow, n, i0, hi, 0);
+    wide_weights(a, ml, prow, n, wt, fh, bs, h0, writer);
+    __syncthreads();
+    for (int i = i0; i < hi; i += IPT * THREADS) {
+        float o[IPT][4] = {};
+        for (int k0 = 0; k0 < n; k0 += SPB) {
+            if (i != i0 || k0 != 0) b.load(part, prow, n, i, hi, k0);
+            b.add(o, wt, n, i, hi, k0);
+        }
+#pragma unroll
+        for (int r = 0; r < IPT; r++) {
+            const int it = i + r * THREADS, h = it / (KT_MLA_DV / 4), d = it % (KT_MLA_DV / 4) * 4;
+            if (it >= hi) continue;
+            const float f = fh[h];
+            kt_u16 *out = (kt_u16 *)a.out + ((long)bs * a.HQ + h0 + h) * KT_MLA_DV + d;
+            *(uint2 *)out = make_uint2(bf16x2(o[r][0] * f, o[r][1] * f), bf16x2(o[r][2] * f, o[r][3] * f));
+        }
+    }
+}
+// MERGE 1's batches: 48 registers of raw sums a thread (24 loads of bf16: 32 spilled at WPM 8), or
+// 64 (16 of f32), as one item over all of a B = 1 query's 16-20 splits, or 4 items where the splits
+// are few (B = 64's 4)
+__device__ __forceinline__ void wide_merge(const kt_mla_args &a, const part_t *part, const float *ml, long prow, int n,
+                                           float *wt, float *fh, int bs, int h0, bool writer, int lo, int hi) {
+    constexpr int LOADS = KT_PART ? 24 : 16;
+    if (n <= LOADS / 4)
+        wide_items<4, LOADS / 4>(a, part, ml, prow, n, wt, fh, bs, h0, writer, lo, hi);
+    else
+        wide_items<1, LOADS>(a, part, ml, prow, n, wt, fh, bs, h0, writer, lo, hi);
+}
 __device__ __forceinline__ void fused_merge(const kt_mla_args &a, kt_u8 *smem, int bs, int h0) {
     float *wt = (float *)smem, *fh = wt + HPC * a.nsplit; // weights [HPC][nsplit], 1/sum [HPC], ticket
     unsigned *cnt = (unsigned *)a.tick + ((long)bs * (a.HQ / 16) + h0 / 16) * 2;
     const int n = a.nsplit;
     const bool all = a.fuse == KT_MLA_FUSE_ALL;
     kt_cp_async_wait<0>();
-    __threadfence(); // this CTA's partials are visible before its arrival is
+    if (!LIGHT_ARRIVAL) __threadfence(); // this CTA's partials are visible before its arrival is
     __syncthreads();
     tr_mark(TR_FENCED);
     if (threadIdx.x == 0) {
-        if (all) { // arrive (no ticket wanted: a RED), then wait for the others
+        if (LIGHT_ARRIVAL) fence_acq_rel(); // release: the partials the barrier ordered before thread 0
+        if (all) {                          // arrive (no ticket wanted: a RED), then wait for the others
             atomicAdd(cnt, 1u);
             while (ld_acquire(cnt) < (unsigned)n) __nanosleep(32);
         } else {
             ((unsigned *)fh)[HPC] = atomicAdd(cnt, 1u);
+            if (LIGHT_ARRIVAL) fence_acq_rel(); // acquire: the others' partials after their arrivals
         }
     }
     __syncthreads();
@@ -1075,7 +1235,7 @@ __device__ __forceinline__ void fused_merge(const kt_mla_args &a, kt_u8 *smem, i
     // to arrive merges all
     const int me = all ? (int)blockIdx.x : (int)((const unsigned *)fh)[HPC];
     if (!all && me != n - 1) return;
-    __threadfence(); // the other CTAs' partials are read after their arrivals
+    if (!LIGHT_ARRIVAL) __threadfence(); // the other CTAs' partials are read after their arrivals
     const part_t *part = (const part_t *)a.part;
     const float *ml = ml_of(a);
     const long prow = ((long)bs * a.HQ + h0) * n;
@@ -1083,7 +1243,9 @@ __device__ __forceinline__ void fused_merge(const kt_mla_args &a, kt_u8 *smem, i
     const int lo = all ? min(me * share, MERGE_ITEMS) : 0, hi = min(lo + share, MERGE_ITEMS);
     const bool writer = me == (all ? 0 : n - 1); // one CTA writes the lse
     // a thread's items x splits: 4 x 4 where the splits are few (FUSE_LAST at B = 64), else 1 x 16
-    if (n <= 4)
+    if (WIDE_MERGE)
+        wide_merge(a, part, ml, prow, n, wt, fh, bs, h0, writer, lo, hi);
+    else if (n <= 4)
         merge_items<4, 4>(a, part, ml, prow, n, wt, fh, bs, h0, writer, lo, hi);
     else
         merge_items<1, 16>(a, part, ml, prow, n, wt, fh, bs, h0, writer, lo, hi);
