@@ -1038,15 +1038,18 @@ __device__ __forceinline__ void merge_weights(const kt_mla_args &a, const float 
         if (lane == 0 && writer) ((float *)a.lse)[((long)(bs / a.SQ) * a.HQ + h0 + h) * a.SQ + bs % a.SQ] = lse;
     }
 }
+// The splits' weights of a group's heads into wt and fh: merge_weights, wide_weights.
+using merge_weights_fn = void (*)(const kt_mla_args &, const float *, long, int, float *, float *, int, int, bool);
 // Items lo..hi of the group's (head, 4 dims) outputs, merged over the n splits by the batches of
-// merge_batch<IPT, SPB>; the first batch is in flight while the weights are worked out.
-template <int IPT, int SPB>
+// Batch<IPT, SPB> (merge_batch, wide_batch); the first batch is in flight while WEIGHTS works out
+// the weights.
+template <int IPT, int SPB, template <int, int> class Batch, merge_weights_fn WEIGHTS>
 __device__ __forceinline__ void merge_items(const kt_mla_args &a, const part_t *part, const float *ml, long prow, int n,
                                             float *wt, float *fh, int bs, int h0, bool writer, int lo, int hi) {
     const int i0 = lo + threadIdx.x;
-    merge_batch<IPT, SPB> b;
+    Batch<IPT, SPB> b;
     b.load(part, prow, n, i0, hi, 0);
-    merge_weights(a, ml, prow, n, wt, fh, bs, h0, writer);
+    WEIGHTS(a, ml, prow, n, wt, fh, bs, h0, writer);
     __syncthreads();
     for (int i = i0; i < hi; i += IPT * THREADS) {
         float o[IPT][4] = {};
@@ -1174,31 +1177,6 @@ __device__ __forceinline__ void wide_weights(const kt_mla_args &a, const float *
         if (lane == 0 && writer) ((float *)a.lse)[((long)(bs / a.SQ) * a.HQ + h0 + h) * a.SQ + bs % a.SQ] = lse;
     }
 }
-// merge_items on wide_batch and wide_weights: the first batch and every (m, l) pair in flight together
-template <int IPT, int SPB>
-__device__ __forceinline__ void wide_items(const kt_mla_args &a, const part_t *part, const float *ml, long prow, int n,
-                                           float *wt, float *fh, int bs, int h0, bool writer, int lo, int hi) {
-    const int i0 = lo + threadIdx.x;
-    wide_batch<IPT, SPB> b;
-    b.load(part, prow, n, i0, hi, 0);
-    wide_weights(a, ml, prow, n, wt, fh, bs, h0, writer);
-    __syncthreads();
-    for (int i = i0; i < hi; i += IPT * THREADS) {
-        float o[IPT][4] = {};
-        for (int k0 = 0; k0 < n; k0 += SPB) {
-            if (i != i0 || k0 != 0) b.load(part, prow, n, i, hi, k0);
-            b.add(o, wt, n, i, hi, k0);
-        }
-#pragma unroll
-        for (int r = 0; r < IPT; r++) {
-            const int it = i + r * THREADS, h = it / (KT_MLA_DV / 4), d = it % (KT_MLA_DV / 4) * 4;
-            if (it >= hi) continue;
-            const float f = fh[h];
-            kt_u16 *out = (kt_u16 *)a.out + ((long)bs * a.HQ + h0 + h) * KT_MLA_DV + d;
-            *(uint2 *)out = make_uint2(bf16x2(o[r][0] * f, o[r][1] * f), bf16x2(o[r][2] * f, o[r][3] * f));
-        }
-    }
-}
 // MERGE 1's batches: 48 registers of raw sums a thread (24 loads of bf16: 32 spilled at WPM 8), or
 // 64 (16 of f32), as one item over all of a B = 1 query's 16-20 splits, or 4 items where the splits
 // are few (B = 64's 4)
@@ -1206,9 +1184,9 @@ __device__ __forceinline__ void wide_merge(const kt_mla_args &a, const part_t *p
                                            float *wt, float *fh, int bs, int h0, bool writer, int lo, int hi) {
     constexpr int LOADS = KT_PART ? 24 : 16;
     if (n <= LOADS / 4)
-        wide_items<4, LOADS / 4>(a, part, ml, prow, n, wt, fh, bs, h0, writer, lo, hi);
+        merge_items<4, LOADS / 4, wide_batch, wide_weights>(a, part, ml, prow, n, wt, fh, bs, h0, writer, lo, hi);
     else
-        wide_items<1, LOADS>(a, part, ml, prow, n, wt, fh, bs, h0, writer, lo, hi);
+        merge_items<1, LOADS, wide_batch, wide_weights>(a, part, ml, prow, n, wt, fh, bs, h0, writer, lo, hi);
 }
 __device__ __forceinline__ void fused_merge(const kt_mla_args &a, kt_u8 *smem, int bs, int h0) {
     float *wt = (float *)smem, *fh = wt + HPC * a.nsplit; // weights [HPC][nsplit], 1/sum [HPC], ticket
@@ -1246,9 +1224,9 @@ __device__ __forceinline__ void fused_merge(const kt_mla_args &a, kt_u8 *smem, i
     if (WIDE_MERGE)
         wide_merge(a, part, ml, prow, n, wt, fh, bs, h0, writer, lo, hi);
     else if (n <= 4)
-        merge_items<4, 4>(a, part, ml, prow, n, wt, fh, bs, h0, writer, lo, hi);
+        merge_items<4, 4, merge_batch, merge_weights>(a, part, ml, prow, n, wt, fh, bs, h0, writer, lo, hi);
     else
-        merge_items<1, 16>(a, part, ml, prow, n, wt, fh, bs, h0, writer, lo, hi);
+        merge_items<1, 16, merge_batch, merge_weights>(a, part, ml, prow, n, wt, fh, bs, h0, writer, lo, hi);
     tr_mark(TR_MERGED);
     if (!all) { // every other CTA has arrived and gone
         if (threadIdx.x == 0) cnt[0] = 0;
