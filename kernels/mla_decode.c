@@ -292,15 +292,19 @@ static int config_fits(const kt_config *c, const kt_problem *p) {
            (v[P_PATH] != 1 || layout_of(p) == KT_MLA_V4);
 }
 
+/* A fused launch of one split (PATH 2 / 3) writes the output itself: no partials, no merge. */
+static int direct_write(const int *v, const kt_problem *p) {
+    return v[P_FUSE] && v[P_PATH] >= 2 && slots_of(p) <= v[P_SPLIT];
+}
+
 static int hopeless(const kt_config *c, const kt_problem *p) {
     const int *v = c->v;
-    /* a split longer than the list is the list; raw buffers beyond a split's chunks stay empty; a
-     * fused launch of one split writes the output itself, with no partials to store as bf16 and
-     * none to merge (MERGE: the fused merge's; check_config refuses it at FUSE 0) */
-    int direct = v[P_FUSE] && v[P_PATH] >= 2 && slots_of(p) <= v[P_SPLIT];
+    /* a split longer than the list is the list; raw buffers beyond a split's chunks stay empty; the
+     * direct write has no partials to store as bf16 (PART) and none to merge (MERGE: the fused
+     * merge's; check_config refuses it at FUSE 0) */
     return (v[P_SPLIT] > 2 * slots_of(p) && v[P_SPLIT] > 64) ||
-           (v[P_STAGES] > 2 && v[P_STAGES] > v[P_SPLIT] / v[P_CHUNK]) || (v[P_PART] && direct) ||
-           (v[P_MERGE] && direct);
+           (v[P_STAGES] > 2 && v[P_STAGES] > v[P_SPLIT] / v[P_CHUNK]) ||
+           ((v[P_PART] || v[P_MERGE]) && direct_write(v, p));
 }
 
 /* PATH 2 (no bf16 tile: three CTAs of 128 threads fit an SM); HPC 16 at small batches (more
@@ -354,7 +358,7 @@ static void default_for(const kt_problem *p, int sms, kt_config *c) {
      * split writes its output itself): the H200, two rounds, V4 HQ 16 B = 1 7.72 -> 7.37 us, V4 HQ 64
      * B = 1 9.01 -> 8.35, V3.2 HQ 128 B = 1 15.30 -> 15.12, V4 HQ 16 B = 64 22.26 -> 20.46; out's rel
      * error 1.8e-3 -> 2.3e-3 (bench/NOTES.md, mla24) */
-    v[P_PART] = !(v[P_FUSE] && slots_of(p) <= v[P_SPLIT]);
+    v[P_PART] = !direct_write(v, p);
     if (v[P_SPLIT] < 16 * 32) return;
     v[P_CHUNK] = 64;
     if (smem_of(c, layout_of(p)) <= SMEM_LIMIT) return;
@@ -500,7 +504,7 @@ const kt_family kt_family_mla_decode = {
                {"FUSE", 3, {0, 1, 2}},
                {"MPW", 2, {1, 2}},
                /* the partial sums as bf16 (1; the (m, l) pairs stay f32): half the bytes stored and
-                * merged; off (0, f32) until a GPU has measured it (bench/NOTES.md, mla24) */
+                * merged; default_for takes it wherever there are partials (bench/NOTES.md, mla24) */
                {"PART", 2, {0, 1}},
                /* the fused merge (FUSE 1 / 2): 0 merge_batch's loads, 1 wide_batch's (a batch's loads all
                 * in flight: merge_batch's left one round trip a split at PART 1), 2 wide_batch's and the

@@ -73,35 +73,30 @@ void kt_stage_problem(const kt_family *f, int s, const kt_problem *p, kt_problem
 
 int kt_parse_stage_configs(const kt_family *f, const char *text, kt_config *pinned, unsigned *mask) {
     *mask = 0;
+    int parts = 1;
+    for (const char *c = text; *c; c++) parts += *c == ';';
+    if (parts != f->n_stages)
+        return kt_fail("--config '%s': %d parts ';'-separated (one a stage of %s, empty for its winner), not %d", text,
+                       f->n_stages, f->name, parts);
     const char *part = text;
     for (int s = 0; s < f->n_stages; s++) {
-        const char *end = strchr(part, ';');
-        size_t n = end ? (size_t)(end - part) : strlen(part);
-        if (!end && s + 1 < f->n_stages)
-            return kt_fail("--config '%s': %d parts ';'-separated (one a stage of %s, empty for its winner), not %d",
-                           text, f->n_stages, f->name, s + 1);
-        char one[512];
+        size_t n = strcspn(part, ";");
+        char one[512], why[256];
         if (n >= sizeof one) return kt_fail("--config '%s': stage %d's part is too long", text, s + 1);
         memcpy(one, part, n), one[n] = 0;
+        part += n + 1;
         const kt_family *g = f->stages[s].family;
         const char *cfg = one, *colon = strchr(one, ':');
-        if (colon) {
-            if ((size_t)(colon - one) != strlen(g->name) || strncmp(one, g->name, strlen(g->name)))
-                return kt_fail("--config '%s': stage %d of %s is %s, not '%.*s'", text, s + 1, f->name, g->name,
-                               (int)(colon - one), one);
-            cfg = colon + 1;
+        if (colon && ((size_t)(colon - one) != strlen(g->name) || strncmp(one, g->name, strlen(g->name))))
+            return kt_fail("--config '%s': stage %d of %s is %s, not '%.*s'", text, s + 1, f->name, g->name,
+                           (int)(colon - one), one);
+        if (colon) cfg = colon + 1;
+        if (!*cfg) continue;
+        if (kt_parse_config(g, cfg, &pinned[s])) {
+            snprintf(why, sizeof why, "%s", kt_error()); /* kt_fail writes where kt_error() reads */
+            return kt_fail("--config, stage %d (%s): %s", s + 1, g->name, why);
         }
-        if (*cfg) {
-            if (kt_parse_config(g, cfg, &pinned[s])) {
-                char why[256]; /* kt_fail writes where kt_error() reads */
-                snprintf(why, sizeof why, "%s", kt_error());
-                return kt_fail("--config, stage %d (%s): %s", s + 1, g->name, why);
-            }
-            *mask |= 1u << s;
-        }
-        part = end ? end + 1 : part + n;
-        if (s + 1 == f->n_stages && end)
-            return kt_fail("--config '%s': more than %d parts (the stages of %s)", text, f->n_stages, f->name);
+        *mask |= 1u << s;
     }
     return 0;
 }
