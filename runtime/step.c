@@ -38,7 +38,7 @@
     X(INDEX_Q, rt_index_q) X(O_POST, rt_o_post) X(RMSNORM_F32, rt_rmsnorm_f32) X(RESIDUAL, rt_residual)       \
     X(V32_KV_APPEND, rt_v32_kv_append) X(V32_Q_ABSORB, rt_v32_q_absorb) X(V32_O_UP, rt_v32_o_up)              \
     X(V32_INDEX_K, rt_v32_index_k) X(V32_INDEX_Q, rt_v32_index_q) X(GEMV_FIN_BF16, rt_gemv_fin_bf16)         \
-    X(GATE_COMB, rt_gate_comb) X(SCALE_COLS, rt_scale_cols) X(GEMV_HC1_GRAM, rt_gemv_hc1_gram)
+    X(GATE_COMB, rt_gate_comb) X(SCALE_COLS, rt_scale_cols)
 // clang-format on
 #define RT_ENUM(e, n) K_##e,
 #define RT_NAME(e, n) #n,
@@ -114,7 +114,6 @@ struct kt_step {
     int gate_y_blocks; /* gate_y's blocks, about (KT_STEP_GATE_Y_BLOCKS; 128) */
     int csa_split;     /* at B = 1 a CSA layer's indexer projections in their own GEMV, the KV compressor's after q_b
                         * on side chain 6 (KT_STEP_CSA_SPLIT=0: one GEMV) */
-    int hc_gram;       /* at B = 1 the spread HC module in one grid barrier, rt_gemv_hc1_gram (KT_STEP_HC_GRAM=1) */
     kt_module rt[N_RT];
     layer_dev *L;
     kt_model_tensor *list;
@@ -128,7 +127,7 @@ struct kt_step {
     /* gate_beside: the projections of the old streams (go) and of the block output (gy), each with its
      * splits and tile counters; the post | comb the MoE module's post step read (gpc), its pre and r */
     dptr gopart, gocount, go, gypart, gycount, gy, gpc, gprn;
-    dptr hcbar, hcss; /* hc_spread: rt_hc_spread's grid barrier (2 words) and partial sums (hc_ss_floats) */
+    dptr hcbar, hcss; /* hc_spread: rt_hc_spread's grid barrier (2 words) and partial sums (64 floats) */
     dptr gvpart, gvcount, cemit[2], ccount[2]; /* rt_gemv's split sums (gv_bytes) and tile counters (gv_tiles);
                                                 * rt_comp_emit's entry [B][width] and counters [B], of the
                                                 * KV compressor and the indexer's (beside each other) */
@@ -486,8 +485,6 @@ typedef struct hc_args {
 #define RT_HC_D 4096
 #define RT_QKV_NW 8
 #define RT_ARGMAX_THREADS 1024 /* rt_argmax's block */
-#define RT_HC_GOFF 64          /* rt_gemv_hc1_gram's partial sums: rt_hc_spread's 64, then 32 Gram matrices */
-#define RT_HC_GN 36            /* of H (H + 1) / 2 <= 36 entries (model.cu's) */
 
 /* With side chains, a module's post and comb (Sinkhorn, rt_hc_comb) on side chain 2 from the
  * mixes its block (rt_gemv_hc1's last or rt_hc_pre) left in hcmix, beside the block that follows
@@ -541,10 +538,8 @@ static int hc_gemv_post(kt_step *s, dptr fn, long nmix, const hc_args *m, int *S
     if (prn && !s->post_yb) return kt_fail("internal: the MoE gate's block output is not bf16");
     if (prn && gate_y(s, m)) return -1;
     s->gpc = s->postcomb;
-    /* the module over the blocks: each block's 128 columns, every column in one (D <= 128 splits); hc_gram: in one
-     * grid barrier (rt_gemv_hc1_gram, no dynamic shared memory: rt_hc_pre_last's) */
+    /* the module over the blocks: each block's 128 columns, every column in one (D <= 128 splits) */
     dptr bar = one && s->hc_spread && D % 128 == 0 && D / 128 <= splits && splits <= 32 ? s->hcbar : 0;
-    int gram = bar && s->hc_gram;
     /* rt_gemv_hc takes the first 13 (the driver reads as many as the kernel has) */
     void *a[] = {&fn,
                  &old,
@@ -575,9 +570,8 @@ static int hc_gemv_post(kt_step *s, dptr fn, long nmix, const hc_args *m, int *S
                  &bar,
                  &s->hcss};
     s->x = x, s->post_pending = 0, *S = splits, *fused = one;
-    int kern = gram ? K_GEMV_HC1_GRAM : one ? K_GEMV_HC1 : K_GEMV_HC;
-    if (rt_as(s, kern, "rt_gemv_hc", (unsigned)(B + 7) / 8, 1, (unsigned)splits, RT_GV_THREADS,
-              one && !gram ? (unsigned)(D * 4) : 0, a))
+    if (rt_as(s, one ? K_GEMV_HC1 : K_GEMV_HC, "rt_gemv_hc", (unsigned)(B + 7) / 8, 1, (unsigned)splits, RT_GV_THREADS,
+              one ? (unsigned)(D * 4) : 0, a))
         return -1;
     return one && mixout ? hc_comb(s, m) : 0; /* B > 1: rt_hc_pre's (hc_mix) */
 }
@@ -1444,9 +1438,6 @@ static size_t gemv_scratch(const kt_model_config *c, long B) {
     return most;
 }
 
-/* rt_hc_spread's partial sums (floats): 2 x 32, with hc_gram the 32 blocks' Gram matrices after them */
-static long hc_ss_floats(const kt_step *s) { return RT_HC_GOFF + (s->hc_gram ? 32 * RT_HC_GN : 0); }
-
 /* The scratch both models' steps share: rt_gemv's split sums and the tile counters of the GEMVs
  * with a plain output (the gate's and the LM head's rows at most), zeroed (the last block of a
  * tile leaves its counter at 0); qgemm's act_quant codes and scales above QGEMM_FUSED_MAX_M rows
@@ -1462,7 +1453,7 @@ static int alloc_scratch(kt_step *s) {
     s->gv_tiles = (size_t)((s->B + 7) / 8) * (size_t)((rows + 31) / 32);
     s->xq_bytes = s->B > QGEMM_FUSED_MAX_M ? (size_t)(s->B * k) : 0;
     size_t E = (size_t)c->n_experts, H = (size_t)c->hc_mult, tiles = (E + 31) / 32 * 4;
-    if (s->B == 1 && (dalloc(&s->hcbar, 8) || dalloc(&s->hcss, hc_ss_floats(s) * 4))) return -1;
+    if (s->B == 1 && (dalloc(&s->hcbar, 8) || dalloc(&s->hcss, 64 * 4))) return -1;
     long HD = c->head_dim, csa_rows = 4 * HD + 4 * c->index_dim + c->index_heads; /* gemv_scratch's CSA row */
     s->cpart_bytes = csa_split(s) && c->hidden >= 128 ? (size_t)gemv_splits(1, csa_rows, c->hidden) * 4 * HD * 4 : 0;
     if (s->cpart_bytes && dalloc(&s->cpart, s->cpart_bytes)) return -1;
@@ -1796,7 +1787,6 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
     s->hc_spread = !(sp && !strcmp(sp, "0"));
     s->gate_y_blocks = (int)env_long("KT_STEP_GATE_Y_BLOCKS", 128, 8, 1024);
     s->csa_split = (int)env_long("KT_STEP_CSA_SPLIT", 1, 0, 1);
-    s->hc_gram = (int)env_long("KT_STEP_HC_GRAM", 0, 0, 1);
     for (int i = 0; i < MAX_EVENTS; i++) KT_CHECK(CU, kt_cu.cuEventCreate(&s->ev[i], CU_EVENT_DEFAULT));
     if (load_rt(s)) return -1;
     kt_db_device dev;
@@ -1854,9 +1844,6 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
     if (csa_split(s))
         fprintf(stderr, "kt run: a CSA layer's indexer projections in their own GEMV, its KV compressor beside the "
                         "indexer (KT_STEP_CSA_SPLIT=0: one GEMV)\n");
-    if (c->arch == KT_ARCH_V4 && s->B == 1 && s->hc_spread && s->hc_gram)
-        fprintf(stderr, "kt run: the HC module over rt_gemv_hc1's blocks in one grid barrier, h's rms from Gram "
-                        "matrices (rt_gemv_hc1_gram, KT_STEP_HC_GRAM=1)\n");
     s->resolve_ms = (kt_now() - t1) * 1e3;
     if (s->db && build_graph(s, 1)) return -1;
     fprintf(stderr, "kt run: %d kernels resolved and the step captured as one CUDA graph in %.0f ms%s\n",

@@ -42,8 +42,6 @@
 #            not checked) (run after tiny);
 #   plantkv  the same with bin/kt_plant_kv (the CSA split's KV compressor, side chain 6, enqueued after
 #            mla_decode, unjoined: what a lost join allows at worst);
-#   plantgram  the same with bin/kt_plant_gram (tests/gpu/rt25_plant.sh: KT_STEP_HC_GRAM's Gram matrices'
-#            off-diagonal entries counted once);
 #   tinyoff  this build's tiny V4 at B = 1 with $KT_RTB1_OFF in its environment (the levers off): byte-identical
 #            to main's (after tiny);
 #   levers   this build at B = 1 with each setting of $KT_RTB1_LEVERS (NAME:VAR=V,VAR=V:exact|close ...): TPOT
@@ -362,8 +360,6 @@ plant_run() {
 # postcomb single-buffered (rt19's double buffer); the CSA split's KV compressor after mla_decode, unjoined
 part_plant() { plant_run ./bin/kt_plant_pc "postcomb single-buffered"; }
 part_plantkv() { plant_run ./bin/kt_plant_kv "the KV compressor after mla_decode (the CSA split)" KT_STEP_CSA_SPLIT=1; }
-# rt25's one-barrier HC module with the Gram matrices' off-diagonal entries counted once (tests/gpu/rt25_plant.sh)
-part_plantgram() { plant_run ./bin/kt_plant_gram "the Gram matrices' cross terms once (KT_STEP_HC_GRAM)" KT_STEP_HC_GRAM=1; }
 
 # this build's tiny V4 at B = 1 with the settings $KT_RTB1_OFF (VAR=VALUE,...: the levers off), byte-identical to
 # main's (after tiny)
@@ -497,12 +493,11 @@ for p in $PARTS; do
     b1b2) part_b1b2 ;;
     plant) part_plant ;;
     plantkv) part_plantkv ;;
-    plantgram) part_plantgram ;;
     tinyoff) part_tinyoff ;;
     levers) part_levers ;;
     gate) part_gate ;;
     spread) part_spread ;;
-    *) check 1 "unknown part $p (warm, b1, b16, b64, short, one, gate, spread, levers, ncu, ncuspread, ncuoff, tiny, plant, plantkv, plantgram, tinyoff, correct, b1b2, v32)" ;;
+    *) check 1 "unknown part $p (warm, b1, b16, b64, short, one, gate, spread, levers, ncu, ncuspread, ncuoff, tiny, plant, plantkv, tinyoff, correct, b1b2, v32)" ;;
     esac
     say "$p done"
 done
