@@ -360,6 +360,7 @@ int kt_model_config_parse(const char *name, const char *json, size_t len, kt_mod
     else
         rc = kt_fail("%s: model_type '%s': kt runs deepseek_v4 and deepseek_v32", name, mt->valuestring);
     if (!rc) snprintf(c->model_type, sizeof c->model_type, "%s", mt->valuestring);
+    c->head_rows = c->vocab;
     cJSON_Delete(o);
     return rc;
 }

@@ -46,6 +46,7 @@ typedef struct kt_model_config {
     char model_type[32]; /* "deepseek_v4" or "deepseek_v32" (host reference only) */
     kt_arch arch;
     long vocab, hidden, n_layers;
+    long head_rows; /* the LM head's rows (logits) this rank makes: vocab; vocab / N under --tp-shapes N */
     long n_heads, head_dim, rope_dim; /* rope_dim = head_dim * partial_rotary_factor, the trailing slice */
     long q_lora, o_groups, o_lora, window;
     long csa_rate, hca_rate, index_heads, index_dim, index_topk;

@@ -604,7 +604,7 @@ static int step_v32(kt_model_ref *m, const int32_t *token, long pos, double *log
             for (long d = 0; d < D; d++) x[d] += y[d];
         }
         rmsnorm(x, D, Wf(m, "model.norm.weight", 0), c->rms_eps);
-        linear(m, Wf(m, "lm_head.weight", 0), c->vocab, D, x, logits + b * c->vocab, 0, 0);
+        linear(m, Wf(m, "lm_head.weight", 0), c->head_rows, D, x, logits + b * c->head_rows, 0, 0);
     }
     free(x), free(col), free(y);
     return 0;
@@ -646,7 +646,7 @@ int kt_model_ref_step(kt_model_ref *m, const int32_t *token, long pos, double *l
         }
         free(flat);
         rmsnorm(y, D, Wf(m, "model.norm.weight", 0), c->rms_eps);
-        linear(m, Wf(m, "head.weight", 0), c->vocab, D, y, logits + b * c->vocab, 0, 0);
+        linear(m, Wf(m, "head.weight", 0), c->head_rows, D, y, logits + b * c->head_rows, 0, 0);
     }
     free(x), free(col), free(y);
     return 0;

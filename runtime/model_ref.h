@@ -24,7 +24,7 @@ typedef enum kt_ref_mode {
  * max_ctx tokens. */
 int kt_model_ref_open(const kt_model_config *c, const kt_st_set *w, uint64_t seed, kt_ref_mode mode, int batch,
                       long max_ctx, kt_model_ref **out);
-/* One decode step: token[b] at position pos for every sequence; logits[b * vocab + v]. */
+/* One decode step: token[b] at position pos for every sequence; logits[b * head_rows + v]. */
 int kt_model_ref_step(kt_model_ref *m, const int32_t *token, long pos, double *logits);
 void kt_model_ref_close(kt_model_ref *m);
 

@@ -74,16 +74,20 @@ static int run_config(const kt_run_options *o, kt_model_config *c) {
         return kt_fail("--layers %ld: the model has %ld layers", o->layers, c->n_layers);
     if (o->layers) c->n_layers = o->layers;
     if (o->tp_shapes > 1) {
-        if (c->n_heads % o->tp_shapes || c->o_groups % o->tp_shapes || c->moe_inter % (128 * o->tp_shapes))
-            return kt_fail("--tp-shapes %d does not divide the heads (%ld), o_groups (%ld) and experts' width (%ld)",
-                           o->tp_shapes, c->n_heads, c->o_groups, c->moe_inter);
+        if (c->n_heads % o->tp_shapes || c->o_groups % o->tp_shapes || c->moe_inter % (128 * o->tp_shapes) ||
+            c->vocab % o->tp_shapes)
+            return kt_fail("--tp-shapes %d does not divide the heads (%ld), o_groups (%ld), experts' width (%ld) "
+                           "and vocabulary (%ld)",
+                           o->tp_shapes, c->n_heads, c->o_groups, c->moe_inter, c->vocab);
         c->n_heads /= o->tp_shapes;
         c->o_groups /= o->tp_shapes;
         c->moe_inter /= o->tp_shapes;
+        c->head_rows = c->vocab / o->tp_shapes; /* a vocab-parallel LM head (SGLang's and vLLM's ParallelLMHead) */
         fprintf(stderr,
-                "kt run: --tp-shapes %d: one rank's shapes (%ld heads, %ld o-groups, expert width %ld; the "
-                "indexer, compressors and head whole); the all-reduce after attention and MoE is left out\n",
-                o->tp_shapes, c->n_heads, c->o_groups, c->moe_inter);
+                "kt run: --tp-shapes %d: one rank's shapes (%ld heads, %ld o-groups, expert width %ld, the LM head's "
+                "first %ld rows; the indexer and compressors whole); the all-reduces after attention and MoE and the "
+                "logits' all-gather are left out (the greedy token is this rank's)\n",
+                o->tp_shapes, c->n_heads, c->o_groups, c->moe_inter, c->head_rows);
     }
     return 0;
 }
@@ -152,20 +156,20 @@ int kt_run(const kt_run_options *o) {
     } else {
         rc = kt_step_open(&c, o->synthetic ? NULL : &w, o, &gpu);
     }
-    double *logits = malloc((size_t)(o->batch * c.vocab) * sizeof *logits);
-    float *f = malloc((size_t)(o->batch * c.vocab) * sizeof *f);
+    double *logits = malloc((size_t)(o->batch * c.head_rows) * sizeof *logits);
+    float *f = malloc((size_t)(o->batch * c.head_rows) * sizeof *f);
     int32_t *tok = malloc((size_t)o->batch * sizeof *tok);
     for (int b = 0; b < o->batch; b++) tok[b] = prompt[b * plen];
     for (long t = 0; t < total && !rc; t++) {
         rc = ref ? kt_model_ref_step(ref, tok, t, logits) : kt_step_run(gpu, tok, t, logits);
         if (rc) break;
-        for (long i = 0; i < o->batch * c.vocab; i++) f[i] = (float)logits[i];
-        if (dump && fwrite(f, sizeof *f, (size_t)(o->batch * c.vocab), dump) != (size_t)(o->batch * c.vocab))
+        for (long i = 0; i < o->batch * c.head_rows; i++) f[i] = (float)logits[i];
+        if (dump && fwrite(f, sizeof *f, (size_t)(o->batch * c.head_rows), dump) != (size_t)(o->batch * c.head_rows))
             rc = kt_fail("writing %s failed", o->dump_path);
         printf("step %ld:", t);
         for (int b = 0; b < o->batch; b++) {
-            long next = t + 1 < plen ? prompt[b * plen + t + 1] : argmax(logits + b * c.vocab, c.vocab);
-            printf(" %d->%ld%s", tok[b], argmax(logits + b * c.vocab, c.vocab), t + 1 < plen ? "" : "*");
+            long next = t + 1 < plen ? prompt[b * plen + t + 1] : argmax(logits + b * c.head_rows, c.head_rows);
+            printf(" %d->%ld%s", tok[b], argmax(logits + b * c.head_rows, c.head_rows), t + 1 < plen ? "" : "*");
             tok[b] = (int32_t)next;
         }
         printf("\n");

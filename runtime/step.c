@@ -953,7 +953,7 @@ static int layers(kt_step *s, int (*attn)(kt_step *, long), int (*ffn)(kt_step *
 /* V3.2's step: embedding, the layers, final norm, LM head, greedy argmax. */
 static int enqueue_v32(kt_step *s) {
     const kt_model_config *c = &s->c;
-    int D = (int)c->hidden, V = (int)c->vocab, B = s->B, one = 1;
+    int D = (int)c->hidden, V = (int)c->head_rows, B = s->B, one = 1;
     float eps = (float)c->rms_eps;
     dptr no_quant = 0;
     void *ae[] = {&s->embed, &s->tok, &s->x, &D};
@@ -971,7 +971,7 @@ static int enqueue_v32(kt_step *s) {
 /* Enqueues the whole step on s->stream. */
 static int enqueue(kt_step *s) {
     const kt_model_config *c = &s->c;
-    int D = (int)c->hidden, H = (int)c->hc_mult, V = (int)c->vocab;
+    int D = (int)c->hidden, H = (int)c->hc_mult, V = (int)c->head_rows;
     int W = (int)c->window, hr = (int)c->hca_rate, cr = (int)c->csa_rate, B = s->B;
     if (c->arch == KT_ARCH_V32) return enqueue_v32(s);
     s->x = s->xbuf[0]; /* every step (and capture) starts on the same buffer, nothing pending */
@@ -1048,11 +1048,12 @@ static int fill(kt_step *s, int k, dptr p, unsigned long long n, float base, flo
     return 0;
 }
 
-/* A plain tensor into device memory at out (allocated by the caller): from the file or seeded. */
-static int plain_at(kt_step *s, dptr out, const char *fmt, long l) {
+/* The first `rows` rows of a plain tensor (all where rows is 0) into device memory at out (allocated by
+ * the caller): from the file or seeded. */
+static int plain_rows_at(kt_step *s, dptr out, const char *fmt, long l, long rows) {
     const kt_model_tensor *d = desc(s, fmt, l, 0);
     if (!d) return -1;
-    long n = d->shape[0] * (d->ndim == 2 ? d->shape[1] : 1), k = d->ndim == 2 ? d->shape[1] : 1;
+    long k = d->ndim == 2 ? d->shape[1] : 1, n = (rows > 0 && rows < d->shape[0] ? rows : d->shape[0]) * k;
     s->weight_bytes += 4.0 * n;
     if (!s->w) {
         if (d->kind == KT_W_INDEX) return fill(s, K_FILL_I32, out, (unsigned long long)n, 0, 0, (int)s->c.n_experts);
@@ -1069,11 +1070,19 @@ static int plain_at(kt_step *s, dptr out, const char *fmt, long l) {
     return rc ? -1 : 0;
 }
 
+static int plain_at(kt_step *s, dptr out, const char *fmt, long l) { return plain_rows_at(s, out, fmt, l, 0); }
+
 /* A plain tensor (f32 on the device; int32 for expert tables), from the file or seeded. */
 static int plain(kt_step *s, dptr *out, const char *fmt, long l) {
     const kt_model_tensor *d = desc(s, fmt, l, 0);
     return !d || dalloc(out, (size_t)(d->shape[0] * (d->ndim == 2 ? d->shape[1] : 1)) * 4) ? -1
                                                                                            : plain_at(s, *out, fmt, l);
+}
+
+/* The LM head's first head_rows rows (this rank's part of the vocabulary), f32. */
+static int plain_head(kt_step *s, const char *name) {
+    return dalloc(&s->head, (size_t)(s->c.head_rows * s->c.hidden) * 4) ||
+           plain_rows_at(s, s->head, name, 0, s->c.head_rows);
 }
 
 /* A GEMM weight into rows row0.. of g (allocated by the caller when row0 > 0): FP8 codes and
@@ -1427,7 +1436,7 @@ static size_t gemv_scratch(const kt_model_config *c, long B) {
                     {2 * HD, D, 0},
                     {4 * HD + 4 * ID + c->index_heads, D, 0}, /* a CSA layer's compressors + indexer weights */
                     {c->n_experts, D, 0},
-                    {c->vocab, D, 1}}; /* {N, K, plain output} */
+                    {c->head_rows, D, 1}}; /* {N, K, plain output} */
     size_t most = 16;
     for (size_t i = 0; i < sizeof nk / sizeof nk[0]; i++) {
         if (nk[i][0] <= 0 || nk[i][1] < 128) continue; /* a projection this model lacks (V3.2: no HC) */
@@ -1444,7 +1453,7 @@ static size_t gemv_scratch(const kt_model_config *c, long B) {
  * (its K at most: V4's o_a group input and o_b's, the shared expert's, V3.2's o_proj and MLPs). */
 static int alloc_scratch(kt_step *s) {
     const kt_model_config *c = &s->c;
-    long rows = c->vocab > c->n_experts ? c->vocab : c->n_experts;
+    long rows = c->head_rows > c->n_experts ? c->head_rows : c->n_experts;
     long ks[] = {c->o_groups > 0 ? kt_model_group_in(c) : 0, /* V3.2 has no o_a groups */
                  c->o_groups * c->o_lora, c->moe_inter * (c->n_shared > 1 ? c->n_shared : 1), c->inter,
                  c->n_heads * c->v_head},
@@ -1516,7 +1525,7 @@ static int alloc_acts_v32(kt_step *s) {
                       {&s->a_sh, B * I * 2},
                       {&s->y_sh, B * D * 2},
                       {&s->yfin, B * D * 4},
-                      {&s->logits, B * (size_t)c->vocab * 4},
+                      {&s->logits, B * (size_t)c->head_rows * 4},
                       {&s->next, B * 4},
                       {&s->lens, 3 * B * 4}};
     return alloc_bufs(a, sizeof a / sizeof a[0]) || alloc_scratch(s) || upload_ints(&s->csa_len, s->B, csa_length, s) ||
@@ -1561,7 +1570,7 @@ static int alloc_acts(kt_step *s) {
                       {&s->y_sh, B * D * 2},
                       {&s->moe_out, B * D * 4},
                       {&s->yfin, B * D * 4},
-                      {&s->logits, B * (size_t)c->vocab * 4},
+                      {&s->logits, B * (size_t)c->head_rows * 4},
                       {&s->next, B * 4},
                       {&s->cemit[0], B * HD * 4}, /* the KV compressor's entry, then the indexer's */
                       {&s->cemit[1], B * (size_t)c->index_dim * 4},
@@ -1734,8 +1743,8 @@ static int v32_refuses(const kt_step_plan *p) {
 /* V3.2's embedding, final norm, LM head, RoPE table and buffers. */
 static int load_top_v32(kt_step *s) {
     return plain(s, &s->embed, "model.embed_tokens.weight", 0) || plain(s, &s->norm, "model.norm.weight", 0) ||
-                   plain(s, &s->head, "lm_head.weight", 0) ||
-                   upload_inv(&s->c.rope_main, s->c.rope_dim, &s->inv_main) || alloc_acts_v32(s)
+                   plain_head(s, "lm_head.weight") || upload_inv(&s->c.rope_main, s->c.rope_dim, &s->inv_main) ||
+                   alloc_acts_v32(s)
                ? -1
                : 0;
 }
@@ -1809,7 +1818,7 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
             : (plain(s, &s->embed, "model.embed_tokens.weight", 0) || plain(s, &s->hh_fn, "model.hc_head.hc_fn", 0) ||
                plain(s, &s->hh_base, "model.hc_head.hc_base", 0) ||
                plain(s, &s->hh_scale, "model.hc_head.hc_scale", 0) || plain(s, &s->norm, "model.norm.weight", 0) ||
-               plain(s, &s->head, "head.weight", 0) || upload_inv(&c->rope_main, c->rope_dim, &s->inv_main) ||
+               plain_head(s, "head.weight") || upload_inv(&c->rope_main, c->rope_dim, &s->inv_main) ||
                upload_inv(&c->rope_compress, c->rope_dim, &s->inv_comp) || alloc_acts(s)))
         return -1;
     s->weight_bytes -= 4.0 * c->vocab * c->hidden; /* the embedding: only B rows are read */
@@ -1856,7 +1865,7 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
 
 int kt_step_run(kt_step *s, const int32_t *token, long pos, double *logits) {
     int p = (int)pos;
-    long n = s->B * s->c.vocab;
+    long n = s->B * s->c.head_rows;
     KT_CHECK(CU, kt_cu.cuMemcpyHtoD(s->tok, token, (size_t)s->B * 4));
     KT_CHECK(CU, kt_cu.cuMemcpyHtoD(s->pos, &p, 4));
     KT_CHECK(CU, kt_cu.cuGraphLaunch(s->graph[0], s->stream));

@@ -15,7 +15,7 @@ typedef struct kt_step kt_step;
  * caches, resolves every kernel the step needs (logging the lookup level of each) and captures
  * the step graph. w NULL: seeded synthetic weights. */
 int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_options *o, kt_step **out);
-/* Runs one step (token[b] at position pos) and copies the logits back into logits[b * vocab]. */
+/* Runs one step (token[b] at position pos) and copies the logits back into logits[b * head_rows]. */
 int kt_step_run(kt_step *s, const int32_t *token, long pos, double *logits);
 /* Prints (and writes to --json) TPOT, tokens/s, the per-family breakdown and the byte floor. */
 int kt_step_report(kt_step *s, const kt_run_options *o);

@@ -200,6 +200,11 @@ expect_ok "run: host reference, synthetic weights" "step 11:" run --model "$tmp/
 expect_fail "run: bad --plan arch" "--plan: expected sm_90" run --model "$tmp/m" --synthetic --plan sm_80
 expect_fail "run: bad --experts" "--experts: expected fp8 or mxfp4, got 'fp4'" run --model "$tmp/m" --synthetic --experts fp4
 expect_fail "run: --experts on the host reference" "--experts chooses the GPU step's seeded experts" run --model "$tmp/m" --synthetic --reference kt --experts mxfp4
+mkdir -p "$tmp/oddvocab" # V4-Flash's shapes but a vocabulary that 4 ranks cannot share
+printf '%s\n' '{"model_type": "deepseek_v4", "vocab_size": 129281, "hidden_size": 4096, "num_hidden_layers": 2,' \
+    '"num_attention_heads": 64, "head_dim": 512, "q_lora_rank": 1024, "n_routed_experts": 256,' \
+    '"num_experts_per_tok": 6, "moe_intermediate_size": 2048, "qk_rope_head_dim": 64}' >"$tmp/oddvocab/config.json"
+expect_fail "run: --tp-shapes that do not divide the vocabulary" "and vocabulary (129281)" run --model "$tmp/oddvocab" --synthetic --tp-shapes 4 --plan sm_90
 expect_ok "run --plan: attention plain (1 head)" "part: attention plain: mla_decode B=2: HQ=1" run --model "$tmp/m" --synthetic --batch 2 --context 16 --plan sm_90
 expect_ok "run --plan: indexer plain (2 heads)" "part: indexer plain: mla_indexer takes 64 heads of 128, the model has 2" run --model "$tmp/m" --synthetic --batch 2 --context 16 --plan sm_120
 expect_ok "run --plan: moe plain (4 experts)" "part: moe plain: moe_route B=2: E=4" run --model "$tmp/m" --synthetic --batch 2 --context 16 --plan sm_90

@@ -201,6 +201,33 @@ KT_TEST(model_ref_batch_independent_and_kt_close) {
     free(l1), free(l2), free(lq);
 }
 
+/* --tp-shapes N keeps the LM head's first vocab / N rows (a vocab-parallel rank's): those logits are the
+ * whole head's first rows, bit for bit (the same weights, one row of the head each). */
+KT_TEST(model_ref_head_rows_are_the_vocab_prefix) {
+    kt_model_config c, half;
+    EXPECT(parse_edited("\"index_topk\":2,\"n_routed_experts\":4", "\"index_topk\":8,\"n_routed_experts\":2", &c) == 0);
+    EXPECT(c.head_rows == c.vocab);
+    half = c;
+    half.head_rows = c.vocab / 2;
+    kt_model_ref *whole, *part;
+    EXPECT(kt_model_ref_open(&c, NULL, 7, KT_REF_EXACT, 2, 32, &whole) == 0);
+    EXPECT(kt_model_ref_open(&half, NULL, 7, KT_REF_EXACT, 2, 32, &part) == 0);
+    long V = c.vocab, R = half.head_rows;
+    double *lw = malloc((size_t)(2 * V) * sizeof *lw), *lp = malloc((size_t)(2 * R) * sizeof *lp);
+    long differ = 0;
+    uint64_t rng = 41;
+    for (long t = 0; t < 10; t++) {
+        int32_t tok[2] = {(int32_t)(kt_rng_next(&rng) % V), (int32_t)(kt_rng_next(&rng) % V)};
+        EXPECT(kt_model_ref_step(whole, tok, t, lw) == 0);
+        EXPECT(kt_model_ref_step(part, tok, t, lp) == 0);
+        for (long b = 0; b < 2; b++)
+            for (long v = 0; v < R; v++) differ += lp[b * R + v] != lw[b * V + v];
+    }
+    EXPECT(differ == 0);
+    kt_model_ref_close(whole), kt_model_ref_close(part);
+    free(lw), free(lp);
+}
+
 KT_TEST(model_ref_formats) {
     /* 128x128 blocks: each value within half an e4m3 step of its block's scale grid */
     long n = 256, k = 256;
