@@ -17,7 +17,7 @@
 enum { D_LAYOUT, D_HQ, D_TOPK, D_SQ };
 enum { LAYOUT_V32, LAYOUT_V4 }; /* the LAYOUT category's values, in `layouts` order */
 static const char *const layouts[] = {"V32", "V4", NULL};
-enum { P_HPC, P_CHUNK, P_SPLIT, P_STAGES, P_PATH, P_WPM, P_FUSE, P_MPW, P_PART, P_MERGE };
+enum { P_HPC, P_CHUNK, P_SPLIT, P_STAGES, P_PATH, P_WPM, P_FUSE, P_MPW, P_PART };
 enum { K_SPLIT_V32, K_SPLIT_V4, K_COMBINE, K_COMBINE_WIDE, K_REF_V32, K_REF_V4, K_NAIVE_V32, K_NAIVE_V4 };
 
 /* The ship arch's shared memory per block (kernels/common/kt_arch.h): a problem fits where it ships. */
@@ -265,10 +265,6 @@ static int check_config(const kt_config *c, int arch, char *why, size_t n) {
         return snprintf(why, n, "MPW=2 (32 heads a warp) takes PATH 2 or 3, HPC 32 and WPM 8"), -1;
     if (v[P_WPM] == 16 && (v[P_HPC] != 16 || v[P_CHUNK] < 32))
         return snprintf(why, n, "WPM=16 (512 threads at 128 registers) takes HPC 16 and CHUNK 32 or 64"), -1;
-    if (v[P_MERGE] && !v[P_FUSE])
-        return snprintf(why, n, "MERGE=%d is the fused merge's (FUSE 1 or 2): FUSE=0 merges in the combine kernel",
-                        v[P_MERGE]),
-               -1;
     if (v[P_PATH] == 1 && !kt_arch_limits_of(arch).block_scaled_mma)
         return snprintf(why, n, "PATH=1 (the block-scaled mma) exists on sm_120a only, not %s", kt_arch_name(arch)), -1;
     /* q's fragments (36 registers at V3.2), the p . v sums (512 / WPM / 2) and ~60 more must fit
@@ -300,11 +296,9 @@ static int direct_write(const int *v, const kt_problem *p) {
 static int hopeless(const kt_config *c, const kt_problem *p) {
     const int *v = c->v;
     /* a split longer than the list is the list; raw buffers beyond a split's chunks stay empty; the
-     * direct write has no partials to store as bf16 (PART) and none to merge (MERGE: the fused
-     * merge's; check_config refuses it at FUSE 0) */
+     * direct write has no partials to store as bf16 (PART) */
     return (v[P_SPLIT] > 2 * slots_of(p) && v[P_SPLIT] > 64) ||
-           (v[P_STAGES] > 2 && v[P_STAGES] > v[P_SPLIT] / v[P_CHUNK]) ||
-           ((v[P_PART] || v[P_MERGE]) && direct_write(v, p));
+           (v[P_STAGES] > 2 && v[P_STAGES] > v[P_SPLIT] / v[P_CHUNK]) || (v[P_PART] && direct_write(v, p));
 }
 
 /* PATH 2 (no bf16 tile: three CTAs of 128 threads fit an SM); HPC 16 at small batches (more
@@ -316,7 +310,9 @@ static int hopeless(const kt_config *c, const kt_problem *p) {
  * 32 in chunks of 64, or else with a third raw buffer, where it fits; the output written by the
  * split kernel where a query's slots are one split (FUSE 1), else the combine kernel (FUSE 0:
  * FUSE 2 lost at B = 1 by 1.3-3.8 us, FUSE 1 at B = 64 by 6-22% even with its loads batched:
- * bench/NOTES.md, eighteenth session, mla18b). The tuned winners on the H200, bench/NOTES.md
+ * bench/NOTES.md, eighteenth session, mla18b; with a batch's loads all in flight and one thread's
+ * release, FUSE 2 still lost at V4 B = 1 by 1.0-1.4 us and tied at V3.2 HQ 128, FUSE 1 at V4 HQ 16
+ * B = 64 by 20%: twenty-fourth session, mla25). The tuned winners on the H200, bench/NOTES.md
  * fifteenth and sixteenth sessions. */
 /* Where HPC 16's grid is three CTAs of 128 threads an SM (WPM 4): two of 256 (WPM 8, 16 warps an SM
  * where 12 ran) with the smallest split of the list within two an SM, if its busiest SM takes fewer
@@ -494,7 +490,7 @@ const kt_family kt_family_mla_decode = {
     .m_name = "B",
     .batch_buckets = batch_buckets,
     .mma = KT_MMA_BF16,
-    .n_params = 10,
+    .n_params = 9,
     .params = {{"HPC", 2, {16, 32}},
                {"CHUNK", 3, {16, 32, 64}},
                {"SPLIT", N_SPLITS, {SPLITS}},
@@ -505,14 +501,9 @@ const kt_family kt_family_mla_decode = {
                {"MPW", 2, {1, 2}},
                /* the partial sums as bf16 (1; the (m, l) pairs stay f32): half the bytes stored and
                 * merged; default_for takes it wherever there are partials (bench/NOTES.md, mla24) */
-               {"PART", 2, {0, 1}},
-               /* the fused merge (FUSE 1 / 2): 0 merge_batch's loads, 1 wide_batch's (a batch's loads all
-                * in flight: merge_batch's left one round trip a split at PART 1), 2 wide_batch's and the
-                * arrival released by one thread's fence.acq_rel; off until a GPU has measured it
-                * (bench/NOTES.md, mla25) */
-               {"MERGE", 3, {0, 1, 2}}},
+               {"PART", 2, {0, 1}}},
     .strata_params = 3,
-    .default_config = {{16, 32, 256, 2, 2, 4, 0, 1, 0, 0}},
+    .default_config = {{16, 32, 256, 2, 2, 4, 0, 1, 0}},
     .target_shapes = target_shapes,
     .n_target_shapes = 4,
     KT_FAMILY_HOOKS,

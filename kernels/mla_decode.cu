@@ -166,7 +166,6 @@ struct tr_comb {
 #define KT_MPW 1
 #define KT_FUSE 0
 #define KT_PART 0
-#define KT_MERGE 0
 #endif
 
 constexpr int HPC = KT_HPC, CHUNK = KT_CHUNK, SPLIT = KT_SPLIT, STAGES = KT_STAGES;
@@ -190,15 +189,6 @@ typedef kt_u16 part_t;
 #else
 typedef float part_t;
 #endif
-// MERGE (FUSE 1 / 2 only): how the fused merge loads the splits: 0: merge_batch (main's); 1:
-// wide_batch, a batch's loads one straight run of predicated loads, each unpacked only after all
-// are issued (merge_batch's loads under a C condition compile to a branch a load, or to loads into
-// one register, each unpacked before the next issues: an L2 round trip a split; bench/NOTES.md, mla25);
-// 2: 1, and the arrival released by thread 0 alone after the CTA's barrier (fence.acq_rel, cumulative
-// over the partials the barrier ordered before it) where every thread ran a fence.sc (MEMBAR.SC.GPU).
-static_assert(KT_MERGE >= 0 && KT_MERGE <= 2,
-              "MERGE 0 (main's merge), 1 (all of a batch in flight), 2 (1 + one fence)");
-constexpr bool WIDE_MERGE = KT_MERGE >= 1, LIGHT_ARRIVAL = KT_MERGE == 2;
 constexpr int MF = HPC / 16;         // 16-head m-fragments per CTA
 constexpr int MPW = KT_MPW;          // m-fragments a warp takes (PATHs 2, 3): 2 share each conversion
 constexpr int WPM = KT_WPM;          // warps per group of MPW m-fragments: 4, 8 or 16
@@ -896,30 +886,14 @@ __device__ __forceinline__ void regs_chunk(const kt_mla_args &a, const int *ids,
 
 constexpr int ML_PER_LANE = KT_MLA_MAX_SPLITS / 32;
 
-// Loads another CTA's partials past L1 (which is not coherent between SMs).
-__device__ __forceinline__ float2 ld_cg2(const float *p) {
-    float2 v;
-    asm volatile("ld.global.cg.v2.f32 {%0,%1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "l"(p));
-    return v;
-}
-// 4 consecutive partial sums as floats: plain loads (the combine kernel: the grid before) or past L1
-// (the fused merge: other CTAs' of this grid); bf16 ones widened by their bits (exact).
+// 4 consecutive partial sums as floats (the combine kernel: the grid before, plain loads); bf16 ones
+// widened by their bits (exact).
 __device__ __forceinline__ float4 bf16x4_f32(uint2 u) {
     return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u), __uint_as_float(u.y << 16),
                        __uint_as_float(u.y & 0xffff0000u));
 }
 __device__ __forceinline__ float4 ld_part4(const float *p) { return *(const float4 *)p; }
 __device__ __forceinline__ float4 ld_part4(const kt_u16 *p) { return bf16x4_f32(*(const uint2 *)p); }
-__device__ __forceinline__ float4 ld_cg_part4(const float *p) {
-    float4 v;
-    asm volatile("ld.global.cg.v4.f32 {%0,%1,%2,%3}, [%4];\n" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
-    return v;
-}
-__device__ __forceinline__ float4 ld_cg_part4(const kt_u16 *p) {
-    uint2 u;
-    asm volatile("ld.global.cg.v2.u32 {%0,%1}, [%2];\n" : "=r"(u.x), "=r"(u.y) : "l"(p));
-    return bf16x4_f32(u);
-}
 // The launch's (m, l) pairs, after its partial sums (kt_mla_ml_at's byte, as part_t elements).
 __device__ __forceinline__ float *ml_of(const kt_mla_args &a) {
     return (float *)((part_t *)a.part + kt_mla_sums((long)a.B * a.SQ * a.HQ, a.nsplit));
@@ -927,10 +901,8 @@ __device__ __forceinline__ float *ml_of(const kt_mla_args &a) {
 
 // The splits' weights of partial row `row` (its nsplit (m, l) pairs at ml) as this warp's lane k
 // sees them: w[i] = 2^(m - mx) of split k + 32 i (0 for a split that saw no slot); returns the
-// row's sum over its splits (0: no slot at all), mx its largest m. CG: the pairs are other CTAs'
-// of this grid (the fused merge), loaded past L1 and in program order; else (the combine kernel:
-// the grid before, waited for) plain loads the compiler may issue ahead of the partial sums'.
-template <bool CG>
+// row's sum over its splits (0: no slot at all), mx its largest m. The combine kernel's: the pairs
+// are the grid before's, waited for: plain loads the compiler may issue ahead of the partial sums'.
 __device__ __forceinline__ float row_weights(const float *ml, long row, int nsplit, float (&w)[ML_PER_LANE],
                                              float &mx) {
     const int lane = threadIdx.x & 31;
@@ -939,9 +911,7 @@ __device__ __forceinline__ float row_weights(const float *ml, long row, int nspl
 #pragma unroll
     for (int i = 0; i < ML_PER_LANE; i++) {
         const int k = lane + 32 * i;
-        const float2 m2 = k >= nsplit ? make_float2(0.f, 0.f)
-                          : CG        ? ld_cg2(ml + (row + k) * 2)
-                                      : *(const float2 *)(ml + (row + k) * 2);
+        const float2 m2 = k >= nsplit ? make_float2(0.f, 0.f) : *(const float2 *)(ml + (row + k) * 2);
         w[i] = m2.y > 0.f ? m2.x : -INFINITY, l[i] = m2.y > 0.f ? m2.y : 0.f;
         mx = fmaxf(mx, w[i]);
     }
@@ -988,88 +958,12 @@ __device__ __forceinline__ void add_weighted(float (&o)[4], float w, float4 v) {
     o[0] += w == 0.f ? 0.f : w * v.x, o[1] += w == 0.f ? 0.f : w * v.y;
     o[2] += w == 0.f ? 0.f : w * v.z, o[3] += w == 0.f ? 0.f : w * v.w;
 }
-// The merge's loads in flight together: splits k0..k0 + SPB - 1 of items i, i + THREADS, ...
-// (IPT of them), one round trip a batch; every load is issued before any sum uses one (the loads
-// are in program order, their adds after them), where a loop over the splits of a runtime count
-// left one round trip a split (the sixteenth session's FUSE 1, 1.8x slower at B = 64).
-template <int IPT, int SPB> struct merge_batch {
-    float4 v[IPT][SPB];
-    __device__ __forceinline__ void load(const part_t *part, long prow, int n, int i, int hi, int k0) {
-#pragma unroll
-        for (int r = 0; r < IPT; r++)
-#pragma unroll
-            for (int j = 0; j < SPB; j++) {
-                const int it = i + r * THREADS, k = k0 + j;
-                v[r][j] = it < hi && k < n
-                              ? ld_cg_part4(part + (prow + (long)(it / (KT_MLA_DV / 4)) * n + k) * KT_MLA_DV +
-                                            it % (KT_MLA_DV / 4) * 4)
-                              : make_float4(0.f, 0.f, 0.f, 0.f);
-            }
-    }
-    __device__ __forceinline__ void add(float (&o)[IPT][4], const float *wt, int n, int i, int hi, int k0) const {
-#pragma unroll
-        for (int r = 0; r < IPT; r++)
-#pragma unroll
-            for (int j = 0; j < SPB; j++)
-                if (i + r * THREADS < hi && k0 + j < n)
-                    add_weighted(o[r], wt[(i + r * THREADS) / (KT_MLA_DV / 4) * n + k0 + j], v[r][j]);
-    }
-};
-// The splits' weights of the group's heads into wt [HPC][n] and their factors into fh (CTA `me`
-// == `writer` writes the lse), a warp a head, the heads' (m, l) loads of a warp issued together.
-__device__ __forceinline__ void merge_weights(const kt_mla_args &a, const float *ml, long prow, int n, float *wt,
-                                              float *fh, int bs, int h0, bool writer) {
-    constexpr int NW = THREADS / 32, HPW = (HPC + NW - 1) / NW;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    float w[HPW][ML_PER_LANE], mx[HPW], sum[HPW];
-#pragma unroll
-    for (int r = 0; r < HPW; r++)
-        if (warp + r * NW < HPC) sum[r] = row_weights<true>(ml, prow + (long)(warp + r * NW) * n, n, w[r], mx[r]);
-#pragma unroll
-    for (int r = 0; r < HPW; r++) {
-        const int h = warp + r * NW;
-        if (h >= HPC) continue;
-#pragma unroll
-        for (int i = 0; i < ML_PER_LANE; i++)
-            if (lane + 32 * i < n) wt[h * n + lane + 32 * i] = w[r][i];
-        float f;
-        const float lse = row_lse(a, h0 + h, mx[r], sum[r], f);
-        if (lane == 0) fh[h] = f;
-        if (lane == 0 && writer) ((float *)a.lse)[((long)(bs / a.SQ) * a.HQ + h0 + h) * a.SQ + bs % a.SQ] = lse;
-    }
-}
-// The splits' weights of a group's heads into wt and fh: merge_weights, wide_weights.
-using merge_weights_fn = void (*)(const kt_mla_args &, const float *, long, int, float *, float *, int, int, bool);
-// Items lo..hi of the group's (head, 4 dims) outputs, merged over the n splits by the batches of
-// Batch<IPT, SPB> (merge_batch, wide_batch); the first batch is in flight while WEIGHTS works out
-// the weights.
-template <int IPT, int SPB, template <int, int> class Batch, merge_weights_fn WEIGHTS>
-__device__ __forceinline__ void merge_items(const kt_mla_args &a, const part_t *part, const float *ml, long prow, int n,
-                                            float *wt, float *fh, int bs, int h0, bool writer, int lo, int hi) {
-    const int i0 = lo + threadIdx.x;
-    Batch<IPT, SPB> b;
-    b.load(part, prow, n, i0, hi, 0);
-    WEIGHTS(a, ml, prow, n, wt, fh, bs, h0, writer);
-    __syncthreads();
-    for (int i = i0; i < hi; i += IPT * THREADS) {
-        float o[IPT][4] = {};
-        for (int k0 = 0; k0 < n; k0 += SPB) {
-            if (i != i0 || k0 != 0) b.load(part, prow, n, i, hi, k0);
-            b.add(o, wt, n, i, hi, k0);
-        }
-#pragma unroll
-        for (int r = 0; r < IPT; r++) {
-            const int it = i + r * THREADS, h = it / (KT_MLA_DV / 4), d = it % (KT_MLA_DV / 4) * 4;
-            if (it >= hi) continue;
-            const float f = fh[h];
-            kt_u16 *out = (kt_u16 *)a.out + ((long)bs * a.HQ + h0 + h) * KT_MLA_DV + d;
-            *(uint2 *)out = make_uint2(bf16x2(o[r][0] * f, o[r][1] * f), bf16x2(o[r][2] * f, o[r][3] * f));
-        }
-    }
-}
-// MERGE 1 (wide_merge): the raw partial sums of a load (8 bytes of bf16, or 16 of f32) and their
-// widening; the load predicated inside its asm (zeros where off), so that a batch's loads are one
-// straight run, each into its own registers, none waiting on another.
+// Another CTA's partials, loaded past L1 (which is not coherent between SMs): the raw partial sums
+// of a load (8 bytes of bf16, or 16 of f32) and their widening; the load predicated inside its asm
+// (zeros where off), so that a batch's loads are one straight run, each into its own registers,
+// none waiting on another (a load under a C condition compiled to a branch a load, or to loads
+// into one register, each widened before the next issued: an L2 round trip a split; bench/NOTES.md,
+// mla25).
 #if KT_PART
 typedef uint2 raw_t;
 __device__ __forceinline__ uint2 ld_cg_if(const kt_u16 *p, bool on) {
@@ -1106,7 +1000,7 @@ __device__ __forceinline__ float2 ld_cg2_if(const float *p, bool on) {
 // A batch of IPT items x SPB splits a thread, loaded in one run before any is widened; the adds
 // read the weights at clamped indices, 0 past the last split or item (add_weighted then discards
 // the zeros loaded there): no branch between the loads or in the adds.
-template <int IPT, int SPB> struct wide_batch {
+template <int IPT, int SPB> struct merge_batch {
     raw_t v[IPT][SPB];
     __device__ __forceinline__ void load(const part_t *part, long prow, int n, int i, int hi, int k0) {
 #pragma unroll
@@ -1149,10 +1043,11 @@ __device__ __forceinline__ float pair_weights(const float2 (&m2)[ML_PER_LANE], f
     for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
     return sum;
 }
-// merge_weights with every head's (m, l) loads of a warp in one run (merge_weights issues a head's
-// after the previous head's shuffles: a round trip a head)
-__device__ __forceinline__ void wide_weights(const kt_mla_args &a, const float *ml, long prow, int n, float *wt,
-                                             float *fh, int bs, int h0, bool writer) {
+// The splits' weights of the group's heads into wt [HPC][n] and their factors into fh (CTA `me`
+// == `writer` writes the lse), a warp a head, every head's (m, l) loads of a warp in one run before
+// any shuffle (a head's loads after the previous head's shuffles were a round trip a head).
+__device__ __forceinline__ void merge_weights(const kt_mla_args &a, const float *ml, long prow, int n, float *wt,
+                                              float *fh, int bs, int h0, bool writer) {
     constexpr int NW = THREADS / 32, HPW = (HPC + NW - 1) / NW;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     float2 m2[HPW][ML_PER_LANE];
@@ -1177,34 +1072,52 @@ __device__ __forceinline__ void wide_weights(const kt_mla_args &a, const float *
         if (lane == 0 && writer) ((float *)a.lse)[((long)(bs / a.SQ) * a.HQ + h0 + h) * a.SQ + bs % a.SQ] = lse;
     }
 }
-// MERGE 1's batches: 48 registers of raw sums a thread (24 loads of bf16: 32 spilled at WPM 8), or
-// 64 (16 of f32), as one item over all of a B = 1 query's 16-20 splits, or 4 items where the splits
-// are few (B = 64's 4)
-__device__ __forceinline__ void wide_merge(const kt_mla_args &a, const part_t *part, const float *ml, long prow, int n,
-                                           float *wt, float *fh, int bs, int h0, bool writer, int lo, int hi) {
-    constexpr int LOADS = KT_PART ? 24 : 16;
-    if (n <= LOADS / 4)
-        merge_items<4, LOADS / 4, wide_batch, wide_weights>(a, part, ml, prow, n, wt, fh, bs, h0, writer, lo, hi);
-    else
-        merge_items<1, LOADS, wide_batch, wide_weights>(a, part, ml, prow, n, wt, fh, bs, h0, writer, lo, hi);
+// Items lo..hi of the group's (head, 4 dims) outputs, merged over the n splits by the batches of
+// merge_batch<IPT, SPB>; the first batch is in flight while merge_weights works out the weights.
+template <int IPT, int SPB>
+__device__ __forceinline__ void merge_items(const kt_mla_args &a, const part_t *part, const float *ml, long prow, int n,
+                                            float *wt, float *fh, int bs, int h0, bool writer, int lo, int hi) {
+    const int i0 = lo + threadIdx.x;
+    merge_batch<IPT, SPB> b;
+    b.load(part, prow, n, i0, hi, 0);
+    merge_weights(a, ml, prow, n, wt, fh, bs, h0, writer);
+    __syncthreads();
+    for (int i = i0; i < hi; i += IPT * THREADS) {
+        float o[IPT][4] = {};
+        for (int k0 = 0; k0 < n; k0 += SPB) {
+            if (i != i0 || k0 != 0) b.load(part, prow, n, i, hi, k0);
+            b.add(o, wt, n, i, hi, k0);
+        }
+#pragma unroll
+        for (int r = 0; r < IPT; r++) {
+            const int it = i + r * THREADS, h = it / (KT_MLA_DV / 4), d = it % (KT_MLA_DV / 4) * 4;
+            if (it >= hi) continue;
+            const float f = fh[h];
+            kt_u16 *out = (kt_u16 *)a.out + ((long)bs * a.HQ + h0 + h) * KT_MLA_DV + d;
+            *(uint2 *)out = make_uint2(bf16x2(o[r][0] * f, o[r][1] * f), bf16x2(o[r][2] * f, o[r][3] * f));
+        }
+    }
 }
+// The arrival: thread 0 alone, after the CTA's barrier, releases the partials the barrier ordered
+// before it (fence.acq_rel is cumulative), then takes its ticket; FUSE_LAST's acquire is thread 0's
+// fence.acq_rel after its ticket, FUSE_ALL's its ld.acquire spin, then the barrier (no fence.sc a
+// thread: MEMBAR.SC.GPU).
 __device__ __forceinline__ void fused_merge(const kt_mla_args &a, kt_u8 *smem, int bs, int h0) {
     float *wt = (float *)smem, *fh = wt + HPC * a.nsplit; // weights [HPC][nsplit], 1/sum [HPC], ticket
     unsigned *cnt = (unsigned *)a.tick + ((long)bs * (a.HQ / 16) + h0 / 16) * 2;
     const int n = a.nsplit;
     const bool all = a.fuse == KT_MLA_FUSE_ALL;
     kt_cp_async_wait<0>();
-    if (!LIGHT_ARRIVAL) __threadfence(); // this CTA's partials are visible before its arrival is
     __syncthreads();
     tr_mark(TR_FENCED);
     if (threadIdx.x == 0) {
-        if (LIGHT_ARRIVAL) fence_acq_rel(); // release: the partials the barrier ordered before thread 0
-        if (all) {                          // arrive (no ticket wanted: a RED), then wait for the others
+        fence_acq_rel(); // release: the partials the barrier ordered before thread 0
+        if (all) {       // arrive (no ticket wanted: a RED), then wait for the others
             atomicAdd(cnt, 1u);
             while (ld_acquire(cnt) < (unsigned)n) __nanosleep(32);
         } else {
             ((unsigned *)fh)[HPC] = atomicAdd(cnt, 1u);
-            if (LIGHT_ARRIVAL) fence_acq_rel(); // acquire: the others' partials after their arrivals
+            fence_acq_rel(); // acquire: the others' partials after their arrivals
         }
     }
     __syncthreads();
@@ -1213,20 +1126,20 @@ __device__ __forceinline__ void fused_merge(const kt_mla_args &a, kt_u8 *smem, i
     // to arrive merges all
     const int me = all ? (int)blockIdx.x : (int)((const unsigned *)fh)[HPC];
     if (!all && me != n - 1) return;
-    if (!LIGHT_ARRIVAL) __threadfence(); // the other CTAs' partials are read after their arrivals
     const part_t *part = (const part_t *)a.part;
     const float *ml = ml_of(a);
     const long prow = ((long)bs * a.HQ + h0) * n;
     const int share = all ? (MERGE_ITEMS + n - 1) / n : MERGE_ITEMS;
     const int lo = all ? min(me * share, MERGE_ITEMS) : 0, hi = min(lo + share, MERGE_ITEMS);
     const bool writer = me == (all ? 0 : n - 1); // one CTA writes the lse
-    // a thread's items x splits: 4 x 4 where the splits are few (FUSE_LAST at B = 64), else 1 x 16
-    if (WIDE_MERGE)
-        wide_merge(a, part, ml, prow, n, wt, fh, bs, h0, writer, lo, hi);
-    else if (n <= 4)
-        merge_items<4, 4, merge_batch, merge_weights>(a, part, ml, prow, n, wt, fh, bs, h0, writer, lo, hi);
+    // a thread's batch: 48 registers of raw sums (24 loads of bf16: 32 spilled at WPM 8), or 64 (16
+    // of f32), as one item over all of a B = 1 query's 16-20 splits, or 4 items where the splits are
+    // few (FUSE_LAST at B = 64's 4)
+    constexpr int LOADS = KT_PART ? 24 : 16;
+    if (n <= LOADS / 4)
+        merge_items<4, LOADS / 4>(a, part, ml, prow, n, wt, fh, bs, h0, writer, lo, hi);
     else
-        merge_items<1, 16, merge_batch, merge_weights>(a, part, ml, prow, n, wt, fh, bs, h0, writer, lo, hi);
+        merge_items<1, LOADS>(a, part, ml, prow, n, wt, fh, bs, h0, writer, lo, hi);
     tr_mark(TR_MERGED);
     if (!all) { // every other CTA has arrived and gone
         if (threadIdx.x == 0) cnt[0] = 0;
@@ -1416,7 +1329,7 @@ template <int G> __device__ __forceinline__ void combine_row(const kt_mla_args &
     float4 v[G];
     load_partials<G>(v, sums, 0, a.nsplit);
     float w[ML_PER_LANE], mx;
-    const float sum = row_weights<false>(ml, row, a.nsplit, w, mx);
+    const float sum = row_weights(ml, row, a.nsplit, w, mx);
     tc.mark(2);
     // the next kernel's launch overlaps this tail (it still waits for this grid to complete); not
     // at the start, where its CTAs would take the slots of this grid's later ones at large B

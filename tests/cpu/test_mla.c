@@ -136,24 +136,15 @@ KT_TEST(mla_default_fills_two_ctas_an_sm) {
         long m;
         const char *want;
     } cases[] = {
-        {"LAYOUT=V4,HQ=16,TOPK=512,SQ=1", 64,
-         "HPC=16,CHUNK=32,SPLIT=160,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1,PART=1,MERGE=0"},
-        {"LAYOUT=V4,HQ=64,TOPK=512,SQ=1", 16,
-         "HPC=16,CHUNK=32,SPLIT=160,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1,PART=1,MERGE=0"},
-        {"LAYOUT=V4,HQ=16,TOPK=512,SQ=1", 32,
-         "HPC=16,CHUNK=32,SPLIT=64,STAGES=2,PATH=2,WPM=4,FUSE=0,MPW=1,PART=1,MERGE=0"},
-        {"LAYOUT=V4,HQ=16,TOPK=512,SQ=1", 1,
-         "HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1,PART=1,MERGE=0"},
-        {"LAYOUT=V32,HQ=16,TOPK=2048,SQ=1", 64,
-         "HPC=16,CHUNK=32,SPLIT=512,STAGES=3,PATH=2,WPM=8,FUSE=0,MPW=1,PART=1,MERGE=0"},
-        {"LAYOUT=V4,HQ=64,TOPK=512,SQ=1", 64,
-         "HPC=16,CHUNK=64,SPLIT=1024,STAGES=2,PATH=2,WPM=8,FUSE=1,MPW=1,PART=0,MERGE=0"},
-        {"LAYOUT=V32,HQ=128,TOPK=2048,SQ=1", 1,
-         "HPC=16,CHUNK=32,SPLIT=128,STAGES=2,PATH=2,WPM=16,FUSE=0,MPW=1,PART=1,MERGE=0"},
-        {"LAYOUT=V32,HQ=16,TOPK=2048,SQ=1", 1,
-         "HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1,PART=1,MERGE=0"},
-        {"LAYOUT=V4,HQ=64,TOPK=512,SQ=1", 1,
-         "HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1,PART=1,MERGE=0"},
+        {"LAYOUT=V4,HQ=16,TOPK=512,SQ=1", 64, "HPC=16,CHUNK=32,SPLIT=160,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1,PART=1"},
+        {"LAYOUT=V4,HQ=64,TOPK=512,SQ=1", 16, "HPC=16,CHUNK=32,SPLIT=160,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1,PART=1"},
+        {"LAYOUT=V4,HQ=16,TOPK=512,SQ=1", 32, "HPC=16,CHUNK=32,SPLIT=64,STAGES=2,PATH=2,WPM=4,FUSE=0,MPW=1,PART=1"},
+        {"LAYOUT=V4,HQ=16,TOPK=512,SQ=1", 1, "HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1,PART=1"},
+        {"LAYOUT=V32,HQ=16,TOPK=2048,SQ=1", 64, "HPC=16,CHUNK=32,SPLIT=512,STAGES=3,PATH=2,WPM=8,FUSE=0,MPW=1,PART=1"},
+        {"LAYOUT=V4,HQ=64,TOPK=512,SQ=1", 64, "HPC=16,CHUNK=64,SPLIT=1024,STAGES=2,PATH=2,WPM=8,FUSE=1,MPW=1,PART=0"},
+        {"LAYOUT=V32,HQ=128,TOPK=2048,SQ=1", 1, "HPC=16,CHUNK=32,SPLIT=128,STAGES=2,PATH=2,WPM=16,FUSE=0,MPW=1,PART=1"},
+        {"LAYOUT=V32,HQ=16,TOPK=2048,SQ=1", 1, "HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1,PART=1"},
+        {"LAYOUT=V4,HQ=64,TOPK=512,SQ=1", 1, "HPC=16,CHUNK=32,SPLIT=32,STAGES=2,PATH=2,WPM=8,FUSE=0,MPW=1,PART=1"},
     };
     for (int i = 0; i < 9; i++) {
         kt_problem p;
@@ -195,7 +186,7 @@ KT_TEST(mla_wpm16_config_rules) {
  * with partials (mla_default_fills_two_ctas_an_sm; the direct write keeps 0); PART 1's
  * bf16 sums take half the bytes, their (m, l) pairs right after them, inside the buffer the problem
  * declares (sized for PART 0); a fused launch of one split (the direct write: no partials) is not
- * timed with PART 1. */
+ * timed with PART 1; the fused merge of many splits (FUSE 1 / 2) is. */
 KT_TEST(mla_part_layout_and_rules) {
     const kt_family *f = kt_family_find("mla_decode");
     kt_config c;
@@ -215,31 +206,9 @@ KT_TEST(mla_part_layout_and_rules) {
     EXPECT(f->hopeless(&c, &p) == 0);
     EXPECT(kt_parse_config(f, "HPC=16,CHUNK=32,SPLIT=32,PATH=2,WPM=8,FUSE=1,PART=1", &c) == 0);
     EXPECT(f->hopeless(&c, &p) == 0);
-}
-
-/* MERGE (the fused merge's loads and arrival): 0 (main's merge_batch) in default_config and wherever
- * default_for serves; 1 / 2 only where a fused merge runs: refused at FUSE 0, hopeless at the direct write; the
- * MERGE 1 builds of the B = 1 and B = 64 configs compile on sm_90, sm_120 and sm_120a without spills
- * (tests/gpu/mla25.sh times and verifies them). */
-KT_TEST(mla_merge_rules) {
-    const kt_family *f = kt_family_find("mla_decode");
-    kt_config c;
-    kt_problem p;
-    EXPECT(kt_parse_config(f, "HPC=16", &c) == 0 && c.v[9] == 0 && !strcmp(f->params[9].name, "MERGE"));
-    EXPECT(f->params[9].n_values == 3);
-    EXPECT(f->default_config.v[9] == 0);
-    EXPECT(kt_parse_shape(f, "LAYOUT=V4,HQ=16,TOPK=512,SQ=1", &p) == 0);
-    p.m = 1;
-    f->default_for(&p, 132, &c);
-    EXPECT(c.v[9] == 0);
-    EXPECT(kt_parse_config(f, "HPC=16,CHUNK=32,SPLIT=32,PATH=2,WPM=8,FUSE=2,PART=1,MERGE=2", &c) == 0);
-    EXPECT(f->hopeless(&c, &p) == 0);
     char why[256];
-    EXPECT(f->check_config(&c, 90, why, sizeof why) == 0);
-    c.v[6] = 0; /* FUSE 0: no fused merge, refused for every problem */
-    EXPECT(f->check_config(&c, 90, why, sizeof why) == -1);
-    EXPECT(kt_parse_config(f, "HPC=16,CHUNK=64,SPLIT=1024,PATH=2,WPM=8,FUSE=1,MERGE=2", &c) == 0);
-    EXPECT(f->hopeless(&c, &p) == 1); /* one split: the direct write, nothing to merge */
+    c.v[6] = 2; /* the fused merge of bf16 partials (FUSE 2) at B = 1: in the space on sm_90 */
+    EXPECT(f->check_config(&c, 90, why, sizeof why) == 0 && f->hopeless(&c, &p) == 0 && f->config_fits(&c, &p));
 }
 
 /* The sm_120a path (PATH=1) compiles and its SASS holds the block-scaled e4m3 mma
