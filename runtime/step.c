@@ -158,6 +158,8 @@ struct kt_step {
     kt_tp *tp; /* NULL: no all-reduces */
     double weight_bytes, expert_bytes, resolve_ms;
     float *host_logits;
+    dptr route_log; /* the profiled step's expert ids, every layer's eidx [n_layers][B][top_k] */
+    long *touched;  /* the distinct experts each layer's tokens picked in the profiled step (NULL before it) */
 };
 
 /* The step's integer setting `name` from the environment: def when unset, clamped to [lo, hi]. */
@@ -844,10 +846,19 @@ static int moe_family(kt_step *s, layer_dev *L, int hash) {
                : 0;
 }
 
+/* In the profiled step: layer l's expert ids into route_log, for the floor's count of the experts a step reads. */
+static int log_routes(kt_step *s, long l) {
+    if (!s->profiling) return 0;
+    size_t n = (size_t)s->B * (size_t)s->c.top_k * 4;
+    KT_CHECK(CU, kt_cu.cuMemcpyDtoDAsync(s->route_log + (dptr)(l * n), s->eidx, n, s->cur));
+    return 0;
+}
+
 static int moe(kt_step *s, long l) {
     layer_dev *L = &s->L[l];
     int hash = s->c.mlp[l] == KT_MLP_HASH, family = s->plan.family[KT_PART_MOE];
-    if (hc_pre(s, L, 1, L->ffn_norm) || (family ? moe_family(s, L, hash) : moe_plain(s, L, hash))) return -1;
+    if (hc_pre(s, L, 1, L->ffn_norm) || (family ? moe_family(s, L, hash) : moe_plain(s, L, hash)) || log_routes(s, l))
+        return -1;
     dptr out = family ? s->moe_outb : s->moe_out;
     if (all_reduce(s, out, family)) return -1;
     return family ? hc_post(s, out, 0) : hc_post(s, 0, out);
@@ -931,7 +942,8 @@ static int attention_v32(kt_step *s, long l) {
 static int mlp_v32(kt_step *s, long l) {
     layer_dev *L = &s->L[l];
     int dense = s->c.mlp[l] == KT_MLP_DENSE;
-    if (norm_v32(s, L->ffn_norm) || (dense ? swiglu_mlp(s, &L->sh13, &L->sh2, s->y_sh) : moe_family(s, L, 0)))
+    if (norm_v32(s, L->ffn_norm) ||
+        (dense ? swiglu_mlp(s, &L->sh13, &L->sh2, s->y_sh) : moe_family(s, L, 0) || log_routes(s, l)))
         return -1;
     dptr out = dense ? s->y_sh : s->moe_outb;
     return all_reduce(s, out, 1) || residual(s, out) ? -1 : 0;
@@ -1892,7 +1904,30 @@ static int time_graph(kt_step *s, CUgraphExec g, int reps, double *ms) {
 }
 
 /* One eager step with an event between ops: ms per op name into rows. */
+/* The distinct experts in [0, E) of each layer's ids in route_log into s->touched (dense layers: 0). */
+static int count_touched(kt_step *s) {
+    const kt_model_config *c = &s->c;
+    long n = s->B * c->top_k, E = c->n_experts;
+    int32_t *ids = malloc((size_t)(c->n_layers * n) * sizeof *ids);
+    char *seen = malloc((size_t)E);
+    if (!s->touched) s->touched = calloc((size_t)c->n_layers, sizeof *s->touched);
+    if (!ids || !seen || !s->touched) return free(ids), free(seen), kt_fail("out of host memory");
+    int rc = kt_status_CU(kt_cu.cuMemcpyDtoH(ids, s->route_log, (size_t)(c->n_layers * n) * 4), "cuMemcpyDtoH",
+                          __FILE__, __LINE__);
+    for (long l = 0; l < c->n_layers && !rc; l++) {
+        memset(seen, 0, (size_t)E);
+        s->touched[l] = 0;
+        for (long i = 0; i < n && c->mlp[l] != KT_MLP_DENSE; i++) {
+            int32_t e = ids[l * n + i];
+            if (e >= 0 && e < E && !seen[e]) seen[e] = 1, s->touched[l]++;
+        }
+    }
+    free(ids), free(seen);
+    return rc ? -1 : 0;
+}
+
 static int profile(kt_step *s, prof_row *rows, int *n_rows) {
+    if (!s->route_log && dalloc(&s->route_log, (size_t)(s->c.n_layers * s->B * s->c.top_k) * 4)) return -1;
     s->profiling = 1;
     s->n_events = 0;
     s->set = 0;
@@ -1900,6 +1935,7 @@ static int profile(kt_step *s, prof_row *rows, int *n_rows) {
     s->profiling = 0;
     if (rc) return -1;
     KT_CHECK(CU, kt_cu.cuStreamSynchronize(s->stream));
+    if (count_touched(s)) return -1;
     *n_rows = 0;
     for (int i = 0; i + 1 < s->n_events; i++) {
         float ms;
@@ -1914,14 +1950,14 @@ static int profile(kt_step *s, prof_row *rows, int *n_rows) {
 }
 
 /* Bytes a step at position pos must move: the weights it reads, the routed experts its tokens
- * pick (at most B*K distinct in each layer with experts: not V3.2's dense ones), and the KV it
- * reads. */
+ * pick (the distinct experts of each layer with experts in the profiled step, which runs the timed
+ * step's inputs; before it, at most B*K), and the KV it reads. */
 static double step_bytes(const kt_step *s, long pos) {
     const kt_model_config *c = &s->c;
-    double experts = (double)(s->B * c->top_k < c->n_experts ? s->B * c->top_k : c->n_experts);
-    double kv = 0, routed = 0;
+    double most = (double)(s->B * c->top_k < c->n_experts ? s->B * c->top_k : c->n_experts);
+    double kv = 0, experts = 0;
     for (long l = 0; l < c->n_layers; l++) {
-        routed += c->mlp[l] != KT_MLP_DENSE;
+        if (c->mlp[l] != KT_MLP_DENSE) experts += s->touched ? (double)s->touched[l] : most;
         if (c->attn[l] == KT_ATTN_DSA) { /* V3.2: the indexer reads every key, mla_decode its top-k */
             long n = pos + 1, k = n < c->index_topk ? n : c->index_topk;
             kv += (double)n * (KT_IDX_DIM + 4) + (double)k * KT_MLA_V32_TOKEN;
@@ -1937,7 +1973,7 @@ static double step_bytes(const kt_step *s, long pos) {
         }
         kv += (double)(win + comp) * KT_KV_TOKEN_BYTES;
     }
-    return s->weight_bytes + experts * s->expert_bytes * routed + kv * s->B;
+    return s->weight_bytes + experts * s->expert_bytes + kv * s->B;
 }
 
 /* Device copy bandwidth (bytes read + written per second) over a 256 MB buffer. */
@@ -1953,6 +1989,14 @@ static int copy_bandwidth(double *bw) {
     *bw = 2.0 * n * 10 / (kt_now() - t0);
     kt_cu.cuMemFree(a), kt_cu.cuMemFree(b);
     return 0;
+}
+
+/* The distinct routed experts a layer with experts read in the profiled step, on average. */
+static double mean_touched(const kt_step *s) {
+    double sum = 0, layers = 0;
+    for (long l = 0; l < s->c.n_layers; l++)
+        if (s->c.mlp[l] != KT_MLP_DENSE) sum += (double)s->touched[l], layers++;
+    return layers ? sum / layers : 0;
 }
 
 int kt_step_report(kt_step *s, const kt_run_options *o) {
@@ -1972,10 +2016,11 @@ int kt_step_report(kt_step *s, const kt_run_options *o) {
     double bytes = step_bytes(s, p), floor_ms = bytes / bw * 1e3;
     int levels[4] = {0};
     for (int i = 0; i < s->n_fams[0]; i++) levels[s->fams[0][i].level]++;
+    double touched = mean_touched(s);
     printf("kt run: B=%d context=%ld layers=%ld tp_shapes=%d: TPOT %.3f ms, %.0f tokens/s; floor %.3f ms (%.1f MB at "
-           "%.0f GB/s), %.2fx the floor\n",
+           "%.0f GB/s; %.1f routed experts a MoE layer), %.2fx the floor\n",
            s->B, s->ctx, s->c.n_layers, o->tp_shapes, ms[0], s->B * 1e3 / ms[0], floor_ms, bytes / 1e6, bw / 1e9,
-           ms[0] / floor_ms);
+           touched, ms[0] / floor_ms);
     printf("kt run: the step's graph: %d kernels, %.2f us a kernel (%s)\n", s->graph_kernels[0],
            ms[0] * 1e3 / s->graph_kernels[0], s->sides ? "side chains on a second stream" : "one stream");
     if (s->n_graphs == 2)
@@ -1997,13 +2042,13 @@ int kt_step_report(kt_step *s, const kt_run_options *o) {
             "{\"tpot_ms\": %.4f, \"default_tpot_ms\": %.4f, \"tuned_gain_pct\": %.2f, \"floor_ms\": %.4f, "
             "\"floor_ratio\": %.3f, \"tokens_per_s\": %.1f, \"bytes\": %.0f, \"batch\": %d, \"context\": %ld, "
             "\"layers\": %ld, \"tp_shapes\": %d, \"kernels\": %d, \"side_chains\": %d, \"plain_kernels\": %d, "
-            "\"experts\": \"%s\", "
+            "\"experts\": \"%s\", \"experts_touched\": %.2f, "
             "\"kernel_start_ms\": %.1f, "
             "\"lookup\": {\"exact\": %d, \"nearest_m\": %d, \"nearest_shape\": %d, \"default\": %d}, \"parts\": {",
             ms[0], s->n_graphs == 2 ? ms[1] : ms[0], s->n_graphs == 2 ? 100 * (ms[1] - ms[0]) / ms[1] : 0.0, floor_ms,
             ms[0] / floor_ms, s->B * 1e3 / ms[0], bytes, s->B, s->ctx, s->c.n_layers, o->tp_shapes, s->graph_kernels[0],
-            s->sides, o->plain_kernels, kt_moe_format_names[s->plan.experts], kernel_ms(s), levels[0], levels[1],
-            levels[2], levels[3]);
+            s->sides, o->plain_kernels, kt_moe_format_names[s->plan.experts], touched, kernel_ms(s), levels[0],
+            levels[1], levels[2], levels[3]);
     for (int i = 0; i < KT_N_PARTS; i++)
         fprintf(f, "%s\"%s\": \"%s\"", i ? ", " : "", kt_step_part_names[i], s->plan.family[i] ? "family" : "plain");
     fprintf(f, "}, \"per_op_ms\": {");
@@ -2023,5 +2068,5 @@ void kt_step_close(kt_step *s) {
     for (int k = 0; k < N_RT; k++) kt_module_unload(&s->rt[k]);
     if (s->db) kt_db_close(s->db);
     kt_tp_close(s->tp);
-    free(s->L), free(s->list), free(s->host_logits), free(s);
+    free(s->L), free(s->list), free(s->host_logits), free(s->touched), free(s);
 }

@@ -83,6 +83,15 @@ for k, v in ops[:20]:
 sys.exit(0 if now["tpot_ms"] < 1.02 * was["default_tpot_ms"] else 1)
 EOF
     check $? "V4-Flash synthetic --tp-shapes 4 B=$b context 8192: TPOT at most 2% over the last recording's defaults"
+    # the floor's routed experts, counted in the profiled step: K = 6 at B = 1, at most min(6 B, 256), more than half that
+    [ $rc = 0 ] && $PY - "$LOGS/$n.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+t, b = d["experts_touched"], d["batch"]
+print(f"V4-Flash B={b}: {t:.2f} routed experts a MoE layer in the floor (at most {min(6 * b, 256)})")
+sys.exit(0 if (t == 6 if b == 1 else min(6 * b, 256) / 2 < t <= min(6 * b, 256)) else 1)
+EOF
+    check $? "V4-Flash B=$b: the floor's experts a layer counted from the step's own routing (6 at B = 1)"
 done
 echo "speed.sh: $SECONDS s"
 echo "$passed passed, $failed failed"
