@@ -13,11 +13,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Reads the prompt file: one line of token ids per sequence, all lines the same length. */
-static int read_prompt(const char *path, int batch, long vocab, int32_t **out, long *len) {
+/* Reads the prompt file: one line of token ids per sequence, all lines the same length. Without one,
+ * each sequence starts on its own seeded token, as a server's batch holds distinct requests (one
+ * token for all would route every sequence to the same experts: a step that reads K experts a layer). */
+static int read_prompt(const char *path, int batch, long vocab, uint64_t seed, int32_t **out, long *len) {
     *len = 1;
     *out = calloc((size_t)batch, sizeof **out);
-    if (!path) return 0;
+    if (!path) {
+        uint64_t rng = seed ^ 0x70726f6d7074ull; /* "prompt" */
+        for (int b = 0; b < batch; b++) (*out)[b] = (int32_t)(kt_rng_next(&rng) % (uint64_t)vocab);
+        return 0;
+    }
     size_t n;
     char *text = kt_read_file(path, &n);
     if (!text) return -1;
@@ -135,7 +141,7 @@ int kt_run(const kt_run_options *o) {
                        "experts as stored (MXFP4 decoded exactly)");
     int32_t *prompt;
     long plen;
-    if (read_prompt(o->prompt_path, o->batch, c.vocab, &prompt, &plen)) return -1;
+    if (read_prompt(o->prompt_path, o->batch, c.vocab, o->seed, &prompt, &plen)) return -1;
     long total = plen + o->steps;
     if (total > o->context) {
         free(prompt);

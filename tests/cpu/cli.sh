@@ -196,6 +196,10 @@ expect_fail "run: streams too wide for the HC module" "HC module takes hc_mult x
 expect_fail "run: ragged prompt" "line 2 has 2 tokens" run --model "$tmp/m" --synthetic --reference kt --batch 2 --prompt "$tmp/m/ragged.txt"
 expect_fail "run: context too short" "exceed --context 4" run --model "$tmp/m" --synthetic --reference kt --steps 8 --context 4
 expect_ok "run: host reference, synthetic weights" "step 11:" run --model "$tmp/m" --synthetic --reference kt --batch 2 --steps 11 --context 16
+# without --prompt each sequence starts on its own seeded token (step 0's "tok->next" pairs)
+starts=$(awk '/^step 0:/ {split($3, a, "->"); split($4, b, "->"); print a[1], b[1]}' "$tmp/out")
+if [ -n "$starts" ] && [ "${starts% *}" != "${starts#* }" ]; then passed=$((passed + 1)); else
+    failed=$((failed + 1)) && echo "FAIL cli: run without --prompt: the 2 sequences start on one token ($starts)"; fi
 # --plan: the step's parts without a GPU; this model's shapes keep each part plain, with the reason
 expect_fail "run: bad --plan arch" "--plan: expected sm_90" run --model "$tmp/m" --synthetic --plan sm_80
 expect_fail "run: bad --experts" "--experts: expected fp8 or mxfp4, got 'fp4'" run --model "$tmp/m" --synthetic --experts fp4
