@@ -22,9 +22,7 @@
 // clang-format on
 
 #define KT_LT_MEMBER(fn) __typeof__(fn) *fn;
-static struct {
-    KT_LT_FUNCTIONS(KT_LT_MEMBER)
-} lt;
+static struct { KT_LT_FUNCTIONS(KT_LT_MEMBER) } lt;
 #undef KT_LT_MEMBER
 static int lt_state; /* 0 untried, 1 loaded, -1 unavailable */
 static char lt_error[512];
@@ -95,8 +93,8 @@ int kt_lt_gemv_open(kt_lt_gemv **out) {
 static int lt_pick(kt_lt_gemv *g, lt_shape *p, cublasLtMatmulPreference_t pref) {
     uint64_t ws = LT_WORKSPACE;
     uint32_t align = 16;
-    KT_CHECK(CUBLASLT, lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                                               sizeof ws));
+    KT_CHECK(CUBLASLT,
+             lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
     const cublasLtMatmulPreferenceAttributes_t aligns[4] = {
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
@@ -104,8 +102,7 @@ static int lt_pick(kt_lt_gemv *g, lt_shape *p, cublasLtMatmulPreference_t pref) 
         KT_CHECK(CUBLASLT, lt.cublasLtMatmulPreferenceSetAttribute(pref, aligns[i], &align, sizeof align));
     cublasLtMatmulHeuristicResult_t r;
     int found = 0;
-    KT_CHECK(CUBLASLT,
-             lt.cublasLtMatmulAlgoGetHeuristic(g->h, p->op, p->w, p->x, p->out, p->out, pref, 1, &r, &found));
+    KT_CHECK(CUBLASLT, lt.cublasLtMatmulAlgoGetHeuristic(g->h, p->op, p->w, p->x, p->out, p->out, pref, 1, &r, &found));
     if (found < 1) return kt_fail("cuBLASLt has no TF32 algorithm for the GEMV %ld x %ld at B = %ld", p->n, p->k, p->b);
     p->algo = r.algo;
     int32_t id = -1, splits = 1;
@@ -114,8 +111,7 @@ static int lt_pick(kt_lt_gemv *g, lt_shape *p, cublasLtMatmulPreference_t pref) 
     lt.cublasLtMatmulAlgoConfigGetAttribute(&r.algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &n);
     lt.cublasLtMatmulAlgoConfigGetAttribute(&r.algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &n);
     lt.cublasLtMatmulAlgoConfigGetAttribute(&r.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof splits, &n);
-    lt.cublasLtMatmulAlgoConfigGetAttribute(&r.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof scheme,
-                                            &n);
+    lt.cublasLtMatmulAlgoConfigGetAttribute(&r.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof scheme, &n);
     fprintf(stderr,
             "kt run: cuBLASLt TF32 GEMV %ld x %ld at B = %ld: algo %d, tile %u, split-K %d (reduction %u), workspace "
             "%zu bytes, %.2f waves\n",
@@ -186,9 +182,9 @@ int kt_lt_gemv_run(kt_lt_gemv *g, CUdeviceptr W, CUdeviceptr x, CUdeviceptr out,
     if ((W | x | out) % 16) return kt_fail("internal: the cuBLASLt GEMV %ld x %ld: a buffer not 16-byte aligned", N, K);
     if (lt_workspace(g, st, mode, &ws)) return -1;
     /* CUstream and cudaStream_t are the same type (struct CUstream_st *) */
-    KT_CHECK(CUBLASLT, lt.cublasLtMatmul(g->h, p->op, &one, lt_ptr(W), p->w, lt_ptr(x), p->x, &zero, lt_ptr(out),
-                                         p->out, lt_ptr(out), p->out, &p->algo, lt_ptr(ws), LT_WORKSPACE,
-                                         (cudaStream_t)st));
+    KT_CHECK(CUBLASLT,
+             lt.cublasLtMatmul(g->h, p->op, &one, lt_ptr(W), p->w, lt_ptr(x), p->x, &zero, lt_ptr(out), p->out,
+                               lt_ptr(out), p->out, &p->algo, lt_ptr(ws), LT_WORKSPACE, (cudaStream_t)st));
     return 0;
 }
 

@@ -14,7 +14,8 @@
 #          off a row (rtb1.sh's V4-Flash tolerance: FP8 codes and top-k choices flip) with the same argmax in more than
 #          half the rows, every value finite; the lever's TPOT below off's (the better of two runs each);
 #   4      bin/kt_plant_lt (the matmul's K in its layouts 128 short: every GEMV drops its last 128 products) at B = 16
-#          with the lever on: check 1's tolerance must fail on it;
+#          with the lever on: check 1's tolerance must fail on it, and its median row rel L2 be over twice the lever's
+#          (so the metric tells a bug from TF32's rounding even where the synthetic model's flips fail check 1);
 #   3      the routed tiny V4 (runtime.sh's, made by transformers; teacher-forced on its prompt): at B = 16 (the prompt's
 #          2 sequences 8 times) with the families and with --plain-kernels (rt_router reads the router's one split),
 #          the lever on against off: the median per-step rel L2 (max over the batch) within 1e-2; at B = 2 with
@@ -142,7 +143,7 @@ part_flash() {
     done
     for n in off1 on1 off2 on2; do
         [ -s "$L/${n}_b$b.json" ] && [ -s "$X/${n}_b$b.bin" ]
-        check $? "1: V4-Flash B=$b $n ran ($(grep -h TPOT "$L/${n}_b$b.log" | cut -c1-110))"
+        check $? "1: V4-Flash B=$b $n ran ($({ grep -h TPOT "$L/${n}_b$b.log" || tail -n 1 "$L/${n}_b$b.err"; } 2>/dev/null | cut -c1-110))"
     done
     [ -s "$L/on1_b$b.json" ] || return
     echo "  the lever's GEMVs at B=$b (on1):"
@@ -198,6 +199,16 @@ part_plant() {
     flash plant_b16 16 KT_STEP_GEMV_LT=1 "$PLANT" || { check 1 "4: the planted build's run failed"; return; }
     close "$X/plant_b16.bin" "$X/off1_b16.bin" $V 0.15 >"$L/close_plant.txt" 2>&1
     check $((!$?)) "4: check 1's tolerance fails on the planted build (K 128 short) ($(tail -n 1 "$L/close_plant.txt"))"
+    # the metric tells the bug from the lever's own rounding (where check 1 itself failed, the synthetic model's flips)
+    [ -s "$X/on1_b16.bin" ] && $PY - "$X/plant_b16.bin" "$X/on1_b16.bin" "$X/off1_b16.bin" $V <<'PYEOF'
+import sys
+import numpy as np
+p, on, off = (np.fromfile(f, dtype=np.float32).reshape(-1, int(sys.argv[4])) for f in sys.argv[1:4])
+med = lambda a: float(np.median(np.linalg.norm(a - off, axis=1) / np.linalg.norm(off, axis=1)))
+print(f"median row rel L2 against off: the plant {med(p):.2e}, the lever {med(on):.2e}")
+sys.exit(0 if med(p) > 2 * med(on) else 1)
+PYEOF
+    check $? "4: the planted build's median row over twice the lever's (against off, B=16)"
 }
 
 # check 3: the routed tiny V4
