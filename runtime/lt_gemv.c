@@ -88,18 +88,12 @@ int kt_lt_gemv_open(kt_lt_gemv **out) {
     return 0;
 }
 
-/* The heuristic's first algorithm for p's descriptors under pref (at most the workspace, 16-byte alignment: the
- * step's buffers are cuMemAlloc bases, so 256, but a row offset into a stacked weight would be 16). */
+/* The heuristic's first algorithm for p's descriptors under pref (at most the workspace; its default alignment of
+ * 256 bytes, which kt_lt_gemv_run checks: the step's buffers are cuMemAlloc bases). */
 static int lt_pick(kt_lt_gemv *g, lt_shape *p, cublasLtMatmulPreference_t pref) {
     uint64_t ws = LT_WORKSPACE;
-    uint32_t align = 16;
     KT_CHECK(CUBLASLT,
              lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    const cublasLtMatmulPreferenceAttributes_t aligns[4] = {
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-    for (int i = 0; i < 4; i++)
-        KT_CHECK(CUBLASLT, lt.cublasLtMatmulPreferenceSetAttribute(pref, aligns[i], &align, sizeof align));
     cublasLtMatmulHeuristicResult_t r;
     int found = 0;
     KT_CHECK(CUBLASLT, lt.cublasLtMatmulAlgoGetHeuristic(g->h, p->op, p->w, p->x, p->out, p->out, pref, 1, &r, &found));
@@ -179,7 +173,8 @@ int kt_lt_gemv_run(kt_lt_gemv *g, CUdeviceptr W, CUdeviceptr x, CUdeviceptr out,
     CUdeviceptr ws = 0;
     if (lt_shape_of(g, N, K, B, mode, &p)) return -1;
     if (mode == KT_LT_PLAN) return 0;
-    if ((W | x | out) % 16) return kt_fail("internal: the cuBLASLt GEMV %ld x %ld: a buffer not 16-byte aligned", N, K);
+    if ((W | x | out) % 256)
+        return kt_fail("internal: the cuBLASLt GEMV %ld x %ld: a buffer not 256-byte aligned", N, K);
     if (lt_workspace(g, st, mode, &ws)) return -1;
     /* CUstream and cudaStream_t are the same type (struct CUstream_st *) */
     KT_CHECK(CUBLASLT,

@@ -18,7 +18,8 @@ typedef enum { KT_LT_PLAN, KT_LT_EAGER, KT_LT_CAPTURE } kt_lt_mode;
 /* Loads cuBLASLt (libcublasLt.so.<the headers' major version>) and creates the handle (the GPU context current);
  * -1 with the reason where the library is absent. */
 int kt_lt_gemv_open(kt_lt_gemv **out);
-/* The GEMV above on stream st (W, x, out 16-byte aligned; N and K multiples of 4, 0 < N, K, B < 2^31). */
+/* The GEMV above on stream st (W, x, out 256-byte aligned, as cuMemAlloc gives; N and K multiples of 4; N, K, B in
+ * [1, 2^31)). */
 int kt_lt_gemv_run(kt_lt_gemv *g, CUdeviceptr W, CUdeviceptr x, CUdeviceptr out, long N, long K, long B, CUstream st,
                    kt_lt_mode mode);
 void kt_lt_gemv_close(kt_lt_gemv *g);
