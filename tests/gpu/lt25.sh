@@ -113,7 +113,7 @@ part_warm() {
         pids="$pids $!"
     done
     for p in $pids; do wait "$p" || rc=1; done
-    check $rc "warm: 4-layer V4-Flash starts at B = 1 (lever off, on), 16 and 64 (on) ($(grep -h 'kernel part' "$L"/b1_off.log "$L"/warm_b64.log | tr '\n' ';'))"
+    check $rc "warm: 4-layer V4-Flash starts at B = 1 (lever off, on), 16 and 64 (on) ($(grep -h -m1 'kernel part' "$L"/b1_off.log "$L"/warm_b64.log | tr '\n' ';'))"
     grep -h "cuBLASLt TF32 GEMV" "$L/warm_b64.log"
     if [ -s "$X/b1_off.bin" ] && [ -s "$X/b1_on.bin" ]; then
         cmp "$X/b1_off.bin" "$X/b1_on.bin" >"$L/cmp_b1.txt" 2>&1 && ! grep -q "cuBLASLt" "$L/b1_on.log"
