@@ -63,8 +63,10 @@ static int lt_load(void) {
     const char *name = "libcublasLt.so." KT_STR(CUBLAS_VER_MAJOR);
     void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
-        snprintf(lt_error, sizeof lt_error, "cuBLASLt is not installed (%s: %s): KT_STEP_GEMV_LT=1 needs it", name,
-                 dlerror());
+        snprintf(
+            lt_error, sizeof lt_error,
+            "cuBLASLt is not installed (%s: %s): the step's GEMVs from B = 16 need it (KT_STEP_GEMV_LT=0: rt_gemv)",
+            name, dlerror());
         return kt_fail("%s", lt_error);
     }
 #define KT_LT_LOAD(fn)                                                                                                 \

@@ -115,8 +115,9 @@ struct kt_step {
     int gate_y_blocks; /* gate_y's blocks, about (KT_STEP_GATE_Y_BLOCKS; 128) */
     int csa_split;     /* at B = 1 a CSA layer's indexer projections in their own GEMV, the KV compressor's after q_b
                         * on side chain 6 (KT_STEP_CSA_SPLIT=0: one GEMV) */
-    kt_lt_gemv *lt; /* KT_STEP_GEMV_LT=1 at B >= KT_STEP_GEMV_LT_MIN_B: gemv's cuBLASLt TF32 matmuls; NULL: rt_gemv */
-    int capturing;  /* enqueue under stream capture (build_graph): no cuBLASLt set-up allowed */
+    kt_lt_gemv
+        *lt; /* at B >= KT_STEP_GEMV_LT_MIN_B (16) gemv's cuBLASLt TF32 matmuls; NULL: rt_gemv (KT_STEP_GEMV_LT=0) */
+    int capturing; /* enqueue under stream capture (build_graph): no cuBLASLt set-up allowed */
     kt_module rt[N_RT];
     layer_dev *L;
     kt_model_tensor *list;
@@ -1845,10 +1846,10 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
     s->hc_spread = !(sp && !strcmp(sp, "0"));
     s->gate_y_blocks = (int)env_long("KT_STEP_GATE_Y_BLOCKS", 128, 8, 1024);
     s->csa_split = (int)env_long("KT_STEP_CSA_SPLIT", 1, 0, 1);
-    if (env_long("KT_STEP_GEMV_LT", 0, 0, 1) && s->B >= env_long("KT_STEP_GEMV_LT_MIN_B", 16, 2, KT_MAX_INT_VALUE)) {
+    if (env_long("KT_STEP_GEMV_LT", 1, 0, 1) && s->B >= env_long("KT_STEP_GEMV_LT_MIN_B", 16, 2, KT_MAX_INT_VALUE)) {
         if (kt_lt_gemv_open(&s->lt)) return -1;
         fprintf(stderr, "kt run: the f32 GEMVs but the first HC module's (compressors, indexer weights, gate, LM "
-                        "head) as cuBLASLt TF32 matmuls (KT_STEP_GEMV_LT=1 at B >= KT_STEP_GEMV_LT_MIN_B)\n");
+                        "head) as cuBLASLt TF32 matmuls (at B >= KT_STEP_GEMV_LT_MIN_B; KT_STEP_GEMV_LT=0: rt_gemv)\n");
     }
     for (int i = 0; i < MAX_EVENTS; i++) KT_CHECK(CU, kt_cu.cuEventCreate(&s->ev[i], CU_EVENT_DEFAULT));
     if (load_rt(s)) return -1;
