@@ -24,8 +24,9 @@ int kt_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
         if (kt_status_##api((int)(call), #call, __FILE__, __LINE__)) return -1;                                        \
     } while (0)
 /* The status checkers behind KT_CHECK, each beside its API: 0 when status is success, else -1
- * with the error set. CU in gpu.c, NVRTC in jit.c, SQL in db/, NCCL in nccl.c; CUBLAS is the
- * development library's (bench/baselines.c, declared in bench/bench.h). */
+ * with the error set. CU in gpu.c, NVRTC in jit.c, SQL in db/, NCCL in nccl.c, CUBLASLT (cuBLASLt
+ * loaded at run time by the step's KT_STEP_GEMV_LT) in lt_gemv.c (declared in lt_gemv.h); CUBLAS is
+ * the development library's (bench/baselines.c, declared in bench/bench.h). */
 int kt_status_CU(int status, const char *call, const char *file, int line);
 int kt_status_NVRTC(int status, const char *call, const char *file, int line);
 int kt_status_NCCL(int status, const char *call, const char *file, int line);

@@ -15,6 +15,7 @@
 #include "../kernels/moe_gemm.h"
 #include "cu.h"
 #include "kt.h"
+#include "lt_gemv.h"
 #include "model_ref.h"
 #include "step_plan.h"
 #include "tp.h"
@@ -114,6 +115,9 @@ struct kt_step {
     int gate_y_blocks; /* gate_y's blocks, about (KT_STEP_GATE_Y_BLOCKS; 128) */
     int csa_split;     /* at B = 1 a CSA layer's indexer projections in their own GEMV, the KV compressor's after q_b
                         * on side chain 6 (KT_STEP_CSA_SPLIT=0: one GEMV) */
+    kt_lt_gemv
+        *lt; /* at B >= KT_STEP_GEMV_LT_MIN_B (16) gemv's cuBLASLt TF32 matmuls; NULL: rt_gemv (KT_STEP_GEMV_LT=0) */
+    int capturing; /* enqueue under stream capture (build_graph): no cuBLASLt set-up allowed */
     kt_module rt[N_RT];
     layer_dev *L;
     kt_model_tensor *list;
@@ -249,10 +253,40 @@ static int gemv_in(kt_step *s, const char *name, dptr W, long N, long K, dptr x,
 }
 
 /* gemv_in in gemv_splits' splits, the shared scratch s->gvpart (*S: the splits). */
-static int gemv(kt_step *s, const char *name, dptr W, long N, long K, dptr x, dptr out, int *S) {
+static int gemv_rt(kt_step *s, const char *name, dptr W, long N, long K, dptr x, dptr out, int *S) {
     int splits = gemv_splits(s->B, N, K);
     if (S) *S = splits;
     return gemv_in(s, name, W, N, K, x, out, s->gvpart, s->gv_bytes, splits);
+}
+
+/* The same GEMV as one cuBLASLt matmul on the TF32 tensor cores (lt_gemv.h), with its plain result in out, or
+ * (out 0) in s->gvpart as one split for its consumer (*S = 1 in gemv), named `name` in the profile and NVTX as rt_as
+ * names its launches. The collecting walk sets each shape up (the heuristic), the eager step each stream's workspace,
+ * so a capture only launches. Precision: x (and f32 weights; a checkpoint's bf16 ones TF32 holds exactly) rounded to
+ * TF32's 10 mantissa bits, the products summed in f32: ~3e-4 relative an output (rms; ~1e-3 if a kernel truncates),
+ * against the e4m3 rounding of every FP8 GEMM's input (~2e-2). PDL: cuBLASLt launches without the programmatic
+ * attribute, so the matmul starts once the kernel before it has completed (that kernel's early trigger in rt_begin
+ * starts only attributed launches; captured, an ordinary edge), and the kernel after it, attributed, waits in
+ * rt_begin (griddepcontrol.wait) until the matmul has completed and flushed, whether cuBLASLt's kernel triggers early
+ * or (implicitly) at its end: the chain's order holds on both sides of it. */
+static int gemv_lt(kt_step *s, const char *name, dptr W, long N, long K, dptr x, dptr out) {
+    kt_lt_mode mode = s->collecting ? KT_LT_PLAN : s->capturing ? KT_LT_CAPTURE : KT_LT_EAGER;
+    if (!out && (size_t)s->B * (size_t)N * 4 > s->gv_bytes)
+        return kt_fail("internal: the cuBLASLt GEMV %s: %d x %ld outgrows rt_gemv's scratch", name, s->B, N);
+    if (mode == KT_LT_PLAN) return kt_lt_gemv_run(s->lt, W, x, out, N, K, s->B, s->cur, mode);
+    if (prof_mark(s, name)) return -1;
+    nvtxRangePushA(name);
+    int rc = kt_lt_gemv_run(s->lt, W, x, out ? out : s->gvpart, N, K, s->B, s->cur, mode);
+    nvtxRangePop();
+    return rc;
+}
+
+/* The f32 GEMV of every sequence's x (B x K) by W (N x K): with the lever (s->lt) gemv_lt where its N and K are
+ * multiples of 4 (*S = 1: the result is one split), else gemv_rt (rt_gemv, *S its splits). */
+static int gemv(kt_step *s, const char *name, dptr W, long N, long K, dptr x, dptr out, int *S) {
+    if (!s->lt || N % 4 || K % 4) return gemv_rt(s, name, W, N, K, x, out, S);
+    if (S) *S = 1;
+    return gemv_lt(s, name, W, N, K, x, out);
 }
 
 /* rt_gemv_fin (or, bf16, rt_gemv_fin_bf16) of `seqs` sequences of x into out [seqs][N] in about
@@ -599,8 +633,10 @@ static int hc_mix(kt_step *s, dptr fn, dptr base, dptr scale, dptr norm, dptr po
                  (float)c->hc_eps};
     long nmix = postcomb ? (2 + m.H) * m.H : m.H;
     int S, fused = 0;
+    /* the first module's mixes (the others' are rt_gemv_hc's) stay on rt_gemv with the lever: one call a step, 24
+     * rows (a tensor-core tile mostly empty), and rt_hc_pre's Sinkhorn exponentiates them */
     if (s->post_pending ? hc_gemv_post(s, fn, nmix, &m, &S, &fused)
-                        : gemv(s, "rt_gemv/hc", fn, nmix, (long)m.H * m.D, s->x, 0, &S))
+                        : gemv_rt(s, "rt_gemv/hc", fn, nmix, (long)m.H * m.D, s->x, 0, &S))
         return -1;
     dptr mixout = hc_mixout(s, &m);
     void *a[] = {&s->x, &s->gvpart, &S,   &m.base, &m.scale, &m.norm, &m.postcomb, &m.h,
@@ -1025,7 +1061,9 @@ static int build_graph(kt_step *s, int set) {
     KT_CHECK(CU, kt_cu.cuStreamSynchronize(s->stream));
     CUgraph g = NULL;
     KT_CHECK(CU, kt_cu.cuStreamBeginCapture(s->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    s->capturing = 1;
     int rc = enqueue(s);
+    s->capturing = 0;
     CUresult end = kt_cu.cuStreamEndCapture(s->stream, &g);
     if (rc) return g ? kt_cu.cuGraphDestroy(g), -1 : -1;
     KT_CHECK(CU, end);
@@ -1808,6 +1846,11 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
     s->hc_spread = !(sp && !strcmp(sp, "0"));
     s->gate_y_blocks = (int)env_long("KT_STEP_GATE_Y_BLOCKS", 128, 8, 1024);
     s->csa_split = (int)env_long("KT_STEP_CSA_SPLIT", 1, 0, 1);
+    if (env_long("KT_STEP_GEMV_LT", 1, 0, 1) && s->B >= env_long("KT_STEP_GEMV_LT_MIN_B", 16, 2, KT_MAX_INT_VALUE)) {
+        if (kt_lt_gemv_open(&s->lt)) return -1;
+        fprintf(stderr, "kt run: the f32 GEMVs but the first HC module's (compressors, indexer weights, gate, LM "
+                        "head) as cuBLASLt TF32 matmuls (at B >= KT_STEP_GEMV_LT_MIN_B; KT_STEP_GEMV_LT=0: rt_gemv)\n");
+    }
     for (int i = 0; i < MAX_EVENTS; i++) KT_CHECK(CU, kt_cu.cuEventCreate(&s->ev[i], CU_EVENT_DEFAULT));
     if (load_rt(s)) return -1;
     kt_db_device dev;
@@ -2067,6 +2110,7 @@ void kt_step_close(kt_step *s) {
         for (int i = 0; i < s->n_fams[set]; i++) kt_module_unload(&s->fams[set][i].mod);
     for (int k = 0; k < N_RT; k++) kt_module_unload(&s->rt[k]);
     if (s->db) kt_db_close(s->db);
+    kt_lt_gemv_close(s->lt);
     kt_tp_close(s->tp);
     free(s->L), free(s->list), free(s->host_logits), free(s->touched), free(s);
 }
