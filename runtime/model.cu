@@ -1641,6 +1641,47 @@ extern "C" __global__ void rt_fill_i32(int *x, unsigned long long n, unsigned lo
         x[i] = (int)((rt_hash_uniform(seed, i) + 1.0f) * 0.5f * mod) % mod;
 }
 
+// KT_RUN_SEED_KV=1 (--synthetic; step.c's seed_kv): the history a step at the timed position P
+// reads (every KV cache's entries before P) made once at open, so the step is never timed on the
+// zeros the caches were allocated as (all-zero indexer logits tie every key: a degenerate top-k).
+// Each entry is a seeded vector stored by the step's own store, so its bytes are in the layout
+// the step writes: RT_SEED_V4 rt_kv_store (window rings, compressed caches: slot e of cache + b
+// stride bytes), RT_SEED_IDX rt_index_key_store (mla_indexer's pages: page b stride + e / 64),
+// RT_SEED_F32 rt_index_score's f32 keys (b stride floats + e width), RT_SEED_V32 rt_v32_store
+// (V3.2's MLA cache: token id b stride + e).
+#define RT_SEED_V4 0
+#define RT_SEED_IDX 1
+#define RT_SEED_F32 2
+#define RT_SEED_V32 3
+
+// Entry id's seeded vector v[width] (shared memory): u[-1, 1) from a hash of (seed, id width + i),
+// rmsnorm'd with w (NULL: 1), as the step's keys are. No RoPE: a rotation of a random vector is
+// another of the same norm, so the rotation at the entry's position would change no statistic.
+__device__ void rt_seed_vector(float *v, int width, const float *w, unsigned long long seed, long long id, float eps,
+                               float *red) {
+    for (int i = threadIdx.x; i < width; i += blockDim.x)
+        v[i] = rt_hash_uniform(seed, (unsigned long long)id * width + i);
+    __syncthreads();
+    rt_rmsnorm(v, width, w, eps, red);
+}
+
+// Entries e = blockIdx.x of sequences b = blockIdx.y of one cache (kind RT_SEED_*; width <= 576).
+extern "C" __global__ void rt_seed_kv(kt_u8 *cache, float *keys, int kind, unsigned long long stride, int width,
+                                      const float *w, unsigned long long seed, float eps) {
+    rt_begin();
+    __shared__ float v[KT_MLA_V32_DQK], red[32];
+    const long long e = blockIdx.x, b = blockIdx.y;
+    rt_seed_vector(v, width, w, seed, b * gridDim.x + e, eps, red);
+    if (kind == RT_SEED_V4)
+        rt_kv_store(v, cache + b * stride, e);
+    else if (kind == RT_SEED_IDX)
+        rt_index_key_store(v, cache, (long long)(b * stride) + e / KT_IDX_PAGE, (int)(e % KT_IDX_PAGE), red);
+    else if (kind == RT_SEED_V32)
+        rt_v32_store(v, cache, (long)(b * stride + e), red);
+    else
+        for (int i = threadIdx.x; i < width; i += blockDim.x) keys[b * stride + e * width + i] = v[i];
+}
+
 // Wn[i][k] = W[i][k] * w[k] over n rows of K (at load: the MoE gate's rows times its norm weights for
 // rt_gate_comb's projections, after their rt_fill or upload on the same stream); grid-stride.
 extern "C" __global__ void rt_scale_cols(float *Wn, const float *W, const float *w, unsigned long long n, int K) {

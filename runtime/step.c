@@ -39,7 +39,7 @@
     X(INDEX_Q, rt_index_q) X(O_POST, rt_o_post) X(RMSNORM_F32, rt_rmsnorm_f32) X(RESIDUAL, rt_residual)       \
     X(V32_KV_APPEND, rt_v32_kv_append) X(V32_Q_ABSORB, rt_v32_q_absorb) X(V32_O_UP, rt_v32_o_up)              \
     X(V32_INDEX_K, rt_v32_index_k) X(V32_INDEX_Q, rt_v32_index_q) X(GEMV_FIN_BF16, rt_gemv_fin_bf16)         \
-    X(GATE_COMB, rt_gate_comb) X(SCALE_COLS, rt_scale_cols)
+    X(GATE_COMB, rt_gate_comb) X(SCALE_COLS, rt_scale_cols) X(SEED_KV, rt_seed_kv)
 // clang-format on
 #define RT_ENUM(e, n) K_##e,
 #define RT_NAME(e, n) #n,
@@ -1384,6 +1384,76 @@ static int load_layer_v32(kt_step *s, long l) {
                : 0;
 }
 
+/* ------------------------------------------------------- seeded KV history */
+
+/* model.cu's rt_seed_kv kinds (RT_SEED_*): the V4 layout, mla_indexer's pages, f32 keys, V3.2's MLA layout. */
+enum { SEED_V4, SEED_IDX, SEED_F32, SEED_V32 };
+
+/* Entries 0..n-1 of every sequence of one cache seeded by rt_seed_kv (kind's store, `stride` a sequence in the
+ * kind's unit), rmsnorm'd with w (0: none). */
+static int seed_cache(kt_step *s, int kind, dptr cache, dptr keys, unsigned long long stride, int width, dptr w,
+                      long n) {
+    if (n <= 0) return 0;
+    unsigned long long seed = s->seed++;
+    float eps = (float)s->c.rms_eps;
+    void *a[] = {&cache, &keys, &kind, &stride, &width, &w, &seed, &eps};
+    return kt_launch_kernel(&s->rt[K_SEED_KV], 0, (unsigned)n, (unsigned)s->B, 1, 256, 0, s->stream, a);
+}
+
+/* A compressor's window state (its slots' projections and gates, the previous window's first series), which a
+ * step that closes a window reads: seeded f32 in [-1, 1), as its projections of a normalised h are. */
+static int seed_comp(kt_step *s, const comp_dev *cd) {
+    unsigned long long buf = (unsigned long long)(s->B * cd->rate * cd->overlap * cd->width),
+                       prev = (unsigned long long)(s->B * cd->rate * cd->width);
+    return fill(s, K_FILL_F32, cd->buf_kv, buf, 0, 1, 0) || fill(s, K_FILL_F32, cd->buf_g, buf, 0, 1, 0) ||
+                   fill(s, K_FILL_F32, cd->prev_kv, prev, 0, 1, 0) || fill(s, K_FILL_F32, cd->prev_g, prev, 0, 1, 0)
+               ? -1
+               : 0;
+}
+
+/* Layer l's caches for a step at P: its window ring (all W slots), the compressed entries and the indexer's keys
+ * the step reads ((P + 1) / rate, rt_lengths' count; the last one, when P closes a window, the step writes
+ * itself), and the compressors' window state. */
+static int seed_layer(kt_step *s, const layer_dev *L, long P) {
+    const kt_model_config *c = &s->c;
+    if (c->arch == KT_ARCH_V32) /* every token 0..P: the MLA cache and the indexer's pages */
+        return seed_cache(s, SEED_V32, L->ccache, 0, (unsigned long long)(L->cpages * KT_MLA_PAGE), KT_MLA_V32_DQK, 0,
+                          P + 1) ||
+                       seed_cache(s, SEED_IDX, L->ikc, 0, (unsigned long long)L->cpages, KT_IDX_DIM, 0, P + 1)
+                   ? -1
+                   : 0;
+    if (seed_cache(s, SEED_V4, L->win, 0, L->wstride, KT_KV_DIM, L->kv_norm, c->window)) return -1;
+    if (!L->ccache) return 0; /* a sliding layer: the window only */
+    long n = (P + 1) / L->comp.rate;
+    if (seed_cache(s, SEED_V4, L->ccache, 0, L->cstride, KT_KV_DIM, L->comp.norm, n) || seed_comp(s, &L->comp))
+        return -1;
+    if (!L->idx) return 0; /* HCA: no indexer */
+    int ID = (int)L->index.width;
+    return (L->ikc ? seed_cache(s, SEED_IDX, L->ikc, 0, (unsigned long long)L->cpages, ID, L->index.norm, n)
+                   : seed_cache(s, SEED_F32, 0, L->ikeys, L->kstride, ID, L->index.norm, n)) ||
+                   seed_comp(s, &L->index)
+               ? -1
+               : 0;
+}
+
+/* KT_RUN_SEED_KV=1 with --synthetic: every cache a step at the timed position P = context - 1 reads seeded once at
+ * open, before the graph's capture and the first step (kt_step_report times that step; the decoded steps 0..S-1
+ * overwrite their own entries and read nothing seeded), so TPOT is never timed on zeros. Off by default: no launch,
+ * no allocation. A checkpoint's run ignores the switch: its prompt's steps write its caches. */
+static int seed_kv(kt_step *s) {
+    if (!env_long("KT_RUN_SEED_KV", 0, 0, 1)) return 0;
+    long P = s->ctx - 1;
+    if (s->w) {
+        fprintf(stderr, "kt run: KT_RUN_SEED_KV=1 ignored: a checkpoint's prompt steps write its KV caches\n");
+        return 0;
+    }
+    for (long l = 0; l < s->c.n_layers; l++)
+        if (seed_layer(s, &s->L[l], P)) return -1;
+    KT_CHECK(CU, kt_cu.cuStreamSynchronize(s->stream));
+    fprintf(stderr, "kt run: KV caches seeded for positions 0..%ld (KT_RUN_SEED_KV=1)\n", P - 1);
+    return 0;
+}
+
 /* Bytes of tensor `name` of family's problem p (the family sizes its own buffers). */
 static size_t fam_bytes(const char *family, const kt_problem *p, const char *name) {
     const kt_family *f = kt_family_find(family);
@@ -1880,6 +1950,7 @@ int kt_step_open(const kt_model_config *c, const kt_st_set *w, const kt_run_opti
     KT_CHECK(CU, kt_cu.cuStreamSynchronize(s->stream));
     fprintf(stderr, "kt run: weights on the device in %.1f s (%.2f GB touched a step besides the routed experts)\n",
             kt_now() - t0, s->weight_bytes / 1e9);
+    if (seed_kv(s)) return -1;
     double t1 = kt_now();
     if (compile_ahead(s, s->db ? 2 : 1)) return -1;
     s->dispatch_ms = 0;
@@ -2042,6 +2113,35 @@ static double mean_touched(const kt_step *s) {
     return layers ? sum / layers : 0;
 }
 
+/* KT_RUN_PROBE=path (a debug dump, for tests/gpu/seedkv.sh): after the profiled step at P, its logits and every
+ * indexed layer's top-k lists, so a check can tell a real selection from all-zero logits' ties (the first k
+ * entries): int32 B, head_rows, topk, lists, seq_ids (a sequence's cache-wide ids), then f32 logits [B][head_rows],
+ * then int32 [lists][B][topk] (cache-wide ids, -1 holes). Unset: nothing. */
+static int write_probe(const kt_step *s) {
+    const char *path = getenv("KT_RUN_PROBE");
+    if (!path || !*path) return 0;
+    long V = s->c.head_rows, K = s->c.index_topk, lists = 0, seq_ids = 0;
+    for (long l = 0; l < s->c.n_layers; l++)
+        if (s->L[l].idx) lists++, seq_ids = seq_ids ? seq_ids : kt_step_token_id(s->L[l].max_entries, 1, 0);
+    int32_t head[5] = {s->B, (int32_t)V, (int32_t)K, (int32_t)lists, (int32_t)seq_ids};
+    size_t nl = (size_t)(s->B * V), ni = (size_t)(s->B * K);
+    float *lg = malloc(nl * 4);
+    int32_t *idx = malloc((ni ? ni : 1) * 4);
+    FILE *f = fopen(path, "wb");
+    int rc = !lg || !idx || !f ? kt_fail("KT_RUN_PROBE: cannot write %s", path) : 0;
+    if (!rc) rc = kt_status_CU(kt_cu.cuMemcpyDtoH(lg, s->logits, nl * 4), "cuMemcpyDtoH", __FILE__, __LINE__);
+    if (!rc && (fwrite(head, 4, 5, f) != 5 || fwrite(lg, 4, nl, f) != nl)) rc = kt_fail("writing %s failed", path);
+    for (long l = 0; l < s->c.n_layers && !rc; l++) {
+        if (!s->L[l].idx) continue;
+        rc = kt_status_CU(kt_cu.cuMemcpyDtoH(idx, s->L[l].idx, ni * 4), "cuMemcpyDtoH", __FILE__, __LINE__);
+        if (!rc && fwrite(idx, 4, ni, f) != ni) rc = kt_fail("writing %s failed", path);
+    }
+    if (f) fclose(f);
+    free(lg), free(idx);
+    if (!rc) fprintf(stderr, "kt run: the step at %ld's logits and %ld top-k lists in %s\n", s->ctx - 1, lists, path);
+    return rc;
+}
+
 int kt_step_report(kt_step *s, const kt_run_options *o) {
     int p = (int)(s->ctx - 1), reps = 20;
     KT_CHECK(CU, kt_cu.cuMemcpyHtoD(s->pos, &p, 4)); /* time the step at the context's last position */
@@ -2055,7 +2155,7 @@ int kt_step_report(kt_step *s, const kt_run_options *o) {
     KT_CHECK(CU, kt_cu.cuProfilerStart());
     int rc = profile(s, rows, &n_rows);
     KT_CHECK(CU, kt_cu.cuProfilerStop());
-    if (rc || copy_bandwidth(&bw)) return -1;
+    if (rc || write_probe(s) || copy_bandwidth(&bw)) return -1;
     double bytes = step_bytes(s, p), floor_ms = bytes / bw * 1e3;
     int levels[4] = {0};
     for (int i = 0; i < s->n_fams[0]; i++) levels[s->fams[0][i].level]++;
