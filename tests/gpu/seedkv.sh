@@ -12,7 +12,8 @@
 #          to off (the decoded steps read nothing seeded), the same graph kernels (the fill is outside the graph); (d)
 #          on's top-k lists a real selection (more than k / 8 of each list past the first k entries; all-zero logits
 #          tie every key, and ties go to the lowest positions: the first k), the plant's (the fill writes entry 0 of
-#          every cache only) not: the selection check fails on it;
+#          every cache only) not: the selection check fails on it; DeepSeek-V3.2 (release config, synthetic, 4
+#          layers, B = 2, context 4096) off and on: on logged, position 0 byte-identical, its selection real;
 #   full   43 layers, --tp-shapes 4, context 8192, --steps 1 --json --dump at B = 1, 16, 64, off then on: (a) on ran
 #          and logged the fill, its position-0 dump and its step-at-P logits finite; (b) TPOT off / on with the per-op
 #          ms of mla_indexer and mla_decode (and any op that moved > 0.05 ms), the experts a MoE layer read; (d) the
@@ -43,10 +44,12 @@ lim() {
     [ "$l" -lt "$1" ] || l=$1
     [ "$l" -ge 5 ] && echo "$l" || echo 0
 }
-FL="--model $F --synthetic --tp-shapes 4"
+MODEL_ARGS="--model $F --tp-shapes 4" # run's model (V3.2's part: its own folder, whole shapes)
+F32=$MODELS/v32flash
 
 [ -s "$F/config.json" ] || timeout 30 $PY tests/gpu/runtime_ref.py flash "$F" >"$L/flash_make.log" 2>&1
 [ -s "$F/config.json" ] || check 1 "V4-Flash model folder: $(tail -n 1 "$L/flash_make.log")"
+[ -s "$F32/config.json" ] || timeout 30 $PY tests/gpu/runtime_ref.py flash "$F32" --arch v32 >"$L/v32_make.log" 2>&1
 
 # run NAME KT SEED TIMEOUT ARGS...: one V4-Flash run (KT_RUN_SEED_KV=SEED) into $L/NAME.{log,err,json} and
 # $X/NAME.{bin,probe}
@@ -55,7 +58,7 @@ run() {
     shift 4
     [ "$t" -gt 0 ] || { say "skip $n: $((SECONDS - T0)) s spent"; return 1; }
     [ -x "$kt" ] || { echo "no $kt" >"$L/$n.err"; return 1; }
-    KT_RUN_SEED_KV=$seed KT_RUN_PROBE=$X/$n.probe timeout "$t" "$kt" run $FL --steps 1 --json "$L/$n.json" \
+    KT_RUN_SEED_KV=$seed KT_RUN_PROBE=$X/$n.probe timeout "$t" "$kt" run $MODEL_ARGS --synthetic --steps 1 --json "$L/$n.json" \
         --dump "$X/$n.bin" "$@" >"$L/$n.log" 2>"$L/$n.err"
 }
 kernels() { grep -ho "the step's graph: [0-9]* kernels" "$L/$1.log" 2>/dev/null; }
@@ -108,7 +111,7 @@ EOF
 finite() { $PY -c "import sys, numpy as np; sys.exit(0 if np.isfinite(np.fromfile('$X/$1.bin', dtype=np.float32)).all() else 1)"; }
 
 part_warm() {
-    local t p rc=0 pids="" r
+    local t p rc=0 pids="" r v32=""
     t=$(lim 70)
     run w_off "$KT" 0 "$t" --layers 4 --batch 16 --context 8192 &
     pids="$pids $!"
@@ -121,6 +124,12 @@ part_warm() {
     [ -n "$MAIN" ] && { run w_main "$MAIN" 0 "$t" --layers 4 --batch 16 --context 8192 & pids="$pids $!"; }
     run w_on64 "$KT" 1 "$t" --layers 4 --batch 64 --context 8192 &
     pids="$pids $!"
+    if [ -s "$F32/config.json" ]; then # V3.2 (its caches: every token's MLA key and indexer key)
+        MODEL_ARGS="--model $F32" run v32_off "$KT" 0 "$t" --layers 4 --batch 2 --context 4096 &
+        v32="$!"
+        MODEL_ARGS="--model $F32" run v32_on "$KT" 1 "$t" --layers 4 --batch 2 --context 4096 &
+        v32="$v32 $!"
+    fi
     for p in $pids; do wait "$p" || rc=1; done
     check $rc "warm: 4-layer starts (B = 16 off x2, on, plant$([ -n "$MAIN" ] && echo ", main"); B = 64 on) ($(grep -h -m1 'kernel part' "$L"/w_off.err | cut -c1-90))"
     for r in w_off w_off2 w_on w_plant w_main w_on64; do [ -s "$L/$r.err" ] && ! [ -s "$X/$r.bin" ] && echo "  $r: $(tail -n 2 "$L/$r.err" | tr '\n' ' ')"; done
@@ -132,7 +141,7 @@ part_warm() {
     fi
     probe "$X/w_off.probe" >"$L/probe_w_off.txt" 2>&1
     [ -s "$X/w_off.probe" ] && cmp "$X/w_off.probe" "$X/w_off2.probe" >"$L/cmp_probe_off.txt" 2>&1
-    check $? "off twice (4 layers, B = 16): the step at P's logits and lists byte for byte $(head -c 100 "$L/cmp_probe_off.txt") (off: $(cat "$L/probe_w_off.txt"))"
+    check $? "off twice (4 layers, B = 16): the step at P's logits and lists byte for byte $(head -c 100 "$L/cmp_probe_off.txt" 2>/dev/null) (off: $(cat "$L/probe_w_off.txt"))"
     grep -q "KV caches seeded for positions 0..8190 (KT_RUN_SEED_KV=1)" "$L/w_on.err" && same w_on w_off &&
         [ "$(kernels w_on)" = "$(kernels w_off)" ]
     check $? "on (4 layers, B = 16): the fill logged, position-0 logits byte-identical to off, $(kernels w_on) / $(kernels w_off)"
@@ -142,6 +151,16 @@ part_warm() {
     r=$?
     [ $r = 1 ] || [ $r = 2 ]
     check $? "d: the plant (entry 0 only) fails the selection check ($(cat "$L/probe_w_plant.txt"))"
+    [ -n "$v32" ] || { check 1 "v32: no V3.2 config folder: $(tail -n 1 "$L/v32_make.log" 2>/dev/null)"; return; }
+    rc=0
+    for p in $v32; do wait "$p" || rc=1; done
+    [ $rc = 0 ] && grep -q "KV caches seeded for positions 0..4094 (KT_RUN_SEED_KV=1)" "$L/v32_on.err" &&
+        same v32_on v32_off && finite v32_on
+    check $? "v32 (4 layers, B = 2, 4K): off and on ran, on logged the fill, position-0 logits finite and byte-identical to off ($(tail -n 1 "$L/v32_on.err" | cut -c1-100))"
+    probe "$X/v32_on.probe" "$X/v32_off.probe" >"$L/probe_v32_on.txt" 2>&1
+    check $? "v32 d: on's selection real (MLA and indexer pages seeded), the step at P's logits unlike off's ($(cat "$L/probe_v32_on.txt"))"
+    probe "$X/v32_off.probe" >"$L/probe_v32_off.txt" 2>&1
+    echo "info v32: off (expected ties): $(cat "$L/probe_v32_off.txt")"
 }
 
 # part_full B CTX: 43 layers at B, context CTX, off then on
