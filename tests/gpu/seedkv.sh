@@ -125,9 +125,10 @@ part_warm() {
     run w_on64 "$KT" 1 "$t" --layers 4 --batch 64 --context 8192 &
     pids="$pids $!"
     if [ -s "$F32/config.json" ]; then # V3.2 (its caches: every token's MLA key and indexer key)
-        MODEL_ARGS="--model $F32" run v32_off "$KT" 0 "$t" --layers 4 --batch 2 --context 4096 &
+        # at most 50 s (V3.2's shapes compile their own variants): a slow start costs its checks, not the budget
+        MODEL_ARGS="--model $F32" run v32_off "$KT" 0 "$(lim 50)" --layers 4 --batch 2 --context 4096 &
         v32="$!"
-        MODEL_ARGS="--model $F32" run v32_on "$KT" 1 "$t" --layers 4 --batch 2 --context 4096 &
+        MODEL_ARGS="--model $F32" run v32_on "$KT" 1 "$(lim 50)" --layers 4 --batch 2 --context 4096 &
         v32="$v32 $!"
     fi
     for p in $pids; do wait "$p" || rc=1; done
