@@ -184,6 +184,7 @@ part_full() {
     echo "info d: off B=$b ctx $c (unseeded: expected ties, the first k entries): $(cat "$L/probe_off_$n.txt")"
     same "on_$n" "off_$n"
     check $? "on B=$b ctx $c: position-0 logits byte-identical to off (the decoded step reads nothing seeded)"
+    [ -s "$L/on_$n.json" ] || return
     $PY - "$L" "$n" <<'EOF'
 import json, sys
 L, n = sys.argv[1:3]
