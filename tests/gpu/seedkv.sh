@@ -36,15 +36,7 @@ F=$MODELS/flash X=/tmp/kt-seedkv-dumps
 rm -rf "$X" && mkdir -p "$X"
 BUDGET=${KT_SEEDKV_BUDGET:-118}
 T0=$SECONDS
-passed=0 failed=0
-check() { if [ "$1" = 0 ]; then passed=$((passed + 1)); echo "ok   $2"; else failed=$((failed + 1)); echo "FAIL $2"; fi; }
-say() { echo "[$((SECONDS - T0))s] $*"; }
-# lim WANT: the timeout a run gets (WANT, or what is left of the budget); 0 when under 5 s are left
-lim() {
-    local l=$((BUDGET - 2 - (SECONDS - T0)))
-    [ "$l" -lt "$1" ] || l=$1
-    [ "$l" -ge 5 ] && echo "$l" || echo 0
-}
+source tests/gpu/budget.sh # check, say, lim
 MODEL_ARGS="--model $F --tp-shapes 4" # run's model (V3.2's part: its own folder, whole shapes)
 F32=$MODELS/v32flash
 
