@@ -7,9 +7,6 @@
 #include <dlfcn.h>
 #include <string.h>
 
-#define KT_STR2(x) #x
-#define KT_STR(x) KT_STR2(x)
-
 kt_cu_api kt_cu;
 static int gpu_state; /* 0 untried, 1 ready, -1 unavailable */
 static char gpu_error[512];

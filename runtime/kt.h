@@ -16,7 +16,11 @@ const char *kt_error(void);
 /* Sets the thread's error message (printf-style); always returns -1. */
 int kt_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* One checking macro for every API's status: KT_CHECK(CU|NVRTC|CUBLAS|NCCL|SQL, call).
+/* A macro argument as a string after its expansion (a library's version macro, a driver symbol's name). */
+#define KT_STR2(x) #x
+#define KT_STR(x) KT_STR2(x)
+
+/* One checking macro for every API's status: KT_CHECK(CU|NVRTC|CUBLAS|CUBLASLT|NCCL|SQL, call).
  * On failure it records "file:line: call: <the API's own message>" and makes the
  * enclosing function (which returns int) return -1. */
 #define KT_CHECK(api, call)                                                                                            \

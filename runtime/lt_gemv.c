@@ -9,9 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define KT_STR2(x) #x
-#define KT_STR(x) KT_STR2(x)
-
 // clang-format off
 #define KT_LT_FUNCTIONS(X)                                                                                   \
     X(cublasLtCreate) X(cublasLtDestroy) X(cublasLtGetStatusString) X(cublasLtMatmulDescCreate)              \

@@ -6,9 +6,6 @@
 #include <dlfcn.h>
 #include <stdio.h>
 
-#define KT_STR2(x) #x
-#define KT_STR(x) KT_STR2(x)
-
 kt_nccl_api kt_nccl;
 static int nccl_state; /* 0 untried, 1 ready, -1 unavailable */
 static char nccl_error[512];

@@ -2017,7 +2017,6 @@ static int time_graph(kt_step *s, CUgraphExec g, int reps, double *ms) {
     return 0;
 }
 
-/* One eager step with an event between ops: ms per op name into rows. */
 /* The distinct experts in [0, E) of each layer's ids in route_log into s->touched (dense layers: 0). */
 static int count_touched(kt_step *s) {
     const kt_model_config *c = &s->c;
@@ -2040,6 +2039,7 @@ static int count_touched(kt_step *s) {
     return rc ? -1 : 0;
 }
 
+/* One eager step with an event between ops: ms per op name into rows. */
 static int profile(kt_step *s, prof_row *rows, int *n_rows) {
     if (!s->route_log && dalloc(&s->route_log, (size_t)(s->c.n_layers * s->B * s->c.top_k) * 4)) return -1;
     s->profiling = 1;
