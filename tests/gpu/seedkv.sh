@@ -140,7 +140,7 @@ part_warm() {
     probe "$X/w_off.probe" >"$L/probe_w_off.txt" 2>&1
     [ -s "$X/w_off.probe" ] && cmp "$X/w_off.probe" "$X/w_off2.probe" >"$L/cmp_probe_off.txt" 2>&1
     check $? "off twice (4 layers, B = 16): the step at P's logits and lists byte for byte $(head -c 100 "$L/cmp_probe_off.txt" 2>/dev/null) (off: $(cat "$L/probe_w_off.txt"))"
-    grep -q "KV caches seeded for positions 0..8190 (KT_RUN_SEED_KV=1)" "$L/w_on.err" && same w_on w_off &&
+    grep -q "KV caches seeded for positions 0..8190 (KT_RUN_SEED_KV=0: zeros)" "$L/w_on.err" && same w_on w_off &&
         [ "$(kernels w_on)" = "$(kernels w_off)" ]
     check $? "on (4 layers, B = 16): the fill logged, position-0 logits byte-identical to off, $(kernels w_on) / $(kernels w_off)"
     probe "$X/w_on.probe" "$X/w_off.probe" >"$L/probe_w_on.txt" 2>&1
@@ -150,7 +150,7 @@ part_warm() {
     [ $r = 1 ] || [ $r = 2 ]
     check $? "d: the plant (entry 0 only) fails the selection check ($(cat "$L/probe_w_plant.txt"))"
     [ -n "$v32" ] || { check 1 "v32: no V3.2 config folder: $(tail -n 1 "$L/v32_make.log" 2>/dev/null)"; return; }
-    grep -q "KV caches seeded for positions 0..4094 (KT_RUN_SEED_KV=1)" "$L/v32_on.err" &&
+    grep -q "KV caches seeded for positions 0..4094 (KT_RUN_SEED_KV=0: zeros)" "$L/v32_on.err" &&
         same v32_on v32_off && finite v32_on
     check $? "v32 (4 layers, B = 2, 4K): off and on ran, on logged the fill, position-0 logits finite and byte-identical to off ($(tail -n 1 "$L/v32_on.err" | cut -c1-100))"
     probe "$X/v32_on.probe" "$X/v32_off.probe" >"$L/probe_v32_on.txt" 2>&1
@@ -166,7 +166,7 @@ part_full() {
     say "off_$n rc=$? $(grep -h TPOT "$L/off_$n.log")"
     run "on_$n" "$KT" 1 "$(lim 60)" --batch "$b" --context "$c"
     say "on_$n rc=$? $(grep -h TPOT "$L/on_$n.log")"
-    [ -s "$L/on_$n.json" ] && grep -q "KV caches seeded for positions 0..$((c - 2)) (KT_RUN_SEED_KV=1)" "$L/on_$n.err" &&
+    [ -s "$L/on_$n.json" ] && grep -q "KV caches seeded for positions 0..$((c - 2)) (KT_RUN_SEED_KV=0: zeros)" "$L/on_$n.err" &&
         finite "on_$n"
     check $? "a: on B=$b ctx $c ran, logged the fill, position-0 logits finite ($({ grep -h TPOT "$L/on_$n.log" || tail -n 1 "$L/on_$n.err"; } 2>/dev/null | cut -c1-100))"
     [ -s "$L/off_$n.json" ] || { check 1 "off B=$b ctx $c: $(tail -n 1 "$L/off_$n.err")"; return; }
