@@ -27,7 +27,7 @@ static int chain_ms(chain *c, int n, int blocks, int pdl, double *ms) {
     CUgraph g;
     CUgraphExec ge;
     void *args[] = {&c->count, &pdl};
-    KT_CHECK(CU, kt_cu.cuMemsetD8(c->count, 0, (size_t)blocks * 4));
+    KT_CHECK(CU, kt_cu.cuMemsetD8Async(c->count, 0, (size_t)blocks * 4, c->stream));
     KT_CHECK(CU, kt_cu.cuStreamBeginCapture(c->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
     int rc = 0;
     for (int i = 0; i < n && !rc; i++)

@@ -103,7 +103,7 @@ static int stream_run(stream_probe *p, const double *mb, int n, const char *json
     KT_CHECK(CU, kt_cu.cuEventCreate(&p->start, CU_EVENT_DEFAULT));
     KT_CHECK(CU, kt_cu.cuEventCreate(&p->stop, CU_EVENT_DEFAULT));
     KT_CHECK(CU, kt_cu.cuMemAlloc(&p->buf, rotation + max_bytes));
-    KT_CHECK(CU, kt_cu.cuMemsetD8(p->buf, 0x5a, rotation + max_bytes));
+    KT_CHECK(CU, kt_cu.cuMemsetD8Async(p->buf, 0x5a, rotation + max_bytes, p->stream));
     KT_CHECK(CU, kt_cu.cuMemAlloc(&p->out, p->out_words * 4));
     FILE *f = json_path ? fopen(json_path, "w") : NULL;
     if (json_path && !f) return kt_fail("cannot write %s", json_path);

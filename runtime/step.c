@@ -177,10 +177,14 @@ static long env_long(const char *name, long def, long lo, long hi) {
 
 /* ------------------------------------------------------------ device memory */
 
+/* *p = bytes of zeroed device memory. The zeroing runs on the legacy stream, which the step's
+ * non-blocking streams do not wait for, so it is finished here: otherwise it could land on top of
+ * a seeded fill launched right after (runs then differed from one another). */
 static int dalloc(dptr *p, size_t bytes) {
     CUdeviceptr d;
     KT_CHECK(CU, kt_cu.cuMemAlloc(&d, bytes ? bytes : 16));
     KT_CHECK(CU, kt_cu.cuMemsetD8(d, 0, bytes ? bytes : 16));
+    KT_CHECK(CU, kt_cu.cuCtxSynchronize());
     *p = d;
     return 0;
 }
@@ -1209,8 +1213,8 @@ static int load_experts_mxfp4(kt_step *s, layer_dev *L, long l) {
     s->expert_bytes = 3.0 * I * D / 2 + 3.0 * I * D / 32;
     if (!s->w) {
         if (fill(s, K_FILL_E4M3, L->e13, gu / 2, 0, 0, 0) || fill(s, K_FILL_E4M3, L->e2, dn / 2, 0, 0, 0)) return -1;
-        KT_CHECK(CU, kt_cu.cuMemsetD8(L->e13s, seeded_mxfp4_scale((long)D), gu / 32));
-        KT_CHECK(CU, kt_cu.cuMemsetD8(L->e2s, seeded_mxfp4_scale((long)I), dn / 32));
+        KT_CHECK(CU, kt_cu.cuMemsetD8Async(L->e13s, seeded_mxfp4_scale((long)D), gu / 32, s->stream));
+        KT_CHECK(CU, kt_cu.cuMemsetD8Async(L->e2s, seeded_mxfp4_scale((long)I), dn / 32, s->stream));
         return 0;
     }
     uint8_t *h = malloc(gu / 2 + gu / 32 + dn / 2 + dn / 32);
@@ -1436,21 +1440,17 @@ static int seed_layer(kt_step *s, const layer_dev *L, long P) {
                : 0;
 }
 
-/* KT_RUN_SEED_KV=1 with --synthetic: every cache a step at the timed position P = context - 1 reads seeded once at
- * open, before the graph's capture and the first step (kt_step_report times that step; the decoded steps 0..S-1
- * overwrite their own entries and read nothing seeded), so TPOT is never timed on zeros. Off by default: no launch,
- * no allocation. A checkpoint's run ignores the switch: its prompt's steps write its caches. */
+/* With --synthetic (KT_RUN_SEED_KV=0: off), every cache a step at the timed position P = context - 1 reads seeded once
+ * at open, before the graph's capture and the first step (kt_step_report times that step; the decoded steps 0..S-1
+ * overwrite their own entries and read nothing seeded), so TPOT is never timed on zeros (all-zero keys tie the
+ * indexer's every score). A checkpoint's run ignores the switch: its prompt's steps write its caches. */
 static int seed_kv(kt_step *s) {
-    if (!env_long("KT_RUN_SEED_KV", 0, 0, 1)) return 0;
+    if (s->w || !env_long("KT_RUN_SEED_KV", 1, 0, 1)) return 0;
     long P = s->ctx - 1;
-    if (s->w) {
-        fprintf(stderr, "kt run: KT_RUN_SEED_KV=1 ignored: a checkpoint's prompt steps write its KV caches\n");
-        return 0;
-    }
     for (long l = 0; l < s->c.n_layers; l++)
         if (seed_layer(s, &s->L[l], P)) return -1;
     KT_CHECK(CU, kt_cu.cuStreamSynchronize(s->stream));
-    fprintf(stderr, "kt run: KV caches seeded for positions 0..%ld (KT_RUN_SEED_KV=1)\n", P - 1);
+    fprintf(stderr, "kt run: KV caches seeded for positions 0..%ld (KT_RUN_SEED_KV=0: zeros)\n", P - 1);
     return 0;
 }
 

@@ -157,7 +157,7 @@ int kt_bench_setup(const kt_family *f, const kt_problem *p, uint64_t seed, const
             return kt_fail("out of memory for %s", b->t[i].name);
         size_t dev_bytes = b->t[i].role == KT_INPUT ? b->stride[i] * b->copies : b->stride[i];
         KT_CHECK(CU, kt_cu.cuMemAlloc(&b->dev[i], dev_bytes));
-        if (b->t[i].role == KT_SCRATCH) KT_CHECK(CU, kt_cu.cuMemsetD8(b->dev[i], 0, dev_bytes));
+        if (b->t[i].role == KT_SCRATCH) KT_CHECK(CU, kt_cu.cuMemsetD8Async(b->dev[i], 0, dev_bytes, b->stream));
     }
     f->fill(p, seed, b->host);
     for (int i = 0; i < b->n_t; i++) {
