@@ -1006,12 +1006,12 @@ __device__ __forceinline__ rt_comp_consts rt_comp_begin(const float *ape, const 
 }
 
 // A compressor's projections of the token for the block's 32 channels (with overlap 2 also their
-// second series, width + ch), from rt_gemv's S splits of [wkv; wg] . h (B x 2 OW, rows ld apart), into this
-// window's slot of kv / g (+ ape[slot] on the gate, c.ape). Of the block's 64 * overlap values (kv then
-// g, each series-major over the 32 channels) warp w takes w, w + 8, ...: their lanes' splits
-// loaded first (in flight together), then summed.
-__device__ void rt_comp_slot(const float *part, int S, int ld, const rt_comp_consts &c, float *kv, float *g, int b,
-                             int width, int overlap, int slot) {
+// second series, width + ch), from rt_gemv's S splits of [wkv; wg] . h (B x 2 OW, rows ld apart), into
+// sv[i] (+ ape[slot] on the gate, c.ape): the block's 64 * overlap values, kv then g, each series-major
+// over the 32 channels. Warp w takes w, w + 8, ...: their lanes' splits loaded first (in flight
+// together), then summed.
+__device__ void rt_comp_slot(const float *part, int S, int ld, const rt_comp_consts &c, float *sv, int b, int width,
+                             int overlap) {
     int OW = overlap * width, w = threadIdx.x / 32, nv = 64 * overlap;
     float v[128 / RT_COMP_PARTS]; // nv <= 128 (overlap <= 2)
 #pragma unroll
@@ -1022,51 +1022,42 @@ __device__ void rt_comp_slot(const float *part, int S, int ld, const rt_comp_con
     }
 #pragma unroll
     for (int t = 0; t < 128 / RT_COMP_PARTS; t++) {
-        int i = w + RT_COMP_PARTS * t, r = i % (32 * overlap), cj = blockIdx.x * 32 + r % 32;
-        int j = (r / 32) * width + cj;
+        int i = w + RT_COMP_PARTS * t;
         float sum = rt_warp_sum(v[t]);
-        if (i >= nv || cj >= width || threadIdx.x % 32) continue;
-        if (i < 32 * overlap)
-            kv[slot * OW + j] = sum;
-        else
-            g[slot * OW + j] = sum + c.ape[t];
+        if (i < nv && threadIdx.x % 32 == 0) sv[i] = i < 32 * overlap ? sum : sum + c.ape[t];
     }
+    __syncthreads();
 }
 
-// The closed window's entry for the block's 32 channels (8 parts of 32 threads split the
-// series; the max, then the sums, combined in part order): per channel a softmax over the n
-// series' gates (s < rate this window's, CSA's s >= rate the previous window's first, in pk /
-// pg) and the gated sum into e[ch]; with overlap 2 this window's first series then replaces pk / pg.
-__device__ void rt_comp_window(const float *kv, const float *g, float *pk, float *pg, float *e, int width, int overlap,
-                               int rate, int n) {
-    __shared__ float pm[RT_COMP_PARTS][32], ps[RT_COMP_PARTS][32], pv[RT_COMP_PARTS][32];
-    int OW = overlap * width, prt = threadIdx.x / 32, t = threadIdx.x % 32, ch = blockIdx.x * 32 + t;
-    int c = min(ch, width - 1), cur = overlap == 2 ? width + c : c;
-    float mx = -INFINITY, sum = 0, v = 0;
-#pragma unroll 16 // HCA's 128 series: a part's 16 loads in flight together (a latency, not 4)
-    for (int s = prt; s < n; s += RT_COMP_PARTS)
-        mx = fmaxf(mx, s < rate ? g[s * OW + cur] : pg[(s - rate) * width + c]);
-    pm[prt][t] = mx;
-    __syncthreads();
-    mx = -INFINITY;
-    for (int i = 0; i < RT_COMP_PARTS; i++) mx = fmaxf(mx, pm[i][t]);
-#pragma unroll 16
-    for (int s = prt; s < n; s += RT_COMP_PARTS) {
-        float q = expf((s < rate ? g[s * OW + cur] : pg[(s - rate) * width + c]) - mx);
-        sum += q, v += q * (s < rate ? kv[s * OW + cur] : pk[(s - rate) * width + c]);
+// The online window's state of a channel: a softmax's running max m, its sum s and gated sum v.
+struct rt_comp_acc {
+    float m, s, v;
+};
+__device__ __forceinline__ rt_comp_acc rt_comp_add(rt_comp_acc a, float g, float kv) {
+    float m = fmaxf(a.m, g), x = expf(a.m - m), y = expf(g - m);
+    return {m, a.s * x + y, a.v * x + y * kv};
+}
+
+// The online window's slot: the token's values sv folded into its channel's state st, planes m, s, v
+// N floats apart, [B][overlap][width] each: accumulator 0 builds this window's entry (from its
+// series, with overlap 2 its second one, width + ch); with overlap 2 accumulator 1 the first series,
+// which the next window's slot 0 takes over (CSA: an entry softmaxes its window's second series and
+// the previous window's first). Slot 0 starts both afresh, so no earlier state leaks past a window.
+__device__ void rt_comp_fold(const float *sv, float *st, long N, int b, int width, int overlap, int slot, int first) {
+    int t = threadIdx.x, ch = blockIdx.x * 32 + t;
+    if (t >= 32 || ch >= width) return;
+    long a0 = ((long)b * overlap) * width + ch, a1 = a0 + width;
+    const rt_comp_acc none = {-INFINITY, 0.f, 0.f};
+    rt_comp_acc A = slot ? rt_comp_acc{st[a0], st[N + a0], st[2 * N + a0]} : none;
+    if (overlap == 2) {
+        rt_comp_acc P = rt_comp_acc{st[a1], st[N + a1], st[2 * N + a1]};
+        if (!slot && !first) A = P;
+        P = rt_comp_add(slot ? P : none, sv[64 + t], sv[t]);
+        st[a1] = P.m, st[N + a1] = P.s, st[2 * N + a1] = P.v;
     }
-    ps[prt][t] = sum, pv[prt][t] = v;
-    __syncthreads();
-    if (prt == 0 && ch < width) {
-        sum = 0, v = 0;
-        for (int i = 0; i < RT_COMP_PARTS; i++) sum += ps[i][t], v += pv[i][t];
-        e[ch] = v / sum;
-    }
-    if (overlap == 2 && ch < width)
-        for (int s = prt; s < rate; s += RT_COMP_PARTS) {
-            pk[s * width + ch] = kv[s * OW + ch];
-            pg[s * width + ch] = g[s * OW + ch];
-        }
+    int k = overlap == 2 ? 32 + t : t, gi = 32 * overlap + k;
+    A = rt_comp_add(A, sv[gi], sv[k]);
+    st[a0] = A.m, st[N + a0] = A.s, st[2 * N + a0] = A.v;
 }
 
 // Compressed entry `entry` of sequence b from e[width] (written by the grid's other blocks: read
@@ -1090,25 +1081,24 @@ __device__ void rt_comp_store(const float *e, const rt_comp_consts &c, long entr
 }
 
 // A compressor's step for the token, grid (width / 32, batch), 256 threads: the projections'
-// slot *pos % rate (rt_comp_slot); when *pos closes a window (every `rate` tokens) the entry
-// (*pos+1)/rate - 1 (rt_comp_window, into e[b]), and the last of the sequence's blocks to finish
+// slot *pos % rate (rt_comp_slot) folded into the window's running softmax st (rt_comp_fold: a step
+// reads and writes 3 floats per channel and series, and the close no more: HCA's two-pass softmax
+// over 128 slots made every 128th step the slow one); when *pos closes a window (every `rate`
+// tokens) the entry (*pos+1)/rate - 1 into e[b], and the last of the sequence's blocks to finish
 // (count[b], left at 0 for the next launch) stores it (rt_comp_store).
-extern "C" __global__ void rt_comp_emit(const float *part, int S, int ld, const float *ape, float *buf_kv, float *buf_g,
-                                        float *prev_kv, float *prev_g, float *e, int *count, const float *w,
-                                        const float *inv, const int *pos, kt_u8 *kv_cache, float *keys, kt_u8 *ikeys,
-                                        unsigned long long cstride, int width, int overlap, int rate, int R,
-                                        float eps) {
+extern "C" __global__ void rt_comp_emit(const float *part, int S, int ld, const float *ape, float *st, float *e,
+                                        int *count, const float *w, const float *inv, const int *pos,
+                                        kt_u8 *kv_cache, float *keys, kt_u8 *ikeys, unsigned long long cstride,
+                                        int width, int overlap, int rate, int R, float eps) {
     const rt_comp_consts c = rt_comp_begin(ape, w, inv, pos, width, overlap, rate, R);
     __shared__ int last;
-    int b = blockIdx.y, p = c.rope.p, OW = overlap * width;
-    float *kv = buf_kv + (long)b * rate * OW, *g = buf_g + (long)b * rate * OW;
-    rt_comp_slot(part, S, ld, c, kv, g, b, width, overlap, p % rate);
+    __shared__ float sv[128];
+    int b = blockIdx.y, p = c.rope.p, t = threadIdx.x, ch = blockIdx.x * 32 + t;
+    long N = (long)gridDim.y * overlap * width, a0 = ((long)b * overlap) * width + ch;
+    rt_comp_slot(part, S, ld, c, sv, b, width, overlap);
+    rt_comp_fold(sv, st, N, b, width, overlap, p % rate, p < rate);
     if ((p + 1) % rate) return;
-    __syncthreads();
-    long entry = (p + 1) / rate - 1;
-    int n = overlap == 2 && entry > 0 ? 2 * rate : rate;
-    rt_comp_window(kv, g, prev_kv + (long)b * rate * width, prev_g + (long)b * rate * width, e + (long)b * width, width,
-                   overlap, rate, n);
+    if (t < 32 && ch < width) e[(long)b * width + ch] = st[2 * N + a0] / st[N + a0];
     __threadfence(); // e[b] seen by the block that stores it
     __syncthreads();
     if (threadIdx.x == 0) last = atomicAdd(count + b, 1) == (int)gridDim.x - 1;
@@ -1116,7 +1106,7 @@ extern "C" __global__ void rt_comp_emit(const float *part, int S, int ld, const 
     if (!last) return;
     __threadfence();
     if (threadIdx.x == 0) count[b] = 0;
-    rt_comp_store(e + (long)b * width, c, entry, b, kv_cache, keys, ikeys, cstride, width, rate, R, eps);
+    rt_comp_store(e + (long)b * width, c, (p + 1) / rate - 1, b, kv_cache, keys, ikeys, cstride, width, rate, R, eps);
 }
 
 // mla_indexer's inputs for the query, a block per (head, sequence): the head's q = RoPE(iq; a

@@ -54,7 +54,8 @@ typedef struct gemm_w {
 } gemm_w;
 
 typedef struct comp_dev {
-    dptr ape, norm, buf_kv, buf_g, prev_kv, prev_g; /* wkv and wg: rows of the layer's proj */
+    dptr ape, norm; /* wkv and wg: rows of the layer's proj */
+    dptr state;     /* the window's running softmax (rt_comp_fold): m, s, v planes, [B][overlap][width] each */
     long rate, width;
     int overlap;
 } comp_dev;
@@ -487,10 +488,7 @@ static int compressor(kt_step *s, const comp_dev *cd, const gv_part *in, dptr kv
                  (void *)&in->S,
                  (void *)&in->ld,
                  (void *)&cd->ape,
-                 (void *)&cd->buf_kv,
-                 (void *)&cd->buf_g,
-                 (void *)&cd->prev_kv,
-                 (void *)&cd->prev_g,
+                 (void *)&cd->state,
                  &s->cemit[which],
                  &s->ccount[which],
                  (void *)&cd->norm,
@@ -1188,11 +1186,10 @@ static int load_comp(kt_step *s, comp_dev *cd, long l, const char *prefix, long 
                             "compressor.wkv.weight"};
     for (int i = 0; i < 4; i++) snprintf(f[i], sizeof f[i], "model.layers.%%ld.%s%s", prefix, names[i]);
     cd->rate = rate, cd->width = width, cd->overlap = overlap;
-    size_t buf = (size_t)(s->B * rate * overlap * width) * 4, prev = (size_t)(s->B * rate * width) * 4;
+    size_t state = (size_t)(3 * s->B * overlap * width) * 4;
     dptr wkv = proj + (dptr)(at * s->c.hidden * 4), wg = wkv + (dptr)(overlap * width * s->c.hidden * 4);
     return plain(s, &cd->ape, f[0], l) || plain(s, &cd->norm, f[1], l) || plain_at(s, wg, f[2], l) ||
-                   plain_at(s, wkv, f[3], l) || dalloc(&cd->buf_kv, buf) || dalloc(&cd->buf_g, buf) ||
-                   dalloc(&cd->prev_kv, prev) || dalloc(&cd->prev_g, prev)
+                   plain_at(s, wkv, f[3], l) || dalloc(&cd->state, state)
                ? -1
                : 0;
 }
@@ -1404,13 +1401,14 @@ static int seed_cache(kt_step *s, int kind, dptr cache, dptr keys, unsigned long
     return kt_launch_kernel(&s->rt[K_SEED_KV], 0, (unsigned)n, (unsigned)s->B, 1, 256, 0, s->stream, a);
 }
 
-/* A compressor's window state (its slots' projections and gates, the previous window's first series), which a
- * step that closes a window reads: seeded f32 in [-1, 1), as its projections of a normalised h are. */
+/* A compressor's window state (rt_comp_fold's running max, sum and gated sum), which a step that closes a window
+ * reads: maxes in [-1, 1), as the gates of a normalised h are; sums about the window's series count, gated sums
+ * within a third of them. */
 static int seed_comp(kt_step *s, const comp_dev *cd) {
-    unsigned long long buf = (unsigned long long)(s->B * cd->rate * cd->overlap * cd->width),
-                       prev = (unsigned long long)(s->B * cd->rate * cd->width);
-    return fill(s, K_FILL_F32, cd->buf_kv, buf, 0, 1, 0) || fill(s, K_FILL_F32, cd->buf_g, buf, 0, 1, 0) ||
-                   fill(s, K_FILL_F32, cd->prev_kv, prev, 0, 1, 0) || fill(s, K_FILL_F32, cd->prev_g, prev, 0, 1, 0)
+    unsigned long long n = (unsigned long long)(s->B * cd->overlap * cd->width);
+    float series = (float)(cd->rate * cd->overlap);
+    return fill(s, K_FILL_F32, cd->state, n, 0, 1, 0) || fill(s, K_FILL_F32, cd->state + n * 4, n, series, 0.5f, 0) ||
+                   fill(s, K_FILL_F32, cd->state + 2 * n * 4, n, 0, series / 3, 0)
                ? -1
                : 0;
 }

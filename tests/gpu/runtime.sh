@@ -21,7 +21,7 @@ LOGS=${LOGS:-/tmp/kt-rt}
 MODELS=${KT_RT_MODELS:-/tmp/kt-rt-models} # the tiny models' weights stay out of $OUT
 rm -rf "$LOGS" "$MODELS" && mkdir -p "$LOGS" "$MODELS"
 export KT_CACHE_DIR=${KT_CACHE_DIR:-/tmp/kt-rt-cache}
-KT=./bin/kt PY=${PYTHON:-python3} MODE=${1:-all}
+KT=${KT:-./bin/kt} PY=${PYTHON:-python3} MODE=${1:-all} # KT: a planted build (tests/gpu/comp_plant.sh)
 T_RUN=${KT_RT_TIMEOUT:-90} # one kt run (start-up compiles included)
 passed=0 failed=0
 check() { if [ "$1" = 0 ]; then passed=$((passed + 1)); echo "ok   $2"; else failed=$((failed + 1)); echo "FAIL $2"; fi; }
