@@ -25,7 +25,7 @@
 #            serialised step's values: no race);
 #   ncu      this build's step under Nsight Compute (`--profile-from-start off`: the report's eager
 #            step at the context's last position, which kt run brackets with cuProfilerStart/Stop),
-#            4 layers (3 HCA, 1 CSA; 3 hash-routed, 1 routed), B = 1: each kernel's device time
+#            4 layers (3 HCA, 1 CSA; 3 hash-routed, 1 routed), B = 1 (KT_NCU_BATCH): each kernel's device time
 #            (gpu__time_duration, caches and clocks left alone), summed per kernel name; ncuspread the same
 #            with KT_STEP_HC_SPREAD=0, ncuoff with $KT_RTB1_OFF's first setting;
 #   tiny     (in the background from the start) the routed tiny V4 made by transformers, teacher-
@@ -268,9 +268,9 @@ part_ncu() { # [TAG VAR=VALUE]: the step with one setting in its environment, in
     [ "$t" -gt 0 ] || { check 1 "ncu: skipped, $((SECONDS - T0)) s spent"; return; }
     env "$setting" timeout "$t" "$ncu" --profile-from-start off --metrics gpu__time_duration.sum --cache-control none \
         --clock-control none --csv --page raw --print-units base $KT run --model "$F" --synthetic --tp-shapes 4 \
-        --context 8192 --steps 0 --layers 4 --batch 1 >"$L/ncu_$tag.csv" 2>"$L/ncu_$tag.err"
+        --context 8192 --steps 0 --layers 4 --batch ${KT_NCU_BATCH:-1} >"$L/ncu_$tag.csv" 2>"$L/ncu_$tag.err"
     say "ncu $tag ($setting) rc=$?"
-    $PY - "$L/ncu_$tag.csv" <<'EOF'
+    $PY - "$L/ncu_$tag.csv" "${KT_NCU_BATCH:-1}" <<'EOF'
 import csv, sys
 rows = list(csv.reader(l for l in open(sys.argv[1]) if l.startswith('"')))
 head = next((i for i, r in enumerate(rows) if "Kernel Name" in r and "gpu__time_duration.sum" in r), None)
@@ -288,7 +288,7 @@ for r in rows[head + 1:]:
     a = agg.setdefault(r[kn], [0, 0.0, 0.0])
     a[0] += 1; a[1] += ns / 1e3; a[2] = max(a[2], ns / 1e3)
 tot = sum(a[1] for a in agg.values())
-print(f"ncu: {len(seq)} kernels of the eager step (4 layers, B = 1), device time {tot:.1f} us in all")
+print(f"ncu: {len(seq)} kernels of the eager step (4 layers, B = {sys.argv[2]}), device time {tot:.1f} us in all")
 for k, a in sorted(agg.items(), key=lambda kv: -kv[1][1]):
     print(f"  {k[:60]:60s} {a[0]:4d} calls {a[1]:8.1f} us  {a[1] / a[0]:7.2f} us a call (max {a[2]:.2f})")
 print("ncu: the sequence (kernel, us, grid, block):")
@@ -296,7 +296,7 @@ for k, us, g, b in seq:
     print(f"    {k[:60]:60s} {us:8.2f}  {g} {b}")
 sys.exit(0 if seq else 1)
 EOF
-    check $? "ncu: the step's kernels' device times (4 layers, B = 1, $setting)" || true
+    check $? "ncu: the step's kernels' device times (4 layers, B = ${KT_NCU_BATCH:-1}, $setting)" || true
     grep -v "^==PROF==" "$L/ncu_$tag.err" | tail -n 3
 }
 
