@@ -1087,9 +1087,9 @@ __device__ void rt_comp_store(const float *e, const rt_comp_consts &c, long entr
 // tokens) the entry (*pos+1)/rate - 1 into e[b], and the last of the sequence's blocks to finish
 // (count[b], left at 0 for the next launch) stores it (rt_comp_store).
 extern "C" __global__ void rt_comp_emit(const float *part, int S, int ld, const float *ape, float *st, float *e,
-                                        int *count, const float *w, const float *inv, const int *pos,
-                                        kt_u8 *kv_cache, float *keys, kt_u8 *ikeys, unsigned long long cstride,
-                                        int width, int overlap, int rate, int R, float eps) {
+                                        int *count, const float *w, const float *inv, const int *pos, kt_u8 *kv_cache,
+                                        float *keys, kt_u8 *ikeys, unsigned long long cstride, int width, int overlap,
+                                        int rate, int R, float eps) {
     const rt_comp_consts c = rt_comp_begin(ape, w, inv, pos, width, overlap, rate, R);
     __shared__ int last;
     __shared__ float sv[128];
