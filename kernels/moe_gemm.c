@@ -9,6 +9,7 @@
 #include "../runtime/kt.h"
 #include "family_hooks.h"
 #include "common/moe_layout.h"
+#include "common/moe_router.h"
 #include "fp8_gemm.h"
 #include "moe_gemm.h"
 
@@ -49,8 +50,47 @@ static moe_dims dims_of(const kt_problem *p) {
 
 /* ---------------------------------------------------------------- routing */
 
+void kt_moe_gate_logits(long M, long E, uint64_t *rng, float *logits, float *bias) {
+    for (long e = 0; e < E; e++) bias[e] = 0.3f * kt_rng_uniform(rng);
+    const double sd = sqrt(1.0 / 3.0), two_pi = 6.283185307179586;
+    for (long i = 0; i < M * E; i += 2) { /* Box-Muller: two normals from two uniforms */
+        double u = 1.0 - (double)(kt_rng_next(rng) >> 11) * 0x1p-53,
+               a = two_pi * (double)(kt_rng_next(rng) >> 11) * 0x1p-53;
+        double r = sd * sqrt(-2.0 * log(u));
+        logits[i] = (float)(r * cos(a));
+        if (i + 1 < M * E) logits[i + 1] = (float)(r * sin(a));
+    }
+}
+
+/* DIST=gate: each token's top-k by V4's f32 choice values (moe_router.h: the bits moe_route
+ * computes) on kt_moe_gate_logits, ties to the lower expert. */
+static void draw_gate(long M, long topk, long E, uint64_t *rng, int *ids) {
+    float *logits = malloc(sizeof(float) * (size_t)(M * E)), *bias = malloc(sizeof(float) * (size_t)E);
+    float *value = malloc(sizeof(float) * (size_t)E);
+    if (!logits || !bias || !value) abort();
+    kt_moe_gate_logits(M, E, rng, logits, bias);
+    for (long m = 0; m < M; m++) {
+        for (long e = 0; e < E; e++) value[e] = kt_moe_choice(kt_moe_sqrt_softplus(logits[m * E + e]), bias[e]);
+        for (long k = 0; k < topk; k++) {
+            long best = -1;
+            for (long e = 0; e < E; e++)
+                if (value[e] == value[e] && (best < 0 || value[e] > value[best])) best = e; /* NaN: taken */
+            ids[m * topk + k] = (int)best;
+            value[best] = NAN;
+        }
+    }
+    free(logits);
+    free(bias);
+    free(value);
+}
+
 void kt_moe_draw_routing(long M, long topk, long E, int dist, uint64_t seed, int *ids, float *weights) {
     uint64_t rng = seed;
+    if (dist == KT_MOE_GATE) {
+        draw_gate(M, topk, E, &rng, ids);
+        for (long i = 0; weights && i < M * topk; i++) weights[i] = 0.25f + 0.15f * kt_rng_uniform(&rng);
+        return;
+    }
     double *cdf = malloc(sizeof(double) * (size_t)E);
     int *perm = malloc(sizeof(int) * (size_t)E);
     if (!cdf || !perm) abort();
@@ -94,14 +134,21 @@ void kt_moe_draw_routing(long M, long topk, long E, int dist, uint64_t seed, int
     free(perm);
 }
 
-long kt_moe_touched(const int *ids, long n, long E) {
-    char *seen = calloc((size_t)E, 1);
-    long touched = 0;
-    if (!seen) abort();
+long kt_moe_touched(const int *ids, long n, long E) { return kt_moe_occupancy_of(ids, n, E, 1).touched; }
+
+kt_moe_occupancy kt_moe_occupancy_of(const int *ids, long n, long E, long TM) {
+    long *count = calloc((size_t)E, sizeof *count);
+    kt_moe_occupancy o = {0, 0, 0};
+    if (!count) abort();
     for (long i = 0; i < n; i++)
-        if (!seen[ids[i]]) seen[ids[i]] = 1, touched++;
-    free(seen);
-    return touched;
+        if (ids[i] >= 0 && ids[i] < E) count[ids[i]]++;
+    for (long e = 0; e < E; e++) {
+        o.touched += count[e] > 0;
+        o.busiest = count[e] > o.busiest ? count[e] : o.busiest;
+        o.tiles += (count[e] + TM - 1) / TM;
+    }
+    free(count);
+    return o;
 }
 
 /* The routing of problem p: a function of the problem alone (not of the fill's seed), so that
@@ -115,22 +162,25 @@ void kt_moe_problem_routing(const kt_problem *p, int *ids) {
     kt_moe_draw_routing(d.M, d.topk, d.E, d.dist, routing_seed(p), ids, NULL);
 }
 
-static long touched_of(const kt_problem *p) {
+static kt_moe_occupancy occupancy_of(const kt_problem *p, long TM) {
     moe_dims d = dims_of(p);
     int *ids = malloc(sizeof(int) * (size_t)d.MT);
     if (!ids) abort();
     kt_moe_problem_routing(p, ids);
-    long t = kt_moe_touched(ids, d.MT, d.E);
+    kt_moe_occupancy o = kt_moe_occupancy_of(ids, d.MT, d.E, TM);
     free(ids);
-    return t;
+    return o;
 }
+
+static long touched_of(const kt_problem *p) { return occupancy_of(p, 8).touched; }
 
 /* ------------------------------------------------------------ the problem */
 
 static int check_problem(const kt_problem *p, char *why, size_t n) {
     moe_dims d = dims_of(p);
-    if (d.fmt < 0 || d.fmt > 1 || d.stage < 0 || d.stage > 1 || d.dist < 0 || d.dist > 2)
-        return snprintf(why, n, "moe_gemm: FORMAT is fp8 or mxfp4, STAGE gateup or down, DIST uniform, zipf or hot"),
+    if (d.fmt < 0 || d.fmt > 1 || d.stage < 0 || d.stage > 1 || d.dist < 0 || d.dist > 3)
+        return snprintf(why, n,
+                        "moe_gemm: FORMAT is fp8 or mxfp4, STAGE gateup or down, DIST uniform, zipf, hot or gate"),
                -1;
     if (d.N % (d.stage == KT_MOE_GATEUP ? 256 : 128) || d.K % 128)
         return snprintf(why, n, "N=%ld, K=%ld: moe_gemm needs K and N (gate+up: N/2) to be multiples of 128", d.N, d.K),

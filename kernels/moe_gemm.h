@@ -9,12 +9,12 @@
 enum { KT_MOE_FORMAT, KT_MOE_STAGE, KT_MOE_E, KT_MOE_N, KT_MOE_K, KT_MOE_TOPK, KT_MOE_DIST, KT_MOE_KEYS };
 enum { KT_MOE_FP8, KT_MOE_MXFP4 };
 enum { KT_MOE_GATEUP, KT_MOE_DOWN };
-enum { KT_MOE_UNIFORM, KT_MOE_ZIPF, KT_MOE_HOT };
+enum { KT_MOE_UNIFORM, KT_MOE_ZIPF, KT_MOE_HOT, KT_MOE_GATE };
 /* FORMAT, STAGE and DIST are category keys: p->dim holds the index of the name (the DIST names
  * are moe_route's, kernels/moe_route.c). */
 extern const char *const kt_moe_format_names[]; /* "fp8", "mxfp4", NULL */
 extern const char *const kt_moe_stage_names[];  /* "gateup", "down", NULL */
-extern const char *const kt_moe_dist_names[];   /* "uniform", "zipf", "hot", NULL */
+extern const char *const kt_moe_dist_names[];   /* "uniform", "zipf", "hot", "gate", NULL */
 static inline int kt_moe_cat(const kt_problem *p, int key) { return (int)p->dim[key]; }
 
 /* moe_gemm's tensors, the same order for both stages; the ones a stage does not use are
@@ -46,14 +46,28 @@ void kt_moe_fill_inputs(const kt_problem *p, const int *ids, uint64_t seed, void
 extern const int kt_moe_tm_values[KT_MOE_N_TM];
 
 /* Draws topk distinct experts of E for each of M tokens from distribution dist (uniform, Zipf
- * s = 1.1 over a seeded ranking, or one hot expert in min(1, topk/4) of the tokens, which is
- * 25% of the slots where topk <= 4 and all tokens, the most distinct experts allow, above),
+ * s = 1.1 over a seeded ranking, one hot expert in min(1, topk/4) of the tokens, which is
+ * 25% of the slots where topk <= 4 and all tokens, the most distinct experts allow, above, or
+ * gate: V4's router, sqrt(softplus) + bias with ties to the lower expert, on kt_moe_gate_logits),
  * into ids [M*topk], and routing weights in [0.1, 0.4) into weights [M*topk] (may be NULL). */
 void kt_moe_draw_routing(long M, long topk, long E, int dist, uint64_t seed, int *ids, float *weights);
+/* DIST=gate: the logits and bias of kt run --synthetic's gate, whose routing the step's moe_gemm
+ * sees. A logit is a seeded gate row, U(+-1/sqrt(D)), times an rmsnormed h: N(0, 1/3) by the
+ * central limit, independent across tokens and experts; the bias is a seeded 1-d tensor,
+ * U(-0.3, 0.3) (runtime/step.c's fill). Logits [M*E] and bias [E] from rng. V4-routed top-6 of
+ * 256 this touches ~58 experts at M = 16 and ~103 at M = 64, the busiest ~13 slots there (the
+ * step's 40 routed layers measured 57.5 and 101.9: bench/NOTES.md, moe64). */
+void kt_moe_gate_logits(long M, long E, uint64_t *rng, float *logits, float *bias);
 /* The routing ids [M*topk] of moe_gemm problem p: a function of the problem alone (its key and
  * M), the one its fill and floor use and its vendor baseline times. */
 void kt_moe_problem_routing(const kt_problem *p, int *ids);
 /* Number of distinct experts in ids [n]. */
 long kt_moe_touched(const int *ids, long n, long E);
+/* What routing ids [n] over E experts makes a grouped GEMM read: the distinct experts, the
+ * busiest expert's slots and the tiles of TM slots the alignment pads them to. */
+typedef struct kt_moe_occupancy {
+    long touched, busiest, tiles;
+} kt_moe_occupancy;
+kt_moe_occupancy kt_moe_occupancy_of(const int *ids, long n, long E, long TM);
 
 #endif

@@ -3,7 +3,7 @@
  * tid2eid table [rows, TOPK] too, its bias unread); topk_ids, topk_weights and the alignment
  * records of kernels/common/moe_layout.h out. Key: ROUTER (V4, V3, HASH), E, TOPK, TM and
  * NTM (records for the grouped GEMM's token tiles TM, 2 TM, ..., 2^(NTM-1) TM: the GEMM tunes
- * its tile and reads its own), DIST (uniform, zipf, hot: what the fill's routing follows). */
+ * its tile and reads its own), DIST (uniform, zipf, hot, gate: what the fill's routing follows). */
 #include "family_hooks.h"
 #include "../runtime/kt.h"
 #include "common/moe_layout.h"
@@ -22,7 +22,7 @@ enum { K_FUSED, K_TOKENS, K_ALIGN };
 #define MAX_M 8192
 
 const char *const kt_moe_router_names[] = {"V4", "V3", "HASH", NULL};
-const char *const kt_moe_dist_names[] = {"uniform", "zipf", "hot", NULL};
+const char *const kt_moe_dist_names[] = {"uniform", "zipf", "hot", "gate", NULL};
 
 static int check_problem(const kt_problem *p, char *why, size_t n) {
     long E = p->dim[KT_MR_E], K = p->dim[KT_MR_TOPK], TM = p->dim[KT_MR_TM];
@@ -129,6 +129,10 @@ static float on_grid(double x) { return (float)(round(x * 64.0) / 64.0); }
 
 void kt_moe_route_fill(int router, long E, long topk, int dist, long M, uint64_t seed, float *logits, float *bias) {
     uint64_t rng = seed;
+    if (dist == KT_MOE_DIST_GATE) { /* the synthetic gate itself: its logits and bias, nothing planted */
+        kt_moe_gate_logits(M, E, &rng, logits, bias);
+        return;
+    }
     int *rank = calloc((size_t)E, sizeof(int)); /* the popularity ranking: rank[r] is the r-th expert */
     double *cdf = malloc(sizeof(double) * E);
     if (!rank || !cdf) abort();

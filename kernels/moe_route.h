@@ -11,14 +11,15 @@
  * tile and NTM the number of alignment records (tiles TM, 2 TM, ...). */
 enum { KT_MR_ROUTER, KT_MR_E, KT_MR_TOPK, KT_MR_TM, KT_MR_NTM, KT_MR_DIST, KT_MR_KEYS };
 extern const char *const kt_moe_router_names[]; /* "V4", "V3", "HASH", NULL */
-extern const char *const kt_moe_dist_names[];   /* "uniform", "zipf", "hot", NULL */
+extern const char *const kt_moe_dist_names[];   /* "uniform", "zipf", "hot", "gate", NULL */
 
 /* Seeded f32 gate logits [M, E] and correction bias [E] shaped so that the routing follows
  * distribution dist: each token's top-k are drawn (uniform; Zipf s = 1.1 over a seeded
  * ranking; one hot expert in a share min(1, 0.25 topk) of the tokens, its most possible share
  * of the slots when topk > 4) and given logits above the rest. Logits lie on a grid of 1/64 and
  * biases come in equal pairs, so exact ties occur; every 16th token (t % 16 == 5) has all
- * logits equal, so its choice is decided by biases and the tie rule alone. */
+ * logits equal, so its choice is decided by biases and the tie rule alone. DIST=gate draws no
+ * experts: the logits and bias are kt_moe_gate_logits' (kt run --synthetic's gate, moe_gemm.h). */
 void kt_moe_route_fill(int router, long E, long topk, int dist, long M, uint64_t seed, float *logits, float *bias);
 
 /* The float64 reference router for one token: experts chosen by the f32 choice values of

@@ -49,7 +49,7 @@ KT_MR_FN unsigned kt_mr_float_bits(float f) {
  * experts of token t are tid2eid[t] (a table row, in its order), weighted by V4's scores. */
 enum { KT_MOE_ROUTER_V4 = 0, KT_MOE_ROUTER_V3 = 1, KT_MOE_ROUTER_HASH = 2 };
 /* The routing distributions of the fill (the DIST key's values). */
-enum { KT_MOE_DIST_UNIFORM = 0, KT_MOE_DIST_ZIPF = 1, KT_MOE_DIST_HOT = 2 };
+enum { KT_MOE_DIST_UNIFORM = 0, KT_MOE_DIST_ZIPF = 1, KT_MOE_DIST_HOT = 2, KT_MOE_DIST_GATE = 3 };
 
 #define KT_MOE_MAX_E 256 /* experts a router handles: 8 per lane of its warp */
 #define KT_MOE_MAX_TOPK 16

@@ -2,7 +2,9 @@
  * invariants, the routing distributions, the float64 reference on hand-made inputs, and the
  * configs an untuned problem gets (they build and fit). */
 #include "../../kernels/common/moe_layout.h"
+#include "../../kernels/common/moe_router.h"
 #include "../../kernels/moe_gemm.h"
+#include "../../kernels/moe_route.h"
 #include "../../tuner/tuner.h"
 #include "test.h"
 
@@ -98,6 +100,45 @@ KT_TEST(moe_routing_distributions) {
     EXPECT(hot > 0.23 * 2 * M && hot < 0.28 * 2 * M);
     free(ids);
     free(w);
+}
+
+/* DIST=gate reproduces the synthetic V4-Flash step's occupancy (bench/NOTES.md, moe64): at B = 16 / 64 its
+ * 40 routed layers touched 57.5 / 101.9 of 256 experts (the report's 59.1 / 108.7 a layer with the 3 hash-routed
+ * ones, ~80 / ~199 each), so over 32 draws the mean touched lies within a few experts of those, the busiest expert
+ * takes ~13 slots at M = 64 (8-slot tiles over 5% more than the experts) and at most ~8 at M = 16 (uniform: ~6 at 64,
+ * ~200 touched: outside every range). moe_route's DIST=gate fill routed by the V4 reference gives the same ids. */
+KT_TEST(moe_gate_routing_matches_the_step) {
+    const long E = 256, K = 6, Ms[2] = {16, 64};
+    const double lo[2] = {55.5, 98.0}, hi[2] = {60.0, 107.0};
+    int ids[64 * 6], ref[64 * 6];
+    float logits[64 * 256], bias[256];
+    double w[6];
+    for (int dist = KT_MOE_UNIFORM; dist <= KT_MOE_GATE; dist += KT_MOE_GATE) {
+        for (int i = 0; i < 2; i++) {
+            double touched = 0, busiest = 0, tiles = 0;
+            int distinct = 1, same = 1;
+            for (uint64_t s = 0; s < 32; s++) {
+                kt_moe_draw_routing(Ms[i], K, E, dist, 100 + s, ids, NULL);
+                kt_moe_occupancy o = kt_moe_occupancy_of(ids, Ms[i] * K, E, 8);
+                touched += o.touched / 32.0, busiest += o.busiest / 32.0, tiles += o.tiles / 32.0;
+                for (long m = 0; m < Ms[i]; m++)
+                    for (long k = 0; k < K; k++)
+                        for (long j = 0; j < k; j++) distinct &= ids[m * K + j] != ids[m * K + k];
+                if (dist != KT_MOE_GATE) continue;
+                kt_moe_route_fill(KT_MOE_ROUTER_V4, E, K, KT_MOE_DIST_GATE, Ms[i], 100 + s, logits, bias);
+                for (long m = 0; m < Ms[i]; m++)
+                    kt_moe_route_token_ref(KT_MOE_ROUTER_V4, E, K, logits + m * E, bias, ref + m * K, w);
+                same &= !memcmp(ids, ref, sizeof(int) * (size_t)(Ms[i] * K));
+            }
+            int gate = dist == KT_MOE_GATE;
+            fprintf(stderr, "  %s M=%ld: %.1f touched, busiest %.1f slots, %.1f tiles of 8\n", kt_moe_dist_names[dist],
+                    Ms[i], touched, busiest, tiles);
+            EXPECT(distinct && same);
+            EXPECT(gate == (touched > lo[i] && touched < hi[i]));
+            if (gate && i == 1) EXPECT(busiest > 11 && busiest < 16 && tiles > 1.05 * touched);
+            if (gate && i == 0) EXPECT(busiest < 8 && tiles < 1.02 * touched);
+        }
+    }
 }
 
 /* A problem's host tensors, zeroed, then filled by the family. */
