@@ -438,7 +438,8 @@ static int cmd_tune(int argc, char **argv) {
                "  its worker restarted. Resumes an interrupted sweep (same command, same --seed).\n"
                "  --shard i/n measures every n-th (shape, M) only (fast: every n-th shape, whole), for\n"
                "  one machine of n; join the databases with kt db merge. --where P=V,... sweeps only the\n"
-               "  configs with those params at those values (e.g. DIRECT=1).\n");
+               "  configs with those params at those values (e.g. DIRECT=1); parts separated by ';' are a\n"
+               "  union, so that parts naming every param with --strategy exhaustive time just those configs.\n");
         return 0;
     }
     if (!c.family || !c.n_shapes || !c.n_ms) return die("tune needs --family, --shape and --m (see --help)%s", "");

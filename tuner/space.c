@@ -5,11 +5,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define MAX_WHERE_PARTS 64
+
 int kt_space_enumerate(const kt_family *f, int arch, const kt_problem *p, const char *where, kt_config **out,
                        int *rejected) {
-    kt_config want;
-    int fixed[KT_MAX_PARAMS] = {0};
-    if (where && kt_parse_where(f, where, &want, fixed)) return -1;
+    kt_config want[MAX_WHERE_PARTS];
+    int fixed[MAX_WHERE_PARTS][KT_MAX_PARAMS] = {{0}}, parts = 1;
+    for (const char *w = where; w && *w; w++) parts += *w == ';';
+    if (parts > MAX_WHERE_PARTS) return kt_fail("--where: %d parts ';'-separated, at most %d", parts, MAX_WHERE_PARTS);
+    for (int i = 0, at = 0; where && i < parts; i++) {
+        char part[512];
+        size_t len = strcspn(where + at, ";");
+        if (len >= sizeof part) return kt_fail("--where: part %d is too long", i + 1);
+        memcpy(part, where + at, len), part[len] = 0;
+        at += (int)len + 1;
+        if (kt_parse_where(f, part, &want[i], fixed[i])) return -1;
+    }
     long total = 1;
     for (int i = 0; i < f->n_params; i++) total *= f->params[i].n_values;
     kt_config *list = malloc(sizeof *list * (size_t)total);
@@ -24,9 +35,13 @@ int kt_space_enumerate(const kt_family *f, int arch, const kt_problem *p, const 
             c.v[i] = f->params[i].values[rest % f->params[i].n_values];
             rest /= f->params[i].n_values;
         }
-        int outside = 0;
-        for (int i = 0; i < f->n_params; i++) outside |= fixed[i] && c.v[i] != want.v[i];
-        if (outside) continue;
+        int inside = 0; /* in one part at least: each fixes its params to its values */
+        for (int w = 0; w < parts && !inside; w++) {
+            int in = 1;
+            for (int i = 0; i < f->n_params; i++) in &= !fixed[w][i] || c.v[i] == want[w].v[i];
+            inside = in;
+        }
+        if (!inside) continue;
         if (f->check_config(&c, arch, why, sizeof why) || (p && !f->config_fits(&c, p)))
             bad++;
         else

@@ -8,7 +8,8 @@
 
 /* Every config of f that passes check_config for arch (and config_fits for p when p is
  * not NULL) and, when where is not NULL, has the params it names at its values
- * ("DIRECT=1,TILE_M=16"), in the family's order. *out is malloc'd; returns the count, -1 on
+ * ("DIRECT=1,TILE_M=16"; parts separated by ';' are a union: a config in any of them, so
+ * parts naming every param list configs), in the family's order. *out is malloc'd; returns the count, -1 on
  * error. *rejected (may be NULL) receives how many were rejected before compiling. */
 int kt_space_enumerate(const kt_family *f, int arch, const kt_problem *p, const char *where, kt_config **out,
                        int *rejected);

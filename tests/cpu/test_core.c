@@ -220,6 +220,22 @@ KT_TEST(space_where_selects_a_part) {
            strstr(kt_error(), "not one of its values"));
     EXPECT(kt_space_enumerate(f, 120, NULL, "TILE=64", &none, NULL) == -1 && strstr(kt_error(), "unknown name 'TILE'"));
     EXPECT(kt_space_enumerate(f, 120, NULL, "DIRECT", &none, NULL) == -1 && strstr(kt_error(), "NAME=VALUE"));
+    /* parts separated by ';': their union, each config once, in the space's order; whole configs list themselves */
+    kt_config *both = NULL, *listed = NULL;
+    int n_m16 = kt_space_enumerate(f, 120, NULL, "TILE_M=16", &none, NULL);
+    free(none);
+    int n_both = kt_space_enumerate(f, 120, NULL, "DIRECT=1;TILE_M=16", &both, NULL), overlap = 0;
+    for (int i = 0; i < n_all; i++) overlap += all[i].v[P_DIRECT] == 1 && all[i].v[P_TILE_M] == 16;
+    EXPECT(n_both == n_direct + n_m16 - overlap && n_both < n_all);
+    char a[256], b[256], two[600];
+    kt_format_config(f, &all[3], a, sizeof a);
+    kt_format_config(f, &all[1], b, sizeof b);
+    snprintf(two, sizeof two, "%s;%s", a, b);
+    EXPECT(kt_space_enumerate(f, 120, NULL, two, &listed, NULL) == 2 && !memcmp(&listed[0], &all[1], sizeof *listed) &&
+           !memcmp(&listed[1], &all[3], sizeof *listed));
+    EXPECT(kt_space_enumerate(f, 120, NULL, "DIRECT=1;TILE=64", &none, NULL) == -1 && strstr(kt_error(), "'TILE'"));
+    free(both);
+    free(listed);
     free(all);
     free(direct);
     free(narrow);
