@@ -163,8 +163,8 @@ struct kt_step {
     kt_tp *tp; /* NULL: no all-reduces */
     double weight_bytes, expert_bytes, resolve_ms;
     float *host_logits;
-    dptr route_log; /* the profiled step's expert ids, every layer's eidx [n_layers][B][top_k] */
-    long *touched;  /* the distinct experts each layer's tokens picked in the profiled step (NULL before it) */
+    dptr route_log;        /* the profiled step's expert ids, every layer's eidx [n_layers][B][top_k] */
+    kt_moe_occupancy *occ; /* what each layer's tokens picked in the profiled step (8-slot tiles; NULL before it) */
 };
 
 /* The step's integer setting `name` from the environment: def when unset, clamped to [lo, hi]. */
@@ -2015,25 +2015,19 @@ static int time_graph(kt_step *s, CUgraphExec g, int reps, double *ms) {
     return 0;
 }
 
-/* The distinct experts in [0, E) of each layer's ids in route_log into s->touched (dense layers: 0). */
+/* Each layer's ids in route_log (the experts in [0, E)) into s->occ: the distinct experts, the busiest one's slots
+ * and the 8-slot tiles (moe_gemm's DIST=gate models this occupancy; dense layers: zeros). */
 static int count_touched(kt_step *s) {
     const kt_model_config *c = &s->c;
     long n = s->B * c->top_k, E = c->n_experts;
     int32_t *ids = malloc((size_t)(c->n_layers * n) * sizeof *ids);
-    char *seen = malloc((size_t)E);
-    if (!s->touched) s->touched = calloc((size_t)c->n_layers, sizeof *s->touched);
-    if (!ids || !seen || !s->touched) return free(ids), free(seen), kt_fail("out of host memory");
+    if (!s->occ) s->occ = calloc((size_t)c->n_layers, sizeof *s->occ);
+    if (!ids || !s->occ) return free(ids), kt_fail("out of host memory");
     int rc = kt_status_CU(kt_cu.cuMemcpyDtoH(ids, s->route_log, (size_t)(c->n_layers * n) * 4), "cuMemcpyDtoH",
                           __FILE__, __LINE__);
-    for (long l = 0; l < c->n_layers && !rc; l++) {
-        memset(seen, 0, (size_t)E);
-        s->touched[l] = 0;
-        for (long i = 0; i < n && c->mlp[l] != KT_MLP_DENSE; i++) {
-            int32_t e = ids[l * n + i];
-            if (e >= 0 && e < E && !seen[e]) seen[e] = 1, s->touched[l]++;
-        }
-    }
-    free(ids), free(seen);
+    for (long l = 0; l < c->n_layers && !rc; l++)
+        s->occ[l] = c->mlp[l] == KT_MLP_DENSE ? (kt_moe_occupancy){0, 0, 0} : kt_moe_occupancy_of(ids + l * n, n, E, 8);
+    free(ids);
     return rc ? -1 : 0;
 }
 
@@ -2069,7 +2063,7 @@ static double step_bytes(const kt_step *s, long pos) {
     double most = (double)(s->B * c->top_k < c->n_experts ? s->B * c->top_k : c->n_experts);
     double kv = 0, experts = 0;
     for (long l = 0; l < c->n_layers; l++) {
-        if (c->mlp[l] != KT_MLP_DENSE) experts += s->touched ? (double)s->touched[l] : most;
+        if (c->mlp[l] != KT_MLP_DENSE) experts += s->occ ? (double)s->occ[l].touched : most;
         if (c->attn[l] == KT_ATTN_DSA) { /* V3.2: the indexer reads every key, mla_decode its top-k */
             long n = pos + 1, k = n < c->index_topk ? n : c->index_topk;
             kv += (double)n * (KT_IDX_DIM + 4) + (double)k * KT_MLA_V32_TOKEN;
@@ -2107,8 +2101,19 @@ static int copy_bandwidth(double *bw) {
 static double mean_touched(const kt_step *s) {
     double sum = 0, layers = 0;
     for (long l = 0; l < s->c.n_layers; l++)
-        if (s->c.mlp[l] != KT_MLP_DENSE) sum += (double)s->touched[l], layers++;
+        if (s->c.mlp[l] != KT_MLP_DENSE) sum += (double)s->occ[l].touched, layers++;
     return layers ? sum / layers : 0;
+}
+
+/* The mean occupancy of the profiled step's layers of MLP kind `kind` (routed or hash-routed) as a JSON object. */
+static void occupancy_json(FILE *f, const kt_step *s, kt_mlp_type kind) {
+    double t = 0, b = 0, tiles = 0;
+    long n = 0;
+    for (long l = 0; l < s->c.n_layers; l++)
+        if (s->c.mlp[l] == kind)
+            t += (double)s->occ[l].touched, b += (double)s->occ[l].busiest, tiles += (double)s->occ[l].tiles, n++;
+    double d = n ? (double)n : 1.0;
+    fprintf(f, "{\"layers\": %ld, \"touched\": %.2f, \"busiest\": %.2f, \"tiles8\": %.2f}", n, t / d, b / d, tiles / d);
 }
 
 /* KT_RUN_PROBE=path (a debug dump, for tests/gpu/seedkv.sh): after the profiled step at P, its logits and every
@@ -2196,6 +2201,10 @@ int kt_step_report(kt_step *s, const kt_run_options *o) {
     for (int r = 0; r < n_rows; r++) fprintf(f, "%s\"%s\": %.4f", r ? ", " : "", rows[r].name, rows[r].ms);
     fprintf(f, "}, \"per_op_calls\": {");
     for (int r = 0; r < n_rows; r++) fprintf(f, "%s\"%s\": %d", r ? ", " : "", rows[r].name, rows[r].calls);
+    fprintf(f, "}, \"moe_occupancy\": {\"routed\": ");
+    occupancy_json(f, s, KT_MLP_MOE);
+    fprintf(f, ", \"hash\": ");
+    occupancy_json(f, s, KT_MLP_HASH);
     fprintf(f, "}}\n");
     fclose(f);
     return 0;
@@ -2210,5 +2219,5 @@ void kt_step_close(kt_step *s) {
     if (s->db) kt_db_close(s->db);
     kt_lt_gemv_close(s->lt);
     kt_tp_close(s->tp);
-    free(s->L), free(s->list), free(s->host_logits), free(s->touched), free(s);
+    free(s->L), free(s->list), free(s->host_logits), free(s->occ), free(s);
 }
