@@ -134,8 +134,6 @@ void kt_moe_draw_routing(long M, long topk, long E, int dist, uint64_t seed, int
     free(perm);
 }
 
-long kt_moe_touched(const int *ids, long n, long E) { return kt_moe_occupancy_of(ids, n, E, 1).touched; }
-
 kt_moe_occupancy kt_moe_occupancy_of(const int *ids, long n, long E, long TM) {
     long *count = calloc((size_t)E, sizeof *count);
     kt_moe_occupancy o = {0, 0, 0};

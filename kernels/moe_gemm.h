@@ -61,8 +61,6 @@ void kt_moe_gate_logits(long M, long E, uint64_t *rng, float *logits, float *bia
 /* The routing ids [M*topk] of moe_gemm problem p: a function of the problem alone (its key and
  * M), the one its fill and floor use and its vendor baseline times. */
 void kt_moe_problem_routing(const kt_problem *p, int *ids);
-/* Number of distinct experts in ids [n]. */
-long kt_moe_touched(const int *ids, long n, long E);
 /* What routing ids [n] over E experts makes a grouped GEMM read: the distinct experts, the
  * busiest expert's slots and the tiles of TM slots the alignment pads them to. */
 typedef struct kt_moe_occupancy {
