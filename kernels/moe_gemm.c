@@ -160,17 +160,15 @@ void kt_moe_problem_routing(const kt_problem *p, int *ids) {
     kt_moe_draw_routing(d.M, d.topk, d.E, d.dist, routing_seed(p), ids, NULL);
 }
 
-static kt_moe_occupancy occupancy_of(const kt_problem *p, long TM) {
+static long touched_of(const kt_problem *p) {
     moe_dims d = dims_of(p);
     int *ids = malloc(sizeof(int) * (size_t)d.MT);
     if (!ids) abort();
     kt_moe_problem_routing(p, ids);
-    kt_moe_occupancy o = kt_moe_occupancy_of(ids, d.MT, d.E, TM);
+    long t = kt_moe_occupancy_of(ids, d.MT, d.E, 1).touched;
     free(ids);
-    return o;
+    return t;
 }
-
-static long touched_of(const kt_problem *p) { return occupancy_of(p, 8).touched; }
 
 /* ------------------------------------------------------------ the problem */
 
