@@ -110,8 +110,9 @@ static int plan_attention(const kt_model_config *c, int B, long ctx, kt_step_pla
 }
 
 /* moe_route (router r for the routed layers, HASH for the hash-routed ones: tid2eid) and
- * moe_gemm's two stages in the experts' format. DIST: seeded gates route uniformly, a
- * checkpoint's skew (zipf). */
+ * moe_gemm's two stages in the experts' format. DIST: a checkpoint's skew (zipf); a seeded gate
+ * routes as DIST=gate does, but stays keyed uniform: the configs that key's defaults give
+ * measured within 2% of the best under DIST=gate (bench/NOTES.md, moe64). */
 static int plan_experts(const kt_model_config *c, int B, int synthetic, const char *r, int experts, kt_step_plan *p,
                         char *why, size_t n) {
     const char *dist = synthetic ? "uniform" : "zipf", *fmt = kt_moe_format_names[experts];
