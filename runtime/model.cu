@@ -982,24 +982,21 @@ extern "C" __global__ void rt_qkv_a(const kt_u16 *qkv, int ld, int QL, const flo
 // What rt_comp_emit's block reads that the step never writes, loaded before its PDL wait (their
 // round trips hide under the previous kernel's tail; each was one more in the chain, after a
 // store the compiler could not move it above): the position (copied in before the graph), the
-// gate's ape values of this slot that the block adds (ape[t]: rt_comp_slot's value t of the
-// thread's warp), and for the entry's store by the last block the norm weights w[t + 256 u] and
-// the RoPE frequency inv[t] (t < R / 2).
+// gate's ape values of this slot for the channel a fold thread owns (ape[r]: series r; two
+// values, not a warp's share of the block's 128, keep the block at 4 an SM), and for the entry's
+// store by the last block the norm weights w[t + 256 u] and the RoPE frequency inv[t] (t < R / 2).
 struct rt_comp_consts {
     rt_rope_c rope;
-    float ape[128 / RT_COMP_PARTS], w[RT_COMP_NW];
+    float ape[2], w[RT_COMP_NW];
 };
 __device__ __forceinline__ rt_comp_consts rt_comp_begin(const float *ape, const float *w, const float *inv,
                                                         const int *pos, int width, int overlap, int rate, int R) {
     rt_comp_consts c;
     c.rope = rt_rope_load(inv, pos, R);
-    const int OW = overlap * width, slot = c.rope.p % rate, wp = threadIdx.x / 32;
+    const int OW = overlap * width, slot = c.rope.p % rate, ch = blockIdx.x * 32 + threadIdx.x;
 #pragma unroll
-    for (int t = 0; t < 128 / RT_COMP_PARTS; t++) {
-        int i = wp + RT_COMP_PARTS * t, r = i % (32 * overlap), cj = blockIdx.x * 32 + r % 32;
-        c.ape[t] =
-            i >= 32 * overlap && i < 64 * overlap && cj < width ? ape[(long)slot * OW + (r / 32) * width + cj] : 0.f;
-    }
+    for (int r = 0; r < 2; r++)
+        c.ape[r] = threadIdx.x < 32 && ch < width && r < overlap ? ape[(long)slot * OW + r * width + ch] : 0.f;
     rt_rms_load(w, width, threadIdx.x, c.w);
     rt_begin();
     return c;
@@ -1007,11 +1004,10 @@ __device__ __forceinline__ rt_comp_consts rt_comp_begin(const float *ape, const 
 
 // A compressor's projections of the token for the block's 32 channels (with overlap 2 also their
 // second series, width + ch), from rt_gemv's S splits of [wkv; wg] . h (B x 2 OW, rows ld apart), into
-// sv[i] (+ ape[slot] on the gate, c.ape): the block's 64 * overlap values, kv then g, each series-major
+// sv[i] (the gate without ape, which rt_comp_fold adds): the block's 64 * overlap values, kv then g, each series-major
 // over the 32 channels. Warp w takes w, w + 8, ...: their lanes' splits loaded first (in flight
 // together), then summed.
-__device__ void rt_comp_slot(const float *part, int S, int ld, const rt_comp_consts &c, float *sv, int b, int width,
-                             int overlap) {
+__device__ void rt_comp_slot(const float *part, int S, int ld, float *sv, int b, int width, int overlap) {
     int OW = overlap * width, w = threadIdx.x / 32, nv = 64 * overlap;
     float v[128 / RT_COMP_PARTS]; // nv <= 128 (overlap <= 2)
 #pragma unroll
@@ -1024,7 +1020,7 @@ __device__ void rt_comp_slot(const float *part, int S, int ld, const rt_comp_con
     for (int t = 0; t < 128 / RT_COMP_PARTS; t++) {
         int i = w + RT_COMP_PARTS * t;
         float sum = rt_warp_sum(v[t]);
-        if (i < nv && threadIdx.x % 32 == 0) sv[i] = i < 32 * overlap ? sum : sum + c.ape[t];
+        if (i < nv && threadIdx.x % 32 == 0) sv[i] = sum;
     }
     __syncthreads();
 }
@@ -1038,26 +1034,30 @@ __device__ __forceinline__ rt_comp_acc rt_comp_add(rt_comp_acc a, float g, float
     return {m, a.s * x + y, a.v * x + y * kv};
 }
 
-// The online window's slot: the token's values sv folded into its channel's state st, planes m, s, v
-// N floats apart, [B][overlap][width] each: accumulator 0 builds this window's entry (from its
-// series, with overlap 2 its second one, width + ch); with overlap 2 accumulator 1 the first series,
-// which the next window's slot 0 takes over (CSA: an entry softmaxes its window's second series and
-// the previous window's first). Slot 0 starts both afresh, so no earlier state leaks past a window.
-__device__ void rt_comp_fold(const float *sv, float *st, long N, int b, int width, int overlap, int slot, int first) {
+// The online window's slot: the token's values sv (the gate + ape, the thread's c.ape) folded into
+// its channel's state st, planes m, s, v N floats apart, [B][overlap][width] each: accumulator 0
+// builds this window's entry (from its series, with overlap 2 its second one, width + ch); with
+// overlap 2 accumulator 1 the first series, which the next window's slot 0 takes over (CSA: an
+// entry softmaxes its window's second series and the previous window's first). Slot 0 starts both
+// afresh, so no earlier state leaks past a window. Returns accumulator 0 (threads t < 32 of a
+// channel < width; the others' is meaningless), which a window's close divides.
+__device__ rt_comp_acc rt_comp_fold(const float *sv, const float *ape, float *st, long N, int b, int width, int overlap,
+                                    int slot, int first) {
     int t = threadIdx.x, ch = blockIdx.x * 32 + t;
-    if (t >= 32 || ch >= width) return;
-    long a0 = ((long)b * overlap) * width + ch, a1 = a0 + width;
     const rt_comp_acc none = {-INFINITY, 0.f, 0.f};
+    if (t >= 32 || ch >= width) return none;
+    long a0 = ((long)b * overlap) * width + ch, a1 = a0 + width;
     rt_comp_acc A = slot ? rt_comp_acc{st[a0], st[N + a0], st[2 * N + a0]} : none;
     if (overlap == 2) {
         rt_comp_acc P = rt_comp_acc{st[a1], st[N + a1], st[2 * N + a1]};
         if (!slot && !first) A = P;
-        P = rt_comp_add(slot ? P : none, sv[64 + t], sv[t]);
+        P = rt_comp_add(slot ? P : none, sv[64 + t] + ape[0], sv[t]);
         st[a1] = P.m, st[N + a1] = P.s, st[2 * N + a1] = P.v;
     }
-    int k = overlap == 2 ? 32 + t : t, gi = 32 * overlap + k;
-    A = rt_comp_add(A, sv[gi], sv[k]);
+    int k = overlap == 2 ? 32 + t : t;
+    A = rt_comp_add(A, sv[32 * overlap + k] + ape[overlap - 1], sv[k]);
     st[a0] = A.m, st[N + a0] = A.s, st[2 * N + a0] = A.v;
+    return A;
 }
 
 // Compressed entry `entry` of sequence b from e[width] (written by the grid's other blocks: read
@@ -1086,19 +1086,19 @@ __device__ void rt_comp_store(const float *e, const rt_comp_consts &c, long entr
 // over 128 slots made every 128th step the slow one); when *pos closes a window (every `rate`
 // tokens) the entry (*pos+1)/rate - 1 into e[b], and the last of the sequence's blocks to finish
 // (count[b], left at 0 for the next launch) stores it (rt_comp_store).
-extern "C" __global__ void rt_comp_emit(const float *part, int S, int ld, const float *ape, float *st, float *e,
-                                        int *count, const float *w, const float *inv, const int *pos, kt_u8 *kv_cache,
-                                        float *keys, kt_u8 *ikeys, unsigned long long cstride, int width, int overlap,
-                                        int rate, int R, float eps) {
+extern "C" __global__ void __launch_bounds__(256, 4)
+    rt_comp_emit(const float *part, int S, int ld, const float *ape, float *st, float *e, int *count, const float *w,
+                 const float *inv, const int *pos, kt_u8 *kv_cache, float *keys, kt_u8 *ikeys,
+                 unsigned long long cstride, int width, int overlap, int rate, int R, float eps) {
     const rt_comp_consts c = rt_comp_begin(ape, w, inv, pos, width, overlap, rate, R);
     __shared__ int last;
     __shared__ float sv[128];
     int b = blockIdx.y, p = c.rope.p, t = threadIdx.x, ch = blockIdx.x * 32 + t;
-    long N = (long)gridDim.y * overlap * width, a0 = ((long)b * overlap) * width + ch;
-    rt_comp_slot(part, S, ld, c, sv, b, width, overlap);
-    rt_comp_fold(sv, st, N, b, width, overlap, p % rate, p < rate);
+    long N = (long)gridDim.y * overlap * width;
+    rt_comp_slot(part, S, ld, sv, b, width, overlap);
+    const rt_comp_acc A = rt_comp_fold(sv, c.ape, st, N, b, width, overlap, p % rate, p < rate);
     if ((p + 1) % rate) return;
-    if (t < 32 && ch < width) e[(long)b * width + ch] = st[2 * N + a0] / st[N + a0];
+    if (t < 32 && ch < width) e[(long)b * width + ch] = A.v / A.s;
     __threadfence(); // e[b] seen by the block that stores it
     __syncthreads();
     if (threadIdx.x == 0) last = atomicAdd(count + b, 1) == (int)gridDim.x - 1;

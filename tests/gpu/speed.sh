@@ -10,7 +10,7 @@
 #      (graph replays and split sums deterministic);
 #   3. V4-Flash synthetic, --tp-shapes 4, 43 layers, context 8192, B = 1, 16 and 64 (families):
 #      TPOT, the floor, the per-op ms (kt run --json), each against the last H200 recording
-#      (bench/recordings/h200_run_v4flash_tp4_b*_c8192_s27.json, its family-default TPOT: this
+#      (bench/recordings/h200_run_v4flash_tp4_b*_c8192_s28.json, its family-default TPOT: this
 #      runs without a DB; a check: at most 2% over it, so a change that slows the step fails).
 # About 120-140 s on an H200 (cold JIT cache). Logs and JSON under $OUT/speed (or /tmp/kt-speed).
 # Ends with "N passed, N failed".
@@ -64,7 +64,7 @@ fi
 F=$MODELS/flash
 timeout 60 $PY tests/gpu/runtime_ref.py flash "$F" >/dev/null 2>&1
 for b in ${KT_SPEED_BATCHES:-1 16 64}; do
-    n=flash_b${b}_c8192 was=bench/recordings/h200_run_v4flash_tp4_b${b}_c8192_s27.json # the last H200 run (online compressor windows, seeded KV)
+    n=flash_b${b}_c8192 was=bench/recordings/h200_run_v4flash_tp4_b${b}_c8192_s28.json # the last H200 run (rt_comp_emit at 4 blocks an SM)
     [ -s "$was" ] || was=$LOGS/$n.json # no recording: printed, compared with itself
     [ $b = 16 ] && [ $SECONDS -gt 100 ] && { echo "skip  B=16: $SECONDS s spent (the 150 s budget)"; continue; }
     timeout 60 $KT run --model "$F" --synthetic --tp-shapes 4 --batch $b --context 8192 --steps 1 \
